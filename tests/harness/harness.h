@@ -1,0 +1,100 @@
+/*
+ * harness.h - throwaway redis-server processes for the tests.
+ *
+ * Every server runs on a free loopback port (the kernel picks it), in its
+ * own mktemp -d directory, with --enable-debug-command local, a unix
+ * socket in that directory and, on request, a TLS port with certificates
+ * generated at test time. Tests talk to the library through dlock.h only;
+ * they use th_cmd() (a plain hiredis connection) to look at or disturb
+ * the server from outside.
+ *
+ * DLOCK_TEST_TRANSPORT=tcp|tls|unix (default tcp) chooses which URL
+ * th_url() gives, so one test binary runs over every transport.
+ */
+#ifndef DLOCK_TEST_HARNESS_H
+#define DLOCK_TEST_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct th_server_opts {
+    int tls;               /* also listen with TLS (th_certs()) */
+    int aof_always;        /* appendonly yes, appendfsync always */
+    const char *password;  /* requirepass for the default user */
+    const char *acl_user;  /* an extra ACL user with all rights... */
+    const char *acl_pass;  /* ...and this password */
+    const char *tls_cert;  /* server cert (default: th_certs()->server) */
+    const char *tls_key;
+} th_server_opts;
+
+typedef struct th_server {
+    pid_t pid;            /* 0 when not running */
+    int port;             /* plain TCP port on 127.0.0.1 */
+    int tls_port;         /* 0 without TLS */
+    char dir[256];        /* its own temp dir */
+    char unix_path[320];  /* dir/redis.sock */
+    char url[400];        /* redis://127.0.0.1:port (with password if set) */
+    char tls_url[400];    /* rediss://127.0.0.1:tls_port or "" */
+    char unix_url[400];   /* unix://dir/redis.sock */
+    th_server_opts opts;
+} th_server;
+
+/* Paths of certificates made once per test process under a temp dir by
+ * the openssl CLI: a CA, a server cert for 127.0.0.1/localhost signed by
+ * it, an expired server cert, a second unrelated CA, a client cert. */
+typedef struct th_cert_set {
+    char dir[256];
+    char ca[320], ca_key[320];
+    char server_cert[320], server_key[320];
+    char expired_cert[320], expired_key[320];
+    char other_ca[320];
+    char client_cert[320], client_key[320];
+} th_cert_set;
+
+/* Generate (once) and return the certificates; NULL on failure. */
+const th_cert_set *th_certs(void);
+
+/* Start a server (opts may be NULL). Returns 0, or -1 with a message on
+ * stderr. Waits until it answers PING. */
+int th_server_start(th_server *s, const th_server_opts *opts);
+/* SIGTERM, wait, remove its directory. Safe on a stopped server. */
+void th_server_stop(th_server *s);
+/* kill -9 and reap (directory and data kept). */
+void th_server_kill9(th_server *s);
+/* Start again on the same ports and directory (after kill9). 0 or -1. */
+int th_server_restart(th_server *s);
+/* SIGSTOP / SIGCONT the server process. */
+void th_server_pause(th_server *s);
+void th_server_resume(th_server *s);
+
+/* The URL for DLOCK_TEST_TRANSPORT (tcp, tls or unix). */
+const char *th_url(const th_server *s);
+/* The TLS CA file to use with th_url() (NULL unless transport is tls). */
+const char *th_ca_file(void);
+/* "tcp", "tls" or "unix". */
+const char *th_transport(void);
+
+/* Run a command on a new plain-TCP hiredis connection (authenticated when
+ * the server has a password). Returns the reply (freeReplyObject it) or
+ * NULL. */
+redisReply *th_cmd(const th_server *s, const char *fmt, ...);
+/* th_cmd returning an integer reply (or -1 on anything else). */
+long long th_cmd_int(const th_server *s, const char *fmt, ...);
+
+/* A fake server on a free loopback port, run by a thread: for every
+ * accepted connection it reads whatever arrives and answers with MODE:
+ *   "garbage"  bytes that are not RESP
+ *   "silent"   nothing, ever (connection kept open)
+ *   "truncate" half a bulk reply, then nothing
+ *   "close"    closes the connection at once
+ *   "wrongtype" a valid RESP reply of an unexpected type (+OK) to all
+ *   "http"     an HTTP/1.1 400 response, then close
+ * Returns the port, or -1. */
+int th_fake_server_start(const char *mode);
+void th_fake_server_stop(int port);
+
+/* mkdtemp under TMPDIR (or /tmp) into buf; 0 or -1. */
+int th_tempdir(char *buf, size_t len, const char *tag);
+
+#endif
