@@ -1,0 +1,91 @@
+/*
+ * util.c - small helpers every layer uses: the monotonic clock, random
+ * numbers from getrandom(2), error messages, and an interruptible sleep.
+ * No state lives here.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* CLOCK_MONOTONIC in milliseconds. Never fails on Linux. */
+int64_t dlock__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CLOCK_MONOTONIC in microseconds. */
+int64_t dlock__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Fill buf from getrandom(2), retrying on EINTR and short reads. Returns 0,
+ * or -1 with errno set when the kernel refuses. */
+int dlock__random_bytes(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* A uniform value in [0, bound), rejecting the biased top of the range.
+ * Falls back to the clock only if getrandom fails, which on Linux >= 3.17
+ * it does not once the pool is initialised; jitter needs no secrecy. */
+uint64_t dlock__random_below(uint64_t bound)
+{
+    uint64_t x, limit;
+    if (bound <= 1)
+        return 0;
+    limit = UINT64_MAX - UINT64_MAX % bound;
+    do {
+        if (dlock__random_bytes(&x, sizeof x) != 0)
+            x = (uint64_t)dlock__now_us() * 6364136223846793005ULL;
+    } while (x >= limit);
+    return x % bound;
+}
+
+/* Format a message into err (if given) and hand back code. */
+int dlock__fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* Sleep on poll() so a wake fd can cut the sleep short. EINTR just loops:
+ * the deadline is absolute. */
+int dlock__sleep_until(int64_t deadline_ms, int wake_fd)
+{
+    for (;;) {
+        int64_t left = deadline_ms - dlock__now_ms();
+        struct pollfd p = {.fd = wake_fd, .events = POLLIN, .revents = 0};
+        int r;
+        if (left <= 0)
+            return 0;
+        r = poll(&p, wake_fd >= 0 ? 1 : 0, left > 1000000 ? 1000000 : (int)left);
+        if (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+            return 1;
+    }
+}
