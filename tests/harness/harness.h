@@ -19,24 +19,25 @@
 #include <sys/types.h>
 
 typedef struct th_server_opts {
-    int tls;               /* also listen with TLS (th_certs()) */
-    int aof_always;        /* appendonly yes, appendfsync always */
-    const char *password;  /* requirepass for the default user */
-    const char *acl_user;  /* an extra ACL user with all rights... */
-    const char *acl_pass;  /* ...and this password */
-    const char *tls_cert;  /* server cert (default: th_certs()->server) */
+    int tls;              /* also listen with TLS (th_certs()) */
+    int aof_always;       /* appendonly yes, appendfsync always */
+    const char *password; /* requirepass for the default user */
+    const char *acl_user; /* an extra ACL user with all rights... */
+    const char *acl_pass; /* ...and this password */
+    const char *tls_cert; /* server cert (default: th_certs()->server) */
     const char *tls_key;
+    int tls_auth_clients_yes; /* tls-auth-clients yes (default optional) */
 } th_server_opts;
 
 typedef struct th_server {
-    pid_t pid;            /* 0 when not running */
-    int port;             /* plain TCP port on 127.0.0.1 */
-    int tls_port;         /* 0 without TLS */
-    char dir[256];        /* its own temp dir */
-    char unix_path[320];  /* dir/redis.sock */
-    char url[400];        /* redis://127.0.0.1:port (with password if set) */
-    char tls_url[400];    /* rediss://127.0.0.1:tls_port or "" */
-    char unix_url[400];   /* unix://dir/redis.sock */
+    pid_t pid;           /* 0 when not running */
+    int port;            /* plain TCP port on 127.0.0.1 */
+    int tls_port;        /* 0 without TLS */
+    char dir[256];       /* its own temp dir */
+    char unix_path[320]; /* dir/redis.sock */
+    char url[400];       /* redis://127.0.0.1:port (with password if set) */
+    char tls_url[400];   /* rediss://127.0.0.1:tls_port or "" */
+    char unix_url[400];  /* unix://dir/redis.sock */
     th_server_opts opts;
 } th_server;
 
@@ -50,6 +51,8 @@ typedef struct th_cert_set {
     char expired_cert[320], expired_key[320];
     char other_ca[320];
     char client_cert[320], client_key[320];
+    /* signed by the CA for DNS:wrong.dlock.invalid only (name mismatch) */
+    char wrongname_cert[320], wrongname_key[320];
 } th_cert_set;
 
 /* Generate (once) and return the certificates; NULL on failure. */
@@ -96,5 +99,18 @@ void th_fake_server_stop(int port);
 
 /* mkdtemp under TMPDIR (or /tmp) into buf; 0 or -1. */
 int th_tempdir(char *buf, size_t len, const char *tag);
+
+/*
+ * Notes on the implementation (harness.c):
+ * - Servers run from dir/redis.conf (mode 600), log to dir/redis.log.
+ *   DLOCK_REDIS_SERVER overrides the redis-server binary.
+ * - A server gets SIGKILL when the thread that started it exits
+ *   (PR_SET_PDEATHSIG follows the creating thread): start servers from
+ *   the test's main thread. Servers still running at exit() of the
+ *   process that started them are killed -9 and their dirs removed;
+ *   forked children of a test do not run that cleanup.
+ * - With DLOCK_TEST_TRANSPORT=tls, th_server_start() enables TLS even
+ *   when opts->tls is 0.
+ */
 
 #endif
