@@ -1,0 +1,103 @@
+/*
+ * cli.h - what the files of the dlock command-line tool share.
+ *
+ * The tool is a client of include/dlock.h only. dlock.c parses the command
+ * line, makes the client and runs the small subcommands (status, acquire,
+ * release, extend); run.c is `dlock run`: it holds a lock while a child
+ * process runs; signals.c owns the signal handlers, the self-pipe they and
+ * the lease-lost callback write to, and the acquire that a signal can
+ * interrupt; util.c holds the pure helpers (strict number parsing, URL
+ * redaction, quoting).
+ */
+#ifndef DLOCK_CLI_H
+#define DLOCK_CLI_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dlock.h"
+
+/* Exit statuses of dlock itself (sysexits(3) values, as flock(1) uses). */
+#define CLI_EX_USAGE 64       /* bad command line */
+#define CLI_EX_UNAVAILABLE 69 /* no server or no quorum reachable */
+#define CLI_EX_SOFTWARE 70    /* unexpected library answer */
+#define CLI_EX_OSERR 71       /* fork, pipe, thread... failed */
+#define CLI_EX_NOPERM 77      /* the server refused our credentials */
+#define CLI_EX_CONFIG 78      /* TLS files could not be loaded */
+#define CLI_EX_CANNOT_EXEC 126
+#define CLI_EX_NOT_FOUND 127
+
+#define CLI_DEFAULT_SERVER "redis://127.0.0.1:6379"
+#define CLI_DEFAULT_LEASE_MS 30000
+#define CLI_DEFAULT_GRACE_MS 5000
+#define CLI_DEFAULT_LOST_CODE 75
+#define CLI_DEFAULT_CONFLICT_CODE 1
+
+enum cli_cmd { CMD_RUN, CMD_ACQUIRE, CMD_RELEASE, CMD_EXTEND, CMD_STATUS };
+
+enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
+
+/* Everything the command line and the environment decided. */
+struct cli {
+    enum cli_cmd cmd;
+    const char *cmd_name;
+    const char *key;
+    char **command; /* run: COMMAND and its arguments, NULL-terminated */
+
+    char **servers; /* copies (the argv originals are masked) */
+    size_t nservers;
+    const char *servers_from; /* "--server", "DLOCK_SERVERS", "default" */
+    const char *user;
+    const char *cacert;
+    const char *prefix;
+    int insecure;
+    int verbose;
+
+    int64_t wait_ms; /* -1: forever, 0: try once */
+    int64_t lease_ms;
+    int64_t grace_ms;
+    int conflict_code;
+    int lost_code;
+    enum cli_on_lost on_lost;
+
+    int json;       /* status --json */
+    int export_env; /* acquire --export */
+    const char *owner;
+};
+
+/* dlock.c */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_verbose(const struct cli *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int cli_exit_for(const struct cli *o, int rc);
+void cli_report(dlock_client *c, const char *what, const char *key, int rc);
+
+/* run.c */
+int cli_run(struct cli *o, dlock_client *c);
+
+/* signals.c */
+int cli_signals_setup(void);
+int cli_signals_pipe(void);
+const sigset_t *cli_signals_orig_mask(void);
+const sigset_t *cli_signals_set(void);
+int cli_signals_take(int *from_tty);
+void cli_signals_child_reset(void);
+void cli_lost_cb(dlock_lock *lock, void *userdata);
+int cli_lost_seen(void);
+void cli_drain_pipe(void);
+int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
+                dlock_lock **out, int *signo);
+
+/* util.c */
+int cli_parse_seconds(const char *s, int64_t *ms, const char **why);
+int cli_parse_code(const char *s, int *code);
+void cli_redact_url(const char *url, char *out, size_t outlen);
+int cli_mask_password(char *url);
+void cli_json_string(FILE *f, const char *s);
+void cli_shell_quote(FILE *f, const char *s);
+int64_t cli_now_ms(void);
+void cli_format_ms(int64_t ms, char *out, size_t outlen);
+
+#endif /* DLOCK_CLI_H */

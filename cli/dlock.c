@@ -1,0 +1,783 @@
+/*
+ * dlock.c - the `dlock` command-line tool: flock(1) across machines.
+ *
+ * `dlock run KEY -- COMMAND` holds the Redis lock KEY while COMMAND runs
+ * (run.c); `dlock acquire`, `release` and `extend` let a shell script hold a
+ * lock across several commands; `dlock status` shows what the servers know
+ * about a lock. This file parses the command line and the environment,
+ * makes the dlock_client, runs the small subcommands and maps library
+ * results to exit statuses. It uses include/dlock.h only.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *usage_text =
+    "Usage: dlock run [OPTIONS] KEY [--] COMMAND [ARG...]\n"
+    "       dlock acquire [OPTIONS] KEY\n"
+    "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
+    "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
+    "       dlock status [OPTIONS] KEY [--json]\n"
+    "       dlock --help | --version\n"
+    "\n"
+    "Hold the distributed lock KEY on Redis: flock(1) across machines.\n"
+    "run renews the lease while COMMAND runs and releases the lock when it\n"
+    "exits; acquire/release/extend hold a lock across several commands of\n"
+    "a script (no renewal: the lease must cover the span).\n"
+    "\n"
+    "Server options (every command):\n"
+    "  -s, --server URL       redis://[USER[:PASSWORD]@]HOST[:PORT][/DB],\n"
+    "                         rediss://... (TLS) or unix:///PATH; repeat for\n"
+    "                         Redlock (default: $DLOCK_SERVERS, comma-\n"
+    "                         separated, else redis://127.0.0.1:6379)\n"
+    "      --user NAME        ACL user (default: $DLOCK_USER, else the URL's)\n"
+    "      --cacert FILE      CA certificates for rediss:// (default:\n"
+    "                         $DLOCK_CACERT, else the system's)\n"
+    "      --insecure         rediss:// without certificate checks (tests)\n"
+    "      --prefix PREFIX    key prefix (default: $DLOCK_PREFIX, else dlock)\n"
+    "  -v, --verbose          say on stderr what is happening and how long\n"
+    "                         it took\n"
+    "The password comes from the URL or from $DLOCK_PASSWORD.\n"
+    "\n"
+    "Locking options (run, acquire):\n"
+    "  -w, --wait SECONDS     give up after SECONDS (fractions allowed;\n"
+    "                         0 = --nonblock; default: wait forever)\n"
+    "  -n, --nonblock         fail at once if the lock is held\n"
+    "  -l, --lease SECONDS    lease length (default 30); run renews it every\n"
+    "                         third of it; extend sets it anew\n"
+    "  -E, --conflict-exit-code N\n"
+    "                         exit status when the lock is not obtained\n"
+    "                         (default 1)\n"
+    "\n"
+    "run options:\n"
+    "      --on-lost POLICY   what to do to COMMAND when the lease is lost:\n"
+    "                         term (SIGTERM, then SIGKILL after --grace;\n"
+    "                         default), kill (SIGKILL) or ignore\n"
+    "      --grace SECONDS    time between SIGTERM and SIGKILL (default 5)\n"
+    "  -L, --lost-exit-code N exit status when the lease was lost (default\n"
+    "                         75; also release/extend when OWNER no longer\n"
+    "                         holds KEY)\n"
+    "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
+    "\n"
+    "acquire options:\n"
+    "      --export           print shell assignments of DLOCK_KEY,\n"
+    "                         DLOCK_OWNER and DLOCK_FENCING_TOKEN for eval\n"
+    "                         instead of \"OWNER TOKEN\"\n"
+    "release and extend options:\n"
+    "      --owner OWNER      the owner acquire printed (default: $DLOCK_OWNER)\n"
+    "status options:\n"
+    "      --json             print a JSON object\n"
+    "\n"
+    "  -h, --help             print this help and exit\n"
+    "  -V, --version          print the version and exit\n"
+    "\n"
+    "Exit status: COMMAND's (128+N if killed by signal N); the conflict code\n"
+    "when the lock was not obtained; the lost code when the lease was lost;\n"
+    "64 usage error; 69 no server or no quorum reachable; 77 authentication\n"
+    "refused; 126 COMMAND not executable; 127 COMMAND not found;\n"
+    "128+N when signal N stopped the wait. See dlock(1).\n";
+
+enum {
+    OPT_USER = 256,
+    OPT_CACERT,
+    OPT_INSECURE,
+    OPT_PREFIX,
+    OPT_ON_LOST,
+    OPT_GRACE,
+    OPT_JSON,
+    OPT_EXPORT,
+    OPT_OWNER
+};
+
+static const struct option long_options[] = {
+    {"server", required_argument, NULL, 's'},
+    {"user", required_argument, NULL, OPT_USER},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"prefix", required_argument, NULL, OPT_PREFIX},
+    {"verbose", no_argument, NULL, 'v'},
+    {"wait", required_argument, NULL, 'w'},
+    {"nonblock", no_argument, NULL, 'n'},
+    {"lease", required_argument, NULL, 'l'},
+    {"conflict-exit-code", required_argument, NULL, 'E'},
+    {"on-lost", required_argument, NULL, OPT_ON_LOST},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"lost-exit-code", required_argument, NULL, 'L'},
+    {"export", no_argument, NULL, OPT_EXPORT},
+    {"owner", required_argument, NULL, OPT_OWNER},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}};
+
+/* The subcommands by name. */
+struct cmd_def {
+    const char *name;
+    enum cli_cmd cmd;
+};
+
+static const char common_opts[] = "svhV";
+
+/* Does CMD accept option OPT (a short letter or an OPT_* id)? */
+static int accepts(enum cli_cmd cmd, int opt)
+{
+    if (opt < 256)
+        if (strchr(common_opts, opt) != NULL)
+            return 1;
+    switch (opt) {
+    case OPT_USER:
+    case OPT_CACERT:
+    case OPT_INSECURE:
+    case OPT_PREFIX:
+        return 1;
+    case 'w':
+    case 'n':
+    case 'E':
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
+    case 'l':
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND;
+    case 'L':
+        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND;
+    case OPT_ON_LOST:
+    case OPT_GRACE:
+        return cmd == CMD_RUN;
+    case OPT_EXPORT:
+        return cmd == CMD_ACQUIRE;
+    case OPT_OWNER:
+        return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
+    case OPT_JSON:
+        return cmd == CMD_STATUS;
+    default:
+        return 0;
+    }
+}
+
+/* Print "dlock: MESSAGE" on stderr. */
+void cli_err(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("dlock: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Print "dlock: MESSAGE" on stderr when -v was given. */
+void cli_verbose(const struct cli *o, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!o->verbose)
+        return;
+    fputs("dlock: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Report a usage error and return the status for it. */
+static int usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "dlock%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'dlock --help'.\n", stderr);
+    return CLI_EX_USAGE;
+}
+
+/*
+ * The exit status for a library status code: the conflict code when the
+ * lock is held by someone else, the lost code when our hold is gone, and
+ * sysexits(3) values for the rest.
+ */
+int cli_exit_for(const struct cli *o, int rc)
+{
+    switch (rc) {
+    case DLOCK_OK:
+        return 0;
+    case DLOCK_BUSY:
+    case DLOCK_TIMEDOUT:
+        return o->conflict_code;
+    case DLOCK_NOT_OWNER:
+    case DLOCK_LOST:
+        return o->lost_code;
+    case DLOCK_NO_QUORUM:
+    case DLOCK_EIO:
+    case DLOCK_ETIMEDOUT:
+    case DLOCK_EPROTO:
+    case DLOCK_ESERVER:
+    case DLOCK_ETLS:
+        return CLI_EX_UNAVAILABLE;
+    case DLOCK_EAUTH:
+        return CLI_EX_NOPERM;
+    case DLOCK_EINVAL:
+        return CLI_EX_USAGE;
+    case DLOCK_ENOMEM:
+        return CLI_EX_OSERR;
+    default:
+        return CLI_EX_SOFTWARE;
+    }
+}
+
+/* Print "dlock: WHAT "KEY": text (details)" for a failed library call. */
+void cli_report(dlock_client *c, const char *what, const char *key, int rc)
+{
+    const char *detail = c != NULL ? dlock_errmsg(c) : "";
+
+    if (detail != NULL && *detail != '\0')
+        cli_err("%s \"%s\": %s (%s)", what, key, dlock_strerror(rc), detail);
+    else
+        cli_err("%s \"%s\": %s", what, key, dlock_strerror(rc));
+}
+
+/* Append a copy of URL to the server list and mask its password in argv.
+ * Returns 0, or -1 when out of memory. */
+static int add_server(struct cli *o, char *url)
+{
+    char **grown = realloc(o->servers, (o->nservers + 1) * sizeof *grown);
+
+    if (grown == NULL)
+        return -1;
+    o->servers = grown;
+    o->servers[o->nservers] = strdup(url);
+    if (o->servers[o->nservers] == NULL)
+        return -1;
+    o->nservers++;
+    return 0;
+}
+
+/* Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
+ * entries ignored) or the default. Returns 0, or -1 when out of memory. */
+static int default_servers(struct cli *o)
+{
+    const char *env = getenv("DLOCK_SERVERS");
+    char *copy, *save = NULL, *tok;
+    int rc = 0;
+
+    if (env != NULL && strspn(env, " \t,") != strlen(env)) {
+        copy = strdup(env);
+        if (copy == NULL)
+            return -1;
+        for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
+             tok = strtok_r(NULL, ",", &save)) {
+            char *end;
+
+            tok += strspn(tok, " \t");
+            end = tok + strlen(tok);
+            while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+                *--end = '\0';
+            if (*tok != '\0')
+                rc = add_server(o, tok);
+        }
+        free(copy);
+        o->servers_from = "DLOCK_SERVERS";
+        return rc;
+    }
+    o->servers_from = "default";
+    return add_server(o, (char *)CLI_DEFAULT_SERVER);
+}
+
+/* Name an option for messages: "-w" or "--grace". */
+static void option_name(int opt, char *buf, size_t len)
+{
+    if (opt > 0 && opt < 256) {
+        snprintf(buf, len, "-%c", opt);
+        return;
+    }
+    for (const struct option *lo = long_options; lo->name; lo++)
+        if (lo->val == opt) {
+            snprintf(buf, len, "--%s", lo->name);
+            return;
+        }
+    snprintf(buf, len, "?");
+}
+
+/*
+ * Parse argv for subcommand O->cmd (argv[0] is the subcommand's name).
+ * run stops at KEY like flock(1) ("+"): options go before KEY, and what
+ * follows KEY (after an optional "--") is COMMAND. The other subcommands
+ * take options anywhere. Returns 0, CLI_EX_USAGE after printing the
+ * problem, or -1 for "--help/--version printed: exit 0".
+ */
+static int parse_args(struct cli *o, int argc, char **argv)
+{
+    const char *shorts = o->cmd == CMD_RUN ? "+:s:vw:nl:E:L:hV"
+                                           : ":s:vw:nl:E:L:hV";
+    const char *why;
+    char name[32];
+    int opt, positional;
+
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, shorts, long_options, NULL)) !=
+           -1) {
+        if (opt == '?') {
+            if (optopt > 0 && optopt < 256)
+                return usage_error(o->cmd_name, "unknown option '-%c'",
+                                   optopt);
+            return usage_error(o->cmd_name, "unknown option '%s'",
+                               argv[optind - 1]);
+        }
+        if (opt == ':') {
+            option_name(optopt, name, sizeof name);
+            return usage_error(o->cmd_name, "option '%s' needs a value",
+                               name);
+        }
+        if (!accepts(o->cmd, opt)) {
+            option_name(opt, name, sizeof name);
+            return usage_error(o->cmd_name, "option '%s' does not apply to %s",
+                               name, o->cmd_name);
+        }
+        switch (opt) {
+        case 's':
+            if (add_server(o, optarg) < 0) {
+                cli_err("out of memory");
+                return CLI_EX_OSERR;
+            }
+            cli_mask_password(optarg);
+            o->servers_from = "--server";
+            break;
+        case OPT_USER:
+            o->user = optarg;
+            break;
+        case OPT_CACERT:
+            o->cacert = optarg;
+            break;
+        case OPT_INSECURE:
+            o->insecure = 1;
+            break;
+        case OPT_PREFIX:
+            o->prefix = optarg;
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        case 'w':
+            if (cli_parse_seconds(optarg, &o->wait_ms, &why) < 0)
+                return usage_error(o->cmd_name, "--wait '%s': %s", optarg,
+                                   why);
+            break;
+        case 'n':
+            o->wait_ms = 0;
+            break;
+        case 'l':
+            if (cli_parse_seconds(optarg, &o->lease_ms, &why) < 0)
+                return usage_error(o->cmd_name, "--lease '%s': %s", optarg,
+                                   why);
+            if (o->lease_ms <= 0)
+                return usage_error(o->cmd_name,
+                                   "--lease '%s': must be more than 0",
+                                   optarg);
+            break;
+        case OPT_GRACE:
+            if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
+                return usage_error(o->cmd_name, "--grace '%s': %s", optarg,
+                                   why);
+            break;
+        case 'E':
+            if (cli_parse_code(optarg, &o->conflict_code) < 0)
+                return usage_error(o->cmd_name,
+                                   "--conflict-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+            break;
+        case 'L':
+            if (cli_parse_code(optarg, &o->lost_code) < 0)
+                return usage_error(o->cmd_name,
+                                   "--lost-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+            break;
+        case OPT_ON_LOST:
+            if (strcmp(optarg, "term") == 0)
+                o->on_lost = ON_LOST_TERM;
+            else if (strcmp(optarg, "kill") == 0)
+                o->on_lost = ON_LOST_KILL;
+            else if (strcmp(optarg, "ignore") == 0)
+                o->on_lost = ON_LOST_IGNORE;
+            else
+                return usage_error(o->cmd_name,
+                                   "--on-lost '%s': not term, kill or ignore",
+                                   optarg);
+            break;
+        case OPT_EXPORT:
+            o->export_env = 1;
+            break;
+        case OPT_OWNER:
+            o->owner = optarg;
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return -1;
+        case 'V':
+            printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
+            return -1;
+        }
+    }
+
+    positional = argc - optind;
+    if (positional < 1)
+        return usage_error(o->cmd_name, "missing KEY");
+    o->key = argv[optind];
+    if (*o->key == '\0')
+        return usage_error(o->cmd_name, "KEY must not be empty");
+    if (strlen(o->key) > 512)
+        return usage_error(o->cmd_name, "KEY is longer than 512 bytes");
+    if (o->cmd == CMD_RUN) {
+        char **cmd = argv + optind + 1;
+
+        if (*cmd != NULL && strcmp(*cmd, "--") == 0)
+            cmd++;
+        if (*cmd == NULL)
+            return usage_error(o->cmd_name, "missing COMMAND after KEY");
+        if ((*cmd)[0] == '-' && cmd == argv + optind + 1)
+            return usage_error(o->cmd_name,
+                               "'%s' after KEY: options go before KEY "
+                               "(use -- before a COMMAND starting with -)",
+                               *cmd);
+        o->command = cmd;
+    } else if (positional > 1) {
+        return usage_error(o->cmd_name, "unexpected argument '%s'",
+                           argv[optind + 1]);
+    }
+    if (o->cmd == CMD_EXTEND || o->cmd == CMD_RELEASE) {
+        if (o->owner == NULL)
+            o->owner = getenv("DLOCK_OWNER");
+        if (o->owner == NULL || *o->owner == '\0')
+            return usage_error(o->cmd_name,
+                               "no owner: give --owner or set DLOCK_OWNER");
+    }
+    if (o->nservers == 0 && default_servers(o) < 0) {
+        cli_err("out of memory");
+        return CLI_EX_OSERR;
+    }
+    return 0;
+}
+
+/* Take an environment variable only when it is set and not empty. */
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+/*
+ * Create the client from the options and the environment (DLOCK_USER,
+ * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_PREFIX). Returns 0 with *out set, or
+ * an exit status after printing why.
+ */
+static int make_client(const struct cli *o, dlock_client **out)
+{
+    dlock_options opts;
+    char err[256] = "";
+    char shown[512];
+    int rc;
+
+    dlock_options_init(&opts);
+    opts.servers = (const char *const *)o->servers;
+    opts.nservers = o->nservers;
+    opts.username = o->user != NULL ? o->user : env_nonempty("DLOCK_USER");
+    opts.password = env_nonempty("DLOCK_PASSWORD");
+    if (o->prefix != NULL)
+        opts.key_prefix = o->prefix;
+    else if (env_nonempty("DLOCK_PREFIX") != NULL)
+        opts.key_prefix = env_nonempty("DLOCK_PREFIX");
+    opts.tls_ca_file = o->cacert != NULL ? o->cacert
+                                         : env_nonempty("DLOCK_CACERT");
+    opts.tls_insecure = o->insecure;
+
+    if (o->verbose) {
+        for (size_t i = 0; i < o->nservers; i++) {
+            cli_redact_url(o->servers[i], shown, sizeof shown);
+            cli_verbose(o, "server %zu of %zu: %s (from %s)", i + 1,
+                        o->nservers, shown, o->servers_from);
+        }
+        if (o->nservers > 1)
+            cli_verbose(o, "Redlock over %zu servers: quorum %zu",
+                        o->nservers, o->nservers / 2 + 1);
+    }
+
+    rc = dlock_client_new(out, &opts, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        cli_err("%s%s%s", dlock_strerror(rc), *err ? ": " : "", err);
+        switch (rc) {
+        case DLOCK_EINVAL:
+            return CLI_EX_USAGE;
+        case DLOCK_ETLS:
+            return CLI_EX_CONFIG;
+        case DLOCK_ENOMEM:
+            return CLI_EX_OSERR;
+        default:
+            return CLI_EX_UNAVAILABLE;
+        }
+    }
+    if (o->insecure)
+        cli_err("warning: --insecure: TLS certificates are not checked");
+    return 0;
+}
+
+/* `dlock status KEY [--json]`: what the servers know about KEY. */
+static int cmd_status(const struct cli *o, dlock_client *c)
+{
+    dlock_info info;
+    char ttl[32];
+    int rc = dlock_lock_inspect(c, o->key, &info);
+
+    if (rc != DLOCK_OK) {
+        cli_report(c, "status", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    if (o->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, o->key);
+        printf(",\"held\":%s,\"owner\":", info.held ? "true" : "false");
+        if (info.held)
+            cli_json_string(stdout, info.owner);
+        else
+            fputs("null", stdout);
+        printf(",\"reentry\":%lld", (long long)(info.held ? info.reentry : 0));
+        if (info.held && info.ttl_ms >= 0)
+            printf(",\"ttl_ms\":%lld", (long long)info.ttl_ms);
+        else
+            fputs(",\"ttl_ms\":null", stdout);
+        printf(",\"token\":%llu", (unsigned long long)info.last_token);
+        if (info.waiters >= 0)
+            printf(",\"waiters\":%lld", (long long)info.waiters);
+        else
+            fputs(",\"waiters\":null", stdout);
+        printf(",\"nodes_holding\":%d,\"nodes\":%zu}\n", info.nodes_holding,
+               o->nservers);
+    } else {
+        printf("key:      %s\n", o->key);
+        printf("state:    %s\n", info.held ? "held" : "free");
+        if (info.held) {
+            cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
+            printf("owner:    %s\n", info.owner);
+            printf("reentry:  %lld\n", (long long)info.reentry);
+            printf("ttl:      %s\n", info.ttl_ms < 0 ? "none" : ttl);
+        }
+        printf("token:    %llu%s\n", (unsigned long long)info.last_token,
+               info.last_token == 0 ? " (never granted)" : "");
+        if (info.waiters >= 0)
+            printf("waiters:  %lld\n", (long long)info.waiters);
+        else
+            printf("waiters:  unknown\n");
+        if (o->nservers > 1)
+            printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
+                   o->nservers);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing to stdout: %s", strerror(errno));
+        return 74;
+    }
+    return 0;
+}
+
+/*
+ * `dlock acquire KEY`: take the lock, print the owner handle and exit still
+ * holding it (no renewal). If the handle cannot be written the lock is
+ * released again, since nobody could release it before the lease ends.
+ */
+static int cmd_acquire(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    int signo, rc = cli_acquire(o, c, 0, &lock, &signo);
+    char lease[32];
+
+    if (signo != 0) {
+        if (lock != NULL)
+            dlock_lock_release(lock);
+        cli_verbose(o, "interrupted by signal %d", signo);
+        return 128 + signo;
+    }
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
+            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+        else
+            cli_report(c, "acquire", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    if (o->export_env) {
+        fputs("DLOCK_KEY=", stdout);
+        cli_shell_quote(stdout, o->key);
+        fputs("; DLOCK_OWNER=", stdout);
+        cli_shell_quote(stdout, dlock_lock_owner(lock));
+        printf("; DLOCK_FENCING_TOKEN=%llu; export DLOCK_KEY DLOCK_OWNER "
+               "DLOCK_FENCING_TOKEN\n",
+               (unsigned long long)dlock_lock_token(lock));
+    } else {
+        printf("%s %llu\n", dlock_lock_owner(lock),
+               (unsigned long long)dlock_lock_token(lock));
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing the owner to stdout: %s; releasing \"%s\"",
+                strerror(errno), o->key);
+        dlock_lock_release(lock);
+        return 74;
+    }
+    cli_format_ms(o->lease_ms, lease, sizeof lease);
+    cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
+    /* The handle is deliberately not released: the lock outlives us. */
+    return 0;
+}
+
+/* Adopt KEY as --owner for release and extend. Returns 0 with *lock set,
+ * or an exit status after printing why. */
+static int adopt(const struct cli *o, dlock_client *c, dlock_lock **lock)
+{
+    int rc = dlock_lock_adopt(lock, c, o->key, o->owner, 0);
+
+    if (rc == DLOCK_NOT_OWNER) {
+        cli_err("\"%s\" is not held by %s: its lease ran out, or it was "
+                "released or taken",
+                o->key, o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, o->cmd_name, o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    return 0;
+}
+
+/* `dlock release KEY --owner OWNER`. */
+static int cmd_release(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    int rc = adopt(o, c, &lock);
+
+    if (rc != 0)
+        return rc;
+    rc = dlock_lock_release(lock);
+    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
+        cli_err("\"%s\": the lease of %s ran out before the release", o->key,
+                o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, "release", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    cli_verbose(o, "released \"%s\"", o->key);
+    return 0;
+}
+
+/* `dlock extend KEY --owner OWNER -l SECONDS`. */
+static int cmd_extend(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    char lease[32];
+    int rc = adopt(o, c, &lock);
+
+    if (rc != 0)
+        return rc;
+    rc = dlock_lock_extend(lock, o->lease_ms);
+    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
+        cli_err("\"%s\": the lease of %s ran out before the extension",
+                o->key, o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, "extend", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    cli_format_ms(o->lease_ms, lease, sizeof lease);
+    cli_verbose(o, "extended \"%s\": lease ends in %s", o->key, lease);
+    /* The adopted handle is not released: the lock stays held. */
+    return 0;
+}
+
+static const struct cmd_def commands[] = {
+    {"run", CMD_RUN},         {"acquire", CMD_ACQUIRE},
+    {"release", CMD_RELEASE}, {"extend", CMD_EXTEND},
+    {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+
+int main(int argc, char **argv)
+{
+    struct cli o;
+    const struct cmd_def *d;
+    dlock_client *client = NULL;
+    int rc;
+
+    memset(&o, 0, sizeof o);
+    o.wait_ms = -1;
+    o.lease_ms = CLI_DEFAULT_LEASE_MS;
+    o.grace_ms = CLI_DEFAULT_GRACE_MS;
+    o.conflict_code = CLI_DEFAULT_CONFLICT_CODE;
+    o.lost_code = CLI_DEFAULT_LOST_CODE;
+    o.on_lost = ON_LOST_TERM;
+
+    if (argc < 2)
+        return usage_error(NULL, "missing command (run, acquire, release, "
+                                 "extend or status)");
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
+        return 0;
+    }
+    for (d = commands; d->name != NULL; d++)
+        if (strcmp(argv[1], d->name) == 0)
+            break;
+    if (d->name == NULL)
+        return usage_error(NULL, "unknown command '%s'", argv[1]);
+    o.cmd = d->cmd;
+    o.cmd_name = d->name;
+
+    rc = parse_args(&o, argc - 1, argv + 1);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+
+    /* Before the client exists, so that its threads start with our
+     * signals blocked. */
+    if (cli_signals_setup() < 0) {
+        cli_err("setting up signals: %s", strerror(errno));
+        return CLI_EX_OSERR;
+    }
+    rc = make_client(&o, &client);
+    if (rc != 0)
+        return rc;
+
+    switch (o.cmd) {
+    case CMD_RUN:
+        rc = cli_run(&o, client);
+        break;
+    case CMD_ACQUIRE:
+        rc = cmd_acquire(&o, client);
+        break;
+    case CMD_RELEASE:
+        rc = cmd_release(&o, client);
+        break;
+    case CMD_EXTEND:
+        rc = cmd_extend(&o, client);
+        break;
+    case CMD_STATUS:
+        rc = cmd_status(&o, client);
+        break;
+    }
+    dlock_client_free(client);
+    for (size_t i = 0; i < o.nservers; i++)
+        free(o.servers[i]);
+    free(o.servers);
+    return rc;
+}

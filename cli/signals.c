@@ -1,0 +1,329 @@
+/*
+ * signals.c - signal handling of the dlock tool, and the acquire a signal
+ * can interrupt.
+ *
+ * The handlers only set a flag and write a byte to a self-pipe; all the
+ * work happens in ordinary code. The signals dlock handles are blocked in
+ * the main thread from the start, before the client exists, so that the
+ * library's threads (which inherit the mask) never run our handlers nor see
+ * EINTR because of them. They are unblocked in exactly two places: in the
+ * helper thread that watches for them while the main thread waits for the
+ * lock (it cancels the wait through dlock_client_cancel(), which must not be
+ * called from a handler), and atomically inside ppoll() in run.c's main
+ * loop. The lease-lost callback, which runs on the library's watchdog
+ * thread, writes to the same pipe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* The signals forwarded to COMMAND. Their default action would kill dlock
+ * and leave COMMAND running without anyone renewing its lease. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+                                SIGUSR2};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static volatile sig_atomic_t pending[NSIG];
+static volatile sig_atomic_t pending_tty[NSIG];
+static int self_pipe[2] = {-1, -1};
+static sigset_t orig_mask; /* the mask dlock was started with */
+static sigset_t handled;   /* the signals we installed handlers for */
+static atomic_int lost_seen;
+
+/* Record the signal and wake whoever polls the self-pipe. A signal sent by
+ * the kernel (si_code SI_KERNEL) to our process group came from the
+ * terminal: run.c uses that to avoid delivering a Ctrl-C twice. */
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    char b = 's';
+
+    (void)uc;
+    pending_tty[sig] = si != NULL && si->si_code == SI_KERNEL;
+    pending[sig] = 1;
+    if (write(self_pipe[1], &b, 1) < 0) {
+        /* A full pipe already holds a wake-up. */
+    }
+    errno = saved;
+}
+
+/*
+ * Install the handlers (SIGCHLD and the forwarded signals, except those
+ * that were ignored when dlock started: COMMAND inherits them ignored, as
+ * it would without dlock), ignore SIGPIPE, make the self-pipe, and block the
+ * handled signals in the calling (main) thread. Call before creating the
+ * client. Returns 0, or -1 with errno set.
+ */
+int cli_signals_setup(void)
+{
+    struct sigaction sa, old;
+
+    if (pipe2(self_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -1;
+    if (pthread_sigmask(SIG_SETMASK, NULL, &orig_mask) != 0)
+        return -1;
+    sigemptyset(&handled);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    for (size_t i = 0; i < NFORWARDED; i++) {
+        if (sigaction(forwarded[i], NULL, &old) == 0 &&
+            old.sa_handler == SIG_IGN)
+            continue;
+        if (sigaction(forwarded[i], &sa, NULL) < 0)
+            return -1;
+        sigaddset(&handled, forwarded[i]);
+    }
+    sa.sa_flags |= SA_NOCLDSTOP;
+    if (sigaction(SIGCHLD, &sa, NULL) < 0)
+        return -1;
+    sigaddset(&handled, SIGCHLD);
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPIPE, &sa, NULL) < 0)
+        return -1;
+    if (pthread_sigmask(SIG_BLOCK, &handled, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+/* The read end of the self-pipe. */
+int cli_signals_pipe(void)
+{
+    return self_pipe[0];
+}
+
+/* The signal mask dlock was started with (COMMAND gets it back). */
+const sigset_t *cli_signals_orig_mask(void)
+{
+    return &orig_mask;
+}
+
+/* The signals with handlers (blocked outside ppoll in the main thread). */
+const sigset_t *cli_signals_set(void)
+{
+    return &handled;
+}
+
+/* Empty the self-pipe; the flags say what happened. */
+void cli_drain_pipe(void)
+{
+    char buf[64];
+
+    while (read(self_pipe[0], buf, sizeof buf) > 0)
+        ;
+}
+
+/*
+ * Take one pending forwarded signal: returns its number and clears it, and
+ * sets *from_tty when the kernel sent it (a terminal), or returns 0 when
+ * none is pending. SIGCHLD is not reported here.
+ */
+int cli_signals_take(int *from_tty)
+{
+    for (size_t i = 0; i < NFORWARDED; i++) {
+        int s = forwarded[i];
+
+        if (pending[s]) {
+            pending[s] = 0;
+            if (from_tty != NULL)
+                *from_tty = pending_tty[s];
+            return s;
+        }
+    }
+    return 0;
+}
+
+/*
+ * In the child between fork and exec: give back the default action to
+ * every signal we handle and to SIGPIPE, and restore the original mask.
+ * Only async-signal-safe calls: the parent has threads.
+ */
+void cli_signals_child_reset(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&handled, s) == 1)
+            sigaction(s, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+    sigprocmask(SIG_SETMASK, &orig_mask, NULL);
+}
+
+/* The lease-lost callback, on the library's watchdog thread: note it and
+ * wake the main loop. Nothing more: the callback must be short. */
+void cli_lost_cb(dlock_lock *lock, void *userdata)
+{
+    char b = 'l';
+
+    (void)lock;
+    (void)userdata;
+    atomic_store(&lost_seen, 1);
+    if (write(self_pipe[1], &b, 1) < 0) {
+        /* A full pipe already holds a wake-up. */
+    }
+}
+
+/* 1 once the lost callback ran. */
+int cli_lost_seen(void)
+{
+    return atomic_load(&lost_seen);
+}
+
+/* The helper thread that turns a signal into dlock_client_cancel(). */
+struct canceler {
+    dlock_client *client;
+    int stop[2];
+    int signo; /* the signal that cancelled the wait, 0 if none */
+    pthread_t thread;
+};
+
+/*
+ * Watch the self-pipe while the main thread waits for the lock. On a
+ * forwarded signal, cancel the wait, and keep cancelling every 50 ms until
+ * told to stop: a cancel that lands just before the main thread starts
+ * waiting would otherwise be lost (acquires started after a cancel wait
+ * normally).
+ */
+static void *canceler_main(void *arg)
+{
+    struct canceler *k = arg;
+
+    pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
+    for (;;) {
+        struct pollfd p[2] = {{self_pipe[0], POLLIN, 0},
+                              {k->stop[0], POLLIN, 0}};
+
+        if (poll(p, 2, k->signo ? 50 : -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break;
+        cli_drain_pipe();
+        if (k->signo == 0)
+            k->signo = cli_signals_take(NULL);
+        if (k->signo != 0)
+            dlock_client_cancel(k->client);
+    }
+    /* Back to blocked before the thread ends, so no signal is delivered
+     * to a dying thread. */
+    pthread_sigmask(SIG_BLOCK, &handled, NULL);
+    return NULL;
+}
+
+/* A forwarded signal that came while no helper thread watched (it stays
+ * pending, blocked, in the kernel): take it and return its number, or 0. */
+static int stop_signal_pending(void)
+{
+    sigset_t set;
+    struct timespec zero = {0, 0};
+    int s = cli_signals_take(NULL);
+
+    if (s != 0)
+        return s;
+    set = handled;
+    sigdelset(&set, SIGCHLD);
+    s = sigtimedwait(&set, NULL, &zero);
+    return s > 0 ? s : 0;
+}
+
+/* Print who holds KEY, for -v before waiting. */
+static void say_waiting(const struct cli *o, dlock_client *c)
+{
+    dlock_info info;
+    char ttl[32], wait[48];
+
+    if (o->wait_ms < 0)
+        snprintf(wait, sizeof wait, "no time limit");
+    else {
+        cli_format_ms(o->wait_ms, ttl, sizeof ttl);
+        snprintf(wait, sizeof wait, "up to %s", ttl);
+    }
+    if (dlock_lock_inspect(c, o->key, &info) == DLOCK_OK && info.held) {
+        cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
+        cli_verbose(o, "waiting for \"%s\" (%s), held by %s, lease ends in %s",
+                    o->key, wait, info.owner, ttl);
+    } else {
+        cli_verbose(o, "waiting for \"%s\" (%s)", o->key, wait);
+    }
+}
+
+/*
+ * Acquire O->key with O's lease and wait, with the watchdog and the lost
+ * callback when WATCHDOG is set. Tries once first, so that -v can say that
+ * it is waiting and for whom; then waits for the rest of -w while a helper
+ * thread turns SIGINT, SIGTERM, SIGHUP... into a cancel. Returns the
+ * library's status; *signo is the signal that interrupted the wait, or 0.
+ * When a signal came but the lock was obtained anyway, *out is set too:
+ * the caller releases it.
+ */
+int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
+                dlock_lock **out, int *signo)
+{
+    dlock_acquire_options ao;
+    struct canceler k;
+    int64_t t0 = cli_now_ms(), left;
+    int rc, err;
+    char took[32];
+
+    *signo = 0;
+    *out = NULL;
+    dlock_acquire_options_init(&ao);
+    ao.lease_ms = o->lease_ms;
+    ao.watchdog = watchdog;
+    if (watchdog)
+        ao.on_lost = cli_lost_cb;
+    ao.wait_ms = 0;
+    rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+    if (rc == DLOCK_BUSY && o->wait_ms != 0) {
+        if (o->verbose)
+            say_waiting(o, c);
+        left = o->wait_ms < 0 ? -1 : o->wait_ms - (cli_now_ms() - t0);
+        if (left == 0)
+            return DLOCK_TIMEDOUT;
+        ao.wait_ms = left;
+        memset(&k, 0, sizeof k);
+        k.client = c;
+        if (pipe2(k.stop, O_CLOEXEC) < 0)
+            return DLOCK_ENOMEM;
+        err = pthread_create(&k.thread, NULL, canceler_main, &k);
+        if (err != 0) {
+            close(k.stop[0]);
+            close(k.stop[1]);
+            errno = err;
+            return DLOCK_ENOMEM;
+        }
+        rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+        if (write(k.stop[1], "x", 1) < 0) {
+            /* Cannot happen on a fresh pipe; join would hang: detach. */
+            pthread_detach(k.thread);
+        } else {
+            pthread_join(k.thread, NULL);
+        }
+        close(k.stop[0]);
+        close(k.stop[1]);
+        *signo = k.signo;
+        if (rc == DLOCK_BUSY)
+            rc = DLOCK_TIMEDOUT;
+    }
+    if (*signo == 0)
+        *signo = stop_signal_pending();
+    if (rc == DLOCK_OK) {
+        cli_format_ms(cli_now_ms() - t0, took, sizeof took);
+        cli_verbose(o, "acquired \"%s\" after %s, fencing token %llu", o->key,
+                    took, (unsigned long long)dlock_lock_token(*out));
+    }
+    return rc;
+}
