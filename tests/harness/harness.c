@@ -384,7 +384,7 @@ static void certs_once(void)
         return;
     reg_set(c->dir, 0);
 #define TH_PATH(field, name)                                                   \
-    snprintf(c->field, sizeof(c->field), "%s/%s", c->dir, name)
+    fmt_into(c->field, sizeof(c->field), "%s/%s", c->dir, name)
     TH_PATH(ca, "ca.pem");
     TH_PATH(ca_key, "ca.key");
     TH_PATH(server_cert, "server.pem");
