@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# scripts/test.sh - THE test command (README; CI runs it via .ci/run).
+#
+# Stages, in order; each one is reported, and a failed stage does not stop
+# the later ones that do not depend on it:
+#   deps      scripts/deps.sh (installs what a fresh Debian 12 lacks)
+#   asan      configure + build build/asan with -DDLOCK_WERROR=ON
+#             -DDLOCK_SANITIZE=ON (ASan+UBSan), then the whole CTest suite
+#             (unit, integration over every transport, cli) with -j2
+#   tsan      configure + build build/tsan with -DDLOCK_TSAN=ON, then only
+#             the tests labelled `tsan` (ctest -L tsan). Convention, set in
+#             tests/CMakeLists.txt: integration tests whose file is named
+#             threads_*.c, lock_*.c (over tcp only) and harness_selftest.c.
+#             A test opts in by its file name; nothing else to do.
+#   format    clang-format --dry-run --Werror on the tracked *.c/*.h of
+#             src/ include/ cli/ tests/ examples/ bench/ (.clang-format)
+#   chaos     tests/chaos/run --quick, if it exists and is executable
+#   bench     bench/run --quick, if it exists and is executable
+#
+# Every CTest test counts on its own; every other stage counts as one.
+# The last line is exactly "N passed, N failed". Exit status 0 only when
+# nothing failed.
+#
+# Parallelism: -j2 (CI has 2 cores). Integration tests start their own
+# redis-servers and fork processes; each test has its own servers on free
+# ports, so two at a time do not collide, and more would only oversubscribe
+# the cores and stretch timing-sensitive tests.
+#
+# Environment: JOBS (default 2) for builds and ctest; DLOCK_TEST_SKIP_TSAN=1
+# to skip the TSan stage (local quick runs; CI never sets it).
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+jobs=${JOBS:-2}
+passed=0
+failed=0
+failures=()
+ctest_prefix=()
+t_start=$SECONDS
+
+say() {
+    printf '\n=== %s\n' "$*"
+}
+
+ok() {
+    passed=$((passed + 1))
+    echo "--- ok: $1"
+}
+
+fail() {
+    failed=$((failed + 1))
+    failures+=("$1")
+    echo "--- FAILED: $1"
+}
+
+# Run "$@" as stage NAME (counted as one).
+stage() {
+    local name=$1 t0=$SECONDS
+    shift
+    say "$name"
+    if "$@"; then
+        ok "$name ($((SECONDS - t0)) s)"
+        return 0
+    fi
+    fail "$name ($((SECONDS - t0)) s)"
+    return 1
+}
+
+# Run ctest in build dir $1 with extra args; count each test. A ctest run
+# that reports no tests counts nothing; one that dies without a summary
+# counts as one failure.
+run_ctest() {
+    local dir=$1 name=$2 log total nfail rc t0=$SECONDS
+    shift 2
+    say "$name"
+    log=$(mktemp)
+    (cd "$dir" && "${ctest_prefix[@]}" ctest --output-on-failure \
+        -j"$jobs" "$@") 2>&1 |
+        tee "$log"
+    rc=${PIPESTATUS[0]}
+    if grep -q 'No tests were found' "$log"; then
+        echo "--- $name: no tests"
+    elif summary=$(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" |
+        tail -n1) && [ -n "$summary" ]; then
+        nfail=$(echo "$summary" | awk '{print $1}')
+        total=$(echo "$summary" | awk '{print $NF}')
+        passed=$((passed + total - nfail))
+        failed=$((failed + nfail))
+        if [ "$nfail" -gt 0 ]; then
+            while read -r line; do
+                failures+=("$name: $line")
+            done < <(sed -n '/The following tests FAILED/,$p' "$log" |
+                grep -E '^\s+[0-9]+ - ' | sed 's/^\s*//')
+        fi
+        echo "--- $name: $((total - nfail))/$total passed" \
+            "($((SECONDS - t0)) s)"
+    elif [ "$rc" -ne 0 ]; then
+        fail "$name (ctest exit $rc, no summary)"
+    fi
+    rm -f "$log"
+}
+
+configure_build() {
+    local dir=$1
+    shift
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
+        "$@" >"$dir.configure.log" 2>&1 || {
+        cat "$dir.configure.log"
+        return 1
+    }
+    cmake --build "$dir" -j"$jobs"
+}
+
+format_check() {
+    local files=()
+    if ! command -v clang-format >/dev/null; then
+        echo "clang-format not installed"
+        return 1
+    fi
+    if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+        mapfile -t files < <(git -C "$root" ls-files -- \
+            'src/*.[ch]' 'include/*.[ch]' 'cli/*.[ch]' 'tests/*.[ch]' \
+            'examples/*.[ch]' 'bench/*.[ch]')
+    else
+        mapfile -t files < <(find src include cli tests examples bench \
+            -name '*.[ch]' 2>/dev/null | sort)
+    fi
+    [ ${#files[@]} -gt 0 ] || return 0
+    echo "${#files[@]} files"
+    clang-format --dry-run --Werror "${files[@]}"
+}
+
+# Sanitizer settings: stop at the first UB report with a stack; keep
+# leak detection on (LSan is part of ASan here).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+mkdir -p build
+
+stage deps bash scripts/deps.sh
+
+if stage "build asan" configure_build build/asan -DDLOCK_SANITIZE=ON; then
+    run_ctest build/asan "ctest asan"
+fi
+
+if [ "${DLOCK_TEST_SKIP_TSAN:-0}" = 1 ]; then
+    say "tsan: skipped (DLOCK_TEST_SKIP_TSAN=1)"
+elif stage "build tsan" configure_build build/tsan -DDLOCK_TSAN=ON; then
+    # TSan's shadow layout breaks with a large mmap randomisation (some
+    # newer kernels); run without ASLR there (children inherit it).
+    bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)
+    if [ "$bits" -gt 28 ] && setarch "$(uname -m)" -R true 2>/dev/null; then
+        echo "tsan: mmap_rnd_bits=$bits, running without ASLR"
+        ctest_prefix=(setarch "$(uname -m)" -R)
+    fi
+    run_ctest build/tsan "ctest tsan" -L tsan
+    ctest_prefix=()
+fi
+
+stage format format_check
+
+if [ -x tests/chaos/run ]; then
+    stage "chaos --quick" timeout 900 tests/chaos/run --quick
+else
+    say "chaos: tests/chaos/run not there yet, skipped"
+fi
+if [ -x bench/run ]; then
+    stage "bench --quick" timeout 600 bench/run --quick
+else
+    say "bench: bench/run not there yet, skipped"
+fi
+
+say "summary ($((SECONDS - t_start)) s)"
+for f in "${failures[@]}"; do
+    echo "FAILED: $f"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
