@@ -1,7 +1,7 @@
 # Turn every DIR/*.lua into a C string constant dlock__lua_<name> in OUT.
 file(GLOB scripts ${DIR}/*.lua)
 list(SORT scripts)
-set(out "/* Generated from src/lua/*.lua by cmake/embed_lua.cmake. */\n")
+set(out "/* Generated from the scripts in src/lua by cmake/embed_lua.cmake. */\n")
 foreach(f ${scripts})
   get_filename_component(name ${f} NAME_WE)
   file(READ ${f} body)

@@ -27,6 +27,8 @@
 #include "dlock.h"
 
 #define DLOCK__ERRLEN 256
+/* The per-thread message of dlock_errmsg(): room for several nodes' errors. */
+#define DLOCK__MSGLEN 1280
 
 /* ---- util.c ------------------------------------------------------------ */
 
@@ -170,5 +172,256 @@ int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
 
 /* Short description of the peer (ep->display) for messages. */
 const char *dlock__conn_peer(const dlock__conn *c);
+
+/* ---- scripts (generated from the files in src/lua) --------------------- */
+
+extern const char dlock__lua_acquire[];
+extern const char dlock__lua_release[];
+extern const char dlock__lua_extend[];
+extern const char dlock__lua_fence_raise[];
+extern const char dlock__lua_fenced_set[];
+extern const char dlock__lua_inspect[];
+extern const char dlock__lua_fair_acquire[];
+extern const char dlock__lua_fenced_get[];
+extern const char dlock__lua_fair_leave[];
+
+/* A script and its SHA1 (hex), computed once at client creation. */
+typedef struct dlock__script {
+    const char *src;
+    char sha[41];
+} dlock__script;
+
+enum {
+    DLOCK__S_ACQUIRE,
+    DLOCK__S_RELEASE,
+    DLOCK__S_EXTEND,
+    DLOCK__S_FENCE_RAISE,
+    DLOCK__S_FENCED_SET,
+    DLOCK__S_INSPECT,
+    DLOCK__S_FAIR_ACQUIRE,
+    DLOCK__S_FENCED_GET,
+    DLOCK__S_FAIR_LEAVE,
+    DLOCK__S_COUNT
+};
+
+/* ---- node.c ------------------------------------------------------------ */
+
+/* One server: its address and a pool of idle connections. */
+typedef struct dlock__node {
+    dlock__endpoint ep;
+    pthread_mutex_t mu;
+    dlock__conn **idle; /* stack of idle connections */
+    int nidle;
+    int64_t down_until_ms; /* after a failed connect: skip until then */
+} dlock__node;
+
+/* The outcome of one command on one node. */
+typedef struct dlock__result {
+    int status;         /* DLOCK_OK when reply is set */
+    redisReply *reply;  /* owned; may be an error reply only for non-scripts */
+    char err[DLOCK__ERRLEN];
+} dlock__result;
+
+/* A command for dlock__exec: a script with its keys and arguments. */
+typedef struct dlock__cmd {
+    int script;            /* DLOCK__S_* */
+    int nkeys;
+    const char **keys;
+    const size_t *keylens;
+    int nargs;
+    const char **args;
+    const size_t *arglens;
+} dlock__cmd;
+
+/*
+ * Run cmd on the nodes selected by mask (bit i = node i; at most 64
+ * nodes) in parallel, each bounded by deadline_ms, and fill res[i] for
+ * every selected node. EVALSHA first, EVAL once on NOSCRIPT. A node whose
+ * pooled connection fails is retried once on a fresh connection while
+ * time remains: every script of ours is idempotent (see the scripts).
+ * Script error replies become DLOCK_ESERVER with the server's text.
+ * Returns the number of nodes with status DLOCK_OK.
+ */
+int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
+                int64_t deadline_ms, dlock__result *res);
+
+/* Free the replies in res[0..n-1] and reset them. */
+void dlock__results_clear(dlock__result *res, int n);
+
+/* SHA1 of a script's source as 40 hex digits. */
+void dlock__sha1_hex(const char *src, char out[41]);
+
+/* Take a ready connection to node i (pooled or new) / give it back
+ * (closed instead if broken or the pool is full). */
+int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
+                    int64_t deadline_ms, char *err, size_t errlen);
+void dlock__node_put(dlock_client *c, int i, dlock__conn *conn, int ok);
+
+int dlock__nodes_init(dlock_client *c, char *err, size_t errlen);
+void dlock__nodes_free(dlock_client *c);
+
+/* ---- lock.c: the per-process registry of held locks -------------------- */
+
+/* One lock held by one owner of this client; shared by the handles of its
+ * reentrant acquisitions. Protected by client->held_mu. */
+typedef struct dlock__held {
+    struct dlock__held *next;
+    char *name;
+    size_t namelen;
+    char *key;       /* <prefix>:{<name>} */
+    char *fkey;      /* <prefix>:{<name>}:f */
+    char *chan;      /* <prefix>:{<name>}:c */
+    char *qkey;      /* <prefix>:{<name>}:q  fair queue (list) */
+    char *qtkey;     /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
+    size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen;
+    uint64_t id;          /* unique in the client, for the watchdog */
+    int orphaned;         /* unlinked from the registry */
+    int releasing;        /* last level being released: ignore renewals */
+    int wd_refs;          /* watchdog rounds using it */
+    int cb_running;       /* the lost callback is running */
+    struct dlock_lock *wd_handle; /* handle given to the lost callback */
+    char owner[80];
+    int depth;            /* the owner's reentry count on the servers */
+    int handles;          /* live dlock_lock handles */
+    uint64_t token;
+    int64_t lease_ms;
+    _Atomic int64_t valid_until_ms; /* monotonic */
+    _Atomic int state;    /* DLOCK_OK, DLOCK_LOST */
+    uint64_t nodes;       /* Redlock: mask of nodes that granted */
+    int watchdog;
+    int64_t next_renew_ms;
+    int confirm_pending;  /* fair handoff: extend to lease_ms at once */
+    dlock_lost_cb on_lost;
+    void *on_lost_ud;
+} dlock__held;
+
+struct dlock_lock {
+    dlock_client *client;
+    dlock__held *held;
+};
+
+/* ---- notify.c ---------------------------------------------------------- */
+
+typedef struct dlock__notifier dlock__notifier;
+typedef struct dlock__waiter dlock__waiter;
+
+/* Start/stop the notifier (the thread starts on first use). */
+int dlock__notify_init(dlock_client *c);
+void dlock__notify_free(dlock_client *c);
+
+/*
+ * Register interest in a lock's channel and wait (until deadline_ms) for
+ * the subscription to be confirmed on every node, so that a release after
+ * this returns is never missed. Returns DLOCK_OK with *out set, or an
+ * error (DLOCK_ETIMEDOUT, DLOCK_EIO...; the caller may fall back to spin).
+ */
+int dlock__notify_begin(dlock_client *c, const char *chan, size_t chanlen,
+                        dlock__waiter **out, int64_t deadline_ms,
+                        uint64_t cancel_gen);
+
+/*
+ * Become the process's one contender for this channel: returns when this
+ * thread may send an acquire attempt (at once if nobody else of this
+ * process is trying, else after the current contender finishes or a
+ * release is announced). 1 = go, 0 = deadline passed, DLOCK_CANCELED.
+ */
+int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms);
+
+/* 1 when the waiter was handed the lock (fair mode) since it last asked. */
+
+/*
+ * The contender found the lock busy: give up the turn and sleep until a
+ * release is announced (or the subscriber connection was lost: messages
+ * may have been missed), until_ms passes, or the wait is cancelled.
+ * Returns 1 (woken), 0 (until_ms), DLOCK_CANCELED.
+ */
+int dlock__notify_wait(dlock__waiter *w, int64_t until_ms);
+
+/* Stop waiting (acquired, gave up or failed): drop the turn, drop the
+ * reference (unsubscribing when it was the last), free w. */
+void dlock__notify_end(dlock__waiter *w);
+
+/* Wake every waiter of the client (dlock_client_cancel). */
+void dlock__notify_cancel(dlock_client *c);
+
+/* Fair mode: sleep until a handoff addressed to owner id `me` arrives
+ * (1; its token then in dlock__notify_handoff_token), any other wake-up
+ * (0: retry), until_ms (0), or cancellation (DLOCK_CANCELED). */
+int dlock__notify_wait_handoff(dlock__waiter *w, const char *me,
+                               int64_t until_ms);
+uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
+
+/* ---- watchdog.c -------------------------------------------------------- */
+
+int dlock__watchdog_init(dlock_client *c);
+void dlock__watchdog_free(dlock_client *c);
+/* Wake the watchdog: a lock was added that needs renewing soon. */
+void dlock__watchdog_kick(dlock_client *c);
+
+/* Extend hs[0..n-1] to leases[i] ms from now on their nodes in one call
+ * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error (lock.c). */
+void dlock__extend_many(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok);
+
+/* Free a held record (lock.c). */
+void dlock__held_free(dlock__held *h);
+
+/* ---- client.c ---------------------------------------------------------- */
+
+struct dlock_client {
+    dlock_options opts;  /* strings below point to owned copies */
+    char **servers;
+    char *username, *password, *key_prefix;
+    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file,
+        *tls_key_file;
+    size_t prefixlen;
+
+    int nnodes;
+    int quorum;
+    dlock__node *nodes;
+    dlock__tls_ctx *tls;
+    dlock__script scripts[DLOCK__S_COUNT];
+
+    unsigned char id[16];
+    char idhex[33];
+
+    pthread_key_t errkey; /* per-thread message buffer for dlock_errmsg */
+
+    /* Held locks (reentrancy, watchdog). */
+    pthread_mutex_t held_mu;
+    pthread_cond_t held_cv; /* lost callback finished */
+    dlock__held *held;
+    uint64_t held_seq;
+
+    /* Cancellation: dlock_client_cancel bumps cancel_gen and broadcasts
+     * wait_cv; waits compare the generation they started in. */
+    pthread_mutex_t wait_mu;
+    pthread_cond_t wait_cv;
+    _Atomic uint64_t cancel_gen;
+
+    dlock__notifier *notifier;
+    void *watchdog;
+
+    struct {
+        _Atomic uint64_t requests, acquisitions, busy, waits, wakeups,
+            renewals, lost, reconnects;
+    } stats;
+};
+
+/* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */
+char *dlock__errbuf(const dlock_client *c);
+/* Set this thread's message on c and return code. */
+int dlock__set_error(const dlock_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Monotonic pthread_cond_timedwait until deadline (ms; < 0 = forever).
+ * Returns 0 when signalled, ETIMEDOUT when the deadline passed. */
+int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                           int64_t deadline_ms);
+/* Initialise a condition variable on CLOCK_MONOTONIC. */
+int dlock__cond_init(pthread_cond_t *cv);
+
+/* Owner id of the calling thread: "<client id>:<tid>". */
+void dlock__owner_id(const dlock_client *c, char *buf, size_t len);
 
 #endif /* DLOCK_INTERNAL_H */

@@ -1,0 +1,391 @@
+/*
+ * client.c - dlock_client: options and their defaults, the client's
+ * lifetime (nodes, TLS context, background threads), per-thread error
+ * messages, counters, cancellation, and the status code texts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static const struct {
+    int code;
+    const char *name;
+    const char *text;
+} status_table[] = {
+#define DLOCK__ROW(name, value, text) {value, #name, text},
+    DLOCK_STATUS_LIST(DLOCK__ROW)
+#undef DLOCK__ROW
+};
+
+/* See dlock.h. */
+const char *dlock_strerror(int code)
+{
+    size_t i;
+    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
+        if (status_table[i].code == code)
+            return status_table[i].text;
+    return "unknown status";
+}
+
+/* See dlock.h. */
+const char *dlock_status_name(int code)
+{
+    size_t i;
+    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
+        if (status_table[i].code == code)
+            return status_table[i].name;
+    return "UNKNOWN";
+}
+
+/* See dlock.h. */
+const char *dlock_version(void)
+{
+    return DLOCK_VERSION;
+}
+
+/* See dlock.h. */
+void dlock_options_init(dlock_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->version = DLOCK_OPTIONS_VERSION;
+    o->key_prefix = "dlock";
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 2000;
+    o->pool_size = 4;
+    o->wait_strategy = DLOCK_WAIT_NOTIFY;
+    o->spin_min_ms = 1;
+    o->spin_max_ms = 128;
+    o->drift_ppm = 10000;
+    o->drift_fixed_ms = 2;
+}
+
+/* strdup that keeps NULL as NULL; sets *oom on failure. */
+static char *dup_opt(const char *s, int *oom)
+{
+    char *d;
+    if (s == NULL)
+        return NULL;
+    d = strdup(s);
+    if (d == NULL)
+        *oom = 1;
+    return d;
+}
+
+/* Reject options that would make a silently wrong lock. */
+static int check_options(const dlock_options *o, char *err, size_t errlen)
+{
+    size_t i;
+    if (o->version != DLOCK_OPTIONS_VERSION)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "options version %u not supported (call "
+                           "dlock_options_init)", o->version);
+    if (o->nservers == 0 || o->servers == NULL)
+        return dlock__fail(err, errlen, DLOCK_EINVAL, "no server given");
+    if (o->nservers > 64)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "%zu servers given, at most 64", o->nservers);
+    for (i = 0; i < o->nservers; i++)
+        if (o->servers[i] == NULL)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "server %zu is NULL", i);
+    if (o->key_prefix == NULL || o->key_prefix[0] == '\0' ||
+        strlen(o->key_prefix) > 256 || strpbrk(o->key_prefix, "{}") != NULL)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "key_prefix must be 1 to 256 bytes without "
+                           "'{' or '}'");
+    if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "connect_timeout_ms and command_timeout_ms must "
+                           "be > 0");
+    if (o->pool_size < 1 || o->pool_size > 1024)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "pool_size must be 1 to 1024");
+    if (o->wait_strategy != DLOCK_WAIT_NOTIFY &&
+        o->wait_strategy != DLOCK_WAIT_SPIN &&
+        o->wait_strategy != DLOCK_WAIT_FAIR)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "unknown wait_strategy %d", (int)o->wait_strategy);
+    if (o->wait_strategy == DLOCK_WAIT_FAIR && o->nservers > 1)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "the fair wait strategy needs a single server");
+    if (o->spin_min_ms < 1 || o->spin_max_ms < o->spin_min_ms)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "need 1 <= spin_min_ms <= spin_max_ms");
+    if (o->drift_ppm < 0 || o->drift_ppm >= 1000000 || o->drift_fixed_ms < 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "drift_ppm must be 0 to 999999 and "
+                           "drift_fixed_ms >= 0");
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "tls_cert_file and tls_key_file go together");
+    return DLOCK_OK;
+}
+
+static void free_errbuf(void *p)
+{
+    free(p);
+}
+
+/* Free everything client_new may have made; c is partly built. */
+static void client_destroy(dlock_client *c)
+{
+    size_t i;
+    dlock__watchdog_free(c);
+    dlock__notify_free(c);
+    dlock__nodes_free(c);
+    dlock__tls_ctx_free(c->tls);
+    if (c->servers != NULL)
+        for (i = 0; i < c->opts.nservers; i++)
+            free(c->servers[i]);
+    free(c->servers);
+    free(c->username);
+    if (c->password != NULL)
+        explicit_bzero(c->password, strlen(c->password));
+    free(c->password);
+    free(c->key_prefix);
+    free(c->tls_ca_file);
+    free(c->tls_ca_dir);
+    free(c->tls_server_name);
+    free(c->tls_cert_file);
+    free(c->tls_key_file);
+    pthread_mutex_destroy(&c->held_mu);
+    pthread_cond_destroy(&c->held_cv);
+    pthread_mutex_destroy(&c->wait_mu);
+    pthread_cond_destroy(&c->wait_cv);
+    pthread_key_delete(c->errkey);
+    free(c);
+}
+
+/* See dlock.h. */
+int dlock_client_new(dlock_client **out, const dlock_options *opts,
+                     char *errbuf, size_t errlen)
+{
+    const char *script_src[DLOCK__S_COUNT] = {
+        dlock__lua_acquire,      dlock__lua_release,
+        dlock__lua_extend,       dlock__lua_fence_raise,
+        dlock__lua_fenced_set,   dlock__lua_inspect,
+        dlock__lua_fair_acquire, dlock__lua_fenced_get,
+        dlock__lua_fair_leave};
+    dlock_client *c;
+    int rc, oom = 0, i, need_tls = 0;
+    size_t k;
+
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (out == NULL)
+        return dlock__fail(errbuf, errlen, DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (opts == NULL)
+        return dlock__fail(errbuf, errlen, DLOCK_EINVAL, "opts is NULL");
+    rc = check_options(opts, errbuf, errlen);
+    if (rc != DLOCK_OK)
+        return rc;
+
+    c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
+    if (pthread_key_create(&c->errkey, free_errbuf) != 0) {
+        free(c);
+        return dlock__fail(errbuf, errlen, DLOCK_ENOMEM,
+                           "no thread-specific key left");
+    }
+    pthread_mutex_init(&c->held_mu, NULL);
+    dlock__cond_init(&c->held_cv);
+    pthread_mutex_init(&c->wait_mu, NULL);
+    dlock__cond_init(&c->wait_cv);
+    c->opts = *opts;
+    c->servers = calloc(opts->nservers, sizeof *c->servers);
+    if (c->servers == NULL)
+        oom = 1;
+    for (k = 0; c->servers != NULL && k < opts->nservers; k++)
+        c->servers[k] = dup_opt(opts->servers[k], &oom);
+    c->username = dup_opt(opts->username, &oom);
+    c->password = dup_opt(opts->password, &oom);
+    c->key_prefix = dup_opt(opts->key_prefix, &oom);
+    c->tls_ca_file = dup_opt(opts->tls_ca_file, &oom);
+    c->tls_ca_dir = dup_opt(opts->tls_ca_dir, &oom);
+    c->tls_server_name = dup_opt(opts->tls_server_name, &oom);
+    c->tls_cert_file = dup_opt(opts->tls_cert_file, &oom);
+    c->tls_key_file = dup_opt(opts->tls_key_file, &oom);
+    /* The copy must not point at the caller's memory. */
+    c->opts.servers = (const char *const *)c->servers;
+    c->opts.username = c->username;
+    c->opts.password = c->password;
+    c->opts.key_prefix = c->key_prefix;
+    c->opts.tls_ca_file = c->tls_ca_file;
+    c->opts.tls_ca_dir = c->tls_ca_dir;
+    c->opts.tls_server_name = c->tls_server_name;
+    c->opts.tls_cert_file = c->tls_cert_file;
+    c->opts.tls_key_file = c->tls_key_file;
+    if (oom) {
+        client_destroy(c);
+        return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
+    }
+    c->prefixlen = strlen(c->key_prefix);
+    c->nnodes = (int)opts->nservers;
+    c->quorum = c->nnodes / 2 + 1;
+
+    rc = dlock__nodes_init(c, errbuf, errlen);
+    for (i = 0; rc == DLOCK_OK && i < c->nnodes; i++)
+        if (c->nodes[i].ep.kind == DLOCK__EP_TLS)
+            need_tls = 1;
+    if (rc == DLOCK_OK && need_tls) {
+        dlock__tls_opts t = {c->tls_ca_file,   c->tls_ca_dir,
+                             c->tls_server_name, c->tls_cert_file,
+                             c->tls_key_file,  opts->tls_insecure};
+        rc = dlock__tls_ctx_new(&c->tls, &t, errbuf, errlen);
+    }
+    if (rc == DLOCK_OK && dlock__random_bytes(c->id, sizeof c->id) != 0)
+        rc = dlock__fail(errbuf, errlen, DLOCK_EIO, "getrandom: %s",
+                         strerror(errno));
+    if (rc != DLOCK_OK) {
+        client_destroy(c);
+        return rc;
+    }
+    for (k = 0; k < sizeof c->id; k++)
+        snprintf(c->idhex + 2 * k, 3, "%02x", c->id[k]);
+    for (i = 0; i < DLOCK__S_COUNT; i++) {
+        c->scripts[i].src = script_src[i];
+        dlock__sha1_hex(script_src[i], c->scripts[i].sha);
+    }
+    rc = dlock__notify_init(c);
+    if (rc == DLOCK_OK)
+        rc = dlock__watchdog_init(c);
+    if (rc != DLOCK_OK) {
+        client_destroy(c);
+        return dlock__fail(errbuf, errlen, rc, "cannot start threads");
+    }
+    if (need_tls && opts->tls_insecure)
+        dlock__set_error(c, DLOCK_OK,
+                         "WARNING: TLS verification is OFF (tls_insecure): "
+                         "anyone on the path can read and forge traffic");
+    *out = c;
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+void dlock_client_free(dlock_client *c)
+{
+    dlock__held *h, *next;
+    if (c == NULL)
+        return;
+    dlock_client_cancel(c);
+    dlock__watchdog_free(c);
+    dlock__notify_free(c);
+    /* Handles still out are the caller's bug; their leases run out. */
+    for (h = c->held; h != NULL; h = next) {
+        next = h->next;
+        dlock__held_free(h);
+    }
+    c->held = NULL;
+    client_destroy(c);
+}
+
+/* See internal.h. Allocated on first use by each thread. */
+char *dlock__errbuf(const dlock_client *c)
+{
+    char *b = pthread_getspecific(c->errkey);
+    if (b == NULL) {
+        b = calloc(1, DLOCK__MSGLEN);
+        if (b == NULL)
+            return NULL;
+        pthread_setspecific(c->errkey, b);
+    }
+    return b;
+}
+
+/* See internal.h. */
+int dlock__set_error(const dlock_client *c, int code, const char *fmt, ...)
+{
+    char *b = dlock__errbuf(c);
+    if (b != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(b, DLOCK__MSGLEN, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* See dlock.h. */
+const char *dlock_errmsg(const dlock_client *c)
+{
+    const char *b;
+    if (c == NULL)
+        return "client is NULL";
+    b = pthread_getspecific(c->errkey);
+    return b != NULL ? b : "";
+}
+
+/* See dlock.h. */
+const char *dlock_client_id(const dlock_client *c)
+{
+    return c != NULL ? c->idhex : "";
+}
+
+/* See dlock.h. */
+void dlock_client_cancel(dlock_client *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->wait_mu);
+    atomic_fetch_add(&c->cancel_gen, 1);
+    pthread_cond_broadcast(&c->wait_cv);
+    pthread_mutex_unlock(&c->wait_mu);
+    dlock__notify_cancel(c);
+}
+
+/* See dlock.h. */
+void dlock_client_stats(const dlock_client *c, dlock_stats *s)
+{
+    if (s == NULL)
+        return;
+    memset(s, 0, sizeof *s);
+    if (c == NULL)
+        return;
+    s->requests = atomic_load(&c->stats.requests);
+    s->acquisitions = atomic_load(&c->stats.acquisitions);
+    s->busy = atomic_load(&c->stats.busy);
+    s->waits = atomic_load(&c->stats.waits);
+    s->wakeups = atomic_load(&c->stats.wakeups);
+    s->renewals = atomic_load(&c->stats.renewals);
+    s->lost = atomic_load(&c->stats.lost);
+    s->reconnects = atomic_load(&c->stats.reconnects);
+}
+
+/* See internal.h. */
+int dlock__cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    int rc;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return rc;
+}
+
+/* See internal.h. */
+int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                           int64_t deadline_ms)
+{
+    struct timespec ts;
+    if (deadline_ms < 0)
+        return pthread_cond_wait(cv, mu);
+    ts.tv_sec = (time_t)(deadline_ms / 1000);
+    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+    return pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* See internal.h. The kernel thread id: unique among live threads, which
+ * is what an owner id needs. */
+void dlock__owner_id(const dlock_client *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%ld", c->idhex, (long)syscall(SYS_gettid));
+}

@@ -1,0 +1,1240 @@
+/*
+ * lock.c - the lock itself: acquire (with waiting), release, extend,
+ * fencing tokens, fenced writes and inspection.
+ *
+ * One code path serves a single server and Redlock: every step runs a
+ * script on all nodes through dlock__exec() and counts the answers. With
+ * one node the quorum is 1.
+ *
+ * The client keeps a registry of the locks its owners hold (one
+ * dlock__held per lock and owner, shared by the handles of reentrant
+ * acquisitions). It gives reentrancy its expected depth, which makes every
+ * script idempotent (a retry after a lost reply cannot count twice), and
+ * gives the watchdog the list of leases to renew.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define NAME_MAX_LEN 512
+/* The fence hash outlives the last acquisition by this long (7 days);
+ * see docs/design.md, "Fencing tokens". */
+#define FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
+/* Fair mode: a queued waiter drops out this long after its last refresh,
+ * and refreshes at a third of it. */
+#define FAIR_WAITER_TTL_MS 3000
+/* Fair mode: a lock handed to a waiter has this lease (at most) until the
+ * new owner confirms it; the bound on how long a waiter that died while
+ * being handed the lock can hold the others up. */
+#define FAIR_HANDOFF_MS 2000
+
+static int64_t drift_of(const dlock_client *c, int64_t lease_ms)
+{
+    return lease_ms * c->opts.drift_ppm / 1000000 + c->opts.drift_fixed_ms;
+}
+
+static uint64_t all_nodes(const dlock_client *c)
+{
+    return c->nnodes >= 64 ? UINT64_MAX : (1ULL << c->nnodes) - 1;
+}
+
+/* How long one step may wait for one node: the command timeout, and with
+ * Redlock also at most a tenth of the lease (at least 10 ms), so that a
+ * stalled node cannot eat the validity. */
+static int64_t step_deadline(const dlock_client *c, int64_t lease_ms)
+{
+    int64_t t = c->opts.command_timeout_ms;
+    if (c->nnodes > 1 && lease_ms > 0) {
+        int64_t cap = lease_ms / 10 < 10 ? 10 : lease_ms / 10;
+        if (cap < t)
+            t = cap;
+    }
+    return dlock__now_ms() + t;
+}
+
+/* Check a lock name; DLOCK_OK or DLOCK_EINVAL with the message set. */
+static int check_name(const dlock_client *c, const char *name)
+{
+    size_t n;
+    if (name == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "lock name is NULL");
+    n = strlen(name);
+    if (n == 0 || n > NAME_MAX_LEN)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lock name must be 1 to %d bytes (got %zu)",
+                                NAME_MAX_LEN, n);
+    return DLOCK_OK;
+}
+
+/* "<prefix>:{<name>}<suffix>" into a new string. */
+static char *make_key(const dlock_client *c, const char *name, size_t nlen,
+                      const char *suffix, size_t *outlen)
+{
+    size_t slen = strlen(suffix);
+    size_t len = c->prefixlen + 2 + nlen + 1 + slen;
+    char *k = malloc(len + 1);
+    if (k == NULL)
+        return NULL;
+    memcpy(k, c->key_prefix, c->prefixlen);
+    memcpy(k + c->prefixlen, ":{", 2);
+    memcpy(k + c->prefixlen + 2, name, nlen);
+    k[c->prefixlen + 2 + nlen] = '}';
+    memcpy(k + c->prefixlen + 3 + nlen, suffix, slen + 1);
+    *outlen = len;
+    return k;
+}
+
+void dlock__held_free(dlock__held *h)
+{
+    if (h == NULL)
+        return;
+    free(h->name);
+    free(h->key);
+    free(h->fkey);
+    free(h->chan);
+    free(h->qkey);
+    free(h->qtkey);
+    free(h);
+}
+
+/* A new, unregistered held record for NAME and OWNER. */
+static dlock__held *held_new(dlock_client *c, const char *name,
+                             const char *owner)
+{
+    dlock__held *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->namelen = strlen(name);
+    h->name = strdup(name);
+    h->key = make_key(c, name, h->namelen, "", &h->keylen);
+    h->fkey = make_key(c, name, h->namelen, ":f", &h->fkeylen);
+    h->chan = make_key(c, name, h->namelen, ":c", &h->chanlen);
+    h->qkey = make_key(c, name, h->namelen, ":q", &h->qkeylen);
+    h->qtkey = make_key(c, name, h->namelen, ":qt", &h->qtkeylen);
+    if (h->name == NULL || h->key == NULL || h->fkey == NULL ||
+        h->chan == NULL || h->qkey == NULL || h->qtkey == NULL) {
+        dlock__held_free(h);
+        return NULL;
+    }
+    snprintf(h->owner, sizeof h->owner, "%s", owner);
+    atomic_store(&h->state, DLOCK_OK);
+    return h;
+}
+
+/* The registered record of (name, owner), or NULL. Caller holds held_mu. */
+static dlock__held *held_find(dlock_client *c, const char *name,
+                              const char *owner)
+{
+    dlock__held *h;
+    for (h = c->held; h != NULL; h = h->next)
+        if (strcmp(h->name, name) == 0 && strcmp(h->owner, owner) == 0)
+            return h;
+    return NULL;
+}
+
+/* Unlink h from the registry. Caller holds held_mu. */
+static void held_unlink(dlock_client *c, dlock__held *h)
+{
+    dlock__held **pp;
+    for (pp = &c->held; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            return;
+        }
+}
+
+/* The message for a failed step: the first node's, or all of them
+ * ("3 of 5 nodes failed: a: ...; b: ..."). */
+static int step_error(dlock_client *c, const dlock__result *res,
+                      uint64_t mask, int code, const char *what)
+{
+    char *b = dlock__errbuf(c);
+    size_t off = 0;
+    int i, nfail = 0;
+    if (b == NULL)
+        return code;
+    for (i = 0; i < c->nnodes; i++)
+        if ((mask & (1ULL << i)) && res[i].status != DLOCK_OK)
+            nfail++;
+    if (c->nnodes == 1) {
+        snprintf(b, DLOCK__MSGLEN, "%s: %s", what,
+                 res[0].err[0] ? res[0].err : dlock_strerror(res[0].status));
+        return code;
+    }
+    off = (size_t)snprintf(b, DLOCK__MSGLEN, "%s: %d of %d nodes failed",
+                           what, nfail, c->nnodes);
+    for (i = 0; i < c->nnodes && off < DLOCK__MSGLEN; i++) {
+        if (!(mask & (1ULL << i)) || res[i].status == DLOCK_OK)
+            continue;
+        off += (size_t)snprintf(b + off, DLOCK__MSGLEN - off, "; %s",
+                                res[i].err[0] ? res[i].err
+                                              : dlock_strerror(res[i].status));
+    }
+    return code;
+}
+
+/* Read integer element i of an array reply; 0 if missing. */
+static long long elem_int(const redisReply *r, size_t i)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+        return 0;
+    if (r->element[i]->type == REDIS_REPLY_INTEGER)
+        return r->element[i]->integer;
+    if (r->element[i]->type == REDIS_REPLY_STRING)
+        return strtoll(r->element[i]->str, NULL, 10);
+    return 0;
+}
+
+/* Classify one node's acquire reply: 1 granted, 0 busy, -1 depth
+ * mismatch, DLOCK_EPROTO for a reply of the wrong shape. */
+static int acquire_kind(const redisReply *r)
+{
+    long long k;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    k = r->element[0]->integer;
+    if (k == 1 && r->elements == 3)
+        return 1;
+    if (k == 0 || k == -1)
+        return (int)k;
+    return DLOCK_EPROTO;
+}
+
+typedef struct attempt {
+    uint64_t token;
+    int depth;
+    int64_t pttl;       /* BUSY: how long the holder's lease still runs */
+    int64_t valid_until;
+    uint64_t nodes;     /* nodes that granted */
+} attempt;
+
+static void fmt_i64(char *buf, size_t len, int64_t v)
+{
+    snprintf(buf, len, "%" PRId64, v);
+}
+
+/* Give back what an acquire may have taken (expected depth expect + 1 on
+ * every node in mask), best effort: used when a reply was lost or a
+ * Redlock attempt fell short of a quorum. */
+static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                         int depth, uint64_t token)
+{
+    dlock__result res[64];
+    char sdepth[24], stok[24];
+    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
+    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
+    const char *args[6];
+    size_t arglens[6];
+    char shand[24], sret[24];
+    dlock__cmd cmd;
+    int i;
+
+    if (mask == 0)
+        return;
+    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
+    fmt_i64(sdepth, sizeof sdepth, depth);
+    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
+    args[0] = h->owner;
+    args[1] = sdepth;
+    args[2] = stok;
+    args[3] = h->chan;
+    args[4] = shand;
+    args[5] = sret;
+    for (i = 0; i < 6; i++)
+        arglens[i] = strlen(args[i]);
+    arglens[3] = h->chanlen;
+    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
+    dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
+    dlock__results_clear(res, c->nnodes);
+}
+
+/*
+ * Redlock's fencing step: the granting nodes' counters may disagree, so
+ * raise the counter to the highest token on the granting nodes; once a
+ * majority holds it, any later winner's majority sees it. Returns
+ * DLOCK_OK or DLOCK_NO_QUORUM.
+ */
+static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
+                       uint64_t token)
+{
+    dlock__result res[64];
+    char stok[24], sret[24];
+    const char *keys[1] = {h->fkey};
+    size_t keylens[1] = {h->fkeylen};
+    const char *args[2] = {stok, sret};
+    size_t arglens[2];
+    dlock__cmd cmd = {DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args,
+                      arglens};
+    int i, ok = 0;
+
+    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
+    arglens[0] = strlen(stok);
+    arglens[1] = strlen(sret);
+    dlock__exec(c, mask, &cmd, step_deadline(c, h->lease_ms), res);
+    for (i = 0; i < c->nnodes; i++)
+        if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            res[i].reply->type == REDIS_REPLY_INTEGER &&
+            (uint64_t)res[i].reply->integer >= token)
+            ok++;
+    dlock__results_clear(res, c->nnodes);
+    return ok >= c->quorum ? DLOCK_OK : DLOCK_NO_QUORUM;
+}
+
+/*
+ * One acquire attempt on every node (fair: the queueing variant). Fills
+ * *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set), DLOCK_NOT_OWNER (our
+ * earlier hold expired: reentrant acquire), DLOCK_NO_QUORUM or an error.
+ */
+static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                       int fair, attempt *a)
+{
+    dlock__result res[64];
+    char slease[24], sexp[24], sret[24], shint[24], sttl[24];
+    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
+    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
+    const char *args[6];
+    size_t arglens[6];
+    dlock__cmd cmd;
+    int64_t t0, elapsed, validity;
+    int i, granted = 0, busy = 0, gone = 0, rc = DLOCK_OK;
+    uint64_t gmask = 0, tmax = 0;
+    int tokens_differ = 0, first = 1;
+
+    memset(a, 0, sizeof *a);
+    a->pttl = -1;
+    fmt_i64(slease, sizeof slease, lease_ms);
+    fmt_i64(sexp, sizeof sexp, h->depth);
+    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
+    if (c->nnodes > 1) {
+        /* Propose a token a little above the wall clock so that nodes
+         * whose counters agree with the clock return the same token and
+         * no raise round is needed. Safety never rests on it: a node
+         * grants max(its counter + 1, its time, this). */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        fmt_i64(shint, sizeof shint,
+                (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000);
+    } else {
+        snprintf(shint, sizeof shint, "0");
+    }
+    fmt_i64(sttl, sizeof sttl, FAIR_WAITER_TTL_MS);
+    args[0] = h->owner;
+    args[1] = slease;
+    args[2] = sexp;
+    args[3] = sret;
+    args[4] = shint;
+    args[5] = sttl;
+    for (i = 0; i < 6; i++)
+        arglens[i] = strlen(args[i]);
+    cmd = (dlock__cmd){fair ? DLOCK__S_FAIR_ACQUIRE : DLOCK__S_ACQUIRE,
+                       fair ? 4 : 2,
+                       keys,
+                       keylens,
+                       fair ? 6 : 5,
+                       args,
+                       arglens};
+
+    t0 = dlock__now_ms();
+    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, lease_ms), res);
+    for (i = 0; i < c->nnodes; i++) {
+        int k;
+        if (res[i].status != DLOCK_OK)
+            continue;
+        k = acquire_kind(res[i].reply);
+        if (k == 1) {
+            uint64_t t = (uint64_t)elem_int(res[i].reply, 1);
+            granted++;
+            gmask |= 1ULL << i;
+            if (!first && t != tmax)
+                tokens_differ = 1;
+            if (first || t > tmax)
+                tmax = t;
+            first = 0;
+            a->depth = (int)elem_int(res[i].reply, 2);
+        } else if (k == 0) {
+            int64_t p = elem_int(res[i].reply, 1);
+            busy++;
+            if (p > 0 && (a->pttl < 0 || p < a->pttl))
+                a->pttl = p;
+        } else if (k == -1) {
+            gone++;
+        } else {
+            res[i].status = DLOCK_EPROTO;
+            snprintf(res[i].err, sizeof res[i].err,
+                     "%s: unexpected reply to the acquire script",
+                     c->nodes[i].ep.display);
+        }
+    }
+    elapsed = dlock__now_ms() - t0;
+    validity = lease_ms - elapsed - drift_of(c, lease_ms);
+
+    if (granted >= c->quorum && validity > 0) {
+        if (c->nnodes > 1 && tokens_differ &&
+            raise_fence(c, h, gmask, tmax) != DLOCK_OK) {
+            rc = dlock__set_error(c, DLOCK_NO_QUORUM,
+                                  "acquire %s: could not record the fencing "
+                                  "token on a majority", h->name);
+        } else {
+            validity = lease_ms - (dlock__now_ms() - t0) -
+                       drift_of(c, lease_ms);
+            if (validity > 0) {
+                a->token = tmax;
+                a->nodes = gmask;
+                a->valid_until = t0 + lease_ms - drift_of(c, lease_ms);
+                dlock__results_clear(res, c->nnodes);
+                return DLOCK_OK;
+            }
+            rc = dlock__set_error(c, DLOCK_NO_QUORUM,
+                                  "acquire %s: validity used up before the "
+                                  "majority answered", h->name);
+        }
+    } else if (gone > 0 && h->depth > 0 && granted < c->quorum) {
+        rc = dlock__set_error(c, DLOCK_NOT_OWNER,
+                              "acquire %s: the earlier hold of this owner "
+                              "has expired", h->name);
+    } else if (busy > 0 && granted + busy + gone >= c->quorum) {
+        rc = DLOCK_BUSY;
+    } else if (granted >= c->quorum) {
+        rc = dlock__set_error(c, DLOCK_NO_QUORUM,
+                              "acquire %s: validity used up (lease %" PRId64
+                              " ms, took %" PRId64 " ms)",
+                              h->name, lease_ms, elapsed);
+    } else if (c->nnodes == 1) {
+        rc = step_error(c, res, 1, res[0].status, "acquire");
+    } else {
+        rc = step_error(c, res, all_nodes(c), DLOCK_NO_QUORUM, "acquire");
+    }
+    /* Not acquired: give back partial grants and anything a lost reply may
+     * have taken, on every node at once, so that the next attempt (ours or
+     * another client's) is not blocked by leftovers. */
+    if (h->depth == 0 || granted > 0) {
+        uint64_t undo = gmask;
+        for (i = 0; i < c->nnodes; i++)
+            if (res[i].status != DLOCK_OK)
+                undo |= 1ULL << i;
+        if (rc == DLOCK_BUSY && c->nnodes == 1)
+            undo = 0;
+        dlock__results_clear(res, c->nnodes);
+        undo_acquire(c, h, undo, h->depth + 1, tmax);
+    } else {
+        dlock__results_clear(res, c->nnodes);
+    }
+    return rc;
+}
+
+static int fair_leave(dlock_client *c, dlock__held *h, int rc);
+
+/* The jittered spin delay for round n: uniform in [d/2, d], d doubling
+ * from spin_min_ms to spin_max_ms. */
+static int64_t spin_delay(const dlock_client *c, int round)
+{
+    int64_t d = c->opts.spin_min_ms;
+    int i;
+    for (i = 0; i < round && d < c->opts.spin_max_ms; i++)
+        d *= 2;
+    if (d > c->opts.spin_max_ms)
+        d = c->opts.spin_max_ms;
+    return d / 2 + (int64_t)dlock__random_below((uint64_t)(d - d / 2) + 1);
+}
+
+/* Sleep until `until` on the client's cancel condition. 0 slept,
+ * DLOCK_CANCELED. */
+static int spin_sleep(dlock_client *c, int64_t until, uint64_t gen)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->wait_mu);
+    while (atomic_load(&c->cancel_gen) == gen && dlock__now_ms() < until)
+        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
+    if (atomic_load(&c->cancel_gen) != gen)
+        rc = DLOCK_CANCELED;
+    pthread_mutex_unlock(&c->wait_mu);
+    return rc;
+}
+
+/* The end of a wait: the earlier of the caller's deadline and `until`. */
+static int64_t min_deadline(int64_t deadline, int64_t until)
+{
+    if (deadline < 0)
+        return until;
+    return until < deadline ? until : deadline;
+}
+
+/*
+ * The waiting loop after a first attempt found the lock busy. Notify:
+ * subscribe, then take turns as the process's one contender, sleeping
+ * between turns until a release is announced or the holder's lease would
+ * have run out. Spin: sleep with backoff, never past the lease or the
+ * deadline. Fair: stay queued in Redis and wait for the handoff.
+ */
+static int wait_and_acquire(dlock_client *c, dlock__held *h,
+                            int64_t lease_ms, int64_t deadline, attempt *a,
+                            int64_t pttl, uint64_t gen)
+{
+    int strategy = c->opts.wait_strategy;
+    dlock__waiter *w = NULL;
+    int rc = DLOCK_BUSY, round = 0;
+
+    if (strategy != DLOCK_WAIT_SPIN) {
+        int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
+        if (dlock__notify_begin(c, h->chan, h->chanlen, &w,
+                                min_deadline(deadline, sub_dl),
+                                gen) != DLOCK_OK) {
+            /* No subscription (server refuses, timeout): spinning still
+             * finds the lock, only later. */
+            w = NULL;
+            if (strategy == DLOCK_WAIT_NOTIFY)
+                strategy = DLOCK_WAIT_SPIN;
+        }
+    }
+    for (;;) {
+        int64_t now = dlock__now_ms(), until;
+        if (atomic_load(&c->cancel_gen) != gen) {
+            rc = DLOCK_CANCELED;
+            break;
+        }
+        if (deadline >= 0 && now >= deadline) {
+            rc = DLOCK_TIMEDOUT;
+            break;
+        }
+        if (strategy == DLOCK_WAIT_NOTIFY) {
+            int t = dlock__notify_turn(w, deadline);
+            if (t != 1) {
+                rc = t == 0 ? DLOCK_TIMEDOUT : t;
+                break;
+            }
+        }
+        rc = try_acquire(c, h, lease_ms, strategy == DLOCK_WAIT_FAIR, a);
+        if (rc != DLOCK_BUSY)
+            break;
+        atomic_fetch_add(&c->stats.busy, 1);
+        atomic_fetch_add(&c->stats.waits, 1);
+        if (a->pttl > 0)
+            pttl = a->pttl;
+        now = dlock__now_ms();
+        if (strategy == DLOCK_WAIT_SPIN) {
+            until = now + spin_delay(c, round++);
+            if (pttl > 0 && now + pttl < until)
+                until = now + pttl;
+            rc = spin_sleep(c, min_deadline(deadline, until), gen);
+        } else if (strategy == DLOCK_WAIT_FAIR) {
+            until = now + (pttl > 0 ? pttl : FAIR_WAITER_TTL_MS / 3);
+            if (until > now + FAIR_WAITER_TTL_MS / 3)
+                until = now + FAIR_WAITER_TTL_MS / 3;
+            rc = dlock__notify_wait_handoff(w, h->owner,
+                                            min_deadline(deadline, until));
+            if (rc == 1) {
+                /* Handed to us by the release script: the lease it set
+                 * is short until we confirm (the watchdog does at once). */
+                int64_t t = dlock__now_ms();
+                int64_t hl = lease_ms < FAIR_HANDOFF_MS ? lease_ms
+                                                        : FAIR_HANDOFF_MS;
+                uint64_t tok = dlock__notify_handoff_token(w);
+                memset(a, 0, sizeof *a);
+                a->token = tok;
+                a->depth = 1;
+                a->nodes = 1;
+                a->valid_until = t + hl - drift_of(c, hl);
+                h->confirm_pending = 1;
+                rc = DLOCK_OK;
+                break;
+            }
+        } else {
+            until = now + (pttl > 0 ? pttl : c->opts.spin_max_ms);
+            rc = dlock__notify_wait(w, min_deadline(deadline, until));
+        }
+        if (rc < 0)
+            break;
+        rc = DLOCK_BUSY;
+    }
+    if (w != NULL) {
+        if (strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
+            rc = fair_leave(c, h, rc);
+        dlock__notify_end(w);
+    }
+    return rc;
+}
+
+/* Fair mode, giving up (deadline or cancel): leave the queue; if the lock
+ * was handed to us in the meantime, pass it on. Returns rc unchanged. */
+static int fair_leave(dlock_client *c, dlock__held *h, int rc)
+{
+    dlock__result res[64];
+    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
+    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
+    const char *args[1] = {h->owner};
+    size_t arglens[1] = {strlen(h->owner)};
+    dlock__cmd cmd = {DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args,
+                      arglens};
+    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
+    if (res[0].status == DLOCK_OK && elem_int(res[0].reply, 0) == 1) {
+        uint64_t tok = (uint64_t)elem_int(res[0].reply, 1);
+        dlock__results_clear(res, c->nnodes);
+        undo_acquire(c, h, 1, 1, tok);
+        return rc;
+    }
+    dlock__results_clear(res, c->nnodes);
+    return rc;
+}
+
+/* Fill *opts with the defaults. */
+void dlock_acquire_options_init(dlock_acquire_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = DLOCK_ACQUIRE_OPTIONS_VERSION;
+    opts->lease_ms = 30000;
+}
+
+/* A new handle for h (registered, or registered now). */
+static int new_handle(dlock_client *c, dlock__held *h, dlock_lock **out)
+{
+    dlock_lock *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    l->client = c;
+    l->held = h;
+    *out = l;
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
+                          const dlock_acquire_options *opts)
+{
+    dlock_acquire_options defaults;
+    char owner[80];
+    dlock__held *h;
+    attempt a;
+    int rc, fresh = 0;
+    int64_t deadline;
+    uint64_t gen;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (out == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "out is NULL");
+    if (opts == NULL) {
+        dlock_acquire_options_init(&defaults);
+        opts = &defaults;
+    }
+    rc = check_name(c, name);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (opts->version != DLOCK_ACQUIRE_OPTIONS_VERSION)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "acquire options version %u not supported",
+                                opts->version);
+    if (opts->lease_ms <= 0 || opts->lease_ms > 365LL * 24 * 3600 * 1000)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lease_ms must be > 0 and at most a year "
+                                "(got %" PRId64 ")",
+                                opts->lease_ms);
+    if (c->nnodes > 1 && opts->lease_ms <= drift_of(c, opts->lease_ms))
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lease_ms %" PRId64 " is not above the clock "
+                                "drift allowance",
+                                opts->lease_ms);
+
+    gen = atomic_load(&c->cancel_gen);
+    deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
+    dlock__owner_id(c, owner, sizeof owner);
+
+    pthread_mutex_lock(&c->held_mu);
+    h = held_find(c, name, owner);
+    if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
+        pthread_mutex_unlock(&c->held_mu);
+        return dlock__set_error(c, DLOCK_LOST,
+                                "acquire %s: this thread's earlier hold was "
+                                "lost; release its handles first", name);
+    }
+    pthread_mutex_unlock(&c->held_mu);
+    if (h == NULL) {
+        h = held_new(c, name, owner);
+        if (h == NULL)
+            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        fresh = 1;
+    }
+    /* Only this thread changes h->depth (the owner is this thread), so it
+     * may be read here without the lock. */
+    dlock__set_error(c, DLOCK_OK, "%s", "");
+    rc = try_acquire(c, h, opts->lease_ms,
+                     c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
+                         opts->wait_ms != 0,
+                     &a);
+    if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
+        atomic_fetch_add(&c->stats.busy, 1);
+        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl,
+                              gen);
+    } else if (rc == DLOCK_BUSY) {
+        atomic_fetch_add(&c->stats.busy, 1);
+    }
+    if (rc != DLOCK_OK) {
+        if (fresh)
+            dlock__held_free(h);
+        if (rc == DLOCK_BUSY)
+            dlock__set_error(c, rc, "%s is held by another owner", name);
+        else if (rc == DLOCK_TIMEDOUT)
+            dlock__set_error(c, rc, "gave up waiting for %s", name);
+        else if (rc == DLOCK_CANCELED)
+            dlock__set_error(c, rc, "waiting for %s was cancelled", name);
+        return rc;
+    }
+    pthread_mutex_lock(&c->held_mu);
+    h->depth = a.depth;
+    h->handles++;
+    h->token = a.token;
+    h->nodes |= a.nodes;
+    h->lease_ms = opts->lease_ms;
+    atomic_store(&h->valid_until_ms, a.valid_until);
+    if (fresh) {
+        h->watchdog = opts->watchdog;
+        h->on_lost = opts->on_lost;
+        h->on_lost_ud = opts->on_lost_userdata;
+        h->id = ++c->held_seq;
+        h->next = c->held;
+        c->held = h;
+    } else if (opts->watchdog && !h->watchdog) {
+        h->watchdog = 1;
+        h->on_lost = opts->on_lost;
+        h->on_lost_ud = opts->on_lost_userdata;
+    }
+    h->next_renew_ms = dlock__now_ms() + opts->lease_ms / 3;
+    pthread_mutex_unlock(&c->held_mu);
+    atomic_fetch_add(&c->stats.acquisitions, 1);
+    if (h->watchdog || h->confirm_pending)
+        dlock__watchdog_kick(c);
+    rc = new_handle(c, h, out);
+    if (rc != DLOCK_OK)
+        return rc; /* the lease runs out by itself */
+    if (opts->watchdog) {
+        pthread_mutex_lock(&c->held_mu);
+        h->wd_handle = *out;
+        pthread_mutex_unlock(&c->held_mu);
+    }
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_lock_acquire(dlock_lock **out, dlock_client *c, const char *name,
+                       int64_t wait_ms, int64_t lease_ms)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = wait_ms;
+    o.lease_ms = lease_ms;
+    return dlock_lock_acquire_ex(out, c, name, &o);
+}
+
+/* Drop handle l of h: one reentry level given back (or all of them when
+ * gone); unlink h from the registry when no level is left, and free it
+ * once no handle and no watchdog round uses it. */
+static void drop_handle(dlock_client *c, dlock__held *h, dlock_lock *l,
+                        int gone)
+{
+    int free_it;
+    pthread_mutex_lock(&c->held_mu);
+    h->handles--;
+    if (gone)
+        h->depth = 0;
+    else if (h->depth > 0)
+        h->depth--;
+    if (h->wd_handle == l)
+        h->wd_handle = NULL;
+    if (h->depth <= 0 && !h->orphaned) {
+        held_unlink(c, h);
+        h->orphaned = 1;
+    }
+    if (h->depth > 0)
+        h->releasing = 0;
+    free_it = h->orphaned && h->handles <= 0 && h->wd_refs == 0;
+    pthread_mutex_unlock(&c->held_mu);
+    free(l);
+    if (free_it)
+        dlock__held_free(h);
+}
+
+/* See dlock.h. */
+int dlock_lock_release(dlock_lock *l)
+{
+    dlock_client *c;
+    dlock__held *h;
+    dlock__result res[64];
+    char sdepth[24], stok[24], shand[24], sret[24];
+    const char *keys[4];
+    size_t keylens[4];
+    const char *args[6];
+    size_t arglens[6];
+    dlock__cmd cmd;
+    int i, confirmed = 0, notowner = 0, rc, depth;
+
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    c = l->client;
+    h = l->held;
+
+    pthread_mutex_lock(&c->held_mu);
+    depth = h->depth;
+    /* From here no renewal result or lost callback may concern this
+     * lock (renewal is idempotent on the server: an extend that lands
+     * after the delete finds no owner and changes nothing). */
+    if (depth <= 1)
+        h->releasing = 1;
+    if (h->wd_handle == l)
+        h->wd_handle = NULL;
+    while (h->cb_running)
+        pthread_cond_wait(&c->held_cv, &c->held_mu);
+    pthread_mutex_unlock(&c->held_mu);
+    if (atomic_load(&h->state) == DLOCK_LOST || h->orphaned || depth <= 0) {
+        int st = atomic_load(&h->state);
+        drop_handle(c, h, l, 1);
+        return dlock__set_error(c, st == DLOCK_LOST ? DLOCK_LOST
+                                                    : DLOCK_NOT_OWNER,
+                                "release: the lock was already lost");
+    }
+    keys[0] = h->key;
+    keys[1] = h->fkey;
+    keys[2] = h->qkey;
+    keys[3] = h->qtkey;
+    keylens[0] = h->keylen;
+    keylens[1] = h->fkeylen;
+    keylens[2] = h->qkeylen;
+    keylens[3] = h->qtkeylen;
+    fmt_i64(sdepth, sizeof sdepth, depth);
+    snprintf(stok, sizeof stok, "%" PRIu64, h->token);
+    fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
+    args[0] = h->owner;
+    args[1] = sdepth;
+    args[2] = stok;
+    args[3] = h->chan;
+    args[4] = shand;
+    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
+    args[5] = sret;
+    for (i = 0; i < 6; i++)
+        arglens[i] = strlen(args[i]);
+    arglens[3] = h->chanlen;
+    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
+    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
+    for (i = 0; i < c->nnodes; i++) {
+        if (res[i].status != DLOCK_OK)
+            continue;
+        if (res[i].reply->type == REDIS_REPLY_INTEGER &&
+            res[i].reply->integer > 0)
+            confirmed++;
+        else if (res[i].reply->type == REDIS_REPLY_INTEGER)
+            notowner++;
+    }
+    if (confirmed >= c->quorum)
+        rc = DLOCK_OK;
+    else if (notowner > c->nnodes - c->quorum ||
+             (c->nnodes == 1 && notowner == 1))
+        rc = dlock__set_error(c, DLOCK_NOT_OWNER,
+                              "release %s: not the owner (the lease expired "
+                              "or another owner has the lock)", h->name);
+    else
+        rc = step_error(c, res, all_nodes(c),
+                        c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
+                        "release");
+    dlock__results_clear(res, c->nnodes);
+    drop_handle(c, h, l, rc != DLOCK_OK);
+    return rc;
+}
+
+/*
+ * Extend the leases of locks h[0..n-1] (all on the same client) to their
+ * lease_ms from now on every node holding them, in one script call per
+ * node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a majority says it is
+ * gone) or an error class; valid_until is updated on success. Used by
+ * dlock_lock_extend and by the watchdog.
+ */
+void dlock__extend_many(dlock_client *c, dlock__held **hs, const int64_t *leases,
+                        int n, int *ok)
+{
+    dlock__result res[64];
+    const char **keys = calloc((size_t)n, sizeof *keys);
+    size_t *keylens = calloc((size_t)n, sizeof *keylens);
+    const char **args = calloc((size_t)n * 2, sizeof *args);
+    size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
+    char (*sl)[24] = calloc((size_t)n, sizeof *sl);
+    int64_t t0, maxlease = 0;
+    int i, j;
+    dlock__cmd cmd;
+
+    if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
+        sl == NULL) {
+        for (i = 0; i < n; i++)
+            ok[i] = DLOCK_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        keys[i] = hs[i]->key;
+        keylens[i] = hs[i]->keylen;
+        fmt_i64(sl[i], sizeof sl[i], leases[i]);
+        args[2 * i] = hs[i]->owner;
+        arglens[2 * i] = strlen(hs[i]->owner);
+        args[2 * i + 1] = sl[i];
+        arglens[2 * i + 1] = strlen(sl[i]);
+        if (leases[i] > maxlease)
+            maxlease = leases[i];
+    }
+    cmd = (dlock__cmd){DLOCK__S_EXTEND, n, keys, keylens, 2 * n, args,
+                       arglens};
+    t0 = dlock__now_ms();
+    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, maxlease), res);
+    for (i = 0; i < n; i++) {
+        int yes = 0, no = 0;
+        int64_t valid;
+        for (j = 0; j < c->nnodes; j++) {
+            const redisReply *r = res[j].reply;
+            if (res[j].status != DLOCK_OK || r == NULL ||
+                r->type != REDIS_REPLY_ARRAY || (size_t)i >= r->elements)
+                continue;
+            if (r->element[i]->type == REDIS_REPLY_INTEGER &&
+                r->element[i]->integer == 1)
+                yes++;
+            else
+                no++;
+        }
+        valid = t0 + leases[i] - drift_of(c, leases[i]);
+        if (yes >= c->quorum && valid > dlock__now_ms()) {
+            atomic_store(&hs[i]->valid_until_ms, valid);
+            ok[i] = DLOCK_OK;
+        } else if (no > c->nnodes - c->quorum) {
+            ok[i] = DLOCK_NOT_OWNER;
+        } else {
+            ok[i] = step_error(c, res, all_nodes(c),
+                               c->nnodes == 1 ? res[0].status
+                                              : DLOCK_NO_QUORUM,
+                               "extend");
+        }
+    }
+    dlock__results_clear(res, c->nnodes);
+out:
+    free(keys);
+    free(keylens);
+    free(args);
+    free(arglens);
+    free(sl);
+}
+
+/* See dlock.h. */
+int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
+{
+    dlock_client *c;
+    dlock__held *h;
+    int ok;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    c = l->client;
+    h = l->held;
+    if (lease_ms <= 0)
+        return dlock__set_error(c, DLOCK_EINVAL, "lease_ms must be > 0");
+    if (atomic_load(&h->state) == DLOCK_LOST)
+        return dlock__set_error(c, DLOCK_LOST, "extend: the lease was lost");
+    dlock__extend_many(c, &h, &lease_ms, 1, &ok);
+    if (ok == DLOCK_OK) {
+        pthread_mutex_lock(&c->held_mu);
+        h->lease_ms = lease_ms;
+        h->next_renew_ms = dlock__now_ms() + lease_ms / 3;
+        pthread_mutex_unlock(&c->held_mu);
+    } else if (ok == DLOCK_NOT_OWNER) {
+        dlock__set_error(c, ok, "extend %s: not the owner (expired or taken)",
+                         h->name);
+    }
+    return ok;
+}
+
+/* See dlock.h. */
+uint64_t dlock_lock_token(const dlock_lock *l)
+{
+    return l != NULL ? l->held->token : 0;
+}
+
+/* See dlock.h. */
+int64_t dlock_lock_validity_ms(const dlock_lock *l)
+{
+    int64_t left;
+    if (l == NULL || atomic_load(&l->held->state) != DLOCK_OK)
+        return 0;
+    left = atomic_load(&l->held->valid_until_ms) - dlock__now_ms();
+    return left > 0 ? left : 0;
+}
+
+/* See dlock.h. */
+int dlock_lock_status(const dlock_lock *l)
+{
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (atomic_load(&l->held->state) == DLOCK_LOST)
+        return DLOCK_LOST;
+    return dlock_lock_validity_ms(l) > 0 ? DLOCK_OK : DLOCK_NOT_OWNER;
+}
+
+/* See dlock.h. */
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l != NULL ? l->held->name : "";
+}
+
+/* See dlock.h. */
+const char *dlock_lock_owner(const dlock_lock *l)
+{
+    return l != NULL ? l->held->owner : "";
+}
+
+/* See dlock.h. */
+int dlock_with_lock(dlock_client *c, const char *name,
+                    const dlock_acquire_options *opts,
+                    int (*fn)(dlock_lock *, void *), void *ud, int *fn_result)
+{
+    dlock_lock *l;
+    int rc, r;
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (fn == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "fn is NULL");
+    rc = dlock_lock_acquire_ex(&l, c, name, opts);
+    if (rc != DLOCK_OK)
+        return rc;
+    r = fn(l, ud);
+    if (fn_result != NULL)
+        *fn_result = r;
+    return dlock_lock_release(l);
+}
+
+/* Check a resource key for the fenced calls. */
+static int check_key(const dlock_client *c, const char *key)
+{
+    size_t n;
+    if (key == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "key is NULL");
+    n = strlen(key);
+    if (n == 0 || n > 4096)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "key must be 1 to 4096 bytes (got %zu)", n);
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
+                     const void *value, size_t len)
+{
+    dlock__result res[64];
+    char stok[24];
+    const char *keys[1];
+    size_t keylens[1];
+    const char *args[2];
+    size_t arglens[2];
+    dlock__cmd cmd;
+    int rc;
+
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    rc = check_key(c, key);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (value == NULL && len > 0)
+        return dlock__set_error(c, DLOCK_EINVAL, "value is NULL");
+    if (token == 0 || token > (1ULL << 53))
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "token must be 1 to 2^53 (got %" PRIu64 ")",
+                                token);
+    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    keys[0] = key;
+    keylens[0] = strlen(key);
+    args[0] = stok;
+    arglens[0] = strlen(stok);
+    args[1] = value != NULL ? value : "";
+    arglens[1] = len;
+    cmd = (dlock__cmd){DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args,
+                       arglens};
+    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
+    if (res[0].status != DLOCK_OK) {
+        rc = step_error(c, res, 1, res[0].status, "fenced set");
+    } else if (acquire_kind(res[0].reply) == 1 ||
+               (res[0].reply->type == REDIS_REPLY_ARRAY &&
+                elem_int(res[0].reply, 0) == 1)) {
+        rc = DLOCK_OK;
+    } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
+               res[0].reply->elements == 2) {
+        rc = dlock__set_error(c, DLOCK_STALE,
+                              "fenced set %s: token %" PRIu64
+                              " is older than %lld",
+                              key, token, elem_int(res[0].reply, 1));
+    } else {
+        rc = dlock__set_error(c, DLOCK_EPROTO,
+                              "fenced set: unexpected reply");
+    }
+    dlock__results_clear(res, c->nnodes);
+    return rc;
+}
+
+/* See dlock.h. */
+int dlock_fenced_get(dlock_client *c, const char *key, char **value,
+                     size_t *len, uint64_t *fence)
+{
+    dlock__result res[64];
+    const char *keys[1];
+    size_t keylens[1];
+    dlock__cmd cmd;
+    const redisReply *r;
+    int rc;
+
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    rc = check_key(c, key);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (value == NULL || len == NULL || fence == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "NULL out-parameter");
+    *value = NULL;
+    *len = 0;
+    *fence = 0;
+    keys[0] = key;
+    keylens[0] = strlen(key);
+    cmd = (dlock__cmd){DLOCK__S_FENCED_GET, 1, keys, keylens, 0, NULL, NULL};
+    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
+    if (res[0].status != DLOCK_OK) {
+        rc = step_error(c, res, 1, res[0].status, "fenced get");
+        dlock__results_clear(res, c->nnodes);
+        return rc;
+    }
+    r = res[0].reply;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        dlock__results_clear(res, c->nnodes);
+        return dlock__set_error(c, DLOCK_EPROTO,
+                                "fenced get: unexpected reply");
+    }
+    if (r->element[0]->type == REDIS_REPLY_STRING) {
+        *value = malloc(r->element[0]->len + 1);
+        if (*value == NULL) {
+            dlock__results_clear(res, c->nnodes);
+            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        }
+        memcpy(*value, r->element[0]->str, r->element[0]->len);
+        (*value)[r->element[0]->len] = '\0';
+        *len = r->element[0]->len;
+    }
+    if (r->element[1]->type == REDIS_REPLY_STRING)
+        *fence = strtoull(r->element[1]->str, NULL, 10);
+    dlock__results_clear(res, c->nnodes);
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+{
+    dlock__result res[64];
+    dlock__held *h;
+    const char *keys[3];
+    size_t keylens[3];
+    dlock__cmd cmd;
+    int i, answered = 0, rc;
+
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    rc = check_name(c, name);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (out == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "out is NULL");
+    memset(out, 0, sizeof *out);
+    out->ttl_ms = -1;
+    out->waiters = -1;
+    h = held_new(c, name, "");
+    if (h == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    keys[0] = h->key;
+    keys[1] = h->fkey;
+    keys[2] = h->qkey;
+    keylens[0] = h->keylen;
+    keylens[1] = h->fkeylen;
+    keylens[2] = h->qkeylen;
+    cmd = (dlock__cmd){DLOCK__S_INSPECT, 3, keys, keylens, 0, NULL, NULL};
+    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
+    for (i = 0; i < c->nnodes; i++) {
+        const redisReply *r = res[i].reply;
+        const redisReply *f;
+        long long pttl;
+        uint64_t n;
+        if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
+            r->elements != 4)
+            continue;
+        answered++;
+        pttl = elem_int(r, 0);
+        f = r->element[1];
+        n = (uint64_t)elem_int(r, 2);
+        if (n > out->last_token)
+            out->last_token = n;
+        if (elem_int(r, 3) > out->waiters)
+            out->waiters = elem_int(r, 3);
+        if (pttl >= 0 && f->type == REDIS_REPLY_ARRAY && f->elements >= 2) {
+            out->nodes_holding++;
+            out->held = 1;
+            if (out->ttl_ms < 0 || pttl < out->ttl_ms)
+                out->ttl_ms = pttl;
+            snprintf(out->owner, sizeof out->owner, "%.*s",
+                     (int)f->element[0]->len, f->element[0]->str);
+            out->reentry = strtoll(f->element[1]->str, NULL, 10);
+        }
+    }
+    if (answered < c->quorum)
+        rc = step_error(c, res, all_nodes(c),
+                        c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
+                        "inspect");
+    else
+        rc = DLOCK_OK;
+    dlock__results_clear(res, c->nnodes);
+    dlock__held_free(h);
+    return rc;
+}
+
+/* See dlock.h. */
+int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
+                     const char *owner, uint64_t token)
+{
+    dlock_info info;
+    dlock__held *h;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (out == NULL || owner == NULL || owner[0] == '\0' ||
+        strlen(owner) >= sizeof info.owner)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "adopt: out and a valid owner are required");
+    rc = dlock_lock_inspect(c, name, &info);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!info.held || strcmp(info.owner, owner) != 0 ||
+        info.nodes_holding < c->quorum)
+        return dlock__set_error(c, DLOCK_NOT_OWNER,
+                                "adopt %s: not held by %s", name, owner);
+    h = held_new(c, name, owner);
+    if (h == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    h->depth = (int)info.reentry;
+    h->handles = 1;
+    h->token = token != 0 ? token : info.last_token;
+    h->nodes = all_nodes(c);
+    h->lease_ms = info.ttl_ms;
+    atomic_store(&h->valid_until_ms,
+                 dlock__now_ms() + info.ttl_ms - drift_of(c, info.ttl_ms));
+    pthread_mutex_lock(&c->held_mu);
+    h->id = ++c->held_seq;
+    h->next = c->held;
+    c->held = h;
+    pthread_mutex_unlock(&c->held_mu);
+    return new_handle(c, h, out);
+}

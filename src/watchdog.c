@@ -1,0 +1,193 @@
+/*
+ * watchdog.c - the lease renewer: one background thread per client that
+ * keeps the leases of watchdog locks alive while their holder lives.
+ *
+ * Every lock taken with watchdog = 1 is renewed at about a third of its
+ * lease; all locks due in one round are renewed with one script call per
+ * server (extend.lua takes many keys). A fair-mode handoff's short lease is
+ * confirmed here too, at once.
+ *
+ * A renewal that finds the lock gone or owned by another, or renewals that
+ * keep failing until the local validity (monotonic clock) has run out,
+ * mark the lock LOST: its status says so, release reports it, and the
+ * holder's callback is called from this thread. Nothing is dropped
+ * silently.
+ *
+ * Races: the thread takes a reference (wd_refs) on each lock of a round and
+ * does its I/O without the registry lock. A release in the meantime sets
+ * `releasing`, so a "not owner" answer caused by the release itself is not
+ * taken for a loss; and the extend script only sets a lease where the
+ * owner's field exists, so a renewal that reaches the server after the
+ * release's delete changes nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ROUND_MAX 256
+
+typedef struct watchdog {
+    pthread_t thread;
+    int started;
+    int stop;
+    int kicked;
+    pthread_cond_t cv; /* with c->held_mu */
+} watchdog;
+
+/* See internal.h. The thread starts with the first watchdog lock. */
+int dlock__watchdog_init(dlock_client *c)
+{
+    watchdog *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return DLOCK_ENOMEM;
+    dlock__cond_init(&w->cv);
+    c->watchdog = w;
+    return DLOCK_OK;
+}
+
+/* See internal.h. */
+void dlock__watchdog_free(dlock_client *c)
+{
+    watchdog *w = c->watchdog;
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&c->held_mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&c->held_mu);
+    if (w->started)
+        pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+    c->watchdog = NULL;
+}
+
+/* How soon to try again after a renewal failed without a verdict. */
+static int64_t retry_after(int64_t lease_ms)
+{
+    int64_t r = lease_ms / 10;
+    if (r > 500)
+        r = 500;
+    return r < 10 ? 10 : r;
+}
+
+/* Mark h lost and call its callback (registry lock held on entry and on
+ * return; dropped around the callback). */
+static void mark_lost(dlock_client *c, dlock__held *h)
+{
+    dlock_lost_cb cb;
+    void *ud;
+    dlock_lock *l;
+    if (atomic_load(&h->state) == DLOCK_LOST)
+        return;
+    atomic_store(&h->state, DLOCK_LOST);
+    atomic_fetch_add(&c->stats.lost, 1);
+    cb = h->on_lost;
+    ud = h->on_lost_ud;
+    l = h->wd_handle;
+    if (cb == NULL || l == NULL || h->releasing)
+        return;
+    h->cb_running = 1;
+    pthread_mutex_unlock(&c->held_mu);
+    cb(l, ud);
+    pthread_mutex_lock(&c->held_mu);
+    h->cb_running = 0;
+    pthread_cond_broadcast(&c->held_cv);
+}
+
+/* One round: renew every lock that is due. Returns the monotonic time of
+ * the next due renewal (or -1 for none). Called with held_mu held. */
+static int64_t round_once(dlock_client *c)
+{
+    dlock__held *hs[ROUND_MAX];
+    int64_t leases[ROUND_MAX];
+    int ok[ROUND_MAX];
+    int n = 0, i;
+    int64_t now = dlock__now_ms(), next = -1;
+    dlock__held *h;
+
+    for (h = c->held; h != NULL; h = h->next) {
+        int due;
+        if ((!h->watchdog && !h->confirm_pending) || h->releasing ||
+            atomic_load(&h->state) != DLOCK_OK)
+            continue;
+        due = h->confirm_pending || now >= h->next_renew_ms;
+        if (due && n < ROUND_MAX) {
+            h->wd_refs++;
+            hs[n] = h;
+            leases[n] = h->lease_ms;
+            n++;
+        } else if (next < 0 || h->next_renew_ms < next) {
+            next = h->next_renew_ms;
+        }
+    }
+    if (n == 0)
+        return next;
+
+    pthread_mutex_unlock(&c->held_mu);
+    dlock__extend_many(c, hs, leases, n, ok);
+    pthread_mutex_lock(&c->held_mu);
+
+    now = dlock__now_ms();
+    for (i = 0; i < n; i++) {
+        h = hs[i];
+        h->wd_refs--;
+        if (h->orphaned || h->releasing) {
+            if (h->orphaned && h->handles <= 0 && h->wd_refs == 0)
+                dlock__held_free(h);
+            continue;
+        }
+        if (ok[i] == DLOCK_OK) {
+            atomic_fetch_add(&c->stats.renewals, 1);
+            h->confirm_pending = 0;
+            h->next_renew_ms = now + h->lease_ms / 3;
+        } else if (ok[i] == DLOCK_NOT_OWNER ||
+                   atomic_load(&h->valid_until_ms) <= now) {
+            h->confirm_pending = 0;
+            mark_lost(c, h);
+        } else {
+            h->next_renew_ms = now + retry_after(h->lease_ms);
+        }
+        /* Released locks may have gone while the callback ran. */
+    }
+    return now; /* look again at once: more may be due */
+}
+
+/* The thread: sleep until the next renewal is due or a kick, renew. */
+static void *watchdog_main(void *arg)
+{
+    dlock_client *c = arg;
+    watchdog *w = c->watchdog;
+    pthread_mutex_lock(&c->held_mu);
+    while (!w->stop) {
+        int64_t next = round_once(c);
+        if (w->stop)
+            break;
+        if (next >= 0 && next <= dlock__now_ms()) {
+            /* More may be due (or failures wait for retry_after). */
+            if (!w->kicked)
+                continue;
+        }
+        if (!w->kicked)
+            dlock__cond_wait_until(&w->cv, &c->held_mu, next);
+        w->kicked = 0;
+    }
+    pthread_mutex_unlock(&c->held_mu);
+    return NULL;
+}
+
+/* See internal.h. */
+void dlock__watchdog_kick(dlock_client *c)
+{
+    watchdog *w = c->watchdog;
+    pthread_mutex_lock(&c->held_mu);
+    if (!w->started && !w->stop) {
+        if (pthread_create(&w->thread, NULL, watchdog_main, c) == 0)
+            w->started = 1;
+    }
+    w->kicked = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&c->held_mu);
+}
