@@ -204,26 +204,40 @@ typedef struct slot {
 } slot;
 
 /* Open (or reopen) node i's connection and send the call; push the bytes
- * out at once so the common case needs no POLLOUT round. */
+ * out at once so the common case needs no POLLOUT round. A pooled
+ * connection the server has closed fails right here (EPIPE, reset): that
+ * costs the one retry on a fresh connection. */
 static int slot_start(dlock_client *c, int i, slot *s, callv *v,
                       const dlock__cmd *cmd, int64_t deadline_ms,
                       dlock__result *r)
 {
-    int rc = dlock__node_get(c, i, &s->conn, deadline_ms, r->err,
-                             sizeof r->err);
-    if (rc == DLOCK_OK)
+    for (;;) {
+        int rc = dlock__node_get(c, i, &s->conn, deadline_ms, r->err,
+                                 sizeof r->err);
+        if (rc != DLOCK_OK) {
+            s->conn = NULL;
+            s->state = SLOT_DONE;
+            r->status = rc;
+            return rc;
+        }
         rc = callv_send(c, s->conn, v, cmd, s->full);
-    if (rc == DLOCK_OK)
-        rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
-    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_OK)
+            rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
+                                      sizeof r->err);
+        if (rc == DLOCK_OK) {
+            s->state = SLOT_WAIT;
+            return DLOCK_OK;
+        }
         dlock__node_put(c, i, s->conn, 0);
         s->conn = NULL;
-        s->state = SLOT_DONE;
-        r->status = rc;
-        return rc;
+        if (s->retried || rc == DLOCK_ENOMEM ||
+            dlock__now_ms() >= deadline_ms) {
+            s->state = SLOT_DONE;
+            r->status = rc;
+            return rc;
+        }
+        s->retried = 1;
     }
-    s->state = SLOT_WAIT;
-    return DLOCK_OK;
 }
 
 /* A connection failed under a sent call: our scripts are idempotent, so
@@ -236,8 +250,7 @@ static void slot_fail(dlock_client *c, int i, slot *s, callv *v,
     s->conn = NULL;
     if (!s->retried && dlock__now_ms() < deadline_ms) {
         s->retried = 1;
-        if (slot_start(c, i, s, v, cmd, deadline_ms, r) == DLOCK_OK)
-            return;
+        slot_start(c, i, s, v, cmd, deadline_ms, r);
         return;
     }
     s->state = SLOT_DONE;

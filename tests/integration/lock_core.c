@@ -156,8 +156,6 @@ static void test_threads_spin(void **state)
 static void test_threads_fair(void **state)
 {
     (void)state;
-    if (strcmp(th_transport(), "tcp") != 0)
-        skip();
     run_threads(DLOCK_WAIT_FAIR, "mx-threads-fair");
 }
 
