@@ -122,21 +122,34 @@ spawn_bg() {
     BG_PIDS+=("$BG")
 }
 
+# spawn_bg_err FILE COMMAND...: spawn_bg with COMMAND's stderr in FILE.
+spawn_bg_err() {
+    local file=$1
+    shift
+    "$@" 2>"$file" &
+    BG=$!
+    BG_PIDS+=("$BG")
+}
+
+# running PID: the process exists and is not a zombie.
+running() {
+    local state
+    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # wait_pid PID SECONDS: wait for a background child and set WAIT_STATUS;
 # kill it and return 1 if it takes longer.
 wait_pid() {
     local pid=$1 deadline
     deadline=$(($(now_ms) + $2 * 1000))
-    while kill -0 "$pid" 2>/dev/null; do
+    # A zombie still answers kill -0: running() tells them apart.
+    while running "$pid"; do
         if [ "$(now_ms)" -ge "$deadline" ]; then
             kill -9 "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
             WAIT_STATUS=timeout
             return 1
-        fi
-        # A zombie still answers kill -0; wait reaps it below.
-        if [ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" = Z ]; then
-            break
         fi
         sleep 0.05
     done

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# scripted.sh - a lock held across several commands of a script:
+# `dlock acquire` prints an owner handle (or --export assignments) and
+# exits holding the lock; `dlock extend` and `dlock release` act for that
+# owner (--owner or DLOCK_OWNER), with the lost code once its lease ran
+# out; `dlock status` (plain and --json) shows holder, reentry, TTL, token.
+. "$(dirname "$0")/common.bash"
+
+start_redis
+export DLOCK_SERVERS=$REDIS_URL
+P=$REDIS_PORT
+
+# --- status of a lock never taken -----------------------------------------
+expect_status 0 "status of a free lock" "$DLOCK_BIN" status never
+check "status: free" grep -q '^state: *free' "$T/out"
+check "status: token 0" grep -q '^token: *0' "$T/out"
+expect_status 0 "status --json of a free lock" "$DLOCK_BIN" status --json never
+check "json: held false, owner null" \
+    grep -q '"held":false,"owner":null' "$T/out"
+
+# --- acquire / status / release ---------------------------------------------
+expect_status 0 "acquire" "$DLOCK_BIN" acquire -l 20 job
+read -r owner token <"$T/out"
+check "acquire prints OWNER TOKEN ($owner $token)" \
+    eval '[[ "$owner" =~ ^[0-9a-f]{32}: ]] && [[ "$token" =~ ^[1-9][0-9]*$ ]]'
+check "the lock is held after acquire exited" \
+    test "$(rcli "$P" EXISTS 'dlock:{job}')" = 1
+expect_status 1 "a second acquire -n conflicts" "$DLOCK_BIN" acquire -n job
+expect_status 9 "acquire -n -E 9" "$DLOCK_BIN" acquire -n -E 9 job
+expect_status 1 "acquire -w 0.2 gives up" "$DLOCK_BIN" acquire -w 0.2 job
+expect_status 1 "run -n conflicts with it" "$DLOCK_BIN" run -n job -- true
+
+expect_status 0 "status of a held lock" "$DLOCK_BIN" status job
+check "status: held" grep -q '^state: *held' "$T/out"
+check "status: owner" grep -qF "owner:    $owner" "$T/out"
+check "status: reentry 1" grep -q '^reentry: *1$' "$T/out"
+check "status: token $token" grep -q "^token: *$token\$" "$T/out"
+check "status: a TTL" grep -Eq '^ttl: *[0-9.]+ (s|ms)$' "$T/out"
+expect_status 0 "status --json" "$DLOCK_BIN" status job --json
+check "json: held, owner, token" grep -qF \
+    "\"key\":\"job\",\"held\":true,\"owner\":\"$owner\",\"reentry\":1" "$T/out"
+check "json: token $token" grep -qF "\"token\":$token," "$T/out"
+check "json: ttl_ms at most 20000" \
+    eval 'ttl=$(grep -o "\"ttl_ms\":[0-9]*" "$T/out" | cut -d: -f2);
+          [ "${ttl:-0}" -gt 0 ] && [ "$ttl" -le 20000 ]'
+if command -v python3 >/dev/null; then
+    check "json: valid JSON" python3 -m json.tool "$T/out"
+fi
+
+expect_status 75 "release by a wrong owner: lost code" \
+    "$DLOCK_BIN" release --owner "0123456789abcdef0123456789abcdef:1" job
+check "the lock is still held" test "$(rcli "$P" EXISTS 'dlock:{job}')" = 1
+expect_status 0 "extend" "$DLOCK_BIN" extend --owner "$owner" -l 60 job
+pttl=$(rcli "$P" PTTL 'dlock:{job}')
+check "extend set the lease to 60 s (PTTL $pttl)" \
+    test "$pttl" -gt 20000 -a "$pttl" -le 60000
+expect_status 0 "release" "$DLOCK_BIN" release --owner "$owner" job
+check "the lock is gone" test "$(rcli "$P" EXISTS 'dlock:{job}')" = 0
+expect_status 75 "a second release: lost code" \
+    "$DLOCK_BIN" release --owner "$owner" job
+expect_status 75 "extend after release: lost code" \
+    "$DLOCK_BIN" extend --owner "$owner" -l 5 job
+expect_status 9 "release -L 9 when not held" \
+    "$DLOCK_BIN" release -L 9 --owner "$owner" job
+
+# --- --export and DLOCK_OWNER ----------------------------------------------
+key="it's a \"key\" \$HOME"
+expect_status 0 "acquire --export" "$DLOCK_BIN" acquire --export -l 20 "$key"
+exports=$(cat "$T/out")
+check "--export output evaluates" eval "$exports"
+check "DLOCK_KEY round-trips through eval" test "${DLOCK_KEY:-}" = "$key"
+check "DLOCK_OWNER is set" test -n "${DLOCK_OWNER:-}"
+check "DLOCK_FENCING_TOKEN is above the earlier token" \
+    test "${DLOCK_FENCING_TOKEN:-0}" -gt "$token"
+check "they are exported" eval 'env | grep -q "^DLOCK_OWNER="'
+expect_status 0 "extend with DLOCK_OWNER" "$DLOCK_BIN" extend -l 30 "$key"
+expect_status 0 "status shows DLOCK_OWNER" "$DLOCK_BIN" status "$key"
+check "...as the owner" grep -qF "owner:    $DLOCK_OWNER" "$T/out"
+expect_status 0 "release with DLOCK_OWNER" "$DLOCK_BIN" release "$key"
+expect_status 0 "the lock is free again" "$DLOCK_BIN" run -n "$key" -- true
+unset DLOCK_KEY DLOCK_OWNER DLOCK_FENCING_TOKEN
+
+# --- a lease that runs out ----------------------------------------------------
+expect_status 0 "acquire -l 0.5" "$DLOCK_BIN" acquire -l 0.5 short
+read -r owner _ <"$T/out"
+wait_until 10 test "$(rcli "$P" EXISTS 'dlock:{short}')" = 0 ||
+    fail "the 0.5 s lease did not run out"
+expect_status 75 "extend after the lease ran out: lost code" \
+    "$DLOCK_BIN" extend --owner "$owner" -l 5 short
+check "...and says so" grep -q 'not held by' "$T/err"
+expect_status 75 "release after the lease ran out: lost code" \
+    "$DLOCK_BIN" release --owner "$owner" short
+expect_status 0 "acquire after expiry" "$DLOCK_BIN" acquire -n -l 5 short
+read -r owner2 _ <"$T/out"
+check "a new owner" test "$owner2" != "$owner"
+expect_status 75 "the old owner cannot release the new holder's lock" \
+    "$DLOCK_BIN" release --owner "$owner" short
+check "the new holder still has it" \
+    test "$(rcli "$P" EXISTS 'dlock:{short}')" = 1
+expect_status 0 "the new owner releases" \
+    "$DLOCK_BIN" release --owner "$owner2" short
+
+# --- acquire waits; -v; a full stdout --------------------------------------
+expect_status 0 "acquire" "$DLOCK_BIN" acquire -l 1 wt
+expect_status 0 "acquire -w 10 waits until the 1 s lease ends" \
+    "$DLOCK_BIN" acquire -v -w 10 -l 5 wt
+check "acquire -v says it waited" grep -q 'waiting for "wt"' "$T/err"
+check "acquire -v says it acquired" grep -q 'acquired "wt"' "$T/err"
+read -r owner _ <"$T/out"
+"$DLOCK_BIN" release --owner "$owner" wt
+if [ -w /dev/full ]; then
+    expect_status 74 "acquire with stdout on /dev/full" \
+        sh -c '"$1" acquire -l 30 full >/dev/full' sh "$DLOCK_BIN"
+    check "...released the lock it could not report" \
+        test "$(rcli "$P" EXISTS 'dlock:{full}')" = 0
+fi
+
+finish
