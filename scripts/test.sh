@@ -127,8 +127,18 @@ format_check() {
             -name '*.[ch]' 2>/dev/null | sort)
     fi
     [ ${#files[@]} -gt 0 ] || return 0
-    echo "${#files[@]} files"
-    clang-format --dry-run --Werror "${files[@]}"
+    local bad=() f
+    for f in "${files[@]}"; do
+        clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+    done
+    echo "${#files[@]} files checked, ${#bad[@]} not formatted"
+    [ ${#bad[@]} -eq 0 ] && return 0
+    # The first offender in full, then the list: enough to act on without
+    # drowning the log.
+    clang-format --dry-run --Werror "${bad[0]}" 2>&1 | head -n 30
+    printf 'not clang-formatted: %s\n' "${bad[@]}"
+    echo "fix with: clang-format -i ${bad[*]}"
+    return 1
 }
 
 # Sanitizer settings: stop at the first UB report with a stack; keep
