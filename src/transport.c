@@ -583,6 +583,15 @@ static int tls_fail(dlock__conn *c, int e, int during, char *err,
         /* The peer's first bytes are not a TLS handshake or alert record:
          * typically a plain Redis port answering "-ERR ...". */
         char sample[FIRST_KEEP + 1];
+        ssize_t more;
+        /* OpenSSL read only a record header; take the rest of the line
+         * if it is already here, to show what the peer is. */
+        do {
+            more = recv(c->fd, c->sb.first + c->sb.nfirst,
+                        FIRST_KEEP - c->sb.nfirst, MSG_DONTWAIT);
+        } while (more < 0 && errno == EINTR);
+        if (more > 0)
+            c->sb.nfirst += (size_t)more;
         printable(sample, sizeof sample, c->sb.first, c->sb.nfirst);
         code = dlock__fail(err, errlen, DLOCK_ETLS,
                            "TLS handshake with %s: the server did not answer "
