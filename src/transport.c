@@ -63,25 +63,25 @@ struct dlock__tls_ctx {
 /* State of our socket BIO, inside the connection it belongs to. */
 typedef struct sockbio {
     int fd;
-    int last_errno;                    /* of the last failed recv/send */
-    unsigned char first[FIRST_KEEP];   /* the peer's first bytes */
+    int last_errno;                  /* of the last failed recv/send */
+    unsigned char first[FIRST_KEEP]; /* the peer's first bytes */
     size_t nfirst;
 } sockbio;
 
 struct dlock__conn {
     int fd;
-    SSL *ssl;          /* NULL on plain connections */
-    sockbio sb;        /* the BIO's state (TLS) */
+    SSL *ssl;   /* NULL on plain connections */
+    sockbio sb; /* the BIO's state (TLS) */
     redisReader *reader;
-    char *out;         /* queued output: out[outpos..outlen) */
+    char *out; /* queued output: out[outpos..outlen) */
     size_t outpos, outlen, outcap;
-    size_t tls_wlen;   /* length of an SSL_write to repeat, 0 if none */
+    size_t tls_wlen;      /* length of an SSL_write to repeat, 0 if none */
     int read_wants_write; /* SSL_read wanted the socket writable */
     int dead;
-    int tcp;           /* TCP or TLS (not a unix socket) */
+    int tcp; /* TCP or TLS (not a unix socket) */
     int handshaken;
-    uint64_t nread;    /* bytes of reply stream received (plain) */
-    char *peer;        /* ep->display */
+    uint64_t nread; /* bytes of reply stream received (plain) */
+    char *peer;     /* ep->display */
 };
 
 /* ---- our socket BIO ---------------------------------------------------- */
@@ -194,8 +194,7 @@ static int ctx_fail(char *err, size_t errlen, const char *what,
                     const char *file)
 {
     int r = dlock__fail(err, errlen, DLOCK_ETLS, "TLS: %s %s: %s", what,
-                        file != NULL ? file : "",
-                        ssl_reason("unknown error"));
+                        file != NULL ? file : "", ssl_reason("unknown error"));
     ERR_clear_error();
     return r;
 }
@@ -224,8 +223,7 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
      * up. The type is only used to find BIOs in a chain by kind. */
     t->bio_meth = BIO_meth_new(BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
                                "dlock socket");
-    if (t->bio_meth == NULL ||
-        !BIO_meth_set_write_ex(t->bio_meth, sb_write) ||
+    if (t->bio_meth == NULL || !BIO_meth_set_write_ex(t->bio_meth, sb_write) ||
         !BIO_meth_set_read_ex(t->bio_meth, sb_read) ||
         !BIO_meth_set_ctrl(t->bio_meth, sb_ctrl) ||
         !BIO_meth_set_create(t->bio_meth, sb_create) ||
@@ -246,8 +244,7 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
         if (SSL_CTX_load_verify_locations(t->ssl_ctx, opts->ca_file,
                                           opts->ca_dir) != 1) {
             r = ctx_fail(err, errlen, "cannot load the CA",
-                         opts->ca_file != NULL ? opts->ca_file
-                                               : opts->ca_dir);
+                         opts->ca_file != NULL ? opts->ca_file : opts->ca_dir);
             goto fail;
         }
     } else if (SSL_CTX_set_default_verify_paths(t->ssl_ctx) != 1) {
@@ -264,21 +261,20 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
     if (opts != NULL && opts->cert_file != NULL) {
         const char *key =
             opts->key_file != NULL ? opts->key_file : opts->cert_file;
-        if (SSL_CTX_use_certificate_chain_file(t->ssl_ctx,
-                                               opts->cert_file) != 1) {
+        if (SSL_CTX_use_certificate_chain_file(t->ssl_ctx, opts->cert_file) !=
+            1) {
             r = ctx_fail(err, errlen, "cannot load the client certificate",
                          opts->cert_file);
             goto fail;
         }
-        if (SSL_CTX_use_PrivateKey_file(t->ssl_ctx, key,
-                                        SSL_FILETYPE_PEM) != 1) {
+        if (SSL_CTX_use_PrivateKey_file(t->ssl_ctx, key, SSL_FILETYPE_PEM) !=
+            1) {
             r = ctx_fail(err, errlen, "cannot load the client key", key);
             goto fail;
         }
         if (SSL_CTX_check_private_key(t->ssl_ctx) != 1) {
             r = ctx_fail(err, errlen,
-                         "the client key does not match the certificate",
-                         key);
+                         "the client key does not match the certificate", key);
             goto fail;
         }
     }
@@ -360,8 +356,7 @@ static int is_ip_literal(const char *name)
 
 /* Write a printable rendering of the n bytes at s into buf (size len) for
  * messages: non-printable bytes become '.'. */
-static void printable(char *buf, size_t len, const unsigned char *s,
-                      size_t n)
+static void printable(char *buf, size_t len, const unsigned char *s, size_t n)
 {
     size_t i, j = 0;
     for (i = 0; i < n && j + 1 < len; i++) {
@@ -396,8 +391,8 @@ static int sock_fail(dlock__conn *c, const char *op, int e, char *err,
         return die(c, dlock__fail(err, errlen, DLOCK_EIO,
                                   "connection reset by %s%s", c->peer,
                                   plain_hint(c)));
-    return die(c, dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s", op,
-                              c->peer, strerror(e)));
+    return die(c, dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s", op, c->peer,
+                              strerror(e)));
 }
 
 /* ---- connecting -------------------------------------------------------- */
@@ -425,8 +420,8 @@ static int connect_wait(int fd, const char *disp, const char *what,
 
 /* Connect to the unix socket ep->path. Returns the fd, or -1 with the
  * code in *code and a message in err. */
-static int open_unix(const dlock__endpoint *ep, int64_t deadline_ms,
-                     int *code, char *err, size_t errlen)
+static int open_unix(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
+                     char *err, size_t errlen)
 {
     struct sockaddr_un sa;
     size_t plen = ep->path != NULL ? strlen(ep->path) : 0;
@@ -444,9 +439,8 @@ static int open_unix(const dlock__endpoint *ep, int64_t deadline_ms,
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         *code = dlock__fail(err, errlen,
-                            errno == ENOMEM || errno == ENOBUFS
-                                ? DLOCK_ENOMEM
-                                : DLOCK_EIO,
+                            errno == ENOMEM || errno == ENOBUFS ? DLOCK_ENOMEM
+                                                                : DLOCK_EIO,
                             "socket for %s: %s", ep->path, strerror(errno));
         return -1;
     }
@@ -479,8 +473,8 @@ static int open_unix(const dlock__endpoint *ep, int64_t deadline_ms,
 /* Connect over TCP to each address ep->host resolves to, in turn, until
  * one answers or the deadline passes. Returns the fd or -1 (code in
  * *code, message in err: the last address's failure). */
-static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms,
-                    int *code, char *err, size_t errlen)
+static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
+                    char *err, size_t errlen)
 {
     struct addrinfo hints, *res = NULL, *ai;
     char port[16], what[INET6_ADDRSTRLEN + 8];
@@ -495,11 +489,10 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms,
      * or IP literals (the usual case for Redis) resolve at once. */
     g = getaddrinfo(ep->host, port, &hints, &res);
     if (g != 0) {
-        *code = dlock__fail(err, errlen,
-                            g == EAI_MEMORY ? DLOCK_ENOMEM : DLOCK_EIO,
-                            "resolve %s: %s", ep->host,
-                            g == EAI_SYSTEM ? strerror(errno)
-                                            : gai_strerror(g));
+        *code =
+            dlock__fail(err, errlen, g == EAI_MEMORY ? DLOCK_ENOMEM : DLOCK_EIO,
+                        "resolve %s: %s", ep->host,
+                        g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
         return -1;
     }
     literal = is_ip_literal(ep->host);
@@ -508,9 +501,10 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms,
                             ep->display);
     for (ai = res; ai != NULL; ai = ai->ai_next) {
         char addr[INET6_ADDRSTRLEN] = "";
-        const void *a = ai->ai_family == AF_INET6
-            ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
-            : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+        const void *a =
+            ai->ai_family == AF_INET6
+                ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
+                : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
         inet_ntop(ai->ai_family, a, addr, sizeof addr);
         what[0] = '\0';
         if (!literal)
@@ -535,8 +529,8 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms,
         if (g == 0) {
             *code = DLOCK_OK;
         } else if (errno == EINPROGRESS) {
-            *code = connect_wait(fd, ep->display, what, deadline_ms, err,
-                                 errlen);
+            *code =
+                connect_wait(fd, ep->display, what, deadline_ms, err, errlen);
         } else {
             *code = dlock__fail(err, errlen, DLOCK_EIO, "connect %s%s: %s",
                                 ep->display, what, strerror(errno));
@@ -562,8 +556,7 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms,
  * EIO for a closed or broken socket) with a message in err; clears the
  * thread's OpenSSL error queue.
  */
-static int tls_fail(dlock__conn *c, int e, int during, char *err,
-                    size_t errlen)
+static int tls_fail(dlock__conn *c, int e, int during, char *err, size_t errlen)
 {
     unsigned long ec = ERR_peek_error();
     int reason = ec != 0 ? ERR_GET_REASON(ec) : 0;
@@ -600,20 +593,19 @@ static int tls_fail(dlock__conn *c, int e, int during, char *err,
     } else if (e == SSL_ERROR_ZERO_RETURN ||
                (e == SSL_ERROR_SYSCALL && c->sb.last_errno == 0) ||
                (lib_ssl && reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
-        code = dlock__fail(err, errlen, DLOCK_EIO,
-                           "connection closed by %s%s", c->peer,
-                           during ? " during the TLS handshake" : "");
-    } else if (e == SSL_ERROR_SYSCALL && (c->sb.last_errno == ECONNRESET ||
-                                          c->sb.last_errno == EPIPE)) {
+        code = dlock__fail(err, errlen, DLOCK_EIO, "connection closed by %s%s",
+                           c->peer, during ? " during the TLS handshake" : "");
+    } else if (e == SSL_ERROR_SYSCALL &&
+               (c->sb.last_errno == ECONNRESET || c->sb.last_errno == EPIPE)) {
         code = dlock__fail(err, errlen, DLOCK_EIO, "connection %s by %s%s",
                            c->sb.last_errno == EPIPE ? "closed" : "reset",
                            c->peer, during ? " during the TLS handshake" : "");
     } else if (e == SSL_ERROR_SYSCALL) {
-        code = dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s", pre,
-                           c->peer, strerror(c->sb.last_errno));
+        code = dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s", pre, c->peer,
+                           strerror(c->sb.last_errno));
     } else {
-        code = dlock__fail(err, errlen, DLOCK_ETLS, "%s %s: %s", pre,
-                           c->peer, ssl_reason("protocol failure"));
+        code = dlock__fail(err, errlen, DLOCK_ETLS, "%s %s: %s", pre, c->peer,
+                           ssl_reason("protocol failure"));
     }
     ERR_clear_error();
     return die(c, code);
@@ -621,9 +613,8 @@ static int tls_fail(dlock__conn *c, int e, int during, char *err,
 
 /* Run the TLS handshake on c's socket before the deadline, verifying the
  * server as configured in tls (or against host). */
-static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls,
-                         const char *host, int64_t deadline_ms, char *err,
-                         size_t errlen)
+static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
+                         int64_t deadline_ms, char *err, size_t errlen)
 {
     const char *name = tls->server_name != NULL ? tls->server_name : host;
     int ip = is_ip_literal(name);
@@ -680,8 +671,7 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls,
                               err, errlen, DLOCK_ETIMEDOUT,
                               "TLS handshake with %s: no answer in time%s",
                               c->peer,
-                              c->sb.nfirst == 0 ? " (is it a TLS port?)"
-                                                : ""));
+                              c->sb.nfirst == 0 ? " (is it a TLS port?)" : ""));
         }
     }
     c->handshaken = 1;
@@ -691,8 +681,8 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls,
 /* Append AUTH / SELECT as configured and check their replies: AUTH must
  * say OK (else DLOCK_EAUTH with the server's words), SELECT too (else
  * DLOCK_ESERVER). */
-static int login(dlock__conn *c, const dlock__endpoint *ep,
-                 int64_t deadline_ms, char *err, size_t errlen)
+static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
+                 char *err, size_t errlen)
 {
     const char *argv[3];
     size_t lens[3];
@@ -711,8 +701,8 @@ static int login(dlock__conn *c, const dlock__endpoint *ep,
         argv[argc] = ep->password;
         lens[argc++] = strlen(ep->password);
         if (dlock__conn_append_argv(c, argc, argv, lens) != DLOCK_OK)
-            return die(c, dlock__fail(err, errlen, DLOCK_ENOMEM,
-                                      "out of memory"));
+            return die(c,
+                       dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory"));
         iauth = n++;
     }
     if (ep->db != 0) {
@@ -722,8 +712,8 @@ static int login(dlock__conn *c, const dlock__endpoint *ep,
         argv[1] = dbuf;
         lens[1] = strlen(dbuf);
         if (dlock__conn_append_argv(c, 2, argv, lens) != DLOCK_OK)
-            return die(c, dlock__fail(err, errlen, DLOCK_ENOMEM,
-                                      "out of memory"));
+            return die(c,
+                       dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory"));
         isel = n++;
     }
     if (n == 0)
@@ -742,9 +732,9 @@ static int login(dlock__conn *c, const dlock__endpoint *ep,
                             c->peer, (int)(x->len > 160 ? 160 : x->len),
                             x->str);
         else if (x->type == REDIS_REPLY_ERROR && i == isel)
-            r = dlock__fail(err, errlen, DLOCK_ESERVER,
-                            "SELECT %d on %s: %.*s", ep->db, c->peer,
-                            (int)(x->len > 160 ? 160 : x->len), x->str);
+            r = dlock__fail(err, errlen, DLOCK_ESERVER, "SELECT %d on %s: %.*s",
+                            ep->db, c->peer, (int)(x->len > 160 ? 160 : x->len),
+                            x->str);
         else
             r = dlock__fail(err, errlen, DLOCK_EPROTO,
                             "protocol error from %s: unexpected reply to %s",
@@ -955,12 +945,12 @@ static int feed(dlock__conn *c, const char *buf, size_t n, char *err,
     }
     c->nread += n;
     if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
-        return die(c, dlock__fail(err, errlen,
-                                  c->reader->err == REDIS_ERR_OOM
-                                      ? DLOCK_ENOMEM
-                                      : DLOCK_EPROTO,
-                                  "protocol error from %s: %s", c->peer,
-                                  c->reader->errstr));
+        return die(c,
+                   dlock__fail(err, errlen,
+                               c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM
+                                                               : DLOCK_EPROTO,
+                               "protocol error from %s: %s", c->peer,
+                               c->reader->errstr));
     return DLOCK_OK;
 }
 
@@ -1032,8 +1022,7 @@ int dlock__conn_progress(dlock__conn *c, short revents, char *err,
                            c->peer);
     if (revents & POLLNVAL)
         return die(c, dlock__fail(err, errlen, DLOCK_EIO,
-                                  "connection to %s: invalid socket",
-                                  c->peer));
+                                  "connection to %s: invalid socket", c->peer));
     /* Read before writing: when the peer has said its last words (a TLS
      * alert, "-ERR max number of clients reached") and closed, a write
      * first would only earn ECONNRESET and lose them. */
@@ -1059,12 +1048,12 @@ int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
     void *rep = NULL;
     *out = NULL;
     if (redisReaderGetReply(c->reader, &rep) != REDIS_OK)
-        return die(c, dlock__fail(err, errlen,
-                                  c->reader->err == REDIS_ERR_OOM
-                                      ? DLOCK_ENOMEM
-                                      : DLOCK_EPROTO,
-                                  "protocol error from %s: %s", c->peer,
-                                  c->reader->errstr));
+        return die(c,
+                   dlock__fail(err, errlen,
+                               c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM
+                                                               : DLOCK_EPROTO,
+                               "protocol error from %s: %s", c->peer,
+                               c->reader->errstr));
     if (rep == NULL)
         return 0;
     *out = rep;
@@ -1137,14 +1126,12 @@ int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
         }
         if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             r = die(c, dlock__fail(err, errlen, DLOCK_CANCELED,
-                                   "canceled while waiting for %s",
-                                   c->peer));
+                                   "canceled while waiting for %s", c->peer));
             goto fail;
         }
         if (p[0].revents == 0)
             continue;
-        perr = dlock__conn_progress(c, p[0].revents, perrmsg,
-                                    sizeof perrmsg);
+        perr = dlock__conn_progress(c, p[0].revents, perrmsg, sizeof perrmsg);
         if (perr != DLOCK_OK) {
             /* The peer may have answered and then closed: take what is
              * complete before reporting the failure. */

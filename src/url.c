@@ -260,8 +260,7 @@ static int parse_hostport(dlock__endpoint *ep, const char *s, size_t len,
     ep->display = malloc(dlen);
     if (ep->host == NULL || ep->display == NULL)
         return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-    snprintf(ep->display, dlen, v6 ? "[%s]:%d" : "%s:%d", ep->host,
-             ep->port);
+    snprintf(ep->display, dlen, v6 ? "[%s]:%d" : "%s:%d", ep->host, ep->port);
     return DLOCK_OK;
 }
 
@@ -269,8 +268,8 @@ static int parse_hostport(dlock__endpoint *ep, const char *s, size_t len,
  * Parse "/path[?db=N]" of a unix:// URL (len bytes at s). Fills path, db
  * and display.
  */
-static int parse_unix(dlock__endpoint *ep, const char *s, size_t len,
-                      char *err, size_t errlen)
+static int parse_unix(dlock__endpoint *ep, const char *s, size_t len, char *err,
+                      size_t errlen)
 {
     const char *q = memchr(s, '?', len);
     size_t plen = q != NULL ? (size_t)(q - s) : len;
@@ -358,8 +357,8 @@ static size_t parse_scheme(dlock__ep_kind *kind, const char *url, char *err,
     for (i = 0; i < n; i++) {
         char c = url[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' ||
-                         c == '.'))))
+              (i > 0 &&
+               ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'))))
             break;
     }
     if (n > 0 && n <= 16 && i == n)

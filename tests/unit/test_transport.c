@@ -34,19 +34,19 @@
 
 /* What the scripted peer does with its one connection. */
 typedef struct peer {
-    int lfd;              /* listening socket */
-    int port;             /* TCP port, or 0 for the unix socket */
-    char path[108];       /* unix socket path */
-    char dir[64];         /* its temp dir */
-    const char *reply;    /* bytes to send once enough has arrived */
+    int lfd;           /* listening socket */
+    int port;          /* TCP port, or 0 for the unix socket */
+    char path[108];    /* unix socket path */
+    char dir[64];      /* its temp dir */
+    const char *reply; /* bytes to send once enough has arrived */
     size_t replylen;
-    size_t expect;        /* bytes to receive before replying (0: any) */
-    int drip;             /* send the reply one byte at a time */
-    int then_close;       /* close right after replying */
-    int close_at_once;    /* close as soon as accepted (and handshaken) */
-    SSL_CTX *tls;         /* speak TLS (server side) when set */
-    size_t got;           /* bytes received (read back by the test) */
-    char seen[512];       /* the first bytes received */
+    size_t expect;     /* bytes to receive before replying (0: any) */
+    int drip;          /* send the reply one byte at a time */
+    int then_close;    /* close right after replying */
+    int close_at_once; /* close as soon as accepted (and handshaken) */
+    SSL_CTX *tls;      /* speak TLS (server side) when set */
+    size_t got;        /* bytes received (read back by the test) */
+    char seen[512];    /* the first bytes received */
     pthread_t thr;
 } peer;
 
@@ -135,8 +135,7 @@ static SSL_CTX *server_tls(void)
     X509_set_pubkey(x, pkey);
     name = X509_get_subject_name(x);
     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               (const unsigned char *)"127.0.0.1", -1, -1,
-                               0);
+                               (const unsigned char *)"127.0.0.1", -1, -1, 0);
     X509_set_issuer_name(x, name);
     assert_true(X509_sign(x, pkey, EVP_sha256()) > 0);
     assert_int_equal(SSL_CTX_use_certificate(ctx, x), 1);
@@ -200,8 +199,7 @@ static void peer_ep(const peer *p, dlock__endpoint *ep, dlock__ep_kind kind,
         snprintf(url, sizeof url, "unix://%s%s?db=%d", auth, p->path, db);
     else
         snprintf(url, sizeof url, "%s://%s127.0.0.1:%d/%d",
-                 kind == DLOCK__EP_TLS ? "rediss" : "redis", auth, p->port,
-                 db);
+                 kind == DLOCK__EP_TLS ? "rediss" : "redis", auth, p->port, db);
     assert_int_equal(dlock__url_parse(ep, url, err, sizeof err), DLOCK_OK);
 }
 
@@ -316,8 +314,7 @@ static void test_unix_poll_driven(void **state)
         assert_true(poll(&pf, 1, 1000) >= 0);
         if (pf.revents == 0)
             continue;
-        assert_int_equal(dlock__conn_progress(c, pf.revents, err,
-                                              sizeof err),
+        assert_int_equal(dlock__conn_progress(c, pf.revents, err, sizeof err),
                          DLOCK_OK);
         while (dlock__conn_pop_reply(c, &r, err, sizeof err) == 1) {
             assert_string_equal(r->str, "PONG");
@@ -549,9 +546,9 @@ static void test_failures(void **state)
         dlock__conn_append_argv(c, 1, argv, NULL);
     }
     t0 = dlock__now_ms();
-    assert_int_equal(dlock__conn_roundtrip(c, 1, &rep, t0 + 5000, pfd[0],
-                                           err, sizeof err),
-                     DLOCK_CANCELED);
+    assert_int_equal(
+        dlock__conn_roundtrip(c, 1, &rep, t0 + 5000, pfd[0], err, sizeof err),
+        DLOCK_CANCELED);
     assert_null(rep);
     assert_true(dlock__now_ms() - t0 < 2000);
     close(pfd[0]);
@@ -600,15 +597,14 @@ static void write_to_dead_peer(int tls)
     o.insecure = 1;
     if (tls) {
         p.tls = server_tls();
-        assert_int_equal(dlock__tls_ctx_new(&t, &o, err, sizeof err),
-                         DLOCK_OK);
+        assert_int_equal(dlock__tls_ctx_new(&t, &o, err, sizeof err), DLOCK_OK);
     }
     p.close_at_once = 1;
     peer_start(&p, 0);
     peer_ep(&p, &ep, tls ? DLOCK__EP_TLS : DLOCK__EP_TCP, NULL, NULL, 0);
-    assert_int_equal(dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000,
-                                      err, sizeof err),
-                     DLOCK_OK);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000, err, sizeof err),
+        DLOCK_OK);
     peer_stop(&p); /* the peer has closed */
     for (i = 0; i < 200 && r == DLOCK_OK; i++) {
         if (dlock__conn_flushed(c))
@@ -657,9 +653,9 @@ static void test_tls_roundtrip(void **state)
     p.expect = 1;
     peer_start(&p, 0);
     peer_ep(&p, &ep, DLOCK__EP_TLS, NULL, "pw", 0);
-    assert_int_equal(dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000,
-                                      err, sizeof err),
-                     DLOCK_OK);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000, err, sizeof err),
+        DLOCK_OK);
     assert_true(fcntl(dlock__conn_fd(c), F_GETFD) & FD_CLOEXEC);
     assert_int_equal(ping(c, 2000, &rep, err, sizeof err), DLOCK_OK);
     assert_string_equal(rep->str, "PONG");
@@ -676,9 +672,9 @@ static void test_tls_roundtrip(void **state)
     peer_start(&p, 0);
     dlock__endpoint_clear(&ep);
     peer_ep(&p, &ep, DLOCK__EP_TLS, NULL, NULL, 0);
-    assert_int_equal(dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000,
-                                      err, sizeof err),
-                     DLOCK_ETLS);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000, err, sizeof err),
+        DLOCK_ETLS);
     assert_null(c);
     assert_non_null(strstr(err, "certificate verify failed: "));
     assert_non_null(strstr(err, "self-signed"));
@@ -737,9 +733,9 @@ static void test_tls_failures(void **state)
     p.then_close = 1;
     peer_start(&p, 0);
     peer_ep(&p, &ep, DLOCK__EP_TLS, NULL, NULL, 0);
-    assert_int_equal(dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000,
-                                      err, sizeof err),
-                     DLOCK_ETLS);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000, err, sizeof err),
+        DLOCK_ETLS);
     assert_null(c);
     assert_non_null(strstr(err, "is it a TLS port?"));
     assert_non_null(strstr(err, "-ERR unknown command"));
@@ -767,9 +763,9 @@ static void test_tls_failures(void **state)
     p.then_close = 1;
     peer_start(&p, 0);
     peer_ep(&p, &ep, DLOCK__EP_TLS, NULL, NULL, 0);
-    assert_int_equal(dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000,
-                                      err, sizeof err),
-                     DLOCK_EIO);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, t, dlock__now_ms() + 2000, err, sizeof err),
+        DLOCK_EIO);
     assert_non_null(strstr(err, "during the TLS handshake"));
     peer_stop(&p);
     dlock__endpoint_clear(&ep);

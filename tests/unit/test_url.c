@@ -40,8 +40,8 @@ static void parse_bad(const char *url, const char *want, const char *secret)
     assert_int_equal(r, DLOCK_EINVAL);
     assert_true(err[0] != '\0');
     if (want != NULL && strstr(err, want) == NULL)
-        print_error("message for \"%s\" is \"%s\", wanted \"%s\"\n", url,
-                    err, want);
+        print_error("message for \"%s\" is \"%s\", wanted \"%s\"\n", url, err,
+                    want);
     if (want != NULL)
         assert_non_null(strstr(err, want));
     if (secret != NULL)
@@ -172,8 +172,7 @@ static void test_userinfo(void **state)
     assert_int_equal(ep.db, 1);
     dlock__endpoint_clear(&ep);
 
-    parse_bad("redis://u:p%zz@h", "percent-encoding in the password",
-              "p%zz");
+    parse_bad("redis://u:p%zz@h", "percent-encoding in the password", "p%zz");
     parse_bad("redis://u:p%4@h", "percent-encoding", NULL);
     parse_bad("redis://u:p%@h", "percent-encoding", NULL);
     parse_bad("redis://u:p%00x@h", "percent-encoding", NULL);
@@ -285,7 +284,7 @@ static void test_no_password_in_messages(void **state)
         "redis://user:Zebra42@",
         "redis://user:Zebra42@[::1",
         "redis://user:Zebra42@h?db=1",
-        "redis://user:Zeb/ra42@h",     /* raw '/' in the password */
+        "redis://user:Zeb/ra42@h", /* raw '/' in the password */
         "redis://user:Zebra42/x@h:1",
         "redis://user:Zebra42%zz@h",
         "redis://user:Zebra42 @h",
