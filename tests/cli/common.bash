@@ -163,6 +163,11 @@ file_has() {
     [ -f "$1" ] && grep -q -- "$2" "$1"
 }
 
+# "${CLOSED_EXEC[@]}" COMMAND...: run COMMAND with only fds 0, 1 and 2 open,
+# so that any other fd its children have came from COMMAND itself.
+CLOSED_EXEC=(bash -c 'for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec "$@"' bash)
+
 # The exit status of the test.
 finish() {
     if [ "$failures" -ne 0 ]; then

@@ -10,12 +10,28 @@ command -v mandoc >/dev/null || {
     exit 1
 }
 
-lint=$(mandoc -Tlint "$man" 2>&1)
+# Without a mandoc.db (Debian uses man-db), mandoc reports every .Xr as
+# "outdated mandoc.db lacks NAME(SECTION) entry": a remark about the
+# machine, not the page. Such a line is dropped only when the referenced
+# page is really installed, so a reference to a missing page still fails.
+mandoc -Tlint "$man" >"$T/lint" 2>&1
 st=$?
+: >"$T/lint.kept"
+while IFS= read -r line; do
+    if [[ "$line" =~ outdated\ mandoc\.db\ lacks\ ([^\(]+)\(([0-9a-z]+)\)\ entry ]]; then
+        name=${BASH_REMATCH[1]} sec=${BASH_REMATCH[2]}
+        if man -w "$sec" "$name" >/dev/null 2>&1 ||
+            ls /usr/share/man/man"$sec"/"$name.$sec"* >/dev/null 2>&1; then
+            echo "info: .Xr $name $sec is installed ($line)"
+            continue
+        fi
+    fi
+    echo "$line" >>"$T/lint.kept"
+done <"$T/lint"
 checks=$((checks + 1))
-if [ "$st" -ne 0 ] || [ -n "$lint" ]; then
+if [ "$st" -ne 0 ] || [ -s "$T/lint.kept" ]; then
     fail "mandoc -Tlint docs/dlock.1 (status $st):"
-    echo "$lint" >&2
+    cat "$T/lint.kept" >&2
 else
     echo "ok: mandoc -Tlint is clean"
 fi
@@ -62,7 +78,7 @@ for var in DLOCK_SERVERS DLOCK_PASSWORD DLOCK_USER DLOCK_CACERT DLOCK_PREFIX \
 done
 for st in 64 69 75 126 127; do
     check "the man page documents exit status $st" \
-        grep -qE "^ +$st( |\$)" "$T/man.txt"
+        grep -qE "^ +$st([[:space:]]|\$)" "$T/man.txt"
 done
 
 finish

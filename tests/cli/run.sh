@@ -86,7 +86,7 @@ expect_status 0 "another KEY is independent" "$DLOCK_BIN" run -n other -- true
 # Waiters get the lock once the holder is done: one with -w, one forever.
 spawn_bg "$DLOCK_BIN" run -w 30 busy -- touch "$T/waiter1"
 w1=$BG
-spawn_bg "$DLOCK_BIN" run -v busy -- touch "$T/waiter2"
+spawn_bg_err "$T/waiter2.err" "$DLOCK_BIN" run -v busy -- touch "$T/waiter2"
 w2=$BG
 sleep 0.5
 check "waiters wait while the lock is held" \
@@ -132,29 +132,20 @@ check "default: the key is dlock:{pk}" grep -qx 1 "$T/out"
 # --- what the child inherits ----------------------------------------------
 # dlock is started with only 0, 1 and 2 open, so that every other fd the
 # child has would be dlock's.
-closed_run() {
-    (
-        for fd in /proc/$BASHPID/fd/*; do
-            fd=${fd##*/}
-            [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-        done
-        exec "$DLOCK_BIN" "$@"
-    )
-}
 # (ls is not the shell's last command, so the shell forks it and $$ is the
 # shell, whose only fds are the ones it got from dlock.)
 fdcmd='ls /proc/$$/fd; :'
-expect_status 0 "child's fds" closed_run run fds -- sh -c "$fdcmd"
+expect_status 0 "child's fds" "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run fds -- sh -c "$fdcmd"
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "the child has only fds 0 1 2 (has: $fds)" test "$fds" = "0 1 2 "
-expect_status 0 "child's fds with -v" closed_run run -v fds -- sh -c "$fdcmd"
+expect_status 0 "child's fds with -v" "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -v fds -- sh -c "$fdcmd"
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "with -v too (has: $fds)" test "$fds" = "0 1 2 "
 
 # From outside, while the child runs and the watchdog renews (lease 0.6 s:
 # several renewals happen while we look).
 rm -f "$T/child.pid" "$T/go"
-spawn_bg closed_run run -l 0.6 fds2 -- sh -c \
+spawn_bg "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -l 0.6 fds2 -- sh -c \
     'echo $$ >"$1/child.pid"; while [ ! -e "$1/go" ]; do sleep 0.05; done' \
     sh "$T"
 runner=$BG

@@ -33,7 +33,9 @@ usage_error "unknown short option" "unknown option '-x'" run -x k true
 usage_error "unknown long option" "unknown option '--frob'" run --frob k true
 usage_error "missing option value" "option '-w' needs a value" run -w
 usage_error "missing long option value" "option '--grace' needs a value" \
-    run k --grace
+    run --grace
+usage_error "missing value of --owner" \
+    "option '--owner' needs a value" release k --owner
 usage_error "empty KEY" "KEY must not be empty" run '' true
 usage_error "KEY of 513 bytes" "longer than 512" \
     run "$(printf 'k%.0s' $(seq 1 513))" true
