@@ -67,22 +67,22 @@ extern "C" {
  * Status codes: X(NAME, value, text). Append-only: values never change.
  * Expected outcomes come first; the broad failure classes start at -20.
  */
-#define DLOCK_STATUS_LIST(X)                                                 \
-    X(OK, 0, "success")                                                      \
-    X(BUSY, -1, "lock is held by another owner")                             \
-    X(TIMEDOUT, -2, "gave up waiting for the lock")                          \
-    X(NOT_OWNER, -3, "not the owner: the lock expired or was taken")         \
-    X(LOST, -4, "the lease was lost while the lock was held")                \
-    X(CANCELED, -5, "the wait was cancelled")                                \
-    X(STALE, -6, "fencing token older than one the resource has seen")       \
-    X(NO_QUORUM, -7, "no majority of the servers could be reached")          \
-    X(EINVAL, -20, "invalid argument")                                       \
-    X(EIO, -21, "I/O error talking to the server")                           \
-    X(ETIMEDOUT, -22, "the server did not answer in time")                   \
-    X(EPROTO, -23, "protocol error: the peer does not speak Redis")          \
-    X(ESERVER, -24, "the server returned an error")                          \
-    X(ENOMEM, -25, "out of memory")                                          \
-    X(ETLS, -26, "TLS error")                                                \
+#define DLOCK_STATUS_LIST(X)                                                   \
+    X(OK, 0, "success")                                                        \
+    X(BUSY, -1, "lock is held by another owner")                               \
+    X(TIMEDOUT, -2, "gave up waiting for the lock")                            \
+    X(NOT_OWNER, -3, "not the owner: the lock expired or was taken")           \
+    X(LOST, -4, "the lease was lost while the lock was held")                  \
+    X(CANCELED, -5, "the wait was cancelled")                                  \
+    X(STALE, -6, "fencing token older than one the resource has seen")         \
+    X(NO_QUORUM, -7, "no majority of the servers could be reached")            \
+    X(EINVAL, -20, "invalid argument")                                         \
+    X(EIO, -21, "I/O error talking to the server")                             \
+    X(ETIMEDOUT, -22, "the server did not answer in time")                     \
+    X(EPROTO, -23, "protocol error: the peer does not speak Redis")            \
+    X(ESERVER, -24, "the server returned an error")                            \
+    X(ENOMEM, -25, "out of memory")                                            \
+    X(ETLS, -26, "TLS error")                                                  \
     X(EAUTH, -27, "authentication failed")
 
 typedef enum dlock_status {
@@ -180,9 +180,8 @@ typedef struct dlock_lock dlock_lock;
  * Returns DLOCK_OK, DLOCK_EINVAL (bad option or URL), DLOCK_ETLS (CA or
  * certificate could not be loaded), DLOCK_ENOMEM or DLOCK_EIO.
  */
-DLOCK_EXPORT int dlock_client_new(dlock_client **out,
-                                  const dlock_options *opts, char *errbuf,
-                                  size_t errbuflen);
+DLOCK_EXPORT int dlock_client_new(dlock_client **out, const dlock_options *opts,
+                                  char *errbuf, size_t errbuflen);
 
 /* Stop the client's threads and close its connections. Locks still held
  * are not released (their leases run out); their handles must not be
@@ -203,14 +202,14 @@ DLOCK_EXPORT void dlock_client_cancel(dlock_client *client);
 
 /* Counters the client keeps since it was created; a snapshot. */
 typedef struct dlock_stats {
-    uint64_t requests;      /* commands sent to servers (all nodes) */
-    uint64_t acquisitions;  /* successful acquires (reentrant ones too) */
-    uint64_t busy;          /* acquire attempts that found the lock held */
-    uint64_t waits;         /* times a thread went to sleep waiting */
-    uint64_t wakeups;       /* release notifications that woke a waiter */
-    uint64_t renewals;      /* lease renewals by the watchdog */
-    uint64_t lost;          /* leases found lost */
-    uint64_t reconnects;    /* connections (re)opened */
+    uint64_t requests;     /* commands sent to servers (all nodes) */
+    uint64_t acquisitions; /* successful acquires (reentrant ones too) */
+    uint64_t busy;         /* acquire attempts that found the lock held */
+    uint64_t waits;        /* times a thread went to sleep waiting */
+    uint64_t wakeups;      /* release notifications that woke a waiter */
+    uint64_t renewals;     /* lease renewals by the watchdog */
+    uint64_t lost;         /* leases found lost */
+    uint64_t reconnects;   /* connections (re)opened */
 } dlock_stats;
 
 DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
@@ -321,18 +320,17 @@ DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
  * *len, and the highest token seen in *fence (0 if never written).
  * *value is NULL when KEY has no value. */
 DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
-                                  char **value, size_t *len,
-                                  uint64_t *fence);
+                                  char **value, size_t *len, uint64_t *fence);
 
 /* What the servers say about a lock, for tools such as `dlock status`. */
 typedef struct dlock_info {
-    int held;             /* 1 if some owner holds it */
-    char owner[96];       /* the owner id, "" when free */
-    int64_t reentry;      /* the owner's reentry count */
-    int64_t ttl_ms;       /* remaining lease, -1 when free */
-    uint64_t last_token;  /* the last fencing token granted (0: never) */
-    int64_t waiters;      /* fair-mode waiters queued, -1 when unknown */
-    int nodes_holding;    /* Redlock: nodes on which it is held */
+    int held;            /* 1 if some owner holds it */
+    char owner[96];      /* the owner id, "" when free */
+    int64_t reentry;     /* the owner's reentry count */
+    int64_t ttl_ms;      /* remaining lease, -1 when free */
+    uint64_t last_token; /* the last fencing token granted (0: never) */
+    int64_t waiters;     /* fair-mode waiters queued, -1 when unknown */
+    int nodes_holding;   /* Redlock: nodes on which it is held */
 } dlock_info;
 
 DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,

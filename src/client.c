@@ -84,7 +84,8 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
     if (o->version != DLOCK_OPTIONS_VERSION)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "options version %u not supported (call "
-                           "dlock_options_init)", o->version);
+                           "dlock_options_init)",
+                           o->version);
     if (o->nservers == 0 || o->servers == NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL, "no server given");
     if (o->nservers > 64)
@@ -92,8 +93,8 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
                            "%zu servers given, at most 64", o->nservers);
     for (i = 0; i < o->nservers; i++)
         if (o->servers[i] == NULL)
-            return dlock__fail(err, errlen, DLOCK_EINVAL,
-                               "server %zu is NULL", i);
+            return dlock__fail(err, errlen, DLOCK_EINVAL, "server %zu is NULL",
+                               i);
     if (o->key_prefix == NULL || o->key_prefix[0] == '\0' ||
         strlen(o->key_prefix) > 256 || strpbrk(o->key_prefix, "{}") != NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
@@ -167,11 +168,9 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
                      char *errbuf, size_t errlen)
 {
     const char *script_src[DLOCK__S_COUNT] = {
-        dlock__lua_acquire,      dlock__lua_release,
-        dlock__lua_extend,       dlock__lua_fence_raise,
-        dlock__lua_fenced_set,   dlock__lua_inspect,
-        dlock__lua_fair_acquire, dlock__lua_fenced_get,
-        dlock__lua_fair_leave};
+        dlock__lua_acquire,      dlock__lua_release,    dlock__lua_extend,
+        dlock__lua_fence_raise,  dlock__lua_fenced_set, dlock__lua_inspect,
+        dlock__lua_fair_acquire, dlock__lua_fenced_get, dlock__lua_fair_leave};
     dlock_client *c;
     int rc, oom = 0, i, need_tls = 0;
     size_t k;
@@ -236,9 +235,9 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         if (c->nodes[i].ep.kind == DLOCK__EP_TLS)
             need_tls = 1;
     if (rc == DLOCK_OK && need_tls) {
-        dlock__tls_opts t = {c->tls_ca_file,   c->tls_ca_dir,
+        dlock__tls_opts t = {c->tls_ca_file,     c->tls_ca_dir,
                              c->tls_server_name, c->tls_cert_file,
-                             c->tls_key_file,  opts->tls_insecure};
+                             c->tls_key_file,    opts->tls_insecure};
         rc = dlock__tls_ctx_new(&c->tls, &t, errbuf, errlen);
     }
     if (rc == DLOCK_OK && dlock__random_bytes(c->id, sizeof c->id) != 0)

@@ -217,14 +217,14 @@ typedef struct dlock__node {
 
 /* The outcome of one command on one node. */
 typedef struct dlock__result {
-    int status;         /* DLOCK_OK when reply is set */
-    redisReply *reply;  /* owned; may be an error reply only for non-scripts */
+    int status;        /* DLOCK_OK when reply is set */
+    redisReply *reply; /* owned; may be an error reply only for non-scripts */
     char err[DLOCK__ERRLEN];
 } dlock__result;
 
 /* A command for dlock__exec: a script with its keys and arguments. */
 typedef struct dlock__cmd {
-    int script;            /* DLOCK__S_* */
+    int script; /* DLOCK__S_* */
     int nkeys;
     const char **keys;
     const size_t *keylens;
@@ -268,29 +268,29 @@ typedef struct dlock__held {
     struct dlock__held *next;
     char *name;
     size_t namelen;
-    char *key;       /* <prefix>:{<name>} */
-    char *fkey;      /* <prefix>:{<name>}:f */
-    char *chan;      /* <prefix>:{<name>}:c */
-    char *qkey;      /* <prefix>:{<name>}:q  fair queue (list) */
-    char *qtkey;     /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
+    char *key;   /* <prefix>:{<name>} */
+    char *fkey;  /* <prefix>:{<name>}:f */
+    char *chan;  /* <prefix>:{<name>}:c */
+    char *qkey;  /* <prefix>:{<name>}:q  fair queue (list) */
+    char *qtkey; /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
     size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen;
-    uint64_t id;          /* unique in the client, for the watchdog */
-    int orphaned;         /* unlinked from the registry */
-    int releasing;        /* last level being released: ignore renewals */
-    int wd_refs;          /* watchdog rounds using it */
-    int cb_running;       /* the lost callback is running */
+    uint64_t id;    /* unique in the client, for the watchdog */
+    int orphaned;   /* unlinked from the registry */
+    int releasing;  /* last level being released: ignore renewals */
+    int wd_refs;    /* watchdog rounds using it */
+    int cb_running; /* the lost callback is running */
     struct dlock_lock *wd_handle; /* handle given to the lost callback */
     char owner[80];
-    int depth;            /* the owner's reentry count on the servers */
-    int handles;          /* live dlock_lock handles */
+    int depth;   /* the owner's reentry count on the servers */
+    int handles; /* live dlock_lock handles */
     uint64_t token;
     int64_t lease_ms;
     _Atomic int64_t valid_until_ms; /* monotonic */
-    _Atomic int state;    /* DLOCK_OK, DLOCK_LOST */
-    uint64_t nodes;       /* Redlock: mask of nodes that granted */
+    _Atomic int state;              /* DLOCK_OK, DLOCK_LOST */
+    uint64_t nodes;                 /* Redlock: mask of nodes that granted */
     int watchdog;
     int64_t next_renew_ms;
-    int confirm_pending;  /* fair handoff: extend to lease_ms at once */
+    int confirm_pending; /* fair handoff: extend to lease_ms at once */
     dlock_lost_cb on_lost;
     void *on_lost_ud;
 } dlock__held;
@@ -369,7 +369,7 @@ void dlock__held_free(dlock__held *h);
 /* ---- client.c ---------------------------------------------------------- */
 
 struct dlock_client {
-    dlock_options opts;  /* strings below point to owned copies */
+    dlock_options opts; /* strings below point to owned copies */
     char **servers;
     char *username, *password, *key_prefix;
     char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file,
@@ -403,8 +403,8 @@ struct dlock_client {
     void *watchdog;
 
     struct {
-        _Atomic uint64_t requests, acquisitions, busy, waits, wakeups,
-            renewals, lost, reconnects;
+        _Atomic uint64_t requests, acquisitions, busy, waits, wakeups, renewals,
+            lost, reconnects;
     } stats;
 };
 

@@ -149,8 +149,8 @@ static void held_unlink(dlock_client *c, dlock__held *h)
 
 /* The message for a failed step: the first node's, or all of them
  * ("3 of 5 nodes failed: a: ...; b: ..."). */
-static int step_error(dlock_client *c, const dlock__result *res,
-                      uint64_t mask, int code, const char *what)
+static int step_error(dlock_client *c, const dlock__result *res, uint64_t mask,
+                      int code, const char *what)
 {
     char *b = dlock__errbuf(c);
     size_t off = 0;
@@ -165,8 +165,8 @@ static int step_error(dlock_client *c, const dlock__result *res,
                  res[0].err[0] ? res[0].err : dlock_strerror(res[0].status));
         return code;
     }
-    off = (size_t)snprintf(b, DLOCK__MSGLEN, "%s: %d of %d nodes failed",
-                           what, nfail, c->nnodes);
+    off = (size_t)snprintf(b, DLOCK__MSGLEN, "%s: %d of %d nodes failed", what,
+                           nfail, c->nnodes);
     for (i = 0; i < c->nnodes && off < DLOCK__MSGLEN; i++) {
         if (!(mask & (1ULL << i)) || res[i].status == DLOCK_OK)
             continue;
@@ -208,9 +208,9 @@ static int acquire_kind(const redisReply *r)
 typedef struct attempt {
     uint64_t token;
     int depth;
-    int64_t pttl;       /* BUSY: how long the holder's lease still runs */
+    int64_t pttl; /* BUSY: how long the holder's lease still runs */
     int64_t valid_until;
-    uint64_t nodes;     /* nodes that granted */
+    uint64_t nodes; /* nodes that granted */
 } attempt;
 
 static void fmt_i64(char *buf, size_t len, int64_t v)
@@ -269,8 +269,7 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     size_t keylens[1] = {h->fkeylen};
     const char *args[2] = {stok, sret};
     size_t arglens[2];
-    dlock__cmd cmd = {DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args,
-                      arglens};
+    dlock__cmd cmd = {DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args, arglens};
     int i, ok = 0;
 
     snprintf(stok, sizeof stok, "%" PRIu64, token);
@@ -380,10 +379,11 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             raise_fence(c, h, gmask, tmax) != DLOCK_OK) {
             rc = dlock__set_error(c, DLOCK_NO_QUORUM,
                                   "acquire %s: could not record the fencing "
-                                  "token on a majority", h->name);
+                                  "token on a majority",
+                                  h->name);
         } else {
-            validity = lease_ms - (dlock__now_ms() - t0) -
-                       drift_of(c, lease_ms);
+            validity =
+                lease_ms - (dlock__now_ms() - t0) - drift_of(c, lease_ms);
             if (validity > 0) {
                 a->token = tmax;
                 a->nodes = gmask;
@@ -393,12 +393,14 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             }
             rc = dlock__set_error(c, DLOCK_NO_QUORUM,
                                   "acquire %s: validity used up before the "
-                                  "majority answered", h->name);
+                                  "majority answered",
+                                  h->name);
         }
     } else if (gone > 0 && h->depth > 0 && granted < c->quorum) {
         rc = dlock__set_error(c, DLOCK_NOT_OWNER,
                               "acquire %s: the earlier hold of this owner "
-                              "has expired", h->name);
+                              "has expired",
+                              h->name);
     } else if (busy > 0 && granted + busy + gone >= c->quorum) {
         rc = DLOCK_BUSY;
     } else if (granted >= c->quorum) {
@@ -473,9 +475,9 @@ static int64_t min_deadline(int64_t deadline, int64_t until)
  * have run out. Spin: sleep with backoff, never past the lease or the
  * deadline. Fair: stay queued in Redis and wait for the handoff.
  */
-static int wait_and_acquire(dlock_client *c, dlock__held *h,
-                            int64_t lease_ms, int64_t deadline, attempt *a,
-                            int64_t pttl, uint64_t gen)
+static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                            int64_t deadline, attempt *a, int64_t pttl,
+                            uint64_t gen)
 {
     int strategy = c->opts.wait_strategy;
     dlock__waiter *w = NULL;
@@ -533,8 +535,8 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h,
                 /* Handed to us by the release script: the lease it set
                  * is short until we confirm (the watchdog does at once). */
                 int64_t t = dlock__now_ms();
-                int64_t hl = lease_ms < FAIR_HANDOFF_MS ? lease_ms
-                                                        : FAIR_HANDOFF_MS;
+                int64_t hl =
+                    lease_ms < FAIR_HANDOFF_MS ? lease_ms : FAIR_HANDOFF_MS;
                 uint64_t tok = dlock__notify_handoff_token(w);
                 memset(a, 0, sizeof *a);
                 a->token = tok;
@@ -570,8 +572,7 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
     size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
     const char *args[1] = {h->owner};
     size_t arglens[1] = {strlen(h->owner)};
-    dlock__cmd cmd = {DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args,
-                      arglens};
+    dlock__cmd cmd = {DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args, arglens};
     dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
     if (res[0].status == DLOCK_OK && elem_int(res[0].reply, 0) == 1) {
         uint64_t tok = (uint64_t)elem_int(res[0].reply, 1);
@@ -655,7 +656,8 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         pthread_mutex_unlock(&c->held_mu);
         return dlock__set_error(c, DLOCK_LOST,
                                 "acquire %s: this thread's earlier hold was "
-                                "lost; release its handles first", name);
+                                "lost; release its handles first",
+                                name);
     }
     pthread_mutex_unlock(&c->held_mu);
     if (h == NULL) {
@@ -673,8 +675,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                      &a);
     if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
-        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl,
-                              gen);
+        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);
     } else if (rc == DLOCK_BUSY) {
         atomic_fetch_add(&c->stats.busy, 1);
     }
@@ -797,8 +798,8 @@ int dlock_lock_release(dlock_lock *l)
     if (atomic_load(&h->state) == DLOCK_LOST || h->orphaned || depth <= 0) {
         int st = atomic_load(&h->state);
         drop_handle(c, h, l, 1);
-        return dlock__set_error(c, st == DLOCK_LOST ? DLOCK_LOST
-                                                    : DLOCK_NOT_OWNER,
+        return dlock__set_error(c,
+                                st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
     keys[0] = h->key;
@@ -839,7 +840,8 @@ int dlock_lock_release(dlock_lock *l)
              (c->nnodes == 1 && notowner == 1))
         rc = dlock__set_error(c, DLOCK_NOT_OWNER,
                               "release %s: not the owner (the lease expired "
-                              "or another owner has the lock)", h->name);
+                              "or another owner has the lock)",
+                              h->name);
     else
         rc = step_error(c, res, all_nodes(c),
                         c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
@@ -856,15 +858,15 @@ int dlock_lock_release(dlock_lock *l)
  * gone) or an error class; valid_until is updated on success. Used by
  * dlock_lock_extend and by the watchdog.
  */
-void dlock__extend_many(dlock_client *c, dlock__held **hs, const int64_t *leases,
-                        int n, int *ok)
+void dlock__extend_many(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok)
 {
     dlock__result res[64];
     const char **keys = calloc((size_t)n, sizeof *keys);
     size_t *keylens = calloc((size_t)n, sizeof *keylens);
     const char **args = calloc((size_t)n * 2, sizeof *args);
     size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
-    char (*sl)[24] = calloc((size_t)n, sizeof *sl);
+    char(*sl)[24] = calloc((size_t)n, sizeof *sl);
     int64_t t0, maxlease = 0;
     int i, j;
     dlock__cmd cmd;
@@ -886,8 +888,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs, const int64_t *leases
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){DLOCK__S_EXTEND, n, keys, keylens, 2 * n, args,
-                       arglens};
+    cmd = (dlock__cmd){DLOCK__S_EXTEND, n, keys, keylens, 2 * n, args, arglens};
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, maxlease), res);
     for (i = 0; i < n; i++) {
@@ -912,8 +913,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs, const int64_t *leases
             ok[i] = DLOCK_NOT_OWNER;
         } else {
             ok[i] = step_error(c, res, all_nodes(c),
-                               c->nnodes == 1 ? res[0].status
-                                              : DLOCK_NO_QUORUM,
+                               c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
                                "extend");
         }
     }
@@ -1055,8 +1055,7 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     arglens[0] = strlen(stok);
     args[1] = value != NULL ? value : "";
     arglens[1] = len;
-    cmd = (dlock__cmd){DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args,
-                       arglens};
+    cmd = (dlock__cmd){DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args, arglens};
     dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = step_error(c, res, 1, res[0].status, "fenced set");
@@ -1071,8 +1070,7 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
                               " is older than %lld",
                               key, token, elem_int(res[0].reply, 1));
     } else {
-        rc = dlock__set_error(c, DLOCK_EPROTO,
-                              "fenced set: unexpected reply");
+        rc = dlock__set_error(c, DLOCK_EPROTO, "fenced set: unexpected reply");
     }
     dlock__results_clear(res, c->nnodes);
     return rc;
@@ -1219,8 +1217,8 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
         return rc;
     if (!info.held || strcmp(info.owner, owner) != 0 ||
         info.nodes_holding < c->quorum)
-        return dlock__set_error(c, DLOCK_NOT_OWNER,
-                                "adopt %s: not held by %s", name, owner);
+        return dlock__set_error(c, DLOCK_NOT_OWNER, "adopt %s: not held by %s",
+                                name, owner);
     h = held_new(c, name, owner);
     if (h == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");

@@ -212,8 +212,8 @@ static int slot_start(dlock_client *c, int i, slot *s, callv *v,
                       dlock__result *r)
 {
     for (;;) {
-        int rc = dlock__node_get(c, i, &s->conn, deadline_ms, r->err,
-                                 sizeof r->err);
+        int rc =
+            dlock__node_get(c, i, &s->conn, deadline_ms, r->err, sizeof r->err);
         if (rc != DLOCK_OK) {
             s->conn = NULL;
             s->state = SLOT_DONE;
@@ -222,8 +222,7 @@ static int slot_start(dlock_client *c, int i, slot *s, callv *v,
         }
         rc = callv_send(c, s->conn, v, cmd, s->full);
         if (rc == DLOCK_OK)
-            rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
-                                      sizeof r->err);
+            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
         if (rc == DLOCK_OK) {
             s->state = SLOT_WAIT;
             return DLOCK_OK;
@@ -277,8 +276,7 @@ static void slot_collect(dlock_client *c, int i, slot *s, callv *v,
         s->full = 1;
         rc = callv_send(c, s->conn, v, cmd, 1);
         if (rc == DLOCK_OK)
-            rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
-                                      sizeof r->err);
+            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
         if (rc != DLOCK_OK)
             slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
         return;
@@ -352,8 +350,8 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;
-                snprintf(res[i].err, sizeof res[i].err,
-                         "%s: no answer in time", c->nodes[i].ep.display);
+                snprintf(res[i].err, sizeof res[i].err, "%s: no answer in time",
+                         c->nodes[i].ep.display);
             }
             break;
         }
@@ -364,11 +362,10 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
             i = idx[k];
             if (pfd[k].revents == 0)
                 continue;
-            rc = dlock__conn_progress(slots[i].conn, pfd[k].revents,
-                                      res[i].err, sizeof res[i].err);
+            rc = dlock__conn_progress(slots[i].conn, pfd[k].revents, res[i].err,
+                                      sizeof res[i].err);
             if (rc != DLOCK_OK)
-                slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i],
-                          rc);
+                slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i], rc);
         }
     }
     free(v.argv);

@@ -38,12 +38,12 @@ typedef struct chan {
     char *name;
     size_t len;
     int refs;
-    uint64_t want;    /* nodes on which it should be subscribed */
-    uint64_t sent;    /* SUBSCRIBE sent, not yet confirmed */
-    uint64_t ok;      /* confirmed */
-    uint64_t unsent;  /* UNSUBSCRIBE sent */
-    uint64_t gen;     /* bumped by every release message / lost link */
-    int turn;         /* a thread of this process holds the turn */
+    uint64_t want;   /* nodes on which it should be subscribed */
+    uint64_t sent;   /* SUBSCRIBE sent, not yet confirmed */
+    uint64_t ok;     /* confirmed */
+    uint64_t unsent; /* UNSUBSCRIBE sent */
+    uint64_t gen;    /* bumped by every release message / lost link */
+    int turn;        /* a thread of this process holds the turn */
     struct dlock__waiter *waiters;
     pthread_cond_t cv;
 } chan;
@@ -53,9 +53,9 @@ struct dlock__waiter {
     dlock_client *c;
     chan *ch;
     uint64_t cancel_gen;
-    uint64_t seen;   /* ch->gen when it last looked */
+    uint64_t seen; /* ch->gen when it last looked */
     int has_turn;
-    const char *me;  /* fair: the owner id it waits to be handed */
+    const char *me; /* fair: the owner id it waits to be handed */
     int handed;
     uint64_t token;
 };
@@ -200,8 +200,8 @@ static void gc_chans(dlock__notifier *n)
     chan **pp = &n->chans;
     while (*pp != NULL) {
         chan *ch = *pp;
-        if (ch->refs == 0 && ch->ok == 0 && ch->sent == 0 &&
-            ch->unsent == 0 && ch->waiters == NULL) {
+        if (ch->refs == 0 && ch->ok == 0 && ch->sent == 0 && ch->unsent == 0 &&
+            ch->waiters == NULL) {
             *pp = ch->next;
             chan_free(ch);
         } else {
@@ -326,8 +326,8 @@ static void *notifier_main(void *arg)
             sub_link *l = &n->links[i];
             if (l->conn == NULL) {
                 if (any && l->retry_at - now < timeout)
-                    timeout = (int)(l->retry_at - now < 0 ? 0
-                                                          : l->retry_at - now);
+                    timeout =
+                        (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
                 continue;
             }
             pfd[np].fd = dlock__conn_fd(l->conn);
@@ -429,8 +429,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
             rc = DLOCK_CANCELED;
             break;
         }
-        if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) ==
-                ETIMEDOUT &&
+        if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) == ETIMEDOUT &&
             !subscribed_enough(c, ch)) {
             rc = dlock__set_error(c, DLOCK_ETIMEDOUT,
                                   "no subscription to %s in time", ch->name);

@@ -84,7 +84,8 @@ int dlock__sleep_until(int64_t deadline_ms, int wake_fd)
         int r;
         if (left <= 0)
             return 0;
-        r = poll(&p, wake_fd >= 0 ? 1 : 0, left > 1000000 ? 1000000 : (int)left);
+        r = poll(&p, wake_fd >= 0 ? 1 : 0,
+                 left > 1000000 ? 1000000 : (int)left);
         if (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
             return 1;
     }

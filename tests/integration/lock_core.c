@@ -232,8 +232,7 @@ static void test_reentrancy(void **state)
     assert_string_equal(info.owner, dlock_lock_owner(a));
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     /* Still held after one level: another owner cannot take it. */
-    assert_int_equal(dlock_lock_acquire(&x, other, "re", 0, 10000),
-                     DLOCK_BUSY);
+    assert_int_equal(dlock_lock_acquire(&x, other, "re", 0, 10000), DLOCK_BUSY);
     assert_null(x);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(&x, other, "re", 0, 10000), DLOCK_OK);
@@ -275,8 +274,7 @@ static void test_non_owner_release_refused(void **state)
     dlock_lock *l, *fake;
     char owner[96];
     (void)state;
-    assert_int_equal(dlock_lock_acquire(&l, c, "nonowner", 0, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "nonowner", 0, 10000), DLOCK_OK);
     /* Adopting as a made-up owner is refused... */
     snprintf(owner, sizeof owner, "%s:%d", "00000000000000000000000000000000",
              1);
@@ -420,8 +418,7 @@ static void test_server_restart(void **state)
     dlock_lock *l;
     int rc, tries;
     (void)state;
-    assert_int_equal(dlock_lock_acquire(&l, c, "restart", 0, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "restart", 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     th_server_kill9(&srv);
     rc = dlock_lock_acquire(&l, c, "restart", 0, 10000);
@@ -501,7 +498,7 @@ static void test_bad_arguments(void **state)
     dlock_options o;
     dlock_client *bad = NULL;
     char err[256];
-    const char *urls[] = {"redis://", "http://x", "redis://h:0",
+    const char *urls[] = {"redis://",        "http://x",    "redis://h:0",
                           "redis://h:99999", "redis://h/x", ""};
     size_t i;
     (void)state;
@@ -516,10 +513,8 @@ static void test_bad_arguments(void **state)
     assert_int_equal(dlock_lock_acquire(&l, c, "ok", 0, 0), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_acquire(&l, c, "ok", 0, -5), DLOCK_EINVAL);
     assert_true(strstr(dlock_errmsg(c), "lease") != NULL);
-    assert_int_equal(dlock_lock_acquire(NULL, c, "ok", 0, 1000),
-                     DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_acquire(&l, NULL, "ok", 0, 1000),
-                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire(NULL, c, "ok", 0, 1000), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire(&l, NULL, "ok", 0, 1000), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_release(NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_extend(NULL, 10), DLOCK_EINVAL);
     assert_int_equal(dlock_fenced_set(c, NULL, 1, "x", 1), DLOCK_EINVAL);
@@ -527,8 +522,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(dlock_client_new(NULL, NULL, err, sizeof err),
                      DLOCK_EINVAL);
     dlock_options_init(&o);
-    assert_int_equal(dlock_client_new(&bad, &o, err, sizeof err),
-                     DLOCK_EINVAL);
+    assert_int_equal(dlock_client_new(&bad, &o, err, sizeof err), DLOCK_EINVAL);
     assert_null(bad);
     for (i = 0; i < sizeof urls / sizeof urls[0]; i++) {
         o.servers = &urls[i];
@@ -579,8 +573,8 @@ static void test_wrong_password(void **state)
 
 static void test_fake_peers(void **state)
 {
-    const char *modes[] = {"garbage", "http", "silent", "truncate", "close",
-                           "wrongtype"};
+    const char *modes[] = {"garbage",  "http",  "silent",
+                           "truncate", "close", "wrongtype"};
     size_t i;
     (void)state;
     if (strcmp(th_transport(), "tcp") != 0)
