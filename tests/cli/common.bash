@@ -97,6 +97,11 @@ rcli() {
     timeout 10 redis-cli -h 127.0.0.1 -p "$port" "$@"
 }
 
+# key_gone PORT KEY: the Redis key does not exist on the server at PORT.
+key_gone() {
+    [ "$(rcli "$1" EXISTS "$2")" = 0 ]
+}
+
 # wait_until SECONDS COMMAND...: poll every 50 ms until COMMAND succeeds.
 # Returns 1 on timeout.
 wait_until() {

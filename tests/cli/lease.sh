@@ -104,7 +104,7 @@ check "ignore: dlock reports COMMAND's own status" \
 
 # Taken over: the key is deleted and another owner takes the lock.
 rm -f "$T/started" "$T/term"
-spawn_bg "$DLOCK_BIN" run -l 1 lk6 -- bash -c "$trapper" bash "$T"
+spawn_bg_err "$T/lk6.err" "$DLOCK_BIN" run -l 1 lk6 -- bash -c "$trapper" bash "$T"
 pid=$BG
 wait_until 10 test -e "$T/started" || fail "takeover: child did not start"
 rcli "$P" DEL 'dlock:{lk6}' >/dev/null
@@ -124,11 +124,11 @@ check "...and dlock says the work was not protected" \
 
 # Expired while dlock was stopped (SIGSTOP: no renewal): lost on resume.
 rm -f "$T/started" "$T/term"
-spawn_bg "$DLOCK_BIN" run -l 0.5 lk8 -- bash -c "$trapper" bash "$T"
+spawn_bg_err "$T/lk8.err" "$DLOCK_BIN" run -l 0.5 lk8 -- bash -c "$trapper" bash "$T"
 pid=$BG
 wait_until 10 test -e "$T/started" || fail "stop: child did not start"
 kill -STOP "$pid"
-wait_until 10 test "$(rcli "$P" EXISTS 'dlock:{lk8}')" = 0 ||
+wait_until 10 key_gone "$P" 'dlock:{lk8}' ||
     fail "stop: the lease did not expire"
 kill -CONT "$pid"
 wait_pid "$pid" 30
