@@ -457,6 +457,14 @@ static int write_config(const th_server *s)
     FILE *f;
     int fd;
 
+    /* The config file quotes the password; these would break out. */
+    if ((o->password && strpbrk(o->password, "\"\\\r\n")) ||
+        (o->acl_user && strpbrk(o->acl_user, " \"\\\r\n")) ||
+        (o->acl_pass && strpbrk(o->acl_pass, " \"\\\r\n"))) {
+        fprintf(stderr, "harness: password or user with quotes, "
+                        "backslashes, newlines (or spaces in ACL)\n");
+        return -1;
+    }
     snprintf(path, sizeof(path), "%s/redis.conf", s->dir);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
