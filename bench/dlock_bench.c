@@ -1,0 +1,628 @@
+/*
+ * dlock_bench.c - one benchmark run of libdlock, or of its round-trip
+ * floor, printed as one JSON line on stdout.
+ *
+ * bench/run drives this program: it starts the redis-servers, calls it
+ * once per (workload, strategy, node count), and aggregates the lines into
+ * bench/results.json and a table. Modes:
+ *
+ *   dlock_bench w1 -s URL [-s URL...] [-S spin|notify|fair] [-n CYCLES]
+ *                  [--floor] [--insecure]
+ *       One client: acquire (lease 10 s) + release, CYCLES times, each
+ *       cycle timed. --floor: the same two round trips with raw hiredis
+ *       (SET NX PX, then EVALSHA of a compare-and-delete script).
+ *
+ *   dlock_bench w2 -s URL [-s URL...] [-S ...] [-p PROCS] [-t SECONDS]
+ *                  [-H HANDOFF_FILE] [--floor]
+ *       PROCS processes on one key, each looping acquire, GET counter,
+ *       SET counter+1 (raw hiredis, own connection), release until the
+ *       deadline. Every acquire/release return is stamped on
+ *       CLOCK_MONOTONIC (system-wide) into shared memory; afterwards the
+ *       stamps are merged to give handoff latencies (a release returning in
+ *       one process to the next acquire returning in another), fairness
+ *       and lost updates (final counter vs acquisitions). Redis CPU is the
+ *       INFO cpu delta summed over the servers. --floor: one process doing
+ *       the cycle with raw hiredis (SET NX PX, GET, SET, EVALSHA delete).
+ *
+ * Raw hiredis connections use the first URL, which must be
+ * redis://host:port (no password) for --floor and for the counter.
+ * Exit status: 0 when the run completed (whatever the numbers), 1 when it
+ * could not run, 3 when updates were lost.
+ */
+#include <dlock.h>
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SERVERS 16
+#define MAX_PROCS 256
+#define LEASE_MS 10000
+#define WAIT_MS 10000
+#define TOTAL_RECORDS (4u << 20)
+
+static const char *del_script =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) else return 0 end";
+
+/* Command-line settings. */
+struct conf {
+    const char *mode;
+    const char *servers[MAX_SERVERS];
+    size_t nservers;
+    dlock_wait_strategy strategy;
+    const char *strategy_name;
+    long cycles;
+    int procs;
+    double seconds;
+    int floor;
+    int insecure;
+    const char *handoff_file;
+};
+
+/* One acquisition as seen by the worker that made it. */
+struct rec {
+    int64_t acq_ns;
+    int64_t rel_ns;
+};
+
+/* Per-worker totals in shared memory. */
+struct wstat {
+    uint64_t acq;
+    uint64_t requests;
+    uint64_t errors;
+    uint64_t nrec;
+    int64_t finish_ns;
+};
+
+/* The region shared by the parent and the workers. */
+struct shared {
+    atomic_int ready;
+    atomic_int go;
+    int64_t end_ns;
+    struct wstat w[MAX_PROCS];
+};
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Print a message and exit 1: the run could not be made. */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, "dlock_bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+/* Connect with raw hiredis to the first server (redis://host:port). */
+static redisContext *raw_connect(const struct conf *cf)
+{
+    char host[256];
+    const char *u = cf->servers[0], *colon;
+    int port;
+    redisContext *c;
+    struct timeval tv = {5, 0};
+
+    if (strncmp(u, "redis://", 8) != 0)
+        die("raw connection needs redis://host:port, not %s", u);
+    u += 8;
+    colon = strrchr(u, ':');
+    if (colon == NULL || (size_t)(colon - u) >= sizeof(host))
+        die("bad URL %s", cf->servers[0]);
+    memcpy(host, u, (size_t)(colon - u));
+    host[colon - u] = '\0';
+    port = atoi(colon + 1);
+    c = redisConnectWithTimeout(host, port, tv);
+    if (c == NULL || c->err)
+        die("connect: %s", c ? c->errstr : "out of memory");
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Run one command; exit when the connection fails. The reply is freed
+ * unless keep is set. */
+static redisReply *cmd(redisContext *c, int keep, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        die("redis: %s", c->errstr);
+    if (r->type == REDIS_REPLY_ERROR)
+        die("redis error: %s", r->str);
+    if (!keep) {
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Load the compare-and-delete script; its SHA goes to sha (41 bytes). */
+static void load_script(redisContext *c, char *sha)
+{
+    redisReply *r = cmd(c, 1, "SCRIPT LOAD %s", del_script);
+    snprintf(sha, 41, "%s", r->str);
+    freeReplyObject(r);
+}
+
+/* Make a client for the configured servers and strategy. */
+static dlock_client *make_client(const struct conf *cf)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[256] = "";
+
+    dlock_options_init(&o);
+    o.servers = cf->servers;
+    o.nservers = cf->nservers;
+    o.wait_strategy = cf->strategy;
+    o.tls_insecure = cf->insecure;
+    o.command_timeout_ms = 10000;
+    if (dlock_client_new(&c, &o, err, sizeof(err)) != DLOCK_OK)
+        die("dlock_client_new: %s", err);
+    return c;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Percentile q (0..1) of a sorted array, nearest rank. */
+static int64_t pct(const int64_t *v, size_t n, double q)
+{
+    size_t i;
+    if (n == 0)
+        return 0;
+    i = (size_t)(q * (double)n);
+    if (i >= n)
+        i = n - 1;
+    return v[i];
+}
+
+/* W1: N timed acquire+release cycles, with dlock or the raw floor. */
+static int run_w1(const struct conf *cf)
+{
+    int64_t *lat = calloc((size_t)cf->cycles, sizeof(*lat));
+    int64_t t0, t1, total;
+    long i, warm = cf->cycles / 20 + 10, errors = 0;
+    char key[64], tok[64], sha[41];
+    redisContext *rc = NULL;
+    dlock_client *dc = NULL;
+    dlock_stats st;
+
+    if (lat == NULL)
+        die("%s", "out of memory");
+    snprintf(key, sizeof(key), "bench:w1:%ld", (long)getpid());
+    if (cf->floor) {
+        rc = raw_connect(cf);
+        load_script(rc, sha);
+    } else {
+        dc = make_client(cf);
+    }
+    total = 0;
+    for (i = -warm; i < cf->cycles; i++) {
+        t0 = now_ns();
+        if (cf->floor) {
+            redisReply *r;
+            snprintf(tok, sizeof(tok), "%ld:%ld", (long)getpid(), i);
+            r = cmd(rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
+            if (r->type != REDIS_REPLY_STATUS)
+                errors++;
+            freeReplyObject(r);
+            cmd(rc, 0, "EVALSHA %s 1 %s %s", sha, key, tok);
+        } else {
+            dlock_lock *l = NULL;
+            int e = dlock_lock_acquire(&l, dc, key, WAIT_MS, LEASE_MS);
+            if (e != DLOCK_OK) {
+                fprintf(stderr, "acquire: %s: %s\n", dlock_strerror(e),
+                        dlock_errmsg(dc));
+                errors++;
+                continue;
+            }
+            if (dlock_lock_release(l) != DLOCK_OK)
+                errors++;
+        }
+        t1 = now_ns();
+        if (i >= 0) {
+            lat[i] = t1 - t0;
+            total += t1 - t0;
+        }
+    }
+    qsort(lat, (size_t)cf->cycles, sizeof(*lat), cmp_i64);
+    memset(&st, 0, sizeof(st));
+    if (dc)
+        dlock_client_stats(dc, &st);
+    printf("{\"mode\":\"w1\",\"strategy\":\"%s\",\"nodes\":%zu,"
+           "\"floor\":%s,\"cycles\":%ld,\"cycles_per_s\":%.1f,"
+           "\"p50_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,"
+           "\"requests_per_cycle\":%.3f,\"errors\":%ld}\n",
+           cf->floor ? "raw" : cf->strategy_name, cf->nservers,
+           cf->floor ? "true" : "false", cf->cycles,
+           (double)cf->cycles * 1e9 / (double)total,
+           pct(lat, (size_t)cf->cycles, 0.5) / 1e3,
+           pct(lat, (size_t)cf->cycles, 0.99) / 1e3,
+           (double)total / (double)cf->cycles / 1e3,
+           dc ? (double)st.requests / (double)(cf->cycles + warm) : 2.0,
+           errors);
+    if (rc)
+        redisFree(rc);
+    dlock_client_free(dc);
+    free(lat);
+    return 0;
+}
+
+/* Sum of used_cpu_sys + used_cpu_user over every server, in µs. Servers
+ * that are not plain redis:// (TLS, unix) are skipped. */
+static double redis_cpu_us(const struct conf *cf)
+{
+    double sum = 0;
+    size_t i;
+
+    for (i = 0; i < cf->nservers; i++) {
+        struct conf one = *cf;
+        redisContext *c;
+        redisReply *r;
+        const char *p;
+
+        if (strncmp(cf->servers[i], "redis://", 8) != 0)
+            continue;
+        one.servers[0] = cf->servers[i];
+        c = raw_connect(&one);
+        r = cmd(c, 1, "INFO cpu");
+        if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
+            sum += strtod(p + 13, NULL);
+        if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
+            sum += strtod(p + 14, NULL);
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    return sum * 1e6;
+}
+
+/* One W2 worker: loop the cycle until the deadline, stamping each
+ * acquisition into recs (at most cap of them). Never returns. */
+static void w2_worker(const struct conf *cf, struct shared *sh, int id,
+                      struct rec *recs, uint64_t cap, const char *key,
+                      const char *counter)
+{
+    redisContext *rc = raw_connect(cf);
+    dlock_client *dc = NULL;
+    struct wstat *w = &sh->w[id];
+    char sha[41], tok[64];
+    dlock_stats st;
+    long n = 0;
+
+    if (cf->floor)
+        load_script(rc, sha);
+    else
+        dc = make_client(cf);
+    atomic_fetch_add(&sh->ready, 1);
+    while (!atomic_load(&sh->go))
+        usleep(200);
+    while (now_ns() < sh->end_ns) {
+        redisReply *r;
+        dlock_lock *l = NULL;
+        long long v = 0;
+        int64_t ta, tr;
+
+        if (cf->floor) {
+            snprintf(tok, sizeof(tok), "%d:%ld", id, n++);
+            r = cmd(rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
+            int got = r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            if (!got) {
+                w->errors++;
+                continue;
+            }
+        } else {
+            int e = dlock_lock_acquire(&l, dc, key, WAIT_MS, LEASE_MS);
+            if (e != DLOCK_OK) {
+                fprintf(stderr, "worker %d: acquire: %s: %s\n", id,
+                        dlock_strerror(e), dlock_errmsg(dc));
+                w->errors++;
+                continue;
+            }
+        }
+        ta = now_ns();
+        r = cmd(rc, 1, "GET %s", counter);
+        if (r->type == REDIS_REPLY_STRING)
+            v = strtoll(r->str, NULL, 10);
+        freeReplyObject(r);
+        cmd(rc, 0, "SET %s %lld", counter, v + 1);
+        if (cf->floor) {
+            cmd(rc, 0, "EVALSHA %s 1 %s %s", sha, key, tok);
+        } else {
+            int e = dlock_lock_release(l);
+            if (e != DLOCK_OK) {
+                fprintf(stderr, "worker %d: release: %s\n", id,
+                        dlock_strerror(e));
+                w->errors++;
+            }
+        }
+        tr = now_ns();
+        if (w->nrec < cap) {
+            recs[w->nrec].acq_ns = ta;
+            recs[w->nrec].rel_ns = tr;
+            w->nrec++;
+        }
+        w->acq++;
+    }
+    w->finish_ns = now_ns();
+    if (dc) {
+        dlock_client_stats(dc, &st);
+        w->requests = st.requests;
+    } else {
+        w->requests = 2 * w->acq + w->errors;
+    }
+    dlock_client_free(dc);
+    redisFree(rc);
+    _exit(0);
+}
+
+/* A stamped acquisition with the worker that made it, for merging. */
+struct mrec {
+    int64_t acq_ns;
+    int64_t rel_ns;
+    int worker;
+};
+
+static int cmp_mrec(const void *a, const void *b)
+{
+    int64_t x = ((const struct mrec *)a)->acq_ns;
+    int64_t y = ((const struct mrec *)b)->acq_ns;
+    return (x > y) - (x < y);
+}
+
+/* W2/W3: PROCS workers on one key for SECONDS; merge and report. */
+static int run_w2(const struct conf *cf)
+{
+    int procs = cf->floor ? 1 : cf->procs;
+    uint64_t cap = TOTAL_RECORDS / (uint64_t)procs, acq = 0, req = 0;
+    uint64_t errors = 0, amin = UINT64_MAX, amax = 0, n = 0, nh = 0;
+    uint64_t same = 0, negative = 0;
+    size_t shsz = sizeof(struct shared);
+    size_t rsz = (size_t)TOTAL_RECORDS * sizeof(struct rec);
+    struct shared *sh;
+    struct rec *recs;
+    struct mrec *m;
+    int64_t *h, t_start, t_end = 0, deadline;
+    pid_t pids[MAX_PROCS];
+    char key[64], counter[64];
+    double cpu0, cpu1;
+    long long final = 0;
+    int i, alive, hung = 0;
+    redisContext *rc;
+    redisReply *r;
+
+    sh = mmap(NULL, shsz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+              -1, 0);
+    recs = mmap(NULL, rsz, PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sh == MAP_FAILED || recs == MAP_FAILED)
+        die("mmap: %s", strerror(errno));
+    snprintf(key, sizeof(key), "bench:w2:%ld", (long)getpid());
+    snprintf(counter, sizeof(counter), "bench:counter:%ld", (long)getpid());
+    rc = raw_connect(cf);
+    cmd(rc, 0, "DEL %s", counter);
+    fflush(NULL);
+    for (i = 0; i < procs; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0)
+            die("fork: %s", strerror(errno));
+        if (pids[i] == 0)
+            w2_worker(cf, sh, i, recs + (size_t)i * cap, cap, key, counter);
+    }
+    deadline = now_ns() + 30000000000LL;
+    while (atomic_load(&sh->ready) < procs && now_ns() < deadline)
+        usleep(1000);
+    cpu0 = redis_cpu_us(cf);
+    t_start = now_ns();
+    sh->end_ns = t_start + (int64_t)(cf->seconds * 1e9);
+    atomic_store(&sh->go, 1);
+    /* Bounded wait: a worker stuck past the deadline plus twice the wait
+     * bound is reported as hung and killed. */
+    deadline = sh->end_ns + 2LL * WAIT_MS * 1000000 + 5000000000LL;
+    do {
+        alive = 0;
+        for (i = 0; i < procs; i++) {
+            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == 0)
+                alive++;
+            else
+                pids[i] = 0;
+        }
+        if (alive && now_ns() > deadline) {
+            for (i = 0; i < procs; i++)
+                if (pids[i] > 0) {
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], NULL, 0);
+                    hung++;
+                }
+            alive = 0;
+        }
+        if (alive)
+            usleep(2000);
+    } while (alive);
+    cpu1 = redis_cpu_us(cf);
+    r = cmd(rc, 1, "GET %s", counter);
+    if (r->type == REDIS_REPLY_STRING)
+        final = strtoll(r->str, NULL, 10);
+    freeReplyObject(r);
+    cmd(rc, 0, "DEL %s", counter);
+    redisFree(rc);
+
+    for (i = 0; i < procs; i++) {
+        struct wstat *w = &sh->w[i];
+        acq += w->acq;
+        req += w->requests;
+        errors += w->errors;
+        n += w->nrec;
+        amin = w->acq < amin ? w->acq : amin;
+        amax = w->acq > amax ? w->acq : amax;
+        if (w->finish_ns > t_end)
+            t_end = w->finish_ns;
+    }
+    if (t_end <= t_start)
+        t_end = now_ns();
+    m = calloc(n + 1, sizeof(*m));
+    h = calloc(n + 1, sizeof(*h));
+    if (m == NULL || h == NULL)
+        die("%s", "out of memory");
+    n = 0;
+    for (i = 0; i < procs; i++) {
+        uint64_t k;
+        for (k = 0; k < sh->w[i].nrec; k++) {
+            m[n].acq_ns = recs[(size_t)i * cap + k].acq_ns;
+            m[n].rel_ns = recs[(size_t)i * cap + k].rel_ns;
+            m[n].worker = i;
+            n++;
+        }
+    }
+    qsort(m, n, sizeof(*m), cmp_mrec);
+    for (uint64_t k = 1; k < n; k++) {
+        int64_t d;
+        if (m[k].worker == m[k - 1].worker) {
+            same++;
+            continue;
+        }
+        /* The release reply may arrive after the next holder's acquire
+         * reply: the handoff then counts as 0 (and is counted). */
+        d = m[k].acq_ns - m[k - 1].rel_ns;
+        if (d < 0) {
+            negative++;
+            d = 0;
+        }
+        h[nh++] = d;
+    }
+    qsort(h, nh, sizeof(*h), cmp_i64);
+    if (cf->handoff_file && nh > 0) {
+        FILE *f = fopen(cf->handoff_file, "w");
+        if (f == NULL)
+            die("%s: cannot write", cf->handoff_file);
+        for (uint64_t k = 0; k < nh; k++)
+            fprintf(f, "%.1f\n", h[k] / 1e3);
+        fclose(f);
+    }
+    {
+        double secs = (double)(t_end - t_start) / 1e9;
+        double a = acq ? (double)acq : 1;
+        printf("{\"mode\":\"w2\",\"strategy\":\"%s\",\"nodes\":%zu,"
+               "\"floor\":%s,\"procs\":%d,\"seconds\":%.3f,"
+               "\"acquisitions\":%" PRIu64 ",\"acq_per_s\":%.1f,"
+               "\"requests_per_acq\":%.3f,\"redis_cpu_us_per_acq\":%.2f,"
+               "\"handoffs\":%" PRIu64 ",\"handoff_p50_us\":%.1f,"
+               "\"handoff_p99_us\":%.1f,\"handoff_negative\":%" PRIu64 ","
+               "\"same_worker_reacquire\":%" PRIu64 ","
+               "\"fairness_min_over_max\":%.3f,\"lost_updates\":%lld,"
+               "\"errors\":%" PRIu64 ",\"hung\":%d}\n",
+               cf->floor ? "raw" : cf->strategy_name, cf->nservers,
+               cf->floor ? "true" : "false", procs, secs, acq,
+               (double)acq / secs, (double)(req + 2 * acq) / a,
+               (cpu1 - cpu0) / a, nh, pct(h, nh, 0.5) / 1e3,
+               pct(h, nh, 0.99) / 1e3, negative, same,
+               amax ? (double)amin / (double)amax : 0.0,
+               (long long)acq - final, errors, hung);
+    }
+    free(m);
+    free(h);
+    munmap(recs, rsz);
+    munmap(sh, shsz);
+    return (long long)acq != final ? 3 : 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: dlock_bench w1|w2 -s URL [-s URL...] "
+            "[-S spin|notify|fair]\n"
+            "       [-n cycles] [-p procs] [-t seconds] [-H handoff_file] "
+            "[--floor] [--insecure]\n");
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    struct conf cf;
+    int i;
+
+    memset(&cf, 0, sizeof(cf));
+    cf.strategy = DLOCK_WAIT_NOTIFY;
+    cf.strategy_name = "notify";
+    cf.cycles = 10000;
+    cf.procs = 8;
+    cf.seconds = 5;
+    if (argc < 2)
+        usage();
+    cf.mode = argv[1];
+    for (i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--floor") == 0) {
+            cf.floor = 1;
+            continue;
+        }
+        if (strcmp(a, "--insecure") == 0) {
+            cf.insecure = 1;
+            continue;
+        }
+        if (v == NULL)
+            usage();
+        i++;
+        if (strcmp(a, "-s") == 0 && cf.nservers < MAX_SERVERS)
+            cf.servers[cf.nservers++] = v;
+        else if (strcmp(a, "-S") == 0) {
+            cf.strategy_name = v;
+            if (strcmp(v, "spin") == 0)
+                cf.strategy = DLOCK_WAIT_SPIN;
+            else if (strcmp(v, "notify") == 0)
+                cf.strategy = DLOCK_WAIT_NOTIFY;
+            else if (strcmp(v, "fair") == 0)
+                cf.strategy = DLOCK_WAIT_FAIR;
+            else
+                usage();
+        } else if (strcmp(a, "-n") == 0)
+            cf.cycles = atol(v);
+        else if (strcmp(a, "-p") == 0)
+            cf.procs = atoi(v);
+        else if (strcmp(a, "-t") == 0)
+            cf.seconds = atof(v);
+        else if (strcmp(a, "-H") == 0)
+            cf.handoff_file = v;
+        else
+            usage();
+    }
+    if (cf.nservers == 0 || cf.cycles < 1 || cf.procs < 1 ||
+        cf.procs > MAX_PROCS || cf.seconds <= 0)
+        usage();
+    signal(SIGPIPE, SIG_IGN);
+    if (strcmp(cf.mode, "w1") == 0)
+        return run_w1(&cf);
+    if (strcmp(cf.mode, "w2") == 0)
+        return run_w2(&cf);
+    usage();
+    return 1;
+}
