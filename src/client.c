@@ -128,9 +128,29 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
+/* One thread's message buffer, linked into its client so that the
+ * client can free the buffers of threads still alive when it goes
+ * (pthread_key_delete runs no destructors). */
+typedef struct dlock__errnode {
+    struct dlock__errnode *next, *prev;
+    dlock_client *c;
+    char msg[DLOCK__MSGLEN];
+} dlock__errnode;
+
+/* Thread exit: unlink and free this thread's buffer. */
 static void free_errbuf(void *p)
 {
-    free(p);
+    dlock__errnode *e = p;
+    dlock_client *c = e->c;
+    pthread_mutex_lock(&c->err_mu);
+    if (e->prev != NULL)
+        e->prev->next = e->next;
+    else
+        c->errs = e->next;
+    if (e->next != NULL)
+        e->next->prev = e->prev;
+    pthread_mutex_unlock(&c->err_mu);
+    free(e);
 }
 
 /* Free everything client_new may have made; c is partly built. */
@@ -160,6 +180,12 @@ static void client_destroy(dlock_client *c)
     pthread_mutex_destroy(&c->wait_mu);
     pthread_cond_destroy(&c->wait_cv);
     pthread_key_delete(c->errkey);
+    while (c->errs != NULL) {
+        dlock__errnode *next = c->errs->next;
+        free(c->errs);
+        c->errs = next;
+    }
+    pthread_mutex_destroy(&c->err_mu);
     free(c);
 }
 
@@ -194,6 +220,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM,
                            "no thread-specific key left");
     }
+    pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->held_mu, NULL);
     dlock__cond_init(&c->held_cv);
     pthread_mutex_init(&c->wait_mu, NULL);
@@ -289,14 +316,22 @@ void dlock_client_free(dlock_client *c)
 /* See internal.h. Allocated on first use by each thread. */
 char *dlock__errbuf(const dlock_client *c)
 {
-    char *b = pthread_getspecific(c->errkey);
-    if (b == NULL) {
-        b = calloc(1, DLOCK__MSGLEN);
-        if (b == NULL)
+    dlock__errnode *e = pthread_getspecific(c->errkey);
+    if (e == NULL) {
+        dlock_client *mc = (dlock_client *)c; /* the list is not API state */
+        e = calloc(1, sizeof *e);
+        if (e == NULL)
             return NULL;
-        pthread_setspecific(c->errkey, b);
+        e->c = mc;
+        pthread_mutex_lock(&mc->err_mu);
+        e->next = mc->errs;
+        if (mc->errs != NULL)
+            mc->errs->prev = e;
+        mc->errs = e;
+        pthread_mutex_unlock(&mc->err_mu);
+        pthread_setspecific(c->errkey, e);
     }
-    return b;
+    return e->msg;
 }
 
 /* See internal.h. */
@@ -318,8 +353,11 @@ const char *dlock_errmsg(const dlock_client *c)
     const char *b;
     if (c == NULL)
         return "client is NULL";
-    b = pthread_getspecific(c->errkey);
-    return b != NULL ? b : "";
+    {
+        const dlock__errnode *e = pthread_getspecific(c->errkey);
+        b = e != NULL ? e->msg : "";
+    }
+    return b;
 }
 
 /* See dlock.h. */

@@ -385,7 +385,9 @@ struct dlock_client {
     unsigned char id[16];
     char idhex[33];
 
-    pthread_key_t errkey; /* per-thread message buffer for dlock_errmsg */
+    pthread_key_t errkey;   /* per-thread message buffer for dlock_errmsg */
+    pthread_mutex_t err_mu; /* guards errs */
+    struct dlock__errnode *errs; /* every thread's buffer, freed with c */
 
     /* Held locks (reentrancy, watchdog). */
     pthread_mutex_t held_mu;
