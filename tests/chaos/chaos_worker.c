@@ -1,0 +1,540 @@
+/*
+ * chaos_worker.c - the C half of the fault-injection suite (tests/chaos/run).
+ *
+ * One binary, several modes:
+ *   worker  take the lock NAME again and again for a bounded time; inside
+ *           each critical section read a counter with dlock_fenced_get and
+ *           write counter+1 with dlock_fenced_set under the lock's token.
+ *           Every section is logged (CLOCK_MONOTONIC, system-wide):
+ *             E wid token enter_ns validity_ms
+ *             X wid token enter_ns exit_ns valid read_fence ws_ns wc_ns wrc
+ *           and acquire failures as "F wid status".
+ *   check   read worker logs and fail on a safety violation (see check()).
+ *   try     one acquire against the given servers; prints the status name
+ *           (Redlock quorum scenarios).
+ *   badinput  every public call with invalid arguments, and a client
+ *           against each fake-server mode; every call bounded by alarm().
+ *
+ * The shell driver starts servers, injects faults and reads the summary.
+ */
+#include <dlock.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* CLOCK_MONOTONIC in nanoseconds: comparable across processes. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t rnd(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v)
+        v = (uint64_t)now_ns() * 6364136223846793005ULL;
+    return v;
+}
+
+/* Split a comma-separated list of URLs into a NULL-terminated array. */
+static size_t split_urls(char *list, const char **out, size_t max)
+{
+    size_t n = 0;
+    for (char *tok = strtok(list, ","); tok && n < max;
+         tok = strtok(NULL, ","))
+        out[n++] = tok;
+    return n;
+}
+
+static dlock_client *make_client(char *urls, int64_t timeout_ms)
+{
+    const char *servers[16];
+    size_t n = split_urls(urls, servers, 16);
+    dlock_options o;
+    dlock_options_init(&o);
+    o.servers = servers;
+    o.nservers = n;
+    o.connect_timeout_ms = timeout_ms;
+    o.command_timeout_ms = timeout_ms;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    int rc = dlock_client_new(&c, &o, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "chaos_worker: client: %s: %s\n",
+                dlock_status_name(rc), err);
+        return NULL;
+    }
+    return c;
+}
+
+/* Write the line to fd in one write(2), so a kill -9 leaves whole lines. */
+static void logline(int fd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void logline(int fd, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof buf && write(fd, buf, (size_t)n) < 0)
+        perror("chaos_worker: log");
+}
+
+/*
+ * worker URLS NAME WID LOG SECONDS LEASE_MS HOLD_MS WATCHDOG HOLDERFILE
+ * Runs for SECONDS; returns 0 (faults are expected, failures are logged).
+ */
+static int worker(int argc, char **argv)
+{
+    if (argc < 11) {
+        fprintf(stderr, "usage: worker URLS NAME WID LOG SECONDS LEASE_MS "
+                        "HOLD_MS WATCHDOG HOLDERFILE\n");
+        return 2;
+    }
+    const char *name = argv[3];
+    int wid = atoi(argv[4]);
+    int fd = open(argv[5], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int64_t until = now_ns() + atoll(argv[6]) * 1000000000LL;
+    int64_t lease = atoll(argv[7]), hold = atoll(argv[8]);
+    int wd = atoi(argv[9]);
+    const char *holderfile = argv[10];
+    char key[600];
+    snprintf(key, sizeof key, "chaos:{%s}:counter", name);
+    if (fd < 0) {
+        perror("chaos_worker: open log");
+        return 2;
+    }
+    dlock_client *c = make_client(argv[2], 300);
+    if (!c)
+        return 2;
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < 100000 && now_ns() < until; i++) {
+        dlock_acquire_options ao;
+        dlock_acquire_options_init(&ao);
+        ao.wait_ms = 1000;
+        ao.lease_ms = lease;
+        ao.watchdog = wd;
+        dlock_lock *l = NULL;
+        int rc = dlock_lock_acquire_ex(&l, c, name, &ao);
+        if (rc != DLOCK_OK) {
+            logline(fd, "F %d %s\n", wid, dlock_status_name(rc));
+            sleep_ms(1 + (int64_t)(rnd() % 20));
+            continue;
+        }
+        int64_t enter = now_ns();
+        uint64_t tok = dlock_lock_token(l);
+        logline(fd, "E %d %llu %lld %lld\n", wid, (unsigned long long)tok,
+                (long long)enter, (long long)dlock_lock_validity_ms(l));
+        if (holderfile[0] != '-') {
+            char tmp[600], pid[32];
+            snprintf(tmp, sizeof tmp, "%s.%d", holderfile, wid);
+            int hf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (hf >= 0) {
+                int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+                if (write(hf, pid, (size_t)n) < 0)
+                    perror("holder");
+                close(hf);
+                rename(tmp, holderfile);
+            }
+        }
+        char *val = NULL;
+        size_t len = 0;
+        uint64_t fence = 0;
+        long long counter = 0;
+        int grc = dlock_fenced_get(c, key, &val, &len, &fence);
+        if (grc == DLOCK_OK && val)
+            counter = atoll(val);
+        free(val);
+        if (hold > 0)
+            sleep_ms((int64_t)(rnd() % (uint64_t)hold));
+        int64_t ws = now_ns(), wc = ws;
+        int wrc = grc;
+        if (grc == DLOCK_OK) {
+            char nv[32];
+            int n = snprintf(nv, sizeof nv, "%lld", counter + 1);
+            wrc = dlock_fenced_set(c, key, tok, nv, (size_t)n);
+            wc = now_ns();
+        }
+        int valid = dlock_lock_validity_ms(l) > 0 &&
+                    dlock_lock_status(l) == DLOCK_OK;
+        int64_t exitt = now_ns();
+        logline(fd, "X %d %llu %lld %lld %d %llu %lld %lld %d\n", wid,
+                (unsigned long long)tok, (long long)enter, (long long)exitt,
+                valid, (unsigned long long)fence, (long long)ws,
+                (long long)wc, wrc);
+        dlock_lock_release(l);
+    }
+    dlock_client_free(c);
+    close(fd);
+    return 0;
+}
+
+/* ---- checker ----------------------------------------------------------- */
+
+typedef struct cs {
+    int wid, valid, wrc, open;
+    unsigned long long tok, fence;
+    long long enter, exit, ws, wc;
+} cs;
+
+static int cmp_enter(const void *a, const void *b)
+{
+    const cs *x = a, *y = b;
+    return x->enter < y->enter ? -1 : x->enter > y->enter;
+}
+
+/*
+ * check LEASE_MS COUNTER_VALUE LOG...
+ * Fails (prints "VIOLATION ..." lines, exits 1) when two workers were
+ * inside at once both claiming validity, a token was not greater than
+ * every earlier one (by enter time), or an accepted write carried a token
+ * lower than one already accepted before it started. COUNTER_VALUE (or -1)
+ * is the final counter: it must lie between the accepted writes logged and
+ * that plus the sections left open by killed workers. Prints a stats line.
+ */
+static int check(int argc, char **argv)
+{
+    size_t cap = 1024, n = 0;
+    cs *v = malloc(cap * sizeof *v);
+    long long counter = atoll(argv[3]);
+    int viol = 0;
+    long fails = 0;
+    for (int a = 4; a < argc; a++) {
+        FILE *f = fopen(argv[a], "r");
+        char line[512];
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f)) {
+            cs x;
+            memset(&x, 0, sizeof x);
+            long long validity = 0;
+            if (n == cap)
+                v = realloc(v, (cap *= 2) * sizeof *v);
+            if (line[0] == 'E' &&
+                sscanf(line, "E %d %llu %lld %lld", &x.wid, &x.tok,
+                       &x.enter, &validity) == 4) {
+                /* Until its X line arrives it is open: claimed valid for
+                 * the validity it had at entry. */
+                x.open = 1;
+                x.valid = validity > 0;
+                x.exit = x.enter + validity * 1000000;
+                x.wrc = 1;
+                v[n++] = x;
+            } else if (line[0] == 'X' &&
+                       sscanf(line, "X %d %llu %lld %lld %d %llu %lld %lld %d",
+                              &x.wid, &x.tok, &x.enter, &x.exit, &x.valid,
+                              &x.fence, &x.ws, &x.wc, &x.wrc) == 9) {
+                /* Close the matching E entry. */
+                for (size_t i = n; i-- > 0;)
+                    if (v[i].open && v[i].wid == x.wid &&
+                        v[i].enter == x.enter) {
+                        v[i] = x;
+                        break;
+                    }
+            } else if (line[0] == 'F') {
+                fails++;
+            }
+        }
+        fclose(f);
+    }
+    qsort(v, n, sizeof *v, cmp_enter);
+    unsigned long long maxtok = 0;
+    long accepted = 0, stale = 0, opened = 0, invalid = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].open)
+            opened++;
+        if (!v[i].valid)
+            invalid++;
+        if (v[i].wrc == DLOCK_OK)
+            accepted++;
+        if (v[i].wrc == DLOCK_STALE)
+            stale++;
+        if (i > 0 && v[i].tok <= maxtok) {
+            printf("VIOLATION token: worker %d got %llu at %lld, not above "
+                   "%llu granted earlier\n",
+                   v[i].wid, v[i].tok, v[i].enter, maxtok);
+            viol++;
+        }
+        if (v[i].tok > maxtok)
+            maxtok = v[i].tok;
+        for (size_t j = i + 1; j < n && v[j].enter < v[i].exit; j++) {
+            if (v[i].valid && v[j].valid && v[i].wid != v[j].wid) {
+                printf("VIOLATION overlap: worker %d (token %llu, %lld..%lld)"
+                       " and worker %d (token %llu, %lld..%lld) both valid\n",
+                       v[i].wid, v[i].tok, v[i].enter, v[i].exit, v[j].wid,
+                       v[j].tok, v[j].enter, v[j].exit);
+                viol++;
+            }
+        }
+    }
+    /* Stale write accepted: A accepted with token Ta although a write with
+     * a higher token had already been accepted before A started. */
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].wrc != DLOCK_OK || v[i].open)
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (v[j].wrc == DLOCK_OK && !v[j].open && v[j].tok > v[i].tok &&
+                v[j].wc < v[i].ws) {
+                printf("VIOLATION stale write accepted: worker %d token %llu"
+                       " after token %llu was written\n",
+                       v[i].wid, v[i].tok, v[j].tok);
+                viol++;
+                break;
+            }
+    }
+    if (counter >= 0 && (counter < accepted || counter > accepted + opened)) {
+        printf("VIOLATION counter: %lld, but %ld accepted writes logged "
+               "(+%ld unfinished)\n",
+               counter, accepted, opened);
+        viol++;
+    }
+    printf("stats sections=%zu accepted=%ld stale_rejected=%ld "
+           "unfinished=%ld invalid_at_exit=%ld acquire_failures=%ld "
+           "violations=%d\n",
+           n, accepted, stale, opened, invalid, fails, viol);
+    free(v);
+    (void)argc;
+    return viol ? 1 : 0;
+}
+
+/* try URLS NAME LEASE_MS: one acquire; prints the status name, releases. */
+static int try_once(int argc, char **argv)
+{
+    if (argc < 5)
+        return 2;
+    dlock_client *c = make_client(argv[2], 300);
+    if (!c)
+        return 2;
+    dlock_lock *l = NULL;
+    int rc = dlock_lock_acquire(&l, c, argv[3], 0, atoll(argv[4]));
+    printf("%s\n", dlock_status_name(rc));
+    if (l)
+        dlock_lock_release(l);
+    dlock_client_free(c);
+    return 0;
+}
+
+/* ---- bad input --------------------------------------------------------- */
+
+static int bad_fail;
+
+/* A status must be one of the list's codes. */
+static int known(int rc)
+{
+    return strcmp(dlock_status_name(rc), "UNKNOWN") != 0;
+}
+
+#define EXPECT(cond, what)                                                   \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            printf("VIOLATION badinput: %s (line %d)\n", what, __LINE__);    \
+            bad_fail++;                                                      \
+        }                                                                    \
+    } while (0)
+
+/* One client against fake server MODE: every call must return a known
+ * error code within the bound. */
+static void against_fake(const char *mode)
+{
+    int port = th_fake_server_start(mode);
+    if (port < 0) {
+        printf("VIOLATION badinput: fake server %s did not start\n", mode);
+        bad_fail++;
+        return;
+    }
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    dlock_client *c = make_client(url, 200);
+    EXPECT(c != NULL, "client for fake server");
+    if (!c) {
+        th_fake_server_stop(port);
+        return;
+    }
+    int64_t t0 = now_ns();
+    alarm(20);
+    dlock_lock *l = NULL;
+    int rc = dlock_lock_acquire(&l, c, "x", 0, 1000);
+    EXPECT(rc != DLOCK_OK && known(rc) && l == NULL, "acquire vs fake");
+    rc = dlock_lock_acquire(&l, c, "x", 300, 1000);
+    EXPECT(rc != DLOCK_OK && known(rc) && l == NULL, "waiting acquire vs fake");
+    dlock_info info;
+    rc = dlock_lock_inspect(c, "x", &info);
+    EXPECT(rc != DLOCK_OK && known(rc), "inspect vs fake");
+    char *val = NULL;
+    size_t len = 0;
+    uint64_t fence = 0;
+    rc = dlock_fenced_get(c, "k", &val, &len, &fence);
+    EXPECT(rc != DLOCK_OK && known(rc), "fenced_get vs fake");
+    free(val);
+    rc = dlock_fenced_set(c, "k", 5, "v", 1);
+    EXPECT(rc != DLOCK_OK && known(rc), "fenced_set vs fake");
+    rc = dlock_lock_adopt(&l, c, "x", "a:b", 1);
+    EXPECT(rc != DLOCK_OK && known(rc), "adopt vs fake");
+    alarm(0);
+    int64_t ms = (now_ns() - t0) / 1000000;
+    EXPECT(ms < 10000, "calls vs fake server took too long");
+    printf("fake %-9s ok in %lld ms (%s)\n", mode, (long long)ms,
+           dlock_errmsg(c));
+    dlock_client_free(c);
+    th_fake_server_stop(port);
+}
+
+static int badinput(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    alarm(60); /* the whole mode: a hang dies by SIGALRM, the driver sees it */
+    dlock_options o;
+    dlock_options_init(&o);
+    dlock_client *c = NULL;
+    char err[128];
+    EXPECT(dlock_client_new(NULL, &o, err, sizeof err) == DLOCK_EINVAL,
+           "client_new(NULL out)");
+    EXPECT(dlock_client_new(&c, NULL, err, sizeof err) == DLOCK_EINVAL &&
+               !c,
+           "client_new(NULL opts)");
+    EXPECT(dlock_client_new(&c, &o, NULL, 0) == DLOCK_EINVAL && !c,
+           "client_new(no servers)");
+    const char *bad[] = {"", "redis://", "redis://h:0", "redis://h:70000",
+                         "http://h", "redis://[::1", "unix://", NULL};
+    for (int i = 0; bad[i]; i++) {
+        o.servers = &bad[i];
+        o.nservers = 1;
+        EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL &&
+                   !c,
+               bad[i]);
+    }
+    const char *nul[] = {NULL};
+    o.servers = nul;
+    EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL,
+           "NULL url");
+    o.servers = NULL;
+    o.nservers = 3;
+    EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL,
+           "NULL servers with nservers 3");
+    const char *good[] = {"redis://127.0.0.1:1"};
+    dlock_options_init(&o);
+    o.servers = good;
+    o.nservers = 1;
+    o.command_timeout_ms = -5;
+    EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL,
+           "negative timeout");
+    dlock_options_init(&o);
+    o.servers = good;
+    o.nservers = 1;
+    o.version = 99;
+    int rc = dlock_client_new(&c, &o, err, sizeof err);
+    EXPECT(rc == DLOCK_EINVAL, "options version 99");
+    dlock_client_free(c);
+    c = NULL;
+    dlock_options_init(&o);
+    o.servers = good;
+    o.nservers = 1;
+    o.connect_timeout_ms = 200;
+    o.command_timeout_ms = 200;
+    rc = dlock_client_new(&c, &o, err, sizeof err);
+    EXPECT(rc == DLOCK_OK && c, "client for closed port");
+    if (c) {
+        dlock_lock *l = NULL;
+        char big[600];
+        memset(big, 'a', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        EXPECT(dlock_lock_acquire(NULL, c, "x", 0, 1000) == DLOCK_EINVAL,
+               "acquire NULL out");
+        EXPECT(dlock_lock_acquire(&l, NULL, "x", 0, 1000) == DLOCK_EINVAL,
+               "acquire NULL client");
+        EXPECT(dlock_lock_acquire(&l, c, NULL, 0, 1000) == DLOCK_EINVAL,
+               "acquire NULL name");
+        EXPECT(dlock_lock_acquire(&l, c, "", 0, 1000) == DLOCK_EINVAL,
+               "acquire empty name");
+        EXPECT(dlock_lock_acquire(&l, c, big, 0, 1000) == DLOCK_EINVAL,
+               "acquire 599-byte name");
+        EXPECT(dlock_lock_acquire(&l, c, "x", 0, 0) == DLOCK_EINVAL,
+               "acquire lease 0");
+        EXPECT(dlock_lock_acquire(&l, c, "x", 0, -1) == DLOCK_EINVAL,
+               "acquire lease -1");
+        dlock_acquire_options ao;
+        dlock_acquire_options_init(&ao);
+        ao.version = 77;
+        EXPECT(dlock_lock_acquire_ex(&l, c, "x", &ao) == DLOCK_EINVAL,
+               "acquire_ex version 77");
+        rc = dlock_lock_acquire(&l, c, "x", 0, 1000);
+        EXPECT((rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT) && !l,
+               "acquire on closed port is EIO");
+        EXPECT(dlock_lock_release(NULL) == DLOCK_EINVAL, "release NULL");
+        EXPECT(dlock_lock_extend(NULL, 1000) == DLOCK_EINVAL, "extend NULL");
+        EXPECT(dlock_lock_token(NULL) == 0, "token NULL");
+        EXPECT(dlock_lock_validity_ms(NULL) == 0, "validity NULL");
+        EXPECT(dlock_lock_status(NULL) != DLOCK_OK, "status NULL");
+        EXPECT(dlock_fenced_set(NULL, "k", 1, "v", 1) == DLOCK_EINVAL,
+               "fenced_set NULL client");
+        EXPECT(dlock_fenced_set(c, NULL, 1, "v", 1) == DLOCK_EINVAL,
+               "fenced_set NULL key");
+        EXPECT(dlock_fenced_set(c, "k", 1, NULL, 1) == DLOCK_EINVAL,
+               "fenced_set NULL value with len 1");
+        EXPECT(dlock_fenced_get(c, "k", NULL, NULL, NULL) == DLOCK_EINVAL,
+               "fenced_get NULL outs");
+        EXPECT(dlock_lock_inspect(c, "x", NULL) == DLOCK_EINVAL,
+               "inspect NULL out");
+        EXPECT(dlock_lock_inspect(NULL, "x", NULL) == DLOCK_EINVAL,
+               "inspect NULL client");
+        EXPECT(dlock_lock_adopt(&l, c, "x", NULL, 1) == DLOCK_EINVAL,
+               "adopt NULL owner");
+        EXPECT(dlock_with_lock(c, "x", NULL, NULL, NULL, NULL) ==
+                   DLOCK_EINVAL,
+               "with_lock NULL fn");
+        EXPECT(strcmp(dlock_strerror(-999), "unknown status") == 0,
+               "strerror(-999)");
+        dlock_client_cancel(NULL);
+        dlock_client_stats(NULL, NULL);
+        dlock_client_free(c);
+    }
+    dlock_client_free(NULL);
+    alarm(0);
+    const char *modes[] = {"garbage", "silent",    "truncate",
+                           "close",   "wrongtype", "http"};
+    for (int i = 0; i < 6; i++)
+        against_fake(modes[i]);
+    printf("stats badinput violations=%d\n", bad_fail);
+    return bad_fail ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: chaos_worker worker|check|try|badinput ...\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "worker"))
+        return worker(argc, argv);
+    if (!strcmp(argv[1], "check") && argc >= 4)
+        return check(argc, argv);
+    if (!strcmp(argv[1], "try"))
+        return try_once(argc, argv);
+    if (!strcmp(argv[1], "badinput"))
+        return badinput(argc, argv);
+    fprintf(stderr, "chaos_worker: unknown mode %s\n", argv[1]);
+    return 2;
+}
