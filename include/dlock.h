@@ -268,6 +268,12 @@ DLOCK_EXPORT int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *client,
  */
 DLOCK_EXPORT int dlock_lock_release(dlock_lock *lock);
 
+/* Free the handle WITHOUT releasing the lock: it stays held on the
+ * servers until its lease runs out (renewal of it stops), or until a
+ * process that adopted it (dlock_lock_adopt) releases it. For tools whose
+ * acquire and release happen in different processes. Accepts NULL. */
+DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
+
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
  * remaining validity. */

@@ -851,6 +851,20 @@ int dlock_lock_release(dlock_lock *l)
     return rc;
 }
 
+/* See dlock.h. The registry forgets this level: a later release by this
+ * owner in this process would expect one level less. */
+void dlock_lock_detach(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->client->held_mu);
+    l->held->releasing = 1;
+    while (l->held->cb_running)
+        pthread_cond_wait(&l->client->held_cv, &l->client->held_mu);
+    pthread_mutex_unlock(&l->client->held_mu);
+    drop_handle(l->client, l->held, l, 1);
+}
+
 /*
  * Extend the leases of locks h[0..n-1] (all on the same client) to their
  * lease_ms from now on every node holding them, in one script call per

@@ -344,6 +344,32 @@ static void test_tokens_increase(void **state)
     dlock_client_free(b);
 }
 
+/* Acquire in one client, detach, adopt and release from another: the way
+ * `dlock acquire` / `dlock release` span processes. */
+static void test_detach_adopt(void **state)
+{
+    dlock_client *a = client_for(&srv, DLOCK_WAIT_NOTIFY, 0);
+    dlock_client *b = client_for(&srv, DLOCK_WAIT_NOTIFY, 0);
+    dlock_lock *l, *x;
+    char owner[96];
+    uint64_t tok;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, a, "span", 0, 10000), DLOCK_OK);
+    snprintf(owner, sizeof owner, "%s", dlock_lock_owner(l));
+    tok = dlock_lock_token(l);
+    dlock_lock_detach(l);
+    dlock_client_free(a);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{span}"), 1);
+    assert_int_equal(dlock_lock_acquire(&x, b, "span", 0, 10000), DLOCK_BUSY);
+    assert_int_equal(dlock_lock_adopt(&x, b, "span", owner, tok), DLOCK_OK);
+    assert_int_equal(dlock_lock_token(x), tok);
+    assert_int_equal(dlock_lock_extend(x, 20000), DLOCK_OK);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{span}") > 10000);
+    assert_int_equal(dlock_lock_release(x), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{span}"), 0);
+    dlock_client_free(b);
+}
+
 static int under_lock(dlock_lock *l, void *ud)
 {
     int *calls = ud;
@@ -622,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_expired_is_not_owner),
         cmocka_unit_test(test_tokens_increase),
         cmocka_unit_test(test_with_lock),
+        cmocka_unit_test(test_detach_adopt),
         cmocka_unit_test(test_wait_timeout_and_expiry),
         cmocka_unit_test(test_threads_notify),
         cmocka_unit_test(test_threads_spin),
