@@ -1,0 +1,370 @@
+/*
+ * redlock.c - the lock over 5 independent redis-servers (issue 5): mutual
+ * exclusion across processes, acquiring with 1 and 2 nodes dead, failing
+ * cleanly (DLOCK_NO_QUORUM, failed nodes named, nothing left behind) with
+ * 3 dead, a stalled node bounded by the per-node timeout, fencing tokens
+ * that keep increasing while nodes crash and come back (AOF always), and
+ * validity / extend arithmetic.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+#define NS 5
+
+static th_server srv[NS];
+static pid_t main_pid;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A Redlock client over all 5 servers. */
+static dlock_client *rl_client(int64_t cmd_timeout)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *urls[NS];
+    char err[512];
+    int i, rc;
+    for (i = 0; i < NS; i++)
+        urls[i] = th_url(&srv[i]);
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = NS;
+    o.tls_ca_file = th_ca_file();
+    if (cmd_timeout > 0) {
+        o.command_timeout_ms = cmd_timeout;
+        o.connect_timeout_ms = cmd_timeout;
+    }
+    rc = dlock_client_new(&c, &o, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "client_new: %s\n", err);
+    if (rc != DLOCK_OK && getpid() != main_pid)
+        _exit(9); /* a forked child must not longjmp into cmocka */
+    assert_int_equal(rc, DLOCK_OK);
+    return c;
+}
+
+static int setup(void **state)
+{
+    th_server_opts so = {0};
+    int i;
+    (void)state;
+    main_pid = getpid();
+    so.aof_always = 1;
+    for (i = 0; i < NS; i++)
+        if (th_server_start(&srv[i], &so) != 0)
+            return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    int i;
+    (void)state;
+    for (i = 0; i < NS; i++)
+        th_server_stop(&srv[i]);
+    return 0;
+}
+
+static void restart(int i)
+{
+    if (srv[i].pid == 0)
+        assert_int_equal(th_server_restart(&srv[i]), 0);
+}
+
+/* ---- mutual exclusion across processes --------------------------------- */
+
+static int rmw(const char *key)
+{
+    redisReply *r = th_cmd(&srv[0], "GET %s", key);
+    long long v = 0;
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    freeReplyObject(r);
+    usleep(200);
+    r = th_cmd(&srv[0], "SET %s %lld", key, v + 1);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+static void test_mutual_exclusion(void **state)
+{
+    enum { NP = 4, ITERS = 25 };
+    pid_t pids[NP];
+    int i, bad = 0;
+    redisReply *r;
+    (void)state;
+    th_cmd_int(&srv[0], "DEL test:rl:counter");
+    for (i = 0; i < NP; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            dlock_client *c = rl_client(0);
+            int k, fail = 0;
+            for (k = 0; k < ITERS; k++) {
+                dlock_lock *l;
+                int rc = dlock_lock_acquire(&l, c, "rl-mx", 30000, 10000);
+                if (rc != DLOCK_OK) {
+                    fprintf(stderr, "acquire: %s (%s)\n", dlock_strerror(rc),
+                            dlock_errmsg(c));
+                    fail = 1;
+                    continue;
+                }
+                if (rmw("test:rl:counter") != 0)
+                    fail = 1;
+                if (dlock_lock_release(l) != DLOCK_OK)
+                    fail = 1;
+            }
+            dlock_client_free(c);
+            _exit(fail);
+        }
+    }
+    for (i = 0; i < NP; i++) {
+        int st;
+        waitpid(pids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad++;
+    }
+    assert_int_equal(bad, 0);
+    r = th_cmd(&srv[0], "GET test:rl:counter");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(atoll(r->str), NP * ITERS);
+    freeReplyObject(r);
+    for (i = 0; i < NS; i++)
+        assert_int_equal(th_cmd_int(&srv[i], "EXISTS dlock:{rl-mx}"), 0);
+}
+
+/* ---- node failures ------------------------------------------------------ */
+
+static void test_minority_down(void **state)
+{
+    dlock_client *c = rl_client(500);
+    dlock_lock *l;
+    dlock_info info;
+    int rc;
+    (void)state;
+    th_server_kill9(&srv[1]);
+    rc = dlock_lock_acquire(&l, c, "rl-minority", 0, 10000);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "1 down: %s (%s)\n", dlock_strerror(rc),
+                dlock_errmsg(c));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_inspect(c, "rl-minority", &info), DLOCK_OK);
+    assert_int_equal(info.nodes_holding, 4);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    th_server_kill9(&srv[3]);
+    rc = dlock_lock_acquire(&l, c, "rl-minority", 0, 10000);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "2 down: %s (%s)\n", dlock_strerror(rc),
+                dlock_errmsg(c));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(l) > 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{rl-minority}"), 0);
+    restart(1);
+    restart(3);
+    dlock_client_free(c);
+}
+
+static void test_majority_down(void **state)
+{
+    dlock_client *c = rl_client(500);
+    dlock_lock *l = NULL;
+    const int dead[3] = {0, 2, 4};
+    int i, rc;
+    const char *msg;
+    char port[32];
+    (void)state;
+    for (i = 0; i < 3; i++)
+        th_server_kill9(&srv[dead[i]]);
+    rc = dlock_lock_acquire(&l, c, "rl-majority", 0, 10000);
+    assert_int_equal(rc, DLOCK_NO_QUORUM);
+    assert_null(l);
+    msg = dlock_errmsg(c);
+    fprintf(stderr, "3 down: %s\n", msg);
+    for (i = 0; i < 3; i++) {
+        snprintf(port, sizeof port, ":%d", srv[dead[i]].port);
+        if (strstr(msg, port) == NULL)
+            fprintf(stderr, "errmsg does not name node %d (%s)\n", dead[i],
+                    port);
+        assert_non_null(strstr(msg, port));
+    }
+    /* The survivors were given back what they granted. */
+    assert_int_equal(th_cmd_int(&srv[1], "EXISTS dlock:{rl-majority}"), 0);
+    assert_int_equal(th_cmd_int(&srv[3], "EXISTS dlock:{rl-majority}"), 0);
+    /* Waiting does not help while they stay down: still NO_QUORUM or
+     * TIMEDOUT, never OK, and nothing left behind. */
+    rc = dlock_lock_acquire(&l, c, "rl-majority", 300, 10000);
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[1], "EXISTS dlock:{rl-majority}"), 0);
+    assert_int_equal(th_cmd_int(&srv[3], "EXISTS dlock:{rl-majority}"), 0);
+    for (i = 0; i < 3; i++)
+        restart(dead[i]);
+    /* Back: it works again. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "rl-majority", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* ---- a stalled node is bounded by the per-node timeout ----------------- */
+
+static void *sleeper(void *arg)
+{
+    redisReply *r = th_cmd((th_server *)arg, "DEBUG SLEEP 2");
+    if (r != NULL)
+        freeReplyObject(r);
+    return NULL;
+}
+
+static void test_stalled_node(void **state)
+{
+    dlock_client *c = rl_client(200);
+    dlock_lock *l;
+    pthread_t t;
+    int64_t t0, dt;
+    int rc;
+    (void)state;
+    /* Connect to every node first so the stall hits a command. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "rl-stall", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_create(&t, NULL, sleeper, &srv[2]);
+    usleep(100 * 1000);
+    t0 = now_ms();
+    rc = dlock_lock_acquire(&l, c, "rl-stall", 0, 10000);
+    dt = now_ms() - t0;
+    fprintf(stderr, "stalled node: acquire %s in %lld ms\n",
+            dlock_status_name(rc), (long long)dt);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dt < 1000);
+    /* Validity was charged for the time spent, not more. */
+    assert_true(dlock_lock_validity_ms(l) <= 10000 - dt);
+    dlock_lock_release(l);
+    pthread_join(t, NULL);
+    dlock_client_free(c);
+}
+
+/* ---- fencing tokens across crashes ------------------------------------- */
+
+static void test_tokens_across_crashes(void **state)
+{
+    enum { ROUNDS = 10 };
+    dlock_client *a = rl_client(500);
+    dlock_client *b = rl_client(500);
+    uint64_t last = 0;
+    int round;
+    (void)state;
+    for (round = 0; round < ROUNDS; round++) {
+        dlock_client *c = (round % 2) ? a : b;
+        int k1 = round % NS, k2 = (round + 2 + round / NS) % NS;
+        dlock_lock *l;
+        int rc;
+        uint64_t tok;
+        /* Different minorities down each round. */
+        th_server_kill9(&srv[k1]);
+        if (round % 3 != 0 && k2 != k1)
+            th_server_kill9(&srv[k2]);
+        rc = dlock_lock_acquire(&l, c, "rl-tokens", 0, 10000);
+        if (rc != DLOCK_OK)
+            fprintf(stderr, "round %d: %s (%s)\n", round, dlock_strerror(rc),
+                    dlock_errmsg(c));
+        assert_int_equal(rc, DLOCK_OK);
+        tok = dlock_lock_token(l);
+        if (tok <= last)
+            fprintf(stderr, "round %d: token %llu after %llu\n", round,
+                    (unsigned long long)tok, (unsigned long long)last);
+        assert_true(tok > last);
+        last = tok;
+        /* A node crashes while it is held, too. */
+        {
+            int k3 = (round + 1) % NS;
+            if (srv[k3].pid != 0 && k3 != k2) {
+                th_server_kill9(&srv[k3]);
+                restart(k3);
+            }
+        }
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        restart(k1);
+        restart(k2);
+    }
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* ---- validity and extend ----------------------------------------------- */
+
+static void test_validity_extend(void **state)
+{
+    dlock_client *c = rl_client(500);
+    dlock_lock *l;
+    int64_t v, drift;
+    (void)state;
+    /* Defaults: 1% of the lease plus 2 ms. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "rl-valid", 0, 2000), DLOCK_OK);
+    drift = 2000 / 100 + 2;
+    v = dlock_lock_validity_ms(l);
+    assert_true(v > 0);
+    assert_true(v <= 2000 - drift);
+    assert_int_equal(dlock_lock_extend(l, 5000), DLOCK_OK);
+    v = dlock_lock_validity_ms(l);
+    drift = 5000 / 100 + 2;
+    assert_true(v > 2000);
+    assert_true(v <= 5000 - drift);
+    /* Every node's TTL was raised. */
+    {
+        int i;
+        for (i = 0; i < NS; i++) {
+            long long p = th_cmd_int(&srv[i], "PTTL dlock:{rl-valid}");
+            assert_true(p > 2000 && p <= 5000);
+        }
+    }
+    /* A minority down: extend still succeeds. */
+    th_server_kill9(&srv[4]);
+    th_server_kill9(&srv[0]);
+    assert_int_equal(dlock_lock_extend(l, 4000), DLOCK_OK);
+    assert_true(dlock_lock_validity_ms(l) <= 4000 - (4000 / 100 + 2));
+    /* A majority down: extend fails, the handle says not OK anywhere. */
+    th_server_kill9(&srv[2]);
+    assert_int_not_equal(dlock_lock_extend(l, 4000), DLOCK_OK);
+    restart(0);
+    restart(2);
+    restart(4);
+    dlock_lock_release(l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutual_exclusion),
+        cmocka_unit_test(test_minority_down),
+        cmocka_unit_test(test_majority_down),
+        cmocka_unit_test(test_stalled_node),
+        cmocka_unit_test(test_tokens_across_crashes),
+        cmocka_unit_test(test_validity_extend),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
