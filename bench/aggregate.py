@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""aggregate.py RAW.jsonl RESULTS.json WORKDIR QUICK MACHINE
+
+Part of bench/run: turns the JSON lines dlock_bench printed into
+bench/results.json (the default strategy, notify, at the top level and
+every strategy under by_strategy), prints the table and the met/missed
+targets on stdout, and writes WORKDIR/handoff.gp, a gnuplot script for the
+handoff latency CDFs (WORKDIR/handoff.png). Standard library only.
+"""
+import json
+import sys
+
+STRATEGIES = ["spin", "notify", "fair"]
+DEFAULT = "notify"
+
+
+def ratio(a, b):
+    """a / b rounded, None when either is missing or b is 0."""
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def main():
+    raw_path, out_path, work, quick, machine = sys.argv[1:6]
+    runs = {}
+    with open(raw_path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                d = json.loads(line)
+                runs[d["label"]] = d
+
+    def get(label, key):
+        return runs.get(label, {}).get(key)
+
+    w1_floor = runs.get("w1_floor", {})
+    w2_floor = runs.get("w2_floor", {})
+    by = {}
+    for s in STRATEGIES:
+        if "w1_" + s not in runs:
+            continue
+        r = {}
+        r["w1"] = {
+            "cycles_per_s": get("w1_" + s, "cycles_per_s"),
+            "p50_us": get("w1_" + s, "p50_us"),
+            "p99_us": get("w1_" + s, "p99_us"),
+            "ratio_to_floor": ratio(get("w1_" + s, "cycles_per_s"),
+                                    w1_floor.get("cycles_per_s")),
+        }
+        for w in ("w2", "w3"):
+            lab = w + "_" + s
+            r[w] = {
+                "procs": get(lab, "procs"),
+                "acq_per_s": get(lab, "acq_per_s"),
+                "ratio_to_floor": ratio(get(lab, "acq_per_s"),
+                                        w2_floor.get("acq_per_s")),
+                "requests_per_acq": get(lab, "requests_per_acq"),
+                "redis_cpu_us_per_acq": get(lab, "redis_cpu_us_per_acq"),
+                "handoff_p50_us": get(lab, "handoff_p50_us"),
+                "handoff_p99_us": get(lab, "handoff_p99_us"),
+                "same_worker_reacquire": get(lab, "same_worker_reacquire"),
+                "fairness_min_over_max": get(lab, "fairness_min_over_max"),
+                "lost_updates": get(lab, "lost_updates"),
+                "errors": get(lab, "errors"),
+            }
+        if "w4_w1_5_" + s in runs:
+            r["w4"] = {
+                "w1_p50_us_5": get("w4_w1_5_" + s, "p50_us"),
+                "w1_p50_us_1": get("w4_w1_1_" + s, "p50_us"),
+                "w1_latency_ratio_5_to_1": ratio(
+                    get("w4_w1_5_" + s, "p50_us"),
+                    get("w4_w1_1_" + s, "p50_us")),
+                "w2_acq_per_s_5": get("w4_w2_5_" + s, "acq_per_s"),
+                "w2_acq_per_s_1": get("w4_w2_1_" + s, "acq_per_s"),
+                "w2_ratio_5_to_1": ratio(get("w4_w2_5_" + s, "acq_per_s"),
+                                         get("w4_w2_1_" + s, "acq_per_s")),
+                "lost_updates": (get("w4_w2_5_" + s, "lost_updates") or 0) +
+                (get("w4_w2_1_" + s, "lost_updates") or 0),
+            }
+        else:
+            r["w4"] = {"skipped": "fair mode is single-server only"}
+        by[s] = r
+
+    # Targets, met or missed, never asserted.
+    targets = []
+
+    def target(name, value, ok):
+        targets.append({"target": name, "value": value,
+                        "met": bool(ok) if value is not None else None})
+
+    best = max((by[s]["w2"]["ratio_to_floor"] or 0) for s in by) if by \
+        else None
+    target("W2 best strategy >= 1.1x floor", best,
+           best is not None and best >= 1.1)
+    for s in by:
+        r = by[s]
+        v = r["w1"]["ratio_to_floor"]
+        target("W1 %s >= 0.95x floor" % s, v, v is not None and v >= 0.95)
+        v = r["w2"]["ratio_to_floor"]
+        target("W2 %s >= 0.9x floor" % s, v, v is not None and v >= 0.9)
+        v = r["w2"]["requests_per_acq"]
+        target("W2 %s <= 4.5 requests/acq" % s, v,
+               v is not None and v <= 4.5)
+        a, b = r["w3"]["requests_per_acq"], r["w2"]["requests_per_acq"]
+        v = ratio(a, b)
+        target("W3 %s requests/acq <= 1.1x W2" % s, v,
+               v is not None and v <= 1.1)
+        v = ratio(r["w3"]["redis_cpu_us_per_acq"],
+                  r["w2"]["redis_cpu_us_per_acq"])
+        target("W3 %s Redis CPU/acq <= 1.1x W2" % s, v,
+               v is not None and v <= 1.1)
+        v = r["w2"]["fairness_min_over_max"]
+        target("W2 %s fairness >= 0.9" % s, v, v is not None and v >= 0.9)
+        if "w1_latency_ratio_5_to_1" in r["w4"]:
+            v = r["w4"]["w1_latency_ratio_5_to_1"]
+            target("W4 %s 5-node W1 latency <= 1.3x 1-node" % s, v,
+                   v is not None and v <= 1.3)
+            v = r["w4"]["w2_ratio_5_to_1"]
+            target("W4 %s 5-node W2 >= 0.5x 1-node" % s, v,
+                   v is not None and v >= 0.5)
+    lost = sum(d.get("lost_updates", 0) for d in runs.values()
+               if d.get("mode") == "w2")
+    target("lost updates == 0", lost, lost == 0)
+
+    results = {}
+    if DEFAULT in by:
+        results.update(json.loads(json.dumps(by[DEFAULT])))
+    results["default_strategy"] = DEFAULT
+    results["floor"] = {
+        "w1_cycles_per_s": w1_floor.get("cycles_per_s"),
+        "w1_p50_us": w1_floor.get("p50_us"),
+        "w1_p99_us": w1_floor.get("p99_us"),
+        "w2_acq_per_s": w2_floor.get("acq_per_s"),
+        "w2_redis_cpu_us_per_acq": w2_floor.get("redis_cpu_us_per_acq"),
+    }
+    if "w1_tls" in runs:
+        results["w1_tls"] = {
+            "cycles_per_s": get("w1_tls", "cycles_per_s"),
+            "tcp_cycles_per_s": get("w1_tcp", "cycles_per_s"),
+            "p50_us": get("w1_tls", "p50_us"),
+            "ratio_to_tcp": ratio(get("w1_tls", "cycles_per_s"),
+                                  get("w1_tcp", "cycles_per_s")),
+        }
+    results["by_strategy"] = by
+    results["targets"] = targets
+    results["all_lost_updates"] = lost
+    results["mode"] = "quick" if quick == "1" else "full"
+    results["machine"] = machine
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+
+    # The table.
+    def fmt(v, p=2):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return ("%%.%df" % p) % v
+        return str(v)
+
+    print("dlock benchmark (%s mode; %s)" % (results["mode"], machine))
+    print()
+    print("floor: W1 %s cycles/s (p50 %s us, p99 %s us); W2 %s acq/s "
+          "(1 raw client, 4 round trips per cycle)" % (
+              fmt(w1_floor.get("cycles_per_s"), 0),
+              fmt(w1_floor.get("p50_us"), 1),
+              fmt(w1_floor.get("p99_us"), 1),
+              fmt(w2_floor.get("acq_per_s"), 0)))
+    print()
+    hdr = ("%-7s %9s %7s %7s %6s | %-3s %8s %6s %7s %8s %8s %9s %5s %4s | "
+           "%5s %5s")
+    print(hdr % ("strat", "W1 cyc/s", "p50us", "p99us", "x flr",
+                 "W", "acq/s", "x flr", "req/acq", "cpu/acq", "ho p50",
+                 "ho p99us", "fair", "lost", "W4lat", "W4thr"))
+    for s in by:
+        r = by[s]
+        for i, w in enumerate(("w2", "w3")):
+            x = r[w]
+            if i == 0:
+                left = (s, fmt(r["w1"]["cycles_per_s"], 0),
+                        fmt(r["w1"]["p50_us"], 1), fmt(r["w1"]["p99_us"], 1),
+                        fmt(r["w1"]["ratio_to_floor"]))
+                w4 = (fmt(r["w4"].get("w1_latency_ratio_5_to_1")),
+                      fmt(r["w4"].get("w2_ratio_5_to_1")))
+            else:
+                left = ("", "", "", "", "")
+                w4 = ("", "")
+            print(hdr % (left + (w.upper(), fmt(x["acq_per_s"], 0),
+                                 fmt(x["ratio_to_floor"]),
+                                 fmt(x["requests_per_acq"]),
+                                 fmt(x["redis_cpu_us_per_acq"], 1),
+                                 fmt(x["handoff_p50_us"], 0),
+                                 fmt(x["handoff_p99_us"], 0),
+                                 fmt(x["fairness_min_over_max"]),
+                                 fmt(x["lost_updates"])) + w4))
+    if "w1_tls" in results:
+        t = results["w1_tls"]
+        print()
+        print("W1 over TLS: %s cycles/s = %s x TCP (%s cycles/s)" % (
+            fmt(t["cycles_per_s"], 0), fmt(t["ratio_to_tcp"]),
+            fmt(t["tcp_cycles_per_s"], 0)))
+    print()
+    print("W2 = 8 processes, W3 = 64; x flr = ratio to the floor; ho = "
+          "handoff latency; fair = min/max acquisitions per process;")
+    print("W4lat = 5-node/1-node W1 p50 latency; W4thr = 5-node/1-node W2 "
+          "acq/s")
+    print()
+    print("targets:")
+    for t in targets:
+        state = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+        print("  %-6s %-42s %s" % (state, t["target"], fmt(t["value"], 3)))
+
+    # gnuplot: CDF of handoff latency per strategy, W2 and W3.
+    series = []
+    for w in ("w2", "w3"):
+        for s in by:
+            path = "%s/handoff_%s_%s.txt" % (work, w, s)
+            try:
+                with open(path) as f:
+                    vals = [float(x) for x in f if x.strip()]
+            except OSError:
+                continue
+            if not vals:
+                continue
+            vals.sort()
+            n = len(vals)
+            step = max(1, n // 2000)
+            cdf = "%s/cdf_%s_%s.dat" % (work, w, s)
+            with open(cdf, "w") as f:
+                for i in range(0, n, step):
+                    f.write("%g %g\n" % (max(vals[i], 0.5), (i + 1) / n))
+                f.write("%g 1\n" % max(vals[-1], 0.5))
+            series.append((cdf, "%s %s (%d procs, n=%d)" % (
+                w.upper(), s, 8 if w == "w2" else 64, n),
+                1 if w == "w2" else 2))
+    with open(work + "/handoff.gp", "w") as f:
+        f.write('set terminal pngcairo size 1000,600 noenhanced\n'
+                if False else 'set terminal png size 1000,600 noenhanced\n')
+        f.write('set output "%s/handoff.png"\n' % work)
+        f.write('set title "dlock handoff latency CDF (release returns in '
+                'one process -> next acquire returns in another)"\n')
+        f.write('set xlabel "handoff latency (us, log scale)"\n')
+        f.write('set ylabel "fraction of handoffs"\n')
+        f.write('set logscale x\nset grid\nset key bottom right\n')
+        f.write('set yrange [0:1]\n')
+        if series:
+            f.write("plot " + ", ".join(
+                '"%s" using 1:2 with lines dt %d lw 2 title "%s"' % (
+                    p, dt, t) for p, t, dt in series) + "\n")
+        else:
+            f.write('set label "no handoffs measured" at graph 0.4,0.5\n'
+                    'plot 2 notitle\n')
+
+
+if __name__ == "__main__":
+    main()
