@@ -25,7 +25,7 @@ packages=(
     redis-server redis-tools openssl
     mandoc gnuplot-nox
     clang libclang-rt-14-dev valgrind clang-format
-    procps util-linux coreutils
+    procps util-linux coreutils python3
 )
 packages+=("$@")
 
