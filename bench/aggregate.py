@@ -34,13 +34,20 @@ def main():
     def get(label, key):
         return runs.get(label, {}).get(key)
 
-    w1_floor = runs.get("w1_floor", {})
-    w2_floor = runs.get("w2_floor", {})
     by = {}
     for s in STRATEGIES:
         if "w1_" + s not in runs:
             continue
+        w1_floor = runs.get("w1_floor_" + s, {})
+        w2_floor = runs.get("w2_floor_" + s, {})
         r = {}
+        r["floor"] = {
+            "w1_cycles_per_s": w1_floor.get("cycles_per_s"),
+            "w1_p50_us": w1_floor.get("p50_us"),
+            "w1_p99_us": w1_floor.get("p99_us"),
+            "w2_acq_per_s": w2_floor.get("acq_per_s"),
+            "w2_redis_cpu_us_per_acq": w2_floor.get("redis_cpu_us_per_acq"),
+        }
         r["w1"] = {
             "cycles_per_s": get("w1_" + s, "cycles_per_s"),
             "p50_us": get("w1_" + s, "p50_us"),
@@ -127,13 +134,6 @@ def main():
     if DEFAULT in by:
         results.update(json.loads(json.dumps(by[DEFAULT])))
     results["default_strategy"] = DEFAULT
-    results["floor"] = {
-        "w1_cycles_per_s": w1_floor.get("cycles_per_s"),
-        "w1_p50_us": w1_floor.get("p50_us"),
-        "w1_p99_us": w1_floor.get("p99_us"),
-        "w2_acq_per_s": w2_floor.get("acq_per_s"),
-        "w2_redis_cpu_us_per_acq": w2_floor.get("redis_cpu_us_per_acq"),
-    }
     if "w1_tls" in runs:
         results["w1_tls"] = {
             "cycles_per_s": get("w1_tls", "cycles_per_s"),
@@ -161,12 +161,15 @@ def main():
 
     print("dlock benchmark (%s mode; %s)" % (results["mode"], machine))
     print()
-    print("floor: W1 %s cycles/s (p50 %s us, p99 %s us); W2 %s acq/s "
-          "(1 raw client, 4 round trips per cycle)" % (
-              fmt(w1_floor.get("cycles_per_s"), 0),
-              fmt(w1_floor.get("p50_us"), 1),
-              fmt(w1_floor.get("p99_us"), 1),
-              fmt(w2_floor.get("acq_per_s"), 0)))
+    print("floors, measured right before each strategy's runs (raw hiredis,"
+          " one client; W2 floor = 4 round trips per cycle):")
+    for s in by:
+        fl = by[s]["floor"]
+        print("  before %-6s W1 %s cycles/s (p50 %s us, p99 %s us); "
+              "W2 %s acq/s" % (s, fmt(fl["w1_cycles_per_s"], 0),
+                               fmt(fl["w1_p50_us"], 1),
+                               fmt(fl["w1_p99_us"], 1),
+                               fmt(fl["w2_acq_per_s"], 0)))
     print()
     hdr = ("%-7s %9s %7s %7s %6s | %-3s %8s %6s %7s %8s %8s %9s %5s %4s | "
            "%5s %5s")
@@ -235,8 +238,7 @@ def main():
                 w.upper(), s, 8 if w == "w2" else 64, n),
                 1 if w == "w2" else 2))
     with open(work + "/handoff.gp", "w") as f:
-        f.write('set terminal pngcairo size 1000,600 noenhanced\n'
-                if False else 'set terminal png size 1000,600 noenhanced\n')
+        f.write('set terminal png size 1000,600 noenhanced\n')
         f.write('set output "%s/handoff.png"\n' % work)
         f.write('set title "dlock handoff latency CDF (release returns in '
                 'one process -> next acquire returns in another)"\n')
