@@ -1,0 +1,507 @@
+/*
+ * waiting.c - how acquires wait (issue 3), against a real redis-server:
+ * notify wakes a waiter on release (stats show the wakeup), a crashed
+ * holder's lease expiry still lets waiters in, a killed subscriber
+ * connection does not strand a waiter, many threads on one key cost no
+ * more requests per acquisition than two, dlock_client_cancel() ends a
+ * wait, and fair mode grants in arrival order across processes, survives
+ * a queued waiter killed -9 within its documented bound, and excludes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+static th_server srv;
+static pid_t main_pid;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static dlock_client *client_for(int strategy)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *url = th_url(&srv);
+    char err[512];
+    int rc;
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.wait_strategy = (dlock_wait_strategy)strategy;
+    o.tls_ca_file = th_ca_file();
+    rc = dlock_client_new(&c, &o, err, sizeof err);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "client_new: %s\n", err);
+    if (rc != DLOCK_OK && getpid() != main_pid)
+        _exit(9); /* a forked child must not longjmp into cmocka */
+    assert_int_equal(rc, DLOCK_OK);
+    return c;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    main_pid = getpid();
+    return th_server_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_server_stop(&srv);
+    return 0;
+}
+
+/* A waiter thread: acquire NAME with wait_ms, note when it returned. */
+typedef struct waiter {
+    dlock_client *c;
+    const char *name;
+    int64_t wait_ms;
+    int rc;
+    int64_t done_ms;
+    pthread_t t;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    dlock_lock *l = NULL;
+    w->rc = dlock_lock_acquire(&l, w->c, w->name, w->wait_ms, 10000);
+    w->done_ms = now_ms();
+    if (l != NULL)
+        dlock_lock_release(l);
+    return NULL;
+}
+
+static void start_waiter(waiter *w, dlock_client *c, const char *name,
+                         int64_t wait_ms)
+{
+    w->c = c;
+    w->name = name;
+    w->wait_ms = wait_ms;
+    w->rc = 1;
+    w->done_ms = 0;
+    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
+}
+
+/* ---- notify ------------------------------------------------------------ */
+
+static void test_notify_wakeup(void **state)
+{
+    dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_lock *l;
+    waiter w;
+    dlock_stats st;
+    int64_t t_rel;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, h, "w-notify", 0, 30000), DLOCK_OK);
+    start_waiter(&w, c, "w-notify", 20000);
+    sleep_ms(400);
+    t_rel = now_ms();
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* Woken by the release, not by the 30 s lease or 20 s deadline. */
+    assert_true(w.done_ms - t_rel < 2000);
+    dlock_client_stats(c, &st);
+    fprintf(stderr,
+            "notify: waiter back %lld ms after release; waits %llu "
+            "wakeups %llu requests %llu\n",
+            (long long)(w.done_ms - t_rel), (unsigned long long)st.waits,
+            (unsigned long long)st.wakeups, (unsigned long long)st.requests);
+    assert_true(st.waits >= 1);
+    assert_true(st.wakeups >= 1);
+    /* Not a polling loop: a handful of requests for one wait. */
+    assert_true(st.requests <= 10);
+    dlock_client_free(h);
+    dlock_client_free(c);
+}
+
+static void test_crashed_holder_expiry(void **state)
+{
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_lock *l;
+    int64_t t0;
+    redisReply *r;
+    (void)state;
+    th_cmd_int(&srv, "DEL dlock:{w-crash}");
+    r = th_cmd(&srv, "HSET dlock:{w-crash} deadbeef:1 1");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(th_cmd_int(&srv, "PEXPIRE dlock:{w-crash} 300"), 1);
+    t0 = now_ms();
+    assert_int_equal(dlock_lock_acquire(&l, c, "w-crash", 10000, 5000),
+                     DLOCK_OK);
+    assert_true(now_ms() - t0 < 5000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* The subscriber connection killed mid-wait: the waiter still gets the
+ * lock soon after the release (not only when the 30 s lease runs out). */
+static void test_subscriber_killed(void **state)
+{
+    dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_lock *l;
+    waiter w;
+    int64_t t_rel;
+    redisReply *r;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, h, "w-subkill", 0, 30000),
+                     DLOCK_OK);
+    start_waiter(&w, c, "w-subkill", 25000);
+    sleep_ms(400);
+    r = th_cmd(&srv, "CLIENT KILL TYPE pubsub");
+    assert_non_null(r);
+    fprintf(stderr, "subscriber kill: %lld killed\n",
+            r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL);
+    assert_true(r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
+    freeReplyObject(r);
+    sleep_ms(200);
+    t_rel = now_ms();
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    fprintf(stderr, "subscriber kill: waiter %s %lld ms after release\n",
+            dlock_status_name(w.rc), (long long)(w.done_ms - t_rel));
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.done_ms - t_rel < 5000);
+    dlock_client_free(h);
+    dlock_client_free(c);
+}
+
+/* ---- many threads on one key -------------------------------------------- */
+
+typedef struct worker {
+    dlock_client *c;
+    int iters;
+    int failures;
+    pthread_t t;
+} worker;
+
+static int rmw(const char *key)
+{
+    redisReply *r = th_cmd(&srv, "GET %s", key);
+    long long v = 0;
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    freeReplyObject(r);
+    usleep(200);
+    r = th_cmd(&srv, "SET %s %lld", key, v + 1);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    int i;
+    for (i = 0; i < w->iters; i++) {
+        dlock_lock *l = NULL;
+        int rc = dlock_lock_acquire(&l, w->c, "w-herd", 30000, 10000);
+        if (rc != DLOCK_OK) {
+            fprintf(stderr, "acquire: %s (%s)\n", dlock_strerror(rc),
+                    dlock_errmsg(w->c));
+            w->failures++;
+            continue;
+        }
+        if (rmw("test:wait:herd") != 0)
+            w->failures++;
+        if (dlock_lock_release(l) != DLOCK_OK)
+            w->failures++;
+    }
+    return NULL;
+}
+
+/* Run NT threads x ITERS on one notify client: requests per acquisition. */
+static double herd(int nt, int iters)
+{
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    worker w[16];
+    dlock_stats st;
+    int i, failures = 0;
+    redisReply *r;
+    double per;
+    th_cmd_int(&srv, "DEL test:wait:herd");
+    for (i = 0; i < nt; i++) {
+        w[i] = (worker){c, iters, 0, 0};
+        assert_int_equal(pthread_create(&w[i].t, NULL, worker_main, &w[i]), 0);
+    }
+    for (i = 0; i < nt; i++) {
+        pthread_join(w[i].t, NULL);
+        failures += w[i].failures;
+    }
+    assert_int_equal(failures, 0);
+    r = th_cmd(&srv, "GET test:wait:herd");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(atoll(r->str), nt * iters);
+    freeReplyObject(r);
+    dlock_client_stats(c, &st);
+    assert_int_equal(st.acquisitions, (uint64_t)(nt * iters));
+    per = (double)st.requests / (double)st.acquisitions;
+    fprintf(stderr,
+            "herd %2d threads: %llu requests / %llu acquisitions = "
+            "%.2f (busy %llu waits %llu wakeups %llu)\n",
+            nt, (unsigned long long)st.requests,
+            (unsigned long long)st.acquisitions, per,
+            (unsigned long long)st.busy, (unsigned long long)st.waits,
+            (unsigned long long)st.wakeups);
+    dlock_client_free(c);
+    return per;
+}
+
+static void test_herd_flat(void **state)
+{
+    double two, sixteen;
+    (void)state;
+    two = herd(2, 60);
+    sixteen = herd(16, 8);
+    assert_true(sixteen <= 1.5 * two + 1.0);
+}
+
+/* ---- cancellation ------------------------------------------------------- */
+
+static void test_cancel(void **state)
+{
+    dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_lock *l, *x;
+    waiter w;
+    int64_t t0;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, h, "w-cancel", 0, 30000), DLOCK_OK);
+    start_waiter(&w, c, "w-cancel", -1); /* forever */
+    sleep_ms(300);
+    t0 = now_ms();
+    dlock_client_cancel(c);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_CANCELED);
+    assert_true(w.done_ms - t0 < 2000);
+    /* Later acquires wait normally again. */
+    assert_int_equal(dlock_lock_acquire(&x, c, "w-cancel", 200, 1000),
+                     DLOCK_TIMEDOUT);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&x, c, "w-cancel", 1000, 1000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(x), DLOCK_OK);
+    dlock_client_free(h);
+    dlock_client_free(c);
+}
+
+/* ---- fair mode across processes ----------------------------------------- */
+
+/* The holder process: acquire (fair), write a byte, wait for a byte,
+ * release. */
+static pid_t fair_holder(const char *name, int *ready_fd, int *go_fd)
+{
+    int rp[2], gp[2];
+    pid_t p;
+    assert_int_equal(pipe(rp), 0);
+    assert_int_equal(pipe(gp), 0);
+    p = fork();
+    if (p == 0) {
+        dlock_client *c = client_for(DLOCK_WAIT_FAIR);
+        dlock_lock *l;
+        char b = 'r';
+        close(rp[0]);
+        close(gp[1]);
+        if (dlock_lock_acquire(&l, c, name, 0, 30000) != DLOCK_OK)
+            _exit(3);
+        if (write(rp[1], &b, 1) != 1 || read(gp[0], &b, 1) != 1)
+            _exit(4);
+        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
+    }
+    close(rp[1]);
+    close(gp[0]);
+    *ready_fd = rp[0];
+    *go_fd = gp[1];
+    return p;
+}
+
+/* A fair waiter process: acquire (wait 30 s), RPUSH its index and the
+ * monotonic time onto LIST, hold briefly, release. */
+static pid_t fair_waiter(const char *name, int idx, const char *list)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        dlock_client *c = client_for(DLOCK_WAIT_FAIR);
+        dlock_lock *l;
+        redisReply *r;
+        if (dlock_lock_acquire(&l, c, name, 30000, 5000) != DLOCK_OK)
+            _exit(3);
+        r = th_cmd(&srv, "RPUSH %s %d:%lld", list, idx, (long long)now_ms());
+        if (r != NULL)
+            freeReplyObject(r);
+        sleep_ms(30);
+        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
+    }
+    return p;
+}
+
+static int exited_ok(pid_t p)
+{
+    int st;
+    if (waitpid(p, &st, 0) != p)
+        return 0;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_fair_order(void **state)
+{
+    enum { NW = 6 };
+    pid_t h, w[NW];
+    int rfd, gfd, i;
+    char b;
+    redisReply *r;
+    (void)state;
+    th_cmd_int(&srv, "DEL test:fair:order");
+    h = fair_holder("w-fair", &rfd, &gfd);
+    assert_int_equal(read(rfd, &b, 1), 1);
+    for (i = 0; i < NW; i++) {
+        w[i] = fair_waiter("w-fair", i, "test:fair:order");
+        sleep_ms(100);
+    }
+    sleep_ms(200);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fair}:q"), NW);
+    assert_int_equal(write(gfd, "g", 1), 1);
+    assert_true(exited_ok(h));
+    for (i = 0; i < NW; i++)
+        assert_true(exited_ok(w[i]));
+    r = th_cmd(&srv, "LRANGE test:fair:order 0 -1");
+    assert_non_null(r);
+    assert_int_equal(r->elements, NW);
+    for (i = 0; i < NW; i++) {
+        fprintf(stderr, "fair grant %d: waiter %s\n", i, r->element[i]->str);
+        assert_int_equal(atoi(r->element[i]->str), i);
+    }
+    freeReplyObject(r);
+    close(rfd);
+    close(gfd);
+}
+
+/* A queued waiter killed -9: the next one gets the lock within the
+ * documented bound (waiter TTL 3 s + handoff lease 2 s, plus a poll). */
+static void test_fair_killed_waiter(void **state)
+{
+    pid_t h, dead, next;
+    int rfd, gfd;
+    char b;
+    redisReply *r;
+    int64_t t_rel, t_got;
+    (void)state;
+    th_cmd_int(&srv, "DEL test:fair:kill");
+    h = fair_holder("w-fairkill", &rfd, &gfd);
+    assert_int_equal(read(rfd, &b, 1), 1);
+    dead = fair_waiter("w-fairkill", 0, "test:fair:kill");
+    sleep_ms(200);
+    next = fair_waiter("w-fairkill", 1, "test:fair:kill");
+    sleep_ms(300);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fairkill}:q"), 2);
+    kill(dead, SIGKILL);
+    waitpid(dead, NULL, 0);
+    t_rel = now_ms();
+    assert_int_equal(write(gfd, "g", 1), 1);
+    assert_true(exited_ok(h));
+    assert_true(exited_ok(next));
+    r = th_cmd(&srv, "LRANGE test:fair:kill 0 -1");
+    assert_non_null(r);
+    assert_int_equal(r->elements, 1);
+    assert_int_equal(atoi(r->element[0]->str), 1);
+    t_got = atoll(strchr(r->element[0]->str, ':') + 1);
+    freeReplyObject(r);
+    fprintf(stderr, "fair: next waiter in %lld ms after the release\n",
+            (long long)(t_got - t_rel));
+    assert_true(t_got - t_rel <= 6500);
+    close(rfd);
+    close(gfd);
+}
+
+/* Fair mode excludes: processes x threads, non-atomic increments. */
+static void test_fair_mutual_exclusion(void **state)
+{
+    enum { NP = 4, ITERS = 20 };
+    pid_t p[NP];
+    int i, bad = 0;
+    redisReply *r;
+    (void)state;
+    th_cmd_int(&srv, "DEL test:fair:mx");
+    for (i = 0; i < NP; i++) {
+        p[i] = fork();
+        if (p[i] == 0) {
+            dlock_client *c = client_for(DLOCK_WAIT_FAIR);
+            int k, fail = 0;
+            for (k = 0; k < ITERS; k++) {
+                dlock_lock *l;
+                if (dlock_lock_acquire(&l, c, "w-fairmx", 30000, 10000) !=
+                    DLOCK_OK) {
+                    fail = 1;
+                    continue;
+                }
+                if (rmw("test:fair:mx") != 0)
+                    fail = 1;
+                if (dlock_lock_release(l) != DLOCK_OK)
+                    fail = 1;
+            }
+            dlock_client_free(c);
+            _exit(fail);
+        }
+    }
+    for (i = 0; i < NP; i++)
+        if (!exited_ok(p[i]))
+            bad++;
+    assert_int_equal(bad, 0);
+    r = th_cmd(&srv, "GET test:fair:mx");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(atoll(r->str), NP * ITERS);
+    freeReplyObject(r);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{w-fairmx}"), 0);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fairmx}:q"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_notify_wakeup),
+        cmocka_unit_test(test_crashed_holder_expiry),
+        cmocka_unit_test(test_subscriber_killed),
+        cmocka_unit_test(test_herd_flat),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_fair_order),
+        cmocka_unit_test(test_fair_killed_waiter),
+        cmocka_unit_test(test_fair_mutual_exclusion),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
