@@ -32,6 +32,12 @@
  * being handed the lock can hold the others up. */
 #define FAIR_HANDOFF_MS 2000
 
+/* The lease a fair handoff gives until the new owner confirms. */
+static int64_t fair_handoff_lease(int64_t lease_ms)
+{
+    return lease_ms < FAIR_HANDOFF_MS ? lease_ms : FAIR_HANDOFF_MS;
+}
+
 static int64_t drift_of(const dlock_client *c, int64_t lease_ms)
 {
     return lease_ms * c->opts.drift_ppm / 1000000 + c->opts.drift_fixed_ms;
@@ -535,8 +541,7 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                 /* Handed to us by the release script: the lease it set
                  * is short until we confirm (the watchdog does at once). */
                 int64_t t = dlock__now_ms();
-                int64_t hl =
-                    lease_ms < FAIR_HANDOFF_MS ? lease_ms : FAIR_HANDOFF_MS;
+                int64_t hl = fair_handoff_lease(lease_ms);
                 uint64_t tok = dlock__notify_handoff_token(w);
                 memset(a, 0, sizeof *a);
                 a->token = tok;
@@ -669,10 +674,15 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     /* Only this thread changes h->depth (the owner is this thread), so it
      * may be read here without the lock. */
     dlock__set_error(c, DLOCK_OK, "%s", "");
-    rc = try_acquire(c, h, opts->lease_ms,
-                     c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
-                         opts->wait_ms != 0,
-                     &a);
+    if (c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
+        opts->wait_ms != 0) {
+        /* Fair: subscribe before queueing, or a handoff that comes before
+         * the subscription would be missed; the waiting loop's first step
+         * is the attempt. */
+        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, -1, gen);
+    } else {
+        rc = try_acquire(c, h, opts->lease_ms, 0, &a);
+    }
     if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
         rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);
@@ -709,7 +719,12 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
     }
-    h->next_renew_ms = dlock__now_ms() + opts->lease_ms / 3;
+    /* A fair handoff's short lease is confirmed at a third of it: a
+     * critical section shorter than that never pays the round trip. */
+    h->next_renew_ms = dlock__now_ms() +
+                       (h->confirm_pending ? fair_handoff_lease(opts->lease_ms)
+                                           : opts->lease_ms) /
+                           3;
     pthread_mutex_unlock(&c->held_mu);
     atomic_fetch_add(&c->stats.acquisitions, 1);
     if (h->watchdog || h->confirm_pending)

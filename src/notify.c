@@ -33,17 +33,23 @@
 
 #include "internal.h"
 
+/* A channel nobody waits on stays subscribed this long, so that a process
+ * that contends for a lock again and again does not pay a SUBSCRIBE and an
+ * UNSUBSCRIBE per acquisition. */
+#define LINGER_MS 2000
+
 typedef struct chan {
     struct chan *next;
     char *name;
     size_t len;
     int refs;
-    uint64_t want;   /* nodes on which it should be subscribed */
-    uint64_t sent;   /* SUBSCRIBE sent, not yet confirmed */
-    uint64_t ok;     /* confirmed */
-    uint64_t unsent; /* UNSUBSCRIBE sent */
-    uint64_t gen;    /* bumped by every release message / lost link */
-    int turn;        /* a thread of this process holds the turn */
+    uint64_t want;      /* nodes on which it should be subscribed */
+    uint64_t sent;      /* SUBSCRIBE sent, not yet confirmed */
+    uint64_t ok;        /* confirmed */
+    uint64_t unsent;    /* UNSUBSCRIBE sent */
+    uint64_t gen;       /* bumped by every release message / lost link */
+    int64_t idle_since; /* when refs fell to 0 (monotonic ms) */
+    int turn;           /* a thread of this process holds the turn */
     struct dlock__waiter *waiters;
     pthread_cond_t cv;
 } chan;
@@ -177,6 +183,7 @@ static int send_sub(dlock__notifier *n, int i, chan *ch, int sub)
 static void sync_link(dlock__notifier *n, int i)
 {
     uint64_t bit = 1ULL << i;
+    int64_t now = dlock__now_ms();
     chan *ch;
     if (n->links[i].conn == NULL)
         return;
@@ -185,7 +192,8 @@ static void sync_link(dlock__notifier *n, int i)
             !(ch->unsent & bit)) {
             if (send_sub(n, i, ch, 1) == DLOCK_OK)
                 ch->sent |= bit;
-        } else if (ch->refs == 0 && (ch->ok & bit) && !(ch->unsent & bit)) {
+        } else if (ch->refs == 0 && (ch->ok & bit) && !(ch->unsent & bit) &&
+                   now - ch->idle_since >= LINGER_MS) {
             if (send_sub(n, i, ch, 0) == DLOCK_OK) {
                 ch->unsent |= bit;
                 ch->ok &= ~bit;
@@ -550,7 +558,7 @@ void dlock__notify_end(dlock__waiter *w)
         pthread_cond_broadcast(&ch->cv);
     }
     if (--ch->refs == 0)
-        wake_thread(n);
+        ch->idle_since = dlock__now_ms(); /* unsubscribed after LINGER_MS */
     pthread_mutex_unlock(&n->mu);
     free(w);
 }

@@ -5,7 +5,8 @@
  * Every lock taken with watchdog = 1 is renewed at about a third of its
  * lease; all locks due in one round are renewed with one script call per
  * server (extend.lua takes many keys). A fair-mode handoff's short lease is
- * confirmed here too, at once.
+ * confirmed here too, at a third of the handoff lease (a lock released
+ * before then never needs the round trip).
  *
  * A renewal that finds the lock gone or owned by another, or renewals that
  * keep failing until the local validity (monotonic clock) has run out,
@@ -113,7 +114,7 @@ static int64_t round_once(dlock_client *c)
         if ((!h->watchdog && !h->confirm_pending) || h->releasing ||
             atomic_load(&h->state) != DLOCK_OK)
             continue;
-        due = h->confirm_pending || now >= h->next_renew_ms;
+        due = now >= h->next_renew_ms;
         if (due && n < ROUND_MAX) {
             h->wd_refs++;
             hs[n] = h;
