@@ -260,7 +260,9 @@ static int check(int argc, char **argv)
     }
     qsort(v, n, sizeof *v, cmp_enter);
     unsigned long long maxtok = 0;
-    long accepted = 0, stale = 0, opened = 0, invalid = 0;
+    int maxwid = -1;
+    long reentered = 0;
+    long accepted = 0, stale = 0, opened = 0, invalid = 0, maybe = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].open)
             opened++;
@@ -270,14 +272,25 @@ static int check(int argc, char **argv)
             accepted++;
         if (v[i].wrc == DLOCK_STALE)
             stale++;
-        if (i > 0 && v[i].tok <= maxtok) {
+        /* A write whose reply was lost (timeout, dropped connection) may
+         * or may not have been applied. */
+        if (v[i].wrc == DLOCK_EIO || v[i].wrc == DLOCK_ETIMEDOUT)
+            maybe++;
+        /* The same owner getting the same token again is a reentrant
+         * acquire (its earlier release failed, e.g. the server was down):
+         * allowed by the API, counted, not a violation. */
+        if (i > 0 && v[i].tok == maxtok && v[i].wid == maxwid) {
+            reentered++;
+        } else if (i > 0 && v[i].tok <= maxtok) {
             printf("VIOLATION token: worker %d got %llu at %lld, not above "
                    "%llu granted earlier\n",
                    v[i].wid, v[i].tok, v[i].enter, maxtok);
             viol++;
         }
-        if (v[i].tok > maxtok)
+        if (v[i].tok > maxtok) {
             maxtok = v[i].tok;
+            maxwid = v[i].wid;
+        }
         for (size_t j = i + 1; j < n && v[j].enter < v[i].exit; j++) {
             if (v[i].valid && v[j].valid && v[i].wid != v[j].wid) {
                 printf("VIOLATION overlap: worker %d (token %llu, %lld..%lld)"
@@ -303,16 +316,17 @@ static int check(int argc, char **argv)
                 break;
             }
     }
-    if (counter >= 0 && (counter < accepted || counter > accepted + opened)) {
+    if (counter >= 0 && (counter < accepted || counter > accepted + opened + maybe)) {
         printf("VIOLATION counter: %lld, but %ld accepted writes logged "
-               "(+%ld unfinished)\n",
-               counter, accepted, opened);
+               "(+%ld unfinished, +%ld with unknown outcome)\n",
+               counter, accepted, opened, maybe);
         viol++;
     }
     printf("stats sections=%zu accepted=%ld stale_rejected=%ld "
-           "unfinished=%ld invalid_at_exit=%ld acquire_failures=%ld "
-           "violations=%d\n",
-           n, accepted, stale, opened, invalid, fails, viol);
+           "unknown_outcome=%ld unfinished=%ld invalid_at_exit=%ld "
+           "acquire_failures=%ld reentered=%ld violations=%d\n",
+           n, accepted, stale, maybe, opened, invalid, fails, reentered,
+           viol);
     free(v);
     (void)argc;
     return viol ? 1 : 0;

@@ -1,0 +1,52 @@
+/*
+ * fuzz_url.c - libFuzzer target for server URL parsing (dlock__url_parse).
+ *
+ * Any bytes, NUL-terminated, go to the parser. It must return DLOCK_OK or
+ * DLOCK_EINVAL/DLOCK_ENOMEM, leave the endpoint cleared on failure, give a
+ * sane endpoint on success, and never put the password in the message.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *url = malloc(size + 1);
+    if (!url)
+        return 0;
+    memcpy(url, data, size);
+    url[size] = '\0';
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    char err[256];
+    err[0] = '\0';
+    int rc = dlock__url_parse(&ep, url, err, sizeof err);
+    if (rc == DLOCK_OK) {
+        if (ep.kind == DLOCK__EP_UNIX) {
+            if (!ep.path || ep.path[0] == '\0')
+                abort();
+        } else if (!ep.host || ep.port < 1 || ep.port > 65535) {
+            abort();
+        }
+        if (ep.db < 0 || !ep.display)
+            abort();
+        /* A password in the display string (unless the host or path
+         * happens to contain the same text). */
+        const char *where = ep.host ? ep.host : ep.path;
+        if (ep.password && ep.password[0] && strlen(ep.password) > 3 &&
+            strstr(ep.display, ep.password) && !strstr(where, ep.password))
+            abort();
+    } else {
+        if (rc != DLOCK_EINVAL && rc != DLOCK_ENOMEM)
+            abort();
+        if (ep.host || ep.path || ep.user || ep.password || ep.display)
+            abort(); /* not left cleared */
+        if (err[0] == '\0')
+            abort(); /* a failure must say why */
+    }
+    dlock__endpoint_clear(&ep);
+    free(url);
+    return 0;
+}
