@@ -51,6 +51,14 @@ int dlock__fail(char *err, size_t errlen, int code, const char *fmt, ...)
  * (wake_fd < 0: none). Returns 1 if woken by the fd, 0 on timeout. */
 int dlock__sleep_until(int64_t deadline_ms, int wake_fd);
 
+/* Exponential backoff with jitter for spin waiting: min_ms doubled round
+ * times, capped at max_ms, then uniform in [d/2, d]. */
+int64_t dlock__backoff_ms(int64_t min_ms, int64_t max_ms, int round);
+
+/* Drift allowance for a lease: lease * ppm / 10^6 + fixed_ms (no overflow
+ * for any lease up to a year). */
+int64_t dlock__drift_ms(int64_t lease_ms, int64_t ppm, int64_t fixed_ms);
+
 /* ---- url.c ------------------------------------------------------------- */
 
 typedef enum dlock__ep_kind {

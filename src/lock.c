@@ -40,7 +40,7 @@ static int64_t fair_handoff_lease(int64_t lease_ms)
 
 static int64_t drift_of(const dlock_client *c, int64_t lease_ms)
 {
-    return lease_ms * c->opts.drift_ppm / 1000000 + c->opts.drift_fixed_ms;
+    return dlock__drift_ms(lease_ms, c->opts.drift_ppm, c->opts.drift_fixed_ms);
 }
 
 static uint64_t all_nodes(const dlock_client *c)
@@ -443,13 +443,7 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc);
  * from spin_min_ms to spin_max_ms. */
 static int64_t spin_delay(const dlock_client *c, int round)
 {
-    int64_t d = c->opts.spin_min_ms;
-    int i;
-    for (i = 0; i < round && d < c->opts.spin_max_ms; i++)
-        d *= 2;
-    if (d > c->opts.spin_max_ms)
-        d = c->opts.spin_max_ms;
-    return d / 2 + (int64_t)dlock__random_below((uint64_t)(d - d / 2) + 1);
+    return dlock__backoff_ms(c->opts.spin_min_ms, c->opts.spin_max_ms, round);
 }
 
 /* Sleep until `until` on the client's cancel condition. 0 slept,

@@ -90,3 +90,25 @@ int dlock__sleep_until(int64_t deadline_ms, int wake_fd)
             return 1;
     }
 }
+
+/* Exponential backoff with jitter: d = min_ms doubled `round` times, capped
+ * at max_ms; the result is uniform in [d/2, d] so that contenders that
+ * failed together do not retry together. */
+int64_t dlock__backoff_ms(int64_t min_ms, int64_t max_ms, int round)
+{
+    int64_t d = min_ms;
+    int i;
+    for (i = 0; i < round && d < max_ms; i++)
+        d *= 2;
+    if (d > max_ms)
+        d = max_ms;
+    return d / 2 + (int64_t)dlock__random_below((uint64_t)(d - d / 2) + 1);
+}
+
+/* The clock drift allowed for a lease: ppm parts per million of it plus a
+ * fixed part (Redlock: 1% + 2 ms). Validity = lease - elapsed - drift. */
+int64_t dlock__drift_ms(int64_t lease_ms, int64_t ppm, int64_t fixed_ms)
+{
+    return lease_ms / 1000000 * ppm + lease_ms % 1000000 * ppm / 1000000 +
+           fixed_ms;
+}
