@@ -18,10 +18,32 @@
 --
 -- Idempotent: a retry of the same request after a lost reply finds the count
 -- one above ARGV[3] and reports success again without counting twice.
--- Tokens: max(last + 1, server time in microseconds, ARGV[5]), so a fence hash that
--- expired (idle for ARGV[4] ms) does not restart tokens below old ones.
+-- Tokens: last + 1 while the fence hash lives; when it does not (new name,
+-- or idle for ARGV[4] ms) the server time in microseconds, which is above
+-- every token issued before (each acquisition takes more than a
+-- microsecond). ARGV[5] can raise a token, never lower it.
 local owner = ARGV[1]
 local expect = tonumber(ARGV[3])
+-- The common case first: a fresh acquire of a free lock.
+if expect == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('HSET', KEYS[1], owner, 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    local tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
+    local want = tok
+    if tok == 1 then
+        local t = redis.call('TIME')
+        want = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    local hint = tonumber(ARGV[5] or '0')
+    if hint > want then
+        want = hint
+    end
+    if want ~= tok then
+        redis.call('HSET', KEYS[2], 'n', string.format('%d', want))
+    end
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    return {1, want, 1}
+end
 local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 if cur == expect + 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -30,24 +52,9 @@ end
 if cur ~= expect then
     return {-1, cur}
 end
-if cur == 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+if cur == 0 then
     return {0, redis.call('PTTL', KEYS[1])}
 end
 local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if depth > 1 then
-    return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tok = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
-if now > tok then
-    tok = now
-end
-local hint = tonumber(ARGV[5] or '0')
-if hint > tok then
-    tok = hint
-end
-redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-return {1, tok, 1}
+return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
