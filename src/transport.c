@@ -58,6 +58,7 @@ struct dlock__tls_ctx {
     BIO_METHOD *bio_meth; /* our MSG_NOSIGNAL socket BIO */
     char *server_name;    /* name to verify instead of the URL's host */
     int insecure;
+    int client_cert; /* a client certificate is configured */
 };
 
 /* State of our socket BIO, inside the connection it belongs to. */
@@ -80,8 +81,9 @@ struct dlock__conn {
     int dead;
     int tcp; /* TCP or TLS (not a unix socket) */
     int handshaken;
-    uint64_t nread; /* bytes of reply stream received (plain) */
-    char *peer;     /* ep->display */
+    int client_cert; /* TLS with a client certificate */
+    uint64_t nread;  /* bytes of reply stream received */
+    char *peer;      /* ep->display */
 };
 
 /* ---- our socket BIO ---------------------------------------------------- */
@@ -286,6 +288,7 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
             goto fail;
         }
     }
+    t->client_cert = opts != NULL && opts->cert_file != NULL;
     *out = t;
     return DLOCK_OK;
 
@@ -550,6 +553,20 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
     return fd;
 }
 
+/* The end of a "connection closed/reset" message on a TLS connection:
+ * when, and for a fresh connection without a client certificate the
+ * likely cause (TLS 1.3 servers refuse a missing certificate after the
+ * client's handshake is done, and their reset can overtake the alert). */
+static const char *tls_hint(const dlock__conn *c, int during)
+{
+    if (during)
+        return " during the TLS handshake";
+    if (c->nread == 0 && !c->client_cert)
+        return " before any reply (does the server require a client "
+               "certificate?)";
+    return "";
+}
+
 /*
  * Explain a failed TLS operation: e is SSL_get_error()'s verdict, during
  * says "handshake" or not. Returns the DLOCK code (ETLS for TLS failures,
@@ -594,12 +611,12 @@ static int tls_fail(dlock__conn *c, int e, int during, char *err, size_t errlen)
                (e == SSL_ERROR_SYSCALL && c->sb.last_errno == 0) ||
                (lib_ssl && reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
         code = dlock__fail(err, errlen, DLOCK_EIO, "connection closed by %s%s",
-                           c->peer, during ? " during the TLS handshake" : "");
+                           c->peer, tls_hint(c, during));
     } else if (e == SSL_ERROR_SYSCALL &&
                (c->sb.last_errno == ECONNRESET || c->sb.last_errno == EPIPE)) {
         code = dlock__fail(err, errlen, DLOCK_EIO, "connection %s by %s%s",
                            c->sb.last_errno == EPIPE ? "closed" : "reset",
-                           c->peer, during ? " during the TLS handshake" : "");
+                           c->peer, tls_hint(c, during));
     } else if (e == SSL_ERROR_SYSCALL) {
         code = dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s", pre, c->peer,
                            strerror(c->sb.last_errno));
@@ -629,6 +646,7 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
                                   "TLS with %s: out of memory", c->peer));
     }
     c->sb.fd = c->fd;
+    c->client_cert = tls->client_cert;
     BIO_set_data(bio, &c->sb);
     BIO_set_init(bio, 1);
     SSL_set_bio(c->ssl, bio, bio);
@@ -806,8 +824,9 @@ void dlock__conn_close(dlock__conn *c)
     if (c == NULL)
         return;
     if (c->ssl != NULL) {
-        if (c->handshaken && !c->dead) {
-            /* One non-blocking attempt; its outcome does not matter. */
+        if (c->handshaken && !c->dead && c->tls_wlen == 0) {
+            /* One non-blocking close_notify; its outcome does not matter.
+             * Not after a failure, nor in the middle of a record. */
             SSL_shutdown(c->ssl);
         }
         SSL_free(c->ssl);
@@ -834,9 +853,13 @@ int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
 
     if (len < 0 || cmd == NULL)
         return DLOCK_ENOMEM;
-    /* Reclaim what was already written before growing. */
-    if (c->outpos > 0 && c->outpos == c->outlen && c->tls_wlen == 0) {
-        c->outpos = c->outlen = 0;
+    /* Reclaim what was already written before growing. Moving the unsent
+     * bytes is fine even under a pending SSL_write retry: the context has
+     * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER and the bytes stay the same. */
+    if (c->outpos > 0 && c->outlen + (size_t)len > c->outcap) {
+        memmove(c->out, c->out + c->outpos, c->outlen - c->outpos);
+        c->outlen -= c->outpos;
+        c->outpos = 0;
     }
     need = c->outlen + (size_t)len;
     if (need > c->outcap) {

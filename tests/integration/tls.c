@@ -29,9 +29,12 @@
 #define DEFAULT_PW "Default-pw-1"
 #define ALICE_PW "Sesame-42"
 #define WRONG_PW "WrongPass-77"
-#define CONNECT_MS 1500
-#define COMMAND_MS 1500
-/* A failure must come back within connect + command timeouts and this
+#define CONNECT_MS 4000
+#define COMMAND_MS 4000
+/* Generous timeouts: the first TLS handshake of a process takes over a
+ * second under valgrind (OpenSSL's lazy initialisation); failures here
+ * come back at once anyway, except TLS to a plain port (own timeout).
+ * A failure must come back within connect + command timeouts and this
  * much scheduling slack: a bound, not a speed requirement. */
 #define SLACK_MS 3000
 
