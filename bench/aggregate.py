@@ -38,8 +38,8 @@ def main():
     for s in STRATEGIES:
         if "w1_" + s not in runs:
             continue
-        w1_floor = runs.get("w1_floor_" + s, {})
-        w2_floor = runs.get("w2_floor_" + s, {})
+        w1_floor = runs.get("w1_%s_floor" % s, {})
+        w2_floor = runs.get("w2_%s_floor" % s, {})
         r = {}
         r["floor"] = {
             "w1_cycles_per_s": w1_floor.get("cycles_per_s"),
@@ -161,8 +161,8 @@ def main():
 
     print("dlock benchmark (%s mode; %s)" % (results["mode"], machine))
     print()
-    print("floors, measured right before each strategy's runs (raw hiredis,"
-          " one client; W2 floor = 4 round trips per cycle):")
+    print("floors (raw hiredis, one client): W1 paired with each strategy "
+          "in one process; W2 (4 round trips/cycle) right before it:")
     for s in by:
         fl = by[s]["floor"]
         print("  before %-6s W1 %s cycles/s (p50 %s us, p99 %s us); "

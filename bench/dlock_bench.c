@@ -11,6 +11,7 @@
  *       One client: acquire (lease 10 s) + release, CYCLES times, each
  *       cycle timed. --floor: the same two round trips with raw hiredis
  *       (SET NX PX, then EVALSHA of a compare-and-delete script).
+ *       --paired: both, alternating in blocks in one process (two lines).
  *
  *   dlock_bench w2 -s URL [-s URL...] [-S ...] [-p PROCS] [-t SECONDS]
  *                  [-H HANDOFF_FILE] [--floor]
@@ -66,6 +67,7 @@ struct conf {
     int procs;
     double seconds;
     int floor;
+    int paired;
     int insecure;
     const char *handoff_file;
 };
@@ -205,75 +207,118 @@ static int64_t pct(const int64_t *v, size_t n, double q)
     return v[i];
 }
 
-/* W1: N timed acquire+release cycles, with dlock or the raw floor. */
+/* One W1 side: a raw connection (the floor) or a dlock client. */
+struct w1side {
+    redisContext *rc;
+    dlock_client *dc;
+    char sha[41];
+    int64_t *lat;
+    long n;
+    int64_t total;
+    long errors;
+};
+
+/* One acquire+release cycle on side w; its latency is kept when keep. */
+static void w1_cycle(struct w1side *w, const char *key, long i, int keep)
+{
+    int64_t t0 = now_ns(), t1;
+    char tok[64];
+
+    if (w->rc) {
+        redisReply *r;
+        snprintf(tok, sizeof(tok), "%ld:%ld", (long)getpid(), i);
+        r = cmd(w->rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
+        if (r->type != REDIS_REPLY_STATUS)
+            w->errors++;
+        freeReplyObject(r);
+        cmd(w->rc, 0, "EVALSHA %s 1 %s %s", w->sha, key, tok);
+    } else {
+        dlock_lock *l = NULL;
+        int e = dlock_lock_acquire(&l, w->dc, key, WAIT_MS, LEASE_MS);
+        if (e != DLOCK_OK) {
+            fprintf(stderr, "acquire: %s: %s\n", dlock_strerror(e),
+                    dlock_errmsg(w->dc));
+            w->errors++;
+            return;
+        }
+        if (dlock_lock_release(l) != DLOCK_OK)
+            w->errors++;
+    }
+    t1 = now_ns();
+    if (keep) {
+        w->lat[w->n++] = t1 - t0;
+        w->total += t1 - t0;
+    }
+}
+
+/* Print one side's W1 line. */
+static void w1_print(const struct conf *cf, struct w1side *w, int floor,
+                     long warm)
+{
+    dlock_stats st;
+    long n = w->n ? w->n : 1;
+
+    qsort(w->lat, (size_t)w->n, sizeof(*w->lat), cmp_i64);
+    memset(&st, 0, sizeof(st));
+    if (w->dc)
+        dlock_client_stats(w->dc, &st);
+    printf("{\"mode\":\"w1\",\"strategy\":\"%s\",\"nodes\":%zu,"
+           "\"floor\":%s,\"paired\":%s,\"cycles\":%ld,"
+           "\"cycles_per_s\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+           "\"mean_us\":%.1f,\"requests_per_cycle\":%.3f,"
+           "\"errors\":%ld}\n",
+           floor ? "raw" : cf->strategy_name, cf->nservers,
+           floor ? "true" : "false", cf->paired ? "true" : "false", w->n,
+           w->total ? (double)w->n * 1e9 / (double)w->total : 0.0,
+           pct(w->lat, (size_t)w->n, 0.5) / 1e3,
+           pct(w->lat, (size_t)w->n, 0.99) / 1e3,
+           (double)w->total / (double)n / 1e3,
+           w->dc ? (double)st.requests / (double)(w->n + warm) : 2.0,
+           w->errors);
+}
+
+/*
+ * W1: N timed acquire+release cycles, with dlock or the raw floor. With
+ * --paired both run in this process, alternating in blocks of 200 cycles,
+ * so that noise from other load on the machine hits both alike; two lines
+ * are printed, the floor's first. cycles_per_s is 1 / mean cycle time.
+ */
 static int run_w1(const struct conf *cf)
 {
-    int64_t *lat = calloc((size_t)cf->cycles, sizeof(*lat));
-    int64_t t0, t1, total;
-    long i, warm = cf->cycles / 20 + 10, errors = 0;
-    char key[64], tok[64], sha[41];
-    redisContext *rc = NULL;
-    dlock_client *dc = NULL;
-    dlock_stats st;
+    struct w1side side[2];
+    long warm = cf->cycles / 20 + 10, i, b, block = 200;
+    int ns = 0, k;
+    char key[64];
 
-    if (lat == NULL)
-        die("%s", "out of memory");
+    memset(side, 0, sizeof(side));
     snprintf(key, sizeof(key), "bench:w1:%ld", (long)getpid());
-    if (cf->floor) {
-        rc = raw_connect(cf);
-        load_script(rc, sha);
-    } else {
-        dc = make_client(cf);
+    if (cf->floor || cf->paired) {
+        side[ns].rc = raw_connect(cf);
+        load_script(side[ns].rc, side[ns].sha);
+        ns++;
     }
-    total = 0;
-    for (i = -warm; i < cf->cycles; i++) {
-        t0 = now_ns();
-        if (cf->floor) {
-            redisReply *r;
-            snprintf(tok, sizeof(tok), "%ld:%ld", (long)getpid(), i);
-            r = cmd(rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
-            if (r->type != REDIS_REPLY_STATUS)
-                errors++;
-            freeReplyObject(r);
-            cmd(rc, 0, "EVALSHA %s 1 %s %s", sha, key, tok);
-        } else {
-            dlock_lock *l = NULL;
-            int e = dlock_lock_acquire(&l, dc, key, WAIT_MS, LEASE_MS);
-            if (e != DLOCK_OK) {
-                fprintf(stderr, "acquire: %s: %s\n", dlock_strerror(e),
-                        dlock_errmsg(dc));
-                errors++;
-                continue;
-            }
-            if (dlock_lock_release(l) != DLOCK_OK)
-                errors++;
-        }
-        t1 = now_ns();
-        if (i >= 0) {
-            lat[i] = t1 - t0;
-            total += t1 - t0;
-        }
+    if (!cf->floor) {
+        side[ns].dc = make_client(cf);
+        ns++;
     }
-    qsort(lat, (size_t)cf->cycles, sizeof(*lat), cmp_i64);
-    memset(&st, 0, sizeof(st));
-    if (dc)
-        dlock_client_stats(dc, &st);
-    printf("{\"mode\":\"w1\",\"strategy\":\"%s\",\"nodes\":%zu,"
-           "\"floor\":%s,\"cycles\":%ld,\"cycles_per_s\":%.1f,"
-           "\"p50_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,"
-           "\"requests_per_cycle\":%.3f,\"errors\":%ld}\n",
-           cf->floor ? "raw" : cf->strategy_name, cf->nservers,
-           cf->floor ? "true" : "false", cf->cycles,
-           (double)cf->cycles * 1e9 / (double)total,
-           pct(lat, (size_t)cf->cycles, 0.5) / 1e3,
-           pct(lat, (size_t)cf->cycles, 0.99) / 1e3,
-           (double)total / (double)cf->cycles / 1e3,
-           dc ? (double)st.requests / (double)(cf->cycles + warm) : 2.0,
-           errors);
-    if (rc)
-        redisFree(rc);
-    dlock_client_free(dc);
-    free(lat);
+    for (k = 0; k < ns; k++) {
+        side[k].lat = calloc((size_t)cf->cycles, sizeof(int64_t));
+        if (side[k].lat == NULL)
+            die("%s", "out of memory");
+        for (i = 0; i < warm; i++)
+            w1_cycle(&side[k], key, -i - 1, 0);
+    }
+    for (b = 0; b < cf->cycles; b += block)
+        for (k = 0; k < ns; k++)
+            for (i = b; i < b + block && i < cf->cycles; i++)
+                w1_cycle(&side[k], key, i, 1);
+    for (k = 0; k < ns; k++) {
+        w1_print(cf, &side[k], side[k].rc != NULL, warm);
+        if (side[k].rc)
+            redisFree(side[k].rc);
+        dlock_client_free(side[k].dc);
+        free(side[k].lat);
+    }
     return 0;
 }
 
@@ -561,7 +606,7 @@ static void usage(void)
             "usage: dlock_bench w1|w2 -s URL [-s URL...] "
             "[-S spin|notify|fair]\n"
             "       [-n cycles] [-p procs] [-t seconds] [-H handoff_file] "
-            "[--floor] [--insecure]\n");
+            "[--floor] [--paired] [--insecure]\n");
     exit(1);
 }
 
@@ -583,6 +628,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--floor") == 0) {
             cf.floor = 1;
+            continue;
+        }
+        if (strcmp(a, "--paired") == 0) {
+            cf.paired = 1;
             continue;
         }
         if (strcmp(a, "--insecure") == 0) {
