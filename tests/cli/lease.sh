@@ -12,18 +12,26 @@ export DLOCK_SERVERS=$REDIS_URL
 P=$REDIS_PORT
 
 # --- renewal -------------------------------------------------------------
-spawn_bg "$DLOCK_BIN" run -l 1 renew -- sh -c 'touch "$1/started"; sleep 3.5' \
-    sh "$T"
+# The child marks its end ($T/finished) before it exits: an attempt that
+# got the lock counts as a failure only if the child was still running
+# when the attempt had ended (it may otherwise have overlapped the release).
+spawn_bg_err "$T/renew.err" "$DLOCK_BIN" run -l 1 renew -- \
+    sh -c 'touch "$1/started"; sleep 3.5; touch "$1/finished"' sh "$T"
 holder=$BG
 wait_until 10 test -e "$T/started" || fail "the holder did not start"
 tries=0
 conflicts=0
 maxpttl=0
-while running "$holder"; do
-    tries=$((tries + 1))
+while running "$holder" && [ ! -e "$T/finished" ]; do
     "$DLOCK_BIN" run -n renew -- true
     st=$?
-    [ "$st" = 1 ] && conflicts=$((conflicts + 1))
+    if [ "$st" = 1 ]; then
+        tries=$((tries + 1))
+        conflicts=$((conflicts + 1))
+    elif [ ! -e "$T/finished" ]; then
+        tries=$((tries + 1))
+        echo "attempt $tries got status $st while the holder ran" >&2
+    fi
     pttl=$(rcli "$P" PTTL 'dlock:{renew}')
     [ "${pttl:--2}" -gt "$maxpttl" ] && maxpttl=$pttl
     [ "$tries" -lt 400 ] || break
@@ -32,6 +40,7 @@ done
 wait_pid "$holder" 20
 check "the holder kept the lock through 3.5 lease periods (status $WAIT_STATUS)" \
     test "$WAIT_STATUS" = 0
+[ "$WAIT_STATUS" = 0 ] || sed 's/^/  holder: /' "$T/renew.err" >&2
 check "every -n attempt while it ran got the conflict code ($conflicts of $tries)" \
     test "$tries" -ge 5 -a "$conflicts" = "$tries"
 check "the lease stayed at most 1 s (max PTTL $maxpttl)" \
