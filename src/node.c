@@ -74,8 +74,8 @@ void dlock__nodes_free(dlock_client *c)
 }
 
 /* Pop an idle connection or open a new one. With several nodes, a node
- * whose last connect failed is skipped for a short while so that Redlock
- * does not pay a connect attempt to a dead server on every call. */
+ * whose last connect timed out is skipped for 500 ms so that Redlock does
+ * not wait out a connect timeout to an unreachable server on every call. */
 int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen)
 {
@@ -93,7 +93,7 @@ int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
     if (c->nnodes > 1 && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
         return dlock__fail(err, errlen, DLOCK_EIO,
-                           "%s: down (connect failed moments ago)",
+                           "%s: down (connect timed out moments ago)",
                            n->ep.display);
     }
     pthread_mutex_unlock(&n->mu);
@@ -104,9 +104,14 @@ int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
     rc = dlock__conn_open(out, &n->ep, c->tls, dl, err, errlen);
     atomic_fetch_add(&c->stats.reconnects, 1);
     if (rc != DLOCK_OK) {
-        pthread_mutex_lock(&n->mu);
-        n->down_until_ms = dlock__now_ms() + 100;
-        pthread_mutex_unlock(&n->mu);
+        /* Only a connect that timed out is worth skipping next time: a
+         * refused one costs a round trip and must not hide a node that
+         * has just come back. */
+        if (rc == DLOCK_ETIMEDOUT) {
+            pthread_mutex_lock(&n->mu);
+            n->down_until_ms = dlock__now_ms() + 500;
+            pthread_mutex_unlock(&n->mu);
+        }
         *out = NULL;
     }
     return rc;
