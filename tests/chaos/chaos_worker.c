@@ -262,6 +262,7 @@ static int check(int argc, char **argv)
     unsigned long long maxtok = 0;
     int maxwid = -1;
     long reentered = 0;
+    int v_overlap = 0, v_token = 0, v_stale = 0, v_counter = 0;
     long accepted = 0, stale = 0, opened = 0, invalid = 0, maybe = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].open)
@@ -298,6 +299,7 @@ static int check(int argc, char **argv)
                        v[i].wid, v[i].tok, v[i].enter, v[i].exit, v[j].wid,
                        v[j].tok, v[j].enter, v[j].exit);
                 viol++;
+                v_overlap++;
             }
         }
     }
@@ -313,6 +315,7 @@ static int check(int argc, char **argv)
                        " after token %llu was written\n",
                        v[i].wid, v[i].tok, v[j].tok);
                 viol++;
+                v_stale++;
                 break;
             }
     }
@@ -321,12 +324,14 @@ static int check(int argc, char **argv)
                "(+%ld unfinished, +%ld with unknown outcome)\n",
                counter, accepted, opened, maybe);
         viol++;
+        v_counter++;
     }
     printf("stats sections=%zu accepted=%ld stale_rejected=%ld "
            "unknown_outcome=%ld unfinished=%ld invalid_at_exit=%ld "
-           "acquire_failures=%ld reentered=%ld violations=%d\n",
+           "acquire_failures=%ld reentered=%ld overlaps=%d token_viol=%d "
+           "stale_accepted=%d counter_viol=%d violations=%d\n",
            n, accepted, stale, maybe, opened, invalid, fails, reentered,
-           viol);
+           v_overlap, v_token, v_stale, v_counter, viol);
     free(v);
     (void)argc;
     return viol ? 1 : 0;
@@ -393,7 +398,14 @@ static void against_fake(const char *mode)
     rc = dlock_lock_acquire(&l, c, "x", 300, 1000);
     EXPECT(rc != DLOCK_OK && known(rc) && l == NULL, "waiting acquire vs fake");
     dlock_info info;
+    memset(&info, 0, sizeof info);
     rc = dlock_lock_inspect(c, "x", &info);
+    if (rc == DLOCK_OK)
+        printf("   inspect vs %s gave OK: held=%d owner='%s' reentry=%lld "
+               "ttl_ms=%lld last_token=%llu nodes_holding=%d\n",
+               mode, info.held, info.owner, (long long)info.reentry,
+               (long long)info.ttl_ms, (unsigned long long)info.last_token,
+               info.nodes_holding);
     EXPECT(rc != DLOCK_OK && known(rc), "inspect vs fake");
     char *val = NULL;
     size_t len = 0;
@@ -535,6 +547,216 @@ static int badinput(int argc, char **argv)
     return bad_fail ? 1 : 0;
 }
 
+
+/* ---- delaying TCP proxy ------------------------------------------------- */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+/* Bytes in flight one way: delivered at `at` (ns), in order. */
+typedef struct chunk {
+    struct chunk *next;
+    int64_t at;
+    size_t len, off;
+    char data[];
+} chunk;
+
+typedef struct pipe_dir {
+    chunk *head, *tail;
+} pipe_dir;
+
+typedef struct pconn {
+    int fd[2];      /* 0: client side, 1: server side */
+    pipe_dir to[2]; /* to[k]: bytes waiting to be written to fd[k] */
+    int closing;    /* one side closed: flush, then close both */
+} pconn;
+
+static int64_t read_delay_ms(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    long long v = 0;
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v < 0 ? 0 : v;
+}
+
+static void pconn_free(pconn *p)
+{
+    for (int k = 0; k < 2; k++) {
+        if (p->fd[k] >= 0)
+            close(p->fd[k]);
+        p->fd[k] = -1;
+        while (p->to[k].head) {
+            chunk *c = p->to[k].head;
+            p->to[k].head = c->next;
+            free(c);
+        }
+        p->to[k].tail = NULL;
+    }
+}
+
+/*
+ * proxy PORTFILE TARGET_PORT DELAYFILE SECONDS
+ * Listens on a free loopback port (written to PORTFILE), forwards each
+ * connection to 127.0.0.1:TARGET_PORT, holding every chunk of bytes (both
+ * ways) for the delay in DELAYFILE (ms, re-read every 50 ms) before
+ * passing it on, in order. Exits after SECONDS. Loopback only; no qdisc.
+ */
+static int proxy(int argc, char **argv)
+{
+    if (argc < 6)
+        return 2;
+    int target = atoi(argv[3]);
+    const char *delayfile = argv[4];
+    int64_t until = now_ns() + atoll(argv[5]) * 1000000000LL;
+    signal(SIGPIPE, SIG_IGN);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(lfd, 64) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &al) != 0) {
+        perror("proxy: listen");
+        return 2;
+    }
+    FILE *pf = fopen(argv[2], "w");
+    if (!pf)
+        return 2;
+    fprintf(pf, "%d\n", ntohs(a.sin_port));
+    fclose(pf);
+    enum { MAXC = 128 };
+    static pconn cs_[MAXC];
+    for (int i = 0; i < MAXC; i++)
+        cs_[i].fd[0] = cs_[i].fd[1] = -1;
+    int64_t delay = 0, next_read = 0;
+    while (now_ns() < until) {
+        int64_t now = now_ns();
+        if (now >= next_read) {
+            delay = read_delay_ms(delayfile);
+            next_read = now + 50000000LL;
+        }
+        struct pollfd pfd[1 + 2 * MAXC];
+        int map[1 + 2 * MAXC];
+        int n = 0;
+        pfd[n].fd = lfd;
+        pfd[n].events = POLLIN;
+        map[n++] = -1;
+        int64_t wake = now + 50000000LL;
+        for (int i = 0; i < MAXC; i++) {
+            pconn *p = &cs_[i];
+            if (p->fd[0] < 0)
+                continue;
+            for (int k = 0; k < 2; k++) {
+                short ev = p->closing ? 0 : POLLIN;
+                chunk *h = p->to[k].head;
+                if (h && h->at <= now)
+                    ev |= POLLOUT;
+                else if (h && h->at < wake)
+                    wake = h->at;
+                pfd[n].fd = p->fd[k];
+                pfd[n].events = ev;
+                map[n++] = i * 2 + k;
+            }
+        }
+        int tmo = (int)((wake - now) / 1000000) + 1;
+        if (poll(pfd, (nfds_t)n, tmo) < 0 && errno != EINTR)
+            break;
+        now = now_ns();
+        if (pfd[0].revents & POLLIN) {
+            int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            int slot = -1;
+            for (int i = 0; i < MAXC && cfd >= 0; i++)
+                if (cs_[i].fd[0] < 0) {
+                    slot = i;
+                    break;
+                }
+            if (cfd >= 0 && slot < 0)
+                close(cfd);
+            if (slot >= 0) {
+                int sfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_in t = a;
+                t.sin_port = htons((uint16_t)target);
+                if (sfd < 0 ||
+                    connect(sfd, (struct sockaddr *)&t, sizeof t) != 0) {
+                    close(cfd);
+                    if (sfd >= 0)
+                        close(sfd);
+                } else {
+                    fcntl(sfd, F_SETFL, O_NONBLOCK);
+                    memset(&cs_[slot], 0, sizeof cs_[slot]);
+                    cs_[slot].fd[0] = cfd;
+                    cs_[slot].fd[1] = sfd;
+                }
+            }
+        }
+        for (int j = 1; j < n; j++) {
+            int i = map[j] / 2, k = map[j] % 2;
+            pconn *p = &cs_[i];
+            if (p->fd[0] < 0)
+                continue;
+            if (pfd[j].revents & (POLLIN | POLLHUP | POLLERR)) {
+                char buf[16384];
+                ssize_t r = read(p->fd[k], buf, sizeof buf);
+                if (r > 0) {
+                    chunk *c = malloc(sizeof *c + (size_t)r);
+                    if (!c)
+                        abort();
+                    c->next = NULL;
+                    c->at = now + delay * 1000000;
+                    c->len = (size_t)r;
+                    c->off = 0;
+                    memcpy(c->data, buf, (size_t)r);
+                    pipe_dir *d = &p->to[1 - k];
+                    if (d->tail)
+                        d->tail->next = c;
+                    else
+                        d->head = c;
+                    d->tail = c;
+                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    p->closing = 1;
+                }
+            }
+            if (pfd[j].revents & POLLOUT) {
+                pipe_dir *d = &p->to[k];
+                while (d->head && d->head->at <= now) {
+                    chunk *c = d->head;
+                    ssize_t w = send(p->fd[k], c->data + c->off,
+                                     c->len - c->off, MSG_NOSIGNAL);
+                    if (w < 0) {
+                        if (errno != EAGAIN)
+                            p->closing = 1;
+                        break;
+                    }
+                    c->off += (size_t)w;
+                    if (c->off < c->len)
+                        break;
+                    d->head = c->next;
+                    if (!d->head)
+                        d->tail = NULL;
+                    free(c);
+                }
+            }
+            /* A closed side: deliver what is due, then close both (the
+             * delayed close is what a slow network does too). */
+            if (p->closing && !p->to[0].head && !p->to[1].head)
+                pconn_free(p);
+        }
+    }
+    for (int i = 0; i < MAXC; i++)
+        if (cs_[i].fd[0] >= 0)
+            pconn_free(&cs_[i]);
+    close(lfd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -547,6 +769,8 @@ int main(int argc, char **argv)
         return check(argc, argv);
     if (!strcmp(argv[1], "try"))
         return try_once(argc, argv);
+    if (!strcmp(argv[1], "proxy"))
+        return proxy(argc, argv);
     if (!strcmp(argv[1], "badinput"))
         return badinput(argc, argv);
     fprintf(stderr, "chaos_worker: unknown mode %s\n", argv[1]);
