@@ -78,6 +78,7 @@ struct dlock__conn {
     size_t outpos, outlen, outcap;
     size_t tls_wlen;      /* length of an SSL_write to repeat, 0 if none */
     int read_wants_write; /* SSL_read wanted the socket writable */
+    int write_wants_read; /* SSL_write wanted the socket readable */
     int dead;
     int tcp; /* TCP or TLS (not a unix socket) */
     int handshaken;
@@ -760,6 +761,9 @@ static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
     }
     for (i = 0; i < n; i++)
         freeReplyObject(rep[i]);
+    if (r == DLOCK_OK && c->dead)
+        r = dlock__fail(err, errlen, DLOCK_EIO,
+                        "connection closed by %s after logging in", c->peer);
     return r == DLOCK_OK ? DLOCK_OK : die(c, r);
 }
 
@@ -894,11 +898,15 @@ int dlock__conn_flushed(const dlock__conn *c)
 }
 
 /* The events to poll for now. POLLIN is always wanted, so that a peer
- * that closes or answers while we are still writing is noticed. */
+ * that closes or answers while we are still writing is noticed. POLLOUT
+ * while output is queued, unless TLS said its write must first read (then
+ * a writable socket would only wake us in a loop), or when TLS said a
+ * read must first write. */
 short dlock__conn_events(const dlock__conn *c)
 {
     short ev = POLLIN;
-    if (c->outpos < c->outlen || (c->ssl != NULL && c->read_wants_write))
+    if ((c->outpos < c->outlen && !c->write_wants_read) ||
+        (c->ssl != NULL && c->read_wants_write))
         ev |= POLLOUT;
     return ev;
 }
@@ -923,6 +931,7 @@ static int flush_out(dlock__conn *c, char *err, size_t errlen)
             int n, e;
             ERR_clear_error();
             n = SSL_write(c->ssl, c->out + c->outpos, (int)len);
+            c->write_wants_read = 0;
             if (n > 0) {
                 c->outpos += (size_t)n;
                 c->tls_wlen = 0;
@@ -931,6 +940,7 @@ static int flush_out(dlock__conn *c, char *err, size_t errlen)
             e = SSL_get_error(c->ssl, n);
             if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
                 c->tls_wlen = len;
+                c->write_wants_read = e == SSL_ERROR_WANT_READ;
                 return DLOCK_OK;
             }
             return tls_fail(c, e, 0, err, errlen);
@@ -1147,7 +1157,11 @@ int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
                                    strerror(errno)));
             goto fail;
         }
-        if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        if (np == 2 && (p[1].revents & POLLNVAL)) {
+            /* Not an open fd: nothing can cancel us through it, and
+             * polling it again would return at once, forever. */
+            cancel_fd = -1;
+        } else if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             r = die(c, dlock__fail(err, errlen, DLOCK_CANCELED,
                                    "canceled while waiting for %s", c->peer));
             goto fail;

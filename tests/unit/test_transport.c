@@ -557,6 +557,27 @@ static void test_failures(void **state)
     peer_stop(&p);
     dlock__endpoint_clear(&ep);
 
+    /* A cancel fd that is not open is ignored, not spun on. */
+    memset(&p, 0, sizeof p);
+    p.reply = "+PONG\r\n";
+    p.replylen = 7;
+    peer_start(&p, 0);
+    peer_ep(&p, &ep, DLOCK__EP_TCP, NULL, NULL, 0);
+    assert_int_equal(dlock__conn_open(&c, &ep, NULL, dlock__now_ms() + 2000,
+                                      err, sizeof err),
+                     DLOCK_OK);
+    {
+        const char *argv[] = {"PING"};
+        dlock__conn_append_argv(c, 1, argv, NULL);
+    }
+    assert_int_equal(dlock__conn_roundtrip(c, 1, &rep, dlock__now_ms() + 2000,
+                                           1000000, err, sizeof err),
+                     DLOCK_OK);
+    freeReplyObject(rep);
+    dlock__conn_close(c);
+    peer_stop(&p);
+    dlock__endpoint_clear(&ep);
+
     /* A unix socket nobody listens on. */
     assert_int_equal(dlock__url_parse(&ep, "unix:///nonexistent/dlock.sock",
                                       err, sizeof err),
