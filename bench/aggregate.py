@@ -208,6 +208,12 @@ def main():
           "handoff latency; fair = min/max acquisitions per process;")
     print("W4lat = 5-node/1-node W1 p50 latency; W4thr = 5-node/1-node W2 "
           "acq/s")
+    errs = ["%s: %d" % (k, d["errors"]) for k, d in sorted(runs.items())
+            if d.get("errors")]
+    if errs:
+        print()
+        print("failed acquires/releases (an acquire gives up after a 10 s "
+              "wait): " + ", ".join(errs))
     print()
     print("targets:")
     for t in targets:
