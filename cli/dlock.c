@@ -157,6 +157,11 @@ static int accepts(enum cli_cmd cmd, int opt)
     }
 }
 
+/* The handle of a lock that `acquire` or `extend` leaves held when dlock
+ * exits. dlock.h offers no way to free a handle without releasing its lock,
+ * so it is kept reachable here until exit rather than leaked. */
+static dlock_lock *kept_lock;
+
 /* Print "dlock: MESSAGE" on stderr. */
 void cli_err(const char *fmt, ...)
 {
@@ -635,6 +640,7 @@ static int cmd_acquire(const struct cli *o, dlock_client *c)
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
     /* The handle is deliberately not released: the lock outlives us. */
+    kept_lock = lock;
     return 0;
 }
 
@@ -688,6 +694,8 @@ static int cmd_extend(const struct cli *o, dlock_client *c)
 
     if (rc != 0)
         return rc;
+    /* Whatever the extension's outcome, the lock is not released here. */
+    kept_lock = lock;
     rc = dlock_lock_extend(lock, o->lease_ms);
     if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
         cli_err("\"%s\": the lease of %s ran out before the extension",
@@ -700,7 +708,6 @@ static int cmd_extend(const struct cli *o, dlock_client *c)
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     cli_verbose(o, "extended \"%s\": lease ends in %s", o->key, lease);
-    /* The adopted handle is not released: the lock stays held. */
     return 0;
 }
 
@@ -745,18 +752,21 @@ int main(int argc, char **argv)
     o.cmd_name = d->name;
 
     rc = parse_args(&o, argc - 1, argv + 1);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
+    if (rc != 0) {
+        rc = rc < 0 ? 0 : rc;
+        goto out;
+    }
 
     /* Before the client exists, so that its threads start with our
      * signals blocked. */
     if (cli_signals_setup() < 0) {
         cli_err("setting up signals: %s", strerror(errno));
-        return CLI_EX_OSERR;
+        rc = CLI_EX_OSERR;
+        goto out;
     }
     rc = make_client(&o, &client);
     if (rc != 0)
-        return rc;
+        goto out;
 
     switch (o.cmd) {
     case CMD_RUN:
@@ -776,6 +786,7 @@ int main(int argc, char **argv)
         break;
     }
     dlock_client_free(client);
+out:
     for (size_t i = 0; i < o.nservers; i++)
         free(o.servers[i]);
     free(o.servers);
