@@ -274,44 +274,60 @@ static void test_release_race(void **state)
     dlock_client *c = client_for(&srv, 0);
     dlock_client *other = client_for(&srv, 0);
     lost_rec rec = {0};
-    int i, extended = 0, foreign = 0, grabbed = 0;
+    int i, touched = 0, foreign = 0, grabbed = 0, late_lost = 0;
+    int lost_before_release = 0;
     (void)state;
     for (i = 0; i < CYCLES; i++) {
         dlock_lock *l = NULL, *o = NULL;
         long long p1, p2;
+        int64_t t1, t2;
+        int calls0;
         int rc = acquire_wd(&l, c, "wd-race", 30, &rec);
         assert_int_equal(rc, DLOCK_OK);
         /* Hold for 0..2 renewal periods so releases land mid-renewal. */
         if (i % 3)
             usleep((useconds_t)((i % 7) * 3000));
+        calls0 = atomic_load(&rec.calls);
         rc = dlock_lock_release(l);
-        /* The lease is tiny: NOT_OWNER is possible if the watchdog was
-         * slower than 30 ms; OK is the rule. Neither is LOST. */
-        assert_true(rc == DLOCK_OK || rc == DLOCK_NOT_OWNER);
-        if (dlock_lock_acquire(&o, other, "wd-race", 0, 1000) != DLOCK_OK)
-            continue;
-        grabbed++;
-        p1 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
-        usleep(25000); /* past our renewal period of 10 ms */
-        p2 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
-        if (p2 > p1)
-            extended++;
-        if (th_cmd_int(&srv, "HLEN dlock:{wd-race}") != 1)
-            foreign++;
-        assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+        /* The lease is tiny: on a loaded machine the watchdog may miss
+         * 30 ms, and then NOT_OWNER, or LOST if it noticed first, is the
+         * honest answer (counted, not the point here). */
+        assert_true(rc == DLOCK_OK || rc == DLOCK_NOT_OWNER ||
+                    rc == DLOCK_LOST);
+        if (rc == DLOCK_LOST)
+            lost_before_release++;
+        if (dlock_lock_acquire(&o, other, "wd-race", 0, 1000) == DLOCK_OK) {
+            grabbed++;
+            t1 = now_ms();
+            p1 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
+            usleep(25000); /* past our renewal period of 10 ms */
+            p2 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
+            t2 = now_ms();
+            /* Only time may lower the other's TTL: not raised, not cut to
+             * our 30 ms lease. */
+            if (p1 <= 0 || p2 <= 0 || p2 > p1 || p2 < p1 - (t2 - t1) - 100)
+                touched++;
+            if (th_cmd_int(&srv, "HLEN dlock:{wd-race}") != 1 ||
+                th_cmd_int(&srv, "HEXISTS dlock:{wd-race} %s",
+                           dlock_lock_owner(o)) != 1)
+                foreign++;
+            assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+        }
+        /* A callback after a release that said anything but LOST is a
+         * callback for a released lock. */
+        if (rc != DLOCK_LOST && atomic_load(&rec.calls) != calls0)
+            late_lost++;
     }
-    fprintf(stderr, "race: %d/%d grabbed, %d extended, %d foreign\n", grabbed,
-            CYCLES, extended, foreign);
-    assert_true(grabbed > CYCLES / 2);
-    assert_int_equal(extended, 0);
-    assert_int_equal(foreign, 0);
     sleep_ms(100);
-    assert_int_equal(atomic_load(&rec.calls), 0);
-    {
-        dlock_stats st;
-        dlock_client_stats(c, &st);
-        assert_int_equal(st.lost, 0);
-    }
+    fprintf(stderr,
+            "race: %d/%d grabbed, %d touched, %d foreign, %d late lost "
+            "callbacks, %d lost before release\n",
+            grabbed, CYCLES, touched, foreign, late_lost, lost_before_release);
+    assert_true(grabbed > CYCLES / 2);
+    assert_int_equal(touched, 0);
+    assert_int_equal(foreign, 0);
+    assert_int_equal(late_lost, 0);
+    assert_int_equal(atomic_load(&rec.calls), lost_before_release);
     dlock_client_free(c);
     dlock_client_free(other);
 }
