@@ -69,7 +69,8 @@ static const char *usage_text =
     "                         DLOCK_OWNER and DLOCK_FENCING_TOKEN for eval\n"
     "                         instead of \"OWNER TOKEN\"\n"
     "release and extend options:\n"
-    "      --owner OWNER      the owner acquire printed (default: $DLOCK_OWNER)\n"
+    "      --owner OWNER      the owner acquire printed (default:\n"
+    "                         $DLOCK_OWNER)\n"
     "status options:\n"
     "      --json             print a JSON object\n"
     "\n"
@@ -319,27 +320,24 @@ static void option_name(int opt, char *buf, size_t len)
  */
 static int parse_args(struct cli *o, int argc, char **argv)
 {
-    const char *shorts = o->cmd == CMD_RUN ? "+:s:vw:nl:E:L:hV"
-                                           : ":s:vw:nl:E:L:hV";
+    const char *shorts =
+        o->cmd == CMD_RUN ? "+:s:vw:nl:E:L:hV" : ":s:vw:nl:E:L:hV";
     const char *why;
     char name[32];
     int opt, positional;
 
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, shorts, long_options, NULL)) !=
-           -1) {
+    while ((opt = getopt_long(argc, argv, shorts, long_options, NULL)) != -1) {
         if (opt == '?') {
             if (optopt > 0 && optopt < 256)
-                return usage_error(o->cmd_name, "unknown option '-%c'",
-                                   optopt);
+                return usage_error(o->cmd_name, "unknown option '-%c'", optopt);
             return usage_error(o->cmd_name, "unknown option '%s'",
                                argv[optind - 1]);
         }
         if (opt == ':') {
             option_name(optopt, name, sizeof name);
-            return usage_error(o->cmd_name, "option '%s' needs a value",
-                               name);
+            return usage_error(o->cmd_name, "option '%s' needs a value", name);
         }
         if (!accepts(o->cmd, opt)) {
             option_name(opt, name, sizeof name);
@@ -372,8 +370,7 @@ static int parse_args(struct cli *o, int argc, char **argv)
             break;
         case 'w':
             if (cli_parse_seconds(optarg, &o->wait_ms, &why) < 0)
-                return usage_error(o->cmd_name, "--wait '%s': %s", optarg,
-                                   why);
+                return usage_error(o->cmd_name, "--wait '%s': %s", optarg, why);
             break;
         case 'n':
             o->wait_ms = 0;
@@ -384,8 +381,7 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                    why);
             if (o->lease_ms <= 0)
                 return usage_error(o->cmd_name,
-                                   "--lease '%s': must be more than 0",
-                                   optarg);
+                                   "--lease '%s': must be more than 0", optarg);
             break;
         case OPT_GRACE:
             if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
@@ -504,8 +500,8 @@ static int make_client(const struct cli *o, dlock_client **out)
         opts.key_prefix = o->prefix;
     else if (env_nonempty("DLOCK_PREFIX") != NULL)
         opts.key_prefix = env_nonempty("DLOCK_PREFIX");
-    opts.tls_ca_file = o->cacert != NULL ? o->cacert
-                                         : env_nonempty("DLOCK_CACERT");
+    opts.tls_ca_file =
+        o->cacert != NULL ? o->cacert : env_nonempty("DLOCK_CACERT");
     opts.tls_insecure = o->insecure;
 
     if (o->verbose) {
@@ -515,8 +511,8 @@ static int make_client(const struct cli *o, dlock_client **out)
                         o->nservers, shown, o->servers_from);
         }
         if (o->nservers > 1)
-            cli_verbose(o, "Redlock over %zu servers: quorum %zu",
-                        o->nservers, o->nservers / 2 + 1);
+            cli_verbose(o, "Redlock over %zu servers: quorum %zu", o->nservers,
+                        o->nservers / 2 + 1);
     }
 
     rc = dlock_client_new(out, &opts, err, sizeof err);
@@ -698,8 +694,8 @@ static int cmd_extend(const struct cli *o, dlock_client *c)
     kept_lock = lock;
     rc = dlock_lock_extend(lock, o->lease_ms);
     if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
-        cli_err("\"%s\": the lease of %s ran out before the extension",
-                o->key, o->owner);
+        cli_err("\"%s\": the lease of %s ran out before the extension", o->key,
+                o->owner);
         return o->lost_code;
     }
     if (rc != DLOCK_OK) {
@@ -712,9 +708,8 @@ static int cmd_extend(const struct cli *o, dlock_client *c)
 }
 
 static const struct cmd_def commands[] = {
-    {"run", CMD_RUN},         {"acquire", CMD_ACQUIRE},
-    {"release", CMD_RELEASE}, {"extend", CMD_EXTEND},
-    {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+    {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
+    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {

@@ -227,13 +227,14 @@ static int wait_child(const struct cli *o, struct child *ch, dlock_lock *lock)
         while ((s = cli_signals_take(&tty)) != 0) {
             if (tty && (s == SIGINT || s == SIGQUIT) &&
                 getpgid(ch->pid) == getpgrp()) {
-                cli_verbose(o, "SIG%s came from the terminal: COMMAND got "
-                               "it too",
+                cli_verbose(o,
+                            "SIG%s came from the terminal: COMMAND got "
+                            "it too",
                             sig_name(s));
                 continue;
             }
-            cli_verbose(o, "forwarding SIG%s to COMMAND (pid %ld)",
-                        sig_name(s), (long)ch->pid);
+            cli_verbose(o, "forwarding SIG%s to COMMAND (pid %ld)", sig_name(s),
+                        (long)ch->pid);
             kill(ch->pid, s);
         }
         if (!ch->lost && cli_lost_seen())
@@ -301,8 +302,7 @@ int cli_run(struct cli *o, dlock_client *c)
         if (exec_errno != 0) {
             cli_err("cannot execute '%s': %s", o->command[0],
                     strerror(exec_errno));
-            code = exec_errno == ENOENT ? CLI_EX_NOT_FOUND
-                                        : CLI_EX_CANNOT_EXEC;
+            code = exec_errno == ENOENT ? CLI_EX_NOT_FOUND : CLI_EX_CANNOT_EXEC;
         } else {
             cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
             code = CLI_EX_OSERR;
@@ -326,8 +326,8 @@ int cli_run(struct cli *o, dlock_client *c)
     cli_format_ms(cli_now_ms() - t0, took, sizeof took);
     if (WIFEXITED(ch.status)) {
         code = WEXITSTATUS(ch.status);
-        cli_verbose(o, "%s exited with status %d after %s", o->command[0],
-                    code, took);
+        cli_verbose(o, "%s exited with status %d after %s", o->command[0], code,
+                    took);
     } else if (WIFSIGNALED(ch.status)) {
         code = 128 + WTERMSIG(ch.status);
         cli_verbose(o, "%s was killed by SIG%s after %s", o->command[0],
@@ -342,8 +342,8 @@ int cli_run(struct cli *o, dlock_client *c)
             cli_err("the lease on \"%s\" ran out before COMMAND finished: "
                     "its work was not protected by the lock all along",
                     o->key);
-        cli_err("COMMAND's status was %d; exiting with the lost code %d",
-                code, o->lost_code);
+        cli_err("COMMAND's status was %d; exiting with the lost code %d", code,
+                o->lost_code);
         return o->lost_code;
     }
     if (rc != DLOCK_OK) {

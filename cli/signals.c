@@ -26,8 +26,8 @@
 
 /* The signals forwarded to COMMAND. Their default action would kill dlock
  * and leave COMMAND running without anyone renewing its lease. */
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
-                                SIGUSR2};
+static const int forwarded[] = {SIGINT,  SIGTERM, SIGHUP,
+                                SIGQUIT, SIGUSR1, SIGUSR2};
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 static volatile sig_atomic_t pending[NSIG];

@@ -48,7 +48,9 @@ check "tokens increase under Redlock ($tok1 < $(cat "$T/out"))" \
     test "$(cat "$T/out")" -gt "${tok1:-0}"
 
 # No inherited sockets with three connections open.
-expect_status 0 "child's fds (Redlock)" "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run "${S[@]}" rfd -- sh -c 'ls /proc/$$/fd; :'
+expect_status 0 "child's fds (Redlock)" \
+    "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run "${S[@]}" rfd -- \
+    sh -c 'ls /proc/$$/fd; :'
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "the child has only fds 0 1 2 (has: $fds)" test "$fds" = "0 1 2 "
 

@@ -135,10 +135,12 @@ check "default: the key is dlock:{pk}" grep -qx 1 "$T/out"
 # (ls is not the shell's last command, so the shell forks it and $$ is the
 # shell, whose only fds are the ones it got from dlock.)
 fdcmd='ls /proc/$$/fd; :'
-expect_status 0 "child's fds" "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run fds -- sh -c "$fdcmd"
+expect_status 0 "child's fds" \
+    "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run fds -- sh -c "$fdcmd"
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "the child has only fds 0 1 2 (has: $fds)" test "$fds" = "0 1 2 "
-expect_status 0 "child's fds with -v" "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -v fds -- sh -c "$fdcmd"
+expect_status 0 "child's fds with -v" \
+    "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -v fds -- sh -c "$fdcmd"
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "with -v too (has: $fds)" test "$fds" = "0 1 2 "
 
