@@ -238,13 +238,15 @@ int cli_exit_for(const struct cli *o, int rc)
     }
 }
 
-/* Print "dlock: WHAT "KEY": text (details)" for a failed library call. */
+/* Print why a library call on KEY failed: "dlock: "KEY": text (details)",
+ * the details naming the operation; without details "dlock: WHAT "KEY":
+ * text". */
 void cli_report(dlock_client *c, const char *what, const char *key, int rc)
 {
     const char *detail = c != NULL ? dlock_errmsg(c) : "";
 
     if (detail != NULL && *detail != '\0')
-        cli_err("%s \"%s\": %s (%s)", what, key, dlock_strerror(rc), detail);
+        cli_err("\"%s\": %s (%s)", key, dlock_strerror(rc), detail);
     else
         cli_err("%s \"%s\": %s", what, key, dlock_strerror(rc));
 }

@@ -19,6 +19,14 @@ expect_status 0 "flock-style: no -- before COMMAND" "$DLOCK_BIN" run k true
 expect_status 5 "-- before KEY" "$DLOCK_BIN" run -- k sh -c 'exit 5'
 expect_status 0 "COMMAND's arguments are not parsed by dlock" \
     "$DLOCK_BIN" run k -- sh -c 'test "$1" = -w' sh -w
+expect_status 0 "every long option" "$DLOCK_BIN" run --server "$REDIS_URL" \
+    --wait 5 --lease 2 --conflict-exit-code 3 --lost-exit-code 4 \
+    --on-lost kill --grace 1 --verbose --prefix dlock --user default \
+    longopts -- true
+check "--verbose works" grep -q 'released "longopts"' "$T/err"
+expect_status 0 "options given as --name=value" "$DLOCK_BIN" run \
+    --server="$REDIS_URL" --wait=5 --lease=2 --on-lost=term --grace=0.5 \
+    longopts -- true
 expect_status 137 "COMMAND killed by SIGKILL: 128+9" \
     "$DLOCK_BIN" run k -- sh -c 'kill -9 $$'
 expect_status 143 "COMMAND killed by SIGTERM: 128+15" \
