@@ -60,8 +60,7 @@ static uint64_t rnd(void)
 static size_t split_urls(char *list, const char **out, size_t max)
 {
     size_t n = 0;
-    for (char *tok = strtok(list, ","); tok && n < max;
-         tok = strtok(NULL, ","))
+    for (char *tok = strtok(list, ","); tok && n < max; tok = strtok(NULL, ","))
         out[n++] = tok;
     return n;
 }
@@ -80,8 +79,8 @@ static dlock_client *make_client(char *urls, int64_t timeout_ms)
     char err[256] = "";
     int rc = dlock_client_new(&c, &o, err, sizeof err);
     if (rc != DLOCK_OK) {
-        fprintf(stderr, "chaos_worker: client: %s: %s\n",
-                dlock_status_name(rc), err);
+        fprintf(stderr, "chaos_worker: client: %s: %s\n", dlock_status_name(rc),
+                err);
         return NULL;
     }
     return c;
@@ -176,13 +175,13 @@ static int worker(int argc, char **argv)
             wrc = dlock_fenced_set(c, key, tok, nv, (size_t)n);
             wc = now_ns();
         }
-        int valid = dlock_lock_validity_ms(l) > 0 &&
-                    dlock_lock_status(l) == DLOCK_OK;
+        int valid =
+            dlock_lock_validity_ms(l) > 0 && dlock_lock_status(l) == DLOCK_OK;
         int64_t exitt = now_ns();
         logline(fd, "X %d %llu %lld %lld %d %llu %lld %lld %d\n", wid,
                 (unsigned long long)tok, (long long)enter, (long long)exitt,
-                valid, (unsigned long long)fence, (long long)ws,
-                (long long)wc, wrc);
+                valid, (unsigned long long)fence, (long long)ws, (long long)wc,
+                wrc);
         dlock_lock_release(l);
     }
     dlock_client_free(c);
@@ -231,9 +230,8 @@ static int check(int argc, char **argv)
             long long validity = 0;
             if (n == cap)
                 v = realloc(v, (cap *= 2) * sizeof *v);
-            if (line[0] == 'E' &&
-                sscanf(line, "E %d %llu %lld %lld", &x.wid, &x.tok,
-                       &x.enter, &validity) == 4) {
+            if (line[0] == 'E' && sscanf(line, "E %d %llu %lld %lld", &x.wid,
+                                         &x.tok, &x.enter, &validity) == 4) {
                 /* Until its X line arrives it is open: claimed valid for
                  * the validity it had at entry. */
                 x.open = 1;
@@ -319,7 +317,8 @@ static int check(int argc, char **argv)
                 break;
             }
     }
-    if (counter >= 0 && (counter < accepted || counter > accepted + opened + maybe)) {
+    if (counter >= 0 &&
+        (counter < accepted || counter > accepted + opened + maybe)) {
         printf("VIOLATION counter: %lld, but %ld accepted writes logged "
                "(+%ld unfinished, +%ld with unknown outcome)\n",
                counter, accepted, opened, maybe);
@@ -364,12 +363,12 @@ static int known(int rc)
     return strcmp(dlock_status_name(rc), "UNKNOWN") != 0;
 }
 
-#define EXPECT(cond, what)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            printf("VIOLATION badinput: %s (line %d)\n", what, __LINE__);    \
-            bad_fail++;                                                      \
-        }                                                                    \
+#define EXPECT(cond, what)                                                     \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            printf("VIOLATION badinput: %s (line %d)\n", what, __LINE__);      \
+            bad_fail++;                                                        \
+        }                                                                      \
     } while (0)
 
 /* One client against fake server MODE: every call must return a known
@@ -438,18 +437,17 @@ static int badinput(int argc, char **argv)
     char err[128];
     EXPECT(dlock_client_new(NULL, &o, err, sizeof err) == DLOCK_EINVAL,
            "client_new(NULL out)");
-    EXPECT(dlock_client_new(&c, NULL, err, sizeof err) == DLOCK_EINVAL &&
-               !c,
+    EXPECT(dlock_client_new(&c, NULL, err, sizeof err) == DLOCK_EINVAL && !c,
            "client_new(NULL opts)");
     EXPECT(dlock_client_new(&c, &o, NULL, 0) == DLOCK_EINVAL && !c,
            "client_new(no servers)");
-    const char *bad[] = {"", "redis://", "redis://h:0", "redis://h:70000",
-                         "http://h", "redis://[::1", "unix://", NULL};
+    const char *bad[] = {
+        "",         "redis://",     "redis://h:0", "redis://h:70000",
+        "http://h", "redis://[::1", "unix://",     NULL};
     for (int i = 0; bad[i]; i++) {
         o.servers = &bad[i];
         o.nservers = 1;
-        EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL &&
-                   !c,
+        EXPECT(dlock_client_new(&c, &o, err, sizeof err) == DLOCK_EINVAL && !c,
                bad[i]);
     }
     const char *nul[] = {NULL};
@@ -528,8 +526,7 @@ static int badinput(int argc, char **argv)
                "inspect NULL client");
         EXPECT(dlock_lock_adopt(&l, c, "x", NULL, 1) == DLOCK_EINVAL,
                "adopt NULL owner");
-        EXPECT(dlock_with_lock(c, "x", NULL, NULL, NULL, NULL) ==
-                   DLOCK_EINVAL,
+        EXPECT(dlock_with_lock(c, "x", NULL, NULL, NULL, NULL) == DLOCK_EINVAL,
                "with_lock NULL fn");
         EXPECT(strcmp(dlock_strerror(-999), "unknown status") == 0,
                "strerror(-999)");
@@ -546,7 +543,6 @@ static int badinput(int argc, char **argv)
     printf("stats badinput violations=%d\n", bad_fail);
     return bad_fail ? 1 : 0;
 }
-
 
 /* ---- delaying TCP proxy ------------------------------------------------- */
 

@@ -48,8 +48,8 @@ static long long shift_ms(void)
 
 static void add(struct timespec *ts, long long ms)
 {
-    long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec +
-                   ms * 1000000LL;
+    long long ns =
+        (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec + ms * 1000000LL;
     ts->tv_sec = (time_t)(ns / 1000000000LL);
     ts->tv_nsec = (long)(ns % 1000000000LL);
 }
