@@ -590,8 +590,8 @@ static int run_w2(const struct conf *cf)
                (double)acq / secs, (double)(req + 2 * acq) / a,
                (cpu1 - cpu0) / a, nh, pct(h, nh, 0.5) / 1e3,
                pct(h, nh, 0.99) / 1e3, negative, same,
-               amax ? (double)amin / (double)amax : 0.0,
-               (long long)acq - final, errors, hung);
+               amax ? (double)amin / (double)amax : 0.0, (long long)acq - final,
+               errors, hung);
     }
     free(m);
     free(h);
