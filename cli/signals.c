@@ -290,9 +290,16 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if (rc == DLOCK_BUSY && o->wait_ms != 0) {
         if (o->verbose)
             say_waiting(o, c);
-        left = o->wait_ms < 0 ? -1 : o->wait_ms - (cli_now_ms() - t0);
-        if (left == 0)
-            return DLOCK_TIMEDOUT;
+        /* The first try may have used up -w (a slow server, a loaded
+         * machine): then it is over, and a negative wait_ms (forever)
+         * must not come out of the subtraction. */
+        if (o->wait_ms < 0) {
+            left = -1;
+        } else {
+            left = o->wait_ms - (cli_now_ms() - t0);
+            if (left <= 0)
+                return DLOCK_TIMEDOUT;
+        }
         ao.wait_ms = left;
         memset(&k, 0, sizeof k);
         k.client = c;

@@ -36,9 +36,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Print a failure and count it.
+# Print a failure (with the seconds since the test started: slow machines
+# explain some) and count it.
 fail() {
-    echo "FAIL: $*" >&2
+    echo "FAIL: [${SECONDS}s] $*" >&2
     failures=$((failures + 1))
 }
 
@@ -58,15 +59,17 @@ check() {
 # 60 s timeout) and compare its exit status. Its stdout and stderr are kept
 # in $T/out and $T/err and shown on failure.
 expect_status() {
-    local want=$1 what=$2 got
+    local want=$1 what=$2 got t0 took
     shift 2
     checks=$((checks + 1))
+    t0=$(now_ms)
     timeout -k 5 60 "$@" >"$T/out" 2>"$T/err"
     got=$?
+    took=$(($(now_ms) - t0))
     if [ "$got" = "$want" ]; then
         echo "ok: $what (status $got)"
     else
-        fail "$what: expected status $want, got $got"
+        fail "$what: expected status $want, got $got (after $took ms)"
         echo "  command: $*" >&2
         sed 's/^/  stdout: /' "$T/out" >&2
         sed 's/^/  stderr: /' "$T/err" >&2
