@@ -148,10 +148,16 @@ static void test_mutual_exclusion(void **state)
                     fail = 1;
                     continue;
                 }
-                if (rmw("test:rl:counter") != 0)
+                if (rmw("test:rl:counter") != 0) {
+                    fprintf(stderr, "rmw failed\n");
                     fail = 1;
-                if (dlock_lock_release(l) != DLOCK_OK)
+                }
+                rc = dlock_lock_release(l);
+                if (rc != DLOCK_OK) {
+                    fprintf(stderr, "release: %s (%s)\n", dlock_strerror(rc),
+                            dlock_errmsg(c));
                     fail = 1;
+                }
             }
             dlock_client_free(c);
             _exit(fail);
