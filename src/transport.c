@@ -697,6 +697,40 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
     return DLOCK_OK;
 }
 
+/*
+ * Copy the server's text (len bytes at s) into dst (dstlen bytes) with
+ * every occurrence of secret replaced by "***", and no prefix of it left
+ * at the end (where the copy or the server cut it short): a server that
+ * echoes its arguments in an error must not put the password into our
+ * messages.
+ */
+static void scrub_copy(char *dst, size_t dstlen, const char *s, size_t len,
+                       const char *secret)
+{
+    size_t slen = secret != NULL ? strlen(secret) : 0;
+    size_t i = 0, j = 0, k;
+    while (i < len && j + 1 < dstlen) {
+        if (slen > 0 && len - i >= slen && memcmp(s + i, secret, slen) == 0) {
+            for (k = 0; k < 3 && j + 1 < dstlen; k++)
+                dst[j++] = '*';
+            i += slen;
+        } else {
+            dst[j++] = s[i++];
+        }
+    }
+    dst[j] = '\0';
+    if (slen > 1) {
+        /* Cut short here, or by the server: drop a tail that could be the
+         * password's start. */
+        for (k = slen - 1; k > 0; k--) {
+            if (k <= j && memcmp(dst + j - k, secret, k) == 0) {
+                dst[j - k] = '\0';
+                break;
+            }
+        }
+    }
+}
+
 /* Append AUTH / SELECT as configured and check their replies: AUTH must
  * say OK (else DLOCK_EAUTH with the server's words), SELECT too (else
  * DLOCK_ESERVER). */
@@ -744,16 +778,17 @@ static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
         redisReply *x = rep[i];
         int is_ok = x->type == REDIS_REPLY_STATUS && x->len == 2 &&
                     memcmp(x->str, "OK", 2) == 0;
+        char text[161];
         if (is_ok)
             continue;
+        if (x->type == REDIS_REPLY_ERROR)
+            scrub_copy(text, sizeof text, x->str, x->len, ep->password);
         if (x->type == REDIS_REPLY_ERROR && i == iauth)
-            r = dlock__fail(err, errlen, DLOCK_EAUTH, "AUTH to %s: %.*s",
-                            c->peer, (int)(x->len > 160 ? 160 : x->len),
-                            x->str);
+            r = dlock__fail(err, errlen, DLOCK_EAUTH, "AUTH to %s: %s", c->peer,
+                            text);
         else if (x->type == REDIS_REPLY_ERROR && i == isel)
-            r = dlock__fail(err, errlen, DLOCK_ESERVER, "SELECT %d on %s: %.*s",
-                            ep->db, c->peer, (int)(x->len > 160 ? 160 : x->len),
-                            x->str);
+            r = dlock__fail(err, errlen, DLOCK_ESERVER, "SELECT %d on %s: %s",
+                            ep->db, c->peer, text);
         else
             r = dlock__fail(err, errlen, DLOCK_EPROTO,
                             "protocol error from %s: unexpected reply to %s",

@@ -76,7 +76,17 @@ static void *peer_main(void *arg)
     peer *p = arg;
     char buf[65536];
     SSL *ssl = NULL;
-    int fd = accept(p->lfd, NULL, NULL);
+    sigset_t pipe_set;
+    int fd;
+
+    /* The peer's own TLS writes go through OpenSSL's socket BIO (write(),
+     * not send(MSG_NOSIGNAL)): a client that hung up must not kill the
+     * test from this thread. The client side, under test, runs in the
+     * main thread with SIGPIPE at its default. */
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    fd = accept(p->lfd, NULL, NULL);
     if (fd < 0)
         return NULL;
     if (p->tls != NULL) {
@@ -375,6 +385,22 @@ static void test_auth_select(void **state)
     assert_non_null(strstr(err, "WRONGPASS"));
     assert_non_null(strstr(err, ep.display));
     assert_null(strstr(err, "Pa55w0rd"));
+    peer_stop(&p);
+    dlock__endpoint_clear(&ep);
+
+    /* A server that echoes the password in its error: masked. */
+    memset(&p, 0, sizeof p);
+    p.reply = "-ERR unknown command 'AUTH', with args beginning with: "
+              "'alice' 'Pa55w0rd' 'Pa55w0rd'\r\n";
+    p.replylen = strlen(p.reply);
+    p.expect = 1;
+    peer_start(&p, 0);
+    peer_ep(&p, &ep, DLOCK__EP_TCP, "alice", "Pa55w0rd", 0);
+    r = dlock__conn_open(&c, &ep, NULL, dlock__now_ms() + 2000, err,
+                         sizeof err);
+    assert_int_equal(r, DLOCK_EAUTH);
+    assert_null(strstr(err, "Pa55"));
+    assert_non_null(strstr(err, "'alice' '***' '***'"));
     peer_stop(&p);
     dlock__endpoint_clear(&ep);
 
@@ -796,12 +822,49 @@ static void test_tls_failures(void **state)
     dlock__conn_close(NULL);
 }
 
+/* Whatever the length of the server's text, no prefix of the password
+ * survives where the message is cut (errors longer than 160 bytes), nor
+ * where the server cut its echo of it short. */
+static void test_auth_echo_cut(void **state)
+{
+    char reply[400];
+    peer p;
+    dlock__endpoint ep;
+    dlock__conn *c = NULL;
+    char err[DLOCK__ERRLEN] = "";
+    int pad;
+    (void)state;
+
+    for (pad = 140; pad < 170; pad++) {
+        memset(&p, 0, sizeof p);
+        /* pad x's, then 1 to 8 leading bytes of the password. */
+        memset(reply, 0, sizeof reply);
+        memcpy(reply, "-ERR ", 5);
+        memset(reply + 5, 'x', (size_t)pad);
+        reply[5 + pad] = ' ';
+        memcpy(reply + 6 + pad, "Pa55w0rd", (size_t)(pad % 8 + 1));
+        strcat(reply, "\r\n");
+        p.reply = reply;
+        p.replylen = strlen(reply);
+        p.expect = 1;
+        peer_start(&p, 0);
+        peer_ep(&p, &ep, DLOCK__EP_TCP, NULL, "Pa55w0rd", 0);
+        assert_int_equal(dlock__conn_open(&c, &ep, NULL, dlock__now_ms() + 2000,
+                                          err, sizeof err),
+                         DLOCK_EAUTH);
+        assert_null(strstr(err, " P"));
+        peer_stop(&p);
+        dlock__endpoint_clear(&ep);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tcp_roundtrip),
         cmocka_unit_test(test_unix_poll_driven),
         cmocka_unit_test(test_auth_select),
+        cmocka_unit_test(test_auth_echo_cut),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_no_sigpipe),
         cmocka_unit_test(test_tls_roundtrip),
