@@ -293,10 +293,13 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
 }
 
 /*
- * One acquire attempt on every node (fair: the queueing variant). Fills
- * *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set), DLOCK_NOT_OWNER (our
+ * One acquire attempt on every node. mode: FAIR_NONE (acquire.lua),
+ * FAIR_TRY (fair_acquire.lua without queueing: respects the queue but
+ * does not join it), FAIR_QUEUE (joins or refreshes its place). Fills *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set), DLOCK_NOT_OWNER (our
  * earlier hold expired: reentrant acquire), DLOCK_NO_QUORUM or an error.
  */
+enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE };
+
 static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                        int fair, attempt *a)
 {
@@ -304,8 +307,8 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     char slease[24], sexp[24], sret[24], shint[24], sttl[24];
     const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
     size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[6];
-    size_t arglens[6];
+    const char *args[7];
+    size_t arglens[7];
     dlock__cmd cmd;
     int64_t t0, elapsed, validity;
     int i, granted = 0, busy = 0, gone = 0, rc = DLOCK_OK;
@@ -336,13 +339,14 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     args[3] = sret;
     args[4] = shint;
     args[5] = sttl;
-    for (i = 0; i < 6; i++)
+    args[6] = fair == FAIR_QUEUE ? "1" : "0";
+    for (i = 0; i < 7; i++)
         arglens[i] = strlen(args[i]);
     cmd = (dlock__cmd){fair ? DLOCK__S_FAIR_ACQUIRE : DLOCK__S_ACQUIRE,
                        fair ? 4 : 2,
                        keys,
                        keylens,
-                       fair ? 6 : 5,
+                       fair ? 7 : 5,
                        args,
                        arglens};
 
@@ -482,10 +486,21 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     int strategy = c->opts.wait_strategy;
     dlock__waiter *w = NULL;
     int rc = DLOCK_BUSY, round = 0;
+    char *chan = h->chan;
+    size_t chanlen = h->chanlen;
 
+    if (strategy == DLOCK_WAIT_FAIR) {
+        /* Handoffs are published on "<channel>:<client id>": only the
+         * process of the waiter that got the lock is woken. */
+        chanlen = h->chanlen + 1 + 32;
+        chan = malloc(chanlen + 1);
+        if (chan == NULL)
+            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        snprintf(chan, chanlen + 1, "%s:%s", h->chan, c->idhex);
+    }
     if (strategy != DLOCK_WAIT_SPIN) {
         int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
-        if (dlock__notify_begin(c, h->chan, h->chanlen, &w,
+        if (dlock__notify_begin(c, chan, chanlen, &w,
                                 min_deadline(deadline, sub_dl),
                                 gen) != DLOCK_OK) {
             /* No subscription (server refuses, timeout): spinning still
@@ -512,7 +527,9 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                 break;
             }
         }
-        rc = try_acquire(c, h, lease_ms, strategy == DLOCK_WAIT_FAIR, a);
+        rc = try_acquire(c, h, lease_ms,
+                         strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : FAIR_NONE,
+                         a);
         if (rc != DLOCK_BUSY)
             break;
         atomic_fetch_add(&c->stats.busy, 1);
@@ -559,6 +576,8 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             rc = fair_leave(c, h, rc);
         dlock__notify_end(w);
     }
+    if (chan != h->chan)
+        free(chan);
     return rc;
 }
 
@@ -668,15 +687,15 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     /* Only this thread changes h->depth (the owner is this thread), so it
      * may be read here without the lock. */
     dlock__set_error(c, DLOCK_OK, "%s", "");
-    if (c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
-        opts->wait_ms != 0) {
-        /* Fair: subscribe before queueing, or a handoff that comes before
-         * the subscription would be missed; the waiting loop's first step
-         * is the attempt. */
-        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, -1, gen);
-    } else {
-        rc = try_acquire(c, h, opts->lease_ms, 0, &a);
-    }
+    /* Fair: the first attempt respects the queue but does not join it:
+     * the waiting loop subscribes before it queues, or a quick handoff
+     * could come before the subscription. Uncontended, that is one round
+     * trip and no subscription. */
+    rc = try_acquire(c, h, opts->lease_ms,
+                     c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
+                         ? FAIR_TRY
+                         : FAIR_NONE,
+                     &a);
     if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
         rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);

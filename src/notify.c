@@ -431,7 +431,8 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     w->cancel_gen = cancel_gen;
     w->next = ch->waiters;
     ch->waiters = w;
-    wake_thread(n);
+    if (!subscribed_enough(c, ch))
+        wake_thread(n); /* a lingering subscription needs no round trip */
     while (!subscribed_enough(c, ch)) {
         if (atomic_load(&c->cancel_gen) != cancel_gen) {
             rc = DLOCK_CANCELED;

@@ -13,12 +13,15 @@
 -- ARGV[4]  how long the fence hash outlives the last acquisition, ms
 -- ARGV[5]  unused (token hint of acquire.lua, kept for one argument layout)
 -- ARGV[6]  waiter time-to-live in ms (by the server's clock)
+-- ARGV[7]  "1": join (or refresh) the queue when the lock cannot be had;
+--          "0": only try (respecting the queue), do not join
 --
 -- Returns like acquire.lua:
 --   {1, token, depth}  acquired, or found handed over (the lease is then set
 --                      to ARGV[2]: this call confirms the handoff)
---   {0, pttl}          queued; pttl = the holder's remaining lease (-2: free
---                      but a live waiter is ahead)
+--   {0, pttl}          not acquired (queued if ARGV[7] is "1"); pttl = the
+--                      holder's remaining lease (-2: free but a live waiter
+--                      is ahead)
 --   {-1, depth}        the owner's count is not what the client believes
 local owner = ARGV[1]
 local expect = tonumber(ARGV[3])
@@ -63,6 +66,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == owner) then
     redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
     redis.call('PEXPIRE', KEYS[2], ARGV[4])
     return {1, tok, 1}
+end
+if ARGV[7] ~= '1' then
+    return {0, redis.call('PTTL', KEYS[1])}
 end
 if not redis.call('ZSCORE', KEYS[4], owner) then
     redis.call('RPUSH', KEYS[3], owner)

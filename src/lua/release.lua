@@ -15,7 +15,8 @@
 -- ARGV[6]  how long the fence hash lives, ms
 --
 -- Returns
---   1  released (published 'r'), or handed over (published 'h TOKEN OWNER')
+--   1  released (published 'r'), or handed over (published 'h TOKEN OWNER'
+--      on ARGV[4]:<the new owner's client id>, heard by its process only)
 --   2  one level given back, still held
 --   3  already done: a retry of a release whose reply was lost
 --   0  not the owner (the lease expired, or another owner has it)
@@ -50,7 +51,10 @@ if cur == expect then
                 local stok = string.format('%d', tok)
                 redis.call('HSET', KEYS[2], 'n', stok)
                 redis.call('PEXPIRE', KEYS[2], ARGV[6])
-                redis.call('PUBLISH', ARGV[4], 'h ' .. stok .. ' ' .. head)
+                -- Only the new owner's process listens on this channel:
+                -- <channel>:<client id> (the owner id's first 32 chars).
+                redis.call('PUBLISH', ARGV[4] .. ':' .. string.sub(head, 1, 32),
+                           'h ' .. stok .. ' ' .. head)
                 return 1
             end
         end
