@@ -182,7 +182,10 @@ static int worker(int argc, char **argv)
                 (unsigned long long)tok, (long long)enter, (long long)exitt,
                 valid, (unsigned long long)fence, (long long)ws, (long long)wc,
                 wrc);
-        dlock_lock_release(l);
+        int64_t rs = now_ns();
+        int rrc = dlock_lock_release(l);
+        logline(fd, "R %d %llu %lld %lld %s\n", wid, (unsigned long long)tok,
+                (long long)rs, (long long)now_ns(), dlock_status_name(rrc));
     }
     dlock_client_free(c);
     close(fd);
