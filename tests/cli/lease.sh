@@ -56,7 +56,8 @@ touch "$1/started"; while :; do sleep 0.05; done'
 
 # lost_case NAME KEY DLOCK-OPTIONS... -- CHILD-SCRIPT: start the child under
 # dlock (stderr in $T/NAME.err), delete the lock key once it runs, and wait
-# for dlock (30 s).
+# for dlock (30 s). The lease (3 s) is long enough that it cannot lapse by
+# itself on a loaded machine before the key is deleted.
 lost_case() {
     local name=$1 key=$2 opts=() script
     shift 2
@@ -66,7 +67,7 @@ lost_case() {
     done
     script=$2
     rm -f "$T/started" "$T/term" "$T/done"
-    spawn_bg_err "$T/$name.err" "$DLOCK_BIN" run -l 1 "${opts[@]}" "$key" \
+    spawn_bg_err "$T/$name.err" "$DLOCK_BIN" run -l 3 "${opts[@]}" "$key" \
         -- bash -c "$script" bash "$T"
     LOST_PID=$BG
     wait_until 10 test -e "$T/started" || fail "$name: the child did not start"
@@ -113,7 +114,7 @@ check "ignore: dlock reports COMMAND's own status" \
 
 # Taken over: the key is deleted and another owner takes the lock.
 rm -f "$T/started" "$T/term"
-spawn_bg_err "$T/lk6.err" "$DLOCK_BIN" run -l 1 lk6 -- bash -c "$trapper" bash "$T"
+spawn_bg_err "$T/lk6.err" "$DLOCK_BIN" run -l 3 lk6 -- bash -c "$trapper" bash "$T"
 pid=$BG
 wait_until 10 test -e "$T/started" || fail "takeover: child did not start"
 rcli "$P" DEL 'dlock:{lk6}' >/dev/null

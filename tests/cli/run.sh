@@ -152,15 +152,15 @@ expect_status 0 "child's fds with -v" \
 fds=$(sort -n "$T/out" | tr '\n' ' ')
 check "with -v too (has: $fds)" test "$fds" = "0 1 2 "
 
-# From outside, while the child runs and the watchdog renews (lease 0.6 s:
-# several renewals happen while we look).
+# From outside, while the child runs and the watchdog renews (lease 3 s,
+# renewed every second: renewals happen while we look).
 rm -f "$T/child.pid" "$T/go"
-spawn_bg "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -l 0.6 fds2 -- sh -c \
+spawn_bg "${CLOSED_EXEC[@]}" "$DLOCK_BIN" run -l 3 fds2 -- sh -c \
     'echo $$ >"$1/child.pid"; while [ ! -e "$1/go" ]; do sleep 0.05; done' \
     sh "$T"
 runner=$BG
 wait_until 10 test -s "$T/child.pid" || fail "the child did not start"
-sleep 1
+sleep 1.5
 child=$(cat "$T/child.pid" 2>/dev/null)
 links=$(for f in /proc/"$child"/fd/*; do readlink "$f"; done 2>/dev/null)
 dlock_pid=$(cat "/proc/$child/stat" 2>/dev/null | sed 's/^.*) //' |

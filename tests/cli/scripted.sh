@@ -28,6 +28,13 @@ check "the lock is held after acquire exited" \
 expect_status 1 "a second acquire -n conflicts" "$DLOCK_BIN" acquire -n job
 expect_status 9 "acquire -n -E 9" "$DLOCK_BIN" acquire -n -E 9 job
 expect_status 1 "acquire -w 0.2 gives up" "$DLOCK_BIN" acquire -w 0.2 job
+# A first try slower than -w (the server sleeps for a second, from before
+# dlock starts) ends the wait too; it once became an endless wait.
+rcli "$P" DEBUG SLEEP 1 >/dev/null &
+sleep 0.3
+expect_status 1 "-w 0.2 used up by a slow first try: gives up" \
+    "$DLOCK_BIN" acquire -w 0.2 job
+wait
 expect_status 1 "run -n conflicts with it" "$DLOCK_BIN" run -n job -- true
 
 expect_status 0 "status of a held lock" "$DLOCK_BIN" status job
@@ -101,9 +108,9 @@ expect_status 0 "the new owner releases" \
     "$DLOCK_BIN" release --owner "$owner2" short
 
 # --- acquire waits; -v; a full stdout --------------------------------------
-expect_status 0 "acquire" "$DLOCK_BIN" acquire -l 1 wt
-expect_status 0 "acquire -w 10 waits until the 1 s lease ends" \
-    "$DLOCK_BIN" acquire -v -w 10 -l 5 wt
+expect_status 0 "acquire" "$DLOCK_BIN" acquire -l 3 wt
+expect_status 0 "acquire -w 20 waits until the 3 s lease ends" \
+    "$DLOCK_BIN" acquire -v -w 20 -l 5 wt
 check "acquire -v says it waited" grep -q 'waiting for "wt"' "$T/err"
 check "acquire -v says it acquired" grep -q 'acquired "wt"' "$T/err"
 read -r owner _ <"$T/out"

@@ -23,7 +23,7 @@ while :; do sleep 0.05; done'
 
 for sig in TERM INT HUP QUIT USR1 USR2; do
     rm -f "$T/got" "$T/started" "$T/child.pid"
-    spawn_bg "$DLOCK_BIN" run -l 2 fwd -- bash -c "$catcher" bash "$T" "$sig"
+    spawn_bg "$DLOCK_BIN" run fwd -- bash -c "$catcher" bash "$T" "$sig"
     pid=$BG
     if ! wait_until 10 test -e "$T/started"; then
         fail "SIG$sig: the child did not start"
