@@ -367,7 +367,7 @@ static void printable(char *buf, size_t len, const unsigned char *s, size_t n)
         unsigned char ch = s[i];
         if (ch == '\r' || ch == '\n')
             break;
-        buf[j++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '.';
+        buf[j++] = (char)((ch >= 0x20 && ch < 0x7f) ? ch : '.');
     }
     buf[j] = '\0';
 }
@@ -776,9 +776,16 @@ static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
         return r;
     for (i = 0; i < n && r == DLOCK_OK; i++) {
         redisReply *x = rep[i];
-        int is_ok = x->type == REDIS_REPLY_STATUS && x->len == 2 &&
-                    memcmp(x->str, "OK", 2) == 0;
+        int is_ok;
         char text[161];
+        if (x == NULL) {
+            /* Not possible after a successful roundtrip; be safe. */
+            r = dlock__fail(err, errlen, DLOCK_EPROTO, "no reply from %s",
+                            c->peer);
+            break;
+        }
+        is_ok = x->type == REDIS_REPLY_STATUS && x->len == 2 &&
+                memcmp(x->str, "OK", 2) == 0;
         if (is_ok)
             continue;
         if (x->type == REDIS_REPLY_ERROR)
@@ -890,8 +897,12 @@ int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
     int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     size_t need;
 
-    if (len < 0 || cmd == NULL)
+    if (len <= 0 || cmd == NULL) {
+        /* hiredis fails only for want of memory (a command is never 0
+         * bytes long). */
+        redisFreeCommand(cmd);
         return DLOCK_ENOMEM;
+    }
     /* Reclaim what was already written before growing. Moving the unsent
      * bytes is fine even under a pending SSL_write retry: the context has
      * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER and the bytes stay the same. */
