@@ -145,4 +145,19 @@ wait_pid "$pid" 30
 check "stopped past the lease: exit 75 (got $WAIT_STATUS)" \
     test "$WAIT_STATUS" = 75
 
+# The server dies while COMMAND runs: renewals fail until the validity
+# runs out, which is a lost lease as well.
+start_redis
+rm -f "$T/started" "$T/term"
+spawn_bg_err "$T/down.err" "$DLOCK_BIN" run -s "$REDIS_URL" -l 2 down -- \
+    bash -c "$trapper" bash "$T"
+pid=$BG
+wait_until 10 test -e "$T/started" || fail "server down: child did not start"
+bash "$FIXTURE" stop "$REDIS_DIR"
+wait_pid "$pid" 30
+check "server gone while COMMAND runs: exit 75 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 75
+check "...after SIGTERM to COMMAND" file_has "$T/term" TERM
+[ "$WAIT_STATUS" = 75 ] || sed 's/^/  dlock: /' "$T/down.err" >&2
+
 finish

@@ -72,8 +72,21 @@ check "no Redlock run failed" test ! -s "$T/errors"
 # One server down: 2 of 3 is a majority.
 bash "$FIXTURE" stop "$C_DIR"
 expect_status 0 "one server of three down" "$DLOCK_BIN" run "${S[@]}" rl -- true
+# A holder loses its lease when a second server goes: renewals can no
+# longer reach a majority.
+rm -f "$T/started" "$T/term"
+spawn_bg_err "$T/rl-lost.err" "$DLOCK_BIN" run -l 2 "${S[@]}" rlost -- bash -c \
+    'trap "echo TERM >$1/term; exit 143" TERM; touch "$1/started"
+     while :; do sleep 0.05; done' bash "$T"
+pid=$BG
+wait_until 10 test -e "$T/started" || fail "Redlock holder did not start"
 # Two down: no quorum.
 bash "$FIXTURE" stop "$B_DIR"
+wait_pid "$pid" 30
+check "Redlock: quorum gone while COMMAND runs: exit 75 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 75
+check "...after SIGTERM to COMMAND" file_has "$T/term" TERM
+[ "$WAIT_STATUS" = 75 ] || sed 's/^/  dlock: /' "$T/rl-lost.err" >&2
 expect_status 69 "two servers of three down: no quorum" \
     "$DLOCK_BIN" run "${S[@]}" rl -- touch "$T/ran"
 check "nothing ran" test ! -e "$T/ran"
