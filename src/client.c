@@ -194,9 +194,9 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
                      char *errbuf, size_t errlen)
 {
     const char *script_src[DLOCK__S_COUNT] = {
-        dlock__lua_acquire,      dlock__lua_release,    dlock__lua_extend,
-        dlock__lua_fence_raise,  dlock__lua_fenced_set, dlock__lua_inspect,
-        dlock__lua_fair_acquire, dlock__lua_fenced_get, dlock__lua_fair_leave};
+        dlock__lua_acquire,     dlock__lua_release,    dlock__lua_extend,
+        dlock__lua_fence_raise, dlock__lua_fenced_set, dlock__lua_inspect,
+        dlock__lua_fenced_get,  dlock__lua_fair_leave};
     dlock_client *c;
     int rc, oom = 0, i, need_tls = 0;
     size_t k;

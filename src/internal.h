@@ -189,7 +189,6 @@ extern const char dlock__lua_extend[];
 extern const char dlock__lua_fence_raise[];
 extern const char dlock__lua_fenced_set[];
 extern const char dlock__lua_inspect[];
-extern const char dlock__lua_fair_acquire[];
 extern const char dlock__lua_fenced_get[];
 extern const char dlock__lua_fair_leave[];
 
@@ -206,7 +205,6 @@ enum {
     DLOCK__S_FENCE_RAISE,
     DLOCK__S_FENCED_SET,
     DLOCK__S_INSPECT,
-    DLOCK__S_FAIR_ACQUIRE,
     DLOCK__S_FENCED_GET,
     DLOCK__S_FAIR_LEAVE,
     DLOCK__S_COUNT
@@ -281,6 +279,8 @@ typedef struct dlock__held {
     char *chan;  /* <prefix>:{<name>}:c */
     char *qkey;  /* <prefix>:{<name>}:q  fair queue (list) */
     char *qtkey; /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
+    char *hchan; /* <prefix>:{<name>}:c:<client id>: fair handoffs */
+    size_t hchanlen;
     size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen;
     uint64_t id;    /* unique in the client, for the watchdog */
     int orphaned;   /* unlinked from the registry */
@@ -348,6 +348,10 @@ int dlock__notify_wait(dlock__waiter *w, int64_t until_ms);
 /* Stop waiting (acquired, gave up or failed): drop the turn, drop the
  * reference (unsubscribing when it was the last), free w. */
 void dlock__notify_end(dlock__waiter *w);
+
+/* 1 when this process already has a confirmed subscription to the channel
+ * (a lingering one counts): a fair waiter may then queue at once. */
+int dlock__notify_subscribed(dlock_client *c, const char *chan, size_t len);
 
 /* Wake every waiter of the client (dlock_client_cancel). */
 void dlock__notify_cancel(dlock_client *c);

@@ -104,6 +104,7 @@ void dlock__held_free(dlock__held *h)
     free(h->chan);
     free(h->qkey);
     free(h->qtkey);
+    free(h->hchan);
     free(h);
 }
 
@@ -121,8 +122,15 @@ static dlock__held *held_new(dlock_client *c, const char *name,
     h->chan = make_key(c, name, h->namelen, ":c", &h->chanlen);
     h->qkey = make_key(c, name, h->namelen, ":q", &h->qkeylen);
     h->qtkey = make_key(c, name, h->namelen, ":qt", &h->qtkeylen);
+    /* Fair handoffs are published on "<channel>:<client id>": only the
+     * process of the waiter that got the lock is woken. */
+    h->hchanlen = h->chanlen + 1 + 32;
+    h->hchan = malloc(h->hchanlen + 1);
+    if (h->hchan != NULL && h->chan != NULL)
+        snprintf(h->hchan, h->hchanlen + 1, "%s:%s", h->chan, c->idhex);
     if (h->name == NULL || h->key == NULL || h->fkey == NULL ||
-        h->chan == NULL || h->qkey == NULL || h->qtkey == NULL) {
+        h->chan == NULL || h->qkey == NULL || h->qtkey == NULL ||
+        h->hchan == NULL) {
         dlock__held_free(h);
         return NULL;
     }
@@ -339,16 +347,10 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     args[3] = sret;
     args[4] = shint;
     args[5] = sttl;
-    args[6] = fair == FAIR_QUEUE ? "1" : "0";
+    args[6] = fair == FAIR_QUEUE ? "2" : fair == FAIR_TRY ? "1" : "0";
     for (i = 0; i < 7; i++)
         arglens[i] = strlen(args[i]);
-    cmd = (dlock__cmd){fair ? DLOCK__S_FAIR_ACQUIRE : DLOCK__S_ACQUIRE,
-                       fair ? 4 : 2,
-                       keys,
-                       keylens,
-                       fair ? 7 : 5,
-                       args,
-                       arglens};
+    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, 4, keys, keylens, 7, args, arglens};
 
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, lease_ms), res);
@@ -486,18 +488,9 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     int strategy = c->opts.wait_strategy;
     dlock__waiter *w = NULL;
     int rc = DLOCK_BUSY, round = 0;
-    char *chan = h->chan;
-    size_t chanlen = h->chanlen;
+    const char *chan = strategy == DLOCK_WAIT_FAIR ? h->hchan : h->chan;
+    size_t chanlen = strategy == DLOCK_WAIT_FAIR ? h->hchanlen : h->chanlen;
 
-    if (strategy == DLOCK_WAIT_FAIR) {
-        /* Handoffs are published on "<channel>:<client id>": only the
-         * process of the waiter that got the lock is woken. */
-        chanlen = h->chanlen + 1 + 32;
-        chan = malloc(chanlen + 1);
-        if (chan == NULL)
-            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-        snprintf(chan, chanlen + 1, "%s:%s", h->chan, c->idhex);
-    }
     if (strategy != DLOCK_WAIT_SPIN) {
         int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
         if (dlock__notify_begin(c, chan, chanlen, &w,
@@ -576,8 +569,6 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             rc = fair_leave(c, h, rc);
         dlock__notify_end(w);
     }
-    if (chan != h->chan)
-        free(chan);
     return rc;
 }
 
@@ -691,11 +682,20 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
      * the waiting loop subscribes before it queues, or a quick handoff
      * could come before the subscription. Uncontended, that is one round
      * trip and no subscription. */
-    rc = try_acquire(c, h, opts->lease_ms,
-                     c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
-                         ? FAIR_TRY
-                         : FAIR_NONE,
-                     &a);
+    if (c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
+        opts->wait_ms != 0 &&
+        dlock__notify_subscribed(c, h->hchan, h->hchanlen)) {
+        /* This process is contending for the lock again and is still
+         * subscribed: queue at once, the try-only attempt would only add
+         * a round trip. */
+        rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, -1, gen);
+    } else {
+        rc = try_acquire(c, h, opts->lease_ms,
+                         c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
+                             ? FAIR_TRY
+                             : FAIR_NONE,
+                         &a);
+    }
     if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
         rc = wait_and_acquire(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);

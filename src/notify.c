@@ -386,6 +386,19 @@ static int subscribed_enough(const dlock_client *c, const chan *ch)
 }
 
 /* See internal.h. */
+int dlock__notify_subscribed(dlock_client *c, const char *name, size_t len)
+{
+    dlock__notifier *n = c->notifier;
+    chan *ch;
+    int yes;
+    pthread_mutex_lock(&n->mu);
+    ch = chan_find(n, name, len);
+    yes = ch != NULL && subscribed_enough(c, ch);
+    pthread_mutex_unlock(&n->mu);
+    return yes;
+}
+
+/* See internal.h. */
 int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
                         dlock__waiter **out, int64_t deadline_ms,
                         uint64_t cancel_gen)

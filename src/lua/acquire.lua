@@ -1,7 +1,11 @@
--- acquire.lua: take or re-enter a lock, with a lease, in one step.
+-- acquire.lua: take or re-enter a lock, with a lease, in one step; in fair
+-- mode, respecting (and optionally joining) the queue of waiters.
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released
+-- KEYS[3]  the fair queue <prefix>:{<name>}:q    list of owner ids, oldest first
+-- KEYS[4]  the fair queue deadlines <prefix>:{<name>}:qt   zset owner id -> server ms
+--          after which the waiter counts as dead unless it refreshes
 -- ARGV[1]  owner id ("<client id hex>:<thread id>")
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  reentry depth the client believes this owner has now (0: a fresh acquire)
@@ -9,10 +13,18 @@
 -- ARGV[5]  a token the client proposes (Redlock: the same on every node, so
 --          that nodes whose counters are behind agree; 0 for none). It can
 --          only raise a token, never lower it below last + 1.
+-- ARGV[6]  fair mode: waiter time-to-live in ms (by the server's clock)
+-- ARGV[7]  mode: "0" plain (ignores the queue), "1" fair try (respects the
+--          queue, does not join it), "2" fair queue (joins it, or refreshes
+--          its place, when the lock cannot be had)
 --
 -- Returns
---   {1, token, depth}  acquired; depth = the owner's reentry count now
---   {0, pttl}          held by another owner; pttl = its remaining lease in ms
+--   {1, token, depth}  acquired; depth = the owner's reentry count now (also
+--                      when a fair handoff is found: this confirms it, the
+--                      lease is set to ARGV[2])
+--   {0, pttl}          not acquired (queued in mode 2); pttl = the holder's
+--                      remaining lease in ms (-2: free, but a live waiter is
+--                      ahead in the queue)
 --   {-1, depth}        the owner's count on the server is not what the client
 --                      believes (0: its earlier hold expired): nothing changed
 --
@@ -24,8 +36,10 @@
 -- microsecond). ARGV[5] can raise a token, never lower it.
 local owner = ARGV[1]
 local expect = tonumber(ARGV[3])
--- The common case first: a fresh acquire of a free lock.
-if expect == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+local mode = ARGV[7] or '0'
+
+-- Grant a fresh acquisition to owner; returns the reply.
+local function grant()
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     local tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
@@ -44,17 +58,57 @@ if expect == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('PEXPIRE', KEYS[2], ARGV[4])
     return {1, want, 1}
 end
+
+-- The common case first: a fresh acquire of a free lock nobody queues for.
+if expect == 0 and redis.call('EXISTS', KEYS[1]) == 0 and
+    (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
+    return grant()
+end
 local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 if cur == expect + 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if mode ~= '0' then
+        redis.call('LREM', KEYS[3], 0, owner)
+        redis.call('ZREM', KEYS[4], owner)
+    end
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), cur}
 end
 if cur ~= expect then
     return {-1, cur}
 end
-if cur == 0 then
+if cur > 0 then
+    local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
+end
+if mode == '0' then
     return {0, redis.call('PTTL', KEYS[1])}
 end
-local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
+
+-- Fair: waiters that stopped refreshing drop out when they reach the head.
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('LINDEX', KEYS[3], 0)
+while head and head ~= owner do
+    local dl = redis.call('ZSCORE', KEYS[4], head)
+    if dl and tonumber(dl) >= now_ms then
+        break
+    end
+    redis.call('LPOP', KEYS[3])
+    redis.call('ZREM', KEYS[4], head)
+    head = redis.call('LINDEX', KEYS[3], 0)
+end
+if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == owner) then
+    if head then
+        redis.call('LPOP', KEYS[3])
+        redis.call('ZREM', KEYS[4], owner)
+    end
+    return grant()
+end
+if mode == '2' then
+    if not redis.call('ZSCORE', KEYS[4], owner) then
+        redis.call('RPUSH', KEYS[3], owner)
+    end
+    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner)
+end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -151,7 +151,6 @@ static void test_scripts_embedded(void **state)
     check_embedded("fenced_set", dlock__lua_fenced_set);
     check_embedded("fenced_get", dlock__lua_fenced_get);
     check_embedded("inspect", dlock__lua_inspect);
-    check_embedded("fair_acquire", dlock__lua_fair_acquire);
     check_embedded("fair_leave", dlock__lua_fair_leave);
     /* SHA1("return 1"), as Redis's SCRIPT LOAD reports it. */
     dlock__sha1_hex("return 1", sha);
