@@ -187,6 +187,16 @@ check "SIGPIPE is not ignored in the child (SigIgn $ign)" \
     test $((0x${ign:-0} & 0x1000)) = 0
 check "no signal is blocked in the child (SigBlk $blk)" \
     test $((0x${blk:-1})) = 0
+# A signal ignored when dlock starts (nohup, background jobs) stays
+# ignored in COMMAND: SIGINT is bit 1 (0x2), SIGHUP bit 0 (0x1).
+expect_status 0 "ignored signals" bash -c \
+    'trap "" INT HUP; exec "$0" run sig -- grep ^SigIgn /proc/self/status' \
+    "$DLOCK_BIN"
+ign=$(sed -n 's/^SigIgn:\s*//p' "$T/out")
+check "SIGINT and SIGHUP ignored before dlock stay so in COMMAND ($ign)" \
+    test $((0x${ign:-0} & 0x3)) = 3
+check "...and SIGPIPE is still not ignored ($ign)" \
+    test $((0x${ign:-0} & 0x1000)) = 0
 check "COMMAND's stdout is dlock's stdout" \
     eval 'test "$("$DLOCK_BIN" run so -- echo hello)" = hello'
 check "COMMAND's stdin is dlock's stdin" \
