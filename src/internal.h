@@ -226,6 +226,7 @@ typedef struct dlock__result {
     int status;        /* DLOCK_OK when reply is set */
     redisReply *reply; /* owned; may be an error reply only for non-scripts */
     char err[DLOCK__ERRLEN];
+    int sent; /* the request may have reached the server */
 } dlock__result;
 
 /* A command for dlock__exec: a script with its keys and arguments. */

@@ -350,7 +350,10 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     args[6] = fair == FAIR_QUEUE ? "2" : fair == FAIR_TRY ? "1" : "0";
     for (i = 0; i < 7; i++)
         arglens[i] = strlen(args[i]);
-    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, 4, keys, keylens, 7, args, arglens};
+    /* Plain mode needs neither the queue keys nor the fair arguments:
+     * leave them off the hot path. */
+    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, fair ? 4 : 2, keys,   keylens,
+                       fair ? 7 : 5,     args,         arglens};
 
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, lease_ms), res);
@@ -430,8 +433,10 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
      * another client's) is not blocked by leftovers. */
     if (h->depth == 0 || granted > 0) {
         uint64_t undo = gmask;
+        /* Nodes whose request may have arrived but whose answer did not;
+         * a request that never left (refused connect) took nothing. */
         for (i = 0; i < c->nnodes; i++)
-            if (res[i].status != DLOCK_OK)
+            if (res[i].status != DLOCK_OK && res[i].sent)
                 undo |= 1ULL << i;
         if (rc == DLOCK_BUSY && c->nnodes == 1)
             undo = 0;

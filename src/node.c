@@ -230,6 +230,7 @@ static int slot_start(dlock_client *c, int i, slot *s, callv *v,
             rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
         if (rc == DLOCK_OK) {
             s->state = SLOT_WAIT;
+            r->sent = 1;
             return DLOCK_OK;
         }
         dlock__node_put(c, i, s->conn, 0);
@@ -292,8 +293,14 @@ static void slot_collect(dlock_client *c, int i, slot *s, callv *v,
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(r->err, sizeof r->err, "%s: %s", c->nodes[i].ep.display,
                  rep->str);
+        /* A server with a password we were not given answers NOAUTH, or
+         * for a long command "unauthenticated multibulk length": both are
+         * authentication failures. */
+        r->status = strncmp(rep->str, "NOAUTH", 6) == 0 ||
+                            strstr(rep->str, "unauthenticated") != NULL
+                        ? DLOCK_EAUTH
+                        : DLOCK_ESERVER;
         freeReplyObject(rep);
-        r->status = DLOCK_ESERVER;
         return;
     }
     r->reply = rep;
@@ -315,6 +322,7 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
         res[i].reply = NULL;
         res[i].err[0] = '\0';
         res[i].status = DLOCK_EIO;
+        res[i].sent = 0;
     }
     rc = callv_build(&v, c, cmd);
     if (rc != DLOCK_OK) {

@@ -13,7 +13,8 @@
 -- ARGV[5]  a token the client proposes (Redlock: the same on every node, so
 --          that nodes whose counters are behind agree; 0 for none). It can
 --          only raise a token, never lower it below last + 1.
--- ARGV[6]  fair mode: waiter time-to-live in ms (by the server's clock)
+-- ARGV[6]  fair mode: waiter time-to-live in ms (by the server's clock);
+--          plain mode sends only KEYS[1..2] and ARGV[1..5]
 -- ARGV[7]  mode: "0" plain (ignores the queue), "1" fair try (respects the
 --          queue, does not join it), "2" fair queue (joins it, or refreshes
 --          its place, when the lock cannot be had)

@@ -588,6 +588,13 @@ static void test_wrong_password(void **state)
     assert_int_equal(dlock_lock_acquire(&l, c, "pw", 0, 1000), DLOCK_EAUTH);
     assert_null(strstr(dlock_errmsg(c), "wrong-pw-xyz"));
     dlock_client_free(c);
+    /* No password at all: the server's NOAUTH is an authentication
+     * failure too, not a generic server error. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ps.port);
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "pw", 0, 1000), DLOCK_EAUTH);
+    dlock_client_free(c);
+    snprintf(url, sizeof url, "redis://:wrong-pw-xyz@127.0.0.1:%d", ps.port);
     /* The right password from the options overrides the URL's. */
     o.password = "s3cret-pw";
     assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
