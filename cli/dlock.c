@@ -158,11 +158,6 @@ static int accepts(enum cli_cmd cmd, int opt)
     }
 }
 
-/* The handle of a lock that `acquire` or `extend` leaves held when dlock
- * exits. dlock.h offers no way to free a handle without releasing its lock,
- * so it is kept reachable here until exit rather than leaked. */
-static dlock_lock *kept_lock;
-
 /* Print "dlock: MESSAGE" on stderr. */
 void cli_err(const char *fmt, ...)
 {
@@ -637,8 +632,8 @@ static int cmd_acquire(const struct cli *o, dlock_client *c)
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
-    /* The handle is deliberately not released: the lock outlives us. */
-    kept_lock = lock;
+    /* The lock outlives us: free the handle without releasing it. */
+    dlock_lock_detach(lock);
     return 0;
 }
 
@@ -693,8 +688,8 @@ static int cmd_extend(const struct cli *o, dlock_client *c)
     if (rc != 0)
         return rc;
     /* Whatever the extension's outcome, the lock is not released here. */
-    kept_lock = lock;
     rc = dlock_lock_extend(lock, o->lease_ms);
+    dlock_lock_detach(lock);
     if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
         cli_err("\"%s\": the lease of %s ran out before the extension", o->key,
                 o->owner);
