@@ -422,7 +422,17 @@ int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
 
 /* See internal.h. The kernel thread id: unique among live threads, which
  * is what an owner id needs. */
-void dlock__owner_id(const dlock_client *c, char *buf, size_t len)
+long dlock__thread_id(void)
 {
-    snprintf(buf, len, "%s:%ld", c->idhex, (long)syscall(SYS_gettid));
+    return (long)syscall(SYS_gettid);
+}
+
+/* See internal.h. The hold number makes every hold's owner id unique, so
+ * that a late message of an earlier hold (a release, an undo or a renewal
+ * delayed on the network past its timeout) can never act on a later hold
+ * of the same thread. */
+void dlock__owner_id(dlock_client *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%ld:%llu", c->idhex, dlock__thread_id(),
+             (unsigned long long)atomic_fetch_add(&c->hold_seq, 1) + 1);
 }

@@ -289,7 +289,8 @@ typedef struct dlock__held {
     int wd_refs;    /* watchdog rounds using it */
     int cb_running; /* the lost callback is running */
     struct dlock_lock *wd_handle; /* handle given to the lost callback */
-    char owner[80];
+    char owner[96];
+    long tid;    /* the thread that holds it; -1: adopted */
     int depth;   /* the owner's reentry count on the servers */
     int handles; /* live dlock_lock handles */
     uint64_t token;
@@ -407,6 +408,7 @@ struct dlock_client {
     pthread_cond_t held_cv; /* lost callback finished */
     dlock__held *held;
     uint64_t held_seq;
+    _Atomic uint64_t hold_seq; /* numbers the owner ids of fresh holds */
 
     /* Cancellation: dlock_client_cancel bumps cancel_gen and broadcasts
      * wait_cv; waits compare the generation they started in. */
@@ -437,6 +439,9 @@ int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
 int dlock__cond_init(pthread_cond_t *cv);
 
 /* Owner id of the calling thread: "<client id>:<tid>". */
-void dlock__owner_id(const dlock_client *c, char *buf, size_t len);
+void dlock__owner_id(dlock_client *c, char *buf, size_t len);
+
+/* The calling thread's kernel id (what reentrancy is keyed on). */
+long dlock__thread_id(void);
 
 #endif /* DLOCK_INTERNAL_H */

@@ -139,13 +139,13 @@ static dlock__held *held_new(dlock_client *c, const char *name,
     return h;
 }
 
-/* The registered record of (name, owner), or NULL. Caller holds held_mu. */
-static dlock__held *held_find(dlock_client *c, const char *name,
-                              const char *owner)
+/* The registered hold of NAME by thread TID, or NULL. Caller holds
+ * held_mu. */
+static dlock__held *held_find(dlock_client *c, const char *name, long tid)
 {
     dlock__held *h;
     for (h = c->held; h != NULL; h = h->next)
-        if (strcmp(h->name, name) == 0 && strcmp(h->owner, owner) == 0)
+        if (h->tid == tid && strcmp(h->name, name) == 0)
             return h;
     return NULL;
 }
@@ -201,6 +201,16 @@ static long long elem_int(const redisReply *r, size_t i)
     if (r->element[i]->type == REDIS_REPLY_STRING)
         return strtoll(r->element[i]->str, NULL, 10);
     return 0;
+}
+
+/* Mark node i's reply as not the shape the script returns: the peer is
+ * not behaving as Redis running our script does (DLOCK_EPROTO). */
+static void malformed(const dlock_client *c, dlock__result *res, int i,
+                      const char *what)
+{
+    res[i].status = DLOCK_EPROTO;
+    snprintf(res[i].err, sizeof res[i].err, "%s: unexpected reply to %s",
+             c->nodes[i].ep.display, what);
 }
 
 /* Classify one node's acquire reply: 1 granted, 0 busy, -1 depth
@@ -625,7 +635,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                           const dlock_acquire_options *opts)
 {
     dlock_acquire_options defaults;
-    char owner[80];
+    char owner[96];
     dlock__held *h;
     attempt a;
     int rc, fresh = 0;
@@ -662,10 +672,8 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
 
     gen = atomic_load(&c->cancel_gen);
     deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
-    dlock__owner_id(c, owner, sizeof owner);
-
     pthread_mutex_lock(&c->held_mu);
-    h = held_find(c, name, owner);
+    h = held_find(c, name, dlock__thread_id());
     if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
         pthread_mutex_unlock(&c->held_mu);
         return dlock__set_error(c, DLOCK_LOST,
@@ -675,9 +683,12 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     }
     pthread_mutex_unlock(&c->held_mu);
     if (h == NULL) {
+        /* A fresh hold: a new owner id (see dlock__owner_id). */
+        dlock__owner_id(c, owner, sizeof owner);
         h = held_new(c, name, owner);
         if (h == NULL)
             return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        h->tid = dlock__thread_id();
         fresh = 1;
     }
     /* Only this thread changes h->depth (the owner is this thread), so it
@@ -859,12 +870,14 @@ int dlock_lock_release(dlock_lock *l)
     cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
     for (i = 0; i < c->nnodes; i++) {
+        const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
             continue;
-        if (res[i].reply->type == REDIS_REPLY_INTEGER &&
-            res[i].reply->integer > 0)
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
+            malformed(c, res, i, "the release script");
+        else if (r->integer > 0)
             confirmed++;
-        else if (res[i].reply->type == REDIS_REPLY_INTEGER)
+        else
             notowner++;
     }
     if (confirmed >= c->quorum)
@@ -938,6 +951,18 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     cmd = (dlock__cmd){DLOCK__S_EXTEND, n, keys, keylens, 2 * n, args, arglens};
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, maxlease), res);
+    for (j = 0; j < c->nnodes; j++) {
+        const redisReply *r = res[j].reply;
+        size_t k;
+        int bad = 0;
+        if (res[j].status != DLOCK_OK)
+            continue;
+        bad = r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n;
+        for (k = 0; !bad && k < r->elements; k++)
+            bad = r->element[k]->type != REDIS_REPLY_INTEGER;
+        if (bad)
+            malformed(c, res, j, "the extend script");
+    }
     for (i = 0; i < n; i++) {
         int yes = 0, no = 0;
         int64_t valid;
@@ -958,6 +983,13 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
             ok[i] = DLOCK_OK;
         } else if (no > c->nnodes - c->quorum) {
             ok[i] = DLOCK_NOT_OWNER;
+        } else if (yes >= c->quorum) {
+            /* Extended, but the answer came too late to vouch for any
+             * validity: not a success. */
+            ok[i] = dlock__set_error(c, DLOCK_ETIMEDOUT,
+                                     "extend %s: the answer took longer "
+                                     "than the lease",
+                                     hs[i]->name);
         } else {
             ok[i] = step_error(c, res, all_nodes(c),
                                c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
@@ -1211,9 +1243,24 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         const redisReply *f;
         long long pttl;
         uint64_t n;
-        if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
-            r->elements != 4)
+        size_t k;
+        int bad;
+        if (res[i].status != DLOCK_OK)
             continue;
+        /* {pttl, {owner, count, ...}, token, queue length}: check every
+         * type before reading anything. */
+        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+              r->element[0]->type != REDIS_REPLY_INTEGER ||
+              r->element[1]->type != REDIS_REPLY_ARRAY ||
+              r->element[2]->type != REDIS_REPLY_INTEGER ||
+              r->element[3]->type != REDIS_REPLY_INTEGER ||
+              r->element[1]->elements % 2 != 0;
+        for (k = 0; !bad && k < r->element[1]->elements; k++)
+            bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
+        if (bad) {
+            malformed(c, res, i, "the inspect script");
+            continue;
+        }
         answered++;
         pttl = elem_int(r, 0);
         f = r->element[1];
@@ -1269,6 +1316,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     h = held_new(c, name, owner);
     if (h == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    h->tid = -1; /* never re-entered by a thread of ours */
     h->depth = (int)info.reentry;
     h->handles = 1;
     h->token = token != 0 ? token : info.last_token;
