@@ -18,6 +18,9 @@
  * instance id is 128 bits from getrandom(2), made when the client is
  * created. The same owner may acquire a lock it holds again (reentrancy);
  * each acquisition returns its own handle and each handle is released once.
+ * On the server each hold is recorded under an owner id unique to that
+ * hold ("<client id>:<thread id>:<hold number>"), so a delayed message of
+ * an earlier hold can never act on a later one.
  *
  * Threads
  * -------
@@ -295,7 +298,9 @@ DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
 
-/* The owner id this lock is held under: "<client id>:<thread id>". */
+/* The owner id this lock is held under on the servers:
+ * "<client id>:<thread id>:<hold number>" (reentrant acquisitions share
+ * it). */
 DLOCK_EXPORT const char *dlock_lock_owner(const dlock_lock *lock);
 
 /*
