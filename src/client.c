@@ -310,6 +310,11 @@ void dlock_client_free(dlock_client *c)
         dlock__held_free(h);
     }
     c->held = NULL;
+    for (h = c->undos; h != NULL; h = next) {
+        next = h->next;
+        dlock__held_free(h);
+    }
+    c->undos = NULL;
     client_destroy(c);
 }
 

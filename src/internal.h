@@ -377,6 +377,15 @@ void dlock__watchdog_kick(dlock_client *c);
 void dlock__extend_many(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok);
 
+/* Send release.lua for (h's owner, depth, token) to the nodes in mask;
+ * returns the nodes that did not answer (lock.c). */
+uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
+                     uint64_t token);
+/* Queue that undo for the watchdog thread to retry until the nodes answer
+ * or until_ms (when the lease would have run out anyway). */
+void dlock__undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
+                       int depth, uint64_t token, int64_t until_ms);
+
 /* Free a held record (lock.c). */
 void dlock__held_free(dlock__held *h);
 
@@ -408,6 +417,7 @@ struct dlock_client {
     pthread_cond_t held_cv; /* lost callback finished */
     dlock__held *held;
     uint64_t held_seq;
+    dlock__held *undos;        /* maybe-taken locks to give back (watchdog) */
     _Atomic uint64_t hold_seq; /* numbers the owner ids of fresh holds */
 
     /* Cancellation: dlock_client_cancel bumps cancel_gen and broadcasts

@@ -245,8 +245,8 @@ static void fmt_i64(char *buf, size_t len, int64_t v)
 /* Give back what an acquire may have taken (expected depth expect + 1 on
  * every node in mask), best effort: used when a reply was lost or a
  * Redlock attempt fell short of a quorum. */
-static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token)
+uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
+                     uint64_t token)
 {
     dlock__result res[64];
     char sdepth[24], stok[24];
@@ -259,7 +259,7 @@ static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
     int i;
 
     if (mask == 0)
-        return;
+        return 0;
     fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     fmt_i64(sdepth, sizeof sdepth, depth);
     snprintf(stok, sizeof stok, "%" PRIu64, token);
@@ -275,7 +275,43 @@ static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
     arglens[3] = h->chanlen;
     cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
     dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
+    /* Any answer settles a node (released, or nothing to release). */
+    for (i = 0; i < c->nnodes; i++)
+        if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
+            res[i].status != DLOCK_ETIMEDOUT)
+            mask &= ~(1ULL << i);
     dlock__results_clear(res, c->nnodes);
+    return mask;
+}
+
+/* See internal.h. */
+void dlock__undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
+                       int depth, uint64_t token, int64_t until_ms)
+{
+    dlock__held *u = held_new(c, h->name, h->owner);
+    if (u == NULL)
+        return; /* the lease runs out by itself */
+    u->nodes = mask;
+    u->depth = depth;
+    u->token = token;
+    atomic_store(&u->valid_until_ms, until_ms);
+    pthread_mutex_lock(&c->held_mu);
+    u->next = c->undos;
+    c->undos = u;
+    pthread_mutex_unlock(&c->held_mu);
+    dlock__watchdog_kick(c);
+}
+
+/* Give back what an acquire may have taken: at once, and, for nodes that
+ * did not answer (down, stalled, unreachable), again from the watchdog
+ * thread until they answer or the lease has run out anyway. */
+static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                         int depth, uint64_t token, int64_t lease_ms)
+{
+    int64_t t0 = dlock__now_ms();
+    uint64_t left = dlock__undo(c, h, mask, depth, token);
+    if (left != 0)
+        dlock__undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
 
 /*
@@ -451,7 +487,7 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
         if (rc == DLOCK_BUSY && c->nnodes == 1)
             undo = 0;
         dlock__results_clear(res, c->nnodes);
-        undo_acquire(c, h, undo, h->depth + 1, tmax);
+        undo_acquire(c, h, undo, h->depth + 1, tmax, lease_ms);
     } else {
         dlock__results_clear(res, c->nnodes);
     }
@@ -601,7 +637,7 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
     if (res[0].status == DLOCK_OK && elem_int(res[0].reply, 0) == 1) {
         uint64_t tok = (uint64_t)elem_int(res[0].reply, 1);
         dlock__results_clear(res, c->nnodes);
-        undo_acquire(c, h, 1, 1, tok);
+        undo_acquire(c, h, 1, 1, tok, FAIR_HANDOFF_MS);
         return rc;
     }
     dlock__results_clear(res, c->nnodes);

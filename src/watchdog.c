@@ -156,6 +156,37 @@ static int64_t round_once(dlock_client *c)
     return now; /* look again at once: more may be due */
 }
 
+/* Retry the pending undos (maybe-taken locks to give back). Returns 1 if
+ * some remain. Called with held_mu held; dropped around the I/O. */
+static int undo_round(dlock_client *c)
+{
+    dlock__held *list = c->undos, *keep = NULL, *u, *next;
+    int64_t now;
+    if (list == NULL)
+        return 0;
+    c->undos = NULL;
+    pthread_mutex_unlock(&c->held_mu);
+    for (u = list; u != NULL; u = next) {
+        next = u->next;
+        u->nodes = dlock__undo(c, u, u->nodes, u->depth, u->token);
+        now = dlock__now_ms();
+        if (u->nodes != 0 && now < atomic_load(&u->valid_until_ms)) {
+            u->next = keep;
+            keep = u;
+        } else {
+            dlock__held_free(u);
+        }
+    }
+    pthread_mutex_lock(&c->held_mu);
+    while (keep != NULL) {
+        next = keep->next;
+        keep->next = c->undos;
+        c->undos = keep;
+        keep = next;
+    }
+    return c->undos != NULL;
+}
+
 /* The thread: sleep until the next renewal is due or a kick, renew. */
 static void *watchdog_main(void *arg)
 {
@@ -164,6 +195,13 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&c->held_mu);
     while (!w->stop) {
         int64_t next = round_once(c);
+        if (w->stop)
+            break;
+        if (undo_round(c)) {
+            int64_t soon = dlock__now_ms() + 100;
+            if (next < 0 || soon < next)
+                next = soon;
+        }
         if (w->stop)
             break;
         if (next >= 0 && next <= dlock__now_ms()) {
