@@ -111,7 +111,9 @@ typedef enum dlock_wait_strategy {
      * spin_max_ms) plus jitter, never sleeping past the remaining TTL. */
     DLOCK_WAIT_SPIN = 1,
     /* Strict FIFO: waiters queue in Redis and the release hands the lock
-     * directly to the head of the queue. Single server only. */
+     * directly to the head of the queue. Single server only:
+     * dlock_client_new() refuses it with several servers (DLOCK_EINVAL).
+     * Acquirers of one name should all use it: others barge. */
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
@@ -135,7 +137,8 @@ typedef struct dlock_options {
     const char *password;
 
     /* Prefix of every key: keys are "<prefix>:{<name>}..." (default
-     * "dlock"). */
+     * "dlock"; 1 to 256 bytes, no '{' or '}': the braces make every key
+     * of one lock share a Redis Cluster hash slot). */
     const char *key_prefix;
 
     int64_t connect_timeout_ms; /* default 2000 */
@@ -150,8 +153,9 @@ typedef struct dlock_options {
     int64_t spin_min_ms;               /* default 1 */
     int64_t spin_max_ms;               /* default 128 */
 
-    /* Redlock: the clock drift allowed for, as parts per million of the
-     * lease, plus drift_fixed_ms (defaults 10000 = 1% and 2 ms). */
+    /* The clock drift allowed for, as parts per million of the lease,
+     * plus drift_fixed_ms (defaults 10000 = 1% and 2 ms): validity =
+     * lease - elapsed - drift, for one server and for Redlock alike. */
     int64_t drift_ppm;
     int64_t drift_fixed_ms;
 
@@ -159,8 +163,9 @@ typedef struct dlock_options {
      * the system store); the name to verify (default: the URL's host,
      * checked as an IP address when it is one); an optional client
      * certificate and key (PEM). tls_insecure turns every verification
-     * off: for tests only, and the client says so in dlock_errmsg() of
-     * dlock_client_new(). */
+     * off: for tests only. dlock_client_new() then says so: a warning in
+     * errbuf (even though it succeeds) and in dlock_errmsg() of the
+     * creating thread. */
     const char *tls_ca_file;
     const char *tls_ca_dir;
     const char *tls_server_name;
@@ -187,8 +192,9 @@ DLOCK_EXPORT int dlock_client_new(dlock_client **out, const dlock_options *opts,
                                   char *errbuf, size_t errbuflen);
 
 /* Stop the client's threads and close its connections. Locks still held
- * are not released (their leases run out); their handles must not be
- * used afterwards. Accepts NULL. */
+ * are not released (their leases run out); release or detach every handle
+ * first: handles left over can no longer be used, and their small
+ * allocations are lost. Accepts NULL. */
 DLOCK_EXPORT void dlock_client_free(dlock_client *client);
 
 /* The message of the last failure of the calling thread on this client,
@@ -251,7 +257,11 @@ DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
  * DLOCK_NOT_OWNER (a reentrant acquire found our earlier hold expired),
  * DLOCK_NO_QUORUM (Redlock), or an error class. On failure *out is NULL.
  * A failed acquire never leaves a lock behind: when a reply was lost the
- * client releases what it may have taken.
+ * client releases what it may have taken (in the background, until the
+ * server answers or the lease has run out).
+ * A reentrant acquire (the thread already holds NAME) sets the lease to
+ * the new lease_ms and turns the watchdog on if asked; it never turns it
+ * off.
  */
 DLOCK_EXPORT int dlock_lock_acquire(dlock_lock **out, dlock_client *client,
                                     const char *name, int64_t wait_ms,
@@ -305,7 +315,8 @@ DLOCK_EXPORT const char *dlock_lock_owner(const dlock_lock *lock);
 
 /*
  * Run fn(lock, userdata) while holding NAME, then release it whatever fn
- * returned. fn's return value is stored in *fn_result when not NULL.
+ * returned. opts may be NULL (defaults: try once, 30 s lease).
+ * fn's return value is stored in *fn_result when not NULL.
  * Returns the acquire's failure, else the release's result (DLOCK_OK, or
  * e.g. DLOCK_NOT_OWNER when the lease ran out while fn ran: then fn's
  * work was not protected all along and the caller should know).
@@ -321,7 +332,8 @@ DLOCK_EXPORT int dlock_with_lock(dlock_client *client, const char *name,
  * to KEY has carried, and record TOKEN. KEY holds a hash with fields
  * "value" and "fence". Returns DLOCK_OK, DLOCK_STALE (older token:
  * nothing changed), or an error class. With several servers the write
- * goes to the first one.
+ * goes to the first one: the fenced value does not get Redlock's tolerance
+ * of failed servers.
  */
 DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
                                   uint64_t token, const void *value,
@@ -329,7 +341,8 @@ DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
 
 /* Read a fenced value: *value (malloc'd, NUL-terminated, free() it) and
  * *len, and the highest token seen in *fence (0 if never written).
- * *value is NULL when KEY has no value. */
+ * *value is NULL when KEY has no value. Returns DLOCK_OK, DLOCK_EINVAL,
+ * DLOCK_EPROTO (KEY is not a fenced value's hash) or an error class. */
 DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
                                   char **value, size_t *len, uint64_t *fence);
 
@@ -344,6 +357,9 @@ typedef struct dlock_info {
     int nodes_holding;   /* Redlock: nodes on which it is held */
 } dlock_info;
 
+/* Fill *out from the servers (all of them with Redlock; held = held on
+ * any). Returns DLOCK_OK, DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer
+ * than a majority answered) or an error class. */
 DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
                                     dlock_info *out);
 

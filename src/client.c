@@ -287,10 +287,13 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         client_destroy(c);
         return dlock__fail(errbuf, errlen, rc, "cannot start threads");
     }
-    if (need_tls && opts->tls_insecure)
-        dlock__set_error(c, DLOCK_OK,
-                         "WARNING: TLS verification is OFF (tls_insecure): "
-                         "anyone on the path can read and forge traffic");
+    if (need_tls && opts->tls_insecure) {
+        static const char warn[] =
+            "WARNING: TLS verification is OFF (tls_insecure): anyone on "
+            "the path can read and forge traffic";
+        dlock__set_error(c, DLOCK_OK, "%s", warn);
+        dlock__fail(errbuf, errlen, DLOCK_OK, "%s", warn);
+    }
     *out = c;
     return DLOCK_OK;
 }

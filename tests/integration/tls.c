@@ -220,6 +220,8 @@ static void test_tls_ok(void **state)
         url_of(url, sizeof url, "rediss", ":" DEFAULT_PW, main_srv.tls_port),
         &t);
     expect_ok(&o);
+    /* ...and it is loud about it: the creating call's errbuf says so. */
+    assert_non_null(strstr(o.msg, "TLS verification is OFF"));
 }
 
 /* AUTH with an ACL user and password over TLS, in the URL or in the
