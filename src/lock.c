@@ -245,36 +245,40 @@ static void fmt_i64(char *buf, size_t len, int64_t v)
 /* Give back what an acquire may have taken (expected depth expect + 1 on
  * every node in mask), best effort: used when a reply was lost or a
  * Redlock attempt fell short of a quorum. */
-uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
-                     uint64_t token)
+/* Run release.lua for (h's owner, expected depth, token) on the nodes in
+ * mask; the answers are left in res for the caller to read and clear. */
+static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
+                        int depth, uint64_t token, dlock__result *res)
 {
-    dlock__result res[64];
-    char sdepth[24], stok[24];
+    char sdepth[24], stok[24], shand[24], sret[24];
     const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
     size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[6];
+    const char *args[6] = {h->owner, sdepth, stok, h->chan, shand, sret};
     size_t arglens[6];
-    char shand[24], sret[24];
     dlock__cmd cmd;
     int i;
 
-    if (mask == 0)
-        return 0;
-    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     fmt_i64(sdepth, sizeof sdepth, depth);
     snprintf(stok, sizeof stok, "%" PRIu64, token);
     fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
-    args[0] = h->owner;
-    args[1] = sdepth;
-    args[2] = stok;
-    args[3] = h->chan;
-    args[4] = shand;
-    args[5] = sret;
+    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     for (i = 0; i < 6; i++)
         arglens[i] = strlen(args[i]);
     arglens[3] = h->chanlen;
     cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
     dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
+}
+
+/* See internal.h. */
+uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
+                     uint64_t token)
+{
+    dlock__result res[64];
+    int i;
+
+    if (mask == 0)
+        return 0;
+    run_release(c, h, mask, depth, token, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->nnodes; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -850,12 +854,6 @@ int dlock_lock_release(dlock_lock *l)
     dlock_client *c;
     dlock__held *h;
     dlock__result res[64];
-    char sdepth[24], stok[24], shand[24], sret[24];
-    const char *keys[4];
-    size_t keylens[4];
-    const char *args[6];
-    size_t arglens[6];
-    dlock__cmd cmd;
     int i, confirmed = 0, notowner = 0, rc, depth;
 
     if (l == NULL)
@@ -882,29 +880,7 @@ int dlock_lock_release(dlock_lock *l)
                                 st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
-    keys[0] = h->key;
-    keys[1] = h->fkey;
-    keys[2] = h->qkey;
-    keys[3] = h->qtkey;
-    keylens[0] = h->keylen;
-    keylens[1] = h->fkeylen;
-    keylens[2] = h->qkeylen;
-    keylens[3] = h->qtkeylen;
-    fmt_i64(sdepth, sizeof sdepth, depth);
-    snprintf(stok, sizeof stok, "%" PRIu64, h->token);
-    fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
-    args[0] = h->owner;
-    args[1] = sdepth;
-    args[2] = stok;
-    args[3] = h->chan;
-    args[4] = shand;
-    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
-    args[5] = sret;
-    for (i = 0; i < 6; i++)
-        arglens[i] = strlen(args[i]);
-    arglens[3] = h->chanlen;
-    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
-    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
+    run_release(c, h, all_nodes(c), depth, h->token, res);
     for (i = 0; i < c->nnodes; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
