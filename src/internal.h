@@ -51,6 +51,11 @@ int dlock__fail(char *err, size_t errlen, int code, const char *fmt, ...)
  * (wake_fd < 0: none). Returns 1 if woken by the fd, 0 on timeout. */
 int dlock__sleep_until(int64_t deadline_ms, int wake_fd);
 
+/* Decimal digits of v at buf, no NUL (at most 20); returns the count. */
+size_t dlock__fmt_u64(char *buf, uint64_t v);
+/* Signed, NUL-terminated (buf of 21 bytes at least); returns the length. */
+size_t dlock__fmt_i64(char *buf, int64_t v);
+
 /* Exponential backoff with jitter for spin waiting: min_ms doubled round
  * times, capped at max_ms, then uniform in [d/2, d]. */
 int64_t dlock__backoff_ms(int64_t min_ms, int64_t max_ms, int round);
@@ -139,7 +144,8 @@ int dlock__conn_open(dlock__conn **out, const dlock__endpoint *ep,
 /* Close and free. Accepts NULL. */
 void dlock__conn_close(dlock__conn *c);
 
-/* Queue a command (argv form, binary safe) for sending. It is written by
+/* Queue a command (argv form, binary safe; argvlen NULL: strlen of each)
+ * for sending. It is written by
  * dlock__conn_progress() / dlock__conn_roundtrip(). DLOCK_OK or
  * DLOCK_ENOMEM. */
 int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
@@ -290,9 +296,10 @@ typedef struct dlock__held {
     int cb_running; /* the lost callback is running */
     struct dlock_lock *wd_handle; /* handle given to the lost callback */
     char owner[96];
-    long tid;    /* the thread that holds it; -1: adopted */
-    int depth;   /* the owner's reentry count on the servers */
-    int handles; /* live dlock_lock handles */
+    pthread_t thread; /* the thread that holds it (reentrancy) */
+    int adopted;      /* from dlock_lock_adopt: never re-entered */
+    int depth;        /* the owner's reentry count on the servers */
+    int handles;      /* live dlock_lock handles */
     uint64_t token;
     int64_t lease_ms;
     _Atomic int64_t valid_until_ms; /* monotonic */
@@ -451,7 +458,7 @@ int dlock__cond_init(pthread_cond_t *cv);
 /* Owner id of the calling thread: "<client id>:<tid>". */
 void dlock__owner_id(dlock_client *c, char *buf, size_t len);
 
-/* The calling thread's kernel id (what reentrancy is keyed on). */
+/* The calling thread's kernel id (informational, in owner ids). */
 long dlock__thread_id(void);
 
 #endif /* DLOCK_INTERNAL_H */

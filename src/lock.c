@@ -126,8 +126,11 @@ static dlock__held *held_new(dlock_client *c, const char *name,
      * process of the waiter that got the lock is woken. */
     h->hchanlen = h->chanlen + 1 + 32;
     h->hchan = malloc(h->hchanlen + 1);
-    if (h->hchan != NULL && h->chan != NULL)
-        snprintf(h->hchan, h->hchanlen + 1, "%s:%s", h->chan, c->idhex);
+    if (h->hchan != NULL && h->chan != NULL) {
+        memcpy(h->hchan, h->chan, h->chanlen);
+        h->hchan[h->chanlen] = ':';
+        memcpy(h->hchan + h->chanlen + 1, c->idhex, 33);
+    }
     if (h->name == NULL || h->key == NULL || h->fkey == NULL ||
         h->chan == NULL || h->qkey == NULL || h->qtkey == NULL ||
         h->hchan == NULL) {
@@ -139,13 +142,14 @@ static dlock__held *held_new(dlock_client *c, const char *name,
     return h;
 }
 
-/* The registered hold of NAME by thread TID, or NULL. Caller holds
+/* The registered hold of NAME by thread SELF, or NULL. Caller holds
  * held_mu. */
-static dlock__held *held_find(dlock_client *c, const char *name, long tid)
+static dlock__held *held_find(dlock_client *c, const char *name, pthread_t self)
 {
     dlock__held *h;
     for (h = c->held; h != NULL; h = h->next)
-        if (h->tid == tid && strcmp(h->name, name) == 0)
+        if (!h->adopted && pthread_equal(h->thread, self) &&
+            strcmp(h->name, name) == 0)
             return h;
     return NULL;
 }
@@ -237,9 +241,16 @@ typedef struct attempt {
     uint64_t nodes; /* nodes that granted */
 } attempt;
 
+/* Script arguments are formatted on every request: no snprintf. */
 static void fmt_i64(char *buf, size_t len, int64_t v)
 {
-    snprintf(buf, len, "%" PRId64, v);
+    (void)len; /* every caller's buffer has the 21 bytes needed */
+    dlock__fmt_i64(buf, v);
+}
+
+static void fmt_u64(char *buf, uint64_t v)
+{
+    buf[dlock__fmt_u64(buf, v)] = '\0';
 }
 
 /* Give back what an acquire may have taken (expected depth expect + 1 on
@@ -259,7 +270,7 @@ static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
     int i;
 
     fmt_i64(sdepth, sizeof sdepth, depth);
-    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    fmt_u64(stok, token);
     fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
     fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     for (i = 0; i < 6; i++)
@@ -336,7 +347,7 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     dlock__cmd cmd = {DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args, arglens};
     int i, ok = 0;
 
-    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    fmt_u64(stok, token);
     fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     arglens[0] = strlen(stok);
     arglens[1] = strlen(sret);
@@ -388,7 +399,7 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
         fmt_i64(shint, sizeof shint,
                 (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000);
     } else {
-        snprintf(shint, sizeof shint, "0");
+        fmt_i64(shint, sizeof shint, 0);
     }
     fmt_i64(sttl, sizeof sttl, FAIR_WAITER_TTL_MS);
     args[0] = h->owner;
@@ -713,7 +724,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     gen = atomic_load(&c->cancel_gen);
     deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
     pthread_mutex_lock(&c->held_mu);
-    h = held_find(c, name, dlock__thread_id());
+    h = held_find(c, name, pthread_self());
     if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
         pthread_mutex_unlock(&c->held_mu);
         return dlock__set_error(c, DLOCK_LOST,
@@ -728,12 +739,16 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         h = held_new(c, name, owner);
         if (h == NULL)
             return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-        h->tid = dlock__thread_id();
+        h->thread = pthread_self();
         fresh = 1;
     }
     /* Only this thread changes h->depth (the owner is this thread), so it
      * may be read here without the lock. */
-    dlock__set_error(c, DLOCK_OK, "%s", "");
+    {
+        char *msg = dlock__errbuf(c); /* a success leaves no stale message */
+        if (msg != NULL)
+            msg[0] = '\0';
+    }
     /* Fair: the first attempt respects the queue but does not join it:
      * the waiting loop subscribes before it queues, or a quick handoff
      * could come before the subscription. Uncontended, that is one round
@@ -1139,7 +1154,7 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "token must be 1 to 2^53 (got %" PRIu64 ")",
                                 token);
-    snprintf(stok, sizeof stok, "%" PRIu64, token);
+    fmt_u64(stok, token);
     keys[0] = key;
     keylens[0] = strlen(key);
     args[0] = stok;
@@ -1328,7 +1343,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     h = held_new(c, name, owner);
     if (h == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-    h->tid = -1; /* never re-entered by a thread of ours */
+    h->adopted = 1; /* never re-entered by a thread of ours */
     h->depth = (int)info.reentry;
     h->handles = 1;
     h->token = token != 0 ? token : info.last_token;

@@ -153,7 +153,7 @@ typedef struct callv {
     int argc;
     const char **argv;
     size_t *lens;
-    char nkeys[16];
+    char nkeys[24];
 } callv;
 
 static int callv_build(callv *v, const dlock_client *c, const dlock__cmd *cmd)
@@ -167,7 +167,7 @@ static int callv_build(callv *v, const dlock_client *c, const dlock__cmd *cmd)
         free(v->lens);
         return DLOCK_ENOMEM;
     }
-    snprintf(v->nkeys, sizeof v->nkeys, "%d", cmd->nkeys);
+    dlock__fmt_i64(v->nkeys, cmd->nkeys);
     v->argv[k] = "EVALSHA";
     v->lens[k++] = 7;
     v->argv[k] = c->scripts[cmd->script].sha;

@@ -112,3 +112,34 @@ int64_t dlock__drift_ms(int64_t lease_ms, int64_t ppm, int64_t fixed_ms)
     return lease_ms / 1000000 * ppm + lease_ms % 1000000 * ppm / 1000000 +
            fixed_ms;
 }
+
+/* Decimal digits of v at buf (no NUL); returns their count (<= 20).
+ * snprintf costs ~1000 instructions a number; this is on every request's
+ * path (RESP lengths, script arguments). */
+size_t dlock__fmt_u64(char *buf, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0, i;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* As dlock__fmt_u64 for a signed value, NUL-terminated (buf >= 21 bytes);
+ * returns the length. */
+size_t dlock__fmt_i64(char *buf, int64_t v)
+{
+    size_t n;
+    if (v < 0) {
+        buf[0] = '-';
+        n = 1 + dlock__fmt_u64(buf + 1, (uint64_t)0 - (uint64_t)v);
+    } else {
+        n = dlock__fmt_u64(buf, (uint64_t)v);
+    }
+    buf[n] = '\0';
+    return n;
+}
