@@ -10,7 +10,8 @@
 #   tsan      configure + build build/tsan with -DDLOCK_TSAN=ON, then only
 #             the tests labelled `tsan` (ctest -L tsan). Convention, set in
 #             tests/CMakeLists.txt: integration tests whose file is named
-#             threads_*.c, lock_*.c (over tcp only) and harness_selftest.c.
+#             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c
+#             and harness_selftest.c.
 #             A test opts in by its file name; nothing else to do.
 #   format    clang-format --dry-run --Werror on the tracked *.c/*.h of
 #             src/ include/ cli/ tests/ examples/ bench/ (.clang-format)
