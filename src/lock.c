@@ -441,10 +441,7 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
         } else if (k == -1) {
             gone++;
         } else {
-            res[i].status = DLOCK_EPROTO;
-            snprintf(res[i].err, sizeof res[i].err,
-                     "%s: unexpected reply to the acquire script",
-                     c->nodes[i].ep.display);
+            malformed(c, res, i, "the acquire script");
         }
     }
     elapsed = dlock__now_ms() - t0;
@@ -563,7 +560,8 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                                 min_deadline(deadline, sub_dl),
                                 gen) != DLOCK_OK) {
             /* No subscription (server refuses, timeout): spinning still
-             * finds the lock, only later. */
+             * finds the lock, only later; a fair waiter still refreshes
+             * its place, and a refresh finds a handoff made to it. */
             w = NULL;
             if (strategy == DLOCK_WAIT_NOTIFY)
                 strategy = DLOCK_WAIT_SPIN;
@@ -605,11 +603,15 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             until = now + (pttl > 0 ? pttl : FAIR_WAITER_TTL_MS / 3);
             if (until > now + FAIR_WAITER_TTL_MS / 3)
                 until = now + FAIR_WAITER_TTL_MS / 3;
-            rc = dlock__notify_wait_handoff(w, h->owner,
-                                            min_deadline(deadline, until));
+            if (w == NULL)
+                rc = spin_sleep(c, min_deadline(deadline, until), gen);
+            else
+                rc = dlock__notify_wait_handoff(w, h->owner,
+                                                min_deadline(deadline, until));
             if (rc == 1) {
                 /* Handed to us by the release script: the lease it set
-                 * is short until we confirm (the watchdog does at once). */
+                 * is short until we confirm (the watchdog does, at a third
+                 * of that lease). */
                 int64_t t = dlock__now_ms();
                 int64_t hl = fair_handoff_lease(lease_ms);
                 uint64_t tok = dlock__notify_handoff_token(w);
@@ -630,11 +632,9 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             break;
         rc = DLOCK_BUSY;
     }
-    if (w != NULL) {
-        if (strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
-            rc = fair_leave(c, h, rc);
-        dlock__notify_end(w);
-    }
+    if (strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
+        rc = fair_leave(c, h, rc);
+    dlock__notify_end(w);
     return rc;
 }
 

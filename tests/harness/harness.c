@@ -509,6 +509,8 @@ static int write_config(const th_server *s)
                 o->tls_key ? o->tls_key : c->server_key, c->ca,
                 o->tls_auth_clients_yes ? "yes" : "optional");
     }
+    if (o->extra_conf)
+        fprintf(f, "%s\n", o->extra_conf);
     if (fclose(f) != 0) {
         fprintf(stderr, "harness: %s: %s\n", path, strerror(errno));
         return -1;

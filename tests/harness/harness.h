@@ -27,6 +27,7 @@ typedef struct th_server_opts {
     const char *tls_cert; /* server cert (default: th_certs()->server) */
     const char *tls_key;
     int tls_auth_clients_yes; /* tls-auth-clients yes (default optional) */
+    const char *extra_conf;   /* more redis.conf lines, written last */
 } th_server_opts;
 
 typedef struct th_server {

@@ -370,6 +370,15 @@ static void test_detach_adopt(void **state)
     dlock_client_free(b);
 }
 
+/* Release the lock passed in after 500 ms (from another thread: the
+ * owner id is per hold, so the release needs no particular thread). */
+static void *release_later(void *arg)
+{
+    usleep(500 * 1000);
+    dlock_lock_release(arg);
+    return NULL;
+}
+
 static int under_lock(dlock_lock *l, void *ud)
 {
     int *calls = ud;
@@ -646,6 +655,41 @@ static void test_fake_peers(void **state)
     }
 }
 
+/* A server that refuses SUBSCRIBE: notify and fair waiters cannot be
+ * told of releases, fall back to polling (fair: by refreshing their place)
+ * and still get the lock, in order and without lost updates. */
+static void test_no_pubsub_fallback(void **state)
+{
+    th_server ns;
+    th_server_opts no = {0};
+    int strategies[2] = {DLOCK_WAIT_FAIR, DLOCK_WAIT_NOTIFY};
+    int s;
+    (void)state;
+    no.extra_conf = "rename-command SUBSCRIBE \"\"";
+    assert_int_equal(th_server_start(&ns, &no), 0);
+    for (s = 0; s < 2; s++) {
+        dlock_client *a = client_for(&ns, strategies[s], 300);
+        dlock_client *b = client_for(&ns, strategies[s], 300);
+        dlock_lock *la, *lb;
+        assert_int_equal(dlock_lock_acquire(&la, a, "nosub", 0, 10000),
+                         DLOCK_OK);
+        /* b waits while a holds it; a releases after 500 ms from a
+         * thread of its own. */
+        {
+            pthread_t t;
+            pthread_create(&t, NULL, release_later, la);
+            assert_int_equal(dlock_lock_acquire(&lb, b, "nosub", 8000, 10000),
+                             DLOCK_OK);
+            pthread_join(t, NULL);
+        }
+        assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+        assert_int_equal(th_cmd_int(&ns, "EXISTS dlock:{nosub}:q"), 0);
+        dlock_client_free(a);
+        dlock_client_free(b);
+    }
+    th_server_stop(&ns);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_wrong_password),
         cmocka_unit_test(test_fake_peers),
+        cmocka_unit_test(test_no_pubsub_fallback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
