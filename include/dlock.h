@@ -105,7 +105,11 @@ DLOCK_EXPORT const char *dlock_version(void);
 typedef enum dlock_wait_strategy {
     /* Sleep until the holder's release is announced on the lock's pub/sub
      * channel, bounded by the remaining TTL the server reported. Threads of
-     * one process waiting on one key send one contender to Redis. */
+     * one process waiting on one key send one contender to Redis.
+     * Not fair: every release wakes one contender per waiting process
+     * and one wins, so under heavy contention from many processes a
+     * waiter can starve until its deadline. Use DLOCK_WAIT_FAIR when
+     * order or bounded waiting matters. */
     DLOCK_WAIT_NOTIFY = 0,
     /* Retry with exponential backoff (spin_min_ms doubling up to
      * spin_max_ms) plus jitter, never sleeping past the remaining TTL. */
