@@ -426,6 +426,7 @@ struct dlock_client {
     uint64_t held_seq;
     dlock__held *undos;        /* maybe-taken locks to give back (watchdog) */
     _Atomic uint64_t hold_seq; /* numbers the owner ids of fresh holds */
+    _Atomic uint64_t release_seq; /* numbers release requests (notify) */
 
     /* Cancellation: dlock_client_cancel bumps cancel_gen and broadcasts
      * wait_cv; waits compare the generation they started in. */

@@ -239,6 +239,7 @@ typedef struct attempt {
     int64_t pttl; /* BUSY: how long the holder's lease still runs */
     int64_t valid_until;
     uint64_t nodes; /* nodes that granted */
+    int split;      /* Redlock: some nodes granted, too few (undone) */
 } attempt;
 
 /* Script arguments are formatted on every request: no snprintf. */
@@ -261,11 +262,11 @@ static void fmt_u64(char *buf, uint64_t v)
 static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
                         int depth, uint64_t token, dlock__result *res)
 {
-    char sdepth[24], stok[24], shand[24], sret[24];
+    char sdepth[24], stok[24], shand[24], sret[24], relid[64];
     const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
     size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[6] = {h->owner, sdepth, stok, h->chan, shand, sret};
-    size_t arglens[6];
+    const char *args[7] = {h->owner, sdepth, stok, h->chan, shand, sret, relid};
+    size_t arglens[7];
     dlock__cmd cmd;
     int i;
 
@@ -273,10 +274,14 @@ static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
     fmt_u64(stok, token);
     fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
     fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
-    for (i = 0; i < 6; i++)
+    /* "<client id>:<n>": the same on every node for this request. */
+    memcpy(relid, c->idhex, 32);
+    relid[32] = ':';
+    fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
+    for (i = 0; i < 7; i++)
         arglens[i] = strlen(args[i]);
     arglens[3] = h->chanlen;
-    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 6, args, arglens};
+    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 7, args, arglens};
     dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
 }
 
@@ -489,6 +494,7 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
     /* Not acquired: give back partial grants and anything a lost reply may
      * have taken, on every node at once, so that the next attempt (ours or
      * another client's) is not blocked by leftovers. */
+    a->split = c->nnodes > 1 && granted > 0;
     if (h->depth == 0 || granted > 0) {
         uint64_t undo = gmask;
         /* Nodes whose request may have arrived but whose answer did not;
@@ -624,6 +630,12 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                 rc = DLOCK_OK;
                 break;
             }
+        } else if (a->split) {
+            /* Redlock split vote: the contenders' undos wake everyone at
+             * once, and retrying together splits again. Back off with
+             * jitter instead of waiting for a message. */
+            until = now + spin_delay(c, round++);
+            rc = spin_sleep(c, min_deadline(deadline, until), gen);
         } else {
             until = now + (pttl > 0 ? pttl : c->opts.spin_max_ms);
             rc = dlock__notify_wait(w, min_deadline(deadline, until));

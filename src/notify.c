@@ -49,7 +49,9 @@ typedef struct chan {
     uint64_t unsent;    /* UNSUBSCRIBE sent */
     uint64_t gen;       /* bumped by every release message / lost link */
     int64_t idle_since; /* when refs fell to 0 (monotonic ms) */
-    int turn;           /* a thread of this process holds the turn */
+    char seen[8][64];   /* ids of the last releases heard (Redlock echoes) */
+    int seen_next;
+    int turn; /* a thread of this process holds the turn */
     struct dlock__waiter *waiters;
     pthread_cond_t cv;
 } chan;
@@ -263,6 +265,17 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
         ch->unsent &= ~bit;
     } else if (strcmp(kind->str, "message") == 0) {
         const redisReply *m = r->element[2];
+        if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'r' &&
+            m->len < sizeof ch->seen[0]) {
+            /* "r ID": with Redlock every node announces the release; wake
+             * the waiters once per release, not once per node. */
+            int k;
+            for (k = 0; k < 8; k++)
+                if (strcmp(ch->seen[k], m->str + 2) == 0)
+                    return;
+            memcpy(ch->seen[ch->seen_next], m->str + 2, m->len - 1);
+            ch->seen_next = (ch->seen_next + 1) % 8;
+        }
         ch->gen++;
         if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'h') {
             /* "h TOKEN OWNER": a fair handoff for one waiter. */

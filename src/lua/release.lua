@@ -13,9 +13,12 @@
 -- ARGV[5]  handoff lease in ms: what a waiter handed the lock gets until it
 --          confirms (extends) it
 -- ARGV[6]  how long the fence hash lives, ms
+-- ARGV[7]  an id of this release request, unique per client and request:
+--          published with 'r' so that a process hearing the same release
+--          from several Redlock nodes wakes once
 --
 -- Returns
---   1  released (published 'r'), or handed over (published 'h TOKEN OWNER'
+--   1  released (published 'r ID'), or handed over (published 'h TOKEN OWNER'
 --      on ARGV[4]:<the new owner's client id>, heard by its process only)
 --   2  one level given back, still held
 --   3  already done: a retry of a release whose reply was lost
@@ -59,7 +62,7 @@ if cur == expect then
             end
         end
     end
-    redis.call('PUBLISH', ARGV[4], 'r')
+    redis.call('PUBLISH', ARGV[4], 'r ' .. (ARGV[7] or ''))
     return 1
 end
 if cur > 0 and cur == expect - 1 then
