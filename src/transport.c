@@ -1024,6 +1024,17 @@ static int flush_out(dlock__conn *c, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
+/* The reply reader failed (not RESP, or out of memory): the connection is
+ * dead. */
+static int reader_failed(dlock__conn *c, char *err, size_t errlen)
+{
+    return die(c, dlock__fail(err, errlen,
+                              c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM
+                                                              : DLOCK_EPROTO,
+                              "protocol error from %s: %s", c->peer,
+                              c->reader->errstr));
+}
+
 /* Hand n received bytes to the reply reader. */
 static int feed(dlock__conn *c, const char *buf, size_t n, char *err,
                 size_t errlen)
@@ -1041,12 +1052,7 @@ static int feed(dlock__conn *c, const char *buf, size_t n, char *err,
     }
     c->nread += n;
     if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
-        return die(c,
-                   dlock__fail(err, errlen,
-                               c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM
-                                                               : DLOCK_EPROTO,
-                               "protocol error from %s: %s", c->peer,
-                               c->reader->errstr));
+        return reader_failed(c, err, errlen);
     return DLOCK_OK;
 }
 
@@ -1144,12 +1150,7 @@ int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
     void *rep = NULL;
     *out = NULL;
     if (redisReaderGetReply(c->reader, &rep) != REDIS_OK)
-        return die(c,
-                   dlock__fail(err, errlen,
-                               c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM
-                                                               : DLOCK_EPROTO,
-                               "protocol error from %s: %s", c->peer,
-                               c->reader->errstr));
+        return reader_failed(c, err, errlen);
     if (rep == NULL)
         return 0;
     *out = rep;
