@@ -642,7 +642,6 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
         }
         if (rc < 0)
             break;
-        rc = DLOCK_BUSY;
     }
     if (strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
         rc = fair_leave(c, h, rc);
@@ -700,7 +699,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     dlock_acquire_options defaults;
     char owner[96];
     dlock__held *h;
-    attempt a;
+    attempt a = {0};
     int rc, fresh = 0;
     int64_t deadline;
     uint64_t gen;
