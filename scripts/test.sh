@@ -13,6 +13,8 @@
 #             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c
 #             and harness_selftest.c.
 #             A test opts in by its file name; nothing else to do.
+#   valgrind  configure + build build/plain (Debug, no sanitizer), then the
+#             unit tests and it_lock_core (tcp) under valgrind memcheck
 #   format    clang-format --dry-run --Werror on the tracked *.c/*.h of
 #             src/ include/ cli/ tests/ examples/ bench/ (.clang-format)
 #   chaos     tests/chaos/run --quick, if it exists and is executable
@@ -168,6 +170,26 @@ elif stage "build tsan" configure_build build/tsan -DDLOCK_TSAN=ON; then
     fi
     run_ctest build/tsan "ctest tsan" -L tsan
     ctest_prefix=()
+fi
+
+# memcheck: what ASan does not see (reads of uninitialised memory). A
+# plain Debug build; the unit tests and the core lock test (tcp).
+valgrind_check() {
+    local dir=$1 t rc=0
+    for t in "$dir"/tests/unit_* "$dir"/tests/it_lock_core; do
+        [ -x "$t" ] || continue
+        echo "valgrind: $(basename "$t")"
+        if ! DLOCK_TEST_TRANSPORT=tcp timeout 600 valgrind -q \
+            --error-exitcode=99 --leak-check=full \
+            --errors-for-leak-kinds=definite "$t" >"$t.valgrind.log" 2>&1; then
+            rc=1
+            tail -n 40 "$t.valgrind.log"
+        fi
+    done
+    return $rc
+}
+if stage "build plain" configure_build build/plain; then
+    stage valgrind valgrind_check build/plain
 fi
 
 stage format format_check
