@@ -51,6 +51,8 @@ struct cli {
     const char *servers_from; /* "--server", "DLOCK_SERVERS", "default" */
     const char *user;
     const char *cacert;
+    const char *tls_cert; /* TLS client certificate (PEM) */
+    const char *tls_key;  /* and its private key */
     const char *prefix;
     int insecure;
     int verbose;

@@ -38,6 +38,9 @@ static const char *usage_text =
     "      --user NAME        ACL user (default: $DLOCK_USER, else the URL's)\n"
     "      --cacert FILE      CA certificates for rediss:// (default:\n"
     "                         $DLOCK_CACERT, else the system's)\n"
+    "      --cert FILE        TLS client certificate, PEM (default:\n"
+    "                         $DLOCK_TLS_CERT)\n"
+    "      --key FILE         its private key, PEM (default: $DLOCK_TLS_KEY)\n"
     "      --insecure         rediss:// without certificate checks (tests)\n"
     "      --prefix PREFIX    key prefix (default: $DLOCK_PREFIX, else dlock)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"
@@ -86,6 +89,8 @@ static const char *usage_text =
 enum {
     OPT_USER = 256,
     OPT_CACERT,
+    OPT_CERT,
+    OPT_KEY,
     OPT_INSECURE,
     OPT_PREFIX,
     OPT_ON_LOST,
@@ -99,6 +104,8 @@ static const struct option long_options[] = {
     {"server", required_argument, NULL, 's'},
     {"user", required_argument, NULL, OPT_USER},
     {"cacert", required_argument, NULL, OPT_CACERT},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"prefix", required_argument, NULL, OPT_PREFIX},
     {"verbose", no_argument, NULL, 'v'},
@@ -133,6 +140,8 @@ static int accepts(enum cli_cmd cmd, int opt)
     switch (opt) {
     case OPT_USER:
     case OPT_CACERT:
+    case OPT_CERT:
+    case OPT_KEY:
     case OPT_INSECURE:
     case OPT_PREFIX:
         return 1;
@@ -356,6 +365,12 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_CACERT:
             o->cacert = optarg;
             break;
+        case OPT_CERT:
+            o->tls_cert = optarg;
+            break;
+        case OPT_KEY:
+            o->tls_key = optarg;
+            break;
         case OPT_INSECURE:
             o->insecure = 1;
             break;
@@ -478,7 +493,8 @@ static const char *env_nonempty(const char *name)
 
 /*
  * Create the client from the options and the environment (DLOCK_USER,
- * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_PREFIX). Returns 0 with *out set, or
+ * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
+ * DLOCK_PREFIX). Returns 0 with *out set, or
  * an exit status after printing why.
  */
 static int make_client(const struct cli *o, dlock_client **out)
@@ -499,6 +515,10 @@ static int make_client(const struct cli *o, dlock_client **out)
         opts.key_prefix = env_nonempty("DLOCK_PREFIX");
     opts.tls_ca_file =
         o->cacert != NULL ? o->cacert : env_nonempty("DLOCK_CACERT");
+    opts.tls_cert_file =
+        o->tls_cert != NULL ? o->tls_cert : env_nonempty("DLOCK_TLS_CERT");
+    opts.tls_key_file =
+        o->tls_key != NULL ? o->tls_key : env_nonempty("DLOCK_TLS_KEY");
     opts.tls_insecure = o->insecure;
 
     if (o->verbose) {

@@ -64,4 +64,22 @@ expect_status 78 "--cacert of a missing file: 78" \
 expect_status 0 "TLS status" "$DLOCK_BIN" status --cacert "$REDIS_CA" -s "$tls" t
 expect_status 0 "unix socket" "$DLOCK_BIN" run -s "unix://$REDIS_SOCK" u -- true
 
+# Client certificates: make the server require one.
+redis-cli -p "$P" --no-auth-warning CONFIG SET tls-auth-clients yes >/dev/null
+expect_status 0 "client certificate with --cert/--key" \
+    "$DLOCK_BIN" run --cacert "$REDIS_CA" --cert "$REDIS_CERTS/client.pem" \
+    --key "$REDIS_CERTS/client.key" -s "$tls" c -- true
+expect_status 0 "client certificate from DLOCK_TLS_CERT/DLOCK_TLS_KEY" \
+    env DLOCK_TLS_CERT="$REDIS_CERTS/client.pem" \
+    DLOCK_TLS_KEY="$REDIS_CERTS/client.key" \
+    "$DLOCK_BIN" run --cacert "$REDIS_CA" -s "$tls" c -- true
+code_nocert=$(timeout 30 "$DLOCK_BIN" run --cacert "$REDIS_CA" -s "$tls" c \
+    -- touch "$T/ran-nocert" 2>/dev/null; echo $?)
+check "no client certificate: refused (got $code_nocert)" \
+    test "$code_nocert" = 69
+check "nothing ran without the certificate" test ! -e "$T/ran-nocert"
+expect_status 64 "--cert without --key: usage error" \
+    "$DLOCK_BIN" run --cacert "$REDIS_CA" --cert "$REDIS_CERTS/client.pem" \
+    -s "$tls" c -- true
+
 finish
