@@ -98,6 +98,14 @@ long long th_cmd_int(const th_server *s, const char *fmt, ...);
 int th_fake_server_start(const char *mode);
 void th_fake_server_stop(int port);
 
+/* A dlock client for urls[0..n-1] with the given wait strategy, the TLS
+ * CA of th_ca_file(), and the timeouts when > 0 (th_client.c). NULL, with
+ * the reason on stderr, when dlock_client_new fails. */
+struct dlock_client;
+struct dlock_client *th_client(const char *const *urls, size_t n, int strategy,
+                               int64_t cmd_timeout_ms,
+                               int64_t connect_timeout_ms);
+
 /* mkdtemp under TMPDIR (or /tmp) into buf; 0 or -1. */
 int th_tempdir(char *buf, size_t len, const char *tag);
 

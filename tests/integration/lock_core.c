@@ -23,6 +23,7 @@
 #include "harness.h"
 
 static th_server srv;
+static pid_t main_pid;
 
 static int64_t now_ms(void)
 {
@@ -35,28 +36,18 @@ static int64_t now_ms(void)
 static dlock_client *client_for(const th_server *s, int strategy,
                                 int64_t cmd_timeout)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
     const char *url = th_url(s);
-    char err[512];
-    int rc;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.wait_strategy = (dlock_wait_strategy)strategy;
-    o.tls_ca_file = th_ca_file();
-    if (cmd_timeout > 0)
-        o.command_timeout_ms = cmd_timeout;
-    rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fprintf(stderr, "client_new: %s\n", err);
-    assert_int_equal(rc, DLOCK_OK);
+    dlock_client *c = th_client(&url, 1, strategy, cmd_timeout, 0);
+    if (c == NULL && getpid() != main_pid)
+        _exit(9); /* a forked child must not longjmp into cmocka */
+    assert_non_null(c);
     return c;
 }
 
 static int setup(void **state)
 {
     (void)state;
+    main_pid = getpid();
     return th_server_start(&srv, NULL);
 }
 

@@ -38,27 +38,15 @@ static int64_t now_ms(void)
 /* A Redlock client over all 5 servers. */
 static dlock_client *rl_client(int64_t cmd_timeout)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
     const char *urls[NS];
-    char err[512];
-    int i, rc;
+    dlock_client *c;
+    int i;
     for (i = 0; i < NS; i++)
         urls[i] = th_url(&srv[i]);
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = NS;
-    o.tls_ca_file = th_ca_file();
-    if (cmd_timeout > 0) {
-        o.command_timeout_ms = cmd_timeout;
-        o.connect_timeout_ms = cmd_timeout;
-    }
-    rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fprintf(stderr, "client_new: %s\n", err);
-    if (rc != DLOCK_OK && getpid() != main_pid)
+    c = th_client(urls, NS, DLOCK_WAIT_NOTIFY, cmd_timeout, cmd_timeout);
+    if (c == NULL && getpid() != main_pid)
         _exit(9); /* a forked child must not longjmp into cmocka */
-    assert_int_equal(rc, DLOCK_OK);
+    assert_non_null(c);
     return c;
 }
 

@@ -45,22 +45,11 @@ static void sleep_ms(int64_t ms)
 
 static dlock_client *client_for(int strategy)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
     const char *url = th_url(&srv);
-    char err[512];
-    int rc;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.wait_strategy = (dlock_wait_strategy)strategy;
-    o.tls_ca_file = th_ca_file();
-    rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fprintf(stderr, "client_new: %s\n", err);
-    if (rc != DLOCK_OK && getpid() != main_pid)
+    dlock_client *c = th_client(&url, 1, strategy, 0, 0);
+    if (c == NULL && getpid() != main_pid)
         _exit(9); /* a forked child must not longjmp into cmocka */
-    assert_int_equal(rc, DLOCK_OK);
+    assert_non_null(c);
     return c;
 }
 

@@ -44,25 +44,12 @@ static void sleep_ms(int64_t ms)
 
 static dlock_client *client_for(const th_server *s, int64_t cmd_timeout)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
     const char *url = th_url(s);
-    char err[512];
-    int rc;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
-    if (cmd_timeout > 0) {
-        o.command_timeout_ms = cmd_timeout;
-        o.connect_timeout_ms = cmd_timeout;
-    }
-    rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK)
-        fprintf(stderr, "client_new: %s\n", err);
-    if (rc != DLOCK_OK && getpid() != main_pid)
+    dlock_client *c =
+        th_client(&url, 1, DLOCK_WAIT_NOTIFY, cmd_timeout, cmd_timeout);
+    if (c == NULL && getpid() != main_pid)
         _exit(9); /* a forked child must not longjmp into cmocka */
-    assert_int_equal(rc, DLOCK_OK);
+    assert_non_null(c);
     return c;
 }
 

@@ -1,0 +1,34 @@
+/*
+ * th_client.c - the one way the integration tests make a dlock client for
+ * the throwaway servers: their URLs, the harness's TLS CA when the
+ * transport is tls, a wait strategy and optional timeouts.
+ */
+#include <stdio.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+/* See harness.h. */
+dlock_client *th_client(const char *const *urls, size_t n, int strategy,
+                        int64_t cmd_timeout_ms, int64_t connect_timeout_ms)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[512];
+    int rc;
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.wait_strategy = (dlock_wait_strategy)strategy;
+    o.tls_ca_file = th_ca_file();
+    if (cmd_timeout_ms > 0)
+        o.command_timeout_ms = cmd_timeout_ms;
+    if (connect_timeout_ms > 0)
+        o.connect_timeout_ms = connect_timeout_ms;
+    rc = dlock_client_new(&c, &o, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "th_client: %s: %s\n", dlock_strerror(rc), err);
+        return NULL;
+    }
+    return c;
+}
