@@ -76,67 +76,59 @@ static int check_name(const dlock_client *c, const char *name)
     return DLOCK_OK;
 }
 
-/* "<prefix>:{<name>}<suffix>" into a new string. */
-static char *make_key(const dlock_client *c, const char *name, size_t nlen,
-                      const char *suffix, size_t *outlen)
+/* Write "<prefix>:{<name>}<suffix>" at *cur (NUL-terminated), advance
+ * *cur past it, and return where it starts; its length in *outlen. */
+static char *put_key(char **cur, const dlock_client *c, const char *name,
+                     size_t nlen, const char *suffix, size_t *outlen)
 {
+    char *k = *cur;
     size_t slen = strlen(suffix);
-    size_t len = c->prefixlen + 2 + nlen + 1 + slen;
-    char *k = malloc(len + 1);
-    if (k == NULL)
-        return NULL;
     memcpy(k, c->key_prefix, c->prefixlen);
     memcpy(k + c->prefixlen, ":{", 2);
     memcpy(k + c->prefixlen + 2, name, nlen);
     k[c->prefixlen + 2 + nlen] = '}';
     memcpy(k + c->prefixlen + 3 + nlen, suffix, slen + 1);
-    *outlen = len;
+    *outlen = c->prefixlen + 3 + nlen + slen;
+    *cur = k + *outlen + 1;
     return k;
 }
 
+/* Free a held record: its strings live in the same allocation. */
 void dlock__held_free(dlock__held *h)
 {
-    if (h == NULL)
-        return;
-    free(h->name);
-    free(h->key);
-    free(h->fkey);
-    free(h->chan);
-    free(h->qkey);
-    free(h->qtkey);
-    free(h->hchan);
     free(h);
 }
 
-/* A new, unregistered held record for NAME and OWNER. */
+/* A new, unregistered held record for NAME and OWNER: one allocation for
+ * the record and all its key and channel names (this is on every fresh
+ * acquire's path). */
 static dlock__held *held_new(dlock_client *c, const char *name,
                              const char *owner)
 {
-    dlock__held *h = calloc(1, sizeof *h);
+    size_t nlen = strlen(name);
+    size_t base = c->prefixlen + 3 + nlen + 1; /* "<prefix>:{<name>}" + NUL */
+    /* name, key, :f, :c, :q, :qt, :c:<client id> */
+    size_t strs = (nlen + 1) + base + (base + 2) + (base + 2) + (base + 2) +
+                  (base + 3) + (base + 2 + 33);
+    dlock__held *h = calloc(1, sizeof *h + strs);
+    char *cur;
     if (h == NULL)
         return NULL;
-    h->namelen = strlen(name);
-    h->name = strdup(name);
-    h->key = make_key(c, name, h->namelen, "", &h->keylen);
-    h->fkey = make_key(c, name, h->namelen, ":f", &h->fkeylen);
-    h->chan = make_key(c, name, h->namelen, ":c", &h->chanlen);
-    h->qkey = make_key(c, name, h->namelen, ":q", &h->qkeylen);
-    h->qtkey = make_key(c, name, h->namelen, ":qt", &h->qtkeylen);
+    cur = (char *)(h + 1);
+    h->namelen = nlen;
+    h->name = cur;
+    memcpy(cur, name, nlen + 1);
+    cur += nlen + 1;
+    h->key = put_key(&cur, c, name, nlen, "", &h->keylen);
+    h->fkey = put_key(&cur, c, name, nlen, ":f", &h->fkeylen);
+    h->chan = put_key(&cur, c, name, nlen, ":c", &h->chanlen);
+    h->qkey = put_key(&cur, c, name, nlen, ":q", &h->qkeylen);
+    h->qtkey = put_key(&cur, c, name, nlen, ":qt", &h->qtkeylen);
     /* Fair handoffs are published on "<channel>:<client id>": only the
      * process of the waiter that got the lock is woken. */
-    h->hchanlen = h->chanlen + 1 + 32;
-    h->hchan = malloc(h->hchanlen + 1);
-    if (h->hchan != NULL && h->chan != NULL) {
-        memcpy(h->hchan, h->chan, h->chanlen);
-        h->hchan[h->chanlen] = ':';
-        memcpy(h->hchan + h->chanlen + 1, c->idhex, 33);
-    }
-    if (h->name == NULL || h->key == NULL || h->fkey == NULL ||
-        h->chan == NULL || h->qkey == NULL || h->qtkey == NULL ||
-        h->hchan == NULL) {
-        dlock__held_free(h);
-        return NULL;
-    }
+    h->hchan = put_key(&cur, c, name, nlen, ":c:", &h->hchanlen);
+    memcpy(h->hchan + h->hchanlen, c->idhex, 33);
+    h->hchanlen += 32;
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     atomic_store(&h->state, DLOCK_OK);
     return h;

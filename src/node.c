@@ -102,7 +102,8 @@ int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
     if (deadline_ms >= 0 && deadline_ms < dl)
         dl = deadline_ms;
     rc = dlock__conn_open(out, &n->ep, c->tls, dl, err, errlen);
-    atomic_fetch_add(&c->stats.reconnects, 1);
+    if (rc == DLOCK_OK)
+        atomic_fetch_add(&c->stats.reconnects, 1);
     if (rc != DLOCK_OK) {
         /* Only a connect that timed out is worth skipping next time: a
          * refused one costs a round trip and must not hide a node that
@@ -154,18 +155,25 @@ typedef struct callv {
     const char **argv;
     size_t *lens;
     char nkeys[24];
+    const char *argv_small[32]; /* every call but a large renewal batch */
+    size_t lens_small[32];
 } callv;
 
 static int callv_build(callv *v, const dlock_client *c, const dlock__cmd *cmd)
 {
     int i, k = 0;
     v->argc = 3 + cmd->nkeys + cmd->nargs;
-    v->argv = malloc((size_t)v->argc * sizeof *v->argv);
-    v->lens = malloc((size_t)v->argc * sizeof *v->lens);
-    if (v->argv == NULL || v->lens == NULL) {
-        free(v->argv);
-        free(v->lens);
-        return DLOCK_ENOMEM;
+    if (v->argc <= 32) {
+        v->argv = v->argv_small;
+        v->lens = v->lens_small;
+    } else {
+        v->argv = malloc((size_t)v->argc * sizeof *v->argv);
+        v->lens = malloc((size_t)v->argc * sizeof *v->lens);
+        if (v->argv == NULL || v->lens == NULL) {
+            free(v->argv);
+            free(v->lens);
+            return DLOCK_ENOMEM;
+        }
     }
     dlock__fmt_i64(v->nkeys, cmd->nkeys);
     v->argv[k] = "EVALSHA";
@@ -381,8 +389,10 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
                 slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i], rc);
         }
     }
-    free(v.argv);
-    free(v.lens);
+    if (v.argv != v.argv_small) {
+        free(v.argv);
+        free(v.lens);
+    }
     for (i = 0; i < c->nnodes; i++) {
         if (slots[i].conn != NULL) /* poll failed: give up on it */
             dlock__node_put(c, i, slots[i].conn, 0);

@@ -323,9 +323,9 @@ static void *notifier_main(void *arg)
                 rc = dlock__conn_open(&conn, &c->nodes[i].ep, c->tls,
                                       now + c->opts.connect_timeout_ms, err,
                                       sizeof err);
-                atomic_fetch_add(&c->stats.reconnects, 1);
                 pthread_mutex_lock(&n->mu);
                 if (rc == DLOCK_OK) {
+                    atomic_fetch_add(&c->stats.reconnects, 1);
                     l->conn = conn;
                     l->backoff = 0;
                 } else {
