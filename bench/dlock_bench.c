@@ -117,11 +117,11 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-/* Connect with raw hiredis to the first server (redis://host:port). */
-static redisContext *raw_connect(const struct conf *cf)
+/* Connect with raw hiredis to one server (redis://host:port). */
+static redisContext *raw_connect_url(const char *url)
 {
     char host[256];
-    const char *u = cf->servers[0], *colon;
+    const char *u = url, *colon;
     int port;
     redisContext *c;
     struct timeval tv = {5, 0};
@@ -131,7 +131,7 @@ static redisContext *raw_connect(const struct conf *cf)
     u += 8;
     colon = strrchr(u, ':');
     if (colon == NULL || (size_t)(colon - u) >= sizeof(host))
-        die("bad URL %s", cf->servers[0]);
+        die("bad URL %s", url);
     memcpy(host, u, (size_t)(colon - u));
     host[colon - u] = '\0';
     port = atoi(colon + 1);
@@ -140,6 +140,12 @@ static redisContext *raw_connect(const struct conf *cf)
         die("connect: %s", c ? c->errstr : "out of memory");
     redisSetTimeout(c, tv);
     return c;
+}
+
+/* Connect with raw hiredis to the first server. */
+static redisContext *raw_connect(const struct conf *cf)
+{
+    return raw_connect_url(cf->servers[0]);
 }
 
 /* Run one command; exit when the connection fails. The reply is freed
@@ -169,6 +175,73 @@ static void load_script(redisContext *c, char *sha)
     redisReply *r = cmd(c, 1, "SCRIPT LOAD %s", del_script);
     snprintf(sha, 41, "%s", r->str);
     freeReplyObject(r);
+}
+
+/*
+ * The floor's lock: raw hiredis connections to every server. With one
+ * server a call is exactly redisCommand(); with several it is the
+ * cheapest parallel fan-out hiredis allows: the command is appended on
+ * every connection, every output buffer is flushed, and only then are
+ * the replies read, one connection after another (they are in flight
+ * together, so the wait is the slowest server's). A naive Redlock without
+ * scripts, fencing or reentrancy: what any Redlock pays on these servers.
+ */
+struct fan {
+    redisContext *c[MAX_SERVERS];
+    size_t n;
+    char sha[41];
+};
+
+static void fan_open(struct fan *f, const struct conf *cf)
+{
+    size_t i;
+    f->n = cf->nservers;
+    for (i = 0; i < f->n; i++) {
+        f->c[i] = raw_connect_url(cf->servers[i]);
+        load_script(f->c[i], f->sha); /* the same SHA everywhere */
+    }
+}
+
+static void fan_close(struct fan *f)
+{
+    size_t i;
+    for (i = 0; i < f->n; i++)
+        redisFree(f->c[i]);
+    f->n = 0;
+}
+
+/* Run one command on every server in parallel; returns how many answered
+ * with a status reply (+OK: SET NX PX succeeded). Exits when a connection
+ * fails or a server answers with an error. */
+static size_t fan_call(struct fan *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static size_t fan_call(struct fan *f, const char *fmt, ...)
+{
+    size_t i, ok = 0;
+    for (i = 0; i < f->n; i++) {
+        va_list ap;
+        int done = 0;
+        va_start(ap, fmt);
+        if (redisvAppendCommand(f->c[i], fmt, ap) != REDIS_OK)
+            die("redis: %s", f->c[i]->errstr);
+        va_end(ap);
+        while (!done)
+            if (redisBufferWrite(f->c[i], &done) != REDIS_OK)
+                die("redis: %s", f->c[i]->errstr);
+    }
+    for (i = 0; i < f->n; i++) {
+        void *v = NULL;
+        redisReply *r;
+        if (redisGetReply(f->c[i], &v) != REDIS_OK || v == NULL)
+            die("redis: %s", f->c[i]->errstr);
+        r = v;
+        if (r->type == REDIS_REPLY_ERROR)
+            die("redis error: %s", r->str);
+        if (r->type == REDIS_REPLY_STATUS)
+            ok++;
+        freeReplyObject(r);
+    }
+    return ok;
 }
 
 /* Make a client for the configured servers and strategy. */
@@ -209,9 +282,8 @@ static int64_t pct(const int64_t *v, size_t n, double q)
 
 /* One W1 side: a raw connection (the floor) or a dlock client. */
 struct w1side {
-    redisContext *rc;
+    struct fan raw; /* the floor when raw.n > 0 */
     dlock_client *dc;
-    char sha[41];
     int64_t *lat;
     long n;
     int64_t total;
@@ -224,14 +296,12 @@ static void w1_cycle(struct w1side *w, const char *key, long i, int keep)
     int64_t t0 = now_ns(), t1;
     char tok[64];
 
-    if (w->rc) {
-        redisReply *r;
+    if (w->raw.n > 0) {
         snprintf(tok, sizeof(tok), "%ld:%ld", (long)getpid(), i);
-        r = cmd(w->rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
-        if (r->type != REDIS_REPLY_STATUS)
+        if (fan_call(&w->raw, "SET %s %s NX PX %d", key, tok, LEASE_MS) <
+            w->raw.n / 2 + 1)
             w->errors++;
-        freeReplyObject(r);
-        cmd(w->rc, 0, "EVALSHA %s 1 %s %s", w->sha, key, tok);
+        fan_call(&w->raw, "EVALSHA %s 1 %s %s", w->raw.sha, key, tok);
     } else {
         dlock_lock *l = NULL;
         int e = dlock_lock_acquire(&l, w->dc, key, WAIT_MS, LEASE_MS);
@@ -273,7 +343,8 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
            pct(w->lat, (size_t)w->n, 0.5) / 1e3,
            pct(w->lat, (size_t)w->n, 0.99) / 1e3,
            (double)w->total / (double)n / 1e3,
-           w->dc ? (double)st.requests / (double)(w->n + warm) : 2.0,
+           w->dc ? (double)st.requests / (double)(w->n + warm)
+                 : 2.0 * (double)w->raw.n,
            w->errors);
 }
 
@@ -293,8 +364,7 @@ static int run_w1(const struct conf *cf)
     memset(side, 0, sizeof(side));
     snprintf(key, sizeof(key), "bench:w1:%ld", (long)getpid());
     if (cf->floor || cf->paired) {
-        side[ns].rc = raw_connect(cf);
-        load_script(side[ns].rc, side[ns].sha);
+        fan_open(&side[ns].raw, cf);
         ns++;
     }
     if (!cf->floor) {
@@ -313,9 +383,8 @@ static int run_w1(const struct conf *cf)
             for (i = b; i < b + block && i < cf->cycles; i++)
                 w1_cycle(&side[k], key, i, 1);
     for (k = 0; k < ns; k++) {
-        w1_print(cf, &side[k], side[k].rc != NULL, warm);
-        if (side[k].rc)
-            redisFree(side[k].rc);
+        w1_print(cf, &side[k], side[k].raw.n > 0, warm);
+        fan_close(&side[k].raw);
         dlock_client_free(side[k].dc);
         free(side[k].lat);
     }
@@ -359,12 +428,13 @@ static void w2_worker(const struct conf *cf, struct shared *sh, int id,
     redisContext *rc = raw_connect(cf);
     dlock_client *dc = NULL;
     struct wstat *w = &sh->w[id];
-    char sha[41], tok[64];
+    struct fan raw = {.n = 0};
+    char tok[64];
     dlock_stats st;
     long n = 0;
 
     if (cf->floor)
-        load_script(rc, sha);
+        fan_open(&raw, cf);
     else
         dc = make_client(cf);
     atomic_fetch_add(&sh->ready, 1);
@@ -378,10 +448,8 @@ static void w2_worker(const struct conf *cf, struct shared *sh, int id,
 
         if (cf->floor) {
             snprintf(tok, sizeof(tok), "%d:%ld", id, n++);
-            r = cmd(rc, 1, "SET %s %s NX PX %d", key, tok, LEASE_MS);
-            int got = r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            if (!got) {
+            if (fan_call(&raw, "SET %s %s NX PX %d", key, tok, LEASE_MS) <
+                raw.n / 2 + 1) {
                 w->errors++;
                 continue;
             }
@@ -401,7 +469,7 @@ static void w2_worker(const struct conf *cf, struct shared *sh, int id,
         freeReplyObject(r);
         cmd(rc, 0, "SET %s %lld", counter, v + 1);
         if (cf->floor) {
-            cmd(rc, 0, "EVALSHA %s 1 %s %s", sha, key, tok);
+            fan_call(&raw, "EVALSHA %s 1 %s %s", raw.sha, key, tok);
         } else {
             int e = dlock_lock_release(l);
             if (e != DLOCK_OK) {
@@ -423,9 +491,10 @@ static void w2_worker(const struct conf *cf, struct shared *sh, int id,
         dlock_client_stats(dc, &st);
         w->requests = st.requests;
     } else {
-        w->requests = 2 * w->acq + w->errors;
+        w->requests = (2 * w->acq + w->errors) * raw.n;
     }
     dlock_client_free(dc);
+    fan_close(&raw);
     redisFree(rc);
     _exit(0);
 }
@@ -576,12 +645,20 @@ static int run_w2(const struct conf *cf)
     {
         double secs = (double)(t_end - t_start) / 1e9;
         double a = acq ? (double)acq : 1;
+        double hold = 0, ho = 0;
+        /* Where a cycle's time goes: the mean time held (acquire return
+         * to release return) and the mean handoff between processes. */
+        for (uint64_t k = 0; k < n; k++)
+            hold += (double)(m[k].rel_ns - m[k].acq_ns);
+        for (uint64_t k = 0; k < nh; k++)
+            ho += (double)h[k];
         printf("{\"mode\":\"w2\",\"strategy\":\"%s\",\"nodes\":%zu,"
                "\"floor\":%s,\"procs\":%d,\"seconds\":%.3f,"
                "\"acquisitions\":%" PRIu64 ",\"acq_per_s\":%.1f,"
                "\"requests_per_acq\":%.3f,\"redis_cpu_us_per_acq\":%.2f,"
                "\"handoffs\":%" PRIu64 ",\"handoff_p50_us\":%.1f,"
-               "\"handoff_p99_us\":%.1f,\"handoff_negative\":%" PRIu64 ","
+               "\"handoff_p99_us\":%.1f,\"handoff_mean_us\":%.1f,"
+               "\"hold_mean_us\":%.1f,\"handoff_negative\":%" PRIu64 ","
                "\"same_worker_reacquire\":%" PRIu64 ","
                "\"fairness_min_over_max\":%.3f,\"lost_updates\":%lld,"
                "\"errors\":%" PRIu64 ",\"hung\":%d}\n",
@@ -589,7 +666,8 @@ static int run_w2(const struct conf *cf)
                cf->floor ? "true" : "false", procs, secs, acq,
                (double)acq / secs, (double)(req + 2 * acq) / a,
                (cpu1 - cpu0) / a, nh, pct(h, nh, 0.5) / 1e3,
-               pct(h, nh, 0.99) / 1e3, negative, same,
+               pct(h, nh, 0.99) / 1e3, nh ? ho / (double)nh / 1e3 : 0.0,
+               n ? hold / (double)n / 1e3 : 0.0, negative, same,
                amax ? (double)amin / (double)amax : 0.0, (long long)acq - final,
                errors, hung);
     }

@@ -331,10 +331,13 @@ void dlock__notify_free(dlock_client *c);
  * the subscription to be confirmed on every node, so that a release after
  * this returns is never missed. Returns DLOCK_OK with *out set, or an
  * error (DLOCK_ETIMEDOUT, DLOCK_EIO...; the caller may fall back to spin).
+ * Fair mode: me is the owner id a handoff would name (else NULL); a
+ * handoff to it is recorded from now on, also one that arrives before the
+ * waiter sleeps (the reply to its queueing attempt can come after it).
  */
 int dlock__notify_begin(dlock_client *c, const char *chan, size_t chanlen,
-                        dlock__waiter **out, int64_t deadline_ms,
-                        uint64_t cancel_gen);
+                        const char *me, dlock__waiter **out,
+                        int64_t deadline_ms, uint64_t cancel_gen);
 
 /*
  * Become the process's one contender for this channel: returns when this
@@ -365,11 +368,11 @@ int dlock__notify_subscribed(dlock_client *c, const char *chan, size_t len);
 /* Wake every waiter of the client (dlock_client_cancel). */
 void dlock__notify_cancel(dlock_client *c);
 
-/* Fair mode: sleep until a handoff addressed to owner id `me` arrives
- * (1; its token then in dlock__notify_handoff_token), any other wake-up
- * (0: retry), until_ms (0), or cancellation (DLOCK_CANCELED). */
-int dlock__notify_wait_handoff(dlock__waiter *w, const char *me,
-                               int64_t until_ms);
+/* Fair mode: sleep until a handoff addressed to the owner id given to
+ * dlock__notify_begin has arrived (1, also when it arrived before this
+ * call; its token then in dlock__notify_handoff_token), until_ms (0), or
+ * cancellation (DLOCK_CANCELED). */
+int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms);
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
 
 /* ---- watchdog.c -------------------------------------------------------- */

@@ -554,7 +554,9 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
 
     if (strategy != DLOCK_WAIT_SPIN) {
         int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
-        if (dlock__notify_begin(c, chan, chanlen, &w,
+        if (dlock__notify_begin(c, chan, chanlen,
+                                strategy == DLOCK_WAIT_FAIR ? h->owner : NULL,
+                                &w,
                                 min_deadline(deadline, sub_dl),
                                 gen) != DLOCK_OK) {
             /* No subscription (server refuses, timeout): spinning still
@@ -604,7 +606,7 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             if (w == NULL)
                 rc = spin_sleep(c, min_deadline(deadline, until), gen);
             else
-                rc = dlock__notify_wait_handoff(w, h->owner,
+                rc = dlock__notify_wait_handoff(w,
                                                 min_deadline(deadline, until));
             if (rc == 1) {
                 /* Handed to us by the release script: the lease it set

@@ -20,8 +20,22 @@
  * (messages may have been lost) and the thread reconnects with backoff and
  * subscribes again.
  *
- * Locking: one mutex (n->mu) guards the channel table and every waiter
- * field; the thread drops it around socket I/O that can block.
+ * Direct reading (one server): when a thread is the only waiter of the
+ * client, it reads the subscriber connection itself instead of sleeping
+ * until the notifier thread has read a message and woken it. That saves
+ * a thread wake-up on every hand-over, the critical path of a contended
+ * lock. The link is then "direct": the notifier thread leaves it alone
+ * (not in its poll set) until it has subscription work for it, and takes
+ * it back at once when a second waiter appears. A waiter leaving a direct
+ * link it was the only one to need keeps it direct ("parked": unread
+ * until the next waiter), so the next wait costs no wake-up either; the
+ * notifier thread still checks every second whether a parked link has
+ * work (an idle channel to unsubscribe).
+ *
+ * Locking: one mutex (n->mu) guards the channel table, every waiter field
+ * and the links' direct state; a thread drops it around socket I/O that
+ * can block, and only the thread the state names (the notifier, or
+ * n->reader) touches a link's connection.
  */
 #include <errno.h>
 #include <poll.h>
@@ -72,6 +86,7 @@ typedef struct sub_link {
     dlock__conn *conn;
     int64_t retry_at;
     int64_t backoff;
+    int direct; /* read by n->reader, or parked: not the thread's */
 } sub_link;
 
 struct dlock__notifier {
@@ -81,6 +96,9 @@ struct dlock__notifier {
     int started;
     int stop;
     int wake_fd;
+    int reader_fd;         /* wakes n->reader (eventfd) */
+    int nwaiters;          /* waiters of every channel */
+    dlock__waiter *reader; /* the waiter reading a direct link, if any */
     chan *chans;
     sub_link *links;
 };
@@ -93,10 +111,13 @@ int dlock__notify_init(dlock_client *c)
         return DLOCK_ENOMEM;
     n->links = calloc((size_t)c->nnodes, sizeof *n->links);
     n->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (n->links == NULL || n->wake_fd < 0) {
+    n->reader_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (n->links == NULL || n->wake_fd < 0 || n->reader_fd < 0) {
         int rc = n->links == NULL ? DLOCK_ENOMEM : DLOCK_EIO;
         if (n->wake_fd >= 0)
             close(n->wake_fd);
+        if (n->reader_fd >= 0)
+            close(n->reader_fd);
         free(n->links);
         free(n);
         return rc;
@@ -107,11 +128,23 @@ int dlock__notify_init(dlock_client *c)
     return DLOCK_OK;
 }
 
-static void wake_thread(dlock__notifier *n)
+static void poke(int fd)
 {
     uint64_t one = 1;
-    ssize_t r = write(n->wake_fd, &one, sizeof one);
+    ssize_t r = write(fd, &one, sizeof one);
     (void)r; /* EAGAIN: the counter is already non-zero, it will wake */
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+static void wake_thread(dlock__notifier *n)
+{
+    poke(n->wake_fd);
 }
 
 static void chan_free(chan *ch)
@@ -143,6 +176,7 @@ void dlock__notify_free(dlock_client *c)
         n->chans = next;
     }
     close(n->wake_fd);
+    close(n->reader_fd);
     free(n->links);
     pthread_mutex_destroy(&n->mu);
     free(n);
@@ -159,6 +193,8 @@ void dlock__notify_cancel(dlock_client *c)
     pthread_mutex_lock(&n->mu);
     for (ch = n->chans; ch != NULL; ch = ch->next)
         pthread_cond_broadcast(&ch->cv);
+    if (n->reader != NULL)
+        poke(n->reader_fd);
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -220,6 +256,39 @@ static void gc_chans(dlock__notifier *n)
     }
 }
 
+/* 1 when link i has subscription business: a channel to subscribe or
+ * unsubscribe, or a confirmation still to come. Caller holds mu. */
+static int link_work(dlock__notifier *n, int i)
+{
+    uint64_t bit = 1ULL << i;
+    int64_t now = dlock__now_ms();
+    chan *ch;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        if ((ch->sent | ch->unsent) & bit)
+            return 1;
+        if (ch->refs > 0 && !(ch->ok & bit))
+            return 1;
+        if (ch->refs == 0 && (ch->ok & bit) &&
+            now - ch->idle_since >= LINGER_MS)
+            return 1;
+    }
+    return 0;
+}
+
+/* Give a direct link back to the notifier thread; a waiter reading it
+ * notices and goes back to sleeping on its channel. Caller holds mu. */
+static void direct_giveback(dlock__notifier *n)
+{
+    if (!n->links[0].direct)
+        return;
+    n->links[0].direct = 0;
+    if (n->reader != NULL) {
+        n->reader = NULL;
+        poke(n->reader_fd);
+    }
+    wake_thread(n);
+}
+
 /* Link i failed: forget its subscriptions, wake everyone (messages may
  * have been missed), retry with backoff. Caller holds mu. */
 static void link_down(dlock__notifier *n, int i)
@@ -227,6 +296,11 @@ static void link_down(dlock__notifier *n, int i)
     uint64_t bit = 1ULL << i;
     sub_link *l = &n->links[i];
     chan *ch;
+    if (l->direct) {
+        l->direct = 0;
+        n->reader = NULL;
+        wake_thread(n); /* it reconnects */
+    }
     dlock__conn_close(l->conn);
     l->conn = NULL;
     l->backoff = l->backoff == 0 ? 50 : l->backoff * 2;
@@ -293,6 +367,24 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     }
 }
 
+/* Hand what a direct link has delivered to on_push; on a protocol error
+ * the link is down. Returns the number of pushes. Caller holds mu. */
+static int direct_read(dlock__notifier *n)
+{
+    redisReply *rep;
+    char err[DLOCK__ERRLEN];
+    int got, k = 0;
+    while ((got = dlock__conn_pop_reply(n->links[0].conn, &rep, err,
+                                        sizeof err)) == 1) {
+        on_push(n, 0, rep);
+        freeReplyObject(rep);
+        k++;
+    }
+    if (got < 0)
+        link_down(n, 0);
+    return got < 0 ? k + 1 : k;
+}
+
 /* The subscriber thread: keep links up, subscriptions in sync, and turn
  * pushes into wake-ups, until told to stop. */
 static void *notifier_main(void *arg)
@@ -335,7 +427,9 @@ static void *notifier_main(void *arg)
                     l->retry_at = dlock__now_ms() + l->backoff;
                 }
             }
-            if (l->conn != NULL)
+            if (l->conn != NULL && l->direct && link_work(n, i))
+                direct_giveback(n);
+            if (l->conn != NULL && !l->direct)
                 sync_link(n, i);
         }
         gc_chans(n);
@@ -351,6 +445,8 @@ static void *notifier_main(void *arg)
                         (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
                 continue;
             }
+            if (l->direct)
+                continue; /* a waiter's */
             pfd[np].fd = dlock__conn_fd(l->conn);
             pfd[np].events = dlock__conn_events(l->conn);
             pfd[np].revents = 0;
@@ -359,18 +455,15 @@ static void *notifier_main(void *arg)
         pthread_mutex_unlock(&n->mu);
         poll(pfd, (nfds_t)np, timeout);
         pthread_mutex_lock(&n->mu);
-        if (pfd[0].revents & POLLIN) {
-            uint64_t v;
-            ssize_t r = read(n->wake_fd, &v, sizeof v);
-            (void)r;
-        }
+        if (pfd[0].revents & POLLIN)
+            drain(n->wake_fd);
         for (i = 1; i < np; i++) {
             int k = idx[i];
             sub_link *l = &n->links[k];
             redisReply *rep;
             int got;
-            if (l->conn == NULL || pfd[i].revents == 0)
-                continue;
+            if (l->conn == NULL || l->direct || pfd[i].revents == 0)
+                continue; /* gone, or taken by a waiter meanwhile */
             if (dlock__conn_progress(l->conn, pfd[i].revents, err,
                                      sizeof err) != DLOCK_OK) {
                 link_down(n, k);
@@ -413,8 +506,8 @@ int dlock__notify_subscribed(dlock_client *c, const char *name, size_t len)
 
 /* See internal.h. */
 int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
-                        dlock__waiter **out, int64_t deadline_ms,
-                        uint64_t cancel_gen)
+                        const char *me, dlock__waiter **out,
+                        int64_t deadline_ms, uint64_t cancel_gen)
 {
     dlock__notifier *n = c->notifier;
     dlock__waiter *w;
@@ -455,10 +548,26 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     w->c = c;
     w->ch = ch;
     w->cancel_gen = cancel_gen;
+    w->me = me;
     w->next = ch->waiters;
     ch->waiters = w;
-    if (!subscribed_enough(c, ch))
+    if (++n->nwaiters > 1)
+        direct_giveback(n); /* several waiters: the thread reads for all */
+    if (n->links[0].direct && n->reader == NULL) {
+        /* A parked link: take in what arrived while nobody read it (this
+         * process's own releases, say) before the wait starts counting
+         * releases, so that none of them wakes it. */
+        char err[DLOCK__ERRLEN];
+        if (dlock__conn_progress(n->links[0].conn, POLLIN, err, sizeof err) !=
+            DLOCK_OK)
+            link_down(n, 0);
+        else
+            direct_read(n);
+    }
+    if (!subscribed_enough(c, ch)) {
+        direct_giveback(n);
         wake_thread(n); /* a lingering subscription needs no round trip */
+    }
     while (!subscribed_enough(c, ch)) {
         if (atomic_load(&c->cancel_gen) != cancel_gen) {
             rc = DLOCK_CANCELED;
@@ -509,6 +618,58 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
     return rc;
 }
 
+/* Can waiter w read the subscriber connection itself? Only with one
+ * server, as the client's only waiter, and while the link has no
+ * subscription business for the notifier thread. Caller holds mu. */
+static int direct_ok(dlock__notifier *n, const dlock__waiter *w)
+{
+    return n->c->nnodes == 1 && n->nwaiters == 1 && n->links[0].conn != NULL &&
+           (n->reader == NULL || n->reader == w) && !link_work(n, 0);
+}
+
+/* One wait step of a direct reader: poll the subscriber connection (and
+ * reader_fd) until something arrives or until_ms, then hand the pushes
+ * to on_push. Called and returns with mu held. */
+static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
+{
+    sub_link *l = &n->links[0];
+    dlock__conn *conn = l->conn;
+    struct pollfd pfd[2];
+    char err[DLOCK__ERRLEN];
+    int64_t left;
+
+    if (!l->direct) {
+        l->direct = 1;
+        wake_thread(n); /* it drops the connection from its poll set */
+    }
+    n->reader = w;
+    if (direct_read(n) > 0) /* already buffered (TLS records) */
+        return;
+    left = until_ms - dlock__now_ms();
+    if (left < 0)
+        left = 0;
+    pfd[0].fd = dlock__conn_fd(conn);
+    pfd[0].events = dlock__conn_events(conn);
+    pfd[0].revents = 0;
+    pfd[1].fd = n->reader_fd;
+    pfd[1].events = POLLIN;
+    pfd[1].revents = 0;
+    pthread_mutex_unlock(&n->mu);
+    poll(pfd, 2, left > 60000 ? 60000 : (int)left);
+    pthread_mutex_lock(&n->mu);
+    if (pfd[1].revents & POLLIN)
+        drain(n->reader_fd);
+    if (n->reader != w || l->conn != conn || !l->direct)
+        return; /* taken back meanwhile */
+    if (pfd[0].revents != 0) {
+        if (dlock__conn_progress(conn, pfd[0].revents, err, sizeof err) !=
+            DLOCK_OK)
+            link_down(n, 0);
+        else
+            direct_read(n);
+    }
+}
+
 /* Sleep on the channel until pred says stop; shared by the two waits. */
 static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
 {
@@ -531,7 +692,20 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
         }
         if (dlock__now_ms() >= until_ms)
             break;
+        if (direct_ok(n, w)) {
+            direct_step(n, w, until_ms);
+            continue;
+        }
+        if (n->reader == w || (n->links[0].direct && n->reader == NULL))
+            direct_giveback(n); /* nobody would read a parked link */
         dlock__cond_wait_until(&ch->cv, &n->mu, until_ms);
+    }
+    if (n->reader == w) {
+        /* Keep the link parked for this process's next wait, unless
+         * others need the thread to read for them. */
+        n->reader = NULL;
+        if (n->nwaiters > 1 || link_work(n, 0))
+            direct_giveback(n);
     }
     w->seen = ch->gen;
     pthread_mutex_unlock(&n->mu);
@@ -548,13 +722,8 @@ int dlock__notify_wait(dlock__waiter *w, int64_t until_ms)
 }
 
 /* See internal.h. */
-int dlock__notify_wait_handoff(dlock__waiter *w, const char *me,
-                               int64_t until_ms)
+int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms)
 {
-    dlock__notifier *n = w->c->notifier;
-    pthread_mutex_lock(&n->mu);
-    w->me = me;
-    pthread_mutex_unlock(&n->mu);
     return wait_on(w, until_ms, 1);
 }
 
@@ -584,6 +753,7 @@ void dlock__notify_end(dlock__waiter *w)
         ch->turn = 0;
         pthread_cond_broadcast(&ch->cv);
     }
+    n->nwaiters--;
     if (--ch->refs == 0)
         ch->idle_since = dlock__now_ms(); /* unsubscribed after LINGER_MS */
     pthread_mutex_unlock(&n->mu);

@@ -61,11 +61,15 @@ local function grant()
 end
 
 -- The common case first: a fresh acquire of a free lock nobody queues for.
-if expect == 0 and redis.call('EXISTS', KEYS[1]) == 0 and
+local held = redis.call('EXISTS', KEYS[1]) == 1
+if expect == 0 and not held and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
 end
-local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
+local cur = 0
+if held then
+    cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
+end
 if cur == expect + 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if mode ~= '0' then
@@ -86,30 +90,36 @@ if mode == '0' then
     return {0, redis.call('PTTL', KEYS[1])}
 end
 
--- Fair: waiters that stopped refreshing drop out when they reach the head.
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = redis.call('LINDEX', KEYS[3], 0)
-while head and head ~= owner do
-    local dl = redis.call('ZSCORE', KEYS[4], head)
-    if dl and tonumber(dl) >= now_ms then
-        break
-    end
-    redis.call('LPOP', KEYS[3])
-    redis.call('ZREM', KEYS[4], head)
-    head = redis.call('LINDEX', KEYS[3], 0)
-end
-if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == owner) then
-    if head then
+if not held then
+    -- Free, but waiters are queued: those that stopped refreshing drop out
+    -- when they reach the head; the first live one goes first. (While the
+    -- lock is held, release.lua skips dead waiters when it hands over.)
+    local head = redis.call('LINDEX', KEYS[3], 0)
+    while head and head ~= owner do
+        local dl = redis.call('ZSCORE', KEYS[4], head)
+        if dl and tonumber(dl) >= now_ms then
+            break
+        end
         redis.call('LPOP', KEYS[3])
-        redis.call('ZREM', KEYS[4], owner)
+        redis.call('ZREM', KEYS[4], head)
+        head = redis.call('LINDEX', KEYS[3], 0)
     end
-    return grant()
-end
-if mode == '2' then
-    if not redis.call('ZSCORE', KEYS[4], owner) then
-        redis.call('RPUSH', KEYS[3], owner)
+    if not head or head == owner then
+        if head then
+            redis.call('LPOP', KEYS[3])
+            redis.call('ZREM', KEYS[4], owner)
+        end
+        return grant()
     end
-    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner)
 end
-return {0, redis.call('PTTL', KEYS[1])}
+-- Join the queue, or refresh the place in it (ZADD counts new members).
+if mode == '2' and
+    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner) == 1 then
+    redis.call('RPUSH', KEYS[3], owner)
+end
+if held then
+    return {0, redis.call('PTTL', KEYS[1])}
+end
+return {0, -2}

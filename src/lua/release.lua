@@ -32,15 +32,11 @@ if cur == expect then
         return 2
     end
     redis.call('DEL', KEYS[1])
-    redis.call('HSET', KEYS[2], 'r', ARGV[3])
-    if redis.call('EXISTS', KEYS[3]) == 1 then
+    local head = redis.call('LPOP', KEYS[3])
+    if head then
         local t = redis.call('TIME')
         local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        while true do
-            local head = redis.call('LPOP', KEYS[3])
-            if not head then
-                break
-            end
+        while head do
             local dl = redis.call('ZSCORE', KEYS[4], head)
             redis.call('ZREM', KEYS[4], head)
             if dl and tonumber(dl) >= now_ms then
@@ -52,7 +48,7 @@ if cur == expect then
                     tok = now
                 end
                 local stok = string.format('%d', tok)
-                redis.call('HSET', KEYS[2], 'n', stok)
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
                 redis.call('PEXPIRE', KEYS[2], ARGV[6])
                 -- Only the new owner's process listens on this channel:
                 -- <channel>:<client id> (the owner id's first 32 chars).
@@ -60,8 +56,10 @@ if cur == expect then
                            'h ' .. stok .. ' ' .. head)
                 return 1
             end
+            head = redis.call('LPOP', KEYS[3])
         end
     end
+    redis.call('HSET', KEYS[2], 'r', ARGV[3])
     redis.call('PUBLISH', ARGV[4], 'r ' .. (ARGV[7] or ''))
     return 1
 end

@@ -6,6 +6,9 @@
  * more requests per acquisition than two, dlock_client_cancel() ends a
  * wait, and fair mode grants in arrival order across processes, survives
  * a queued waiter killed -9 within its documented bound, and excludes.
+ * A client's only waiter reads the subscriber connection itself: handing
+ * it back to the notifier thread strands nobody, and releases announced
+ * while nobody read it do not wake the next wait.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -280,6 +283,113 @@ static void test_herd_flat(void **state)
     assert_true(sixteen <= 1.5 * two + 1.0);
 }
 
+/* ---- direct reading ------------------------------------------------------ */
+
+/*
+ * A client's only waiter reads the subscriber connection itself (one
+ * server); a second waiter makes it hand the connection back to the
+ * notifier thread mid-wait. Nobody may be stranded by that: with waiters
+ * joining a direct reader on the same key and on another key, every one
+ * gets its lock soon after the release (the holder's lease is 30 s).
+ */
+static void direct_handover(int strategy)
+{
+    dlock_client *h = client_for(strategy);
+    dlock_client *c = client_for(strategy);
+    dlock_lock *l1, *l2;
+    waiter w[3];
+    int64_t t_rel;
+    int i;
+    assert_int_equal(dlock_lock_acquire(&l1, h, "w-direct-1", 0, 30000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l2, h, "w-direct-2", 0, 30000),
+                     DLOCK_OK);
+    start_waiter(&w[0], c, "w-direct-1", 20000); /* alone: reads itself */
+    sleep_ms(300);
+    start_waiter(&w[1], c, "w-direct-1", 20000); /* takes it back */
+    sleep_ms(300);
+    start_waiter(&w[2], c, "w-direct-2", 20000);
+    sleep_ms(300);
+    t_rel = now_ms();
+    assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    for (i = 0; i < 3; i++) {
+        pthread_join(w[i].t, NULL);
+        assert_int_equal(w[i].rc, DLOCK_OK);
+        assert_true(w[i].done_ms - t_rel < 5000);
+    }
+    /* And alone again: the next sole waiter reads directly once more. */
+    assert_int_equal(dlock_lock_acquire(&l1, h, "w-direct-1", 0, 30000),
+                     DLOCK_OK);
+    start_waiter(&w[0], c, "w-direct-1", 20000);
+    sleep_ms(300);
+    t_rel = now_ms();
+    assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
+    pthread_join(w[0].t, NULL);
+    assert_int_equal(w[0].rc, DLOCK_OK);
+    assert_true(w[0].done_ms - t_rel < 5000);
+    dlock_client_free(h);
+    dlock_client_free(c);
+}
+
+static void test_direct_handover_notify(void **state)
+{
+    (void)state;
+    direct_handover(DLOCK_WAIT_NOTIFY);
+}
+
+static void test_direct_handover_fair(void **state)
+{
+    (void)state;
+    direct_handover(DLOCK_WAIT_FAIR);
+}
+
+/*
+ * Between two waits a direct subscriber connection is left unread, and
+ * this process's own releases are announced on it meanwhile. Those old
+ * messages must not wake the next wait: one release by the holder = one
+ * wait and one wake-up.
+ */
+static void test_stale_releases_no_wakeup(void **state)
+{
+    dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
+    dlock_lock *l, *x;
+    dlock_stats a, b;
+    waiter w;
+    int i;
+    (void)state;
+    /* A first wait subscribes c to the lock's channel. */
+    assert_int_equal(dlock_lock_acquire(&l, h, "w-stale", 0, 30000), DLOCK_OK);
+    start_waiter(&w, c, "w-stale", 20000);
+    sleep_ms(200);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    /* c's own releases, announced while nobody of c waits. */
+    for (i = 0; i < 10; i++) {
+        assert_int_equal(dlock_lock_acquire(&x, c, "w-stale", 0, 30000),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_release(x), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_acquire(&l, h, "w-stale", 0, 30000), DLOCK_OK);
+    dlock_client_stats(c, &a);
+    start_waiter(&w, c, "w-stale", 20000);
+    sleep_ms(300);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    dlock_client_stats(c, &b);
+    fprintf(stderr, "stale: waits %llu wakeups %llu requests %llu\n",
+            (unsigned long long)(b.waits - a.waits),
+            (unsigned long long)(b.wakeups - a.wakeups),
+            (unsigned long long)(b.requests - a.requests));
+    assert_int_equal(b.waits - a.waits, 1);
+    assert_int_equal(b.wakeups - a.wakeups, 1);
+    dlock_client_free(h);
+    dlock_client_free(c);
+}
+
 /* ---- cancellation ------------------------------------------------------- */
 
 static void test_cancel(void **state)
@@ -491,6 +601,9 @@ int main(void)
         cmocka_unit_test(test_crashed_holder_expiry),
         cmocka_unit_test(test_subscriber_killed),
         cmocka_unit_test(test_herd_flat),
+        cmocka_unit_test(test_direct_handover_notify),
+        cmocka_unit_test(test_direct_handover_fair),
+        cmocka_unit_test(test_stale_releases_no_wakeup),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_fair_order),
         cmocka_unit_test(test_fair_killed_waiter),
