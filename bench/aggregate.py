@@ -124,6 +124,12 @@ def main():
                     get("w4_w1_1_%s_floor" % s, "p50_us")),
                 "w1_5_vs_raw_5": ratio(get("w4_w1_5_" + s, "p50_us"),
                                        get("w4_w1_5_%s_floor" % s, "p50_us")),
+                "raw_w1_redis_cpu_us_per_cycle_5": get(
+                    "w4_w1_5_%s_floor" % s, "redis_cpu_us_per_cycle"),
+                "w1_redis_cpu_us_per_cycle_5": get(
+                    "w4_w1_5_" + s, "redis_cpu_us_per_cycle"),
+                "w1_redis_cpu_us_per_cycle_1": get(
+                    "w4_w1_1_" + s, "redis_cpu_us_per_cycle"),
                 "raw_w2_ratio_5_to_1": ratio(
                     get("w4_w2_5_raw_floor", "acq_per_s"),
                     get("w4_w2_1_raw_floor", "acq_per_s")),
@@ -274,6 +280,11 @@ def main():
                              fmt(w4["raw_w1_p50_us_1"], 0),
                              fmt(w4["raw_w1_latency_ratio_5_to_1"]),
                              fmt(w4["w1_5_vs_raw_5"])))
+            print("          Redis CPU per W1 cycle, 5 servers summed (one "
+                  "CPU): raw %s us, dlock %s us (dlock 1-node: %s us)" % (
+                      fmt(w4.get("raw_w1_redis_cpu_us_per_cycle_5"), 0),
+                      fmt(w4.get("w1_redis_cpu_us_per_cycle_5"), 0),
+                      fmt(w4.get("w1_redis_cpu_us_per_cycle_1"), 0)))
     if any("raw_w2_ratio_5_to_1" in by[s]["w4"] for s in by):
         v = next(by[s]["w4"]["raw_w2_ratio_5_to_1"] for s in by
                  if "raw_w2_ratio_5_to_1" in by[s]["w4"])

@@ -280,10 +280,13 @@ static int64_t pct(const int64_t *v, size_t n, double q)
     return v[i];
 }
 
+static double redis_cpu_us(const struct conf *cf);
+
 /* One W1 side: a raw connection (the floor) or a dlock client. */
 struct w1side {
     struct fan raw; /* the floor when raw.n > 0 */
     dlock_client *dc;
+    double cpu_us; /* Redis CPU over this side's blocks, all servers */
     int64_t *lat;
     long n;
     int64_t total;
@@ -336,6 +339,7 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
            "\"floor\":%s,\"paired\":%s,\"cycles\":%ld,"
            "\"cycles_per_s\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
            "\"mean_us\":%.1f,\"requests_per_cycle\":%.3f,"
+           "\"redis_cpu_us_per_cycle\":%.1f,"
            "\"errors\":%ld}\n",
            floor ? "raw" : cf->strategy_name, cf->nservers,
            floor ? "true" : "false", cf->paired ? "true" : "false", w->n,
@@ -345,7 +349,7 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
            (double)w->total / (double)n / 1e3,
            w->dc ? (double)st.requests / (double)(w->n + warm)
                  : 2.0 * (double)w->raw.n,
-           w->errors);
+           w->cpu_us / (double)n, w->errors);
 }
 
 /*
@@ -378,10 +382,15 @@ static int run_w1(const struct conf *cf)
         for (i = 0; i < warm; i++)
             w1_cycle(&side[k], key, -i - 1, 0);
     }
+    /* Redis CPU is read around every block (INFO on each server), so
+     * that each side is charged for its own cycles only. */
     for (b = 0; b < cf->cycles; b += block)
-        for (k = 0; k < ns; k++)
+        for (k = 0; k < ns; k++) {
+            double cpu0 = redis_cpu_us(cf);
             for (i = b; i < b + block && i < cf->cycles; i++)
                 w1_cycle(&side[k], key, i, 1);
+            side[k].cpu_us += redis_cpu_us(cf) - cpu0;
+        }
     for (k = 0; k < ns; k++) {
         w1_print(cf, &side[k], side[k].raw.n > 0, warm);
         fan_close(&side[k].raw);
