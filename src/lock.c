@@ -554,11 +554,9 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
 
     if (strategy != DLOCK_WAIT_SPIN) {
         int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
-        if (dlock__notify_begin(c, chan, chanlen,
-                                strategy == DLOCK_WAIT_FAIR ? h->owner : NULL,
-                                &w,
-                                min_deadline(deadline, sub_dl),
-                                gen) != DLOCK_OK) {
+        if (dlock__notify_begin(
+                c, chan, chanlen, strategy == DLOCK_WAIT_FAIR ? h->owner : NULL,
+                &w, min_deadline(deadline, sub_dl), gen) != DLOCK_OK) {
             /* No subscription (server refuses, timeout): spinning still
              * finds the lock, only later; a fair waiter still refreshes
              * its place, and a refresh finds a handoff made to it. */
