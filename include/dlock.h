@@ -145,7 +145,8 @@ typedef struct dlock_options {
      * of one lock share a Redis Cluster hash slot). */
     const char *key_prefix;
 
-    int64_t connect_timeout_ms; /* default 2000 */
+    int64_t connect_timeout_ms; /* name lookup, connect, TLS and AUTH;
+                                   default 2000 */
     int64_t command_timeout_ms; /* per command and server, default 2000 */
 
     /* Idle connections kept per server for the threads of the client

@@ -184,6 +184,14 @@ int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
                           int64_t deadline_ms, int cancel_fd, char *err,
                           size_t errlen);
 
+/* The name resolver (getaddrinfo; a unit test swaps in a slow one).
+ * Lookups of names other than IP literals run on a helper thread and are
+ * bounded by the connect deadline (ETIMEDOUT "resolve HOST: ..."). */
+struct addrinfo;
+typedef int (*dlock__resolve_fn)(const char *, const char *,
+                                 const struct addrinfo *, struct addrinfo **);
+extern dlock__resolve_fn dlock__resolver;
+
 /* Short description of the peer (ep->display) for messages. */
 const char *dlock__conn_peer(const dlock__conn *c);
 

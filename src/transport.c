@@ -31,6 +31,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,108 @@ static int open_unix(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
     return -1;
 }
 
+/* The resolver; a unit test replaces it with a slow one. */
+dlock__resolve_fn dlock__resolver = getaddrinfo;
+
+/* One name lookup, shared by the caller and the thread doing it; the last
+ * of the two to let go frees it. */
+typedef struct lookup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs, done, rc, err_no;
+    struct addrinfo hints, *res;
+    char port[16];
+    char host[];
+} lookup;
+
+static void lookup_unref(lookup *lk)
+{
+    int last;
+    pthread_mutex_lock(&lk->mu);
+    last = --lk->refs == 0;
+    pthread_mutex_unlock(&lk->mu);
+    if (!last)
+        return;
+    if (lk->res != NULL)
+        freeaddrinfo(lk->res);
+    pthread_cond_destroy(&lk->cv);
+    pthread_mutex_destroy(&lk->mu);
+    free(lk);
+}
+
+static void *lookup_main(void *arg)
+{
+    lookup *lk = arg;
+    struct addrinfo *res = NULL;
+    int rc = dlock__resolver(lk->host, lk->port, &lk->hints, &res);
+    int e = errno;
+    pthread_mutex_lock(&lk->mu);
+    lk->rc = rc;
+    lk->err_no = e;
+    lk->res = res;
+    lk->done = 1;
+    pthread_cond_signal(&lk->cv);
+    pthread_mutex_unlock(&lk->mu);
+    lookup_unref(lk);
+    return NULL;
+}
+
+/*
+ * getaddrinfo() bounded by deadline_ms: getaddrinfo has no timeout (a DNS
+ * server that does not answer holds it for the resolver's own timeouts,
+ * 5 s or more per try), so a name that is not an IP literal is looked up
+ * on a short-lived detached thread while the caller waits at most until
+ * the deadline. Past it, the caller gets EAI_AGAIN with *timed_out set,
+ * and the thread frees the lookup when it finishes. IP literals resolve
+ * at once, here.
+ */
+static int resolve(const char *host, const char *port,
+                   const struct addrinfo *hints, struct addrinfo **res,
+                   int64_t deadline_ms, int *timed_out)
+{
+    size_t hl = strlen(host);
+    lookup *lk;
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc, started;
+
+    *timed_out = 0;
+    *res = NULL;
+    if (is_ip_literal(host) || (lk = calloc(1, sizeof *lk + hl + 1)) == NULL)
+        return dlock__resolver(host, port, hints, res);
+    pthread_mutex_init(&lk->mu, NULL);
+    dlock__cond_init(&lk->cv);
+    lk->refs = 2;
+    lk->hints = *hints;
+    snprintf(lk->port, sizeof lk->port, "%s", port);
+    memcpy(lk->host, host, hl + 1);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&t, &attr, lookup_main, lk) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started) {
+        lk->refs = 1;
+        lookup_unref(lk);
+        return dlock__resolver(host, port, hints, res);
+    }
+    pthread_mutex_lock(&lk->mu);
+    while (!lk->done &&
+           dlock__cond_wait_until(&lk->cv, &lk->mu, deadline_ms) == 0)
+        ;
+    if (lk->done) {
+        rc = lk->rc;
+        errno = lk->err_no;
+        *res = lk->res;
+        lk->res = NULL; /* ours now */
+    } else {
+        rc = EAI_AGAIN;
+        *timed_out = 1;
+    }
+    pthread_mutex_unlock(&lk->mu);
+    lookup_unref(lk);
+    return rc;
+}
+
 /* Connect over TCP to each address ep->host resolves to, in turn, until
  * one answers or the deadline passes. Returns the fd or -1 (code in
  * *code, message in err: the last address's failure). */
@@ -482,16 +585,19 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
 {
     struct addrinfo hints, *res = NULL, *ai;
     char port[16], what[INET6_ADDRSTRLEN + 8];
-    int fd = -1, one = 1, g, literal;
+    int fd = -1, one = 1, g, literal, timed_out;
 
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
     snprintf(port, sizeof port, "%d", ep->port);
-    /* getaddrinfo cannot be bounded by our deadline; names in /etc/hosts
-     * or IP literals (the usual case for Redis) resolve at once. */
-    g = getaddrinfo(ep->host, port, &hints, &res);
+    g = resolve(ep->host, port, &hints, &res, deadline_ms, &timed_out);
+    if (timed_out) {
+        *code = dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                            "resolve %s: no answer in time", ep->host);
+        return -1;
+    }
     if (g != 0) {
         *code =
             dlock__fail(err, errlen, g == EAI_MEMORY ? DLOCK_ENOMEM : DLOCK_EIO,

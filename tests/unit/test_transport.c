@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -858,6 +860,83 @@ static void test_auth_echo_cut(void **state)
     }
 }
 
+/* ---- name lookup bounded by the connect deadline ----------------------- */
+
+/* A resolver that answers only when the test lets it (or after 5 s), for
+ * names ending in ".slow"; "*.fast" resolves to 127.0.0.1 at once. */
+static pthread_mutex_t slow_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cv = PTHREAD_COND_INITIALIZER;
+static int slow_release, slow_done;
+
+static int fake_resolver(const char *host, const char *port,
+                         const struct addrinfo *hints, struct addrinfo **res)
+{
+    size_t n = strlen(host);
+    if (n > 5 && strcmp(host + n - 5, ".slow") == 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 5;
+        pthread_mutex_lock(&slow_mu);
+        while (!slow_release &&
+               pthread_cond_timedwait(&slow_cv, &slow_mu, &until) == 0)
+            ;
+        slow_done++;
+        pthread_cond_broadcast(&slow_cv);
+        pthread_mutex_unlock(&slow_mu);
+        return EAI_NONAME;
+    }
+    if (n > 5 && strcmp(host + n - 5, ".fast") == 0)
+        return getaddrinfo("127.0.0.1", port, hints, res);
+    return getaddrinfo(host, port, hints, res);
+}
+
+static void test_resolve_bounded(void **state)
+{
+    peer p = {0};
+    dlock__endpoint ep;
+    dlock__conn *c = NULL;
+    char err[DLOCK__ERRLEN] = "", url[128];
+    redisReply *rep = NULL;
+    (void)state;
+
+    dlock__resolver = fake_resolver;
+    /* A lookup that does not answer: the connect deadline still holds
+     * (without the bound this returns only when the resolver gives up,
+     * 5 s later, and with its EAI_NONAME). */
+    assert_int_equal(
+        dlock__url_parse(&ep, "redis://cache.slow:6379", err, sizeof err),
+        DLOCK_OK);
+    assert_int_equal(
+        dlock__conn_open(&c, &ep, NULL, dlock__now_ms() + 200, err, sizeof err),
+        DLOCK_ETIMEDOUT);
+    assert_null(c);
+    assert_non_null(strstr(err, "resolve cache.slow"));
+    dlock__endpoint_clear(&ep);
+    pthread_mutex_lock(&slow_mu);
+    slow_release = 1;
+    pthread_cond_broadcast(&slow_cv);
+    while (slow_done < 1)
+        pthread_cond_wait(&slow_cv, &slow_mu);
+    pthread_mutex_unlock(&slow_mu);
+
+    /* A name resolved on the helper thread in time: connects. */
+    p.reply = "+PONG\r\n";
+    p.replylen = 7;
+    peer_start(&p, 0);
+    snprintf(url, sizeof url, "redis://cache.fast:%d", p.port);
+    assert_int_equal(dlock__url_parse(&ep, url, err, sizeof err), DLOCK_OK);
+    assert_int_equal(dlock__conn_open(&c, &ep, NULL, dlock__now_ms() + 2000,
+                                      err, sizeof err),
+                     DLOCK_OK);
+    assert_int_equal(ping(c, 2000, &rep, err, sizeof err), DLOCK_OK);
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    dlock__conn_close(c);
+    dlock__endpoint_clear(&ep);
+    peer_stop(&p);
+    dlock__resolver = getaddrinfo;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -869,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_no_sigpipe),
         cmocka_unit_test(test_tls_roundtrip),
         cmocka_unit_test(test_tls_failures),
+        cmocka_unit_test(test_resolve_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
