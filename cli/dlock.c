@@ -551,17 +551,20 @@ static int make_client(const struct cli *o, dlock_client **out)
     return 0;
 }
 
-/* `dlock status KEY [--json]`: what the servers know about KEY. */
+/* `dlock status KEY [--json]`: what the servers know about KEY, and
+ * any server setting that weakens the lock (dlock_client_check). */
 static int cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
-    char ttl[32];
+    char ttl[32], checks[4096], *line, *next;
     int rc = dlock_lock_inspect(c, o->key, &info);
 
     if (rc != DLOCK_OK) {
         cli_report(c, "status", o->key, rc);
         return cli_exit_for(o, rc);
     }
+    if (dlock_client_check(c, checks, sizeof checks) <= 0)
+        checks[0] = '\0';
     if (o->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, o->key);
@@ -580,8 +583,19 @@ static int cmd_status(const struct cli *o, dlock_client *c)
             printf(",\"waiters\":%lld", (long long)info.waiters);
         else
             fputs(",\"waiters\":null", stdout);
-        printf(",\"nodes_holding\":%d,\"nodes\":%zu}\n", info.nodes_holding,
-               o->nservers);
+        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
+               info.nodes_holding, o->nservers);
+        for (line = checks; *line != '\0'; line = next) {
+            next = strchr(line, '\n');
+            if (next != NULL)
+                *next++ = '\0';
+            else
+                next = line + strlen(line);
+            if (line != checks)
+                fputc(',', stdout);
+            cli_json_string(stdout, line);
+        }
+        fputs("]}\n", stdout);
     } else {
         printf("key:      %s\n", o->key);
         printf("state:    %s\n", info.held ? "held" : "free");
@@ -600,6 +614,14 @@ static int cmd_status(const struct cli *o, dlock_client *c)
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);
+        for (line = checks; *line != '\0'; line = next) {
+            next = strchr(line, '\n');
+            if (next != NULL)
+                *next++ = '\0';
+            else
+                next = line + strlen(line);
+            printf("warning:  %s\n", line);
+        }
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_err("writing to stdout: %s", strerror(errno));

@@ -369,6 +369,23 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
                                     dlock_info *out);
 
 /*
+ * Ask every server for the settings the lock's promises rest on, and
+ * describe each one that weakens them, one line per finding, into buf
+ * (len bytes, NUL-terminated, as many lines as fit):
+ *  - maxmemory-policy other than noeviction: under memory pressure Redis
+ *    may evict a lock key (every lock key has a TTL, so volatile-*
+ *    policies too), and then two owners can hold the lock;
+ *  - with several servers (Redlock), appendonly not yes or appendfsync
+ *    not always: a node restarted without its data forgets the locks and
+ *    fencing counters a majority argument relies on (docs/design.md);
+ *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
+ *    renamed command): not checked, said so.
+ * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
+ */
+DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
+                                    size_t len);
+
+/*
  * Adopt a lock held under another owner id, for tools whose acquire and
  * release happen in different processes (`dlock acquire` ... `dlock
  * release`). OWNER is the string dlock_lock_owner() gave; TOKEN its

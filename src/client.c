@@ -4,6 +4,7 @@
  * messages, counters, cancellation, and the status code texts.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +403,113 @@ void dlock_client_stats(const dlock_client *c, dlock_stats *s)
     s->renewals = atomic_load(&c->stats.renewals);
     s->lost = atomic_load(&c->stats.lost);
     s->reconnects = atomic_load(&c->stats.reconnects);
+}
+
+/* Append one finding (a line) to buf, as much as fits. */
+static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    va_list ap;
+    (*n)++;
+    if (used + 1 >= len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
+    used = strlen(buf);
+    if (used + 1 < len) {
+        buf[used] = '\n';
+        buf[used + 1] = '\0';
+    }
+}
+
+/* The value of a CONFIG GET reply ({name, value}), or NULL. */
+static const char *config_value(const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return NULL;
+    return r->element[1]->str;
+}
+
+/* See dlock.h. */
+int dlock_client_check(dlock_client *c, char *buf, size_t len)
+{
+    static const char *const names[3] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync"};
+    int i, k, n = 0;
+
+    if (c == NULL || buf == NULL || len == 0)
+        return c == NULL
+                   ? DLOCK_EINVAL
+                   : dlock__set_error(c, DLOCK_EINVAL,
+                                      "check: no buffer for the findings");
+    buf[0] = '\0';
+    for (i = 0; i < c->nnodes; i++) {
+        const char *host = c->nodes[i].ep.display;
+        int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
+        char err[DLOCK__ERRLEN] = "";
+        redisReply *r[3] = {NULL, NULL, NULL};
+        dlock__conn *conn = NULL;
+        const char *policy, *aof, *fsync;
+        int rc = DLOCK_EIO, attempt;
+
+        /* A second try on a fresh connection: a pooled one may have been
+         * closed by the server since it was last used. */
+        for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
+            conn = NULL;
+            rc = dlock__node_get(c, i, &conn, deadline, err, sizeof err);
+            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
+                const char *argv[3] = {"CONFIG", "GET", names[k]};
+                rc = dlock__conn_append_argv(conn, 3, argv, NULL);
+            }
+            if (rc == DLOCK_OK)
+                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
+                                           sizeof err);
+            if (conn != NULL)
+                dlock__node_put(c, i, conn, rc == DLOCK_OK);
+            if (rc == DLOCK_OK)
+                atomic_fetch_add(&c->stats.requests, 3);
+            if (dlock__now_ms() >= deadline)
+                break;
+        }
+        if (rc != DLOCK_OK) {
+            finding(buf, len, &n, "%s: not checked: %s", host, err);
+            continue;
+        }
+        for (k = 0; k < 3; k++)
+            if (r[k]->type == REDIS_REPLY_ERROR)
+                break;
+        if (k < 3) {
+            finding(buf, len, &n,
+                    "%s: not checked: CONFIG GET %s refused: %.120s", host,
+                    names[k], r[k]->str);
+        } else {
+            policy = config_value(r[0]);
+            aof = config_value(r[1]);
+            fsync = config_value(r[2]);
+            if (policy != NULL && strcmp(policy, "noeviction") != 0)
+                finding(buf, len, &n,
+                        "%s: maxmemory-policy is %s: under memory pressure "
+                        "Redis may evict a lock key, and then two owners "
+                        "can hold the lock (use noeviction)",
+                        host, policy);
+            if (c->nnodes > 1 && aof != NULL && fsync != NULL &&
+                (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
+                finding(buf, len, &n,
+                        "%s: appendonly %s, appendfsync %s: a restart can "
+                        "forget locks and fencing counters; Redlock needs "
+                        "appendfsync always or restarts delayed past the "
+                        "longest lease",
+                        host, aof, fsync);
+        }
+        for (k = 0; k < 3; k++)
+            if (r[k] != NULL)
+                freeReplyObject(r[k]);
+    }
+    return n;
 }
 
 /* See internal.h. */

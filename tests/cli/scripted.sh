@@ -3,7 +3,8 @@
 # `dlock acquire` prints an owner handle (or --export assignments) and
 # exits holding the lock; `dlock extend` and `dlock release` act for that
 # owner (--owner or DLOCK_OWNER), with the lost code once its lease ran
-# out; `dlock status` (plain and --json) shows holder, reentry, TTL, token.
+# out; `dlock status` (plain and --json) shows holder, reentry, TTL, token,
+# and warns of a server setting that weakens the lock.
 . "$(dirname "$0")/common.bash"
 
 start_redis
@@ -17,6 +18,22 @@ check "status: token 0" grep -q '^token: *0' "$T/out"
 expect_status 0 "status --json of a free lock" "$DLOCK_BIN" status --json never
 check "json: held false, owner null" \
     grep -q '"held":false,"owner":null' "$T/out"
+check "json: no warnings for a default server" grep -q '"warnings":\[\]' "$T/out"
+check "status: no warning line" eval '! grep -q "^warning:" "$T/out"'
+
+# --- a server setting that weakens the lock is shown -------------------------
+rcli "$P" CONFIG SET maxmemory-policy allkeys-lru >/dev/null
+expect_status 0 "status with an evicting server" "$DLOCK_BIN" status never
+check "status warns of the eviction policy" \
+    grep -q '^warning: .*maxmemory-policy is allkeys-lru' "$T/out"
+expect_status 0 "status --json with an evicting server" \
+    "$DLOCK_BIN" status --json never
+check "json: the warning" grep -q '"warnings":\[".*allkeys-lru' "$T/out"
+if command -v python3 >/dev/null; then
+    check "json with a warning: valid JSON" \
+        eval 'python3 -m json.tool "$T/out" >/dev/null'
+fi
+rcli "$P" CONFIG SET maxmemory-policy noeviction >/dev/null
 
 # --- acquire / status / release ---------------------------------------------
 expect_status 0 "acquire" "$DLOCK_BIN" acquire -l 20 job

@@ -681,6 +681,46 @@ static void test_no_pubsub_fallback(void **state)
     th_server_stop(&ns);
 }
 
+/* dlock_client_check: nothing to say about a default server; an eviction
+ * policy that can drop lock keys is named; a server that refuses CONFIG
+ * is reported as not checked. */
+static void test_server_check(void **state)
+{
+    dlock_client *c = client_for(&srv, DLOCK_WAIT_NOTIFY, 2000);
+    th_server ns;
+    th_server_opts no = {0};
+    char buf[1024];
+    redisReply *r;
+    (void)state;
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    r = th_cmd(&srv, "CONFIG SET maxmemory-policy volatile-lru");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 1);
+    fprintf(stderr, "check: %s", buf);
+    assert_non_null(strstr(buf, "maxmemory-policy is volatile-lru"));
+    assert_non_null(strstr(buf, "noeviction"));
+    /* A tiny buffer: the count is still right, the text cut. */
+    assert_int_equal(dlock_client_check(c, buf, 8), 1);
+    assert_int_equal(strlen(buf), 7);
+    r = th_cmd(&srv, "CONFIG SET maxmemory-policy noeviction");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 0);
+    assert_int_equal(dlock_client_check(c, NULL, 0), DLOCK_EINVAL);
+    dlock_client_free(c);
+
+    no.extra_conf = "rename-command CONFIG \"\"";
+    assert_int_equal(th_server_start(&ns, &no), 0);
+    c = client_for(&ns, DLOCK_WAIT_NOTIFY, 2000);
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 1);
+    fprintf(stderr, "check: %s", buf);
+    assert_non_null(strstr(buf, "not checked"));
+    dlock_client_free(c);
+    th_server_stop(&ns);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_processes_notify),
         cmocka_unit_test(test_processes_spin),
         cmocka_unit_test(test_script_flush),
+        cmocka_unit_test(test_server_check),
         cmocka_unit_test(test_client_kill),
         cmocka_unit_test(test_debug_sleep_times_out),
         cmocka_unit_test(test_server_restart),

@@ -370,6 +370,30 @@ static void test_validity_extend(void **state)
     dlock_client_free(c);
 }
 
+/* dlock_client_check over 5 AOF-always nodes: nothing to say; a node
+ * that fsyncs every second and one that may evict are each named. */
+static void test_server_check(void **state)
+{
+    dlock_client *c = rl_client(500);
+    char buf[2048], port[96];
+    (void)state;
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 0);
+    freeReplyObject(th_cmd(&srv[1], "CONFIG SET appendfsync everysec"));
+    freeReplyObject(th_cmd(&srv[3], "CONFIG SET maxmemory-policy allkeys-lru"));
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 2);
+    fprintf(stderr, "check:\n%s", buf);
+    snprintf(port, sizeof port, ":%d: appendonly yes, appendfsync everysec",
+             srv[1].port);
+    assert_non_null(strstr(buf, port));
+    snprintf(port, sizeof port, ":%d: maxmemory-policy is allkeys-lru",
+             srv[3].port);
+    assert_non_null(strstr(buf, port));
+    freeReplyObject(th_cmd(&srv[1], "CONFIG SET appendfsync always"));
+    freeReplyObject(th_cmd(&srv[3], "CONFIG SET maxmemory-policy noeviction"));
+    assert_int_equal(dlock_client_check(c, buf, sizeof buf), 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_stalled_node),
         cmocka_unit_test(test_tokens_across_crashes),
         cmocka_unit_test(test_validity_extend),
+        cmocka_unit_test(test_server_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
