@@ -387,8 +387,10 @@ uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
 
 int dlock__watchdog_init(dlock_client *c);
 void dlock__watchdog_free(dlock_client *c);
-/* Wake the watchdog: a lock was added that needs renewing soon. */
-void dlock__watchdog_kick(dlock_client *c);
+/* Tell the watchdog of work due at due_ms (monotonic): a lock to renew or
+ * confirm, an undo to retry. Starts the thread; wakes it only if it would
+ * sleep past due_ms (it looks at least once a second anyway). */
+void dlock__watchdog_kick(dlock_client *c, int64_t due_ms);
 
 /* Extend hs[0..n-1] to leases[i] ms from now on their nodes in one call
  * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error (lock.c). */

@@ -311,7 +311,7 @@ void dlock__undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
     u->next = c->undos;
     c->undos = u;
     pthread_mutex_unlock(&c->held_mu);
-    dlock__watchdog_kick(c);
+    dlock__watchdog_kick(c, 0); /* retry at once */
 }
 
 /* Give back what an acquire may have taken: at once, and, for nodes that
@@ -693,7 +693,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     dlock__held *h;
     attempt a = {0};
     int rc, fresh = 0;
-    int64_t deadline;
+    int64_t deadline, due;
     uint64_t gen;
 
     if (out != NULL)
@@ -806,16 +806,18 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
     }
-    /* A fair handoff's short lease is confirmed at a third of it: a
-     * critical section shorter than that never pays the round trip. */
-    h->next_renew_ms = dlock__now_ms() +
-                       (h->confirm_pending ? fair_handoff_lease(opts->lease_ms)
-                                           : opts->lease_ms) /
-                           3;
+    /* A fair handoff's short lease is confirmed at half of it: a critical
+     * section shorter than that never pays the round trip (and with the
+     * 2 s handoff lease the watchdog, which looks every second, need not
+     * be woken for it). A watchdog lock is renewed at a third. */
+    due = dlock__now_ms() + (h->confirm_pending
+                                 ? fair_handoff_lease(opts->lease_ms) / 2
+                                 : opts->lease_ms / 3);
+    h->next_renew_ms = due;
     pthread_mutex_unlock(&c->held_mu);
     atomic_fetch_add(&c->stats.acquisitions, 1);
     if (h->watchdog || h->confirm_pending)
-        dlock__watchdog_kick(c);
+        dlock__watchdog_kick(c, due);
     rc = new_handle(c, h, out);
     if (rc != DLOCK_OK)
         return rc; /* the lease runs out by itself */

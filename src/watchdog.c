@@ -5,8 +5,12 @@
  * Every lock taken with watchdog = 1 is renewed at about a third of its
  * lease; all locks due in one round are renewed with one script call per
  * server (extend.lua takes many keys). A fair-mode handoff's short lease is
- * confirmed here too, at a third of the handoff lease (a lock released
- * before then never needs the round trip).
+ * confirmed here too, at half the handoff lease (a lock released before
+ * then never needs the round trip).
+ *
+ * The thread looks at least once a second, so taking a lock due later than
+ * its next look does not wake it (dlock__watchdog_kick): with the 2 s
+ * handoff lease, a fair hand-over costs the new holder no thread wake-up.
  *
  * A renewal that finds the lock gone or owned by another, or renewals that
  * keep failing until the local validity (monotonic clock) has run out,
@@ -29,12 +33,20 @@
 
 #define ROUND_MAX 256
 
+/* The thread looks at the registry at least this often, so that a lock due
+ * later than that needs no wake-up of the thread when it is taken (a
+ * futex wake and a context switch at the start of every critical
+ * section, otherwise). */
+#define IDLE_TICK_MS 1000
+
 typedef struct watchdog {
     pthread_t thread;
     int started;
     int stop;
     int kicked;
-    pthread_cond_t cv; /* with c->held_mu */
+    int sleeping;        /* in its timed wait */
+    int64_t sleep_until; /* ...until then (monotonic ms) */
+    pthread_cond_t cv;   /* with c->held_mu */
 } watchdog;
 
 /* See internal.h. The thread starts with the first watchdog lock. */
@@ -209,8 +221,15 @@ static void *watchdog_main(void *arg)
             if (!w->kicked)
                 continue;
         }
-        if (!w->kicked)
+        if (!w->kicked) {
+            int64_t tick = dlock__now_ms() + IDLE_TICK_MS;
+            if (next < 0 || next > tick)
+                next = tick;
+            w->sleeping = 1;
+            w->sleep_until = next;
             dlock__cond_wait_until(&w->cv, &c->held_mu, next);
+            w->sleeping = 0;
+        }
         w->kicked = 0;
     }
     pthread_mutex_unlock(&c->held_mu);
@@ -218,7 +237,7 @@ static void *watchdog_main(void *arg)
 }
 
 /* See internal.h. */
-void dlock__watchdog_kick(dlock_client *c)
+void dlock__watchdog_kick(dlock_client *c, int64_t due_ms)
 {
     watchdog *w = c->watchdog;
     pthread_mutex_lock(&c->held_mu);
@@ -226,7 +245,12 @@ void dlock__watchdog_kick(dlock_client *c)
         if (pthread_create(&w->thread, NULL, watchdog_main, c) == 0)
             w->started = 1;
     }
-    w->kicked = 1;
-    pthread_cond_broadcast(&w->cv);
+    /* A thread asleep until no later than due_ms will see the work in
+     * time: leave it asleep. One that is running rescans (kicked). */
+    if (!(w->sleeping && w->sleep_until <= due_ms)) {
+        w->kicked = 1;
+        if (w->sleeping)
+            pthread_cond_broadcast(&w->cv);
+    }
     pthread_mutex_unlock(&c->held_mu);
 }
