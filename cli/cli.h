@@ -60,6 +60,7 @@ struct cli {
     int64_t wait_ms; /* -1: forever, 0: try once */
     int64_t lease_ms;
     int64_t grace_ms;
+    int64_t timeout_ms; /* --timeout; 0: $DLOCK_TIMEOUT or the default */
     int conflict_code;
     int lost_code;
     enum cli_on_lost on_lost;

@@ -43,6 +43,9 @@ static const char *usage_text =
     "      --key FILE         its private key, PEM (default: $DLOCK_TLS_KEY)\n"
     "      --insecure         rediss:// without certificate checks (tests)\n"
     "      --prefix PREFIX    key prefix (default: $DLOCK_PREFIX, else dlock)\n"
+    "      --timeout SECONDS  bound on each connect (name lookup, TLS, AUTH\n"
+    "                         included) and each command to a server\n"
+    "                         (default: $DLOCK_TIMEOUT, else 2)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"
     "                         it took\n"
     "The password comes from the URL or from $DLOCK_PASSWORD.\n"
@@ -97,7 +100,8 @@ enum {
     OPT_GRACE,
     OPT_JSON,
     OPT_EXPORT,
-    OPT_OWNER
+    OPT_OWNER,
+    OPT_TIMEOUT
 };
 
 static const struct option long_options[] = {
@@ -108,6 +112,7 @@ static const struct option long_options[] = {
     {"key", required_argument, NULL, OPT_KEY},
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"prefix", required_argument, NULL, OPT_PREFIX},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"verbose", no_argument, NULL, 'v'},
     {"wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
@@ -144,6 +149,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_KEY:
     case OPT_INSECURE:
     case OPT_PREFIX:
+    case OPT_TIMEOUT:
         return 1;
     case 'w':
     case 'n':
@@ -377,6 +383,14 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_PREFIX:
             o->prefix = optarg;
             break;
+        case OPT_TIMEOUT:
+            if (cli_parse_seconds(optarg, &o->timeout_ms, &why) < 0)
+                return usage_error(o->cmd_name, "--timeout '%s': %s", optarg,
+                                   why);
+            if (o->timeout_ms <= 0)
+                return usage_error(
+                    o->cmd_name, "--timeout '%s': must be more than 0", optarg);
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -494,7 +508,7 @@ static const char *env_nonempty(const char *name)
 /*
  * Create the client from the options and the environment (DLOCK_USER,
  * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
- * DLOCK_PREFIX). Returns 0 with *out set, or
+ * DLOCK_PREFIX, DLOCK_TIMEOUT). Returns 0 with *out set, or
  * an exit status after printing why.
  */
 static int make_client(const struct cli *o, dlock_client **out)
@@ -502,6 +516,8 @@ static int make_client(const struct cli *o, dlock_client **out)
     dlock_options opts;
     char err[256] = "";
     char shown[512];
+    const char *env;
+    int64_t timeout_ms;
     int rc;
 
     dlock_options_init(&opts);
@@ -520,6 +536,15 @@ static int make_client(const struct cli *o, dlock_client **out)
     opts.tls_key_file =
         o->tls_key != NULL ? o->tls_key : env_nonempty("DLOCK_TLS_KEY");
     opts.tls_insecure = o->insecure;
+    timeout_ms = o->timeout_ms;
+    if (timeout_ms == 0 && (env = env_nonempty("DLOCK_TIMEOUT")) != NULL) {
+        const char *why = NULL;
+        if (cli_parse_seconds(env, &timeout_ms, &why) < 0 || timeout_ms <= 0)
+            return usage_error(o->cmd_name, "DLOCK_TIMEOUT '%s': %s", env,
+                               why != NULL ? why : "must be more than 0");
+    }
+    if (timeout_ms > 0)
+        opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
 
     if (o->verbose) {
         for (size_t i = 0; i < o->nservers; i++) {

@@ -52,6 +52,24 @@ sleep 0.3
 expect_status 1 "-w 0.2 used up by a slow first try: gives up" \
     "$DLOCK_BIN" acquire -w 0.2 job
 wait
+# --timeout (and DLOCK_TIMEOUT) bound each command: against a server
+# asleep for 1.5 s, 0.3 s fails with 69 and runs nothing, where the
+# default (2 s) would have waited the sleep out.
+rm -f "$T/ran"
+rcli "$P" DEBUG SLEEP 1.5 >/dev/null &
+sleep 0.2
+expect_status 69 "--timeout 0.3 against a sleeping server: 69" \
+    "$DLOCK_BIN" run --timeout 0.3 free1 -- touch "$T/ran"
+expect_status 69 "DLOCK_TIMEOUT=0.3 against a sleeping server: 69" \
+    env DLOCK_TIMEOUT=0.3 "$DLOCK_BIN" run free2 -- touch "$T/ran"
+check "nothing ran with the short timeout" test ! -e "$T/ran"
+wait
+# (free1 and free2 may be held now: the server ran the timed-out acquires
+# when it woke, after the clients had given up and exited; their leases
+# end by themselves.)
+expect_status 0 "the same once the server is awake" \
+    env DLOCK_TIMEOUT=0.3 "$DLOCK_BIN" run free3 -- touch "$T/ran"
+check "...and it ran" test -e "$T/ran"
 expect_status 1 "run -n conflicts with it" "$DLOCK_BIN" run -n job -- true
 
 expect_status 0 "status of a held lock" "$DLOCK_BIN" status job

@@ -39,6 +39,11 @@ usage_error "missing value of --owner" \
 usage_error "empty KEY" "KEY must not be empty" run '' true
 usage_error "KEY of 513 bytes" "longer than 512" \
     run "$(printf 'k%.0s' $(seq 1 513))" true
+usage_error "--timeout 0" "--timeout '0': must be more than 0" \
+    run --timeout 0 k true
+usage_error "--timeout abc" "--timeout 'abc'" status --timeout abc k
+expect_status 64 "DLOCK_TIMEOUT=abc" env DLOCK_TIMEOUT=abc "$DLOCK_BIN" run k true
+check "DLOCK_TIMEOUT=abc is named" grep -q "DLOCK_TIMEOUT 'abc'" "$T/err"
 for bad in abc -1 1e999 0x10 inf nan '' ' 5' 5s 1.2.3 1e 315360001; do
     usage_error "-w '$bad'" "--wait '$bad'" run -w "$bad" k true
 done
