@@ -172,6 +172,11 @@ int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
 /* 1 when nothing is queued for writing. */
 int dlock__conn_flushed(const dlock__conn *c);
 
+/* Give up on the reply to the request in flight: the connection can be
+ * used at once, and dlock__conn_pop_reply() drops that reply when it
+ * comes (Redis answers in order). Returns how many are unread now. */
+int dlock__conn_abandon(dlock__conn *c);
+
 /*
  * Blocking convenience over the above: write everything queued and
  * collect n replies into replies[0..n-1], before the monotonic deadline.
@@ -252,6 +257,10 @@ typedef struct dlock__cmd {
     int nargs;
     const char **args;
     const size_t *arglens;
+    /* Send the script's source (EVAL), not its SHA: for a request that
+     * must not depend on the server's script cache even if its answer is
+     * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
+    int eval;
 } dlock__cmd;
 
 /*

@@ -250,9 +250,10 @@ static void fmt_u64(char *buf, uint64_t v)
  * every node in mask), best effort: used when a reply was lost or a
  * Redlock attempt fell short of a quorum. */
 /* Run release.lua for (h's owner, expected depth, token) on the nodes in
- * mask; the answers are left in res for the caller to read and clear. */
+ * mask; the answers are left in res for the caller to read and clear.
+ * undo: give back a maybe-taken lock, sent with the script's source. */
 static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
-                        int depth, uint64_t token, dlock__result *res)
+                        int depth, uint64_t token, int undo, dlock__result *res)
 {
     char sdepth[24], stok[24], shand[24], sret[24], relid[64];
     const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
@@ -273,7 +274,8 @@ static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
     for (i = 0; i < 7; i++)
         arglens[i] = strlen(args[i]);
     arglens[3] = h->chanlen;
-    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4, keys, keylens, 7, args, arglens};
+    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4,   keys, keylens, 7, args,
+                       arglens,          undo};
     dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
 }
 
@@ -286,7 +288,7 @@ uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
 
     if (mask == 0)
         return 0;
-    run_release(c, h, mask, depth, token, res);
+    run_release(c, h, mask, depth, token, 1, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->nnodes; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -341,7 +343,8 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     size_t keylens[1] = {h->fkeylen};
     const char *args[2] = {stok, sret};
     size_t arglens[2];
-    dlock__cmd cmd = {DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args, arglens};
+    dlock__cmd cmd = {
+        DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args, arglens, 0};
     int i, ok = 0;
 
     fmt_u64(stok, token);
@@ -410,8 +413,8 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
         arglens[i] = strlen(args[i]);
     /* Plain mode needs neither the queue keys nor the fair arguments:
      * leave them off the hot path. */
-    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, fair ? 4 : 2, keys,   keylens,
-                       fair ? 7 : 5,     args,         arglens};
+    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, fair ? 4 : 2, keys,    keylens,
+                       fair ? 7 : 5,     args,         arglens, 0};
 
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, lease_ms), res);
@@ -650,7 +653,8 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
     size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
     const char *args[1] = {h->owner};
     size_t arglens[1] = {strlen(h->owner)};
-    dlock__cmd cmd = {DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args, arglens};
+    dlock__cmd cmd = {
+        DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args, arglens, 0};
     dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
     if (res[0].status == DLOCK_OK && elem_int(res[0].reply, 0) == 1) {
         uint64_t tok = (uint64_t)elem_int(res[0].reply, 1);
@@ -900,7 +904,7 @@ int dlock_lock_release(dlock_lock *l)
                                 st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
-    run_release(c, h, all_nodes(c), depth, h->token, res);
+    run_release(c, h, all_nodes(c), depth, h->token, 0, res);
     for (i = 0; i < c->nnodes; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
@@ -980,7 +984,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){DLOCK__S_EXTEND, n, keys, keylens, 2 * n, args, arglens};
+    cmd = (dlock__cmd){DLOCK__S_EXTEND, n,    keys,    keylens,
+                       2 * n,           args, arglens, 0};
     t0 = dlock__now_ms();
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, maxlease), res);
     for (j = 0; j < c->nnodes; j++) {
@@ -1166,7 +1171,8 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     arglens[0] = strlen(stok);
     args[1] = value != NULL ? value : "";
     arglens[1] = len;
-    cmd = (dlock__cmd){DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args, arglens};
+    cmd = (dlock__cmd){
+        DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args, arglens, 0};
     dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = step_error(c, res, 1, res[0].status, "fenced set");
@@ -1210,7 +1216,7 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     *fence = 0;
     keys[0] = key;
     keylens[0] = strlen(key);
-    cmd = (dlock__cmd){DLOCK__S_FENCED_GET, 1, keys, keylens, 0, NULL, NULL};
+    cmd = (dlock__cmd){DLOCK__S_FENCED_GET, 1, keys, keylens, 0, NULL, NULL, 0};
     dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = step_error(c, res, 1, res[0].status, "fenced get");
@@ -1268,7 +1274,7 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     keylens[0] = h->keylen;
     keylens[1] = h->fkeylen;
     keylens[2] = h->qkeylen;
-    cmd = (dlock__cmd){DLOCK__S_INSPECT, 3, keys, keylens, 0, NULL, NULL};
+    cmd = (dlock__cmd){DLOCK__S_INSPECT, 3, keys, keylens, 0, NULL, NULL, 0};
     dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
     for (i = 0; i < c->nnodes; i++) {
         const redisReply *r = res[i].reply;

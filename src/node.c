@@ -21,6 +21,9 @@
 
 #define MAX_NODES 64
 
+/* Requests given up on (timed out) that one pooled connection may carry. */
+#define MAX_STALE 2
+
 /* Parse every server URL into its node and apply the options' user and
  * password over the URL's. DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM. */
 int dlock__nodes_init(dlock_client *c, char *err, size_t errlen)
@@ -326,6 +329,8 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
     int i, nok = 0, rc;
 
     memset(slots, 0, sizeof slots);
+    for (i = 0; i < c->nnodes; i++)
+        slots[i].full = cmd->eval;
     for (i = 0; i < c->nnodes; i++) {
         res[i].reply = NULL;
         res[i].err[0] = '\0';
@@ -367,7 +372,15 @@ int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
         if (left <= 0) {
             for (k = 0; k < n; k++) {
                 i = idx[k];
-                dlock__node_put(c, i, slots[i].conn, 0);
+                /* Keep the connection, its answer marked unwanted: what
+                 * goes next to this node (an undo of this very request,
+                 * say) then reaches Redis after it, in order. A new
+                 * connection could be read first when a stalled server
+                 * wakes. A connection with several unanswered requests is
+                 * closed instead (the node looks dead). */
+                dlock__node_put(c, i, slots[i].conn,
+                                dlock__conn_abandon(slots[i].conn) <=
+                                    MAX_STALE);
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;

@@ -86,6 +86,7 @@ struct dlock__conn {
     int client_cert; /* TLS with a client certificate */
     uint64_t nread;  /* bytes of reply stream received */
     char *peer;      /* ep->display */
+    int stale;       /* replies still to come that nobody waits for */
 };
 
 /* ---- our socket BIO ---------------------------------------------------- */
@@ -984,8 +985,20 @@ void dlock__conn_close(dlock__conn *c)
         SSL_free(c->ssl);
         ERR_clear_error();
     }
-    if (c->fd >= 0)
+    if (c->fd >= 0) {
+        /* Read what has arrived first: closing a TCP socket with unread
+         * data sends a reset, and a reset can make the server drop a
+         * request of ours it has received but not read yet (an undo
+         * queued behind a request that timed out, say). */
+        char buf[4096];
+        int k;
+        for (k = 0; k < 16; k++) {
+            ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r <= 0 && !(r < 0 && errno == EINTR))
+                break;
+        }
         close(c->fd);
+    }
     if (c->reader != NULL)
         redisReaderFree(c->reader);
     free(c->out);
@@ -1253,14 +1266,27 @@ int dlock__conn_progress(dlock__conn *c, short revents, char *err,
 int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
                           size_t errlen)
 {
-    void *rep = NULL;
-    *out = NULL;
-    if (redisReaderGetReply(c->reader, &rep) != REDIS_OK)
-        return reader_failed(c, err, errlen);
-    if (rep == NULL)
-        return 0;
-    *out = rep;
-    return 1;
+    for (;;) {
+        void *rep = NULL;
+        *out = NULL;
+        if (redisReaderGetReply(c->reader, &rep) != REDIS_OK)
+            return reader_failed(c, err, errlen);
+        if (rep == NULL)
+            return 0;
+        if (c->stale > 0) { /* the answer to a request given up on */
+            c->stale--;
+            freeReplyObject(rep);
+            continue;
+        }
+        *out = rep;
+        return 1;
+    }
+}
+
+/* See internal.h. */
+int dlock__conn_abandon(dlock__conn *c)
+{
+    return ++c->stale;
 }
 
 /* Free replies[0..n) and set them NULL. */
