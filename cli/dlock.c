@@ -576,6 +576,22 @@ static int make_client(const struct cli *o, dlock_client **out)
     return 0;
 }
 
+/* Cut the next line off *p (in place) and return it; NULL at the end. */
+static char *take_line(char **p)
+{
+    char *line = *p, *nl;
+    if (*line == '\0')
+        return NULL;
+    nl = strchr(line, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+        *p = nl + 1;
+    } else {
+        *p = line + strlen(line);
+    }
+    return line;
+}
+
 /* `dlock status KEY [--json]`: what the servers know about KEY, and
  * any server setting that weakens the lock (dlock_client_check). */
 static int cmd_status(const struct cli *o, dlock_client *c)
@@ -610,12 +626,7 @@ static int cmd_status(const struct cli *o, dlock_client *c)
             fputs(",\"waiters\":null", stdout);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
                info.nodes_holding, o->nservers);
-        for (line = checks; *line != '\0'; line = next) {
-            next = strchr(line, '\n');
-            if (next != NULL)
-                *next++ = '\0';
-            else
-                next = line + strlen(line);
+        for (next = checks; (line = take_line(&next)) != NULL;) {
             if (line != checks)
                 fputc(',', stdout);
             cli_json_string(stdout, line);
@@ -639,14 +650,8 @@ static int cmd_status(const struct cli *o, dlock_client *c)
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);
-        for (line = checks; *line != '\0'; line = next) {
-            next = strchr(line, '\n');
-            if (next != NULL)
-                *next++ = '\0';
-            else
-                next = line + strlen(line);
+        for (next = checks; (line = take_line(&next)) != NULL;)
             printf("warning:  %s\n", line);
-        }
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_err("writing to stdout: %s", strerror(errno));

@@ -367,22 +367,34 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     }
 }
 
-/* Hand what a direct link has delivered to on_push; on a protocol error
- * the link is down. Returns the number of pushes. Caller holds mu. */
-static int direct_read(dlock__notifier *n)
+/* Hand what link i has delivered to on_push; on a protocol error the link
+ * is down. Returns the number of pushes (+1 when the link went down).
+ * Caller holds mu. */
+static int link_read(dlock__notifier *n, int i)
 {
     redisReply *rep;
     char err[DLOCK__ERRLEN];
     int got, k = 0;
-    while ((got = dlock__conn_pop_reply(n->links[0].conn, &rep, err,
+    while ((got = dlock__conn_pop_reply(n->links[i].conn, &rep, err,
                                         sizeof err)) == 1) {
-        on_push(n, 0, rep);
+        on_push(n, i, rep);
         freeReplyObject(rep);
         k++;
     }
     if (got < 0)
-        link_down(n, 0);
+        link_down(n, i);
     return got < 0 ? k + 1 : k;
+}
+
+/* Do link i's I/O for poll's revents, then link_read(). Caller holds mu. */
+static void link_pump(dlock__notifier *n, int i, short revents)
+{
+    char err[DLOCK__ERRLEN];
+    if (dlock__conn_progress(n->links[i].conn, revents, err, sizeof err) !=
+        DLOCK_OK)
+        link_down(n, i);
+    else
+        link_read(n, i);
 }
 
 /* The subscriber thread: keep links up, subscriptions in sync, and turn
@@ -458,24 +470,10 @@ static void *notifier_main(void *arg)
         if (pfd[0].revents & POLLIN)
             drain(n->wake_fd);
         for (i = 1; i < np; i++) {
-            int k = idx[i];
-            sub_link *l = &n->links[k];
-            redisReply *rep;
-            int got;
+            sub_link *l = &n->links[idx[i]];
             if (l->conn == NULL || l->direct || pfd[i].revents == 0)
                 continue; /* gone, or taken by a waiter meanwhile */
-            if (dlock__conn_progress(l->conn, pfd[i].revents, err,
-                                     sizeof err) != DLOCK_OK) {
-                link_down(n, k);
-                continue;
-            }
-            while ((got = dlock__conn_pop_reply(l->conn, &rep, err,
-                                                sizeof err)) == 1) {
-                on_push(n, k, rep);
-                freeReplyObject(rep);
-            }
-            if (got < 0)
-                link_down(n, k);
+            link_pump(n, idx[i], pfd[i].revents);
         }
     }
     pthread_mutex_unlock(&n->mu);
@@ -557,12 +555,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
         /* A parked link: take in what arrived while nobody read it (this
          * process's own releases, say) before the wait starts counting
          * releases, so that none of them wakes it. */
-        char err[DLOCK__ERRLEN];
-        if (dlock__conn_progress(n->links[0].conn, POLLIN, err, sizeof err) !=
-            DLOCK_OK)
-            link_down(n, 0);
-        else
-            direct_read(n);
+        link_pump(n, 0, POLLIN);
     }
     if (!subscribed_enough(c, ch)) {
         direct_giveback(n);
@@ -635,7 +628,6 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
     sub_link *l = &n->links[0];
     dlock__conn *conn = l->conn;
     struct pollfd pfd[2];
-    char err[DLOCK__ERRLEN];
     int64_t left;
 
     if (!l->direct) {
@@ -643,7 +635,7 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
         wake_thread(n); /* it drops the connection from its poll set */
     }
     n->reader = w;
-    if (direct_read(n) > 0) /* already buffered (TLS records) */
+    if (link_read(n, 0) > 0) /* already buffered (TLS records) */
         return;
     left = until_ms - dlock__now_ms();
     if (left < 0)
@@ -661,13 +653,8 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
         drain(n->reader_fd);
     if (n->reader != w || l->conn != conn || !l->direct)
         return; /* taken back meanwhile */
-    if (pfd[0].revents != 0) {
-        if (dlock__conn_progress(conn, pfd[0].revents, err, sizeof err) !=
-            DLOCK_OK)
-            link_down(n, 0);
-        else
-            direct_read(n);
-    }
+    if (pfd[0].revents != 0)
+        link_pump(n, 0, pfd[0].revents);
 }
 
 /* Sleep on the channel until pred says stop; shared by the two waits. */
