@@ -10,6 +10,8 @@
 #
 # Extra package names on the command line are installed the same way
 # (e.g. `scripts/deps.sh nftables iproute2` from a chaos script).
+# `scripts/deps.sh --list` prints the package list, one a line, and
+# installs nothing (scripts/check-commands.py reads it).
 #
 # redis-server: Debian's package starts a system service on port 6379 when
 # it is installed. Our tests never use it (every test server runs on its
@@ -26,7 +28,13 @@ packages=(
     mandoc gnuplot-nox
     clang libclang-rt-14-dev valgrind clang-format
     procps util-linux coreutils python3
+    manpages manpages-dev
+    nftables iproute2
 )
+if [ "${1:-}" = --list ]; then
+    printf '%s\n' "${packages[@]}"
+    exit 0
+fi
 packages+=("$@")
 
 installed() {

@@ -4,6 +4,8 @@
 # Stages, in order; each one is reported, and a failed stage does not stop
 # the later ones that do not depend on it:
 #   deps      scripts/deps.sh (installs what a fresh Debian 12 lacks)
+#   commands  scripts/check-commands.py: every command the scripts call
+#             is installed by deps.sh or part of a minimal Debian 12
 #   asan      configure + build build/asan with -DDLOCK_WERROR=ON
 #             -DDLOCK_SANITIZE=ON (ASan+UBSan), then the whole CTest suite
 #             (unit, integration over every transport, cli) with -j2
@@ -153,6 +155,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 mkdir -p build
 
 stage deps bash scripts/deps.sh
+stage commands python3 scripts/check-commands.py
 
 if stage "build asan" configure_build build/asan -DDLOCK_SANITIZE=ON; then
     run_ctest build/asan "ctest asan"

@@ -34,43 +34,8 @@ for f in "$man" "$hdr"; do
     }
 done
 
-# A cross-reference is a remark about the machine, not the page, when the
-# page it names exists: installed, or one of ours in docs/ (dlock(1) is
-# not installed where the tests run). Without a mandoc.db (Debian uses
-# man-db) mandoc says "outdated mandoc.db lacks NAME(SECTION) entry"; for
-# a page it cannot find at all, "referenced manual not found: Xr NAME
-# SECTION". A reference to a page that exists nowhere still fails.
-xr_exists() { # NAME SECTION
-    [ -f "$DLOCK_SRC/docs/$1.$2" ] && return 0
-    man -w "$2" "$1" >/dev/null 2>&1 && return 0
-    ls /usr/share/man/man"$2"/"$1.$2"* >/dev/null 2>&1
-}
-
-mandoc -Tlint "$man" >"$T/lint" 2>&1
-st=$?
-: >"$T/lint.kept"
-while IFS= read -r line; do
-    name='' sec=''
-    if [[ "$line" =~ outdated\ mandoc\.db\ lacks\ ([^\(]+)\(([0-9a-z]+)\)\ entry ]]; then
-        name=${BASH_REMATCH[1]} sec=${BASH_REMATCH[2]}
-    elif [[ "$line" =~ STYLE:\ referenced\ manual\ not\ found:\ Xr\ ([^ ]+)\ ([0-9a-z]+)$ ]]; then
-        name=${BASH_REMATCH[1]} sec=${BASH_REMATCH[2]}
-    fi
-    if [ -n "$name" ] && xr_exists "$name" "$sec"; then
-        echo "info: .Xr $name $sec exists ($line)"
-        continue
-    fi
-    echo "$line" >>"$T/lint.kept"
-done <"$T/lint"
-# mandoc exits 2 for STYLE-level remarks; that status counts as clean only
-# when every message was a filtered machine remark.
-checks=$((checks + 1))
-if [ "$st" -gt 2 ] || [ -s "$T/lint.kept" ]; then
-    fail "mandoc -Tlint docs/libdlock.3 (status $st):"
-    cat "$T/lint.kept" >&2
-else
-    echo "ok: mandoc -Tlint is clean"
-fi
+. "$DLOCK_SRC/tests/cli/manlint.bash"
+man_lint "$man"
 
 # Exported functions: "DLOCK_EXPORT <type> [*]name(" at the start of a line.
 sed -n 's/^DLOCK_EXPORT .*[ *]\([a-z_][a-z0-9_]*\)(.*/\1/p' "$hdr" |
