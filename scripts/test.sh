@@ -19,6 +19,8 @@
 #             unit tests and it_lock_core (tcp) under valgrind memcheck
 #   format    clang-format --dry-run --Werror on the tracked *.c/*.h of
 #             src/ include/ cli/ tests/ examples/ bench/ (.clang-format)
+#   package   scripts/package.sh: cpack -G DEB, contents, dpkg -i into an
+#             empty root, the installed tool and library run
 #   chaos     tests/chaos/run --quick, if it exists and is executable
 #   bench     bench/run --quick, if it exists and is executable
 #
@@ -196,6 +198,7 @@ if stage "build plain" configure_build build/plain; then
 fi
 
 stage format format_check
+stage package bash scripts/package.sh
 
 if [ -x tests/chaos/run ]; then
     stage "chaos --quick" timeout 900 tests/chaos/run --quick
