@@ -4,6 +4,7 @@
 # dlock.h, libdlock.pc, the dlock tool and the man pages dlock(1) and
 # libdlock(3). Its Depends line comes from dpkg-shlibdeps (libhiredis,
 # libssl3, libc); the library gets a shlibs file and an ldconfig trigger.
+# Both need file(1) (scripts/deps.sh installs it).
 # scripts/package.sh builds it and installs it into an empty root.
 set(CPACK_PACKAGE_NAME dlock)
 set(CPACK_PACKAGE_VENDOR "dlock")

@@ -30,6 +30,7 @@ packages=(
     procps util-linux coreutils python3
     manpages manpages-dev
     nftables iproute2
+    file
 )
 if [ "${1:-}" = --list ]; then
     printf '%s\n' "${packages[@]}"
