@@ -1,13 +1,19 @@
 /*
  * cli.h - what the files of the dlock command-line tool share.
  *
- * The tool is a client of include/dlock.h only. dlock.c parses the command
- * line, makes the client and runs the small subcommands (status, acquire,
- * release, extend); run.c is `dlock run`: it holds a lock while a child
- * process runs; signals.c owns the signal handlers, the self-pipe they and
- * the lease-lost callback write to, and the acquire that a signal can
- * interrupt; util.c holds the pure helpers (strict number parsing, URL
- * redaction, quoting).
+ * The tool is a client of include/dlock.h only. Its files call downward:
+ *
+ *   dlock.c      parses the command line, makes the client, dispatches
+ *   run.c        `dlock run`: holds a lock while a child process runs
+ *   commands.c   status, acquire, release, extend
+ *   signals.c    the signal handlers, the self-pipe they and the lease-lost
+ *                callback write to, and the acquire a signal can interrupt
+ *   report.c     messages on stderr and exit statuses
+ *   util.c       pure helpers (strict number parsing, URL redaction,
+ *                quoting)
+ *
+ * A file never calls one above it in this list (run.c and commands.c are
+ * side by side and do not call each other).
  */
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
@@ -70,7 +76,7 @@ struct cli {
     const char *owner;
 };
 
-/* dlock.c */
+/* report.c */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_verbose(const struct cli *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -79,6 +85,12 @@ void cli_report(dlock_client *c, const char *what, const char *key, int rc);
 
 /* run.c */
 int cli_run(struct cli *o, dlock_client *c);
+
+/* commands.c */
+int cli_cmd_status(const struct cli *o, dlock_client *c);
+int cli_cmd_acquire(const struct cli *o, dlock_client *c);
+int cli_cmd_release(const struct cli *o, dlock_client *c);
+int cli_cmd_extend(const struct cli *o, dlock_client *c);
 
 /* signals.c */
 int cli_signals_setup(void);
