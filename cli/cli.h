@@ -6,6 +6,9 @@
  *   dlock.c      parses the command line, makes the client, dispatches
  *   run.c        `dlock run`: holds a lock while a child process runs
  *   commands.c   status, acquire, release, extend
+ *   job.c        COMMAND as a job: its own process group, signalled and
+ *                waited for as a whole, and a guard that kills it if dlock
+ *                dies
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
  *                callback write to, and the acquire a signal can interrupt
  *   report.c     messages on stderr and exit statuses
@@ -22,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "dlock.h"
 
@@ -92,12 +96,29 @@ int cli_cmd_acquire(const struct cli *o, dlock_client *c);
 int cli_cmd_release(const struct cli *o, dlock_client *c);
 int cli_cmd_extend(const struct cli *o, dlock_client *c);
 
+/* job.c: COMMAND's process group, led by COMMAND (pgid == pid). */
+struct cli_job {
+    pid_t pid;    /* COMMAND */
+    int status;   /* its wait status, once exited */
+    int exited;   /* COMMAND was reaped */
+    int gone;     /* no process of the group is left */
+    int tty;      /* the terminal the job has, -1: none */
+    pid_t guard;  /* the guard process, -1: none */
+    int guard_fd; /* the pipe to it */
+};
+int cli_job_start(struct cli_job *j, const struct cli *o, char **envp,
+                  int *exec_errno);
+int cli_job_alive(struct cli_job *j);
+int cli_job_signal(struct cli_job *j, int sig);
+int cli_job_reap(const struct cli *o, struct cli_job *j);
+void cli_job_end(struct cli_job *j);
+
 /* signals.c */
 int cli_signals_setup(void);
 int cli_signals_pipe(void);
 const sigset_t *cli_signals_orig_mask(void);
 const sigset_t *cli_signals_set(void);
-int cli_signals_take(int *from_tty);
+int cli_signals_take(void);
 void cli_signals_child_reset(void);
 void cli_lost_cb(dlock_lock *lock, void *userdata);
 int cli_lost_seen(void);
