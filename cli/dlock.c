@@ -205,18 +205,30 @@ static int add_server(struct cli *o, char *url)
     return 0;
 }
 
-/* Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
- * entries ignored) or the default. Returns 0, or -1 when out of memory. */
+/*
+ * Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
+ * entries ignored) or, when it is not set, the default. Set but naming no
+ * server ("", ",", " ") is a mistake, not a request for localhost. Returns
+ * 0, or an exit status after printing why.
+ */
 static int default_servers(struct cli *o)
 {
     const char *env = getenv("DLOCK_SERVERS");
     char *copy, *save = NULL, *tok;
     int rc = 0;
 
-    if (env != NULL && strspn(env, " \t,") != strlen(env)) {
+    if (env == NULL) {
+        o->servers_from = "default";
+        rc = add_server(o, (char *)CLI_DEFAULT_SERVER);
+    } else if (strspn(env, " \t,") == strlen(env)) {
+        return usage_error(o->cmd_name,
+                           "DLOCK_SERVERS is set but names no server "
+                           "(unset it for %s, or give -s URL)",
+                           CLI_DEFAULT_SERVER);
+    } else {
         copy = strdup(env);
         if (copy == NULL)
-            return -1;
+            goto oom;
         for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
              tok = strtok_r(NULL, ",", &save)) {
             char *end;
@@ -230,10 +242,12 @@ static int default_servers(struct cli *o)
         }
         free(copy);
         o->servers_from = "DLOCK_SERVERS";
-        return rc;
     }
-    o->servers_from = "default";
-    return add_server(o, (char *)CLI_DEFAULT_SERVER);
+    if (rc == 0)
+        return 0;
+oom:
+    cli_err("out of memory");
+    return CLI_EX_OSERR;
 }
 
 /* Name an option for messages: "-w" or "--grace". */
@@ -418,10 +432,8 @@ static int parse_args(struct cli *o, int argc, char **argv)
             return usage_error(o->cmd_name,
                                "no owner: give --owner or set DLOCK_OWNER");
     }
-    if (o->nservers == 0 && default_servers(o) < 0) {
-        cli_err("out of memory");
-        return CLI_EX_OSERR;
-    }
+    if (o->nservers == 0)
+        return default_servers(o);
     return 0;
 }
 

@@ -89,4 +89,17 @@ expect_status 69 "nothing runs without a server" \
     "$DLOCK_BIN" run -s "redis://127.0.0.1:$port" k -- touch "$T/ran"
 check "COMMAND did not run" test ! -e "$T/ran"
 
+# DLOCK_SERVERS set but naming no server is a usage error, not localhost.
+for v in '' ',' ' , ' '	'; do
+    expect_status 64 "DLOCK_SERVERS='$v': usage error" \
+        env DLOCK_SERVERS="$v" "$DLOCK_BIN" run k -- touch "$T/ran"
+    check "DLOCK_SERVERS='$v': the message says why" \
+        grep -q "DLOCK_SERVERS is set but names no server" "$T/err"
+done
+expect_status 64 "DLOCK_SERVERS='': status too" \
+    env DLOCK_SERVERS= "$DLOCK_BIN" status k
+check "nothing ran with an empty DLOCK_SERVERS" test ! -e "$T/ran"
+expect_status 69 "-s wins over an empty DLOCK_SERVERS" \
+    env DLOCK_SERVERS= "$DLOCK_BIN" run -s "redis://127.0.0.1:$port" k -- true
+
 finish
