@@ -41,6 +41,12 @@
 
 #define CLI_DEFAULT_SERVER "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_LEASE_MS 30000
+/* The shortest -l: the library refuses nothing above 0 but needs the lease
+ * to outlast a round trip plus its clock-drift allowance (2 ms + 1% by
+ * default: below ~3 ms every acquire fails with "validity used up", at 5 ms
+ * renewals every lease/3 already miss on a loaded machine). 100 ms leaves
+ * 30 times the fixed drift and renews every 33 ms. */
+#define CLI_MIN_LEASE_MS 100
 #define CLI_DEFAULT_GRACE_MS 5000
 #define CLI_DEFAULT_LOST_CODE 75
 #define CLI_DEFAULT_CONFLICT_CODE 1

@@ -55,8 +55,9 @@ static const char *usage_text =
     "  -w, --wait SECONDS     give up after SECONDS (fractions allowed;\n"
     "                         0 = --nonblock; default: wait forever)\n"
     "  -n, --nonblock         fail at once if the lock is held\n"
-    "  -l, --lease SECONDS    lease length (default 30); run renews it every\n"
-    "                         third of it; extend sets it anew\n"
+    "  -l, --lease SECONDS    lease length (default 30, at least 0.1); run\n"
+    "                         renews it every third of it; extend sets it\n"
+    "                         anew\n"
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
@@ -350,6 +351,13 @@ static int parse_args(struct cli *o, int argc, char **argv)
             if (o->lease_ms <= 0)
                 return usage_error(o->cmd_name,
                                    "--lease '%s': must be more than 0", optarg);
+            if (o->lease_ms < CLI_MIN_LEASE_MS)
+                return usage_error(o->cmd_name,
+                                   "--lease '%s': below the minimum of %.1f "
+                                   "s (the lease must outlast a round trip "
+                                   "and the clock drift allowance, and be "
+                                   "renewed every third of it)",
+                                   optarg, CLI_MIN_LEASE_MS / 1000.0);
             break;
         case OPT_GRACE:
             if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
