@@ -28,7 +28,9 @@ static char *take_line(char **p)
 }
 
 /* `dlock status KEY [--json]`: what the servers know about KEY, and
- * any server setting that weakens the lock (dlock_client_check). */
+ * any server setting that weakens the lock (dlock_client_check). The
+ * number of waiters is not known (the library counts only the fair-mode
+ * queue): it is printed as unknown, the fair queue's length apart. */
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
@@ -55,10 +57,12 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         else
             fputs(",\"ttl_ms\":null", stdout);
         printf(",\"token\":%llu", (unsigned long long)info.last_token);
+        /* See the text branch: the count of waiters is never known. */
+        fputs(",\"waiters\":null,\"fair_queue\":", stdout);
         if (info.waiters >= 0)
-            printf(",\"waiters\":%lld", (long long)info.waiters);
+            printf("%lld", (long long)info.waiters);
         else
-            fputs(",\"waiters\":null", stdout);
+            fputs("null", stdout);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
                info.nodes_holding, o->nservers);
         for (next = checks; (line = take_line(&next)) != NULL;) {
@@ -78,8 +82,12 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         }
         printf("token:    %llu%s\n", (unsigned long long)info.last_token,
                info.last_token == 0 ? " (never granted)" : "");
-        if (info.waiters >= 0)
-            printf("waiters:  %lld\n", (long long)info.waiters);
+        /* dlock_info.waiters counts the fair-mode queue only: waiters of
+         * the notify and spin strategies (every `dlock run -w`) are in no
+         * Redis structure, so 0 would claim what nobody knows. */
+        if (info.waiters > 0)
+            printf("waiters:  unknown, %lld queued in fair mode\n",
+                   (long long)info.waiters);
         else
             printf("waiters:  unknown\n");
         if (o->nservers > 1)
