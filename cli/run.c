@@ -87,36 +87,70 @@ struct run_state {
     int said_left;   /* -v said that COMMAND's group outlives it */
 };
 
-/* Apply the --on-lost policy, once, when the watchdog reported the loss:
- * to every process of the job. */
-static void on_lease_lost(const struct cli *o, struct run_state *rs,
-                          dlock_lock *lock)
+/*
+ * Why the lease was lost, as far as the servers tell now, into BUF: the
+ * key gone (expired or deleted), held by another owner, or the servers out
+ * of reach (the renewals then failed until the validity ran out). The
+ * library's lost callback gives no reason, so this asks with
+ * dlock_lock_inspect(), after the policy's signal went out: it may take up
+ * to the command timeout when a server does not answer.
+ */
+static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
+                        char *buf, size_t len)
 {
-    char grace[32];
+    dlock_info info;
+    const char *msg;
+    int rc = dlock_lock_inspect(c, o->key, &info);
+
+    if (rc != DLOCK_OK) {
+        msg = dlock_errmsg(c);
+        snprintf(buf, len, "renewals failed: %s",
+                 msg != NULL && *msg != '\0' ? msg : dlock_strerror(rc));
+    } else if (!info.held) {
+        snprintf(buf, len, "the lock is free now: it expired or was deleted");
+    } else if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
+        snprintf(buf, len, "it is held by another owner now, %s", info.owner);
+    } else {
+        snprintf(buf, len,
+                 "renewals failed until its validity ran out; the servers "
+                 "still show it ours");
+    }
+}
+
+/* Apply the --on-lost policy, once, when the watchdog reported the loss:
+ * to every process of the job first, then say why. */
+static void on_lease_lost(const struct cli *o, dlock_client *c,
+                          struct run_state *rs, dlock_lock *lock)
+{
+    char grace[32], why[256];
+    unsigned long long token = dlock_lock_token(lock);
     long pgid = (long)rs->job.pid;
 
     rs->lost = 1;
+    if (o->on_lost == ON_LOST_TERM) {
+        cli_job_signal(&rs->job, SIGTERM);
+        rs->kill_at = cli_now_ms() + o->grace_ms;
+    } else if (o->on_lost == ON_LOST_KILL) {
+        cli_job_signal(&rs->job, SIGKILL);
+    }
+    lost_reason(o, c, lock, why, sizeof why);
     switch (o->on_lost) {
     case ON_LOST_TERM:
         cli_format_ms(o->grace_ms, grace, sizeof grace);
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: sending "
-                "SIGTERM to COMMAND's process group %ld, SIGKILL in %s",
-                o->key, (unsigned long long)dlock_lock_token(lock), pgid,
-                grace);
-        cli_job_signal(&rs->job, SIGTERM);
-        rs->kill_at = cli_now_ms() + o->grace_ms;
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "sent SIGTERM to COMMAND's process group %ld, SIGKILL in %s",
+                o->key, token, why, pgid, grace);
         break;
     case ON_LOST_KILL:
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: sending "
-                "SIGKILL to COMMAND's process group %ld",
-                o->key, (unsigned long long)dlock_lock_token(lock), pgid);
-        cli_job_signal(&rs->job, SIGKILL);
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "sent SIGKILL to COMMAND's process group %ld",
+                o->key, token, why, pgid);
         break;
     case ON_LOST_IGNORE:
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: COMMAND "
-                "(process group %ld) goes on without the lock (--on-lost "
-                "ignore)",
-                o->key, (unsigned long long)dlock_lock_token(lock), pgid);
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "COMMAND (process group %ld) goes on without the lock "
+                "(--on-lost ignore)",
+                o->key, token, why, pgid);
         break;
     }
 }
@@ -129,7 +163,8 @@ static void on_lease_lost(const struct cli *o, struct run_state *rs,
  * group is then looked at every 100 ms as well. Returns 0 with
  * rs->job.status set, or -1 when waitpid failed.
  */
-static int wait_job(const struct cli *o, struct run_state *rs, dlock_lock *lock)
+static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs,
+                    dlock_lock *lock)
 {
     sigset_t waitmask = *cli_signals_orig_mask();
     const sigset_t *handled = cli_signals_set();
@@ -168,7 +203,7 @@ static int wait_job(const struct cli *o, struct run_state *rs, dlock_lock *lock)
                             "%ld",
                             sig_name(s), (long)j->pid);
         if (!rs->lost && cli_lost_seen())
-            on_lease_lost(o, rs, lock);
+            on_lease_lost(o, c, rs, lock);
         if (rs->kill_at >= 0 && cli_now_ms() >= rs->kill_at) {
             if (cli_job_signal(j, SIGKILL))
                 cli_err("COMMAND's process group %ld still runs after the "
@@ -258,7 +293,7 @@ int cli_run(struct cli *o, dlock_client *c)
                 o->command[0], (long)rs.job.pid,
                 rs.job.tty >= 0 ? ", in the terminal's foreground" : "", lease);
 
-    if (wait_job(o, &rs, lock) < 0) {
+    if (wait_job(o, c, &rs, lock) < 0) {
         cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
                 strerror(errno));
         /* The guard then sends the --on-lost signal to what is left. */
