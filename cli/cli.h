@@ -1,13 +1,22 @@
 /*
  * cli.h - what the files of the dlock command-line tool share.
  *
- * The tool is a client of include/dlock.h only. dlock.c parses the command
- * line, makes the client and runs the small subcommands (status, acquire,
- * release, extend); run.c is `dlock run`: it holds a lock while a child
- * process runs; signals.c owns the signal handlers, the self-pipe they and
- * the lease-lost callback write to, and the acquire that a signal can
- * interrupt; util.c holds the pure helpers (strict number parsing, URL
- * redaction, quoting).
+ * The tool is a client of include/dlock.h only. Its files call downward:
+ *
+ *   dlock.c      parses the command line, makes the client, dispatches
+ *   run.c        `dlock run`: holds a lock while a child process runs
+ *   commands.c   status, acquire, release, extend
+ *   job.c        COMMAND as a job: its own process group, signalled and
+ *                waited for as a whole, and a guard that kills it if dlock
+ *                dies
+ *   signals.c    the signal handlers, the self-pipe they and the lease-lost
+ *                callback write to, and the acquire a signal can interrupt
+ *   report.c     messages on stderr and exit statuses
+ *   util.c       pure helpers (strict number parsing, URL redaction,
+ *                quoting)
+ *
+ * A file never calls one above it in this list (run.c and commands.c are
+ * side by side and do not call each other).
  */
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
@@ -16,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "dlock.h"
 
@@ -31,6 +41,12 @@
 
 #define CLI_DEFAULT_SERVER "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_LEASE_MS 30000
+/* The shortest -l: the library refuses nothing above 0 but needs the lease
+ * to outlast a round trip plus its clock-drift allowance (2 ms + 1% by
+ * default: below ~3 ms every acquire fails with "validity used up", at 5 ms
+ * renewals every lease/3 already miss on a loaded machine). 100 ms leaves
+ * 30 times the fixed drift and renews every 33 ms. */
+#define CLI_MIN_LEASE_MS 100
 #define CLI_DEFAULT_GRACE_MS 5000
 #define CLI_DEFAULT_LOST_CODE 75
 #define CLI_DEFAULT_CONFLICT_CODE 1
@@ -70,7 +86,7 @@ struct cli {
     const char *owner;
 };
 
-/* dlock.c */
+/* report.c */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_verbose(const struct cli *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -80,12 +96,35 @@ void cli_report(dlock_client *c, const char *what, const char *key, int rc);
 /* run.c */
 int cli_run(struct cli *o, dlock_client *c);
 
+/* commands.c */
+int cli_cmd_status(const struct cli *o, dlock_client *c);
+int cli_cmd_acquire(const struct cli *o, dlock_client *c);
+int cli_cmd_release(const struct cli *o, dlock_client *c);
+int cli_cmd_extend(const struct cli *o, dlock_client *c);
+
+/* job.c: COMMAND's process group, led by COMMAND (pgid == pid). */
+struct cli_job {
+    pid_t pid;    /* COMMAND */
+    int status;   /* its wait status, once exited */
+    int exited;   /* COMMAND was reaped */
+    int gone;     /* no process of the group is left */
+    int tty;      /* the terminal the job has, -1: none */
+    pid_t guard;  /* the guard process, -1: none */
+    int guard_fd; /* the pipe to it */
+};
+int cli_job_start(struct cli_job *j, const struct cli *o, char **envp,
+                  int *exec_errno);
+int cli_job_alive(struct cli_job *j);
+int cli_job_signal(struct cli_job *j, int sig);
+int cli_job_reap(const struct cli *o, struct cli_job *j);
+void cli_job_end(struct cli_job *j);
+
 /* signals.c */
 int cli_signals_setup(void);
 int cli_signals_pipe(void);
 const sigset_t *cli_signals_orig_mask(void);
 const sigset_t *cli_signals_set(void);
-int cli_signals_take(int *from_tty);
+int cli_signals_take(void);
 void cli_signals_child_reset(void);
 void cli_lost_cb(dlock_lock *lock, void *userdata);
 int cli_lost_seen(void);

@@ -4,9 +4,10 @@
  * `dlock run KEY -- COMMAND` holds the Redis lock KEY while COMMAND runs
  * (run.c); `dlock acquire`, `release` and `extend` let a shell script hold a
  * lock across several commands; `dlock status` shows what the servers know
- * about a lock. This file parses the command line and the environment,
- * makes the dlock_client, runs the small subcommands and maps library
- * results to exit statuses. It uses include/dlock.h only.
+ * about a lock (commands.c). This file is the top of the tool: it parses
+ * the command line and the environment, makes the dlock_client and hands it
+ * to the subcommand. Calls run downward: dlock.c -> run.c, commands.c ->
+ * signals.c -> report.c, util.c. It uses include/dlock.h only.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -54,8 +55,9 @@ static const char *usage_text =
     "  -w, --wait SECONDS     give up after SECONDS (fractions allowed;\n"
     "                         0 = --nonblock; default: wait forever)\n"
     "  -n, --nonblock         fail at once if the lock is held\n"
-    "  -l, --lease SECONDS    lease length (default 30); run renews it every\n"
-    "                         third of it; extend sets it anew\n"
+    "  -l, --lease SECONDS    lease length (default 30, at least 0.1); run\n"
+    "                         renews it every third of it; extend sets it\n"
+    "                         anew\n"
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
@@ -173,32 +175,6 @@ static int accepts(enum cli_cmd cmd, int opt)
     }
 }
 
-/* Print "dlock: MESSAGE" on stderr. */
-void cli_err(const char *fmt, ...)
-{
-    va_list ap;
-
-    fputs("dlock: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-/* Print "dlock: MESSAGE" on stderr when -v was given. */
-void cli_verbose(const struct cli *o, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!o->verbose)
-        return;
-    fputs("dlock: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 /* Report a usage error and return the status for it. */
 static int usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -212,53 +188,6 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputs("\nTry 'dlock --help'.\n", stderr);
     return CLI_EX_USAGE;
-}
-
-/*
- * The exit status for a library status code: the conflict code when the
- * lock is held by someone else, the lost code when our hold is gone, and
- * sysexits(3) values for the rest.
- */
-int cli_exit_for(const struct cli *o, int rc)
-{
-    switch (rc) {
-    case DLOCK_OK:
-        return 0;
-    case DLOCK_BUSY:
-    case DLOCK_TIMEDOUT:
-        return o->conflict_code;
-    case DLOCK_NOT_OWNER:
-    case DLOCK_LOST:
-        return o->lost_code;
-    case DLOCK_NO_QUORUM:
-    case DLOCK_EIO:
-    case DLOCK_ETIMEDOUT:
-    case DLOCK_EPROTO:
-    case DLOCK_ESERVER:
-    case DLOCK_ETLS:
-        return CLI_EX_UNAVAILABLE;
-    case DLOCK_EAUTH:
-        return CLI_EX_NOPERM;
-    case DLOCK_EINVAL:
-        return CLI_EX_USAGE;
-    case DLOCK_ENOMEM:
-        return CLI_EX_OSERR;
-    default:
-        return CLI_EX_SOFTWARE;
-    }
-}
-
-/* Print why a library call on KEY failed: "dlock: "KEY": text (details)",
- * the details naming the operation; without details "dlock: WHAT "KEY":
- * text". */
-void cli_report(dlock_client *c, const char *what, const char *key, int rc)
-{
-    const char *detail = c != NULL ? dlock_errmsg(c) : "";
-
-    if (detail != NULL && *detail != '\0')
-        cli_err("\"%s\": %s (%s)", key, dlock_strerror(rc), detail);
-    else
-        cli_err("%s \"%s\": %s", what, key, dlock_strerror(rc));
 }
 
 /* Append a copy of URL to the server list and mask its password in argv.
@@ -277,18 +206,30 @@ static int add_server(struct cli *o, char *url)
     return 0;
 }
 
-/* Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
- * entries ignored) or the default. Returns 0, or -1 when out of memory. */
+/*
+ * Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
+ * entries ignored) or, when it is not set, the default. Set but naming no
+ * server ("", ",", " ") is a mistake, not a request for localhost. Returns
+ * 0, or an exit status after printing why.
+ */
 static int default_servers(struct cli *o)
 {
     const char *env = getenv("DLOCK_SERVERS");
     char *copy, *save = NULL, *tok;
     int rc = 0;
 
-    if (env != NULL && strspn(env, " \t,") != strlen(env)) {
+    if (env == NULL) {
+        o->servers_from = "default";
+        rc = add_server(o, (char *)CLI_DEFAULT_SERVER);
+    } else if (strspn(env, " \t,") == strlen(env)) {
+        return usage_error(o->cmd_name,
+                           "DLOCK_SERVERS is set but names no server "
+                           "(unset it for %s, or give -s URL)",
+                           CLI_DEFAULT_SERVER);
+    } else {
         copy = strdup(env);
         if (copy == NULL)
-            return -1;
+            goto oom;
         for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
              tok = strtok_r(NULL, ",", &save)) {
             char *end;
@@ -302,10 +243,12 @@ static int default_servers(struct cli *o)
         }
         free(copy);
         o->servers_from = "DLOCK_SERVERS";
-        return rc;
     }
-    o->servers_from = "default";
-    return add_server(o, (char *)CLI_DEFAULT_SERVER);
+    if (rc == 0)
+        return 0;
+oom:
+    cli_err("out of memory");
+    return CLI_EX_OSERR;
 }
 
 /* Name an option for messages: "-w" or "--grace". */
@@ -408,6 +351,13 @@ static int parse_args(struct cli *o, int argc, char **argv)
             if (o->lease_ms <= 0)
                 return usage_error(o->cmd_name,
                                    "--lease '%s': must be more than 0", optarg);
+            if (o->lease_ms < CLI_MIN_LEASE_MS)
+                return usage_error(o->cmd_name,
+                                   "--lease '%s': below the minimum of %.1f "
+                                   "s (the lease must outlast a round trip "
+                                   "and the clock drift allowance, and be "
+                                   "renewed every third of it)",
+                                   optarg, CLI_MIN_LEASE_MS / 1000.0);
             break;
         case OPT_GRACE:
             if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
@@ -490,10 +440,8 @@ static int parse_args(struct cli *o, int argc, char **argv)
             return usage_error(o->cmd_name,
                                "no owner: give --owner or set DLOCK_OWNER");
     }
-    if (o->nservers == 0 && default_servers(o) < 0) {
-        cli_err("out of memory");
-        return CLI_EX_OSERR;
-    }
+    if (o->nservers == 0)
+        return default_servers(o);
     return 0;
 }
 
@@ -576,206 +524,6 @@ static int make_client(const struct cli *o, dlock_client **out)
     return 0;
 }
 
-/* Cut the next line off *p (in place) and return it; NULL at the end. */
-static char *take_line(char **p)
-{
-    char *line = *p, *nl;
-    if (*line == '\0')
-        return NULL;
-    nl = strchr(line, '\n');
-    if (nl != NULL) {
-        *nl = '\0';
-        *p = nl + 1;
-    } else {
-        *p = line + strlen(line);
-    }
-    return line;
-}
-
-/* `dlock status KEY [--json]`: what the servers know about KEY, and
- * any server setting that weakens the lock (dlock_client_check). */
-static int cmd_status(const struct cli *o, dlock_client *c)
-{
-    dlock_info info;
-    char ttl[32], checks[4096], *line, *next;
-    int rc = dlock_lock_inspect(c, o->key, &info);
-
-    if (rc != DLOCK_OK) {
-        cli_report(c, "status", o->key, rc);
-        return cli_exit_for(o, rc);
-    }
-    if (dlock_client_check(c, checks, sizeof checks) <= 0)
-        checks[0] = '\0';
-    if (o->json) {
-        fputs("{\"key\":", stdout);
-        cli_json_string(stdout, o->key);
-        printf(",\"held\":%s,\"owner\":", info.held ? "true" : "false");
-        if (info.held)
-            cli_json_string(stdout, info.owner);
-        else
-            fputs("null", stdout);
-        printf(",\"reentry\":%lld", (long long)(info.held ? info.reentry : 0));
-        if (info.held && info.ttl_ms >= 0)
-            printf(",\"ttl_ms\":%lld", (long long)info.ttl_ms);
-        else
-            fputs(",\"ttl_ms\":null", stdout);
-        printf(",\"token\":%llu", (unsigned long long)info.last_token);
-        if (info.waiters >= 0)
-            printf(",\"waiters\":%lld", (long long)info.waiters);
-        else
-            fputs(",\"waiters\":null", stdout);
-        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
-               info.nodes_holding, o->nservers);
-        for (next = checks; (line = take_line(&next)) != NULL;) {
-            if (line != checks)
-                fputc(',', stdout);
-            cli_json_string(stdout, line);
-        }
-        fputs("]}\n", stdout);
-    } else {
-        printf("key:      %s\n", o->key);
-        printf("state:    %s\n", info.held ? "held" : "free");
-        if (info.held) {
-            cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
-            printf("owner:    %s\n", info.owner);
-            printf("reentry:  %lld\n", (long long)info.reentry);
-            printf("ttl:      %s\n", info.ttl_ms < 0 ? "none" : ttl);
-        }
-        printf("token:    %llu%s\n", (unsigned long long)info.last_token,
-               info.last_token == 0 ? " (never granted)" : "");
-        if (info.waiters >= 0)
-            printf("waiters:  %lld\n", (long long)info.waiters);
-        else
-            printf("waiters:  unknown\n");
-        if (o->nservers > 1)
-            printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
-                   o->nservers);
-        for (next = checks; (line = take_line(&next)) != NULL;)
-            printf("warning:  %s\n", line);
-    }
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_err("writing to stdout: %s", strerror(errno));
-        return 74;
-    }
-    return 0;
-}
-
-/*
- * `dlock acquire KEY`: take the lock, print the owner handle and exit still
- * holding it (no renewal). If the handle cannot be written the lock is
- * released again, since nobody could release it before the lease ends.
- */
-static int cmd_acquire(const struct cli *o, dlock_client *c)
-{
-    dlock_lock *lock;
-    int signo, rc = cli_acquire(o, c, 0, &lock, &signo);
-    char lease[32];
-
-    if (signo != 0) {
-        if (lock != NULL)
-            dlock_lock_release(lock);
-        cli_verbose(o, "interrupted by signal %d", signo);
-        return 128 + signo;
-    }
-    if (rc != DLOCK_OK) {
-        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
-        else
-            cli_report(c, "acquire", o->key, rc);
-        return cli_exit_for(o, rc);
-    }
-    if (o->export_env) {
-        fputs("DLOCK_KEY=", stdout);
-        cli_shell_quote(stdout, o->key);
-        fputs("; DLOCK_OWNER=", stdout);
-        cli_shell_quote(stdout, dlock_lock_owner(lock));
-        printf("; DLOCK_FENCING_TOKEN=%llu; export DLOCK_KEY DLOCK_OWNER "
-               "DLOCK_FENCING_TOKEN\n",
-               (unsigned long long)dlock_lock_token(lock));
-    } else {
-        printf("%s %llu\n", dlock_lock_owner(lock),
-               (unsigned long long)dlock_lock_token(lock));
-    }
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_err("writing the owner to stdout: %s; releasing \"%s\"",
-                strerror(errno), o->key);
-        dlock_lock_release(lock);
-        return 74;
-    }
-    cli_format_ms(o->lease_ms, lease, sizeof lease);
-    cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
-    /* The lock outlives us: free the handle without releasing it. */
-    dlock_lock_detach(lock);
-    return 0;
-}
-
-/* Adopt KEY as --owner for release and extend. Returns 0 with *lock set,
- * or an exit status after printing why. */
-static int adopt(const struct cli *o, dlock_client *c, dlock_lock **lock)
-{
-    int rc = dlock_lock_adopt(lock, c, o->key, o->owner, 0);
-
-    if (rc == DLOCK_NOT_OWNER) {
-        cli_err("\"%s\" is not held by %s: its lease ran out, or it was "
-                "released or taken",
-                o->key, o->owner);
-        return o->lost_code;
-    }
-    if (rc != DLOCK_OK) {
-        cli_report(c, o->cmd_name, o->key, rc);
-        return cli_exit_for(o, rc);
-    }
-    return 0;
-}
-
-/* `dlock release KEY --owner OWNER`. */
-static int cmd_release(const struct cli *o, dlock_client *c)
-{
-    dlock_lock *lock;
-    int rc = adopt(o, c, &lock);
-
-    if (rc != 0)
-        return rc;
-    rc = dlock_lock_release(lock);
-    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
-        cli_err("\"%s\": the lease of %s ran out before the release", o->key,
-                o->owner);
-        return o->lost_code;
-    }
-    if (rc != DLOCK_OK) {
-        cli_report(c, "release", o->key, rc);
-        return cli_exit_for(o, rc);
-    }
-    cli_verbose(o, "released \"%s\"", o->key);
-    return 0;
-}
-
-/* `dlock extend KEY --owner OWNER -l SECONDS`. */
-static int cmd_extend(const struct cli *o, dlock_client *c)
-{
-    dlock_lock *lock;
-    char lease[32];
-    int rc = adopt(o, c, &lock);
-
-    if (rc != 0)
-        return rc;
-    /* Whatever the extension's outcome, the lock is not released here. */
-    rc = dlock_lock_extend(lock, o->lease_ms);
-    dlock_lock_detach(lock);
-    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
-        cli_err("\"%s\": the lease of %s ran out before the extension", o->key,
-                o->owner);
-        return o->lost_code;
-    }
-    if (rc != DLOCK_OK) {
-        cli_report(c, "extend", o->key, rc);
-        return cli_exit_for(o, rc);
-    }
-    cli_format_ms(o->lease_ms, lease, sizeof lease);
-    cli_verbose(o, "extended \"%s\": lease ends in %s", o->key, lease);
-    return 0;
-}
-
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
     {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
@@ -837,16 +585,16 @@ int main(int argc, char **argv)
         rc = cli_run(&o, client);
         break;
     case CMD_ACQUIRE:
-        rc = cmd_acquire(&o, client);
+        rc = cli_cmd_acquire(&o, client);
         break;
     case CMD_RELEASE:
-        rc = cmd_release(&o, client);
+        rc = cli_cmd_release(&o, client);
         break;
     case CMD_EXTEND:
-        rc = cmd_extend(&o, client);
+        rc = cli_cmd_extend(&o, client);
         break;
     case CMD_STATUS:
-        rc = cmd_status(&o, client);
+        rc = cli_cmd_status(&o, client);
         break;
     }
     dlock_client_free(client);

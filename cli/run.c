@@ -3,26 +3,22 @@
  *
  * The lock is taken with the library's watchdog, which renews the lease
  * every third of it while COMMAND runs and calls back when the lease is
- * found lost. COMMAND is a child process in dlock's own process group (as
- * with flock(1)); signals dlock receives are forwarded to it, and the lock
- * is released when it has exited. The main loop sleeps in ppoll() on the
- * self-pipe of signals.c, with the handled signals unblocked only there, and
- * reaps the child with waitpid(WNOHANG) after every wake-up. When the lease
- * is lost, the --on-lost policy applies: SIGTERM then SIGKILL after the
- * grace period, SIGKILL at once, or nothing; dlock then exits with the lost
- * code whatever COMMAND's status, because COMMAND's work was not protected
- * by the lock all along.
+ * found lost. COMMAND runs as a job in a process group of its own (job.c);
+ * signals dlock receives are forwarded to the whole group, and the lock is
+ * released when no process of the group is left. The main loop sleeps in
+ * ppoll() on the self-pipe of signals.c, with the handled signals unblocked
+ * only there, and reaps with waitpid(WNOHANG) after every wake-up. When the
+ * lease is lost, the --on-lost policy applies to the group: SIGTERM then
+ * SIGKILL after the grace period, SIGKILL at once, or nothing; dlock then
+ * exits with the lost code whatever COMMAND's status, because COMMAND's
+ * work was not protected by the lock all along.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -83,125 +79,99 @@ static void free_env(char **env)
     free(env);
 }
 
-/*
- * Start COMMAND. The child resets the signals dlock handles, restores the
- * original signal mask and, unless --on-lost ignore, asks the kernel to
- * send it the --on-lost signal should dlock die (nobody would renew the
- * lease any more). A CLOEXEC pipe tells the parent whether exec worked:
- * it reads EOF on success, the errno otherwise. Returns the pid; or -1 with
- * *exec_errno set when COMMAND could not be executed, or with errno set and
- * *exec_errno 0 when fork or pipe failed.
- */
-static pid_t spawn(const struct cli *o, char **envp, int *exec_errno)
-{
-    int ep[2], e;
-    int deathsig = o->on_lost == ON_LOST_KILL   ? SIGKILL
-                   : o->on_lost == ON_LOST_TERM ? SIGTERM
-                                                : 0;
-    sigset_t all, old;
-    pid_t pid, parent = getpid();
-    ssize_t n;
-
-    *exec_errno = 0;
-    if (pipe2(ep, O_CLOEXEC) < 0)
-        return -1;
-    /* No handler may run in the child before it has reset them. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid = fork();
-    if (pid == 0) {
-        close(ep[0]);
-        if (deathsig != 0) {
-            prctl(PR_SET_PDEATHSIG, deathsig);
-            if (getppid() != parent)
-                _exit(CLI_EX_SOFTWARE);
-        }
-        cli_signals_child_reset();
-        execvpe(o->command[0], o->command, envp);
-        e = errno;
-        if (write(ep[1], &e, sizeof e) < 0) {
-            /* The parent then sees EOF and the exit status below. */
-        }
-        _exit(e == ENOENT ? CLI_EX_NOT_FOUND : CLI_EX_CANNOT_EXEC);
-    }
-    e = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(ep[1]);
-    if (pid < 0) {
-        close(ep[0]);
-        errno = e;
-        return -1;
-    }
-    do
-        n = read(ep[0], &e, sizeof e);
-    while (n < 0 && errno == EINTR);
-    close(ep[0]);
-    if (n == (ssize_t)sizeof e) {
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-        *exec_errno = e;
-        return -1;
-    }
-    return pid;
-}
-
-/* State of the wait for COMMAND. */
-struct child {
-    pid_t pid;
-    int status;
+/* State of the wait for the job. */
+struct run_state {
+    struct cli_job job;
     int64_t kill_at; /* when to send SIGKILL after SIGTERM, -1: not due */
     int lost;        /* the lost policy was applied */
+    int said_left;   /* -v said that COMMAND's group outlives it */
 };
 
-/* Apply the --on-lost policy, once, when the watchdog reported the loss. */
-static void on_lease_lost(const struct cli *o, struct child *ch,
-                          dlock_lock *lock)
+/*
+ * Why the lease was lost, as far as the servers tell now, into BUF: the
+ * key gone (expired or deleted), held by another owner, or the servers out
+ * of reach (the renewals then failed until the validity ran out). The
+ * library's lost callback gives no reason, so this asks with
+ * dlock_lock_inspect(), after the policy's signal went out: it may take up
+ * to the command timeout when a server does not answer.
+ */
+static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
+                        char *buf, size_t len)
 {
-    char grace[32];
+    dlock_info info;
+    const char *msg;
+    int rc = dlock_lock_inspect(c, o->key, &info);
 
-    ch->lost = 1;
+    if (rc != DLOCK_OK) {
+        msg = dlock_errmsg(c);
+        snprintf(buf, len, "renewals failed: %s",
+                 msg != NULL && *msg != '\0' ? msg : dlock_strerror(rc));
+    } else if (!info.held) {
+        snprintf(buf, len, "the lock is free now: it expired or was deleted");
+    } else if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
+        snprintf(buf, len, "it is held by another owner now, %s", info.owner);
+    } else {
+        snprintf(buf, len,
+                 "renewals failed until its validity ran out; the servers "
+                 "still show it ours");
+    }
+}
+
+/* Apply the --on-lost policy, once, when the watchdog reported the loss:
+ * to every process of the job first, then say why. */
+static void on_lease_lost(const struct cli *o, dlock_client *c,
+                          struct run_state *rs, dlock_lock *lock)
+{
+    char grace[32], why[256];
+    unsigned long long token = dlock_lock_token(lock);
+    long pgid = (long)rs->job.pid;
+
+    rs->lost = 1;
+    if (o->on_lost == ON_LOST_TERM) {
+        cli_job_signal(&rs->job, SIGTERM);
+        rs->kill_at = cli_now_ms() + o->grace_ms;
+    } else if (o->on_lost == ON_LOST_KILL) {
+        cli_job_signal(&rs->job, SIGKILL);
+    }
+    lost_reason(o, c, lock, why, sizeof why);
     switch (o->on_lost) {
     case ON_LOST_TERM:
         cli_format_ms(o->grace_ms, grace, sizeof grace);
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: sending "
-                "SIGTERM to COMMAND (pid %ld), SIGKILL in %s",
-                o->key, (unsigned long long)dlock_lock_token(lock),
-                (long)ch->pid, grace);
-        kill(ch->pid, SIGTERM);
-        ch->kill_at = cli_now_ms() + o->grace_ms;
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "sent SIGTERM to COMMAND's process group %ld, SIGKILL in %s",
+                o->key, token, why, pgid, grace);
         break;
     case ON_LOST_KILL:
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: sending "
-                "SIGKILL to COMMAND (pid %ld)",
-                o->key, (unsigned long long)dlock_lock_token(lock),
-                (long)ch->pid);
-        kill(ch->pid, SIGKILL);
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "sent SIGKILL to COMMAND's process group %ld",
+                o->key, token, why, pgid);
         break;
     case ON_LOST_IGNORE:
-        cli_err("the lease on \"%s\" (fencing token %llu) was lost: COMMAND "
-                "(pid %ld) goes on without the lock (--on-lost ignore)",
-                o->key, (unsigned long long)dlock_lock_token(lock),
-                (long)ch->pid);
+        cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
+                "COMMAND (process group %ld) goes on without the lock "
+                "(--on-lost ignore)",
+                o->key, token, why, pgid);
         break;
     }
 }
 
 /*
- * Wait for COMMAND to exit, forwarding signals and applying the lost
- * policy. A Ctrl-C or Ctrl-\ from the terminal already reached COMMAND
- * when it is in our process group, so it is not sent a second time (many
- * programs treat a second Ctrl-C as "quit now"). Signals are sent before
- * reaping, so never to a pid that was reaped and could be reused. Returns
- * 0 with ch->status set, or -1 when waitpid failed.
+ * Wait until no process of the job is left, forwarding signals to its
+ * group and applying the lost policy. After COMMAND has exited, processes
+ * it left in its group are waited for too (the lock still covers them);
+ * those that are not our children may end without a SIGCHLD to us, so the
+ * group is then looked at every 100 ms as well. Returns 0 with
+ * rs->job.status set, or -1 when waitpid failed.
  */
-static int wait_child(const struct cli *o, struct child *ch, dlock_lock *lock)
+static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs,
+                    dlock_lock *lock)
 {
     sigset_t waitmask = *cli_signals_orig_mask();
     const sigset_t *handled = cli_signals_set();
+    struct cli_job *j = &rs->job;
     struct pollfd p;
     struct timespec ts;
-    int s, tty;
-    pid_t r;
+    int s;
 
     for (s = 1; s < NSIG; s++)
         if (sigismember(handled, s) == 1)
@@ -209,13 +179,15 @@ static int wait_child(const struct cli *o, struct child *ch, dlock_lock *lock)
     for (;;) {
         int64_t left = -1;
 
-        if (ch->kill_at >= 0) {
-            left = ch->kill_at - cli_now_ms();
+        if (rs->kill_at >= 0) {
+            left = rs->kill_at - cli_now_ms();
             if (left < 0)
                 left = 0;
-            ts.tv_sec = left / 1000;
-            ts.tv_nsec = (long)(left % 1000) * 1000000;
         }
+        if (j->exited && (left < 0 || left > 100))
+            left = 100;
+        ts.tv_sec = left / 1000;
+        ts.tv_nsec = (long)(left % 1000) * 1000000;
         p.fd = cli_signals_pipe();
         p.events = POLLIN;
         p.revents = 0;
@@ -224,34 +196,33 @@ static int wait_child(const struct cli *o, struct child *ch, dlock_lock *lock)
             return -1;
         cli_drain_pipe();
 
-        while ((s = cli_signals_take(&tty)) != 0) {
-            if (tty && (s == SIGINT || s == SIGQUIT) &&
-                getpgid(ch->pid) == getpgrp()) {
+        while ((s = cli_signals_take()) != 0)
+            if (cli_job_signal(j, s))
                 cli_verbose(o,
-                            "SIG%s came from the terminal: COMMAND got "
-                            "it too",
-                            sig_name(s));
-                continue;
-            }
-            cli_verbose(o, "forwarding SIG%s to COMMAND (pid %ld)", sig_name(s),
-                        (long)ch->pid);
-            kill(ch->pid, s);
-        }
-        if (!ch->lost && cli_lost_seen())
-            on_lease_lost(o, ch, lock);
-        if (ch->kill_at >= 0 && cli_now_ms() >= ch->kill_at) {
-            cli_err("COMMAND (pid %ld) still runs after the grace period: "
-                    "sending SIGKILL",
-                    (long)ch->pid);
-            kill(ch->pid, SIGKILL);
-            ch->kill_at = -1;
+                            "forwarded SIG%s to COMMAND's process group "
+                            "%ld",
+                            sig_name(s), (long)j->pid);
+        if (!rs->lost && cli_lost_seen())
+            on_lease_lost(o, c, rs, lock);
+        if (rs->kill_at >= 0 && cli_now_ms() >= rs->kill_at) {
+            if (cli_job_signal(j, SIGKILL))
+                cli_err("COMMAND's process group %ld still runs after the "
+                        "grace period: sending SIGKILL",
+                        (long)j->pid);
+            rs->kill_at = -1;
         }
 
-        r = waitpid(ch->pid, &ch->status, WNOHANG);
-        if (r == ch->pid)
-            return 0;
-        if (r < 0 && errno != EINTR)
+        if (cli_job_reap(o, j) < 0)
             return -1;
+        if (j->exited && !cli_job_alive(j))
+            return 0;
+        if (j->exited && !rs->said_left) {
+            rs->said_left = 1;
+            cli_verbose(o,
+                        "COMMAND exited; waiting for the processes left "
+                        "in its process group %ld",
+                        (long)j->pid);
+        }
     }
 }
 
@@ -265,7 +236,7 @@ static int wait_child(const struct cli *o, struct child *ch, dlock_lock *lock)
  */
 int cli_run(struct cli *o, dlock_client *c)
 {
-    struct child ch = {0, 0, -1, 0};
+    struct run_state rs;
     dlock_lock *lock = NULL;
     char **envp;
     char took[32], lease[32];
@@ -296,9 +267,11 @@ int cli_run(struct cli *o, dlock_client *c)
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     t0 = cli_now_ms();
-    ch.pid = spawn(o, envp, &exec_errno);
+    memset(&rs, 0, sizeof rs);
+    rs.kill_at = -1;
+    rc = cli_job_start(&rs.job, o, envp, &exec_errno);
     free_env(envp);
-    if (ch.pid < 0) {
+    if (rc < 0) {
         if (exec_errno != 0) {
             cli_err("cannot execute '%s': %s", o->command[0],
                     strerror(exec_errno));
@@ -314,31 +287,36 @@ int cli_run(struct cli *o, dlock_client *c)
             cli_verbose(o, "released \"%s\"", o->key);
         return code;
     }
-    cli_verbose(o, "running %s (pid %ld), lease %s renewed while it runs",
-                o->command[0], (long)ch.pid, lease);
+    cli_verbose(o,
+                "running %s (pid %ld, its own process group%s), lease %s "
+                "renewed while it runs",
+                o->command[0], (long)rs.job.pid,
+                rs.job.tty >= 0 ? ", in the terminal's foreground" : "", lease);
 
-    if (wait_child(o, &ch, lock) < 0) {
-        cli_err("waiting for COMMAND (pid %ld): %s", (long)ch.pid,
+    if (wait_job(o, c, &rs, lock) < 0) {
+        cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
                 strerror(errno));
+        /* The guard then sends the --on-lost signal to what is left. */
         dlock_lock_release(lock);
         return CLI_EX_OSERR;
     }
+    cli_job_end(&rs.job);
     cli_format_ms(cli_now_ms() - t0, took, sizeof took);
-    if (WIFEXITED(ch.status)) {
-        code = WEXITSTATUS(ch.status);
+    if (WIFEXITED(rs.job.status)) {
+        code = WEXITSTATUS(rs.job.status);
         cli_verbose(o, "%s exited with status %d after %s", o->command[0], code,
                     took);
-    } else if (WIFSIGNALED(ch.status)) {
-        code = 128 + WTERMSIG(ch.status);
+    } else if (WIFSIGNALED(rs.job.status)) {
+        code = 128 + WTERMSIG(rs.job.status);
         cli_verbose(o, "%s was killed by SIG%s after %s", o->command[0],
-                    sig_name(WTERMSIG(ch.status)), took);
+                    sig_name(WTERMSIG(rs.job.status)), took);
     } else {
         code = CLI_EX_SOFTWARE;
     }
 
     rc = dlock_lock_release(lock);
     if (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER) {
-        if (!ch.lost)
+        if (!rs.lost)
             cli_err("the lease on \"%s\" ran out before COMMAND finished: "
                     "its work was not protected by the lock all along",
                     o->key);

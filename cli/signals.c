@@ -31,22 +31,17 @@ static const int forwarded[] = {SIGINT,  SIGTERM, SIGHUP,
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 static volatile sig_atomic_t pending[NSIG];
-static volatile sig_atomic_t pending_tty[NSIG];
 static int self_pipe[2] = {-1, -1};
 static sigset_t orig_mask; /* the mask dlock was started with */
 static sigset_t handled;   /* the signals we installed handlers for */
 static atomic_int lost_seen;
 
-/* Record the signal and wake whoever polls the self-pipe. A signal sent by
- * the kernel (si_code SI_KERNEL) to our process group came from the
- * terminal: run.c uses that to avoid delivering a Ctrl-C twice. */
-static void on_signal(int sig, siginfo_t *si, void *uc)
+/* Record the signal and wake whoever polls the self-pipe. */
+static void on_signal(int sig)
 {
     int saved = errno;
     char b = 's';
 
-    (void)uc;
-    pending_tty[sig] = si != NULL && si->si_code == SI_KERNEL;
     pending[sig] = 1;
     if (write(self_pipe[1], &b, 1) < 0) {
         /* A full pipe already holds a wake-up. */
@@ -71,8 +66,8 @@ int cli_signals_setup(void)
         return -1;
     sigemptyset(&handled);
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask);
     for (size_t i = 0; i < NFORWARDED; i++) {
         if (sigaction(forwarded[i], NULL, &old) == 0 &&
@@ -82,7 +77,7 @@ int cli_signals_setup(void)
             return -1;
         sigaddset(&handled, forwarded[i]);
     }
-    sa.sa_flags |= SA_NOCLDSTOP;
+    /* Without SA_NOCLDSTOP: run.c must see COMMAND stop (Ctrl-Z). */
     if (sigaction(SIGCHLD, &sa, NULL) < 0)
         return -1;
     sigaddset(&handled, SIGCHLD);
@@ -124,20 +119,15 @@ void cli_drain_pipe(void)
         ;
 }
 
-/*
- * Take one pending forwarded signal: returns its number and clears it, and
- * sets *from_tty when the kernel sent it (a terminal), or returns 0 when
- * none is pending. SIGCHLD is not reported here.
- */
-int cli_signals_take(int *from_tty)
+/* Take one pending forwarded signal: returns its number and clears it, or
+ * returns 0 when none is pending. SIGCHLD is not reported here. */
+int cli_signals_take(void)
 {
     for (size_t i = 0; i < NFORWARDED; i++) {
         int s = forwarded[i];
 
         if (pending[s]) {
             pending[s] = 0;
-            if (from_tty != NULL)
-                *from_tty = pending_tty[s];
             return s;
         }
     }
@@ -213,7 +203,7 @@ static void *canceler_main(void *arg)
             break;
         cli_drain_pipe();
         if (k->signo == 0)
-            k->signo = cli_signals_take(NULL);
+            k->signo = cli_signals_take();
         if (k->signo != 0)
             dlock_client_cancel(k->client);
     }
@@ -229,7 +219,7 @@ static int stop_signal_pending(void)
 {
     sigset_t set;
     struct timespec zero = {0, 0};
-    int s = cli_signals_take(NULL);
+    int s = cli_signals_take();
 
     if (s != 0)
         return s;

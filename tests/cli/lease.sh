@@ -15,6 +15,12 @@ P=$REDIS_PORT
 # The child marks its end ($T/finished) before it exits: an attempt that
 # got the lock counts as a failure only if the child was still running
 # when the attempt had ended (it may otherwise have overlapped the release).
+# The shortest lease the tool accepts (0.1 s) is one the lock can use:
+# acquire, run, release (the usage error below it is in usage.sh).
+expect_status 0 "-l 0.1, the minimum, takes and releases the lock" \
+    "$DLOCK_BIN" run -l 0.1 minlease -- true
+expect_status 0 "acquire -l 0.1 too" "$DLOCK_BIN" acquire -l 0.1 minlease2
+
 spawn_bg_err "$T/renew.err" "$DLOCK_BIN" run -l 1 renew -- \
     sh -c 'touch "$1/started"; sleep 3.5; touch "$1/finished"' sh "$T"
 holder=$BG

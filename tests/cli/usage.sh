@@ -48,6 +48,11 @@ for bad in abc -1 1e999 0x10 inf nan '' ' 5' 5s 1.2.3 1e 315360001; do
     usage_error "-w '$bad'" "--wait '$bad'" run -w "$bad" k true
 done
 usage_error "-l 0" "must be more than 0" run -l 0 k true
+usage_error "-l 0.001" "below the minimum of 0.1 s" run -l 0.001 k true
+usage_error "-l 0.099" "below the minimum of 0.1 s" run -l 0.099 k true
+usage_error "acquire -l 0.05" "below the minimum of 0.1 s" acquire -l 0.05 k
+usage_error "extend -l 0.002" "below the minimum of 0.1 s" \
+    extend --owner o -l 0.002 k
 usage_error "-l -3" "must not be negative" run -l -3 k true
 usage_error "--grace x" "--grace 'x'" run --grace x k true
 usage_error "-E 256" "--conflict-exit-code '256'" run -E 256 k true
@@ -88,5 +93,18 @@ check "COMMAND did not run without the lock" test ! -e "$T/ran"
 expect_status 69 "nothing runs without a server" \
     "$DLOCK_BIN" run -s "redis://127.0.0.1:$port" k -- touch "$T/ran"
 check "COMMAND did not run" test ! -e "$T/ran"
+
+# DLOCK_SERVERS set but naming no server is a usage error, not localhost.
+for v in '' ',' ' , ' '	'; do
+    expect_status 64 "DLOCK_SERVERS='$v': usage error" \
+        env DLOCK_SERVERS="$v" "$DLOCK_BIN" run k -- touch "$T/ran"
+    check "DLOCK_SERVERS='$v': the message says why" \
+        grep -q "DLOCK_SERVERS is set but names no server" "$T/err"
+done
+expect_status 64 "DLOCK_SERVERS='': status too" \
+    env DLOCK_SERVERS= "$DLOCK_BIN" status k
+check "nothing ran with an empty DLOCK_SERVERS" test ! -e "$T/ran"
+expect_status 69 "-s wins over an empty DLOCK_SERVERS" \
+    env DLOCK_SERVERS= "$DLOCK_BIN" run -s "redis://127.0.0.1:$port" k -- true
 
 finish

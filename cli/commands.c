@@ -1,0 +1,220 @@
+/*
+ * commands.c - the small subcommands of the dlock tool: `status` (what the
+ * servers know about a lock), and `acquire`, `release` and `extend`, which
+ * let a shell script hold a lock across several commands without renewal.
+ * dlock.c parses the command line and calls these; they use report.c for
+ * messages and exit statuses, signals.c for an acquire that a signal can
+ * interrupt, and util.c for formatting.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Cut the next line off *p (in place) and return it; NULL at the end. */
+static char *take_line(char **p)
+{
+    char *line = *p, *nl;
+    if (*line == '\0')
+        return NULL;
+    nl = strchr(line, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+        *p = nl + 1;
+    } else {
+        *p = line + strlen(line);
+    }
+    return line;
+}
+
+/* `dlock status KEY [--json]`: what the servers know about KEY, and
+ * any server setting that weakens the lock (dlock_client_check). The
+ * number of waiters is not known (the library counts only the fair-mode
+ * queue): it is printed as unknown, the fair queue's length apart. */
+int cli_cmd_status(const struct cli *o, dlock_client *c)
+{
+    dlock_info info;
+    char ttl[32], checks[4096], *line, *next;
+    int rc = dlock_lock_inspect(c, o->key, &info);
+
+    if (rc != DLOCK_OK) {
+        cli_report(c, "status", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    if (dlock_client_check(c, checks, sizeof checks) <= 0)
+        checks[0] = '\0';
+    if (o->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, o->key);
+        printf(",\"held\":%s,\"owner\":", info.held ? "true" : "false");
+        if (info.held)
+            cli_json_string(stdout, info.owner);
+        else
+            fputs("null", stdout);
+        printf(",\"reentry\":%lld", (long long)(info.held ? info.reentry : 0));
+        if (info.held && info.ttl_ms >= 0)
+            printf(",\"ttl_ms\":%lld", (long long)info.ttl_ms);
+        else
+            fputs(",\"ttl_ms\":null", stdout);
+        printf(",\"token\":%llu", (unsigned long long)info.last_token);
+        /* See the text branch: the count of waiters is never known. */
+        fputs(",\"waiters\":null,\"fair_queue\":", stdout);
+        if (info.waiters >= 0)
+            printf("%lld", (long long)info.waiters);
+        else
+            fputs("null", stdout);
+        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
+               info.nodes_holding, o->nservers);
+        for (next = checks; (line = take_line(&next)) != NULL;) {
+            if (line != checks)
+                fputc(',', stdout);
+            cli_json_string(stdout, line);
+        }
+        fputs("]}\n", stdout);
+    } else {
+        printf("key:      %s\n", o->key);
+        printf("state:    %s\n", info.held ? "held" : "free");
+        if (info.held) {
+            cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
+            printf("owner:    %s\n", info.owner);
+            printf("reentry:  %lld\n", (long long)info.reentry);
+            printf("ttl:      %s\n", info.ttl_ms < 0 ? "none" : ttl);
+        }
+        printf("token:    %llu%s\n", (unsigned long long)info.last_token,
+               info.last_token == 0 ? " (never granted)" : "");
+        /* dlock_info.waiters counts the fair-mode queue only: waiters of
+         * the notify and spin strategies (every `dlock run -w`) are in no
+         * Redis structure, so 0 would claim what nobody knows. */
+        if (info.waiters > 0)
+            printf("waiters:  unknown, %lld queued in fair mode\n",
+                   (long long)info.waiters);
+        else
+            printf("waiters:  unknown\n");
+        if (o->nservers > 1)
+            printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
+                   o->nservers);
+        for (next = checks; (line = take_line(&next)) != NULL;)
+            printf("warning:  %s\n", line);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing to stdout: %s", strerror(errno));
+        return 74;
+    }
+    return 0;
+}
+
+/*
+ * `dlock acquire KEY`: take the lock, print the owner handle and exit still
+ * holding it (no renewal). If the handle cannot be written the lock is
+ * released again, since nobody could release it before the lease ends.
+ */
+int cli_cmd_acquire(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    int signo, rc = cli_acquire(o, c, 0, &lock, &signo);
+    char lease[32];
+
+    if (signo != 0) {
+        if (lock != NULL)
+            dlock_lock_release(lock);
+        cli_verbose(o, "interrupted by signal %d", signo);
+        return 128 + signo;
+    }
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
+            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+        else
+            cli_report(c, "acquire", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    if (o->export_env) {
+        fputs("DLOCK_KEY=", stdout);
+        cli_shell_quote(stdout, o->key);
+        fputs("; DLOCK_OWNER=", stdout);
+        cli_shell_quote(stdout, dlock_lock_owner(lock));
+        printf("; DLOCK_FENCING_TOKEN=%llu; export DLOCK_KEY DLOCK_OWNER "
+               "DLOCK_FENCING_TOKEN\n",
+               (unsigned long long)dlock_lock_token(lock));
+    } else {
+        printf("%s %llu\n", dlock_lock_owner(lock),
+               (unsigned long long)dlock_lock_token(lock));
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing the owner to stdout: %s; releasing \"%s\"",
+                strerror(errno), o->key);
+        dlock_lock_release(lock);
+        return 74;
+    }
+    cli_format_ms(o->lease_ms, lease, sizeof lease);
+    cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
+    /* The lock outlives us: free the handle without releasing it. */
+    dlock_lock_detach(lock);
+    return 0;
+}
+
+/* Adopt KEY as --owner for release and extend. Returns 0 with *lock set,
+ * or an exit status after printing why. */
+static int adopt(const struct cli *o, dlock_client *c, dlock_lock **lock)
+{
+    int rc = dlock_lock_adopt(lock, c, o->key, o->owner, 0);
+
+    if (rc == DLOCK_NOT_OWNER) {
+        cli_err("\"%s\" is not held by %s: its lease ran out, or it was "
+                "released or taken",
+                o->key, o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, o->cmd_name, o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    return 0;
+}
+
+/* `dlock release KEY --owner OWNER`. */
+int cli_cmd_release(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    int rc = adopt(o, c, &lock);
+
+    if (rc != 0)
+        return rc;
+    rc = dlock_lock_release(lock);
+    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
+        cli_err("\"%s\": the lease of %s ran out before the release", o->key,
+                o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, "release", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    cli_verbose(o, "released \"%s\"", o->key);
+    return 0;
+}
+
+/* `dlock extend KEY --owner OWNER -l SECONDS`. */
+int cli_cmd_extend(const struct cli *o, dlock_client *c)
+{
+    dlock_lock *lock;
+    char lease[32];
+    int rc = adopt(o, c, &lock);
+
+    if (rc != 0)
+        return rc;
+    /* Whatever the extension's outcome, the lock is not released here. */
+    rc = dlock_lock_extend(lock, o->lease_ms);
+    dlock_lock_detach(lock);
+    if (rc == DLOCK_NOT_OWNER || rc == DLOCK_LOST) {
+        cli_err("\"%s\": the lease of %s ran out before the extension", o->key,
+                o->owner);
+        return o->lost_code;
+    }
+    if (rc != DLOCK_OK) {
+        cli_report(c, "extend", o->key, rc);
+        return cli_exit_for(o, rc);
+    }
+    cli_format_ms(o->lease_ms, lease, sizeof lease);
+    cli_verbose(o, "extended \"%s\": lease ends in %s", o->key, lease);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * report.c - what the dlock tool says and how it exits: messages on stderr
+ * ("dlock: ...", and the -v ones), the report of a failed library call, and
+ * the mapping of library status codes to exit statuses. Every other file of
+ * the tool calls down into this one; it calls only include/dlock.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* Print "dlock: MESSAGE" on stderr. */
+void cli_err(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("dlock: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Print "dlock: MESSAGE" on stderr when -v was given. */
+void cli_verbose(const struct cli *o, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!o->verbose)
+        return;
+    fputs("dlock: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/*
+ * The exit status for a library status code: the conflict code when the
+ * lock is held by someone else, the lost code when our hold is gone, and
+ * sysexits(3) values for the rest.
+ */
+int cli_exit_for(const struct cli *o, int rc)
+{
+    switch (rc) {
+    case DLOCK_OK:
+        return 0;
+    case DLOCK_BUSY:
+    case DLOCK_TIMEDOUT:
+        return o->conflict_code;
+    case DLOCK_NOT_OWNER:
+    case DLOCK_LOST:
+        return o->lost_code;
+    case DLOCK_NO_QUORUM:
+    case DLOCK_EIO:
+    case DLOCK_ETIMEDOUT:
+    case DLOCK_EPROTO:
+    case DLOCK_ESERVER:
+    case DLOCK_ETLS:
+        return CLI_EX_UNAVAILABLE;
+    case DLOCK_EAUTH:
+        return CLI_EX_NOPERM;
+    case DLOCK_EINVAL:
+        return CLI_EX_USAGE;
+    case DLOCK_ENOMEM:
+        return CLI_EX_OSERR;
+    default:
+        return CLI_EX_SOFTWARE;
+    }
+}
+
+/* Print why a library call on KEY failed: "dlock: "KEY": text (details)",
+ * the details naming the operation; without details "dlock: WHAT "KEY":
+ * text". */
+void cli_report(dlock_client *c, const char *what, const char *key, int rc)
+{
+    const char *detail = c != NULL ? dlock_errmsg(c) : "";
+
+    if (detail != NULL && *detail != '\0')
+        cli_err("\"%s\": %s (%s)", key, dlock_strerror(rc), detail);
+    else
+        cli_err("%s \"%s\": %s", what, key, dlock_strerror(rc));
+}
