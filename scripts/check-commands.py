@@ -85,6 +85,8 @@ def first_words(segment):
     i = 0
     while i < len(words):
         w = words[i]
+        if w in ("for", "select", "case"):
+            break  # a loop variable or a case word follows, no command
         if w in KEYWORDS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\[.*\])?\+?=",
                                      w) or w.startswith(("<", ">", "2>")):
             i += 1
