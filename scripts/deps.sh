@@ -27,6 +27,14 @@ packages=(
     clang libclang-rt-14-dev valgrind clang-format
     procps util-linux coreutils python3
 )
+# bench/run's peers: redis-py's Lock (Debian's python3-redis, for
+# /usr/bin/python3) and node-redlock, whose node_modules bench/run installs
+# with `npm ci` from bench/peers/package-lock.json. node and npm come from
+# Debian unless some are already there (a nodesource nodejs ships its own
+# npm and conflicts with Debian's).
+packages+=(python3-redis)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 packages+=("$@")
 
 installed() {
