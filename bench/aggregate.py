@@ -44,15 +44,15 @@ PEER_HEAD = {"redis-py": "redis-py Lock",
              "node-redlock": "node-redlock 5.0.0-beta.2"}
 
 
-def round_ratios(rounds, lab):
-    """Per-round acq/s ratios of LAB to LAB_floor, paired by round number
-    (a round whose peer run failed has no line), and their median."""
+def round_ratios(rounds, lab, key="acq_per_s"):
+    """Per-round ratios (of key) of LAB to LAB_floor, paired by round
+    number (a round whose peer run failed has no line), and their median."""
     fl = {d["label"].split("@", 1)[1].split("_")[0]: d
           for d in rounds.get(lab + "_floor", [])}
     per = []
     for d in rounds.get(lab, []):
         f = fl.get(d["label"].split("@", 1)[1])
-        x = ratio(d.get("acq_per_s"), f and f.get("acq_per_s"))
+        x = ratio(d.get(key), f and f.get(key))
         if x is not None:
             per.append(x)
     return per, (round(statistics.median(per), 3) if per else None)
@@ -96,6 +96,10 @@ def peer_results(runs, rounds):
             if med is not None:
                 e["w2"]["ratio_to_floor"] = med
                 e["w2"]["ratio_rounds"] = per
+        per, med = round_ratios(rounds, w1lab, "cycles_per_s")
+        if med is not None:
+            e["w1"]["ratio_to_floor"] = med
+            e["w1"]["ratio_rounds"] = per
         if pre + "_w1_5" in runs:
             d, f = runs[pre + "_w1_5"], runs.get(pre + "_w1_5_floor", {})
             e["w1_5"] = {
@@ -108,6 +112,10 @@ def peer_results(runs, rounds):
                 "ratio_to_raw_floor": ratio(d.get("cycles_per_s"),
                                             f.get("cycles_per_s")),
             }
+            per, med = round_ratios(rounds, pre + "_w1_5", "cycles_per_s")
+            if med is not None:
+                e["w1_5"]["ratio_to_raw_floor"] = med
+                e["w1_5"]["ratio_rounds"] = per
         if pre + "_w2_5" in runs:
             d = runs[pre + "_w2_5"]
             e["w2_5"] = {k: d.get(k) for k in (
@@ -587,8 +595,9 @@ def main():
         print("  %-6s %-42s %s" % (state, t["target"], fmt(t["value"], 3)))
 
     print()
-    print("side by side (peers: %s; each peer W1/W2 next to its own floor "
-          "run right before it; x = ratio to that floor):" % (
+    print("side by side (peers: %s; a peer's W1 and W2 run in rounds, each "
+          "right after a floor run of its own, x = the median of the rounds' "
+          "ratios; dlock's W1 is paired with its floor):" % (
               versions or "none"))
     print()
     for row in table:
