@@ -165,6 +165,9 @@ def side_by_side(by, peers):
                              P(n, "w1", "ratio_to_floor")),
         lambda s: with_ratio(by[s]["w1"]["cycles_per_s"],
                              by[s]["w1"]["ratio_to_floor"]))
+    row("W1 its floor's cycles/s (run before it; dlock's: paired)", "–",
+        lambda n: num(P(n, "w1", "floor_cycles_per_s")),
+        lambda s: num(by[s]["floor"].get("w1_cycles_per_s")))
     row("W1 Redis CPU µs / cycle",
         num(fl.get("w1_redis_cpu_us_per_cycle")),
         lambda n: num(P(n, "w1", "redis_cpu_us_per_cycle")),
@@ -180,6 +183,9 @@ def side_by_side(by, peers):
         lambda s: with_ratio(by[s]["w4"].get("w1_cycles_per_s_5"),
                              ratio(by[s]["w4"].get("w1_cycles_per_s_5"),
                                    by[s]["w4"].get("raw_w1_cycles_per_s_5"))))
+    row("W2/W3 its floor-cs acq/s (median of the floor runs before it)",
+        "–", lambda n: num(P(n, "w2", "floor_acq_per_s")),
+        lambda s: num(by[s]["floor"].get("w2_acq_per_s")))
     for w, procs in (("w2", 8), ("w3", 64)):
         W = w.upper()
         row("%s %d processes, acq/s (x floor-cs)" % (W, procs),
