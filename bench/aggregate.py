@@ -38,8 +38,266 @@ def merge_rounds(lines):
     return out
 
 
+# The peers bench/run measures next to dlock: (name, label prefix).
+PEERS = [("redis-py", "py"), ("node-redlock", "node")]
+PEER_HEAD = {"redis-py": "redis-py Lock",
+             "node-redlock": "node-redlock 5.0.0-beta.2"}
+
+
+def round_ratios(rounds, lab, key="acq_per_s"):
+    """Per-round ratios (of key) of LAB to LAB_floor, paired by round
+    number (a round whose peer run failed has no line), and their median."""
+    fl = {d["label"].split("@", 1)[1].split("_")[0]: d
+          for d in rounds.get(lab + "_floor", [])}
+    per = []
+    for d in rounds.get(lab, []):
+        f = fl.get(d["label"].split("@", 1)[1])
+        x = ratio(d.get(key), f and f.get(key))
+        if x is not None:
+            per.append(x)
+    return per, (round(statistics.median(per), 3) if per else None)
+
+
+def peer_results(runs, rounds):
+    """The peers' numbers, each next to its own floor run."""
+    out = {}
+    for name, pre in PEERS:
+        w1lab = "py_w1" if pre == "py" else "node_w1_1"
+        if w1lab not in runs and pre + "_w2" not in runs:
+            continue
+        e = {}
+        w1, w1f = runs.get(w1lab, {}), runs.get(w1lab + "_floor", {})
+        e["w1"] = {
+            "cycles_per_s": w1.get("cycles_per_s"),
+            "p50_us": w1.get("p50_us"),
+            "p99_us": w1.get("p99_us"),
+            "redis_cpu_us_per_cycle": w1.get("redis_cpu_us_per_cycle"),
+            "redis_commands_per_cycle": w1.get("redis_commands_per_cycle"),
+            "errors": w1.get("errors"),
+            "floor_cycles_per_s": w1f.get("cycles_per_s"),
+            "floor_redis_cpu_us_per_cycle": w1f.get("redis_cpu_us_per_cycle"),
+            "ratio_to_floor": ratio(w1.get("cycles_per_s"),
+                                    w1f.get("cycles_per_s")),
+        }
+        f2 = runs.get(pre + "_w2_floor", {})
+        for w in ("w2", "w3"):
+            d = runs.get(pre + "_" + w)
+            if d is None:
+                continue
+            e[w] = {k: d.get(k) for k in (
+                "procs", "acq_per_s", "redis_cpu_us_per_acq",
+                "redis_commands_per_acq", "fairness_min_over_max",
+                "lost_updates", "errors", "seconds")}
+            e[w]["floor_acq_per_s"] = f2.get("acq_per_s")
+            e[w]["ratio_to_floor"] = ratio(d.get("acq_per_s"),
+                                           f2.get("acq_per_s"))
+        if "w2" in e:
+            per, med = round_ratios(rounds, pre + "_w2")
+            if med is not None:
+                e["w2"]["ratio_to_floor"] = med
+                e["w2"]["ratio_rounds"] = per
+        per, med = round_ratios(rounds, w1lab, "cycles_per_s")
+        if med is not None:
+            e["w1"]["ratio_to_floor"] = med
+            e["w1"]["ratio_rounds"] = per
+        if pre + "_w1_5" in runs:
+            d, f = runs[pre + "_w1_5"], runs.get(pre + "_w1_5_floor", {})
+            e["w1_5"] = {
+                "cycles_per_s": d.get("cycles_per_s"),
+                "p50_us": d.get("p50_us"),
+                "redis_cpu_us_per_cycle": d.get("redis_cpu_us_per_cycle"),
+                "redis_commands_per_cycle": d.get("redis_commands_per_cycle"),
+                "errors": d.get("errors"),
+                "raw_floor_cycles_per_s": f.get("cycles_per_s"),
+                "ratio_to_raw_floor": ratio(d.get("cycles_per_s"),
+                                            f.get("cycles_per_s")),
+            }
+            per, med = round_ratios(rounds, pre + "_w1_5", "cycles_per_s")
+            if med is not None:
+                e["w1_5"]["ratio_to_raw_floor"] = med
+                e["w1_5"]["ratio_rounds"] = per
+        if pre + "_w2_5" in runs:
+            d = runs[pre + "_w2_5"]
+            e["w2_5"] = {k: d.get(k) for k in (
+                "procs", "acq_per_s", "redis_cpu_us_per_acq",
+                "redis_commands_per_acq", "fairness_min_over_max",
+                "lost_updates", "errors", "seconds")}
+        out[name] = e
+    return out
+
+
+def num(v, p=0):
+    """A table cell: thousands separators, '-' when missing."""
+    if v is None:
+        return "–"
+    if p == 0:
+        return "{:,}".format(int(round(v)))
+    return ("%%.%df" % p) % v
+
+
+def with_ratio(v, r, p=0):
+    if v is None:
+        return "–"
+    return num(v, p) + ("" if r is None else " (%s)" % num(r, 2))
+
+
+def side_by_side(by, peers):
+    """The issue-18 table: floor, the peers, dlock notify and fair."""
+    dl = [s for s in (DEFAULT, "fair") if s in by]
+    pn = [n for n, _ in PEERS]
+    head = ["workload", "floor"] + \
+        ["%s%s" % (PEER_HEAD[n], "" if n in peers else " (skipped)")
+         for n in pn] + \
+        ["dlock %s%s" % (s, " (default)" if s == DEFAULT else "")
+         for s in dl]
+    rows = [head]
+    fl = by.get(DEFAULT, {}).get("floor", {})
+    w4 = by.get(DEFAULT, {}).get("w4", {})
+    P = lambda n, *ks: _dig(peers.get(n), *ks)  # noqa: E731
+
+    def row(label, floor, peer_cell, dlock_cell):
+        rows.append([label, floor] + [peer_cell(n) for n in pn] +
+                    [dlock_cell(s) for s in dl])
+
+    row("W1 uncontended, 1 server, cycles/s (x own floor)",
+        num(fl.get("w1_cycles_per_s")),
+        lambda n: with_ratio(P(n, "w1", "cycles_per_s"),
+                             P(n, "w1", "ratio_to_floor")),
+        lambda s: with_ratio(by[s]["w1"]["cycles_per_s"],
+                             by[s]["w1"]["ratio_to_floor"]))
+    row("W1 its floor's cycles/s (run before it; dlock's: paired)", "–",
+        lambda n: num(P(n, "w1", "floor_cycles_per_s")),
+        lambda s: num(by[s]["floor"].get("w1_cycles_per_s")))
+    row("W1 Redis CPU µs / cycle",
+        num(fl.get("w1_redis_cpu_us_per_cycle")),
+        lambda n: num(P(n, "w1", "redis_cpu_us_per_cycle")),
+        lambda s: num(by[s]["w1"].get("redis_cpu_us_per_cycle")))
+    row("W1 Redis commands / cycle",
+        num(fl.get("w1_redis_commands_per_cycle"), 1),
+        lambda n: num(P(n, "w1", "redis_commands_per_cycle"), 1),
+        lambda s: num(by[s]["w1"].get("redis_commands_per_cycle"), 1))
+    row("W1 uncontended, 5 servers, cycles/s (x raw fan-out floor)",
+        num(w4.get("raw_w1_cycles_per_s_5")),
+        lambda n: with_ratio(P(n, "w1_5", "cycles_per_s"),
+                             P(n, "w1_5", "ratio_to_raw_floor")),
+        lambda s: with_ratio(by[s]["w4"].get("w1_cycles_per_s_5"),
+                             ratio(by[s]["w4"].get("w1_cycles_per_s_5"),
+                                   by[s]["w4"].get("raw_w1_cycles_per_s_5"))))
+    row("W2/W3 its floor-cs acq/s (median of the floor runs before it)",
+        "–", lambda n: num(P(n, "w2", "floor_acq_per_s")),
+        lambda s: num(by[s]["floor"].get("w2_acq_per_s")))
+    for w, procs in (("w2", 8), ("w3", 64)):
+        W = w.upper()
+        row("%s %d processes, acq/s (x floor-cs)" % (W, procs),
+            with_ratio(fl.get("w2_acq_per_s"), 1.0),
+            lambda n: with_ratio(P(n, w, "acq_per_s"),
+                                 P(n, w, "ratio_to_floor")),
+            lambda s: with_ratio(by[s][w]["acq_per_s"],
+                                 by[s][w]["ratio_to_floor"]))
+        row("%s Redis commands / acquisition (script internals counted)" % W,
+            num(fl.get("w2_redis_commands_per_acq"), 1),
+            lambda n: num(P(n, w, "redis_commands_per_acq"), 1),
+            lambda s: num(by[s][w].get("redis_commands_per_acq"), 1))
+        row("%s Redis CPU µs / acquisition" % W,
+            num(fl.get("w2_redis_cpu_us_per_acq")),
+            lambda n: num(P(n, w, "redis_cpu_us_per_acq")),
+            lambda s: num(by[s][w].get("redis_cpu_us_per_acq")))
+        row("%s client requests / acquisition" % W, "4",
+            lambda n: "–",
+            lambda s: num(by[s][w].get("requests_per_acq"), 2))
+        row("%s fairness min/max per process" % W, "–",
+            lambda n: num(P(n, w, "fairness_min_over_max"), 2),
+            lambda s: num(by[s][w].get("fairness_min_over_max"), 2))
+        row("%s timeouts (failed acquires)" % W, "–",
+            lambda n: num(P(n, w, "errors")),
+            lambda s: num(by[s][w].get("errors")))
+    row("W2 5 servers, 8 processes, acq/s (fairness)",
+        num(w4.get("raw_w2_acq_per_s_5")),
+        lambda n: "–" if P(n, "w2_5", "acq_per_s") is None else
+        "%s (%s)" % (num(P(n, "w2_5", "acq_per_s")),
+                     num(P(n, "w2_5", "fairness_min_over_max"), 2)),
+        lambda s: "–" if by[s]["w4"].get("w2_acq_per_s_5") is None else
+        "%s (%s)" % (num(by[s]["w4"]["w2_acq_per_s_5"]),
+                     num(by[s]["w4"].get("w2_fairness_5"), 2)))
+    return rows
+
+
+def _dig(d, *ks):
+    for k in ks:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def issue18_targets(by, peers):
+    """Issue 18's targets for the default strategy, met or missed."""
+    out = []
+
+    def t(name, value, ok):
+        out.append({"target": name, "value": value,
+                    "met": bool(ok) if value is not None else None})
+
+    r = by.get(DEFAULT)
+    if r is None:
+        return out
+    fl = r["floor"]
+    v = r["w1"]["ratio_to_floor"]
+    t("W1 %s >= 0.98x floor" % DEFAULT, v, v is not None and v >= 0.98)
+    v = ratio(r["w1"].get("redis_cpu_us_per_cycle"),
+              fl.get("w1_redis_cpu_us_per_cycle"))
+    t("W1 Redis CPU/cycle <= 1.1x floor's", v, v is not None and v <= 1.1)
+    for w in ("w2", "w3"):
+        W = w.upper()
+        x = r[w]
+        v = x["ratio_to_floor"]
+        t("%s %s >= 1.15x floor-cs" % (W, DEFAULT), v,
+          v is not None and v >= 1.15)
+        v = x["requests_per_acq"]
+        t("%s <= 4.2 requests/acq" % W, v, v is not None and v <= 4.2)
+        v = x.get("redis_commands_per_acq")
+        t("%s <= 10 Redis commands/acq" % W, v, v is not None and v <= 10)
+        cheap = [(_dig(peers, n, w, "redis_cpu_us_per_acq"), n)
+                 for n in peers]
+        cheap = [c for c in cheap if c[0] is not None]
+        if cheap:
+            c, n = min(cheap)
+            v = ratio(x.get("redis_cpu_us_per_acq"), c)
+            t("%s Redis CPU/acq <= cheapest peer's (%s, %.0f us)" % (W, n, c),
+              v, v is not None and v <= 1.0)
+        else:
+            t("%s Redis CPU/acq <= cheapest peer's (no peer ran)" % W, None,
+              None)
+        v = x["fairness_min_over_max"]
+        t("%s fairness >= 0.9" % W, v, v is not None and v >= 0.9)
+        v = x["errors"]
+        t("%s 0 timeouts" % W, v, v is not None and v == 0)
+    v = ratio(r["w3"].get("redis_cpu_us_per_acq"),
+              r["w2"].get("redis_cpu_us_per_acq"))
+    t("W3 Redis CPU/acq <= 1.1x W2's", v, v is not None and v <= 1.1)
+    v = ratio(r["w3"].get("redis_commands_per_acq"),
+              r["w2"].get("redis_commands_per_acq"))
+    t("W3 Redis commands/acq <= 1.1x W2's", v, v is not None and v <= 1.1)
+    w4 = r.get("w4", {})
+    v = ratio(w4.get("w1_cycles_per_s_5"),
+              _dig(peers, "node-redlock", "w1_5", "cycles_per_s"))
+    t("Redlock 5 servers: W1 >= 1.3x node-redlock's", v,
+      v is not None and v >= 1.3)
+    v = ratio(w4.get("w1_cycles_per_s_5"), w4.get("raw_w1_cycles_per_s_5"))
+    t("Redlock 5 servers: W1 >= 0.9x raw fan-out floor", v,
+      v is not None and v >= 0.9)
+    v = ratio(w4.get("w2_acq_per_s_5"),
+              _dig(peers, "node-redlock", "w2_5", "acq_per_s"))
+    t("Redlock 5 servers: W2 8 procs >= 3x node-redlock's", v,
+      v is not None and v >= 3)
+    v = w4.get("w2_fairness_5")
+    t("Redlock 5 servers: W2 fairness >= 0.9", v, v is not None and v >= 0.9)
+    return out
+
+
 def main():
     raw_path, out_path, work, quick, machine = sys.argv[1:6]
+    versions = sys.argv[6] if len(sys.argv) > 6 else ""
     runs = {}
     rounds = {}
     with open(raw_path) as f:
@@ -75,6 +333,12 @@ def main():
             "w1_p99_us": w1_floor.get("p99_us"),
             "w2_acq_per_s": w2_floor.get("acq_per_s"),
             "w2_redis_cpu_us_per_acq": w2_floor.get("redis_cpu_us_per_acq"),
+            "w2_redis_commands_per_acq": w2_floor.get(
+                "redis_commands_per_acq"),
+            "w1_redis_cpu_us_per_cycle": w1_floor.get(
+                "redis_cpu_us_per_cycle"),
+            "w1_redis_commands_per_cycle": w1_floor.get(
+                "redis_commands_per_cycle"),
         }
         r["w1"] = {
             "cycles_per_s": get("w1_" + s, "cycles_per_s"),
@@ -82,6 +346,10 @@ def main():
             "p99_us": get("w1_" + s, "p99_us"),
             "ratio_to_floor": ratio(get("w1_" + s, "cycles_per_s"),
                                     w1_floor.get("cycles_per_s")),
+            "redis_cpu_us_per_cycle": get("w1_" + s,
+                                          "redis_cpu_us_per_cycle"),
+            "redis_commands_per_cycle": get("w1_" + s,
+                                            "redis_commands_per_cycle"),
         }
         for w in ("w2", "w3"):
             lab = w + "_" + s
@@ -94,6 +362,7 @@ def main():
                 "handoff_mean_us": get(lab, "handoff_mean_us"),
                 "requests_per_acq": get(lab, "requests_per_acq"),
                 "redis_cpu_us_per_acq": get(lab, "redis_cpu_us_per_acq"),
+                "redis_commands_per_acq": get(lab, "redis_commands_per_acq"),
                 "handoff_p50_us": get(lab, "handoff_p50_us"),
                 "handoff_p99_us": get(lab, "handoff_p99_us"),
                 "same_worker_reacquire": get(lab, "same_worker_reacquire"),
@@ -130,6 +399,15 @@ def main():
                     "w4_w1_5_" + s, "redis_cpu_us_per_cycle"),
                 "w1_redis_cpu_us_per_cycle_1": get(
                     "w4_w1_1_" + s, "redis_cpu_us_per_cycle"),
+                "w1_cycles_per_s_5": get("w4_w1_5_" + s, "cycles_per_s"),
+                "raw_w1_cycles_per_s_5": get("w4_w1_5_%s_floor" % s,
+                                             "cycles_per_s"),
+                "w2_fairness_5": get("w4_w2_5_" + s,
+                                     "fairness_min_over_max"),
+                "w2_errors_5": get("w4_w2_5_" + s, "errors"),
+                "w2_redis_cpu_us_per_acq_5": get("w4_w2_5_" + s,
+                                                 "redis_cpu_us_per_acq"),
+                "raw_w2_acq_per_s_5": get("w4_w2_5_raw_floor", "acq_per_s"),
                 "raw_w2_ratio_5_to_1": ratio(
                     get("w4_w2_5_raw_floor", "acq_per_s"),
                     get("w4_w2_1_raw_floor", "acq_per_s")),
@@ -195,6 +473,10 @@ def main():
                if d.get("mode") == "w2")
     target("lost updates == 0", lost, lost == 0)
 
+    peers = peer_results(runs, rounds)
+    table = side_by_side(by, peers)
+    targets18 = issue18_targets(by, peers)
+
     results = {}
     if DEFAULT in by:
         results.update(json.loads(json.dumps(by[DEFAULT])))
@@ -209,6 +491,10 @@ def main():
         }
     results["by_strategy"] = by
     results["targets"] = targets
+    results["peers"] = peers
+    results["side_by_side"] = table
+    results["targets_issue18"] = targets18
+    results["peer_versions"] = versions
     results["all_lost_updates"] = lost
     results["mode"] = "quick" if quick == "1" else "full"
     results["machine"] = machine
@@ -313,6 +599,22 @@ def main():
         state = ("info" if "info" in t["target"] else
                  {True: "met", False: "MISSED", None: "n/a"}[t["met"]])
         print("  %-6s %-42s %s" % (state, t["target"], fmt(t["value"], 3)))
+
+    print()
+    print("side by side (peers: %s; a peer's W1 and W2 run in rounds, each "
+          "right after a floor run of its own, x = the median of the rounds' "
+          "ratios; dlock's W1 is paired with its floor):" % (
+              versions or "none"))
+    print()
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+        if row is table[0]:
+            print("|" + " --- |" * len(row))
+    print()
+    print("targets (issue 18):")
+    for t in targets18:
+        state = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+        print("  %-6s %-58s %s" % (state, t["target"], fmt(t["value"], 3)))
 
     # gnuplot: CDF of handoff latency per strategy, W2 and W3.
     series = []

@@ -22,8 +22,10 @@
  *       stamps are merged to give handoff latencies (a release returning in
  *       one process to the next acquire returning in another), fairness
  *       and lost updates (final counter vs acquisitions). Redis CPU is the
- *       INFO cpu delta summed over the servers. --floor: one process doing
- *       the cycle with raw hiredis (SET NX PX, GET, SET, EVALSHA delete).
+ *       INFO cpu delta summed over the servers, Redis commands the INFO
+ *       commandstats delta (commands run by scripts counted; W1 reports
+ *       both per cycle). --floor: one process doing the cycle with raw
+ *       hiredis (SET NX PX, GET, SET, EVALSHA delete).
  *
  * Raw hiredis connections use the first URL, which must be
  * redis://host:port (no password) for --floor and for the counter.
@@ -70,6 +72,12 @@ struct conf {
     int paired;
     int insecure;
     const char *handoff_file;
+};
+
+/* Redis-side totals, summed over the servers (see redis_stats()). */
+struct rstats {
+    double cpu_us;
+    double calls;
 };
 
 /* One acquisition as seen by the worker that made it. */
@@ -280,13 +288,14 @@ static int64_t pct(const int64_t *v, size_t n, double q)
     return v[i];
 }
 
-static double redis_cpu_us(const struct conf *cf);
+static struct rstats redis_stats(const struct conf *cf);
 
 /* One W1 side: a raw connection (the floor) or a dlock client. */
 struct w1side {
     struct fan raw; /* the floor when raw.n > 0 */
     dlock_client *dc;
     double cpu_us; /* Redis CPU over this side's blocks, all servers */
+    double calls;  /* Redis commands over this side's blocks */
     int64_t *lat;
     long n;
     int64_t total;
@@ -340,7 +349,7 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
            "\"cycles_per_s\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
            "\"mean_us\":%.1f,\"requests_per_cycle\":%.3f,"
            "\"redis_cpu_us_per_cycle\":%.1f,"
-           "\"errors\":%ld}\n",
+           "\"redis_commands_per_cycle\":%.2f,\"errors\":%ld}\n",
            floor ? "raw" : cf->strategy_name, cf->nservers,
            floor ? "true" : "false", cf->paired ? "true" : "false", w->n,
            w->total ? (double)w->n * 1e9 / (double)w->total : 0.0,
@@ -349,7 +358,7 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
            (double)w->total / (double)n / 1e3,
            w->dc ? (double)st.requests / (double)(w->n + warm)
                  : 2.0 * (double)w->raw.n,
-           w->cpu_us / (double)n, w->errors);
+           w->cpu_us / (double)n, w->calls / (double)n, w->errors);
 }
 
 /*
@@ -386,10 +395,12 @@ static int run_w1(const struct conf *cf)
      * that each side is charged for its own cycles only. */
     for (b = 0; b < cf->cycles; b += block)
         for (k = 0; k < ns; k++) {
-            double cpu0 = redis_cpu_us(cf);
+            struct rstats s0 = redis_stats(cf), s1;
             for (i = b; i < b + block && i < cf->cycles; i++)
                 w1_cycle(&side[k], key, i, 1);
-            side[k].cpu_us += redis_cpu_us(cf) - cpu0;
+            s1 = redis_stats(cf);
+            side[k].cpu_us += s1.cpu_us - s0.cpu_us;
+            side[k].calls += s1.calls - s0.calls;
         }
     for (k = 0; k < ns; k++) {
         w1_print(cf, &side[k], side[k].raw.n > 0, warm);
@@ -400,32 +411,41 @@ static int run_w1(const struct conf *cf)
     return 0;
 }
 
-/* Sum of used_cpu_sys + used_cpu_user over every server, in µs. Servers
- * that are not plain redis:// (TLS, unix) are skipped. */
-static double redis_cpu_us(const struct conf *cf)
+/* Redis-side totals over every server: CPU (used_cpu_sys + used_cpu_user,
+ * in µs) and commands executed (INFO commandstats calls, commands run by
+ * scripts included, INFO itself excluded). Servers that are not plain
+ * redis:// (TLS, unix) are skipped. */
+static struct rstats redis_stats(const struct conf *cf)
 {
-    double sum = 0;
+    struct rstats st = {0, 0};
     size_t i;
 
     for (i = 0; i < cf->nservers; i++) {
-        struct conf one = *cf;
         redisContext *c;
         redisReply *r;
         const char *p;
 
         if (strncmp(cf->servers[i], "redis://", 8) != 0)
             continue;
-        one.servers[0] = cf->servers[i];
-        c = raw_connect(&one);
+        c = raw_connect_url(cf->servers[i]);
         r = cmd(c, 1, "INFO cpu");
         if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
-            sum += strtod(p + 13, NULL);
+            st.cpu_us += strtod(p + 13, NULL) * 1e6;
         if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
-            sum += strtod(p + 14, NULL);
+            st.cpu_us += strtod(p + 14, NULL) * 1e6;
+        freeReplyObject(r);
+        r = cmd(c, 1, "INFO commandstats");
+        for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
+            const char *q = strstr(p, ":calls=");
+            if (q == NULL)
+                break;
+            if (strncmp(p, "cmdstat_info:", 13) != 0)
+                st.calls += strtod(q + 7, NULL);
+        }
         freeReplyObject(r);
         redisFree(c);
     }
-    return sum * 1e6;
+    return st;
 }
 
 /* One W2 worker: loop the cycle until the deadline, stamping each
@@ -537,7 +557,7 @@ static int run_w2(const struct conf *cf)
     int64_t *h, t_start, t_end = 0, deadline;
     pid_t pids[MAX_PROCS];
     char key[64], counter[64];
-    double cpu0, cpu1;
+    struct rstats st0, st1;
     long long final = 0;
     int i, alive, hung = 0;
     redisContext *rc;
@@ -564,7 +584,7 @@ static int run_w2(const struct conf *cf)
     deadline = now_ns() + 30000000000LL;
     while (atomic_load(&sh->ready) < procs && now_ns() < deadline)
         usleep(1000);
-    cpu0 = redis_cpu_us(cf);
+    st0 = redis_stats(cf);
     t_start = now_ns();
     sh->end_ns = t_start + (int64_t)(cf->seconds * 1e9);
     atomic_store(&sh->go, 1);
@@ -591,7 +611,7 @@ static int run_w2(const struct conf *cf)
         if (alive)
             usleep(2000);
     } while (alive);
-    cpu1 = redis_cpu_us(cf);
+    st1 = redis_stats(cf);
     r = cmd(rc, 1, "GET %s", counter);
     if (r->type == REDIS_REPLY_STRING)
         final = strtoll(r->str, NULL, 10);
@@ -665,6 +685,7 @@ static int run_w2(const struct conf *cf)
                "\"floor\":%s,\"procs\":%d,\"seconds\":%.3f,"
                "\"acquisitions\":%" PRIu64 ",\"acq_per_s\":%.1f,"
                "\"requests_per_acq\":%.3f,\"redis_cpu_us_per_acq\":%.2f,"
+               "\"redis_commands_per_acq\":%.2f,"
                "\"handoffs\":%" PRIu64 ",\"handoff_p50_us\":%.1f,"
                "\"handoff_p99_us\":%.1f,\"handoff_mean_us\":%.1f,"
                "\"hold_mean_us\":%.1f,\"handoff_negative\":%" PRIu64 ","
@@ -674,8 +695,9 @@ static int run_w2(const struct conf *cf)
                cf->floor ? "raw" : cf->strategy_name, cf->nservers,
                cf->floor ? "true" : "false", procs, secs, acq,
                (double)acq / secs, (double)(req + 2 * acq) / a,
-               (cpu1 - cpu0) / a, nh, pct(h, nh, 0.5) / 1e3,
-               pct(h, nh, 0.99) / 1e3, nh ? ho / (double)nh / 1e3 : 0.0,
+               (st1.cpu_us - st0.cpu_us) / a, (st1.calls - st0.calls) / a, nh,
+               pct(h, nh, 0.5) / 1e3, pct(h, nh, 0.99) / 1e3,
+               nh ? ho / (double)nh / 1e3 : 0.0,
                n ? hold / (double)n / 1e3 : 0.0, negative, same,
                amax ? (double)amin / (double)amax : 0.0, (long long)acq - final,
                errors, hung);

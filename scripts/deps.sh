@@ -32,6 +32,13 @@ packages=(
     nftables iproute2
     file
 )
+# bench/run's peers: redis-py's Lock (Debian's python3-redis, for
+# /usr/bin/python3) and node-redlock, whose node_modules bench/run installs
+# with `npm ci` from bench/peers/package-lock.json. node and npm come from
+# Debian; npm only when no npm is there (a nodesource nodejs, also named
+# nodejs, ships its own npm and conflicts with Debian's).
+packages+=(python3-redis nodejs)
+command -v npm >/dev/null || packages+=(npm)
 if [ "${1:-}" = --list ]; then
     printf '%s\n' "${packages[@]}"
     exit 0
