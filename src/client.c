@@ -1,48 +1,17 @@
 /*
  * client.c - dlock_client: options and their defaults, the client's
- * lifetime (nodes, TLS context, background threads), per-thread error
- * messages, counters, cancellation, and the status code texts.
+ * lifetime (nodes, TLS context, background threads), counters and
+ * cancellation.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
-
-static const struct {
-    int code;
-    const char *name;
-    const char *text;
-} status_table[] = {
-#define DLOCK__ROW(name, value, text) {value, #name, text},
-    DLOCK_STATUS_LIST(DLOCK__ROW)
-#undef DLOCK__ROW
-};
-
-/* See dlock.h. */
-const char *dlock_strerror(int code)
-{
-    size_t i;
-    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
-        if (status_table[i].code == code)
-            return status_table[i].text;
-    return "unknown status";
-}
-
-/* See dlock.h. */
-const char *dlock_status_name(int code)
-{
-    size_t i;
-    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
-        if (status_table[i].code == code)
-            return status_table[i].name;
-    return "UNKNOWN";
-}
 
 /* See dlock.h. */
 const char *dlock_version(void)
@@ -129,31 +98,6 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
-/* One thread's message buffer, linked into its client so that the
- * client can free the buffers of threads still alive when it goes
- * (pthread_key_delete runs no destructors). */
-typedef struct dlock__errnode {
-    struct dlock__errnode *next, *prev;
-    dlock_client *c;
-    char msg[DLOCK__MSGLEN];
-} dlock__errnode;
-
-/* Thread exit: unlink and free this thread's buffer. */
-static void free_errbuf(void *p)
-{
-    dlock__errnode *e = p;
-    dlock_client *c = e->c;
-    pthread_mutex_lock(&c->err_mu);
-    if (e->prev != NULL)
-        e->prev->next = e->next;
-    else
-        c->errs = e->next;
-    if (e->next != NULL)
-        e->next->prev = e->prev;
-    pthread_mutex_unlock(&c->err_mu);
-    free(e);
-}
-
 /* Free everything client_new may have made; c is partly built. */
 static void client_destroy(dlock_client *c)
 {
@@ -180,13 +124,7 @@ static void client_destroy(dlock_client *c)
     pthread_cond_destroy(&c->held_cv);
     pthread_mutex_destroy(&c->wait_mu);
     pthread_cond_destroy(&c->wait_cv);
-    pthread_key_delete(c->errkey);
-    while (c->errs != NULL) {
-        dlock__errnode *next = c->errs->next;
-        free(c->errs);
-        c->errs = next;
-    }
-    pthread_mutex_destroy(&c->err_mu);
+    dlock__msgs_destroy(&c->msgs);
     free(c);
 }
 
@@ -216,12 +154,11 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     c = calloc(1, sizeof *c);
     if (c == NULL)
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
-    if (pthread_key_create(&c->errkey, free_errbuf) != 0) {
+    if (dlock__msgs_init(&c->msgs) != 0) {
         free(c);
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM,
                            "no thread-specific key left");
     }
-    pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->held_mu, NULL);
     dlock__cond_init(&c->held_cv);
     pthread_mutex_init(&c->wait_mu, NULL);
@@ -322,51 +259,12 @@ void dlock_client_free(dlock_client *c)
     client_destroy(c);
 }
 
-/* See internal.h. Allocated on first use by each thread. */
-char *dlock__errbuf(const dlock_client *c)
-{
-    dlock__errnode *e = pthread_getspecific(c->errkey);
-    if (e == NULL) {
-        dlock_client *mc = (dlock_client *)c; /* the list is not API state */
-        e = calloc(1, sizeof *e);
-        if (e == NULL)
-            return NULL;
-        e->c = mc;
-        pthread_mutex_lock(&mc->err_mu);
-        e->next = mc->errs;
-        if (mc->errs != NULL)
-            mc->errs->prev = e;
-        mc->errs = e;
-        pthread_mutex_unlock(&mc->err_mu);
-        pthread_setspecific(c->errkey, e);
-    }
-    return e->msg;
-}
-
-/* See internal.h. */
-int dlock__set_error(const dlock_client *c, int code, const char *fmt, ...)
-{
-    char *b = dlock__errbuf(c);
-    if (b != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b, DLOCK__MSGLEN, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* See dlock.h. */
 const char *dlock_errmsg(const dlock_client *c)
 {
-    const char *b;
     if (c == NULL)
         return "client is NULL";
-    {
-        const dlock__errnode *e = pthread_getspecific(c->errkey);
-        b = e != NULL ? e->msg : "";
-    }
-    return b;
+    return dlock__msgs_peek(&c->msgs);
 }
 
 /* See dlock.h. */
@@ -510,37 +408,6 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                 freeReplyObject(r[k]);
     }
     return n;
-}
-
-/* See internal.h. */
-int dlock__cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t a;
-    int rc;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-    return rc;
-}
-
-/* See internal.h. */
-int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
-                           int64_t deadline_ms)
-{
-    struct timespec ts;
-    if (deadline_ms < 0)
-        return pthread_cond_wait(cv, mu);
-    ts.tv_sec = (time_t)(deadline_ms / 1000);
-    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
-    return pthread_cond_timedwait(cv, mu, &ts);
-}
-
-/* See internal.h. The kernel thread id: unique among live threads, which
- * is what an owner id needs. */
-long dlock__thread_id(void)
-{
-    return (long)syscall(SYS_gettid);
 }
 
 /* See internal.h. The hold number makes every hold's owner id unique, so

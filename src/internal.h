@@ -26,81 +26,9 @@
 
 #include "dlock.h"
 
-#define DLOCK__ERRLEN 256
-/* The per-thread message of dlock_errmsg(): room for several nodes' errors. */
-#define DLOCK__MSGLEN 1280
-
-/* ---- util.c ------------------------------------------------------------ */
-
-/* CLOCK_MONOTONIC in milliseconds / microseconds. */
-int64_t dlock__now_ms(void);
-int64_t dlock__now_us(void);
-
-/* Fill buf with len bytes from getrandom(2). 0 or -1 (errno set). */
-int dlock__random_bytes(void *buf, size_t len);
-
-/* A uniformly random value in [0, bound) (bound > 0), from getrandom. */
-uint64_t dlock__random_below(uint64_t bound);
-
-/* snprintf into err (errlen bytes) when err is not NULL; returns code so
- * callers can write "return dlock__fail(err, n, DLOCK_EIO, ...)". */
-int dlock__fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Sleep until the monotonic deadline or until wake_fd becomes readable
- * (wake_fd < 0: none). Returns 1 if woken by the fd, 0 on timeout. */
-int dlock__sleep_until(int64_t deadline_ms, int wake_fd);
-
-/* Decimal digits of v at buf, no NUL (at most 20); returns the count. */
-size_t dlock__fmt_u64(char *buf, uint64_t v);
-/* Signed, NUL-terminated (buf of 21 bytes at least); returns the length. */
-size_t dlock__fmt_i64(char *buf, int64_t v);
-
-/* Exponential backoff with jitter for spin waiting: min_ms doubled round
- * times, capped at max_ms, then uniform in [d/2, d]. */
-int64_t dlock__backoff_ms(int64_t min_ms, int64_t max_ms, int round);
-
-/* Drift allowance for a lease: lease * ppm / 10^6 + fixed_ms (no overflow
- * for any lease up to a year). */
-int64_t dlock__drift_ms(int64_t lease_ms, int64_t ppm, int64_t fixed_ms);
-
-/* ---- url.c ------------------------------------------------------------- */
-
-typedef enum dlock__ep_kind {
-    DLOCK__EP_TCP,
-    DLOCK__EP_TLS,
-    DLOCK__EP_UNIX
-} dlock__ep_kind;
-
-/* One parsed server address. Strings are malloc'd and owned. */
-typedef struct dlock__endpoint {
-    dlock__ep_kind kind;
-    char *host;     /* TCP/TLS: name or IP literal (IPv6 without []) */
-    int port;       /* TCP/TLS, default 6379 */
-    char *path;     /* UNIX */
-    char *user;     /* ACL user, NULL for none */
-    char *password; /* NULL for none; never printed */
-    int db;         /* SELECT index, 0 by default */
-    char *display;  /* "host:port" / "[v6]:port" / path, for messages */
-} dlock__endpoint;
-
-/*
- * Parse a server URL:
- *   redis://[user[:password]@]host[:port][/db]
- *   rediss://... (TLS)
- *   unix:///absolute/path[?db=N]   (user/password also allowed:
- *   unix://[user[:password]@]/path)
- * host may be [IPv6]. User and password are percent-decoded. Rejects
- * empty hosts, ports outside 1..65535, db outside 0..2^31-1, unknown
- * schemes, trailing garbage. Returns DLOCK_OK or DLOCK_EINVAL /
- * DLOCK_ENOMEM with a message in err (never containing the password).
- * On failure *ep is left cleared.
- */
-int dlock__url_parse(dlock__endpoint *ep, const char *url, char *err,
-                     size_t errlen);
-
-/* Free the strings of ep and zero it. Accepts a zeroed endpoint. */
-void dlock__endpoint_clear(dlock__endpoint *ep);
+#include "errors.h"
+#include "url.h"
+#include "util.h"
 
 /* ---- transport.c ------------------------------------------------------- */
 
@@ -437,9 +365,7 @@ struct dlock_client {
     unsigned char id[16];
     char idhex[33];
 
-    pthread_key_t errkey;   /* per-thread message buffer for dlock_errmsg */
-    pthread_mutex_t err_mu; /* guards errs */
-    struct dlock__errnode *errs; /* every thread's buffer, freed with c */
+    dlock__msgs msgs; /* per-thread messages for dlock_errmsg */
 
     /* Held locks (reentrancy, watchdog). */
     pthread_mutex_t held_mu;
@@ -459,29 +385,30 @@ struct dlock_client {
     dlock__notifier *notifier;
     void *watchdog;
 
-    struct {
-        _Atomic uint64_t requests, acquisitions, busy, waits, wakeups, renewals,
-            lost, reconnects;
-    } stats;
+    dlock__stats stats;
 };
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */
-char *dlock__errbuf(const dlock_client *c);
-/* Set this thread's message on c and return code. */
-int dlock__set_error(const dlock_client *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static inline char *dlock__errbuf(const dlock_client *c)
+{
+    return dlock__msgs_buf(&c->msgs);
+}
 
-/* Monotonic pthread_cond_timedwait until deadline (ms; < 0 = forever).
- * Returns 0 when signalled, ETIMEDOUT when the deadline passed. */
-int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
-                           int64_t deadline_ms);
-/* Initialise a condition variable on CLOCK_MONOTONIC. */
-int dlock__cond_init(pthread_cond_t *cv);
+/* Set this thread's message on c and return code. */
+static inline int dlock__set_error(const dlock_client *c, int code,
+                                   const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int dlock__set_error(const dlock_client *c, int code,
+                                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    code = dlock__msgs_vset(&c->msgs, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 /* Owner id of the calling thread: "<client id>:<tid>". */
 void dlock__owner_id(dlock_client *c, char *buf, size_t len);
-
-/* The calling thread's kernel id (informational, in owner ids). */
-long dlock__thread_id(void);
 
 #endif /* DLOCK_INTERNAL_H */

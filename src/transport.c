@@ -322,44 +322,6 @@ static int die(dlock__conn *c, int code)
     return code;
 }
 
-/* Milliseconds left until deadline for poll(), clamped to [0, INT_MAX]. */
-static int ms_left(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - dlock__now_ms();
-    if (left <= 0)
-        return 0;
-    return left > INT_MAX ? INT_MAX : (int)left;
-}
-
-/*
- * Wait until fd is ready for events or the deadline passes. Returns 1
- * when ready (revents in *rev), 0 on timeout. EINTR restarts the wait with
- * the time that is left.
- */
-static int wait_fd(int fd, short events, int64_t deadline_ms, short *rev)
-{
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-        int r = poll(&p, 1, ms_left(deadline_ms));
-        if (r > 0) {
-            *rev = p.revents;
-            return 1;
-        }
-        if (r == 0 || (errno != EINTR && errno != EAGAIN))
-            return 0;
-        if (dlock__now_ms() >= deadline_ms)
-            return 0;
-    }
-}
-
-/* 1 when name is an IPv4 or IPv6 literal. */
-static int is_ip_literal(const char *name)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    return inet_pton(AF_INET, name, buf) == 1 ||
-           inet_pton(AF_INET6, name, buf) == 1;
-}
-
 /* Write a printable rendering of the n bytes at s into buf (size len) for
  * messages: non-printable bytes become '.'. */
 static void printable(char *buf, size_t len, const unsigned char *s, size_t n)
@@ -413,7 +375,7 @@ static int connect_wait(int fd, const char *disp, const char *what,
     short rev = 0;
     int soerr = 0;
     socklen_t sl = sizeof soerr;
-    if (!wait_fd(fd, POLLOUT, deadline_ms, &rev))
+    if (!dlock__wait_fd(fd, POLLOUT, deadline_ms, &rev))
         return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
                            "connect %s%s: timed out", disp, what);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
@@ -543,7 +505,8 @@ static int resolve(const char *host, const char *port,
 
     *timed_out = 0;
     *res = NULL;
-    if (is_ip_literal(host) || (lk = calloc(1, sizeof *lk + hl + 1)) == NULL)
+    if (dlock__is_ip_literal(host) ||
+        (lk = calloc(1, sizeof *lk + hl + 1)) == NULL)
         return dlock__resolver(host, port, hints, res);
     pthread_mutex_init(&lk->mu, NULL);
     dlock__cond_init(&lk->cv);
@@ -606,7 +569,7 @@ static int open_tcp(const dlock__endpoint *ep, int64_t deadline_ms, int *code,
                         g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
         return -1;
     }
-    literal = is_ip_literal(ep->host);
+    literal = dlock__is_ip_literal(ep->host);
     if (res == NULL)
         *code = dlock__fail(err, errlen, DLOCK_EIO, "connect %s: no address",
                             ep->display);
@@ -742,7 +705,7 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
                          int64_t deadline_ms, char *err, size_t errlen)
 {
     const char *name = tls->server_name != NULL ? tls->server_name : host;
-    int ip = is_ip_literal(name);
+    int ip = dlock__is_ip_literal(name);
     BIO *bio;
 
     ERR_clear_error();
@@ -791,7 +754,7 @@ static int tls_handshake(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
             want = POLLOUT;
         else
             return tls_fail(c, e, 1, err, errlen);
-        if (!wait_fd(c->fd, want, deadline_ms, &rev)) {
+        if (!dlock__wait_fd(c->fd, want, deadline_ms, &rev)) {
             ERR_clear_error();
             return die(c, dlock__fail(
                               err, errlen, DLOCK_ETIMEDOUT,
@@ -1345,7 +1308,7 @@ int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
             p[1].revents = 0;
             np = 2;
         }
-        pr = poll(p, (nfds_t)np, ms_left(deadline_ms));
+        pr = poll(p, (nfds_t)np, dlock__ms_left(deadline_ms));
         if (pr < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
