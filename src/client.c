@@ -58,18 +58,21 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
                            o->version);
     if (o->nservers == 0 || o->servers == NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL, "no server given");
-    if (o->nservers > 64)
+    if (o->nservers > DLOCK_MAX_SERVERS)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "%zu servers given, at most 64", o->nservers);
+                           "%zu servers given, at most %d", o->nservers,
+                           DLOCK_MAX_SERVERS);
     for (i = 0; i < o->nservers; i++)
         if (o->servers[i] == NULL)
             return dlock__fail(err, errlen, DLOCK_EINVAL, "server %zu is NULL",
                                i);
     if (o->key_prefix == NULL || o->key_prefix[0] == '\0' ||
-        strlen(o->key_prefix) > 256 || strpbrk(o->key_prefix, "{}") != NULL)
+        strlen(o->key_prefix) > DLOCK_PREFIX_MAX ||
+        strpbrk(o->key_prefix, "{}") != NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "key_prefix must be 1 to 256 bytes without "
-                           "'{' or '}'");
+                           "key_prefix must be 1 to %d bytes without "
+                           "'{' or '}'",
+                           DLOCK_PREFIX_MAX);
     if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "connect_timeout_ms and command_timeout_ms must "
@@ -104,8 +107,7 @@ static void client_destroy(dlock_client *c)
     size_t i;
     dlock__watchdog_free(c);
     dlock__notify_free(c);
-    dlock__nodes_free(c);
-    dlock__tls_ctx_free(c->tls);
+    dlock__nodeset_free(&c->ns);
     if (c->servers != NULL)
         for (i = 0; i < c->opts.nservers; i++)
             free(c->servers[i]);
@@ -132,12 +134,8 @@ static void client_destroy(dlock_client *c)
 int dlock_client_new(dlock_client **out, const dlock_options *opts,
                      char *errbuf, size_t errlen)
 {
-    const char *script_src[DLOCK__S_COUNT] = {
-        dlock__lua_acquire,     dlock__lua_release,    dlock__lua_extend,
-        dlock__lua_fence_raise, dlock__lua_fenced_set, dlock__lua_inspect,
-        dlock__lua_fenced_get,  dlock__lua_fair_leave};
     dlock_client *c;
-    int rc, oom = 0, i, need_tls = 0;
+    int rc, oom = 0;
     size_t k;
 
     if (errbuf != NULL && errlen > 0)
@@ -192,19 +190,8 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
     }
     c->prefixlen = strlen(c->key_prefix);
-    c->nnodes = (int)opts->nservers;
-    c->quorum = c->nnodes / 2 + 1;
 
-    rc = dlock__nodes_init(c, errbuf, errlen);
-    for (i = 0; rc == DLOCK_OK && i < c->nnodes; i++)
-        if (c->nodes[i].ep.kind == DLOCK__EP_TLS)
-            need_tls = 1;
-    if (rc == DLOCK_OK && need_tls) {
-        dlock__tls_opts t = {c->tls_ca_file,     c->tls_ca_dir,
-                             c->tls_server_name, c->tls_cert_file,
-                             c->tls_key_file,    opts->tls_insecure};
-        rc = dlock__tls_ctx_new(&c->tls, &t, errbuf, errlen);
-    }
+    rc = dlock__topology_fill(&c->ns, &c->opts, &c->stats, errbuf, errlen);
     if (rc == DLOCK_OK && dlock__random_bytes(c->id, sizeof c->id) != 0)
         rc = dlock__fail(errbuf, errlen, DLOCK_EIO, "getrandom: %s",
                          strerror(errno));
@@ -214,10 +201,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     }
     for (k = 0; k < sizeof c->id; k++)
         snprintf(c->idhex + 2 * k, 3, "%02x", c->id[k]);
-    for (i = 0; i < DLOCK__S_COUNT; i++) {
-        c->scripts[i].src = script_src[i];
-        dlock__sha1_hex(script_src[i], c->scripts[i].sha);
-    }
+    dlock__scripts_init(c->scripts);
     rc = dlock__notify_init(c);
     if (rc == DLOCK_OK)
         rc = dlock__watchdog_init(c);
@@ -225,7 +209,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         client_destroy(c);
         return dlock__fail(errbuf, errlen, rc, "cannot start threads");
     }
-    if (need_tls && opts->tls_insecure) {
+    if (c->ns.tls != NULL && opts->tls_insecure) {
         static const char warn[] =
             "WARNING: TLS verification is OFF (tls_insecure): anyone on "
             "the path can read and forge traffic";
@@ -345,8 +329,8 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                    : dlock__set_error(c, DLOCK_EINVAL,
                                       "check: no buffer for the findings");
     buf[0] = '\0';
-    for (i = 0; i < c->nnodes; i++) {
-        const char *host = c->nodes[i].ep.display;
+    for (i = 0; i < c->ns.n; i++) {
+        const char *host = c->ns.node[i].ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
         redisReply *r[3] = {NULL, NULL, NULL};
@@ -358,7 +342,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
          * closed by the server since it was last used. */
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
-            rc = dlock__node_get(c, i, &conn, deadline, err, sizeof err);
+            rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
             for (k = 0; rc == DLOCK_OK && k < 3; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
@@ -367,7 +351,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                 rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
-                dlock__node_put(c, i, conn, rc == DLOCK_OK);
+                dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
                 atomic_fetch_add(&c->stats.requests, 3);
             if (dlock__now_ms() >= deadline)
@@ -394,7 +378,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "Redis may evict a lock key, and then two owners "
                         "can hold the lock (use noeviction)",
                         host, policy);
-            if (c->nnodes > 1 && aof != NULL && fsync != NULL &&
+            if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
                 (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
                 finding(buf, len, &n,
                         "%s: appendonly %s, appendfsync %s: a restart can "

@@ -34,95 +34,8 @@
 #include "net.h"
 #include "tls.h"
 
-/* ---- scripts (generated from the files in src/lua) --------------------- */
-
-extern const char dlock__lua_acquire[];
-extern const char dlock__lua_release[];
-extern const char dlock__lua_extend[];
-extern const char dlock__lua_fence_raise[];
-extern const char dlock__lua_fenced_set[];
-extern const char dlock__lua_inspect[];
-extern const char dlock__lua_fenced_get[];
-extern const char dlock__lua_fair_leave[];
-
-/* A script and its SHA1 (hex), computed once at client creation. */
-typedef struct dlock__script {
-    const char *src;
-    char sha[41];
-} dlock__script;
-
-enum {
-    DLOCK__S_ACQUIRE,
-    DLOCK__S_RELEASE,
-    DLOCK__S_EXTEND,
-    DLOCK__S_FENCE_RAISE,
-    DLOCK__S_FENCED_SET,
-    DLOCK__S_INSPECT,
-    DLOCK__S_FENCED_GET,
-    DLOCK__S_FAIR_LEAVE,
-    DLOCK__S_COUNT
-};
-
-/* ---- node.c ------------------------------------------------------------ */
-
-/* One server: its address and a pool of idle connections. */
-typedef struct dlock__node {
-    dlock__endpoint ep;
-    pthread_mutex_t mu;
-    dlock__conn **idle; /* stack of idle connections */
-    int nidle;
-    int64_t down_until_ms; /* after a failed connect: skip until then */
-} dlock__node;
-
-/* The outcome of one command on one node. */
-typedef struct dlock__result {
-    int status;        /* DLOCK_OK when reply is set */
-    redisReply *reply; /* owned; may be an error reply only for non-scripts */
-    char err[DLOCK__ERRLEN];
-    int sent; /* the request may have reached the server */
-} dlock__result;
-
-/* A command for dlock__exec: a script with its keys and arguments. */
-typedef struct dlock__cmd {
-    int script; /* DLOCK__S_* */
-    int nkeys;
-    const char **keys;
-    const size_t *keylens;
-    int nargs;
-    const char **args;
-    const size_t *arglens;
-    /* Send the script's source (EVAL), not its SHA: for a request that
-     * must not depend on the server's script cache even if its answer is
-     * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
-    int eval;
-} dlock__cmd;
-
-/*
- * Run cmd on the nodes selected by mask (bit i = node i; at most 64
- * nodes) in parallel, each bounded by deadline_ms, and fill res[i] for
- * every selected node. EVALSHA first, EVAL once on NOSCRIPT. A node whose
- * pooled connection fails is retried once on a fresh connection while
- * time remains: every script of ours is idempotent (see the scripts).
- * Script error replies become DLOCK_ESERVER with the server's text.
- * Returns the number of nodes with status DLOCK_OK.
- */
-int dlock__exec(dlock_client *c, uint64_t mask, const dlock__cmd *cmd,
-                int64_t deadline_ms, dlock__result *res);
-
-/* Free the replies in res[0..n-1] and reset them. */
-void dlock__results_clear(dlock__result *res, int n);
-
-/* SHA1 of a script's source as 40 hex digits. */
-void dlock__sha1_hex(const char *src, char out[41]);
-
-/* Take a ready connection to node i (pooled or new) / give it back
- * (closed instead if broken or the pool is full). */
-int dlock__node_get(dlock_client *c, int i, dlock__conn **out,
-                    int64_t deadline_ms, char *err, size_t errlen);
-void dlock__node_put(dlock_client *c, int i, dlock__conn *conn, int ok);
-
-int dlock__nodes_init(dlock_client *c, char *err, size_t errlen);
-void dlock__nodes_free(dlock_client *c);
+#include "node.h"
+#include "step.h"
 
 /* ---- lock.c: the per-process registry of held locks -------------------- */
 
@@ -262,10 +175,7 @@ struct dlock_client {
         *tls_key_file;
     size_t prefixlen;
 
-    int nnodes;
-    int quorum;
-    dlock__node *nodes;
-    dlock__tls_ctx *tls;
+    dlock__nodeset ns; /* the servers, filled by a topology */
     dlock__script scripts[DLOCK__S_COUNT];
 
     unsigned char id[16];
@@ -312,6 +222,34 @@ static inline int dlock__set_error(const dlock_client *c, int code,
     code = dlock__msgs_vset(&c->msgs, code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* The mask of every node of c. */
+static inline uint64_t dlock__all_nodes(const dlock_client *c)
+{
+    return dlock__nodes_all(&c->ns);
+}
+
+/* The deadline of one step with this lease (see dlock__step_deadline). */
+static inline int64_t dlock__deadline(const dlock_client *c, int64_t lease_ms)
+{
+    return dlock__step_deadline(&c->ns, c->opts.command_timeout_ms, lease_ms);
+}
+
+/* Run cmd on c's nodes in mask (see dlock__exec). */
+static inline int dlock__run(dlock_client *c, uint64_t mask,
+                             const dlock__cmd *cmd, int64_t deadline_ms,
+                             dlock__result *res)
+{
+    return dlock__exec(&c->ns, c->scripts, mask, cmd, deadline_ms, res);
+}
+
+/* This thread's message for a failed step (see dlock__step_error). */
+static inline int dlock__fail_step(const dlock_client *c,
+                                   const dlock__result *res, uint64_t mask,
+                                   int code, const char *what)
+{
+    return dlock__step_error(&c->ns, &c->msgs, res, mask, code, what);
 }
 
 /* Owner id of the calling thread: "<client id>:<tid>". */

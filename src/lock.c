@@ -20,7 +20,6 @@
 
 #include "internal.h"
 
-#define NAME_MAX_LEN 512
 /* The fence hash outlives the last acquisition by this long (7 days);
  * see docs/design.md, "Fencing tokens". */
 #define FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
@@ -43,25 +42,6 @@ static int64_t drift_of(const dlock_client *c, int64_t lease_ms)
     return dlock__drift_ms(lease_ms, c->opts.drift_ppm, c->opts.drift_fixed_ms);
 }
 
-static uint64_t all_nodes(const dlock_client *c)
-{
-    return c->nnodes >= 64 ? UINT64_MAX : (1ULL << c->nnodes) - 1;
-}
-
-/* How long one step may wait for one node: the command timeout, and with
- * Redlock also at most a tenth of the lease (at least 10 ms), so that a
- * stalled node cannot eat the validity. */
-static int64_t step_deadline(const dlock_client *c, int64_t lease_ms)
-{
-    int64_t t = c->opts.command_timeout_ms;
-    if (c->nnodes > 1 && lease_ms > 0) {
-        int64_t cap = lease_ms / 10 < 10 ? 10 : lease_ms / 10;
-        if (cap < t)
-            t = cap;
-    }
-    return dlock__now_ms() + t;
-}
-
 /* Check a lock name; DLOCK_OK or DLOCK_EINVAL with the message set. */
 static int check_name(const dlock_client *c, const char *name)
 {
@@ -69,10 +49,10 @@ static int check_name(const dlock_client *c, const char *name)
     if (name == NULL)
         return dlock__set_error(c, DLOCK_EINVAL, "lock name is NULL");
     n = strlen(name);
-    if (n == 0 || n > NAME_MAX_LEN)
+    if (n == 0 || n > DLOCK_NAME_MAX)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "lock name must be 1 to %d bytes (got %zu)",
-                                NAME_MAX_LEN, n);
+                                DLOCK_NAME_MAX, n);
     return DLOCK_OK;
 }
 
@@ -157,58 +137,6 @@ static void held_unlink(dlock_client *c, dlock__held *h)
         }
 }
 
-/* The message for a failed step: the first node's, or all of them
- * ("3 of 5 nodes failed: a: ...; b: ..."). */
-static int step_error(dlock_client *c, const dlock__result *res, uint64_t mask,
-                      int code, const char *what)
-{
-    char *b = dlock__errbuf(c);
-    size_t off = 0;
-    int i, nfail = 0;
-    if (b == NULL)
-        return code;
-    for (i = 0; i < c->nnodes; i++)
-        if ((mask & (1ULL << i)) && res[i].status != DLOCK_OK)
-            nfail++;
-    if (c->nnodes == 1) {
-        snprintf(b, DLOCK__MSGLEN, "%s: %s", what,
-                 res[0].err[0] ? res[0].err : dlock_strerror(res[0].status));
-        return code;
-    }
-    off = (size_t)snprintf(b, DLOCK__MSGLEN, "%s: %d of %d nodes failed", what,
-                           nfail, c->nnodes);
-    for (i = 0; i < c->nnodes && off < DLOCK__MSGLEN; i++) {
-        if (!(mask & (1ULL << i)) || res[i].status == DLOCK_OK)
-            continue;
-        off += (size_t)snprintf(b + off, DLOCK__MSGLEN - off, "; %s",
-                                res[i].err[0] ? res[i].err
-                                              : dlock_strerror(res[i].status));
-    }
-    return code;
-}
-
-/* Read integer element i of an array reply; 0 if missing. */
-static long long elem_int(const redisReply *r, size_t i)
-{
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-        return 0;
-    if (r->element[i]->type == REDIS_REPLY_INTEGER)
-        return r->element[i]->integer;
-    if (r->element[i]->type == REDIS_REPLY_STRING)
-        return strtoll(r->element[i]->str, NULL, 10);
-    return 0;
-}
-
-/* Mark node i's reply as not the shape the script returns: the peer is
- * not behaving as Redis running our script does (DLOCK_EPROTO). */
-static void malformed(const dlock_client *c, dlock__result *res, int i,
-                      const char *what)
-{
-    res[i].status = DLOCK_EPROTO;
-    snprintf(res[i].err, sizeof res[i].err, "%s: unexpected reply to %s",
-             c->nodes[i].ep.display, what);
-}
-
 /* Classify one node's acquire reply: 1 granted, 0 busy, -1 depth
  * mismatch, DLOCK_EPROTO for a reply of the wrong shape. */
 static int acquire_kind(const redisReply *r)
@@ -234,67 +162,62 @@ typedef struct attempt {
     int split;      /* Redlock: some nodes granted, too few (undone) */
 } attempt;
 
-/* Script arguments are formatted on every request: no snprintf. */
-static void fmt_i64(char *buf, size_t len, int64_t v)
+/* The four keys of a lock's acquire, release and fair-leave scripts:
+ * the lock, its fence, its fair queue and the queue's deadlines. */
+static void lock_keys(dlock__cmdbuf *b, const dlock__held *h, int nkeys)
 {
-    (void)len; /* every caller's buffer has the 21 bytes needed */
-    dlock__fmt_i64(buf, v);
+    dlock__cmd_key(b, h->key, h->keylen);
+    dlock__cmd_key(b, h->fkey, h->fkeylen);
+    if (nkeys > 2) {
+        dlock__cmd_key(b, h->qkey, h->qkeylen);
+        dlock__cmd_key(b, h->qtkey, h->qtkeylen);
+    }
 }
 
-static void fmt_u64(char *buf, uint64_t v)
-{
-    buf[dlock__fmt_u64(buf, v)] = '\0';
-}
-
-/* Give back what an acquire may have taken (expected depth expect + 1 on
- * every node in mask), best effort: used when a reply was lost or a
- * Redlock attempt fell short of a quorum. */
 /* Run release.lua for (h's owner, expected depth, token) on the nodes in
  * mask; the answers are left in res for the caller to read and clear.
  * undo: give back a maybe-taken lock, sent with the script's source. */
 static void run_release(dlock_client *c, const dlock__held *h, uint64_t mask,
                         int depth, uint64_t token, int undo, dlock__result *res)
 {
-    char sdepth[24], stok[24], shand[24], sret[24], relid[64];
-    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
-    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[7] = {h->owner, sdepth, stok, h->chan, shand, sret, relid};
-    size_t arglens[7];
-    dlock__cmd cmd;
-    int i;
+    dlock__cmdbuf b;
+    char relid[64];
+    size_t n;
 
-    fmt_i64(sdepth, sizeof sdepth, depth);
-    fmt_u64(stok, token);
-    fmt_i64(shand, sizeof shand, FAIR_HANDOFF_MS);
-    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
     /* "<client id>:<n>": the same on every node for this request. */
     memcpy(relid, c->idhex, 32);
     relid[32] = ':';
-    fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    for (i = 0; i < 7; i++)
-        arglens[i] = strlen(args[i]);
-    arglens[3] = h->chanlen;
-    cmd = (dlock__cmd){DLOCK__S_RELEASE, 4,   keys, keylens, 7, args,
-                       arglens,          undo};
-    dlock__exec(c, mask, &cmd, step_deadline(c, 0), res);
+    n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
+    relid[n] = '\0';
+    dlock__cmd_begin(&b, DLOCK__S_RELEASE);
+    lock_keys(&b, h, 4);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(&b, depth);
+    dlock__cmd_arg_u64(&b, token);
+    dlock__cmd_arg(&b, h->chan, h->chanlen);
+    dlock__cmd_arg_i64(&b, FAIR_HANDOFF_MS);
+    dlock__cmd_arg_i64(&b, FENCE_RETENTION_MS);
+    dlock__cmd_arg(&b, relid, n);
+    b.cmd.eval = undo;
+    dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
 }
 
 /* See internal.h. */
 uint64_t dlock__undo(dlock_client *c, dlock__held *h, uint64_t mask, int depth,
                      uint64_t token)
 {
-    dlock__result res[64];
+    dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
     run_release(c, h, mask, depth, token, 1, res);
     /* Any answer settles a node (released, or nothing to release). */
-    for (i = 0; i < c->nnodes; i++)
+    for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
             res[i].status != DLOCK_ETIMEDOUT)
             mask &= ~(1ULL << i);
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
     return mask;
 }
 
@@ -337,28 +260,22 @@ static void undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
 static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
                        uint64_t token)
 {
-    dlock__result res[64];
-    char stok[24], sret[24];
-    const char *keys[1] = {h->fkey};
-    size_t keylens[1] = {h->fkeylen};
-    const char *args[2] = {stok, sret};
-    size_t arglens[2];
-    dlock__cmd cmd = {
-        DLOCK__S_FENCE_RAISE, 1, keys, keylens, 2, args, arglens, 0};
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
     int i, ok = 0;
 
-    fmt_u64(stok, token);
-    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
-    arglens[0] = strlen(stok);
-    arglens[1] = strlen(sret);
-    dlock__exec(c, mask, &cmd, step_deadline(c, h->lease_ms), res);
-    for (i = 0; i < c->nnodes; i++)
+    dlock__cmd_begin(&b, DLOCK__S_FENCE_RAISE);
+    dlock__cmd_key(&b, h->fkey, h->fkeylen);
+    dlock__cmd_arg_u64(&b, token);
+    dlock__cmd_arg_i64(&b, FENCE_RETENTION_MS);
+    dlock__run(c, mask, &b.cmd, dlock__deadline(c, h->lease_ms), res);
+    for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
             res[i].reply->type == REDIS_REPLY_INTEGER &&
             (uint64_t)res[i].reply->integer >= token)
             ok++;
-    dlock__results_clear(res, c->nnodes);
-    return ok >= c->quorum ? DLOCK_OK : DLOCK_NO_QUORUM;
+    dlock__results_clear(res, c->ns.n);
+    return ok >= c->ns.quorum ? DLOCK_OK : DLOCK_NO_QUORUM;
 }
 
 /*
@@ -369,16 +286,40 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
  */
 enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE };
 
+/* The acquire script's command for h in mode fair. Plain mode needs
+ * neither the queue keys nor the fair arguments: they are left off the
+ * hot path. */
+static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                        const dlock__held *h, int64_t lease_ms, int fair)
+{
+    int64_t hint = 0;
+    if (c->ns.n > 1) {
+        /* Propose a token a little above the wall clock so that nodes
+         * whose counters agree with the clock return the same token and
+         * no raise round is needed. Safety never rests on it: a node
+         * grants max(its counter + 1, its time, this). */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        hint = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
+    }
+    dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
+    lock_keys(b, h, fair ? 4 : 2);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, lease_ms);
+    dlock__cmd_arg_i64(b, h->depth);
+    dlock__cmd_arg_i64(b, FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, hint);
+    if (fair) {
+        dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
+        dlock__cmd_arg(b, fair == FAIR_QUEUE ? "2" : "1", 1);
+    }
+}
+
 static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                        int fair, attempt *a)
 {
-    dlock__result res[64];
-    char slease[24], sexp[24], sret[24], shint[24], sttl[24];
-    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
-    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[7];
-    size_t arglens[7];
-    dlock__cmd cmd;
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
     int64_t t0, elapsed, validity;
     int i, granted = 0, busy = 0, gone = 0, rc = DLOCK_OK;
     uint64_t gmask = 0, tmax = 0;
@@ -386,45 +327,18 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
 
     memset(a, 0, sizeof *a);
     a->pttl = -1;
-    fmt_i64(slease, sizeof slease, lease_ms);
-    fmt_i64(sexp, sizeof sexp, h->depth);
-    fmt_i64(sret, sizeof sret, FENCE_RETENTION_MS);
-    if (c->nnodes > 1) {
-        /* Propose a token a little above the wall clock so that nodes
-         * whose counters agree with the clock return the same token and
-         * no raise round is needed. Safety never rests on it: a node
-         * grants max(its counter + 1, its time, this). */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        fmt_i64(shint, sizeof shint,
-                (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000);
-    } else {
-        fmt_i64(shint, sizeof shint, 0);
-    }
-    fmt_i64(sttl, sizeof sttl, FAIR_WAITER_TTL_MS);
-    args[0] = h->owner;
-    args[1] = slease;
-    args[2] = sexp;
-    args[3] = sret;
-    args[4] = shint;
-    args[5] = sttl;
-    args[6] = fair == FAIR_QUEUE ? "2" : fair == FAIR_TRY ? "1" : "0";
-    for (i = 0; i < 7; i++)
-        arglens[i] = strlen(args[i]);
-    /* Plain mode needs neither the queue keys nor the fair arguments:
-     * leave them off the hot path. */
-    cmd = (dlock__cmd){DLOCK__S_ACQUIRE, fair ? 4 : 2, keys,    keylens,
-                       fair ? 7 : 5,     args,         arglens, 0};
+    acquire_cmd(&b, c, h, lease_ms, fair);
 
     t0 = dlock__now_ms();
-    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, lease_ms), res);
-    for (i = 0; i < c->nnodes; i++) {
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, lease_ms),
+               res);
+    for (i = 0; i < c->ns.n; i++) {
         int k;
         if (res[i].status != DLOCK_OK)
             continue;
         k = acquire_kind(res[i].reply);
         if (k == 1) {
-            uint64_t t = (uint64_t)elem_int(res[i].reply, 1);
+            uint64_t t = (uint64_t)dlock__elem_int(res[i].reply, 1);
             granted++;
             gmask |= 1ULL << i;
             if (!first && t != tmax)
@@ -432,23 +346,23 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
             if (first || t > tmax)
                 tmax = t;
             first = 0;
-            a->depth = (int)elem_int(res[i].reply, 2);
+            a->depth = (int)dlock__elem_int(res[i].reply, 2);
         } else if (k == 0) {
-            int64_t p = elem_int(res[i].reply, 1);
+            int64_t p = dlock__elem_int(res[i].reply, 1);
             busy++;
             if (p > 0 && (a->pttl < 0 || p < a->pttl))
                 a->pttl = p;
         } else if (k == -1) {
             gone++;
         } else {
-            malformed(c, res, i, "the acquire script");
+            dlock__malformed(&c->ns, res, i, "the acquire script");
         }
     }
     elapsed = dlock__now_ms() - t0;
     validity = lease_ms - elapsed - drift_of(c, lease_ms);
 
-    if (granted >= c->quorum && validity > 0) {
-        if (c->nnodes > 1 && tokens_differ &&
+    if (granted >= c->ns.quorum && validity > 0) {
+        if (c->ns.n > 1 && tokens_differ &&
             raise_fence(c, h, gmask, tmax) != DLOCK_OK) {
             rc = dlock__set_error(c, DLOCK_NO_QUORUM,
                                   "acquire %s: could not record the fencing "
@@ -461,7 +375,7 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                 a->token = tmax;
                 a->nodes = gmask;
                 a->valid_until = t0 + lease_ms - drift_of(c, lease_ms);
-                dlock__results_clear(res, c->nnodes);
+                dlock__results_clear(res, c->ns.n);
                 return DLOCK_OK;
             }
             rc = dlock__set_error(c, DLOCK_NO_QUORUM,
@@ -469,40 +383,41 @@ static int try_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
                                   "majority answered",
                                   h->name);
         }
-    } else if (gone > 0 && h->depth > 0 && granted < c->quorum) {
+    } else if (gone > 0 && h->depth > 0 && granted < c->ns.quorum) {
         rc = dlock__set_error(c, DLOCK_NOT_OWNER,
                               "acquire %s: the earlier hold of this owner "
                               "has expired",
                               h->name);
-    } else if (busy > 0 && granted + busy + gone >= c->quorum) {
+    } else if (busy > 0 && granted + busy + gone >= c->ns.quorum) {
         rc = DLOCK_BUSY;
-    } else if (granted >= c->quorum) {
+    } else if (granted >= c->ns.quorum) {
         rc = dlock__set_error(c, DLOCK_NO_QUORUM,
                               "acquire %s: validity used up (lease %" PRId64
                               " ms, took %" PRId64 " ms)",
                               h->name, lease_ms, elapsed);
-    } else if (c->nnodes == 1) {
-        rc = step_error(c, res, 1, res[0].status, "acquire");
+    } else if (c->ns.n == 1) {
+        rc = dlock__fail_step(c, res, 1, res[0].status, "acquire");
     } else {
-        rc = step_error(c, res, all_nodes(c), DLOCK_NO_QUORUM, "acquire");
+        rc = dlock__fail_step(c, res, dlock__all_nodes(c), DLOCK_NO_QUORUM,
+                              "acquire");
     }
     /* Not acquired: give back partial grants and anything a lost reply may
      * have taken, on every node at once, so that the next attempt (ours or
      * another client's) is not blocked by leftovers. */
-    a->split = c->nnodes > 1 && granted > 0;
+    a->split = c->ns.n > 1 && granted > 0;
     if (h->depth == 0 || granted > 0) {
         uint64_t undo = gmask;
         /* Nodes whose request may have arrived but whose answer did not;
          * a request that never left (refused connect) took nothing. */
-        for (i = 0; i < c->nnodes; i++)
+        for (i = 0; i < c->ns.n; i++)
             if (res[i].status != DLOCK_OK && res[i].sent)
                 undo |= 1ULL << i;
-        if (rc == DLOCK_BUSY && c->nnodes == 1)
+        if (rc == DLOCK_BUSY && c->ns.n == 1)
             undo = 0;
-        dlock__results_clear(res, c->nnodes);
+        dlock__results_clear(res, c->ns.n);
         undo_acquire(c, h, undo, h->depth + 1, tmax, lease_ms);
     } else {
-        dlock__results_clear(res, c->nnodes);
+        dlock__results_clear(res, c->ns.n);
     }
     return rc;
 }
@@ -648,21 +563,19 @@ static int wait_and_acquire(dlock_client *c, dlock__held *h, int64_t lease_ms,
  * was handed to us in the meantime, pass it on. Returns rc unchanged. */
 static int fair_leave(dlock_client *c, dlock__held *h, int rc)
 {
-    dlock__result res[64];
-    const char *keys[4] = {h->key, h->fkey, h->qkey, h->qtkey};
-    size_t keylens[4] = {h->keylen, h->fkeylen, h->qkeylen, h->qtkeylen};
-    const char *args[1] = {h->owner};
-    size_t arglens[1] = {strlen(h->owner)};
-    dlock__cmd cmd = {
-        DLOCK__S_FAIR_LEAVE, 4, keys, keylens, 1, args, arglens, 0};
-    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
-    if (res[0].status == DLOCK_OK && elem_int(res[0].reply, 0) == 1) {
-        uint64_t tok = (uint64_t)elem_int(res[0].reply, 1);
-        dlock__results_clear(res, c->nnodes);
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
+    lock_keys(&b, h, 4);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
+    if (res[0].status == DLOCK_OK && dlock__elem_int(res[0].reply, 0) == 1) {
+        uint64_t tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
+        dlock__results_clear(res, c->ns.n);
         undo_acquire(c, h, 1, 1, tok, FAIR_HANDOFF_MS);
         return rc;
     }
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
     return rc;
 }
 
@@ -693,7 +606,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                           const dlock_acquire_options *opts)
 {
     dlock_acquire_options defaults;
-    char owner[96];
+    char owner[DLOCK_OWNER_MAX];
     dlock__held *h;
     attempt a = {0};
     int rc, fresh = 0;
@@ -722,7 +635,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                                 "lease_ms must be > 0 and at most a year "
                                 "(got %" PRId64 ")",
                                 opts->lease_ms);
-    if (c->nnodes > 1 && opts->lease_ms <= drift_of(c, opts->lease_ms))
+    if (c->ns.n > 1 && opts->lease_ms <= drift_of(c, opts->lease_ms))
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "lease_ms %" PRId64 " is not above the clock "
                                 "drift allowance",
@@ -877,7 +790,7 @@ int dlock_lock_release(dlock_lock *l)
 {
     dlock_client *c;
     dlock__held *h;
-    dlock__result res[64];
+    dlock__result res[DLOCK_MAX_SERVERS];
     int i, confirmed = 0, notowner = 0, rc, depth;
 
     if (l == NULL)
@@ -904,31 +817,31 @@ int dlock_lock_release(dlock_lock *l)
                                 st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
-    run_release(c, h, all_nodes(c), depth, h->token, 0, res);
-    for (i = 0; i < c->nnodes; i++) {
+    run_release(c, h, dlock__all_nodes(c), depth, h->token, 0, res);
+    for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
             continue;
         if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
-            malformed(c, res, i, "the release script");
+            dlock__malformed(&c->ns, res, i, "the release script");
         else if (r->integer > 0)
             confirmed++;
         else
             notowner++;
     }
-    if (confirmed >= c->quorum)
+    if (confirmed >= c->ns.quorum)
         rc = DLOCK_OK;
-    else if (notowner > c->nnodes - c->quorum ||
-             (c->nnodes == 1 && notowner == 1))
+    else if (notowner > c->ns.n - c->ns.quorum ||
+             (c->ns.n == 1 && notowner == 1))
         rc = dlock__set_error(c, DLOCK_NOT_OWNER,
                               "release %s: not the owner (the lease expired "
                               "or another owner has the lock)",
                               h->name);
     else
-        rc = step_error(c, res, all_nodes(c),
-                        c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
-                        "release");
-    dlock__results_clear(res, c->nnodes);
+        rc = dlock__fail_step(c, res, dlock__all_nodes(c),
+                              c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
+                              "release");
+    dlock__results_clear(res, c->ns.n);
     drop_handle(c, h, l, rc != DLOCK_OK);
     return rc;
 }
@@ -957,7 +870,7 @@ void dlock_lock_detach(dlock_lock *l)
 void dlock__extend_many(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok)
 {
-    dlock__result res[64];
+    dlock__result res[DLOCK_MAX_SERVERS];
     const char **keys = calloc((size_t)n, sizeof *keys);
     size_t *keylens = calloc((size_t)n, sizeof *keylens);
     const char **args = calloc((size_t)n * 2, sizeof *args);
@@ -976,7 +889,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     for (i = 0; i < n; i++) {
         keys[i] = hs[i]->key;
         keylens[i] = hs[i]->keylen;
-        fmt_i64(sl[i], sizeof sl[i], leases[i]);
+        dlock__fmt_i64(sl[i], leases[i]);
         args[2 * i] = hs[i]->owner;
         arglens[2 * i] = strlen(hs[i]->owner);
         args[2 * i + 1] = sl[i];
@@ -984,11 +897,16 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){DLOCK__S_EXTEND, n,    keys,    keylens,
-                       2 * n,           args, arglens, 0};
+    cmd = (dlock__cmd){.script = DLOCK__S_EXTEND,
+                       .nkeys = n,
+                       .keys = keys,
+                       .keylens = keylens,
+                       .nargs = 2 * n,
+                       .args = args,
+                       .arglens = arglens};
     t0 = dlock__now_ms();
-    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, maxlease), res);
-    for (j = 0; j < c->nnodes; j++) {
+    dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
+    for (j = 0; j < c->ns.n; j++) {
         const redisReply *r = res[j].reply;
         size_t k;
         int bad = 0;
@@ -998,12 +916,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         for (k = 0; !bad && k < r->elements; k++)
             bad = r->element[k]->type != REDIS_REPLY_INTEGER;
         if (bad)
-            malformed(c, res, j, "the extend script");
+            dlock__malformed(&c->ns, res, j, "the extend script");
     }
     for (i = 0; i < n; i++) {
         int yes = 0, no = 0;
         int64_t valid;
-        for (j = 0; j < c->nnodes; j++) {
+        for (j = 0; j < c->ns.n; j++) {
             const redisReply *r = res[j].reply;
             if (res[j].status != DLOCK_OK || r == NULL ||
                 r->type != REDIS_REPLY_ARRAY || (size_t)i >= r->elements)
@@ -1015,12 +933,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                 no++;
         }
         valid = t0 + leases[i] - drift_of(c, leases[i]);
-        if (yes >= c->quorum && valid > dlock__now_ms()) {
+        if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;
-        } else if (no > c->nnodes - c->quorum) {
+        } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
-        } else if (yes >= c->quorum) {
+        } else if (yes >= c->ns.quorum) {
             /* Extended, but the answer came too late to vouch for any
              * validity: not a success. */
             ok[i] = dlock__set_error(c, DLOCK_ETIMEDOUT,
@@ -1028,12 +946,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                                      "than the lease",
                                      hs[i]->name);
         } else {
-            ok[i] = step_error(c, res, all_nodes(c),
-                               c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
-                               "extend");
+            ok[i] = dlock__fail_step(
+                c, res, dlock__all_nodes(c),
+                c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM, "extend");
         }
     }
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
 out:
     free(keys);
     free(keylens);
@@ -1134,9 +1052,10 @@ static int check_key(const dlock_client *c, const char *key)
     if (key == NULL)
         return dlock__set_error(c, DLOCK_EINVAL, "key is NULL");
     n = strlen(key);
-    if (n == 0 || n > 4096)
+    if (n == 0 || n > DLOCK_KEY_MAX)
         return dlock__set_error(c, DLOCK_EINVAL,
-                                "key must be 1 to 4096 bytes (got %zu)", n);
+                                "key must be 1 to %d bytes (got %zu)",
+                                DLOCK_KEY_MAX, n);
     return DLOCK_OK;
 }
 
@@ -1144,13 +1063,8 @@ static int check_key(const dlock_client *c, const char *key)
 int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
                      const void *value, size_t len)
 {
-    dlock__result res[64];
-    char stok[24];
-    const char *keys[1];
-    size_t keylens[1];
-    const char *args[2];
-    size_t arglens[2];
-    dlock__cmd cmd;
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
     int rc;
 
     if (c == NULL)
@@ -1164,32 +1078,27 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "token must be 1 to 2^53 (got %" PRIu64 ")",
                                 token);
-    fmt_u64(stok, token);
-    keys[0] = key;
-    keylens[0] = strlen(key);
-    args[0] = stok;
-    arglens[0] = strlen(stok);
-    args[1] = value != NULL ? value : "";
-    arglens[1] = len;
-    cmd = (dlock__cmd){
-        DLOCK__S_FENCED_SET, 1, keys, keylens, 2, args, arglens, 0};
-    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
+    dlock__cmd_begin(&b, DLOCK__S_FENCED_SET);
+    dlock__cmd_key(&b, key, strlen(key));
+    dlock__cmd_arg_u64(&b, token);
+    dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
-        rc = step_error(c, res, 1, res[0].status, "fenced set");
+        rc = dlock__fail_step(c, res, 1, res[0].status, "fenced set");
     } else if (acquire_kind(res[0].reply) == 1 ||
                (res[0].reply->type == REDIS_REPLY_ARRAY &&
-                elem_int(res[0].reply, 0) == 1)) {
+                dlock__elem_int(res[0].reply, 0) == 1)) {
         rc = DLOCK_OK;
     } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
                res[0].reply->elements == 2) {
         rc = dlock__set_error(c, DLOCK_STALE,
                               "fenced set %s: token %" PRIu64
                               " is older than %lld",
-                              key, token, elem_int(res[0].reply, 1));
+                              key, token, dlock__elem_int(res[0].reply, 1));
     } else {
         rc = dlock__set_error(c, DLOCK_EPROTO, "fenced set: unexpected reply");
     }
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
     return rc;
 }
 
@@ -1197,10 +1106,8 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
 int dlock_fenced_get(dlock_client *c, const char *key, char **value,
                      size_t *len, uint64_t *fence)
 {
-    dlock__result res[64];
-    const char *keys[1];
-    size_t keylens[1];
-    dlock__cmd cmd;
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
     const redisReply *r;
     int rc;
 
@@ -1214,25 +1121,24 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     *value = NULL;
     *len = 0;
     *fence = 0;
-    keys[0] = key;
-    keylens[0] = strlen(key);
-    cmd = (dlock__cmd){DLOCK__S_FENCED_GET, 1, keys, keylens, 0, NULL, NULL, 0};
-    dlock__exec(c, 1, &cmd, step_deadline(c, 0), res);
+    dlock__cmd_begin(&b, DLOCK__S_FENCED_GET);
+    dlock__cmd_key(&b, key, strlen(key));
+    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
-        rc = step_error(c, res, 1, res[0].status, "fenced get");
-        dlock__results_clear(res, c->nnodes);
+        rc = dlock__fail_step(c, res, 1, res[0].status, "fenced get");
+        dlock__results_clear(res, c->ns.n);
         return rc;
     }
     r = res[0].reply;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        dlock__results_clear(res, c->nnodes);
+        dlock__results_clear(res, c->ns.n);
         return dlock__set_error(c, DLOCK_EPROTO,
                                 "fenced get: unexpected reply");
     }
     if (r->element[0]->type == REDIS_REPLY_STRING) {
         *value = malloc(r->element[0]->len + 1);
         if (*value == NULL) {
-            dlock__results_clear(res, c->nnodes);
+            dlock__results_clear(res, c->ns.n);
             return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
         }
         memcpy(*value, r->element[0]->str, r->element[0]->len);
@@ -1241,18 +1147,16 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     }
     if (r->element[1]->type == REDIS_REPLY_STRING)
         *fence = strtoull(r->element[1]->str, NULL, 10);
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
     return DLOCK_OK;
 }
 
 /* See dlock.h. */
 int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
 {
-    dlock__result res[64];
+    dlock__result res[DLOCK_MAX_SERVERS];
     dlock__held *h;
-    const char *keys[3];
-    size_t keylens[3];
-    dlock__cmd cmd;
+    dlock__cmdbuf b;
     int i, answered = 0, rc;
 
     if (c == NULL)
@@ -1268,15 +1172,12 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     h = held_new(c, name, "");
     if (h == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-    keys[0] = h->key;
-    keys[1] = h->fkey;
-    keys[2] = h->qkey;
-    keylens[0] = h->keylen;
-    keylens[1] = h->fkeylen;
-    keylens[2] = h->qkeylen;
-    cmd = (dlock__cmd){DLOCK__S_INSPECT, 3, keys, keylens, 0, NULL, NULL, 0};
-    dlock__exec(c, all_nodes(c), &cmd, step_deadline(c, 0), res);
-    for (i = 0; i < c->nnodes; i++) {
+    dlock__cmd_begin(&b, DLOCK__S_INSPECT);
+    dlock__cmd_key(&b, h->key, h->keylen);
+    dlock__cmd_key(&b, h->fkey, h->fkeylen);
+    dlock__cmd_key(&b, h->qkey, h->qkeylen);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         const redisReply *f;
         long long pttl;
@@ -1296,17 +1197,17 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         for (k = 0; !bad && k < r->element[1]->elements; k++)
             bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
         if (bad) {
-            malformed(c, res, i, "the inspect script");
+            dlock__malformed(&c->ns, res, i, "the inspect script");
             continue;
         }
         answered++;
-        pttl = elem_int(r, 0);
+        pttl = dlock__elem_int(r, 0);
         f = r->element[1];
-        n = (uint64_t)elem_int(r, 2);
+        n = (uint64_t)dlock__elem_int(r, 2);
         if (n > out->last_token)
             out->last_token = n;
-        if (elem_int(r, 3) > out->waiters)
-            out->waiters = elem_int(r, 3);
+        if (dlock__elem_int(r, 3) > out->waiters)
+            out->waiters = dlock__elem_int(r, 3);
         if (pttl >= 0 && f->type == REDIS_REPLY_ARRAY && f->elements >= 2) {
             out->nodes_holding++;
             out->held = 1;
@@ -1317,13 +1218,13 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
             out->reentry = strtoll(f->element[1]->str, NULL, 10);
         }
     }
-    if (answered < c->quorum)
-        rc = step_error(c, res, all_nodes(c),
-                        c->nnodes == 1 ? res[0].status : DLOCK_NO_QUORUM,
-                        "inspect");
+    if (answered < c->ns.quorum)
+        rc = dlock__fail_step(c, res, dlock__all_nodes(c),
+                              c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
+                              "inspect");
     else
         rc = DLOCK_OK;
-    dlock__results_clear(res, c->nnodes);
+    dlock__results_clear(res, c->ns.n);
     dlock__held_free(h);
     return rc;
 }
@@ -1348,7 +1249,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     if (rc != DLOCK_OK)
         return rc;
     if (!info.held || strcmp(info.owner, owner) != 0 ||
-        info.nodes_holding < c->quorum)
+        info.nodes_holding < c->ns.quorum)
         return dlock__set_error(c, DLOCK_NOT_OWNER, "adopt %s: not held by %s",
                                 name, owner);
     h = held_new(c, name, owner);
@@ -1358,7 +1259,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     h->depth = (int)info.reentry;
     h->handles = 1;
     h->token = token != 0 ? token : info.last_token;
-    h->nodes = all_nodes(c);
+    h->nodes = dlock__all_nodes(c);
     h->lease_ms = info.ttl_ms;
     atomic_store(&h->valid_until_ms,
                  dlock__now_ms() + info.ttl_ms - drift_of(c, info.ttl_ms));

@@ -109,7 +109,7 @@ int dlock__notify_init(dlock_client *c)
     dlock__notifier *n = calloc(1, sizeof *n);
     if (n == NULL)
         return DLOCK_ENOMEM;
-    n->links = calloc((size_t)c->nnodes, sizeof *n->links);
+    n->links = calloc((size_t)c->ns.n, sizeof *n->links);
     n->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     n->reader_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (n->links == NULL || n->wake_fd < 0 || n->reader_fd < 0) {
@@ -168,7 +168,7 @@ void dlock__notify_free(dlock_client *c)
         wake_thread(n);
         pthread_join(n->thread, NULL);
     }
-    for (i = 0; i < c->nnodes; i++)
+    for (i = 0; i < c->ns.n; i++)
         dlock__conn_close(n->links[i].conn);
     while (n->chans != NULL) {
         chan *next = n->chans->next;
@@ -403,8 +403,8 @@ static void *notifier_main(void *arg)
 {
     dlock__notifier *n = arg;
     dlock_client *c = n->c;
-    struct pollfd *pfd = calloc((size_t)c->nnodes + 1, sizeof *pfd);
-    int *idx = calloc((size_t)c->nnodes + 1, sizeof *idx);
+    struct pollfd *pfd = calloc((size_t)c->ns.n + 1, sizeof *pfd);
+    int *idx = calloc((size_t)c->ns.n + 1, sizeof *idx);
     char err[DLOCK__ERRLEN];
 
     if (pfd == NULL || idx == NULL) {
@@ -418,13 +418,13 @@ static void *notifier_main(void *arg)
         int64_t now = dlock__now_ms();
         int any = n->chans != NULL;
 
-        for (i = 0; i < c->nnodes; i++) {
+        for (i = 0; i < c->ns.n; i++) {
             sub_link *l = &n->links[i];
             if (l->conn == NULL && any && now >= l->retry_at) {
                 dlock__conn *conn = NULL;
                 int rc;
                 pthread_mutex_unlock(&n->mu);
-                rc = dlock__conn_open(&conn, &c->nodes[i].ep, c->tls,
+                rc = dlock__conn_open(&conn, &c->ns.node[i].ep, c->ns.tls,
                                       now + c->opts.connect_timeout_ms, err,
                                       sizeof err);
                 pthread_mutex_lock(&n->mu);
@@ -449,7 +449,7 @@ static void *notifier_main(void *arg)
         pfd[0].fd = n->wake_fd;
         pfd[0].events = POLLIN;
         pfd[0].revents = 0;
-        for (i = 0; i < c->nnodes; i++) {
+        for (i = 0; i < c->ns.n; i++) {
             sub_link *l = &n->links[i];
             if (l->conn == NULL) {
                 if (any && l->retry_at - now < timeout)
@@ -486,7 +486,7 @@ static void *notifier_main(void *arg)
  * is announced by every node that held the lock, which is a majority. */
 static int subscribed_enough(const dlock_client *c, const chan *ch)
 {
-    return __builtin_popcountll(ch->ok) >= c->quorum;
+    return __builtin_popcountll(ch->ok) >= c->ns.quorum;
 }
 
 /* See internal.h. */
@@ -616,7 +616,7 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
  * subscription business for the notifier thread. Caller holds mu. */
 static int direct_ok(dlock__notifier *n, const dlock__waiter *w)
 {
-    return n->c->nnodes == 1 && n->nwaiters == 1 && n->links[0].conn != NULL &&
+    return n->c->ns.n == 1 && n->nwaiters == 1 && n->links[0].conn != NULL &&
            (n->reader == NULL || n->reader == w) && !link_work(n, 0);
 }
 
