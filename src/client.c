@@ -1,7 +1,10 @@
 /*
- * client.c - dlock_client: options and their defaults, the client's
- * lifetime (nodes, TLS context, background threads), counters and
- * cancellation.
+ * client.c - dlock_client, the composition root: options and their
+ * defaults, and the client's lifetime, which puts the layers together (a
+ * topology fills the node set, the scripts are hashed, the notifier and
+ * the watchdog are made; client_free takes them apart in reverse). Also
+ * the client id, dlock_errmsg, counters and cancellation. It may call
+ * every layer; no file calls it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -11,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
+#include "held.h"
+#include "notify.h"
+#include "watchdog.h"
 
 /* See dlock.h. */
 const char *dlock_version(void)
@@ -223,23 +229,13 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
 /* See dlock.h. */
 void dlock_client_free(dlock_client *c)
 {
-    dlock__held *h, *next;
     if (c == NULL)
         return;
     dlock_client_cancel(c);
     dlock__watchdog_free(c);
     dlock__notify_free(c);
     /* Handles still out are the caller's bug; their leases run out. */
-    for (h = c->held; h != NULL; h = next) {
-        next = h->next;
-        dlock__held_free(h);
-    }
-    c->held = NULL;
-    for (h = c->undos; h != NULL; h = next) {
-        next = h->next;
-        dlock__held_free(h);
-    }
-    c->undos = NULL;
+    dlock__registry_clear(c);
     client_destroy(c);
 }
 
@@ -285,132 +281,4 @@ void dlock_client_stats(const dlock_client *c, dlock_stats *s)
     s->renewals = atomic_load(&c->stats.renewals);
     s->lost = atomic_load(&c->stats.lost);
     s->reconnects = atomic_load(&c->stats.reconnects);
-}
-
-/* Append one finding (a line) to buf, as much as fits. */
-static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    va_list ap;
-    (*n)++;
-    if (used + 1 >= len)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
-    used = strlen(buf);
-    if (used + 1 < len) {
-        buf[used] = '\n';
-        buf[used + 1] = '\0';
-    }
-}
-
-/* The value of a CONFIG GET reply ({name, value}), or NULL. */
-static const char *config_value(const redisReply *r)
-{
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[1]->type != REDIS_REPLY_STRING)
-        return NULL;
-    return r->element[1]->str;
-}
-
-/* See dlock.h. */
-int dlock_client_check(dlock_client *c, char *buf, size_t len)
-{
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
-    int i, k, n = 0;
-
-    if (c == NULL || buf == NULL || len == 0)
-        return c == NULL
-                   ? DLOCK_EINVAL
-                   : dlock__set_error(c, DLOCK_EINVAL,
-                                      "check: no buffer for the findings");
-    buf[0] = '\0';
-    for (i = 0; i < c->ns.n; i++) {
-        const char *host = c->ns.node[i].ep.display;
-        int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
-        char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
-        dlock__conn *conn = NULL;
-        const char *policy, *aof, *fsync;
-        int rc = DLOCK_EIO, attempt;
-
-        /* A second try on a fresh connection: a pooled one may have been
-         * closed by the server since it was last used. */
-        for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
-            conn = NULL;
-            rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
-                const char *argv[3] = {"CONFIG", "GET", names[k]};
-                rc = dlock__conn_append_argv(conn, 3, argv, NULL);
-            }
-            if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
-                                           sizeof err);
-            if (conn != NULL)
-                dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
-            if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
-            if (dlock__now_ms() >= deadline)
-                break;
-        }
-        if (rc != DLOCK_OK) {
-            finding(buf, len, &n, "%s: not checked: %s", host, err);
-            continue;
-        }
-        for (k = 0; k < 3; k++)
-            if (r[k]->type == REDIS_REPLY_ERROR)
-                break;
-        if (k < 3) {
-            finding(buf, len, &n,
-                    "%s: not checked: CONFIG GET %s refused: %.120s", host,
-                    names[k], r[k]->str);
-        } else {
-            policy = config_value(r[0]);
-            aof = config_value(r[1]);
-            fsync = config_value(r[2]);
-            if (policy != NULL && strcmp(policy, "noeviction") != 0)
-                finding(buf, len, &n,
-                        "%s: maxmemory-policy is %s: under memory pressure "
-                        "Redis may evict a lock key, and then two owners "
-                        "can hold the lock (use noeviction)",
-                        host, policy);
-            if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
-                (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
-                finding(buf, len, &n,
-                        "%s: appendonly %s, appendfsync %s: a restart can "
-                        "forget locks and fencing counters; Redlock needs "
-                        "appendfsync always or restarts delayed past the "
-                        "longest lease",
-                        host, aof, fsync);
-        }
-        for (k = 0; k < 3; k++)
-            if (r[k] != NULL)
-                freeReplyObject(r[k]);
-    }
-    return n;
-}
-
-/* See internal.h. The hold number makes every hold's owner id unique, so
- * that a late message of an earlier hold (a release, an undo or a renewal
- * delayed on the network past its timeout) can never act on a later hold
- * of the same thread. */
-void dlock__owner_id(dlock_client *c, char *buf, size_t len)
-{
-    /* 32 + 1 + 20 + 1 + 20 + NUL; formatted by hand (hot path). */
-    char *p = buf;
-    if (len < 75) {
-        snprintf(buf, len, "?");
-        return;
-    }
-    memcpy(p, c->idhex, 32);
-    p += 32;
-    *p++ = ':';
-    p += dlock__fmt_i64(p, dlock__thread_id());
-    *p++ = ':';
-    p += dlock__fmt_u64(p, atomic_fetch_add(&c->hold_seq, 1) + 1);
-    *p = '\0';
 }

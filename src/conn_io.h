@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conn.h"
+#include "util.h"
+
+typedef struct dlock__conn dlock__conn; /* as in conn.h */
 
 /* How a connection's bytes move. read and write do what the socket
  * allows now and return DLOCK_OK (also when it would block), or an error

@@ -45,7 +45,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "conn.h"
+#include "core.h"
+#include "net.h"
+#include "notify.h"
 
 /* A channel nobody waits on stays subscribed this long, so that a process
  * that contends for a lock again and again does not pay a SUBSCRIBE and an
@@ -103,7 +106,7 @@ struct dlock__notifier {
     sub_link *links;
 };
 
-/* See internal.h. The thread starts on first use. */
+/* See notify.h. The thread starts on first use. */
 int dlock__notify_init(dlock_client *c)
 {
     dlock__notifier *n = calloc(1, sizeof *n);
@@ -154,7 +157,7 @@ static void chan_free(chan *ch)
     free(ch);
 }
 
-/* See internal.h. */
+/* See notify.h. */
 void dlock__notify_free(dlock_client *c)
 {
     dlock__notifier *n = c->notifier;
@@ -489,7 +492,7 @@ static int subscribed_enough(const dlock_client *c, const chan *ch)
     return __builtin_popcountll(ch->ok) >= c->ns.quorum;
 }
 
-/* See internal.h. */
+/* See notify.h. */
 int dlock__notify_subscribed(dlock_client *c, const char *name, size_t len)
 {
     dlock__notifier *n = c->notifier;
@@ -502,7 +505,7 @@ int dlock__notify_subscribed(dlock_client *c, const char *name, size_t len)
     return yes;
 }
 
-/* See internal.h. */
+/* See notify.h. */
 int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
                         const char *me, dlock__waiter **out,
                         int64_t deadline_ms, uint64_t cancel_gen)
@@ -583,7 +586,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     return DLOCK_OK;
 }
 
-/* See internal.h. */
+/* See notify.h. */
 int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
 {
     dlock__notifier *n = w->c->notifier;
@@ -701,26 +704,26 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
     return rc;
 }
 
-/* See internal.h. The waiter keeps its turn while it sleeps: the other
+/* See notify.h. The waiter keeps its turn while it sleeps: the other
  * threads of the process stay quiet until it has the lock or gives up. */
 int dlock__notify_wait(dlock__waiter *w, int64_t until_ms)
 {
     return wait_on(w, until_ms, 0);
 }
 
-/* See internal.h. */
+/* See notify.h. */
 int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms)
 {
     return wait_on(w, until_ms, 1);
 }
 
-/* See internal.h. */
+/* See notify.h. */
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w)
 {
     return w->token;
 }
 
-/* See internal.h. */
+/* See notify.h. */
 void dlock__notify_end(dlock__waiter *w)
 {
     dlock__notifier *n;
