@@ -8,17 +8,18 @@
  * idempotent (a retry after a lost reply cannot count twice), and gives
  * the watchdog the list of leases to renew.
  *
- * Life of a held record (h->life), all moves under client->held_mu:
+ * Life of a held record (h->life); every move is made under
+ * client->held_mu:
  *
- *   NEW ------------> LIVE <----------> RELEASING
- *    |  acquire         |  release of     |
- *    |  succeeded:      |  the last level |  drop_handle with depth 0,
- *    |  dlock__held_    |  or detach sets |  or a failed release
- *    |  link()          |  it; a level    |
- *    |                  |  left puts it   v
- *    |                  +-------------> UNLINKED ---> freed
- *    v                    depth 0
- *   freed (the acquire failed; nobody else ever saw it)
+ *   NEW -> LIVE              the acquire (or adopt) succeeded:
+ *                            dlock__held_link()
+ *   NEW -> freed             the acquire failed; nobody else saw it
+ *   LIVE -> RELEASING        a release of the last level starts, or detach
+ *   RELEASING -> LIVE        the release left levels (drop_handle)
+ *   LIVE, RELEASING
+ *            -> UNLINKED     no level left (drop_handle, depth 0)
+ *   UNLINKED -> freed        by its last user: the last handle, or the
+ *                            last watchdog round holding a reference
  *
  *   NEW        made by an acquire (dlock__held_new), seen only by the
  *              acquiring thread; freed by it if the acquire fails.
