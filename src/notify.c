@@ -47,6 +47,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "notify.h"
 #include "notify_impl.h"
 
 /* See notify.h. The thread starts on first use. */

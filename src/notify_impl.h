@@ -13,7 +13,11 @@
 
 #include "conn.h"
 #include "core.h"
-#include "notify.h"
+
+/* As in notify.h, which this header does not include: notify.c is above
+ * subscriber.c, and only it needs the waiters' API. */
+typedef struct dlock__notifier dlock__notifier;
+typedef struct dlock__waiter dlock__waiter;
 
 /* A channel nobody waits on stays subscribed this long, so that a process
  * that contends for a lock again and again does not pay a SUBSCRIBE and an
