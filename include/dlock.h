@@ -123,6 +123,13 @@ typedef enum dlock_wait_strategy {
 
 #define DLOCK_OPTIONS_VERSION 1
 
+/* Limits, named once. */
+#define DLOCK_MAX_SERVERS 64 /* servers of one client (Redlock nodes) */
+#define DLOCK_PREFIX_MAX 256 /* bytes of key_prefix */
+#define DLOCK_NAME_MAX 512   /* bytes of a lock name */
+#define DLOCK_OWNER_MAX 96   /* bytes of an owner id, with its NUL */
+#define DLOCK_KEY_MAX 4096   /* bytes of a fenced value's key */
+
 /*
  * Client options. Call dlock_options_init() first: it fills every default.
  * Every string is copied by dlock_client_new().
@@ -353,13 +360,13 @@ DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
 
 /* What the servers say about a lock, for tools such as `dlock status`. */
 typedef struct dlock_info {
-    int held;            /* 1 if some owner holds it */
-    char owner[96];      /* the owner id, "" when free */
-    int64_t reentry;     /* the owner's reentry count */
-    int64_t ttl_ms;      /* remaining lease, -1 when free */
-    uint64_t last_token; /* the last fencing token granted (0: never) */
-    int64_t waiters;     /* fair-mode waiters queued, -1 when unknown */
-    int nodes_holding;   /* Redlock: nodes on which it is held */
+    int held;                    /* 1 if some owner holds it */
+    char owner[DLOCK_OWNER_MAX]; /* the owner id, "" when free */
+    int64_t reentry;             /* the owner's reentry count */
+    int64_t ttl_ms;              /* remaining lease, -1 when free */
+    uint64_t last_token;         /* the last fencing token granted (0: never) */
+    int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
+    int nodes_holding;           /* Redlock: nodes on which it is held */
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on

@@ -1,48 +1,23 @@
 /*
- * client.c - dlock_client: options and their defaults, the client's
- * lifetime (nodes, TLS context, background threads), per-thread error
- * messages, counters, cancellation, and the status code texts.
+ * client.c - dlock_client, the composition root: options and their
+ * defaults, and the client's lifetime, which puts the layers together (a
+ * topology fills the node set, the scripts are hashed, the notifier and
+ * the watchdog are made; client_free takes them apart in reverse). Also
+ * the client id, dlock_errmsg, counters and cancellation. It may call
+ * every layer; no file calls it.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-static const struct {
-    int code;
-    const char *name;
-    const char *text;
-} status_table[] = {
-#define DLOCK__ROW(name, value, text) {value, #name, text},
-    DLOCK_STATUS_LIST(DLOCK__ROW)
-#undef DLOCK__ROW
-};
-
-/* See dlock.h. */
-const char *dlock_strerror(int code)
-{
-    size_t i;
-    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
-        if (status_table[i].code == code)
-            return status_table[i].text;
-    return "unknown status";
-}
-
-/* See dlock.h. */
-const char *dlock_status_name(int code)
-{
-    size_t i;
-    for (i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
-        if (status_table[i].code == code)
-            return status_table[i].name;
-    return "UNKNOWN";
-}
+#include "core.h"
+#include "held.h"
+#include "notify.h"
+#include "watchdog.h"
 
 /* See dlock.h. */
 const char *dlock_version(void)
@@ -89,18 +64,21 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
                            o->version);
     if (o->nservers == 0 || o->servers == NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL, "no server given");
-    if (o->nservers > 64)
+    if (o->nservers > DLOCK_MAX_SERVERS)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "%zu servers given, at most 64", o->nservers);
+                           "%zu servers given, at most %d", o->nservers,
+                           DLOCK_MAX_SERVERS);
     for (i = 0; i < o->nservers; i++)
         if (o->servers[i] == NULL)
             return dlock__fail(err, errlen, DLOCK_EINVAL, "server %zu is NULL",
                                i);
     if (o->key_prefix == NULL || o->key_prefix[0] == '\0' ||
-        strlen(o->key_prefix) > 256 || strpbrk(o->key_prefix, "{}") != NULL)
+        strlen(o->key_prefix) > DLOCK_PREFIX_MAX ||
+        strpbrk(o->key_prefix, "{}") != NULL)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "key_prefix must be 1 to 256 bytes without "
-                           "'{' or '}'");
+                           "key_prefix must be 1 to %d bytes without "
+                           "'{' or '}'",
+                           DLOCK_PREFIX_MAX);
     if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "connect_timeout_ms and command_timeout_ms must "
@@ -129,39 +107,13 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
-/* One thread's message buffer, linked into its client so that the
- * client can free the buffers of threads still alive when it goes
- * (pthread_key_delete runs no destructors). */
-typedef struct dlock__errnode {
-    struct dlock__errnode *next, *prev;
-    dlock_client *c;
-    char msg[DLOCK__MSGLEN];
-} dlock__errnode;
-
-/* Thread exit: unlink and free this thread's buffer. */
-static void free_errbuf(void *p)
-{
-    dlock__errnode *e = p;
-    dlock_client *c = e->c;
-    pthread_mutex_lock(&c->err_mu);
-    if (e->prev != NULL)
-        e->prev->next = e->next;
-    else
-        c->errs = e->next;
-    if (e->next != NULL)
-        e->next->prev = e->prev;
-    pthread_mutex_unlock(&c->err_mu);
-    free(e);
-}
-
 /* Free everything client_new may have made; c is partly built. */
 static void client_destroy(dlock_client *c)
 {
     size_t i;
     dlock__watchdog_free(c);
     dlock__notify_free(c);
-    dlock__nodes_free(c);
-    dlock__tls_ctx_free(c->tls);
+    dlock__nodeset_free(&c->ns);
     if (c->servers != NULL)
         for (i = 0; i < c->opts.nservers; i++)
             free(c->servers[i]);
@@ -180,13 +132,7 @@ static void client_destroy(dlock_client *c)
     pthread_cond_destroy(&c->held_cv);
     pthread_mutex_destroy(&c->wait_mu);
     pthread_cond_destroy(&c->wait_cv);
-    pthread_key_delete(c->errkey);
-    while (c->errs != NULL) {
-        dlock__errnode *next = c->errs->next;
-        free(c->errs);
-        c->errs = next;
-    }
-    pthread_mutex_destroy(&c->err_mu);
+    dlock__msgs_destroy(&c->msgs);
     free(c);
 }
 
@@ -194,12 +140,8 @@ static void client_destroy(dlock_client *c)
 int dlock_client_new(dlock_client **out, const dlock_options *opts,
                      char *errbuf, size_t errlen)
 {
-    const char *script_src[DLOCK__S_COUNT] = {
-        dlock__lua_acquire,     dlock__lua_release,    dlock__lua_extend,
-        dlock__lua_fence_raise, dlock__lua_fenced_set, dlock__lua_inspect,
-        dlock__lua_fenced_get,  dlock__lua_fair_leave};
     dlock_client *c;
-    int rc, oom = 0, i, need_tls = 0;
+    int rc, oom = 0;
     size_t k;
 
     if (errbuf != NULL && errlen > 0)
@@ -216,12 +158,11 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     c = calloc(1, sizeof *c);
     if (c == NULL)
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
-    if (pthread_key_create(&c->errkey, free_errbuf) != 0) {
+    if (dlock__msgs_init(&c->msgs) != 0) {
         free(c);
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM,
                            "no thread-specific key left");
     }
-    pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->held_mu, NULL);
     dlock__cond_init(&c->held_cv);
     pthread_mutex_init(&c->wait_mu, NULL);
@@ -255,19 +196,8 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
     }
     c->prefixlen = strlen(c->key_prefix);
-    c->nnodes = (int)opts->nservers;
-    c->quorum = c->nnodes / 2 + 1;
 
-    rc = dlock__nodes_init(c, errbuf, errlen);
-    for (i = 0; rc == DLOCK_OK && i < c->nnodes; i++)
-        if (c->nodes[i].ep.kind == DLOCK__EP_TLS)
-            need_tls = 1;
-    if (rc == DLOCK_OK && need_tls) {
-        dlock__tls_opts t = {c->tls_ca_file,     c->tls_ca_dir,
-                             c->tls_server_name, c->tls_cert_file,
-                             c->tls_key_file,    opts->tls_insecure};
-        rc = dlock__tls_ctx_new(&c->tls, &t, errbuf, errlen);
-    }
+    rc = dlock__topology_fill(&c->ns, &c->opts, &c->stats, errbuf, errlen);
     if (rc == DLOCK_OK && dlock__random_bytes(c->id, sizeof c->id) != 0)
         rc = dlock__fail(errbuf, errlen, DLOCK_EIO, "getrandom: %s",
                          strerror(errno));
@@ -277,10 +207,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     }
     for (k = 0; k < sizeof c->id; k++)
         snprintf(c->idhex + 2 * k, 3, "%02x", c->id[k]);
-    for (i = 0; i < DLOCK__S_COUNT; i++) {
-        c->scripts[i].src = script_src[i];
-        dlock__sha1_hex(script_src[i], c->scripts[i].sha);
-    }
+    dlock__scripts_init(c->scripts);
     rc = dlock__notify_init(c);
     if (rc == DLOCK_OK)
         rc = dlock__watchdog_init(c);
@@ -288,7 +215,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         client_destroy(c);
         return dlock__fail(errbuf, errlen, rc, "cannot start threads");
     }
-    if (need_tls && opts->tls_insecure) {
+    if (c->ns.tls != NULL && opts->tls_insecure) {
         static const char warn[] =
             "WARNING: TLS verification is OFF (tls_insecure): anyone on "
             "the path can read and forge traffic";
@@ -302,71 +229,22 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
 /* See dlock.h. */
 void dlock_client_free(dlock_client *c)
 {
-    dlock__held *h, *next;
     if (c == NULL)
         return;
     dlock_client_cancel(c);
     dlock__watchdog_free(c);
     dlock__notify_free(c);
     /* Handles still out are the caller's bug; their leases run out. */
-    for (h = c->held; h != NULL; h = next) {
-        next = h->next;
-        dlock__held_free(h);
-    }
-    c->held = NULL;
-    for (h = c->undos; h != NULL; h = next) {
-        next = h->next;
-        dlock__held_free(h);
-    }
-    c->undos = NULL;
+    dlock__registry_clear(c);
     client_destroy(c);
-}
-
-/* See internal.h. Allocated on first use by each thread. */
-char *dlock__errbuf(const dlock_client *c)
-{
-    dlock__errnode *e = pthread_getspecific(c->errkey);
-    if (e == NULL) {
-        dlock_client *mc = (dlock_client *)c; /* the list is not API state */
-        e = calloc(1, sizeof *e);
-        if (e == NULL)
-            return NULL;
-        e->c = mc;
-        pthread_mutex_lock(&mc->err_mu);
-        e->next = mc->errs;
-        if (mc->errs != NULL)
-            mc->errs->prev = e;
-        mc->errs = e;
-        pthread_mutex_unlock(&mc->err_mu);
-        pthread_setspecific(c->errkey, e);
-    }
-    return e->msg;
-}
-
-/* See internal.h. */
-int dlock__set_error(const dlock_client *c, int code, const char *fmt, ...)
-{
-    char *b = dlock__errbuf(c);
-    if (b != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b, DLOCK__MSGLEN, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 /* See dlock.h. */
 const char *dlock_errmsg(const dlock_client *c)
 {
-    const char *b;
     if (c == NULL)
         return "client is NULL";
-    {
-        const dlock__errnode *e = pthread_getspecific(c->errkey);
-        b = e != NULL ? e->msg : "";
-    }
-    return b;
+    return dlock__msgs_peek(&c->msgs);
 }
 
 /* See dlock.h. */
@@ -403,163 +281,4 @@ void dlock_client_stats(const dlock_client *c, dlock_stats *s)
     s->renewals = atomic_load(&c->stats.renewals);
     s->lost = atomic_load(&c->stats.lost);
     s->reconnects = atomic_load(&c->stats.reconnects);
-}
-
-/* Append one finding (a line) to buf, as much as fits. */
-static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void finding(char *buf, size_t len, int *n, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    va_list ap;
-    (*n)++;
-    if (used + 1 >= len)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
-    used = strlen(buf);
-    if (used + 1 < len) {
-        buf[used] = '\n';
-        buf[used + 1] = '\0';
-    }
-}
-
-/* The value of a CONFIG GET reply ({name, value}), or NULL. */
-static const char *config_value(const redisReply *r)
-{
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[1]->type != REDIS_REPLY_STRING)
-        return NULL;
-    return r->element[1]->str;
-}
-
-/* See dlock.h. */
-int dlock_client_check(dlock_client *c, char *buf, size_t len)
-{
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
-    int i, k, n = 0;
-
-    if (c == NULL || buf == NULL || len == 0)
-        return c == NULL
-                   ? DLOCK_EINVAL
-                   : dlock__set_error(c, DLOCK_EINVAL,
-                                      "check: no buffer for the findings");
-    buf[0] = '\0';
-    for (i = 0; i < c->nnodes; i++) {
-        const char *host = c->nodes[i].ep.display;
-        int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
-        char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
-        dlock__conn *conn = NULL;
-        const char *policy, *aof, *fsync;
-        int rc = DLOCK_EIO, attempt;
-
-        /* A second try on a fresh connection: a pooled one may have been
-         * closed by the server since it was last used. */
-        for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
-            conn = NULL;
-            rc = dlock__node_get(c, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
-                const char *argv[3] = {"CONFIG", "GET", names[k]};
-                rc = dlock__conn_append_argv(conn, 3, argv, NULL);
-            }
-            if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
-                                           sizeof err);
-            if (conn != NULL)
-                dlock__node_put(c, i, conn, rc == DLOCK_OK);
-            if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
-            if (dlock__now_ms() >= deadline)
-                break;
-        }
-        if (rc != DLOCK_OK) {
-            finding(buf, len, &n, "%s: not checked: %s", host, err);
-            continue;
-        }
-        for (k = 0; k < 3; k++)
-            if (r[k]->type == REDIS_REPLY_ERROR)
-                break;
-        if (k < 3) {
-            finding(buf, len, &n,
-                    "%s: not checked: CONFIG GET %s refused: %.120s", host,
-                    names[k], r[k]->str);
-        } else {
-            policy = config_value(r[0]);
-            aof = config_value(r[1]);
-            fsync = config_value(r[2]);
-            if (policy != NULL && strcmp(policy, "noeviction") != 0)
-                finding(buf, len, &n,
-                        "%s: maxmemory-policy is %s: under memory pressure "
-                        "Redis may evict a lock key, and then two owners "
-                        "can hold the lock (use noeviction)",
-                        host, policy);
-            if (c->nnodes > 1 && aof != NULL && fsync != NULL &&
-                (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
-                finding(buf, len, &n,
-                        "%s: appendonly %s, appendfsync %s: a restart can "
-                        "forget locks and fencing counters; Redlock needs "
-                        "appendfsync always or restarts delayed past the "
-                        "longest lease",
-                        host, aof, fsync);
-        }
-        for (k = 0; k < 3; k++)
-            if (r[k] != NULL)
-                freeReplyObject(r[k]);
-    }
-    return n;
-}
-
-/* See internal.h. */
-int dlock__cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t a;
-    int rc;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-    return rc;
-}
-
-/* See internal.h. */
-int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
-                           int64_t deadline_ms)
-{
-    struct timespec ts;
-    if (deadline_ms < 0)
-        return pthread_cond_wait(cv, mu);
-    ts.tv_sec = (time_t)(deadline_ms / 1000);
-    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
-    return pthread_cond_timedwait(cv, mu, &ts);
-}
-
-/* See internal.h. The kernel thread id: unique among live threads, which
- * is what an owner id needs. */
-long dlock__thread_id(void)
-{
-    return (long)syscall(SYS_gettid);
-}
-
-/* See internal.h. The hold number makes every hold's owner id unique, so
- * that a late message of an earlier hold (a release, an undo or a renewal
- * delayed on the network past its timeout) can never act on a later hold
- * of the same thread. */
-void dlock__owner_id(dlock_client *c, char *buf, size_t len)
-{
-    /* 32 + 1 + 20 + 1 + 20 + NUL; formatted by hand (hot path). */
-    char *p = buf;
-    if (len < 75) {
-        snprintf(buf, len, "?");
-        return;
-    }
-    memcpy(p, c->idhex, 32);
-    p += 32;
-    *p++ = ':';
-    p += dlock__fmt_i64(p, dlock__thread_id());
-    *p++ = ':';
-    p += dlock__fmt_u64(p, atomic_fetch_add(&c->hold_seq, 1) + 1);
-    *p = '\0';
 }

@@ -7,7 +7,7 @@
  * strict on purpose: a typo in a port or a database number must fail at
  * dlock_client_new(), not connect somewhere unexpected.
  *
- * Syntax accepted (see internal.h):
+ * Syntax accepted (see url.h):
  *   redis://[user[:password]@]host[:port][/db]
  *   rediss://[user[:password]@]host[:port][/db]
  *   unix://[user[:password]@]/absolute/path[?db=N]
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "internal.h"
+#include "url.h"
 
 #define DEFAULT_PORT 6379
 #define MAX_HOST 255
@@ -373,7 +373,7 @@ static size_t parse_scheme(dlock__ep_kind *kind, const char *url, char *err,
     return 0;
 }
 
-/* Parse url into ep; see internal.h for the contract. Works on a zeroed
+/* Parse url into ep; see url.h for the contract. Works on a zeroed
  * copy and clears it again on any failure. */
 int dlock__url_parse(dlock__endpoint *ep, const char *url, char *err,
                      size_t errlen)

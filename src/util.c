@@ -1,16 +1,23 @@
 /*
  * util.c - small helpers every layer uses: the monotonic clock, random
- * numbers from getrandom(2), error messages, and an interruptible sleep.
- * No state lives here.
+ * numbers from getrandom(2), error messages, interruptible sleeps and
+ * waits on one socket, condition variables on the monotonic clock, and
+ * number formatting. No state lives here. See util.h.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* CLOCK_MONOTONIC in milliseconds. Never fails on Linux. */
 int64_t dlock__now_ms(void)
@@ -142,4 +149,73 @@ size_t dlock__fmt_i64(char *buf, int64_t v)
     }
     buf[n] = '\0';
     return n;
+}
+
+/* See util.h. */
+int dlock__cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    int rc;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return rc;
+}
+
+/* See util.h. */
+int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                           int64_t deadline_ms)
+{
+    struct timespec ts;
+    if (deadline_ms < 0)
+        return pthread_cond_wait(cv, mu);
+    ts.tv_sec = (time_t)(deadline_ms / 1000);
+    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+    return pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* See util.h. The kernel thread id: unique among live threads, which is
+ * what an owner id needs. */
+long dlock__thread_id(void)
+{
+    return (long)syscall(SYS_gettid);
+}
+
+/* Milliseconds left until deadline for poll(), clamped to [0, INT_MAX]. */
+int dlock__ms_left(int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - dlock__now_ms();
+    if (left <= 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/*
+ * Wait until fd is ready for events or the deadline passes. Returns 1
+ * when ready (revents in *rev), 0 on timeout. EINTR restarts the wait with
+ * the time that is left.
+ */
+int dlock__wait_fd(int fd, short events, int64_t deadline_ms, short *rev)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+        int r = poll(&p, 1, dlock__ms_left(deadline_ms));
+        if (r > 0) {
+            *rev = p.revents;
+            return 1;
+        }
+        if (r == 0 || (errno != EINTR && errno != EAGAIN))
+            return 0;
+        if (dlock__now_ms() >= deadline_ms)
+            return 0;
+    }
+}
+
+/* 1 when name is an IPv4 or IPv6 literal. */
+int dlock__is_ip_literal(const char *name)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, name, buf) == 1 ||
+           inet_pton(AF_INET6, name, buf) == 1;
 }

@@ -19,17 +19,21 @@
  * silently.
  *
  * Races: the thread takes a reference (wd_refs) on each lock of a round and
- * does its I/O without the registry lock. A release in the meantime sets
- * `releasing`, so a "not owner" answer caused by the release itself is not
- * taken for a loss; and the extend script only sets a lease where the
- * owner's field exists, so a renewal that reaches the server after the
- * release's delete changes nothing.
+ * does its I/O without the registry lock. A release in the meantime moves
+ * the record to RELEASING (registry.c), so a "not owner" answer caused by
+ * the release itself is not taken for a loss; and the extend script only
+ * sets a lease where the owner's field exists, so a renewal that reaches
+ * the server after the release's delete changes nothing.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
+#include "held.h"
+#include "lock.h"
+#include "watchdog.h"
 
 #define ROUND_MAX 256
 
@@ -39,7 +43,7 @@
  * section, otherwise). */
 #define IDLE_TICK_MS 1000
 
-typedef struct watchdog {
+typedef struct dlock__watchdog {
     pthread_t thread;
     int started;
     int stop;
@@ -49,7 +53,7 @@ typedef struct watchdog {
     pthread_cond_t cv;   /* with c->held_mu */
 } watchdog;
 
-/* See internal.h. The thread starts with the first watchdog lock. */
+/* See watchdog.h. The thread starts with the first watchdog lock. */
 int dlock__watchdog_init(dlock_client *c)
 {
     watchdog *w = calloc(1, sizeof *w);
@@ -60,7 +64,7 @@ int dlock__watchdog_init(dlock_client *c)
     return DLOCK_OK;
 }
 
-/* See internal.h. */
+/* See watchdog.h. */
 void dlock__watchdog_free(dlock_client *c)
 {
     watchdog *w = c->watchdog;
@@ -100,13 +104,14 @@ static void mark_lost(dlock_client *c, dlock__held *h)
     cb = h->on_lost;
     ud = h->on_lost_ud;
     l = h->wd_handle;
-    if (cb == NULL || l == NULL || h->releasing)
+    assert(h->life == DLOCK__HELD_LIVE);
+    if (cb == NULL || l == NULL)
         return;
-    h->cb_running = 1;
+    h->flags |= DLOCK__HELD_CB;
     pthread_mutex_unlock(&c->held_mu);
     cb(l, ud);
     pthread_mutex_lock(&c->held_mu);
-    h->cb_running = 0;
+    h->flags &= ~DLOCK__HELD_CB;
     pthread_cond_broadcast(&c->held_cv);
 }
 
@@ -123,8 +128,8 @@ static int64_t round_once(dlock_client *c)
 
     for (h = c->held; h != NULL; h = h->next) {
         int due;
-        if ((!h->watchdog && !h->confirm_pending) || h->releasing ||
-            atomic_load(&h->state) != DLOCK_OK)
+        if ((!h->watchdog && !h->confirm_pending) ||
+            h->life != DLOCK__HELD_LIVE || atomic_load(&h->state) != DLOCK_OK)
             continue;
         due = now >= h->next_renew_ms;
         if (due && n < ROUND_MAX) {
@@ -146,9 +151,12 @@ static int64_t round_once(dlock_client *c)
     now = dlock__now_ms();
     for (i = 0; i < n; i++) {
         h = hs[i];
+        assert(h->wd_refs > 0);
         h->wd_refs--;
-        if (h->orphaned || h->releasing) {
-            if (h->orphaned && h->handles <= 0 && h->wd_refs == 0)
+        if (h->life != DLOCK__HELD_LIVE) {
+            /* Released meanwhile: the last user frees it. */
+            if (h->life == DLOCK__HELD_UNLINKED && h->handles <= 0 &&
+                h->wd_refs == 0)
                 dlock__held_free(h);
             continue;
         }
@@ -172,7 +180,7 @@ static int64_t round_once(dlock_client *c)
  * some remain. Called with held_mu held; dropped around the I/O. */
 static int undo_round(dlock_client *c)
 {
-    dlock__held *list = c->undos, *keep = NULL, *u, *next;
+    dlock__undo *list = c->undos, *keep = NULL, *u, *next;
     int64_t now;
     if (list == NULL)
         return 0;
@@ -180,13 +188,14 @@ static int undo_round(dlock_client *c)
     pthread_mutex_unlock(&c->held_mu);
     for (u = list; u != NULL; u = next) {
         next = u->next;
-        u->nodes = dlock__undo(c, u, u->nodes, u->depth, u->token);
+        u->nodes =
+            dlock__undo_send(c, &u->k, u->owner, u->nodes, u->depth, u->token);
         now = dlock__now_ms();
-        if (u->nodes != 0 && now < atomic_load(&u->valid_until_ms)) {
+        if (u->nodes != 0 && now < u->until_ms) {
             u->next = keep;
             keep = u;
         } else {
-            dlock__held_free(u);
+            free(u);
         }
     }
     pthread_mutex_lock(&c->held_mu);
@@ -236,7 +245,7 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-/* See internal.h. */
+/* See watchdog.h. */
 void dlock__watchdog_kick(dlock_client *c, int64_t due_ms)
 {
     watchdog *w = c->watchdog;

@@ -52,8 +52,8 @@
 
 /* ---- small helpers ---------------------------------------------------- */
 
-/* Milliseconds on CLOCK_MONOTONIC, for bounded waits. */
-static int64_t now_ms(void)
+/* See harness.h. */
+int64_t th_now_ms(void)
 {
     struct timespec ts;
 
@@ -61,8 +61,8 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Sleep for ms milliseconds (restarted on EINTR). */
-static void sleep_ms(int64_t ms)
+/* See harness.h. */
+void th_sleep_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
 
@@ -159,16 +159,16 @@ static void url_escape(char *out, size_t outlen, const char *s)
  * reaped (or is not our child any more), 0 if still running. */
 static int wait_exit(pid_t pid, int64_t timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = th_now_ms() + timeout_ms;
 
     for (;;) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD))
             return 1;
-        if (now_ms() >= deadline)
+        if (th_now_ms() >= deadline)
             return 0;
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
 }
 
@@ -359,18 +359,18 @@ static int run_gen_certs(const char *dir)
         execlp("bash", "bash", script, dir, (char *)NULL);
         _exit(127);
     }
-    for (int64_t deadline = now_ms() + 60000;;) {
+    for (int64_t deadline = th_now_ms() + 60000;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid)
             break;
         if (r < 0)
             return -1;
-        if (now_ms() > deadline) {
+        if (th_now_ms() > deadline) {
             kill_reap(pid);
             fprintf(stderr, "harness: gen-certs.sh timed out\n");
             return -1;
         }
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -701,7 +701,7 @@ static int spawn_and_wait(th_server *s)
     s->pid = pid;
     reg_set(s->dir, pid);
 
-    deadline = now_ms() + TH_START_TIMEOUT_MS;
+    deadline = th_now_ms() + TH_START_TIMEOUT_MS;
     for (;;) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
@@ -717,7 +717,7 @@ static int spawn_and_wait(th_server *s)
         }
         if (pings(s))
             return 0;
-        if (now_ms() > deadline) {
+        if (th_now_ms() > deadline) {
             fprintf(stderr,
                     "harness: redis-server on port %d did not "
                     "answer PING within %d ms\n",
@@ -728,7 +728,7 @@ static int spawn_and_wait(th_server *s)
             reg_set(s->dir, 0);
             return -1;
         }
-        sleep_ms(20);
+        th_sleep_ms(20);
     }
 }
 
@@ -819,7 +819,7 @@ int th_server_restart(th_server *s)
         if (rc < 0)
             return -1;
         /* The same port is required: wait for whoever holds it. */
-        sleep_ms(250);
+        th_sleep_ms(250);
     }
     fprintf(stderr, "harness: port %d stayed busy; restart failed\n", s->port);
     return -1;
@@ -829,16 +829,16 @@ int th_server_restart(th_server *s)
  * continued (stop = 0), so a test knows the signal has taken effect. */
 static void wait_state(pid_t pid, int stop)
 {
-    int64_t deadline = now_ms() + 2000;
+    int64_t deadline = th_now_ms() + 2000;
 
-    while (now_ms() < deadline) {
+    while (th_now_ms() < deadline) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG | (stop ? WUNTRACED : WCONTINUED));
         if (r == pid && (stop ? WIFSTOPPED(st) : WIFCONTINUED(st)))
             return;
         if (r < 0)
             return;
-        sleep_ms(2);
+        th_sleep_ms(2);
     }
 }
 
@@ -898,6 +898,24 @@ long long th_cmd_int(const th_server *s, const char *fmt, ...)
     if (r)
         freeReplyObject(r);
     return v;
+}
+
+/* See harness.h. GET, a 200 us gap, SET: a lost update shows. */
+int th_rmw(const th_server *s, const char *key)
+{
+    redisReply *r = th_cmd(s, "GET %s", key);
+    long long v = 0;
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    freeReplyObject(r);
+    usleep(200);
+    r = th_cmd(s, "SET %s %lld", key, v + 1);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
 }
 
 /* ---- fake servers ------------------------------------------------------ */

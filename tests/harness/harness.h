@@ -86,6 +86,16 @@ redisReply *th_cmd(const th_server *s, const char *fmt, ...);
 /* th_cmd returning an integer reply (or -1 on anything else). */
 long long th_cmd_int(const th_server *s, const char *fmt, ...);
 
+/* Increment the integer at KEY without any lock, slowly (GET, 200 us,
+ * SET), so that an update lost to a race shows in the count. 0 or -1. */
+int th_rmw(const th_server *s, const char *key);
+
+/* Milliseconds on CLOCK_MONOTONIC, for bounded waits. */
+int64_t th_now_ms(void);
+
+/* Sleep for ms milliseconds (restarted on EINTR). */
+void th_sleep_ms(int64_t ms);
+
 /* A fake server on a free loopback port, run by a thread: for every
  * accepted connection it reads whatever arrives and answers with MODE:
  *   "garbage"  bytes that are not RESP

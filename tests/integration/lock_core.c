@@ -25,13 +25,6 @@
 static th_server srv;
 static pid_t main_pid;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A client for the server under test with the given strategy. */
 static dlock_client *client_for(const th_server *s, int strategy,
                                 int64_t cmd_timeout)
@@ -67,24 +60,6 @@ typedef struct worker {
     int failures;
 } worker;
 
-/* Read-modify-write of a plain counter key, slowly enough to interleave. */
-static int rmw(const th_server *s, const char *key)
-{
-    redisReply *r = th_cmd(s, "GET %s", key);
-    long long v = 0;
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    freeReplyObject(r);
-    usleep(200);
-    r = th_cmd(s, "SET %s %lld", key, v + 1);
-    if (r == NULL)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
 static void *thread_worker(void *arg)
 {
     worker *w = arg;
@@ -98,7 +73,7 @@ static void *thread_worker(void *arg)
             w->failures++;
             continue;
         }
-        if (rmw(&srv, "test:counter:threads") != 0)
+        if (th_rmw(&srv, "test:counter:threads") != 0)
             w->failures++;
         if (dlock_lock_release(l) != DLOCK_OK)
             w->failures++;
@@ -169,7 +144,7 @@ static void run_processes(int strategy, const char *name)
                     fail = 1;
                     continue;
                 }
-                if (rmw(&srv, "test:counter:procs") != 0)
+                if (th_rmw(&srv, "test:counter:procs") != 0)
                     fail = 1;
                 if (dlock_lock_release(l) != DLOCK_OK)
                     fail = 1;
@@ -411,11 +386,11 @@ static void test_wait_timeout_and_expiry(void **state)
         th_cmd_int(&srv, "PEXPIRE dlock:{crash} 300");
         assert_int_equal(dlock_lock_acquire(&l, c, "crash", 50, 1000),
                          DLOCK_TIMEDOUT);
-        t0 = now_ms();
+        t0 = th_now_ms();
         assert_int_equal(dlock_lock_acquire(&l, c, "crash", 10000, 1000),
                          DLOCK_OK);
         /* Woken by the TTL, not by the 10 s deadline. */
-        assert_true(now_ms() - t0 < 5000);
+        assert_true(th_now_ms() - t0 < 5000);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         dlock_client_free(c);
     }
@@ -485,11 +460,11 @@ static void test_debug_sleep_times_out(void **state)
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_create(&t, NULL, debug_sleep, NULL);
     usleep(100 * 1000);
-    t0 = now_ms();
+    t0 = th_now_ms();
     rc = dlock_lock_acquire(&l, c, "sleep", 0, 10000);
     assert_int_equal(rc, DLOCK_ETIMEDOUT);
     /* Bounded by the command timeout (300 ms, one retry), not the sleep. */
-    assert_true(now_ms() - t0 < 1400);
+    assert_true(th_now_ms() - t0 < 1400);
     pthread_join(t, NULL);
     /* After the stall everything works, and the maybe-taken lock was
      * given back or is ours to take again. */
@@ -629,9 +604,9 @@ static void test_fake_peers(void **state)
         o.connect_timeout_ms = 300;
         o.command_timeout_ms = 300;
         assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
-        t0 = now_ms();
+        t0 = th_now_ms();
         rc = dlock_lock_acquire(&l, c, "fake", 0, 1000);
-        assert_true(now_ms() - t0 < 3000);
+        assert_true(th_now_ms() - t0 < 3000);
         assert_null(l);
         assert_true(rc < 0);
         assert_true(strlen(dlock_errmsg(c)) > 0);

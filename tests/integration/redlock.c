@@ -28,13 +28,6 @@
 static th_server srv[NS];
 static pid_t main_pid;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A Redlock client over all 5 servers. */
 static dlock_client *rl_client(int64_t cmd_timeout)
 {
@@ -85,34 +78,17 @@ static void restart(int i)
 static int acquire_retry(dlock_lock **l, dlock_client *c, const char *name,
                          int64_t lease)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = th_now_ms();
     int rc;
     for (;;) {
         rc = dlock_lock_acquire(l, c, name, 0, lease);
-        if (rc != DLOCK_NO_QUORUM || now_ms() - t0 > 3000)
+        if (rc != DLOCK_NO_QUORUM || th_now_ms() - t0 > 3000)
             return rc;
         usleep(50 * 1000);
     }
 }
 
 /* ---- mutual exclusion across processes --------------------------------- */
-
-static int rmw(const char *key)
-{
-    redisReply *r = th_cmd(&srv[0], "GET %s", key);
-    long long v = 0;
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    freeReplyObject(r);
-    usleep(200);
-    r = th_cmd(&srv[0], "SET %s %lld", key, v + 1);
-    if (r == NULL)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
 
 static void test_mutual_exclusion(void **state)
 {
@@ -136,7 +112,7 @@ static void test_mutual_exclusion(void **state)
                     fail = 1;
                     continue;
                 }
-                if (rmw("test:rl:counter") != 0) {
+                if (th_rmw(&srv[0], "test:rl:counter") != 0) {
                     fprintf(stderr, "rmw failed\n");
                     fail = 1;
                 }
@@ -267,9 +243,9 @@ static void test_stalled_node(void **state)
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_create(&t, NULL, sleeper, &srv[2]);
     usleep(100 * 1000);
-    t0 = now_ms();
+    t0 = th_now_ms();
     rc = dlock_lock_acquire(&l, c, "rl-stall", 0, 10000);
-    dt = now_ms() - t0;
+    dt = th_now_ms() - t0;
     fprintf(stderr, "stalled node: acquire %s in %lld ms\n",
             dlock_status_name(rc), (long long)dt);
     assert_int_equal(rc, DLOCK_OK);

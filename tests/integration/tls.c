@@ -43,14 +43,6 @@ static th_server expired;   /* serves the expired certificate */
 static th_server wrongname; /* serves a cert for wrong.dlock.invalid */
 static th_server mtls;      /* tls-auth-clients yes */
 
-/* Milliseconds on CLOCK_MONOTONIC. */
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* What one attempt needs besides the URL; zero = defaults. */
 typedef struct tweak {
     const char *ca;          /* default: th_certs()->ca */
@@ -101,9 +93,9 @@ static outcome attempt(const char *url, const tweak *t)
     out.rc = dlock_client_new(&c, &o, out.msg, sizeof out.msg);
     if (out.rc != DLOCK_OK)
         return out;
-    t0 = now_ms();
+    t0 = th_now_ms();
     out.rc = dlock_lock_acquire(&l, c, name, 0, 10000);
-    out.elapsed_ms = now_ms() - t0;
+    out.elapsed_ms = th_now_ms() - t0;
     if (out.rc == DLOCK_OK) {
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     } else {

@@ -32,20 +32,6 @@
 static th_server srv;
 static pid_t main_pid;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 static dlock_client *client_for(int strategy)
 {
     const char *url = th_url(&srv);
@@ -85,7 +71,7 @@ static void *waiter_main(void *arg)
     waiter *w = arg;
     dlock_lock *l = NULL;
     w->rc = dlock_lock_acquire(&l, w->c, w->name, w->wait_ms, 10000);
-    w->done_ms = now_ms();
+    w->done_ms = th_now_ms();
     if (l != NULL)
         dlock_lock_release(l);
     return NULL;
@@ -115,8 +101,8 @@ static void test_notify_wakeup(void **state)
     (void)state;
     assert_int_equal(dlock_lock_acquire(&l, h, "w-notify", 0, 30000), DLOCK_OK);
     start_waiter(&w, c, "w-notify", 20000);
-    sleep_ms(400);
-    t_rel = now_ms();
+    th_sleep_ms(400);
+    t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -148,10 +134,10 @@ static void test_crashed_holder_expiry(void **state)
     assert_non_null(r);
     freeReplyObject(r);
     assert_int_equal(th_cmd_int(&srv, "PEXPIRE dlock:{w-crash} 300"), 1);
-    t0 = now_ms();
+    t0 = th_now_ms();
     assert_int_equal(dlock_lock_acquire(&l, c, "w-crash", 10000, 5000),
                      DLOCK_OK);
-    assert_true(now_ms() - t0 < 5000);
+    assert_true(th_now_ms() - t0 < 5000);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_client_free(c);
 }
@@ -170,15 +156,15 @@ static void test_subscriber_killed(void **state)
     assert_int_equal(dlock_lock_acquire(&l, h, "w-subkill", 0, 30000),
                      DLOCK_OK);
     start_waiter(&w, c, "w-subkill", 25000);
-    sleep_ms(400);
+    th_sleep_ms(400);
     r = th_cmd(&srv, "CLIENT KILL TYPE pubsub");
     assert_non_null(r);
     fprintf(stderr, "subscriber kill: %lld killed\n",
             r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL);
     assert_true(r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
     freeReplyObject(r);
-    sleep_ms(200);
-    t_rel = now_ms();
+    th_sleep_ms(200);
+    t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_join(w.t, NULL);
     fprintf(stderr, "subscriber kill: waiter %s %lld ms after release\n",
@@ -198,23 +184,6 @@ typedef struct worker {
     pthread_t t;
 } worker;
 
-static int rmw(const char *key)
-{
-    redisReply *r = th_cmd(&srv, "GET %s", key);
-    long long v = 0;
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    freeReplyObject(r);
-    usleep(200);
-    r = th_cmd(&srv, "SET %s %lld", key, v + 1);
-    if (r == NULL)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -228,7 +197,7 @@ static void *worker_main(void *arg)
             w->failures++;
             continue;
         }
-        if (rmw("test:wait:herd") != 0)
+        if (th_rmw(&srv, "test:wait:herd") != 0)
             w->failures++;
         if (dlock_lock_release(l) != DLOCK_OK)
             w->failures++;
@@ -305,12 +274,12 @@ static void direct_handover(int strategy)
     assert_int_equal(dlock_lock_acquire(&l2, h, "w-direct-2", 0, 30000),
                      DLOCK_OK);
     start_waiter(&w[0], c, "w-direct-1", 20000); /* alone: reads itself */
-    sleep_ms(300);
+    th_sleep_ms(300);
     start_waiter(&w[1], c, "w-direct-1", 20000); /* takes it back */
-    sleep_ms(300);
+    th_sleep_ms(300);
     start_waiter(&w[2], c, "w-direct-2", 20000);
-    sleep_ms(300);
-    t_rel = now_ms();
+    th_sleep_ms(300);
+    t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
     for (i = 0; i < 3; i++) {
@@ -322,8 +291,8 @@ static void direct_handover(int strategy)
     assert_int_equal(dlock_lock_acquire(&l1, h, "w-direct-1", 0, 30000),
                      DLOCK_OK);
     start_waiter(&w[0], c, "w-direct-1", 20000);
-    sleep_ms(300);
-    t_rel = now_ms();
+    th_sleep_ms(300);
+    t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
     pthread_join(w[0].t, NULL);
     assert_int_equal(w[0].rc, DLOCK_OK);
@@ -362,7 +331,7 @@ static void test_stale_releases_no_wakeup(void **state)
     /* A first wait subscribes c to the lock's channel. */
     assert_int_equal(dlock_lock_acquire(&l, h, "w-stale", 0, 30000), DLOCK_OK);
     start_waiter(&w, c, "w-stale", 20000);
-    sleep_ms(200);
+    th_sleep_ms(200);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -375,7 +344,7 @@ static void test_stale_releases_no_wakeup(void **state)
     assert_int_equal(dlock_lock_acquire(&l, h, "w-stale", 0, 30000), DLOCK_OK);
     dlock_client_stats(c, &a);
     start_waiter(&w, c, "w-stale", 20000);
-    sleep_ms(300);
+    th_sleep_ms(300);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -402,8 +371,8 @@ static void test_cancel(void **state)
     (void)state;
     assert_int_equal(dlock_lock_acquire(&l, h, "w-cancel", 0, 30000), DLOCK_OK);
     start_waiter(&w, c, "w-cancel", -1); /* forever */
-    sleep_ms(300);
-    t0 = now_ms();
+    th_sleep_ms(300);
+    t0 = th_now_ms();
     dlock_client_cancel(c);
     pthread_join(w.t, NULL);
     fprintf(stderr, "cancel: waiter %s %lld ms after dlock_client_cancel\n",
@@ -464,10 +433,10 @@ static pid_t fair_waiter(const char *name, int idx, const char *list)
         redisReply *r;
         if (dlock_lock_acquire(&l, c, name, 30000, 5000) != DLOCK_OK)
             _exit(3);
-        r = th_cmd(&srv, "RPUSH %s %d:%lld", list, idx, (long long)now_ms());
+        r = th_cmd(&srv, "RPUSH %s %d:%lld", list, idx, (long long)th_now_ms());
         if (r != NULL)
             freeReplyObject(r);
-        sleep_ms(30);
+        th_sleep_ms(30);
         _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
     }
     return p;
@@ -494,9 +463,9 @@ static void test_fair_order(void **state)
     assert_int_equal(read(rfd, &b, 1), 1);
     for (i = 0; i < NW; i++) {
         w[i] = fair_waiter("w-fair", i, "test:fair:order");
-        sleep_ms(100);
+        th_sleep_ms(100);
     }
-    sleep_ms(200);
+    th_sleep_ms(200);
     assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fair}:q"), NW);
     assert_int_equal(write(gfd, "g", 1), 1);
     assert_true(exited_ok(h));
@@ -528,13 +497,13 @@ static void test_fair_killed_waiter(void **state)
     h = fair_holder("w-fairkill", &rfd, &gfd);
     assert_int_equal(read(rfd, &b, 1), 1);
     dead = fair_waiter("w-fairkill", 0, "test:fair:kill");
-    sleep_ms(200);
+    th_sleep_ms(200);
     next = fair_waiter("w-fairkill", 1, "test:fair:kill");
-    sleep_ms(300);
+    th_sleep_ms(300);
     assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fairkill}:q"), 2);
     kill(dead, SIGKILL);
     waitpid(dead, NULL, 0);
-    t_rel = now_ms();
+    t_rel = th_now_ms();
     assert_int_equal(write(gfd, "g", 1), 1);
     assert_true(exited_ok(h));
     assert_true(exited_ok(next));
@@ -572,7 +541,7 @@ static void test_fair_mutual_exclusion(void **state)
                     fail = 1;
                     continue;
                 }
-                if (rmw("test:fair:mx") != 0)
+                if (th_rmw(&srv, "test:fair:mx") != 0)
                     fail = 1;
                 if (dlock_lock_release(l) != DLOCK_OK)
                     fail = 1;

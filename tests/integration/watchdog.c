@@ -28,20 +28,6 @@
 static th_server srv;
 static pid_t main_pid;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 static dlock_client *client_for(const th_server *s, int64_t cmd_timeout)
 {
     const char *url = th_url(s);
@@ -78,7 +64,7 @@ static void on_lost(dlock_lock *l, void *ud)
 {
     lost_rec *r = ud;
     atomic_store(&r->status, dlock_lock_status(l));
-    atomic_store(&r->at_ms, now_ms());
+    atomic_store(&r->at_ms, th_now_ms());
     atomic_fetch_add(&r->calls, 1);
 }
 
@@ -100,10 +86,10 @@ static int acquire_wd(dlock_lock **l, dlock_client *c, const char *name,
 /* Wait (bounded) for the callback; returns ms from t0 or -1. */
 static int64_t wait_lost(lost_rec *r, int64_t t0, int64_t bound_ms)
 {
-    while (now_ms() - t0 < bound_ms) {
+    while (th_now_ms() - t0 < bound_ms) {
         if (atomic_load(&r->calls) > 0)
             return atomic_load(&r->at_ms) - t0;
-        sleep_ms(5);
+        th_sleep_ms(5);
     }
     return -1;
 }
@@ -120,8 +106,8 @@ static void test_long_work_kept(void **state)
     int polls = 0, stolen = 0;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-long", 300, &rec), DLOCK_OK);
-    t0 = now_ms();
-    while (now_ms() - t0 < 1500) {
+    t0 = th_now_ms();
+    while (th_now_ms() - t0 < 1500) {
         dlock_lock *x = NULL;
         int rc = dlock_lock_acquire(&x, other, "wd-long", 0, 10000);
         if (rc != DLOCK_BUSY) {
@@ -139,12 +125,13 @@ static void test_long_work_kept(void **state)
                     "long work: status %s after %lld ms (renewals %llu, "
                     "lost %llu), PTTL now %lld\n",
                     dlock_status_name(dlock_lock_status(l)),
-                    (long long)(now_ms() - t0), (unsigned long long)st.renewals,
+                    (long long)(th_now_ms() - t0),
+                    (unsigned long long)st.renewals,
                     (unsigned long long)st.lost,
                     th_cmd_int(&srv, "PTTL dlock:{wd-long}"));
         }
         assert_int_equal(dlock_lock_status(l), DLOCK_OK);
-        sleep_ms(50);
+        th_sleep_ms(50);
     }
     assert_true(polls >= 10);
     assert_int_equal(stolen, 0);
@@ -171,9 +158,9 @@ static void test_deleted_is_lost(void **state)
     int64_t t0, dt;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-del", 300, &rec), DLOCK_OK);
-    sleep_ms(150); /* a renewal or so has happened */
+    th_sleep_ms(150); /* a renewal or so has happened */
     assert_int_equal(th_cmd_int(&srv, "DEL dlock:{wd-del}"), 1);
-    t0 = now_ms();
+    t0 = th_now_ms();
     dt = wait_lost(&rec, t0, 5000);
     assert_true(dt >= 0);
     /* One renewal period is lease/3 = 100 ms; allow generous slack. */
@@ -198,14 +185,14 @@ static void test_overwritten_is_lost(void **state)
     redisReply *r;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-over", 300, &rec), DLOCK_OK);
-    sleep_ms(120);
+    th_sleep_ms(120);
     th_cmd_int(&srv, "DEL dlock:{wd-over}");
     r = th_cmd(&srv, "HSET dlock:{wd-over} %s 1",
                "ffffffffffffffffffffffffffffffff:1");
     assert_non_null(r);
     freeReplyObject(r);
     th_cmd_int(&srv, "PEXPIRE dlock:{wd-over} 10000");
-    t0 = now_ms();
+    t0 = th_now_ms();
     dt = wait_lost(&rec, t0, 5000);
     assert_true(dt >= 0);
     assert_true(dt <= 600);
@@ -235,16 +222,16 @@ static void test_no_renewal_after_release(void **state)
     dlock_stats before, after;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-stop", 300, &rec), DLOCK_OK);
-    sleep_ms(250); /* let some renewals happen */
+    th_sleep_ms(250); /* let some renewals happen */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_client_stats(c, &before);
     assert_int_equal(dlock_lock_acquire(&o, other, "wd-stop", 0, 5000),
                      DLOCK_OK);
     prev = th_cmd_int(&srv, "PTTL dlock:{wd-stop}");
     assert_true(prev > 0 && prev <= 5000);
-    t0 = now_ms();
-    while (now_ms() - t0 < 1200) { /* 4 lease periods of ours */
-        sleep_ms(20);
+    t0 = th_now_ms();
+    while (th_now_ms() - t0 < 1200) { /* 4 lease periods of ours */
+        th_sleep_ms(20);
         cur = th_cmd_int(&srv, "PTTL dlock:{wd-stop}");
         assert_true(cur > 0);
         assert_true(cur <= prev);
@@ -296,11 +283,11 @@ static void test_release_race(void **state)
             lost_before_release++;
         if (dlock_lock_acquire(&o, other, "wd-race", 0, 5000) == DLOCK_OK) {
             grabbed++;
-            t1 = now_ms();
+            t1 = th_now_ms();
             p1 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
             usleep(25000); /* past our renewal period of 10 ms */
             p2 = th_cmd_int(&srv, "PTTL dlock:{wd-race}");
-            t2 = now_ms();
+            t2 = th_now_ms();
             /* Only time may lower the other's TTL: not raised, not cut to
              * our 30 ms lease. */
             if (p1 <= 0 || p2 <= 0 || p2 > p1 || p2 < p1 - (t2 - t1) - 100)
@@ -318,7 +305,7 @@ static void test_release_race(void **state)
                             "held %lld ms, validity left %lld, PTTL %lld -> "
                             "%lld, our release %s\n",
                             i, dlock_status_name(orc), dlock_errmsg(other),
-                            (long long)(now_ms() - t1), (long long)v, p1, p2,
+                            (long long)(th_now_ms() - t1), (long long)v, p1, p2,
                             dlock_status_name(rc));
                 assert_int_equal(orc, DLOCK_OK);
             }
@@ -328,7 +315,7 @@ static void test_release_race(void **state)
         if (rc != DLOCK_LOST && atomic_load(&rec.calls) != calls0)
             late_lost++;
     }
-    sleep_ms(100);
+    th_sleep_ms(100);
     fprintf(stderr,
             "race: %d/%d grabbed, %d touched, %d foreign, %d late lost "
             "callbacks, %d lost before release\n",
@@ -354,11 +341,11 @@ static void test_brief_stall_survives(void **state)
     dlock_info info;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-stall", 6000, &rec), DLOCK_OK);
-    sleep_ms(200);
+    th_sleep_ms(200);
     th_server_pause(&srv);
-    sleep_ms(1000);
+    th_sleep_ms(1000);
     th_server_resume(&srv);
-    sleep_ms(4500); /* two renewal periods after the stall */
+    th_sleep_ms(4500); /* two renewal periods after the stall */
     assert_int_equal(atomic_load(&rec.calls), 0);
     assert_int_equal(dlock_lock_status(l), DLOCK_OK);
     assert_true(dlock_lock_validity_ms(l) > 0);
@@ -382,11 +369,11 @@ static void test_restart_within_lease_survives(void **state)
     assert_int_equal(th_server_start(&s2, &so), 0);
     c = client_for(&s2, 500);
     assert_int_equal(acquire_wd(&l, c, "wd-restart", 3000, &rec), DLOCK_OK);
-    sleep_ms(200);
+    th_sleep_ms(200);
     th_server_kill9(&s2);
-    sleep_ms(300);
+    th_sleep_ms(300);
     assert_int_equal(th_server_restart(&s2), 0);
-    sleep_ms(2500);
+    th_sleep_ms(2500);
     assert_int_equal(atomic_load(&rec.calls), 0);
     assert_int_equal(dlock_lock_status(l), DLOCK_OK);
     assert_int_equal(
@@ -406,7 +393,7 @@ static void test_unreachable_is_lost(void **state)
     int64_t t0, dt;
     (void)state;
     assert_int_equal(acquire_wd(&l, c, "wd-gone", 600, &rec), DLOCK_OK);
-    t0 = now_ms();
+    t0 = th_now_ms();
     th_server_pause(&srv);
     dt = wait_lost(&rec, t0, 5000);
     th_server_resume(&srv);
@@ -496,7 +483,7 @@ static void test_paused_holder_fenced(void **state)
         b = fork();
         if (b == 0)
             newer_child(round);
-        sleep_ms(1000);
+        th_sleep_ms(1000);
         assert_int_equal(waitpid(b, &st, 0), b);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         kill(a, SIGCONT);

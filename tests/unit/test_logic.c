@@ -13,7 +13,8 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "step.h"
+#include "util.h"
 
 #ifndef DLOCK_SOURCE_DIR
 #error "DLOCK_SOURCE_DIR must name the source tree"

@@ -32,7 +32,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "internal.h"
+#include "conn.h"
+#include "net.h"
+#include "tls.h"
+#include "url.h"
+#include "util.h"
 
 /* What the scripted peer does with its one connection. */
 typedef struct peer {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "url.h"
 
 /* Parse url and expect success; the endpoint is left in *ep for checks
  * (the caller clears it). */

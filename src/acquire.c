@@ -1,0 +1,669 @@
+/*
+ * acquire.c - taking a lock: one attempt (send the acquire script to every
+ * node, tally the answers, decide, then raise the fence or give back what
+ * was taken), and the waiting loop over attempts with one helper per wait
+ * strategy (spin, notify, fair).
+ *
+ * An attempt's decision is pure (dlock__acquire_tally, _verdict,
+ * _undo_mask; acquire.h) and unit-tested; attempt_once() is the I/O
+ * around it and does not block beyond one step, so a non-blocking API can
+ * reuse it. One code path serves a single server (quorum 1) and Redlock.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "acquire.h"
+#include "core.h"
+#include "held.h"
+#include "lock.h"
+#include "notify.h"
+#include "watchdog.h"
+
+/* Fair mode: a queued waiter drops out this long after its last refresh,
+ * and refreshes at a third of it. */
+#define FAIR_WAITER_TTL_MS 3000
+
+/* The modes of the acquire script: plain, fair without joining the queue
+ * (respects it), fair joining or refreshing its place in the queue. */
+enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE };
+
+/* What an attempt got, for the caller to record in the held record. */
+typedef struct attempt {
+    uint64_t token;
+    int depth;
+    int64_t pttl; /* BUSY: how long the holder's lease still runs */
+    int64_t valid_until;
+    uint64_t nodes; /* nodes that granted */
+    int split;      /* Redlock: some nodes granted, too few (undone) */
+} attempt;
+
+/* The lease a fair handoff gives until the new owner confirms. */
+static int64_t fair_handoff_lease(int64_t lease_ms)
+{
+    return lease_ms < DLOCK__FAIR_HANDOFF_MS ? lease_ms
+                                             : DLOCK__FAIR_HANDOFF_MS;
+}
+
+/* ---- the decision (pure) ------------------------------------------------ */
+
+/* Classify one node's acquire reply: 1 granted, 0 busy, -1 depth
+ * mismatch, DLOCK_EPROTO for a reply of the wrong shape. */
+static int acquire_kind(const redisReply *r)
+{
+    long long k;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    k = r->element[0]->integer;
+    if (k == 1 && r->elements == 3)
+        return 1;
+    if (k == 0 || k == -1)
+        return (int)k;
+    return DLOCK_EPROTO;
+}
+
+/* See acquire.h. */
+void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n)
+{
+    int i, first = 1;
+    memset(t, 0, sizeof *t);
+    t->pttl = -1;
+    for (i = 0; i < n; i++) {
+        uint64_t bit = 1ULL << i;
+        const redisReply *r = res[i].reply;
+        int k;
+        if (res[i].status != DLOCK_OK) {
+            /* A request that never left (refused connect) took nothing. */
+            if (res[i].sent)
+                t->unknown |= bit;
+            continue;
+        }
+        k = acquire_kind(r);
+        if (k == 1) {
+            uint64_t tok = (uint64_t)dlock__elem_int(r, 1);
+            t->granted++;
+            t->gmask |= bit;
+            if (!first && tok != t->tmax)
+                t->tokens_differ = 1;
+            if (first || tok > t->tmax)
+                t->tmax = tok;
+            first = 0;
+            t->depth = (int)dlock__elem_int(r, 2);
+        } else if (k == 0) {
+            int64_t p = dlock__elem_int(r, 1);
+            t->busy++;
+            if (p > 0 && (t->pttl < 0 || p < t->pttl))
+                t->pttl = p;
+        } else if (k == -1) {
+            t->gone++;
+        } else {
+            t->bad |= bit;
+            t->unknown |= bit;
+        }
+    }
+}
+
+/* See acquire.h. */
+dlock__verdict dlock__acquire_verdict(const dlock__tally *t, int quorum,
+                                      int depth, int64_t validity_ms)
+{
+    if (t->granted >= quorum && validity_ms > 0)
+        return DLOCK__V_GRANTED;
+    if (t->gone > 0 && depth > 0 && t->granted < quorum)
+        return DLOCK__V_NOT_OWNER;
+    if (t->busy > 0 && t->granted + t->busy + t->gone >= quorum)
+        return DLOCK__V_BUSY;
+    if (t->granted >= quorum)
+        return DLOCK__V_TOO_LATE;
+    return DLOCK__V_FAILED;
+}
+
+/* See acquire.h. Giving back partial grants and whatever a lost reply may
+ * have taken, at once, keeps leftovers from blocking the next attempt
+ * (ours or another client's). */
+uint64_t dlock__acquire_undo_mask(const dlock__tally *t, dlock__verdict v,
+                                  int n, int depth)
+{
+    if (depth != 0 && t->granted == 0)
+        return 0;
+    if (v == DLOCK__V_BUSY && n == 1)
+        return 0;
+    return t->gmask | t->unknown;
+}
+
+/* ---- one attempt (I/O) -------------------------------------------------- */
+
+/* The four keys of a lock's acquire and fair-leave scripts: the lock, its
+ * fence, its fair queue and the queue's deadlines. */
+static void lock_keys(dlock__cmdbuf *b, const dlock__held *h, int nkeys)
+{
+    dlock__cmd_key(b, h->k.key, h->k.keylen);
+    dlock__cmd_key(b, h->k.fkey, h->k.fkeylen);
+    if (nkeys > 2) {
+        dlock__cmd_key(b, h->k.qkey, h->k.qkeylen);
+        dlock__cmd_key(b, h->k.qtkey, h->k.qtkeylen);
+    }
+}
+
+/* The acquire script's command for h in mode fair. Plain mode needs
+ * neither the queue keys nor the fair arguments: they are left off the
+ * hot path. */
+static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                        const dlock__held *h, int64_t lease_ms, int fair)
+{
+    int64_t hint = 0;
+    if (c->ns.n > 1) {
+        /* Propose a token a little above the wall clock so that nodes
+         * whose counters agree with the clock return the same token and
+         * no raise round is needed. Safety never rests on it: a node
+         * grants max(its counter + 1, its time, this). */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        hint = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
+    }
+    dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
+    lock_keys(b, h, fair ? 4 : 2);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, lease_ms);
+    dlock__cmd_arg_i64(b, h->depth);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, hint);
+    if (fair) {
+        dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
+        dlock__cmd_arg(b, fair == FAIR_QUEUE ? "2" : "1", 1);
+    }
+}
+
+/*
+ * Redlock's fencing step: the granting nodes' counters may disagree, so
+ * raise the counter to the highest token on the granting nodes; once a
+ * majority holds it, any later winner's majority sees it. Returns
+ * DLOCK_OK or DLOCK_NO_QUORUM.
+ */
+static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
+                       uint64_t token)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    int i, ok = 0;
+
+    dlock__cmd_begin(&b, DLOCK__S_FENCE_RAISE);
+    dlock__cmd_key(&b, h->k.fkey, h->k.fkeylen);
+    dlock__cmd_arg_u64(&b, token);
+    dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
+    dlock__run(c, mask, &b.cmd, dlock__deadline(c, h->lease_ms), res);
+    for (i = 0; i < c->ns.n; i++)
+        if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            res[i].reply->type == REDIS_REPLY_INTEGER &&
+            (uint64_t)res[i].reply->integer >= token)
+            ok++;
+    dlock__results_clear(res, c->ns.n);
+    return ok >= c->ns.quorum ? DLOCK_OK : DLOCK_NO_QUORUM;
+}
+
+/* The status (and message) for verdict v of an attempt on h sent at t0,
+ * running the fencing step when a Redlock's granting nodes disagree on
+ * the token. DLOCK_OK fills the grant into *a. */
+static int decide(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                  const dlock__tally *t, dlock__verdict v, int64_t t0,
+                  int64_t elapsed, const dlock__result *res, attempt *a)
+{
+    int64_t drift = dlock__drift(c, lease_ms);
+    switch (v) {
+    case DLOCK__V_GRANTED:
+        if (c->ns.n > 1 && t->tokens_differ &&
+            raise_fence(c, h, t->gmask, t->tmax) != DLOCK_OK)
+            return dlock__set_error(c, DLOCK_NO_QUORUM,
+                                    "acquire %s: could not record the "
+                                    "fencing token on a majority",
+                                    h->k.name);
+        if (lease_ms - (dlock__now_ms() - t0) - drift > 0) {
+            a->token = t->tmax;
+            a->nodes = t->gmask;
+            a->valid_until = t0 + lease_ms - drift;
+            return DLOCK_OK;
+        }
+        return dlock__set_error(c, DLOCK_NO_QUORUM,
+                                "acquire %s: validity used up before the "
+                                "majority answered",
+                                h->k.name);
+    case DLOCK__V_NOT_OWNER:
+        return dlock__set_error(c, DLOCK_NOT_OWNER,
+                                "acquire %s: the earlier hold of this owner "
+                                "has expired",
+                                h->k.name);
+    case DLOCK__V_BUSY:
+        return DLOCK_BUSY;
+    case DLOCK__V_TOO_LATE:
+        return dlock__set_error(c, DLOCK_NO_QUORUM,
+                                "acquire %s: validity used up (lease %" PRId64
+                                " ms, took %" PRId64 " ms)",
+                                h->k.name, lease_ms, elapsed);
+    case DLOCK__V_FAILED:
+    default:
+        if (c->ns.n == 1)
+            return dlock__fail_step(c, res, 1, res[0].status, "acquire");
+        return dlock__fail_step(c, res, dlock__all_nodes(c), DLOCK_NO_QUORUM,
+                                "acquire");
+    }
+}
+
+/*
+ * One acquire attempt on every node, in mode fair (FAIR_NONE, FAIR_TRY,
+ * FAIR_QUEUE). Fills *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set),
+ * DLOCK_NOT_OWNER (our earlier hold expired: reentrant acquire),
+ * DLOCK_NO_QUORUM or an error. Whatever a failed attempt may have taken
+ * is given back before it returns.
+ */
+static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                        int fair, attempt *a)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    dlock__tally t;
+    dlock__verdict v;
+    int64_t t0, elapsed;
+    uint64_t undo;
+    int i, rc;
+
+    memset(a, 0, sizeof *a);
+    acquire_cmd(&b, c, h, lease_ms, fair);
+    t0 = dlock__now_ms();
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, lease_ms),
+               res);
+    dlock__acquire_tally(&t, res, c->ns.n);
+    for (i = 0; i < c->ns.n; i++)
+        if (t.bad & (1ULL << i))
+            dlock__malformed(&c->ns, res, i, "the acquire script");
+    a->pttl = t.pttl;
+    a->depth = t.depth;
+    elapsed = dlock__now_ms() - t0;
+    v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
+                               lease_ms - elapsed - dlock__drift(c, lease_ms));
+    rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
+    dlock__results_clear(res, c->ns.n);
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+    a->split = c->ns.n > 1 && t.granted > 0;
+    undo = dlock__acquire_undo_mask(&t, v, c->ns.n, h->depth);
+    if (undo != 0)
+        dlock__undo_acquire(c, h, undo, h->depth + 1, t.tmax, lease_ms);
+    return rc;
+}
+
+/* Fair mode, giving up (deadline or cancel): leave the queue; if the lock
+ * was handed to us in the meantime, pass it on. Returns rc unchanged. */
+static int fair_leave(dlock_client *c, dlock__held *h, int rc)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
+    lock_keys(&b, h, 4);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
+    if (res[0].status == DLOCK_OK && dlock__elem_int(res[0].reply, 0) == 1) {
+        uint64_t tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
+        dlock__results_clear(res, c->ns.n);
+        dlock__undo_acquire(c, h, 1, 1, tok, DLOCK__FAIR_HANDOFF_MS);
+        return rc;
+    }
+    dlock__results_clear(res, c->ns.n);
+    return rc;
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/* One blocking acquire's wait: what the strategy helpers share. */
+typedef struct waiting {
+    dlock_client *c;
+    dlock__held *h;
+    int64_t lease_ms;
+    int64_t deadline; /* monotonic, -1: none */
+    uint64_t gen;     /* cancel generation at the start */
+    int strategy;     /* DLOCK_WAIT_*; notify falls back to spin */
+    dlock__waiter *w; /* subscription, NULL without */
+    int round;        /* spin backoff round */
+    int64_t pttl;     /* the holder's lease left, as last reported */
+} waiting;
+
+/* The jittered spin delay for round n: uniform in [d/2, d], d doubling
+ * from spin_min_ms to spin_max_ms. */
+static int64_t spin_delay(const dlock_client *c, int round)
+{
+    return dlock__backoff_ms(c->opts.spin_min_ms, c->opts.spin_max_ms, round);
+}
+
+/* The end of a wait: the earlier of the caller's deadline and `until`. */
+static int64_t min_deadline(int64_t deadline, int64_t until)
+{
+    if (deadline < 0)
+        return until;
+    return until < deadline ? until : deadline;
+}
+
+/* Sleep until `until` (capped by the deadline) on the client's cancel
+ * condition. 0 slept, DLOCK_CANCELED. */
+static int spin_sleep(waiting *x, int64_t until)
+{
+    dlock_client *c = x->c;
+    int rc = 0;
+    until = min_deadline(x->deadline, until);
+    pthread_mutex_lock(&c->wait_mu);
+    while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
+        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
+    if (atomic_load(&c->cancel_gen) != x->gen)
+        rc = DLOCK_CANCELED;
+    pthread_mutex_unlock(&c->wait_mu);
+    return rc;
+}
+
+/* Spin: back off with jitter, never past the holder's lease. */
+static int sleep_spin(waiting *x)
+{
+    int64_t now = dlock__now_ms();
+    int64_t until = now + spin_delay(x->c, x->round++);
+    if (x->pttl > 0 && now + x->pttl < until)
+        until = now + x->pttl;
+    return spin_sleep(x, until);
+}
+
+/* Notify: sleep until a release is announced or the holder's lease would
+ * have run out. After a Redlock split vote back off with jitter instead:
+ * the contenders' undos wake everyone at once, and retrying together
+ * splits again. 1 woken, 0 slept, DLOCK_CANCELED. */
+static int sleep_notify(waiting *x, const attempt *a)
+{
+    int64_t now = dlock__now_ms();
+    if (a->split)
+        return spin_sleep(x, now + spin_delay(x->c, x->round++));
+    return dlock__notify_wait(
+        x->w,
+        min_deadline(x->deadline,
+                     now + (x->pttl > 0 ? x->pttl : x->c->opts.spin_max_ms)));
+}
+
+/* Fair: stay queued, sleeping until the handoff message or the next
+ * refresh of our place (a third of the waiter TTL). 1 when the lock was
+ * handed to us (*a filled), 0 slept, DLOCK_CANCELED. */
+static int sleep_fair(waiting *x, attempt *a)
+{
+    int64_t now = dlock__now_ms(), until, t, hl;
+    int rc;
+    until = now + (x->pttl > 0 ? x->pttl : FAIR_WAITER_TTL_MS / 3);
+    if (until > now + FAIR_WAITER_TTL_MS / 3)
+        until = now + FAIR_WAITER_TTL_MS / 3;
+    if (x->w == NULL)
+        return spin_sleep(x, until);
+    rc = dlock__notify_wait_handoff(x->w, min_deadline(x->deadline, until));
+    if (rc != 1)
+        return rc;
+    /* Handed to us by the release script: the lease it set is short until
+     * we confirm (the watchdog does, at half of that lease). */
+    t = dlock__now_ms();
+    hl = fair_handoff_lease(x->lease_ms);
+    memset(a, 0, sizeof *a);
+    a->token = dlock__notify_handoff_token(x->w);
+    a->depth = 1;
+    a->nodes = 1;
+    a->valid_until = t + hl - dlock__drift(x->c, hl);
+    x->h->confirm_pending = 1;
+    return 1;
+}
+
+/* Subscribe before the next attempt, so that a release between it and
+ * the sleep is not missed. Without a subscription (server refuses,
+ * timeout) spinning still finds the lock, only later; a fair waiter still
+ * refreshes its place, and a refresh finds a handoff made to it. */
+static void wait_begin(waiting *x)
+{
+    dlock_client *c = x->c;
+    int fair = x->strategy == DLOCK_WAIT_FAIR;
+    int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
+    if (x->strategy == DLOCK_WAIT_SPIN)
+        return;
+    if (dlock__notify_begin(c, fair ? x->h->k.hchan : x->h->k.chan,
+                            fair ? x->h->k.hchanlen : x->h->k.chanlen,
+                            fair ? x->h->owner : NULL, &x->w,
+                            min_deadline(x->deadline, sub_dl),
+                            x->gen) != DLOCK_OK) {
+        x->w = NULL;
+        if (x->strategy == DLOCK_WAIT_NOTIFY)
+            x->strategy = DLOCK_WAIT_SPIN;
+    }
+}
+
+/* Before each attempt: cancelled, past the deadline, or (notify) not our
+ * turn as the process's one contender by then? 1 to go on, else the
+ * status to return. */
+static int wait_may_try(waiting *x)
+{
+    int t;
+    if (atomic_load(&x->c->cancel_gen) != x->gen)
+        return DLOCK_CANCELED;
+    if (x->deadline >= 0 && dlock__now_ms() >= x->deadline)
+        return DLOCK_TIMEDOUT;
+    if (x->strategy != DLOCK_WAIT_NOTIFY)
+        return 1;
+    t = dlock__notify_turn(x->w, x->deadline);
+    return t == 1 ? 1 : t == 0 ? DLOCK_TIMEDOUT : t;
+}
+
+/*
+ * The waiting loop after an attempt found the lock busy: attempt, and
+ * between attempts sleep as the strategy says, until acquired, the
+ * deadline, cancellation or an error. pttl: the holder's lease left as
+ * the first attempt saw it (-1: unknown).
+ */
+static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                        int64_t deadline, attempt *a, int64_t pttl,
+                        uint64_t gen)
+{
+    waiting x = {.c = c,
+                 .h = h,
+                 .lease_ms = lease_ms,
+                 .deadline = deadline,
+                 .gen = gen,
+                 .strategy = c->opts.wait_strategy,
+                 .pttl = pttl};
+    int rc;
+
+    wait_begin(&x);
+    for (;;) {
+        rc = wait_may_try(&x);
+        if (rc != 1)
+            break;
+        rc = attempt_once(
+            c, h, lease_ms,
+            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : FAIR_NONE, a);
+        if (rc != DLOCK_BUSY)
+            break;
+        atomic_fetch_add(&c->stats.busy, 1);
+        atomic_fetch_add(&c->stats.waits, 1);
+        if (a->pttl > 0)
+            x.pttl = a->pttl;
+        if (x.strategy == DLOCK_WAIT_SPIN)
+            rc = sleep_spin(&x);
+        else if (x.strategy == DLOCK_WAIT_FAIR)
+            rc = sleep_fair(&x, a);
+        else
+            rc = sleep_notify(&x, a);
+        if (x.strategy == DLOCK_WAIT_FAIR && rc == 1) {
+            rc = DLOCK_OK;
+            break;
+        }
+        if (rc < 0)
+            break;
+    }
+    if (x.strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
+        rc = fair_leave(c, h, rc);
+    dlock__notify_end(x.w);
+    return rc;
+}
+
+/* ---- the API ------------------------------------------------------------ */
+
+/* Fill *opts with the defaults. */
+void dlock_acquire_options_init(dlock_acquire_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = DLOCK_ACQUIRE_OPTIONS_VERSION;
+    opts->lease_ms = 30000;
+}
+
+/* See dlock.h. */
+int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
+                          const dlock_acquire_options *opts)
+{
+    dlock_acquire_options defaults;
+    char owner[DLOCK_OWNER_MAX];
+    dlock__held *h;
+    attempt a = {0};
+    int rc, fresh = 0;
+    int64_t deadline, due;
+    uint64_t gen;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (out == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "out is NULL");
+    if (opts == NULL) {
+        dlock_acquire_options_init(&defaults);
+        opts = &defaults;
+    }
+    rc = dlock__check_name(c, name);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (opts->version != DLOCK_ACQUIRE_OPTIONS_VERSION)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "acquire options version %u not supported",
+                                opts->version);
+    if (opts->lease_ms <= 0 || opts->lease_ms > 365LL * 24 * 3600 * 1000)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lease_ms must be > 0 and at most a year "
+                                "(got %" PRId64 ")",
+                                opts->lease_ms);
+    if (c->ns.n > 1 && opts->lease_ms <= dlock__drift(c, opts->lease_ms))
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lease_ms %" PRId64 " is not above the clock "
+                                "drift allowance",
+                                opts->lease_ms);
+
+    gen = atomic_load(&c->cancel_gen);
+    deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
+    pthread_mutex_lock(&c->held_mu);
+    h = dlock__held_find(c, name, pthread_self());
+    if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
+        pthread_mutex_unlock(&c->held_mu);
+        return dlock__set_error(c, DLOCK_LOST,
+                                "acquire %s: this thread's earlier hold was "
+                                "lost; release its handles first",
+                                name);
+    }
+    pthread_mutex_unlock(&c->held_mu);
+    if (h == NULL) {
+        /* A fresh hold: a new owner id (see dlock__owner_id). */
+        dlock__owner_id(c, owner, sizeof owner);
+        h = dlock__held_new(c, name, owner);
+        if (h == NULL)
+            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        h->thread = pthread_self();
+        fresh = 1;
+    }
+    /* Only this thread changes h->depth (the owner is this thread), so it
+     * may be read here without the lock. */
+    {
+        char *msg = dlock__errbuf(c); /* a success leaves no stale message */
+        if (msg != NULL)
+            msg[0] = '\0';
+    }
+    /* Fair: the first attempt respects the queue but does not join it:
+     * the waiting loop subscribes before it queues, or a quick handoff
+     * could come before the subscription. Uncontended, that is one round
+     * trip and no subscription. */
+    if (c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh &&
+        opts->wait_ms != 0 &&
+        dlock__notify_subscribed(c, h->k.hchan, h->k.hchanlen)) {
+        /* This process is contending for the lock again and is still
+         * subscribed: queue at once, the try-only attempt would only add
+         * a round trip. */
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen);
+    } else {
+        rc = attempt_once(c, h, opts->lease_ms,
+                          c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
+                              ? FAIR_TRY
+                              : FAIR_NONE,
+                          &a);
+    }
+    if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
+        atomic_fetch_add(&c->stats.busy, 1);
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);
+    } else if (rc == DLOCK_BUSY) {
+        atomic_fetch_add(&c->stats.busy, 1);
+    }
+    if (rc != DLOCK_OK) {
+        if (fresh)
+            dlock__held_free(h);
+        if (rc == DLOCK_BUSY)
+            dlock__set_error(c, rc, "%s is held by another owner", name);
+        else if (rc == DLOCK_TIMEDOUT)
+            dlock__set_error(c, rc, "gave up waiting for %s", name);
+        else if (rc == DLOCK_CANCELED)
+            dlock__set_error(c, rc, "waiting for %s was cancelled", name);
+        return rc;
+    }
+    pthread_mutex_lock(&c->held_mu);
+    h->depth = a.depth;
+    h->handles++;
+    h->token = a.token;
+    h->nodes |= a.nodes;
+    h->lease_ms = opts->lease_ms;
+    atomic_store(&h->valid_until_ms, a.valid_until);
+    if (fresh) {
+        h->watchdog = opts->watchdog;
+        h->on_lost = opts->on_lost;
+        h->on_lost_ud = opts->on_lost_userdata;
+        dlock__held_link(c, h);
+    } else if (opts->watchdog && !h->watchdog) {
+        h->watchdog = 1;
+        h->on_lost = opts->on_lost;
+        h->on_lost_ud = opts->on_lost_userdata;
+    }
+    /* A fair handoff's short lease is confirmed at half of it: a critical
+     * section shorter than that never pays the round trip (and with the
+     * 2 s handoff lease the watchdog, which looks every second, need not
+     * be woken for it). A watchdog lock is renewed at a third. */
+    due = dlock__now_ms() + (h->confirm_pending
+                                 ? fair_handoff_lease(opts->lease_ms) / 2
+                                 : opts->lease_ms / 3);
+    h->next_renew_ms = due;
+    pthread_mutex_unlock(&c->held_mu);
+    atomic_fetch_add(&c->stats.acquisitions, 1);
+    if (h->watchdog || h->confirm_pending)
+        dlock__watchdog_kick(c, due);
+    rc = dlock__handle_new(c, h, out);
+    if (rc != DLOCK_OK)
+        return rc; /* the lease runs out by itself */
+    if (opts->watchdog) {
+        pthread_mutex_lock(&c->held_mu);
+        h->wd_handle = *out;
+        pthread_mutex_unlock(&c->held_mu);
+    }
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_lock_acquire(dlock_lock **out, dlock_client *c, const char *name,
+                       int64_t wait_ms, int64_t lease_ms)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = wait_ms;
+    o.lease_ms = lease_ms;
+    return dlock_lock_acquire_ex(out, c, name, &o);
+}

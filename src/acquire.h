@@ -1,0 +1,59 @@
+/*
+ * acquire.h - the decision of an acquire attempt, apart from its I/O
+ * (acquire.c). An attempt sends the acquire script to every node; the
+ * answers are counted into a tally, and the verdict (granted, busy, our
+ * earlier hold expired, validity used up, too few answers) and the nodes
+ * to give back follow from the tally alone: pure functions, unit-tested
+ * without servers (tests/unit/test_acquire.c). The blocking wait is a
+ * separate loop over attempts, so a non-blocking API can reuse one
+ * attempt as it is.
+ */
+#ifndef DLOCK_ACQUIRE_H
+#define DLOCK_ACQUIRE_H
+
+#include <stdint.h>
+
+#include "step.h"
+
+/* The answers of one acquire attempt, counted. */
+typedef struct dlock__tally {
+    int granted;       /* nodes that granted (or confirmed a retry) */
+    int busy;          /* nodes where another owner holds it */
+    int gone;          /* nodes where our expected depth differs */
+    uint64_t gmask;    /* nodes that granted */
+    uint64_t bad;      /* nodes whose reply had the wrong shape */
+    uint64_t unknown;  /* nodes where the request may have been applied
+                        * but no usable answer came (lost, or bad) */
+    uint64_t tmax;     /* the highest token granted */
+    int tokens_differ; /* granting nodes returned different tokens */
+    int depth;         /* the depth a granting node reported */
+    int64_t pttl;      /* busy: the shortest lease left, -1 if none */
+} dlock__tally;
+
+/* What an attempt comes to. */
+typedef enum dlock__verdict {
+    DLOCK__V_GRANTED,   /* a quorum granted, validity left */
+    DLOCK__V_NOT_OWNER, /* reentrant: our earlier hold has expired */
+    DLOCK__V_BUSY,      /* held by another owner (enough nodes say so) */
+    DLOCK__V_TOO_LATE,  /* a quorum granted, but no validity is left */
+    DLOCK__V_FAILED     /* too few usable answers */
+} dlock__verdict;
+
+/* Count the answers res[0..n) of an acquire into *t. A reply of the
+ * wrong shape is counted in t->bad (the caller marks it DLOCK_EPROTO). */
+void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n);
+
+/* The verdict for tally t with this quorum, the depth the owner expected
+ * (0: a fresh hold) and the validity left (lease - elapsed - drift). */
+dlock__verdict dlock__acquire_verdict(const dlock__tally *t, int quorum,
+                                      int depth, int64_t validity_ms);
+
+/* The nodes to give back after an attempt that did not acquire: partial
+ * grants and nodes whose request may have been applied unanswered. 0
+ * when nothing can have been taken: a reentrant attempt without grants
+ * (the release would take our earlier level), or a single server that
+ * answered busy. n is the number of nodes. */
+uint64_t dlock__acquire_undo_mask(const dlock__tally *t, dlock__verdict v,
+                                  int n, int depth);
+
+#endif /* DLOCK_ACQUIRE_H */

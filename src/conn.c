@@ -1,0 +1,455 @@
+/*
+ * conn.c - one connection to one Redis server, whatever carries it: the
+ * output queue and our RESP command writer, hiredis's reply reader, the
+ * poll-driven progress step, and the blocking round trip built on it.
+ *
+ * We own the socket instead of using redisContext so that every socket is
+ * non-blocking and bounded by a monotonic deadline, and one thread can
+ * poll() many connections (node.c fans one script out to every server at
+ * once): dlock__conn_events() says what to wait for,
+ * dlock__conn_progress() does the I/O poll() allowed. hiredis only parses
+ * replies (redisReader); commands are formatted here (see
+ * dlock__conn_append_argv for why).
+ *
+ * The bytes move through the connection's I/O table (conn_io.h): the plain
+ * socket entries below, or TLS's (tls.c); no function here asks which. A
+ * connection is dead after any failure; callers close it and open
+ * another. A dlock__conn is used by one thread at a time.
+ *
+ * Layer: the bottom of the transport; tls.c and net.c are above it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "conn_io.h"
+
+/* How much one read takes from the socket. */
+#define READ_CHUNK 16384
+/* Reads per progress call on a plain socket before yielding to the caller
+ * (poll is level-triggered, so nothing is lost by stopping). */
+#define READ_ROUNDS 64
+
+/* See conn_io.h. */
+int dlock__conn_die(dlock__conn *c, int code)
+{
+    c->dead = 1;
+    return code;
+}
+
+/* The hint added to "closed"/"reset" messages of a plain TCP connection
+ * that never received a byte: that is how a TLS port treats a plain
+ * client (OpenSSL rejects the first bytes and the server resets). */
+static const char *plain_hint(const dlock__conn *c)
+{
+    return c->tcp && c->nread == 0
+               ? " before any reply (is it a TLS port? then use rediss://)"
+               : "";
+}
+
+/* Fail for a socket error (errno value e) on a plain connection, as
+ * "connection closed/reset by PEER" or "OP PEER: strerror". */
+static int sock_fail(dlock__conn *c, const char *op, int e, char *err,
+                     size_t errlen)
+{
+    if (e == 0 || e == EPIPE)
+        return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EIO,
+                                              "connection closed by %s%s",
+                                              c->peer, plain_hint(c)));
+    if (e == ECONNRESET)
+        return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EIO,
+                                              "connection reset by %s%s",
+                                              c->peer, plain_hint(c)));
+    return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EIO, "%s %s: %s",
+                                          op, c->peer, strerror(e)));
+}
+
+/* The reply reader failed (not RESP, or out of memory): the connection is
+ * dead. */
+static int reader_failed(dlock__conn *c, char *err, size_t errlen)
+{
+    return dlock__conn_die(
+        c, dlock__fail(
+               err, errlen,
+               c->reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM : DLOCK_EPROTO,
+               "protocol error from %s: %s", c->peer, c->reader->errstr));
+}
+
+/* See conn_io.h. */
+int dlock__conn_feed(dlock__conn *c, const char *buf, size_t n, char *err,
+                     size_t errlen)
+{
+    c->nread += n;
+    if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
+        return reader_failed(c, err, errlen);
+    return DLOCK_OK;
+}
+
+/* Write as much queued output as the socket takes now. DLOCK_OK when it
+ * all went or the socket is full; an error otherwise. */
+static int plain_write(dlock__conn *c, char *err, size_t errlen)
+{
+    while (c->outpos < c->outlen) {
+        size_t left = c->outlen - c->outpos;
+        ssize_t n = send(c->fd, c->out + c->outpos, left, MSG_NOSIGNAL);
+        if (n >= 0) {
+            c->outpos += (size_t)n;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return DLOCK_OK;
+        return sock_fail(c, "write to", errno, err, errlen);
+    }
+    return DLOCK_OK;
+}
+
+/* Read what can be read now into the reader, at most READ_ROUNDS chunks.
+ * DLOCK_OK, or an error (EOF included: the peer closed). */
+static int plain_read(dlock__conn *c, char *err, size_t errlen)
+{
+    char buf[READ_CHUNK];
+    int rounds;
+    for (rounds = 0; rounds < READ_ROUNDS; rounds++) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            int r;
+            if (c->nread == 0 && n >= 2 &&
+                ((unsigned char)buf[0] == 0x15 ||
+                 (unsigned char)buf[0] == 0x16) &&
+                buf[1] == 0x03) {
+                /* A TLS alert or handshake record where RESP should be: a
+                 * plain client talking to a TLS port. */
+                return dlock__conn_die(
+                    c, dlock__fail(err, errlen, DLOCK_EPROTO,
+                                   "protocol error from %s: the server "
+                                   "answered with TLS: is it a TLS port? "
+                                   "(use rediss://)",
+                                   c->peer));
+            }
+            r = dlock__conn_feed(c, buf, (size_t)n, err, errlen);
+            if (r != DLOCK_OK)
+                return r;
+            if ((size_t)n < sizeof buf)
+                return DLOCK_OK;
+            continue;
+        }
+        if (n == 0)
+            return sock_fail(c, "read from", 0, err, errlen);
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return DLOCK_OK;
+        return sock_fail(c, "read from", errno, err, errlen);
+    }
+    return DLOCK_OK;
+}
+
+static const dlock__conn_io plain_io = {
+    .read = plain_read,
+    .write = plain_write,
+    .close = NULL,
+};
+
+/* See conn_io.h. */
+dlock__conn *dlock__conn_new(const char *peer)
+{
+    dlock__conn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->fd = -1;
+    c->io = &plain_io;
+    c->peer = strdup(peer);
+    c->reader = redisReaderCreate();
+    if (c->peer == NULL || c->reader == NULL) {
+        dlock__conn_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Close the socket (with a best-effort TLS close_notify on a healthy
+ * connection) and free everything. Accepts NULL. */
+void dlock__conn_close(dlock__conn *c)
+{
+    if (c == NULL)
+        return;
+    if (c->io != NULL && c->io->close != NULL)
+        c->io->close(c);
+    if (c->fd >= 0) {
+        /* Read what has arrived first: closing a TCP socket with unread
+         * data sends a reset, and a reset can make the server drop a
+         * request of ours it has received but not read yet (an undo
+         * queued behind a request that timed out, say). */
+        char buf[4096];
+        int k;
+        for (k = 0; k < 16; k++) {
+            ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r <= 0 && !(r < 0 && errno == EINTR))
+                break;
+        }
+        close(c->fd);
+    }
+    if (c->reader != NULL)
+        redisReaderFree(c->reader);
+    free(c->out);
+    free(c->peer);
+    free(c);
+}
+
+/* Append "<prefix><n>\r\n" at p; returns the new end. */
+static char *put_len(char *p, char prefix, size_t n)
+{
+    *p++ = prefix;
+    p += dlock__fmt_u64(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* Format the command as RESP straight into the output queue. Our own
+ * formatter rather than hiredis's redisFormatCommandArgv: that one
+ * sprintf()s every length and made up close to half of the client's
+ * instructions per lock cycle (callgrind). */
+int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
+                            const size_t *argvlen)
+{
+    size_t need, len = 3 + 20;
+    char *p;
+    int i;
+
+    if (argc <= 0)
+        return DLOCK_EINVAL;
+    for (i = 0; i < argc; i++)
+        len +=
+            1 + 20 + 2 + (argvlen != NULL ? argvlen[i] : strlen(argv[i])) + 2;
+    /* Reclaim what was already written before growing. Moving the unsent
+     * bytes is fine even under a pending SSL_write retry: the context has
+     * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER and the bytes stay the same. */
+    if (c->outpos > 0 && c->outlen + len > c->outcap) {
+        memmove(c->out, c->out + c->outpos, c->outlen - c->outpos);
+        c->outlen -= c->outpos;
+        c->outpos = 0;
+    }
+    need = c->outlen + len;
+    if (need > c->outcap) {
+        size_t cap = c->outcap > 0 ? c->outcap : 1024;
+        char *np;
+        while (cap < need)
+            cap *= 2;
+        np = realloc(c->out, cap);
+        if (np == NULL)
+            return DLOCK_ENOMEM;
+        c->out = np;
+        c->outcap = cap;
+    }
+    p = put_len(c->out + c->outlen, '*', (size_t)argc);
+    for (i = 0; i < argc; i++) {
+        size_t n = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
+        p = put_len(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    c->outlen = (size_t)(p - c->out);
+    return DLOCK_OK;
+}
+
+/* The socket of c, for poll(). */
+int dlock__conn_fd(const dlock__conn *c)
+{
+    return c->fd;
+}
+
+/* 1 when nothing is queued for writing. */
+int dlock__conn_flushed(const dlock__conn *c)
+{
+    return c->outpos >= c->outlen;
+}
+
+/* The events to poll for now. POLLIN is always wanted, so that a peer
+ * that closes or answers while we are still writing is noticed. POLLOUT
+ * while output is queued, unless TLS said its write must first read (then
+ * a writable socket would only wake us in a loop), or when TLS said a
+ * read must first write. */
+short dlock__conn_events(const dlock__conn *c)
+{
+    short ev = POLLIN;
+    if ((c->outpos < c->outlen && !c->write_wants_read) || c->read_wants_write)
+        ev |= POLLOUT;
+    return ev;
+}
+
+/* The peer's name for messages. */
+const char *dlock__conn_peer(const dlock__conn *c)
+{
+    return c->peer;
+}
+
+/* Do the I/O poll() reported as possible; see conn.h. Reading is tried
+ * on POLLIN/POLLHUP/POLLERR (and on POLLOUT when TLS wanted it for a
+ * read), writing whenever output is queued: a write that cannot proceed
+ * costs one EAGAIN. */
+int dlock__conn_progress(dlock__conn *c, short revents, char *err,
+                         size_t errlen)
+{
+    int r;
+    if (c->dead)
+        return dlock__fail(err, errlen, DLOCK_EIO,
+                           "connection to %s is closed after an error",
+                           c->peer);
+    if (revents & POLLNVAL)
+        return dlock__conn_die(
+            c, dlock__fail(err, errlen, DLOCK_EIO,
+                           "connection to %s: invalid socket", c->peer));
+    /* Read before writing: when the peer has said its last words (a TLS
+     * alert, "-ERR max number of clients reached") and closed, a write
+     * first would only earn ECONNRESET and lose them. */
+    if ((revents & (POLLIN | POLLHUP | POLLERR)) ||
+        (c->read_wants_write && (revents & POLLOUT))) {
+        r = c->io->read(c, err, errlen);
+        if (r != DLOCK_OK)
+            return r;
+    }
+    if (c->outpos < c->outlen) {
+        r = c->io->write(c, err, errlen);
+        if (r != DLOCK_OK)
+            return r;
+        if (c->outpos >= c->outlen)
+            c->outpos = c->outlen = 0;
+    }
+    return DLOCK_OK;
+}
+
+/* Take one parsed reply if there is one. Replies that were complete
+ * before the connection died are still handed out. */
+int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
+                          size_t errlen)
+{
+    for (;;) {
+        void *rep = NULL;
+        *out = NULL;
+        if (redisReaderGetReply(c->reader, &rep) != REDIS_OK)
+            return reader_failed(c, err, errlen);
+        if (rep == NULL)
+            return 0;
+        if (c->stale > 0) { /* the answer to a request given up on */
+            c->stale--;
+            freeReplyObject(rep);
+            continue;
+        }
+        *out = rep;
+        return 1;
+    }
+}
+
+/* See conn.h. */
+int dlock__conn_abandon(dlock__conn *c)
+{
+    return ++c->stale;
+}
+
+/* Free replies[0..n) and set them NULL. */
+static void drop_replies(redisReply **replies, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        if (replies[i] != NULL)
+            freeReplyObject(replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+/* Write the queue and collect n replies before the deadline; see
+ * conn.h. A timeout also kills the connection: its replies would
+ * arrive later and be taken for the answers to the next commands. */
+int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
+                          int64_t deadline_ms, int cancel_fd, char *err,
+                          size_t errlen)
+{
+    int got = 0, i, r;
+
+    for (i = 0; i < n; i++)
+        replies[i] = NULL;
+    if (c->dead)
+        return dlock__fail(err, errlen, DLOCK_EIO,
+                           "connection to %s is closed after an error",
+                           c->peer);
+    for (;;) {
+        struct pollfd p[2];
+        int np = 1, pr, perr;
+        char perrmsg[DLOCK__ERRLEN];
+
+        while (got < n) {
+            redisReply *rep;
+            r = dlock__conn_pop_reply(c, &rep, err, errlen);
+            if (r < 0)
+                goto fail;
+            if (r == 0)
+                break;
+            replies[got++] = rep;
+        }
+        if (got == n && dlock__conn_flushed(c))
+            return DLOCK_OK;
+        if (dlock__now_ms() >= deadline_ms) {
+            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                                               "%s did not answer in time",
+                                               c->peer));
+            goto fail;
+        }
+        p[0].fd = c->fd;
+        p[0].events = dlock__conn_events(c);
+        p[0].revents = 0;
+        if (cancel_fd >= 0) {
+            p[1].fd = cancel_fd;
+            p[1].events = POLLIN;
+            p[1].revents = 0;
+            np = 2;
+        }
+        pr = poll(p, (nfds_t)np, dlock__ms_left(deadline_ms));
+        if (pr < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EIO,
+                                               "poll: %s", strerror(errno)));
+            goto fail;
+        }
+        if (np == 2 && (p[1].revents & POLLNVAL)) {
+            /* Not an open fd: nothing can cancel us through it, and
+             * polling it again would return at once, forever. */
+            cancel_fd = -1;
+        } else if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_CANCELED,
+                                               "canceled while waiting for %s",
+                                               c->peer));
+            goto fail;
+        }
+        if (p[0].revents == 0)
+            continue;
+        perr = dlock__conn_progress(c, p[0].revents, perrmsg, sizeof perrmsg);
+        if (perr != DLOCK_OK) {
+            /* The peer may have answered and then closed: take what is
+             * complete before reporting the failure. */
+            while (got < n) {
+                redisReply *rep;
+                if (dlock__conn_pop_reply(c, &rep, NULL, 0) != 1)
+                    break;
+                replies[got++] = rep;
+            }
+            if (got == n && dlock__conn_flushed(c))
+                return DLOCK_OK;
+            r = dlock__fail(err, errlen, perr, "%s", perrmsg);
+            goto fail;
+        }
+    }
+
+fail:
+    drop_replies(replies, n);
+    return r;
+}

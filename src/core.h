@@ -1,0 +1,121 @@
+/*
+ * core.h - struct dlock_client: the state the lock layer shares (options,
+ * the node set and scripts, the per-thread messages, the registry of held
+ * locks, cancellation, counters). client.c makes and frees it; registry,
+ * acquire, lock, inspect, notify and watchdog read it. It includes only
+ * the layers below the lock layer (step, node, errors, util); the
+ * notifier, the watchdog and the records are opaque here.
+ *
+ * The inline helpers at the end adapt the step layer and the error
+ * channel to a client.
+ */
+#ifndef DLOCK_CORE_H
+#define DLOCK_CORE_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "node.h"
+#include "step.h"
+#include "util.h"
+
+struct dlock__held;
+struct dlock__undo;
+struct dlock__notifier;
+struct dlock__watchdog;
+
+struct dlock_client {
+    dlock_options opts; /* strings below point to owned copies */
+    char **servers;
+    char *username, *password, *key_prefix;
+    char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file,
+        *tls_key_file;
+    size_t prefixlen;
+
+    dlock__nodeset ns; /* the servers, filled by a topology */
+    dlock__script scripts[DLOCK__S_COUNT];
+
+    unsigned char id[16];
+    char idhex[33];
+
+    dlock__msgs msgs; /* per-thread messages for dlock_errmsg */
+
+    /* The registry of held locks (registry.c: lifecycle and rules). */
+    pthread_mutex_t held_mu;
+    pthread_cond_t held_cv; /* a lost callback finished */
+    struct dlock__held *held;
+    uint64_t held_seq;
+    struct dlock__undo *undos;    /* maybe-taken locks to give back */
+    _Atomic uint64_t hold_seq;    /* numbers the owner ids of fresh holds */
+    _Atomic uint64_t release_seq; /* numbers release requests (notify) */
+
+    /* Cancellation: dlock_client_cancel bumps cancel_gen and broadcasts
+     * wait_cv; waits compare the generation they started in. */
+    pthread_mutex_t wait_mu;
+    pthread_cond_t wait_cv;
+    _Atomic uint64_t cancel_gen;
+
+    struct dlock__notifier *notifier;
+    struct dlock__watchdog *watchdog;
+
+    dlock__stats stats;
+};
+
+/* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */
+static inline char *dlock__errbuf(const dlock_client *c)
+{
+    return dlock__msgs_buf(&c->msgs);
+}
+
+/* Set this thread's message on c and return code. */
+static inline int dlock__set_error(const dlock_client *c, int code,
+                                   const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int dlock__set_error(const dlock_client *c, int code,
+                                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    code = dlock__msgs_vset(&c->msgs, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The mask of every node of c. */
+static inline uint64_t dlock__all_nodes(const dlock_client *c)
+{
+    return dlock__nodes_all(&c->ns);
+}
+
+/* The deadline of one step with this lease (see dlock__step_deadline). */
+static inline int64_t dlock__deadline(const dlock_client *c, int64_t lease_ms)
+{
+    return dlock__step_deadline(&c->ns, c->opts.command_timeout_ms, lease_ms);
+}
+
+/* Run cmd on c's nodes in mask (see dlock__exec). */
+static inline int dlock__run(dlock_client *c, uint64_t mask,
+                             const dlock__cmd *cmd, int64_t deadline_ms,
+                             dlock__result *res)
+{
+    return dlock__exec(&c->ns, c->scripts, mask, cmd, deadline_ms, res);
+}
+
+/* This thread's message for a failed step (see dlock__step_error). */
+static inline int dlock__fail_step(const dlock_client *c,
+                                   const dlock__result *res, uint64_t mask,
+                                   int code, const char *what)
+{
+    return dlock__step_error(&c->ns, &c->msgs, res, mask, code, what);
+}
+
+/* The clock drift allowed for a lease with c's options. */
+static inline int64_t dlock__drift(const dlock_client *c, int64_t lease_ms)
+{
+    return dlock__drift_ms(lease_ms, c->opts.drift_ppm, c->opts.drift_fixed_ms);
+}
+
+#endif /* DLOCK_CORE_H */

@@ -1,0 +1,46 @@
+/*
+ * lock.h - a held lock's operations that other lock-layer files use
+ * (lock.c): the handle, renewal of many leases in one call (the
+ * watchdog's), and giving back what an acquire may have taken (undo).
+ * lock.c and watchdog.c call each other: the one cycle of the layering
+ * (the watchdog renews through lock.c; an undo that is left over is
+ * handed to the watchdog).
+ */
+#ifndef DLOCK_LOCK_H
+#define DLOCK_LOCK_H
+
+#include <stdint.h>
+
+#include "held.h"
+
+/* The fair handoff lease: a lock handed to a waiter has this lease (at
+ * most) until the new owner confirms it; the bound on how long a waiter
+ * that died while being handed the lock can hold the others up. */
+#define DLOCK__FAIR_HANDOFF_MS 2000
+
+/* The fence hash outlives the last acquisition by this long (7 days);
+ * see docs/design.md, "Fencing tokens". */
+#define DLOCK__FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
+
+/* A new handle for h: DLOCK_OK and *out, or DLOCK_ENOMEM (message set). */
+int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out);
+
+/* Extend hs[0..n-1] to leases[i] ms from now on their nodes in one call
+ * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error. */
+void dlock__extend_many(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok);
+
+/* Send release.lua for (owner, depth, token) on lock k to the nodes in
+ * mask, with the script's source; returns the nodes that did not
+ * answer. */
+uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
+                          const char *owner, uint64_t mask, int depth,
+                          uint64_t token);
+
+/* Give back what an acquire of h may have taken (depth, token) on the
+ * nodes in mask: at once, and for nodes that do not answer, again from
+ * the watchdog thread until they answer or lease_ms has passed. */
+void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
+                         int depth, uint64_t token, int64_t lease_ms);
+
+#endif /* DLOCK_LOCK_H */

@@ -1,0 +1,40 @@
+/*
+ * net.h - opening a connection to a server (net.c): resolve, connect,
+ * TLS, AUTH and SELECT, all bounded by one deadline. The top of the
+ * transport; node.c and notify.c call it.
+ */
+#ifndef DLOCK_NET_H
+#define DLOCK_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "tls.h"
+#include "url.h"
+
+/*
+ * Open a connection to ep and make it ready for commands, all before the
+ * monotonic deadline: non-blocking connect (every address getaddrinfo
+ * gives, in turn), TCP_NODELAY and SO_KEEPALIVE on TCP, CLOEXEC always,
+ * the TLS handshake with verification for DLOCK__EP_TLS (tls must then be
+ * non-NULL; server_name from the options, else ep->host), then AUTH
+ * [user] password and SELECT db when configured (pipelined).
+ * A failed AUTH fails the open with DLOCK_EAUTH. Errors: DLOCK_EIO (refused,
+ * reset...), DLOCK_ETIMEDOUT, DLOCK_ETLS (handshake, verification: the
+ * message says which check failed), DLOCK_EAUTH, DLOCK_EPROTO (not a Redis
+ * peer), DLOCK_ESERVER, DLOCK_ENOMEM. Messages name ep->display.
+ */
+int dlock__conn_open(dlock__conn **out, const dlock__endpoint *ep,
+                     dlock__tls_ctx *tls, int64_t deadline_ms, char *err,
+                     size_t errlen);
+
+/* The name resolver (getaddrinfo; a unit test swaps in a slow one).
+ * Lookups of names other than IP literals run on a helper thread and are
+ * bounded by the connect deadline (ETIMEDOUT "resolve HOST: ..."). */
+struct addrinfo;
+typedef int (*dlock__resolve_fn)(const char *, const char *,
+                                 const struct addrinfo *, struct addrinfo **);
+extern dlock__resolve_fn dlock__resolver;
+
+#endif /* DLOCK_NET_H */

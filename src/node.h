@@ -1,0 +1,76 @@
+/*
+ * node.h - the servers a client talks to: a node set (one dlock__node per
+ * server, each with a pool of idle connections) and how many of them make
+ * a quorum. A topology fills the set (topology.c: standalone or Redlock
+ * today; Sentinel and Cluster later discover their nodes there), and
+ * everything above runs its scripts on "the nodes" without asking which
+ * topology it is. Above the transport (net.h, conn.h).
+ */
+#ifndef DLOCK_NODE_H
+#define DLOCK_NODE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "tls.h"
+#include "url.h"
+#include "util.h"
+
+/* One server: its address and a pool of idle connections. */
+typedef struct dlock__node {
+    dlock__endpoint ep;
+    pthread_mutex_t mu;
+    dlock__conn **idle; /* stack of idle connections */
+    int nidle;
+    int64_t down_until_ms; /* after a failed connect: skip until then */
+} dlock__node;
+
+/* How the nodes were found and what a quorum of them is. */
+typedef enum dlock__topology {
+    DLOCK__TOPO_STANDALONE, /* one server, quorum 1 */
+    DLOCK__TOPO_REDLOCK     /* N independent masters, quorum N/2+1 */
+} dlock__topology;
+
+/* The node set: filled by dlock__topology_fill(), used by node.c's pool
+ * and the step layer's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
+ * set of nodes fits a uint64_t mask (bit i = node i). */
+typedef struct dlock__nodeset {
+    dlock__topology kind;
+    int n;      /* nodes */
+    int quorum; /* how many must agree */
+    dlock__node *node;
+    dlock__tls_ctx *tls; /* for rediss:// nodes, else NULL */
+    int64_t connect_timeout_ms;
+    int pool_size;       /* idle connections kept per node */
+    dlock__stats *stats; /* reconnects, requests */
+} dlock__nodeset;
+
+/* The mask of every node of ns. */
+uint64_t dlock__nodes_all(const dlock__nodeset *ns);
+
+/* Set up node nd for URL url, with user and password (when not NULL)
+ * over the URL's, and an empty pool of pool_size. DLOCK_OK, DLOCK_EINVAL
+ * or DLOCK_ENOMEM (message in err). */
+int dlock__node_init(dlock__node *nd, const char *url, const char *user,
+                     const char *password, int pool_size, char *err,
+                     size_t errlen);
+
+/* Take a ready connection to node i (pooled or new) / give it back
+ * (closed instead if broken or the pool is full). */
+int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
+                    int64_t deadline_ms, char *err, size_t errlen);
+void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok);
+
+/* Close every pooled connection, free the nodes and the TLS context.
+ * Accepts a set that was only partly filled. */
+void dlock__nodeset_free(dlock__nodeset *ns);
+
+/* Fill ns from the client's options (topology.c): parse every server,
+ * choose standalone (one server) or Redlock (several), make the TLS
+ * context when a server needs it. DLOCK_OK or an error with err set; on
+ * failure the caller frees ns with dlock__nodeset_free(). */
+int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
+                         dlock__stats *stats, char *err, size_t errlen);
+
+#endif /* DLOCK_NODE_H */

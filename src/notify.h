@@ -1,0 +1,70 @@
+/*
+ * notify.h - release notifications (notify.c): a waiter subscribes to a
+ * lock's channel, takes turns as its process's one contender, and sleeps
+ * until a release (or, in fair mode, a handoff to it) is announced. One
+ * subscriber thread per client, started on first use. Above the
+ * transport; acquire.c is its caller.
+ */
+#ifndef DLOCK_NOTIFY_H
+#define DLOCK_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock.h"
+
+typedef struct dlock__notifier dlock__notifier;
+typedef struct dlock__waiter dlock__waiter;
+
+/* Start/stop the notifier (the thread starts on first use). */
+int dlock__notify_init(dlock_client *c);
+void dlock__notify_free(dlock_client *c);
+
+/*
+ * Register interest in a lock's channel and wait (until deadline_ms) for
+ * the subscription to be confirmed on every node, so that a release after
+ * this returns is never missed. Returns DLOCK_OK with *out set, or an
+ * error (DLOCK_ETIMEDOUT, DLOCK_EIO...; the caller may fall back to spin).
+ * Fair mode: me is the owner id a handoff would name (else NULL); a
+ * handoff to it is recorded from now on, also one that arrives before the
+ * waiter sleeps (the reply to its queueing attempt can come after it).
+ */
+int dlock__notify_begin(dlock_client *c, const char *chan, size_t chanlen,
+                        const char *me, dlock__waiter **out,
+                        int64_t deadline_ms, uint64_t cancel_gen);
+
+/*
+ * Become the process's one contender for this channel: returns when this
+ * thread may send an acquire attempt (at once if nobody else of this
+ * process is trying, else after the current contender finishes or a
+ * release is announced). 1 = go, 0 = deadline passed, DLOCK_CANCELED.
+ */
+int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms);
+
+/*
+ * The contender found the lock busy: give up the turn and sleep until a
+ * release is announced (or the subscriber connection was lost: messages
+ * may have been missed), until_ms passes, or the wait is cancelled.
+ * Returns 1 (woken), 0 (until_ms), DLOCK_CANCELED.
+ */
+int dlock__notify_wait(dlock__waiter *w, int64_t until_ms);
+
+/* Stop waiting (acquired, gave up or failed): drop the turn, drop the
+ * reference (unsubscribing when it was the last), free w. */
+void dlock__notify_end(dlock__waiter *w);
+
+/* 1 when this process already has a confirmed subscription to the channel
+ * (a lingering one counts): a fair waiter may then queue at once. */
+int dlock__notify_subscribed(dlock_client *c, const char *chan, size_t len);
+
+/* Wake every waiter of the client (dlock_client_cancel). */
+void dlock__notify_cancel(dlock_client *c);
+
+/* Fair mode: sleep until a handoff addressed to the owner id given to
+ * dlock__notify_begin has arrived (1, also when it arrived before this
+ * call; its token then in dlock__notify_handoff_token), until_ms (0), or
+ * cancellation (DLOCK_CANCELED). */
+int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms);
+uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
+
+#endif /* DLOCK_NOTIFY_H */

@@ -1,0 +1,242 @@
+/*
+ * registry.c - the client's registry of held locks, the records it keeps,
+ * and owner ids.
+ *
+ * The client keeps one dlock__held per lock and owner (owner = client +
+ * thread + hold number), shared by the handles of reentrant acquisitions.
+ * It gives reentrancy its expected depth, which makes every script
+ * idempotent (a retry after a lost reply cannot count twice), and gives
+ * the watchdog the list of leases to renew.
+ *
+ * Life of a held record (h->life); every move is made under
+ * client->held_mu:
+ *
+ *   NEW -> LIVE              the acquire (or adopt) succeeded:
+ *                            dlock__held_link()
+ *   NEW -> freed             the acquire failed; nobody else saw it
+ *   LIVE -> RELEASING        a release of the last level starts, or detach
+ *   RELEASING -> LIVE        the release left levels (drop_handle)
+ *   LIVE, RELEASING
+ *            -> UNLINKED     no level left (drop_handle, depth 0)
+ *   UNLINKED -> freed        by its last user: the last handle, or the
+ *                            last watchdog round holding a reference
+ *
+ *   NEW        made by an acquire (dlock__held_new), seen only by the
+ *              acquiring thread; freed by it if the acquire fails.
+ *   LIVE       in c->held: found by its thread for reentry, renewed by
+ *              the watchdog, handed to its lost callback.
+ *   RELEASING  in c->held, its last level being given back: the watchdog
+ *              neither renews it nor reports it lost (the release's own
+ *              "not owner" is not a loss).
+ *   UNLINKED   out of c->held (depth 0): nothing finds it any more. It is
+ *              freed by whoever drops the last use: the last handle
+ *              (lock.c, drop_handle) or the last watchdog round holding a
+ *              reference (wd_refs).
+ *
+ * Who moves it: the owner thread (acquire: NEW -> LIVE; release, detach:
+ * LIVE -> RELEASING -> UNLINKED, or back to LIVE while levels remain);
+ * client_free frees what is left. The watchdog only takes references
+ * (wd_refs) and sets state LOST; it never moves h->life.
+ *
+ * Invariants (assert()ed where they must hold): handles >= 0 and
+ * wd_refs >= 0; a record is freed only when NEW or UNLINKED with no
+ * handle, no watchdog reference and no callback running; only a NEW
+ * record is linked, only a linked one unlinked; depth is changed only by
+ * its owner thread (so it may read it without the mutex).
+ *
+ * The asserts are compiled out with NDEBUG (CMake's Release and
+ * RelWithDebInfo builds): they check bookkeeping that the Debug, ASan and
+ * TSan suites exercise, and a library must not abort the process that
+ * holds a lock over a bookkeeping slip it can survive.
+ *
+ * An undo entry (dlock__undo) is a separate record: a maybe-taken lock to
+ * give back, queued on c->undos for the watchdog.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "held.h"
+
+/* Write "<prefix>:{<name>}<suffix>" at *cur (NUL-terminated), advance
+ * *cur past it, and return where it starts; its length in *outlen. */
+static char *put_key(char **cur, const dlock_client *c, const char *name,
+                     size_t nlen, const char *suffix, size_t *outlen)
+{
+    char *k = *cur;
+    size_t slen = strlen(suffix);
+    memcpy(k, c->key_prefix, c->prefixlen);
+    memcpy(k + c->prefixlen, ":{", 2);
+    memcpy(k + c->prefixlen + 2, name, nlen);
+    k[c->prefixlen + 2 + nlen] = '}';
+    memcpy(k + c->prefixlen + 3 + nlen, suffix, slen + 1);
+    *outlen = c->prefixlen + 3 + nlen + slen;
+    *cur = k + *outlen + 1;
+    return k;
+}
+
+/* Bytes of the strings of a dlock__keys for NAME. */
+static size_t keys_size(const dlock_client *c, const char *name)
+{
+    size_t nlen = strlen(name);
+    size_t base = c->prefixlen + 3 + nlen + 1; /* "<prefix>:{<name>}" + NUL */
+    /* name, key, :f, :c, :q, :qt, :c:<client id> */
+    return (nlen + 1) + base + (base + 2) + (base + 2) + (base + 2) +
+           (base + 3) + (base + 2 + 33);
+}
+
+/* Fill k with the names of NAME's keys, the strings at cur (keys_size
+ * bytes). */
+static void keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
+                      const char *name)
+{
+    size_t nlen = strlen(name);
+    k->namelen = nlen;
+    k->name = cur;
+    memcpy(cur, name, nlen + 1);
+    cur += nlen + 1;
+    k->key = put_key(&cur, c, name, nlen, "", &k->keylen);
+    k->fkey = put_key(&cur, c, name, nlen, ":f", &k->fkeylen);
+    k->chan = put_key(&cur, c, name, nlen, ":c", &k->chanlen);
+    k->qkey = put_key(&cur, c, name, nlen, ":q", &k->qkeylen);
+    k->qtkey = put_key(&cur, c, name, nlen, ":qt", &k->qtkeylen);
+    /* Fair handoffs are published on "<channel>:<client id>": only the
+     * process of the waiter that got the lock is woken. */
+    k->hchan = put_key(&cur, c, name, nlen, ":c:", &k->hchanlen);
+    memcpy(k->hchan + k->hchanlen, c->idhex, 33);
+    k->hchanlen += 32;
+}
+
+/* See held.h. One allocation for the record and all its key and channel
+ * names (this is on every fresh acquire's path). */
+dlock__held *dlock__held_new(dlock_client *c, const char *name,
+                             const char *owner)
+{
+    dlock__held *h = calloc(1, sizeof *h + keys_size(c, name));
+    if (h == NULL)
+        return NULL;
+    keys_fill(&h->k, (char *)(h + 1), c, name);
+    snprintf(h->owner, sizeof h->owner, "%s", owner);
+    h->life = DLOCK__HELD_NEW;
+    atomic_store(&h->state, DLOCK_OK);
+    return h;
+}
+
+/* See held.h. */
+void dlock__held_free(dlock__held *h)
+{
+    assert(h->life == DLOCK__HELD_NEW || h->life == DLOCK__HELD_UNLINKED);
+    assert(h->wd_refs == 0);
+    assert(!(h->flags & DLOCK__HELD_CB));
+    free(h);
+}
+
+/* See held.h. */
+dlock__undo *dlock__undo_new(dlock_client *c, const char *name,
+                             const char *owner)
+{
+    dlock__undo *u = calloc(1, sizeof *u + keys_size(c, name));
+    if (u == NULL)
+        return NULL;
+    keys_fill(&u->k, (char *)(u + 1), c, name);
+    snprintf(u->owner, sizeof u->owner, "%s", owner);
+    return u;
+}
+
+/* See held.h. */
+dlock__keys *dlock__keys_new(dlock_client *c, const char *name)
+{
+    dlock__keys *k = calloc(1, sizeof *k + keys_size(c, name));
+    if (k != NULL)
+        keys_fill(k, (char *)(k + 1), c, name);
+    return k;
+}
+
+/* See held.h. */
+dlock__held *dlock__held_find(dlock_client *c, const char *name, pthread_t self)
+{
+    dlock__held *h;
+    for (h = c->held; h != NULL; h = h->next)
+        if (!(h->flags & DLOCK__HELD_ADOPTED) &&
+            pthread_equal(h->thread, self) && strcmp(h->k.name, name) == 0)
+            return h;
+    return NULL;
+}
+
+/* See held.h. */
+void dlock__held_link(dlock_client *c, dlock__held *h)
+{
+    assert(h->life == DLOCK__HELD_NEW);
+    h->id = ++c->held_seq;
+    h->next = c->held;
+    c->held = h;
+    h->life = DLOCK__HELD_LIVE;
+}
+
+/* See held.h. */
+void dlock__held_unlink(dlock_client *c, dlock__held *h)
+{
+    dlock__held **pp;
+    assert(h->life == DLOCK__HELD_LIVE || h->life == DLOCK__HELD_RELEASING);
+    for (pp = &c->held; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    h->life = DLOCK__HELD_UNLINKED;
+}
+
+/* See held.h. The background threads have stopped: nothing else looks. */
+void dlock__registry_clear(dlock_client *c)
+{
+    dlock__held *h, *next;
+    dlock__undo *u, *unext;
+    for (h = c->held; h != NULL; h = next) {
+        next = h->next;
+        h->life = DLOCK__HELD_UNLINKED;
+        dlock__held_free(h);
+    }
+    c->held = NULL;
+    for (u = c->undos; u != NULL; u = unext) {
+        unext = u->next;
+        free(u);
+    }
+    c->undos = NULL;
+}
+
+/* See held.h. The hold number makes every hold's owner id unique, so
+ * that a late message of an earlier hold (a release, an undo or a renewal
+ * delayed on the network past its timeout) can never act on a later hold
+ * of the same thread. */
+void dlock__owner_id(dlock_client *c, char *buf, size_t len)
+{
+    /* 32 + 1 + 20 + 1 + 20 + NUL; formatted by hand (hot path). */
+    char *p = buf;
+    if (len < 75) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    memcpy(p, c->idhex, 32);
+    p += 32;
+    *p++ = ':';
+    p += dlock__fmt_i64(p, dlock__thread_id());
+    *p++ = ':';
+    p += dlock__fmt_u64(p, atomic_fetch_add(&c->hold_seq, 1) + 1);
+    *p = '\0';
+}
+
+/* See held.h. */
+int dlock__check_name(const dlock_client *c, const char *name)
+{
+    size_t n;
+    if (name == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "lock name is NULL");
+    n = strlen(name);
+    if (n == 0 || n > DLOCK_NAME_MAX)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "lock name must be 1 to %d bytes (got %zu)",
+                                DLOCK_NAME_MAX, n);
+    return DLOCK_OK;
+}

@@ -1,0 +1,449 @@
+/*
+ * step.c - one step of every lock operation: run one script on a set of
+ * nodes in parallel and read the answers. dlock__exec() sends on every
+ * node first, then drives all the connections with one poll() loop until
+ * each has answered or the deadline passes, so an acquire over five
+ * servers costs one round trip of the slowest healthy server, and a
+ * stalled server costs at most the deadline. Also here: the script table
+ * (one X-macro in step.h), the command builder, and the helpers that read
+ * replies and explain a failed step.
+ *
+ * A single-instance lock is the case of one node; Redlock is the same code
+ * with N.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "step.h"
+
+/* Requests given up on (timed out) that one pooled connection may carry. */
+#define MAX_STALE 2
+
+/* The sources, in DLOCK__S_* order. */
+static const char *const script_src[DLOCK__S_COUNT] = {
+#define DLOCK__SRC(id, file) dlock__lua_##file,
+    DLOCK__SCRIPT_LIST(DLOCK__SRC)
+#undef DLOCK__SRC
+};
+
+/* See step.h. */
+void dlock__scripts_init(dlock__script *scripts)
+{
+    int i;
+    for (i = 0; i < DLOCK__S_COUNT; i++) {
+        scripts[i].src = script_src[i];
+        dlock__sha1_hex(script_src[i], scripts[i].sha);
+    }
+}
+
+/* See step.h. */
+void dlock__cmd_begin(dlock__cmdbuf *b, int script)
+{
+    b->cmd = (dlock__cmd){.script = script,
+                          .keys = b->key,
+                          .keylens = b->keylen,
+                          .args = b->arg,
+                          .arglens = b->arglen};
+    b->nnum = 0;
+}
+
+/* See step.h. */
+void dlock__cmd_key(dlock__cmdbuf *b, const char *key, size_t len)
+{
+    assert(b->cmd.nkeys < DLOCK__CMD_KEYS);
+    b->key[b->cmd.nkeys] = key;
+    b->keylen[b->cmd.nkeys++] = len;
+}
+
+/* See step.h. */
+void dlock__cmd_arg(dlock__cmdbuf *b, const char *arg, size_t len)
+{
+    assert(b->cmd.nargs < DLOCK__CMD_ARGS);
+    b->arg[b->cmd.nargs] = arg;
+    b->arglen[b->cmd.nargs++] = len;
+}
+
+/* See step.h. Formatted without snprintf: on every request's path. */
+void dlock__cmd_arg_i64(dlock__cmdbuf *b, int64_t v)
+{
+    char *p;
+    assert(b->nnum < DLOCK__CMD_ARGS);
+    p = b->num[b->nnum++];
+    dlock__cmd_arg(b, p, dlock__fmt_i64(p, v));
+}
+
+/* See step.h. */
+void dlock__cmd_arg_u64(dlock__cmdbuf *b, uint64_t v)
+{
+    char *p;
+    size_t n;
+    assert(b->nnum < DLOCK__CMD_ARGS);
+    p = b->num[b->nnum++];
+    n = dlock__fmt_u64(p, v);
+    p[n] = '\0';
+    dlock__cmd_arg(b, p, n);
+}
+
+/* The nodes and scripts of one dlock__exec() call. */
+typedef struct fanout {
+    dlock__nodeset *ns;
+    const dlock__script *scripts;
+} fanout;
+
+/* Free the replies of res[0..n-1]. */
+void dlock__results_clear(dlock__result *res, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        if (res[i].reply != NULL)
+            freeReplyObject(res[i].reply);
+        res[i].reply = NULL;
+        res[i].status = DLOCK_EIO;
+        res[i].err[0] = '\0';
+    }
+}
+
+/* The argv of one script call: EVALSHA or EVAL, then keys and args. */
+typedef struct callv {
+    int argc;
+    const char **argv;
+    size_t *lens;
+    char nkeys[24];
+    const char *argv_small[32]; /* every call but a large renewal batch */
+    size_t lens_small[32];
+} callv;
+
+static int callv_build(callv *v, const fanout *c, const dlock__cmd *cmd)
+{
+    int i, k = 0;
+    v->argc = 3 + cmd->nkeys + cmd->nargs;
+    if (v->argc <= 32) {
+        v->argv = v->argv_small;
+        v->lens = v->lens_small;
+    } else {
+        v->argv = malloc((size_t)v->argc * sizeof *v->argv);
+        v->lens = malloc((size_t)v->argc * sizeof *v->lens);
+        if (v->argv == NULL || v->lens == NULL) {
+            free(v->argv);
+            free(v->lens);
+            return DLOCK_ENOMEM;
+        }
+    }
+    dlock__fmt_i64(v->nkeys, cmd->nkeys);
+    v->argv[k] = "EVALSHA";
+    v->lens[k++] = 7;
+    v->argv[k] = c->scripts[cmd->script].sha;
+    v->lens[k++] = 40;
+    v->argv[k] = v->nkeys;
+    v->lens[k++] = strlen(v->nkeys);
+    for (i = 0; i < cmd->nkeys; i++, k++) {
+        v->argv[k] = cmd->keys[i];
+        v->lens[k] = cmd->keylens[i];
+    }
+    for (i = 0; i < cmd->nargs; i++, k++) {
+        v->argv[k] = cmd->args[i];
+        v->lens[k] = cmd->arglens[i];
+    }
+    return DLOCK_OK;
+}
+
+/* Queue the call on conn: by SHA, or with the full source (after a
+ * NOSCRIPT). */
+static int callv_send(fanout *c, dlock__conn *conn, callv *v,
+                      const dlock__cmd *cmd, int full)
+{
+    const dlock__script *s = &c->scripts[cmd->script];
+    v->argv[0] = full ? "EVAL" : "EVALSHA";
+    v->lens[0] = full ? 4 : 7;
+    v->argv[1] = full ? s->src : s->sha;
+    v->lens[1] = full ? strlen(s->src) : 40;
+    atomic_fetch_add(&c->ns->stats->requests, 1);
+    return dlock__conn_append_argv(conn, v->argc, v->argv, v->lens);
+}
+
+enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE };
+
+typedef struct slot {
+    dlock__conn *conn;
+    int state;
+    int full;    /* EVAL sent after NOSCRIPT */
+    int retried; /* one fresh-connection retry used */
+} slot;
+
+/* Open (or reopen) node i's connection and send the call; push the bytes
+ * out at once so the common case needs no POLLOUT round. A pooled
+ * connection the server has closed fails right here (EPIPE, reset): that
+ * costs the one retry on a fresh connection. */
+static int slot_start(fanout *c, int i, slot *s, callv *v,
+                      const dlock__cmd *cmd, int64_t deadline_ms,
+                      dlock__result *r)
+{
+    for (;;) {
+        int rc = dlock__node_get(c->ns, i, &s->conn, deadline_ms, r->err,
+                                 sizeof r->err);
+        if (rc != DLOCK_OK) {
+            s->conn = NULL;
+            s->state = SLOT_DONE;
+            r->status = rc;
+            return rc;
+        }
+        rc = callv_send(c, s->conn, v, cmd, s->full);
+        if (rc == DLOCK_OK)
+            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
+        if (rc == DLOCK_OK) {
+            s->state = SLOT_WAIT;
+            r->sent = 1;
+            return DLOCK_OK;
+        }
+        dlock__node_put(c->ns, i, s->conn, 0);
+        s->conn = NULL;
+        if (s->retried || rc == DLOCK_ENOMEM ||
+            dlock__now_ms() >= deadline_ms) {
+            s->state = SLOT_DONE;
+            r->status = rc;
+            return rc;
+        }
+        s->retried = 1;
+    }
+}
+
+/* A connection failed under a sent call: our scripts are idempotent, so
+ * retry once on a fresh connection while time remains. */
+static void slot_fail(fanout *c, int i, slot *s, callv *v,
+                      const dlock__cmd *cmd, int64_t deadline_ms,
+                      dlock__result *r, int rc)
+{
+    dlock__node_put(c->ns, i, s->conn, 0);
+    s->conn = NULL;
+    if (!s->retried && dlock__now_ms() < deadline_ms) {
+        s->retried = 1;
+        slot_start(c, i, s, v, cmd, deadline_ms, r);
+        return;
+    }
+    s->state = SLOT_DONE;
+    r->status = rc;
+}
+
+/* Take node i's reply if it has arrived; handle NOSCRIPT. */
+static void slot_collect(fanout *c, int i, slot *s, callv *v,
+                         const dlock__cmd *cmd, int64_t deadline_ms,
+                         dlock__result *r)
+{
+    redisReply *rep = NULL;
+    int got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
+    if (got < 0) {
+        slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
+        return;
+    }
+    if (got == 0)
+        return;
+    if (rep->type == REDIS_REPLY_ERROR && !s->full &&
+        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        int rc;
+        freeReplyObject(rep);
+        s->full = 1;
+        rc = callv_send(c, s->conn, v, cmd, 1);
+        if (rc == DLOCK_OK)
+            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
+        if (rc != DLOCK_OK)
+            slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
+        return;
+    }
+    s->state = SLOT_DONE;
+    dlock__node_put(c->ns, i, s->conn, 1);
+    s->conn = NULL;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(r->err, sizeof r->err, "%s: %s", c->ns->node[i].ep.display,
+                 rep->str);
+        /* A server with a password we were not given answers NOAUTH, or
+         * for a long command "unauthenticated multibulk length": both are
+         * authentication failures. */
+        r->status = strncmp(rep->str, "NOAUTH", 6) == 0 ||
+                            strstr(rep->str, "unauthenticated") != NULL
+                        ? DLOCK_EAUTH
+                        : DLOCK_ESERVER;
+        freeReplyObject(rep);
+        return;
+    }
+    r->reply = rep;
+    r->status = DLOCK_OK;
+}
+
+/* See step.h. */
+int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
+                const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res)
+{
+    fanout f = {ns, scripts};
+    fanout *c = &f;
+    slot slots[DLOCK_MAX_SERVERS];
+    struct pollfd pfd[DLOCK_MAX_SERVERS];
+    int idx[DLOCK_MAX_SERVERS];
+    callv v;
+    int i, nok = 0, rc;
+
+    memset(slots, 0, sizeof slots);
+    for (i = 0; i < c->ns->n; i++)
+        slots[i].full = cmd->eval;
+    for (i = 0; i < c->ns->n; i++) {
+        res[i].reply = NULL;
+        res[i].err[0] = '\0';
+        res[i].status = DLOCK_EIO;
+        res[i].sent = 0;
+    }
+    rc = callv_build(&v, c, cmd);
+    if (rc != DLOCK_OK) {
+        for (i = 0; i < c->ns->n; i++)
+            if (mask & (1ULL << i)) {
+                res[i].status = rc;
+                snprintf(res[i].err, sizeof res[i].err, "out of memory");
+            }
+        return 0;
+    }
+    for (i = 0; i < c->ns->n; i++)
+        if (mask & (1ULL << i))
+            slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
+
+    for (;;) {
+        int n = 0, r, k;
+        int64_t left;
+        for (i = 0; i < c->ns->n; i++) {
+            if (slots[i].state != SLOT_WAIT)
+                continue;
+            /* Data may already sit in the reader (TLS buffers, or a
+             * reply read together with the write). */
+            slot_collect(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
+            if (slots[i].state != SLOT_WAIT)
+                continue;
+            pfd[n].fd = dlock__conn_fd(slots[i].conn);
+            pfd[n].events = dlock__conn_events(slots[i].conn);
+            pfd[n].revents = 0;
+            idx[n++] = i;
+        }
+        if (n == 0)
+            break;
+        left = deadline_ms - dlock__now_ms();
+        if (left <= 0) {
+            for (k = 0; k < n; k++) {
+                i = idx[k];
+                /* Keep the connection, its answer marked unwanted: what
+                 * goes next to this node (an undo of this very request,
+                 * say) then reaches Redis after it, in order. A new
+                 * connection could be read first when a stalled server
+                 * wakes. A connection with several unanswered requests is
+                 * closed instead (the node looks dead). */
+                dlock__node_put(c->ns, i, slots[i].conn,
+                                dlock__conn_abandon(slots[i].conn) <=
+                                    MAX_STALE);
+                slots[i].conn = NULL;
+                slots[i].state = SLOT_DONE;
+                res[i].status = DLOCK_ETIMEDOUT;
+                snprintf(res[i].err, sizeof res[i].err, "%s: no answer in time",
+                         c->ns->node[i].ep.display);
+            }
+            break;
+        }
+        r = poll(pfd, (nfds_t)n, left > 60000 ? 60000 : (int)left);
+        if (r < 0 && errno != EINTR)
+            break;
+        for (k = 0; k < n && r > 0; k++) {
+            i = idx[k];
+            if (pfd[k].revents == 0)
+                continue;
+            rc = dlock__conn_progress(slots[i].conn, pfd[k].revents, res[i].err,
+                                      sizeof res[i].err);
+            if (rc != DLOCK_OK)
+                slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i], rc);
+        }
+    }
+    if (v.argv != v.argv_small) {
+        free(v.argv);
+        free(v.lens);
+    }
+    for (i = 0; i < c->ns->n; i++) {
+        if (slots[i].conn != NULL) /* poll failed: give up on it */
+            dlock__node_put(c->ns, i, slots[i].conn, 0);
+        if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK)
+            nok++;
+    }
+    return nok;
+}
+
+/* SHA1 of a script as 40 hex digits (what EVALSHA wants). */
+void dlock__sha1_hex(const char *src, char out[41])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0, i;
+    EVP_Digest(src, strlen(src), md, &len, EVP_sha1(), NULL);
+    for (i = 0; i < len && i < 20; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    out[40] = '\0';
+}
+
+/* See step.h. */
+int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
+                             int64_t lease_ms)
+{
+    int64_t t = command_ms;
+    if (ns->n > 1 && lease_ms > 0) {
+        int64_t cap = lease_ms / 10 < 10 ? 10 : lease_ms / 10;
+        if (cap < t)
+            t = cap;
+    }
+    return dlock__now_ms() + t;
+}
+
+/* See step.h. */
+int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
+                      const dlock__result *res, uint64_t mask, int code,
+                      const char *what)
+{
+    char *b = dlock__msgs_buf(msgs);
+    size_t off = 0;
+    int i, nfail = 0;
+    if (b == NULL)
+        return code;
+    for (i = 0; i < ns->n; i++)
+        if ((mask & (1ULL << i)) && res[i].status != DLOCK_OK)
+            nfail++;
+    if (ns->n == 1) {
+        snprintf(b, DLOCK__MSGLEN, "%s: %s", what,
+                 res[0].err[0] ? res[0].err : dlock_strerror(res[0].status));
+        return code;
+    }
+    off = (size_t)snprintf(b, DLOCK__MSGLEN, "%s: %d of %d nodes failed", what,
+                           nfail, ns->n);
+    for (i = 0; i < ns->n && off < DLOCK__MSGLEN; i++) {
+        if (!(mask & (1ULL << i)) || res[i].status == DLOCK_OK)
+            continue;
+        off += (size_t)snprintf(b + off, DLOCK__MSGLEN - off, "; %s",
+                                res[i].err[0] ? res[i].err
+                                              : dlock_strerror(res[i].status));
+    }
+    return code;
+}
+
+/* See step.h. */
+long long dlock__elem_int(const redisReply *r, size_t i)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+        return 0;
+    if (r->element[i]->type == REDIS_REPLY_INTEGER)
+        return r->element[i]->integer;
+    if (r->element[i]->type == REDIS_REPLY_STRING)
+        return strtoll(r->element[i]->str, NULL, 10);
+    return 0;
+}
+
+/* See step.h. */
+void dlock__malformed(const dlock__nodeset *ns, dlock__result *res, int i,
+                      const char *what)
+{
+    res[i].status = DLOCK_EPROTO;
+    snprintf(res[i].err, sizeof res[i].err, "%s: unexpected reply to %s",
+             ns->node[i].ep.display, what);
+}

@@ -1,0 +1,134 @@
+/*
+ * step.h - one step of a lock operation: a script run on a set of nodes
+ * in parallel, and the reading of the answers (step.c). The scripts are
+ * listed once, in DLOCK__SCRIPT_LIST; commands are built with
+ * dlock__cmdbuf or designated initialisers. Above the node set (node.h)
+ * and the error channel (errors.h).
+ */
+#ifndef DLOCK_STEP_H
+#define DLOCK_STEP_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "node.h"
+
+/* Every script: its id and its file, src/lua/<file>.lua, embedded at build
+ * time as dlock__lua_<file> (cmake/embed_lua.cmake). Add a script here and
+ * nowhere else. */
+#define DLOCK__SCRIPT_LIST(X)                                                  \
+    X(ACQUIRE, acquire)                                                        \
+    X(RELEASE, release)                                                        \
+    X(EXTEND, extend)                                                          \
+    X(FENCE_RAISE, fence_raise)                                                \
+    X(FENCED_SET, fenced_set)                                                  \
+    X(INSPECT, inspect)                                                        \
+    X(FENCED_GET, fenced_get)                                                  \
+    X(FAIR_LEAVE, fair_leave)
+
+#define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
+DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
+#undef DLOCK__LUA_DECL
+
+enum {
+#define DLOCK__S_ENUM(id, file) DLOCK__S_##id,
+    DLOCK__SCRIPT_LIST(DLOCK__S_ENUM)
+#undef DLOCK__S_ENUM
+        DLOCK__S_COUNT
+};
+
+/* A script and its SHA1 (hex), computed once at client creation. */
+typedef struct dlock__script {
+    const char *src;
+    char sha[41];
+} dlock__script;
+
+/* Fill scripts[0..DLOCK__S_COUNT) with every script and its SHA1. */
+void dlock__scripts_init(dlock__script *scripts);
+
+/* SHA1 of a script's source as 40 hex digits. */
+void dlock__sha1_hex(const char *src, char out[41]);
+
+/* The outcome of one command on one node. */
+typedef struct dlock__result {
+    int status;        /* DLOCK_OK when reply is set */
+    redisReply *reply; /* owned; may be an error reply only for non-scripts */
+    char err[DLOCK__ERRLEN];
+    int sent; /* the request may have reached the server */
+} dlock__result;
+
+/* A command for dlock__exec: a script with its keys and arguments. */
+typedef struct dlock__cmd {
+    int script; /* DLOCK__S_* */
+    int nkeys;
+    const char *const *keys;
+    const size_t *keylens;
+    int nargs;
+    const char *const *args;
+    const size_t *arglens;
+    /* Send the script's source (EVAL), not its SHA: for a request that
+     * must not depend on the server's script cache even if its answer is
+     * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
+    int eval;
+} dlock__cmd;
+
+/* A builder for a command with a few keys and arguments, numbers
+ * formatted in place: dlock__cmd_begin, then keys and arguments in order;
+ * b->cmd is the command. b must stay where it is while cmd is used. */
+#define DLOCK__CMD_KEYS 4
+#define DLOCK__CMD_ARGS 8
+typedef struct dlock__cmdbuf {
+    dlock__cmd cmd;
+    const char *key[DLOCK__CMD_KEYS];
+    size_t keylen[DLOCK__CMD_KEYS];
+    const char *arg[DLOCK__CMD_ARGS];
+    size_t arglen[DLOCK__CMD_ARGS];
+    char num[DLOCK__CMD_ARGS][24];
+    int nnum;
+} dlock__cmdbuf;
+
+void dlock__cmd_begin(dlock__cmdbuf *b, int script);
+void dlock__cmd_key(dlock__cmdbuf *b, const char *key, size_t len);
+void dlock__cmd_arg(dlock__cmdbuf *b, const char *arg, size_t len);
+void dlock__cmd_arg_i64(dlock__cmdbuf *b, int64_t v);
+void dlock__cmd_arg_u64(dlock__cmdbuf *b, uint64_t v);
+
+/*
+ * Run cmd on the nodes of ns selected by mask (bit i = node i) in
+ * parallel, each bounded by deadline_ms, and fill res[i] for every node
+ * (res has ns->n entries). EVALSHA first, EVAL once on NOSCRIPT. A node
+ * whose pooled connection fails is retried once on a fresh connection
+ * while time remains: every script of ours is idempotent (see the
+ * scripts). Script error replies become DLOCK_ESERVER with the server's
+ * text. Returns the number of nodes with status DLOCK_OK.
+ */
+int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
+                const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res);
+
+/* Free the replies in res[0..n-1] and reset them. */
+void dlock__results_clear(dlock__result *res, int n);
+
+/* How long one step may wait for one node: the command timeout, and with
+ * Redlock also at most a tenth of the lease (at least 10 ms), so that a
+ * stalled node cannot eat the validity. Returns the monotonic deadline. */
+int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
+                             int64_t lease_ms);
+
+/* Set this thread's message for a failed step: the first node's, or all
+ * of them ("3 of 5 nodes failed: a: ...; b: ..."). Returns code. */
+int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
+                      const dlock__result *res, uint64_t mask, int code,
+                      const char *what);
+
+/* Integer element i of an array reply (a string is parsed); 0 if
+ * missing. */
+long long dlock__elem_int(const redisReply *r, size_t i);
+
+/* Mark node i's reply as not the shape the script returns: the peer is
+ * not behaving as Redis running our script does (DLOCK_EPROTO). */
+void dlock__malformed(const dlock__nodeset *ns, dlock__result *res, int i,
+                      const char *what);
+
+#endif /* DLOCK_STEP_H */

@@ -1,0 +1,337 @@
+/*
+ * subscriber.c - the notifier's background thread and its links: one
+ * subscriber connection per server, kept up (reconnect with backoff),
+ * its subscriptions kept in line with the channels' reference counts
+ * (SUBSCRIBE on first use, UNSUBSCRIBE after LINGER_MS idle), and every
+ * push turned into a wake-up of the channel's waiters. A link can be
+ * "direct": read by a waiter itself (notify.c); the thread then leaves
+ * it alone until it has subscription work for it.
+ *
+ * When a link fails, every waiter is woken to retry (messages may have
+ * been lost) and the thread reconnects and subscribes again.
+ *
+ * Locking: see notify.c. Only the thread the state names (this one, or
+ * n->reader) touches a link's connection.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "notify_impl.h"
+
+/* See notify_impl.h. */
+void dlock__sub_poke(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* EAGAIN: the counter is already non-zero, it will wake */
+}
+
+/* See notify_impl.h. */
+void dlock__sub_drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+static void wake_thread(dlock__notifier *n)
+{
+    dlock__sub_poke(n->wake_fd);
+}
+
+/* See notify_impl.h. */
+void dlock__sub_chan_free(chan *ch)
+{
+    pthread_cond_destroy(&ch->cv);
+    free(ch->name);
+    free(ch);
+}
+
+/* See notify_impl.h. */
+chan *dlock__sub_chan_find(dlock__notifier *n, const char *name, size_t len)
+{
+    chan *ch;
+    for (ch = n->chans; ch != NULL; ch = ch->next)
+        if (ch->len == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+/* Send (UN)SUBSCRIBE for one channel on one link. Caller holds mu. */
+static int send_sub(dlock__notifier *n, int i, chan *ch, int sub)
+{
+    const char *argv[2] = {sub ? "SUBSCRIBE" : "UNSUBSCRIBE", ch->name};
+    size_t lens[2] = {sub ? 9u : 11u, ch->len};
+    atomic_fetch_add(&n->c->stats.requests, 1);
+    return dlock__conn_append_argv(n->links[i].conn, 2, argv, lens);
+}
+
+/* Bring every channel's subscriptions on link i in line with its refs.
+ * down). Caller holds mu. */
+static void sync_link(dlock__notifier *n, int i)
+{
+    uint64_t bit = 1ULL << i;
+    int64_t now = dlock__now_ms();
+    chan *ch;
+    if (n->links[i].conn == NULL)
+        return;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        if (ch->refs > 0 && !(ch->sent & bit) && !(ch->ok & bit) &&
+            !(ch->unsent & bit)) {
+            if (send_sub(n, i, ch, 1) == DLOCK_OK)
+                ch->sent |= bit;
+        } else if (ch->refs == 0 && (ch->ok & bit) && !(ch->unsent & bit) &&
+                   now - ch->idle_since >= LINGER_MS) {
+            if (send_sub(n, i, ch, 0) == DLOCK_OK) {
+                ch->unsent |= bit;
+                ch->ok &= ~bit;
+            }
+        }
+    }
+}
+
+/* Drop channels nobody waits on and no link still has business with. */
+static void gc_chans(dlock__notifier *n)
+{
+    chan **pp = &n->chans;
+    while (*pp != NULL) {
+        chan *ch = *pp;
+        if (ch->refs == 0 && ch->ok == 0 && ch->sent == 0 && ch->unsent == 0 &&
+            ch->waiters == NULL) {
+            *pp = ch->next;
+            dlock__sub_chan_free(ch);
+        } else {
+            pp = &ch->next;
+        }
+    }
+}
+
+/* 1 when link i has subscription business: a channel to subscribe or
+ * unsubscribe, or a confirmation still to come. Caller holds mu. */
+int dlock__sub_link_work(dlock__notifier *n, int i)
+{
+    uint64_t bit = 1ULL << i;
+    int64_t now = dlock__now_ms();
+    chan *ch;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        if ((ch->sent | ch->unsent) & bit)
+            return 1;
+        if (ch->refs > 0 && !(ch->ok & bit))
+            return 1;
+        if (ch->refs == 0 && (ch->ok & bit) &&
+            now - ch->idle_since >= LINGER_MS)
+            return 1;
+    }
+    return 0;
+}
+
+/* Give a direct link back to the notifier thread; a waiter reading it
+ * notices and goes back to sleeping on its channel. Caller holds mu. */
+void dlock__sub_giveback(dlock__notifier *n)
+{
+    if (!n->links[0].direct)
+        return;
+    n->links[0].direct = 0;
+    if (n->reader != NULL) {
+        n->reader = NULL;
+        dlock__sub_poke(n->reader_fd);
+    }
+    wake_thread(n);
+}
+
+/* Link i failed: forget its subscriptions, wake everyone (messages may
+ * have been missed), retry with backoff. Caller holds mu. */
+static void link_down(dlock__notifier *n, int i)
+{
+    uint64_t bit = 1ULL << i;
+    sub_link *l = &n->links[i];
+    chan *ch;
+    if (l->direct) {
+        l->direct = 0;
+        n->reader = NULL;
+        wake_thread(n); /* it reconnects */
+    }
+    dlock__conn_close(l->conn);
+    l->conn = NULL;
+    l->backoff = l->backoff == 0 ? 50 : l->backoff * 2;
+    if (l->backoff > 2000)
+        l->backoff = 2000;
+    l->retry_at = dlock__now_ms() + l->backoff;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        ch->sent &= ~bit;
+        ch->ok &= ~bit;
+        ch->unsent &= ~bit;
+        ch->gen++;
+        pthread_cond_broadcast(&ch->cv);
+    }
+}
+
+/* A push from link i: subscribe confirmations and messages. */
+static void on_push(dlock__notifier *n, int i, const redisReply *r)
+{
+    uint64_t bit = 1ULL << i;
+    const redisReply *kind, *name;
+    chan *ch;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+        return;
+    kind = r->element[0];
+    name = r->element[1];
+    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING)
+        return;
+    ch = dlock__sub_chan_find(n, name->str, name->len);
+    if (ch == NULL)
+        return;
+    if (strcmp(kind->str, "subscribe") == 0) {
+        ch->sent &= ~bit;
+        ch->ok |= bit;
+        pthread_cond_broadcast(&ch->cv);
+    } else if (strcmp(kind->str, "unsubscribe") == 0) {
+        ch->unsent &= ~bit;
+    } else if (strcmp(kind->str, "message") == 0) {
+        const redisReply *m = r->element[2];
+        if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'r' &&
+            m->len < sizeof ch->seen[0]) {
+            /* "r ID": with Redlock every node announces the release; wake
+             * the waiters once per release, not once per node. */
+            int k;
+            for (k = 0; k < 8; k++)
+                if (strcmp(ch->seen[k], m->str + 2) == 0)
+                    return;
+            memcpy(ch->seen[ch->seen_next], m->str + 2, m->len - 1);
+            ch->seen_next = (ch->seen_next + 1) % 8;
+        }
+        ch->gen++;
+        if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'h') {
+            /* "h TOKEN OWNER": a fair handoff for one waiter. */
+            char *sp = NULL;
+            unsigned long long tok = strtoull(m->str + 2, &sp, 10);
+            struct dlock__waiter *w;
+            if (sp != NULL && *sp == ' ')
+                for (w = ch->waiters; w != NULL; w = w->next)
+                    if (w->me != NULL && strcmp(w->me, sp + 1) == 0) {
+                        w->handed = 1;
+                        w->token = tok;
+                    }
+        }
+        pthread_cond_broadcast(&ch->cv);
+    }
+}
+
+/* Hand what link i has delivered to on_push; on a protocol error the
+ * link is down. Returns the number of pushes (+1 when the link went
+ * down). Caller holds mu. */
+int dlock__sub_read(dlock__notifier *n, int i)
+{
+    redisReply *rep;
+    char err[DLOCK__ERRLEN];
+    int got, k = 0;
+    while ((got = dlock__conn_pop_reply(n->links[i].conn, &rep, err,
+                                        sizeof err)) == 1) {
+        on_push(n, i, rep);
+        freeReplyObject(rep);
+        k++;
+    }
+    if (got < 0)
+        link_down(n, i);
+    return got < 0 ? k + 1 : k;
+}
+
+/* Do link i's I/O for poll's revents, then dlock__sub_read(). Caller
+ * holds mu. */
+void dlock__sub_pump(dlock__notifier *n, int i, short revents)
+{
+    char err[DLOCK__ERRLEN];
+    if (dlock__conn_progress(n->links[i].conn, revents, err, sizeof err) !=
+        DLOCK_OK)
+        link_down(n, i);
+    else
+        dlock__sub_read(n, i);
+}
+
+/* The subscriber thread: keep links up, subscriptions in sync, and turn
+ * pushes into wake-ups, until told to stop. */
+void *dlock__sub_main(void *arg)
+{
+    dlock__notifier *n = arg;
+    dlock_client *c = n->c;
+    struct pollfd *pfd = calloc((size_t)c->ns.n + 1, sizeof *pfd);
+    int *idx = calloc((size_t)c->ns.n + 1, sizeof *idx);
+    char err[DLOCK__ERRLEN];
+
+    if (pfd == NULL || idx == NULL) {
+        free(pfd);
+        free(idx);
+        return NULL;
+    }
+    pthread_mutex_lock(&n->mu);
+    while (!n->stop) {
+        int i, np = 1, timeout = 1000;
+        int64_t now = dlock__now_ms();
+        int any = n->chans != NULL;
+
+        for (i = 0; i < c->ns.n; i++) {
+            sub_link *l = &n->links[i];
+            if (l->conn == NULL && any && now >= l->retry_at) {
+                dlock__conn *conn = NULL;
+                int rc;
+                pthread_mutex_unlock(&n->mu);
+                rc = dlock__conn_open(&conn, &c->ns.node[i].ep, c->ns.tls,
+                                      now + c->opts.connect_timeout_ms, err,
+                                      sizeof err);
+                pthread_mutex_lock(&n->mu);
+                if (rc == DLOCK_OK) {
+                    atomic_fetch_add(&c->stats.reconnects, 1);
+                    l->conn = conn;
+                    l->backoff = 0;
+                } else {
+                    l->backoff = l->backoff == 0 ? 50 : l->backoff * 2;
+                    if (l->backoff > 2000)
+                        l->backoff = 2000;
+                    l->retry_at = dlock__now_ms() + l->backoff;
+                }
+            }
+            if (l->conn != NULL && l->direct && dlock__sub_link_work(n, i))
+                dlock__sub_giveback(n);
+            if (l->conn != NULL && !l->direct)
+                sync_link(n, i);
+        }
+        gc_chans(n);
+
+        pfd[0].fd = n->wake_fd;
+        pfd[0].events = POLLIN;
+        pfd[0].revents = 0;
+        for (i = 0; i < c->ns.n; i++) {
+            sub_link *l = &n->links[i];
+            if (l->conn == NULL) {
+                if (any && l->retry_at - now < timeout)
+                    timeout =
+                        (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
+                continue;
+            }
+            if (l->direct)
+                continue; /* a waiter's */
+            pfd[np].fd = dlock__conn_fd(l->conn);
+            pfd[np].events = dlock__conn_events(l->conn);
+            pfd[np].revents = 0;
+            idx[np++] = i;
+        }
+        pthread_mutex_unlock(&n->mu);
+        poll(pfd, (nfds_t)np, timeout);
+        pthread_mutex_lock(&n->mu);
+        if (pfd[0].revents & POLLIN)
+            dlock__sub_drain(n->wake_fd);
+        for (i = 1; i < np; i++) {
+            sub_link *l = &n->links[idx[i]];
+            if (l->conn == NULL || l->direct || pfd[i].revents == 0)
+                continue; /* gone, or taken by a waiter meanwhile */
+            dlock__sub_pump(n, idx[i], pfd[i].revents);
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    free(pfd);
+    free(idx);
+    return NULL;
+}

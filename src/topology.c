@@ -1,0 +1,48 @@
+/*
+ * topology.c - how a client finds its nodes: the seam where a topology
+ * fills the node set (node.h). Today the servers are given: one is a
+ * standalone lock (quorum 1), several are a Redlock (quorum N/2+1).
+ * Sentinel (ask for the master) and Cluster (one set per shard) belong
+ * here too, so that nothing above the node set changes for them.
+ */
+#include <stdlib.h>
+
+#include "node.h"
+
+/* Make the TLS context when some node is rediss://. */
+static int fill_tls(dlock__nodeset *ns, const dlock_options *o, char *err,
+                    size_t errlen)
+{
+    dlock__tls_opts t = {o->tls_ca_file,   o->tls_ca_dir,   o->tls_server_name,
+                         o->tls_cert_file, o->tls_key_file, o->tls_insecure};
+    int i, need_tls = 0;
+    for (i = 0; i < ns->n; i++)
+        if (ns->node[i].ep.kind == DLOCK__EP_TLS)
+            need_tls = 1;
+    if (!need_tls)
+        return DLOCK_OK;
+    return dlock__tls_ctx_new(&ns->tls, &t, err, errlen);
+}
+
+/* See node.h. The options were checked by dlock_client_new. */
+int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
+                         dlock__stats *stats, char *err, size_t errlen)
+{
+    int i, rc;
+    ns->n = (int)o->nservers;
+    ns->kind = ns->n > 1 ? DLOCK__TOPO_REDLOCK : DLOCK__TOPO_STANDALONE;
+    ns->quorum = ns->n / 2 + 1;
+    ns->connect_timeout_ms = o->connect_timeout_ms;
+    ns->pool_size = o->pool_size;
+    ns->stats = stats;
+    ns->node = calloc((size_t)ns->n, sizeof *ns->node);
+    if (ns->node == NULL)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    for (i = 0; i < ns->n; i++) {
+        rc = dlock__node_init(&ns->node[i], o->servers[i], o->username,
+                              o->password, o->pool_size, err, errlen);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return fill_tls(ns, o, err, errlen);
+}
