@@ -108,16 +108,23 @@ typedef enum dlock_wait_strategy {
      * one process waiting on one key send one contender to Redis.
      * Not fair: every release wakes one contender per waiting process
      * and one wins, so under heavy contention from many processes a
-     * waiter can starve until its deadline. Use DLOCK_WAIT_FAIR when
-     * order or bounded waiting matters. */
+     * waiter can starve until its deadline. The default before
+     * DLOCK_WAIT_FAIR became it. */
     DLOCK_WAIT_NOTIFY = 0,
     /* Retry with exponential backoff (spin_min_ms doubling up to
      * spin_max_ms) plus jitter, never sleeping past the remaining TTL. */
     DLOCK_WAIT_SPIN = 1,
-    /* Strict FIFO: waiters queue in Redis and the release hands the lock
-     * directly to the head of the queue. Single server only:
-     * dlock_client_new() refuses it with several servers (DLOCK_EINVAL).
-     * Acquirers of one name should all use it: others barge. */
+    /* The default. FIFO across processes, without a herd: waiters queue
+     * in Redis (one per process and key; the process's other threads
+     * wait their turn in-process) and a release serves only the first
+     * live one: with one server it hands the lock over (no acquire
+     * round trip), with several (Redlock) it wakes that waiter alone,
+     * which then acquires in one round trip. A waiter that died holds
+     * the others up for at most about 3 s. Acquirers of one name should
+     * all use it: others barge. Between hosts, Redlock serves waiters in
+     * the order of their wall clocks when they queued (keep clocks in
+     * step). Without pub/sub permission (ACL) waiters poll instead, and
+     * the first acquire that had to leaves a warning in dlock_errmsg(). */
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
@@ -161,7 +168,7 @@ typedef struct dlock_options {
      * are opened and closed on demand. */
     int pool_size;
 
-    dlock_wait_strategy wait_strategy; /* default DLOCK_WAIT_NOTIFY */
+    dlock_wait_strategy wait_strategy; /* default DLOCK_WAIT_FAIR */
     int64_t spin_min_ms;               /* default 1 */
     int64_t spin_max_ms;               /* default 128 */
 
@@ -273,7 +280,9 @@ DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
  * server answers or the lease has run out).
  * A reentrant acquire (the thread already holds NAME) sets the lease to
  * the new lease_ms and turns the watchdog on if asked; it never turns it
- * off.
+ * off. A success leaves dlock_errmsg() empty, except once per client for
+ * a warning ("warning: ...") when the wait had to poll because the server
+ * refuses the lock's pub/sub channels to this user.
  */
 DLOCK_EXPORT int dlock_lock_acquire(dlock_lock **out, dlock_client *client,
                                     const char *name, int64_t wait_ms,
@@ -386,7 +395,11 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *    not always: a node restarted without its data forgets the locks and
  *    fencing counters a majority argument relies on (docs/design.md);
  *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
- *    renamed command): not checked, said so.
+ *    renamed command): not checked, said so;
+ *  - a user that may not use the lock's pub/sub channels (ACL NOPERM,
+ *    Redis 7's default for new users): releases are not announced and
+ *    waiters poll; the finding names the rule that allows them
+ *    (&<prefix>:* or allchannels).
  * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
  */
 DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,

@@ -19,10 +19,15 @@
 
 /* Run release.lua for (owner, expected depth, token) on the nodes in
  * mask; the answers are left in res for the caller to read and clear.
- * undo: give back a maybe-taken lock, sent with the script's source. */
+ * eval: send the script's source (an undo retried after a send that got
+ * no answer).
+ * ticket > 0: a Redlock fair waiter's undo, back into the queue at that
+ * place. With one server the lock is handed to the first live fair
+ * waiter; with several, that waiter is only woken (it needs a majority). */
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
-                        uint64_t token, int undo, dlock__result *res)
+                        uint64_t token, int eval, uint64_t ticket,
+                        dlock__result *res)
 {
     dlock__cmdbuf b;
     char relid[64];
@@ -42,24 +47,28 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, depth);
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(&b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
-    b.cmd.eval = undo;
+    if (ticket > 0) {
+        dlock__cmd_arg_u64(&b, ticket);
+        dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
+    }
+    b.cmd.eval = eval;
     dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
 }
 
 /* See lock.h. */
 uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           const char *owner, uint64_t mask, int depth,
-                          uint64_t token)
+                          uint64_t token, uint64_t ticket, int eval)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, 1, res);
+    run_release(c, k, owner, mask, depth, token, eval, ticket, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -90,10 +99,12 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
 
 /* See lock.h. */
 void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token, int64_t lease_ms)
+                         int depth, uint64_t token, int64_t lease_ms,
+                         uint64_t ticket, int eval)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left = dlock__undo_send(c, &h->k, h->owner, mask, depth, token);
+    uint64_t left =
+        dlock__undo_send(c, &h->k, h->owner, mask, depth, token, ticket, eval);
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -173,18 +184,20 @@ int dlock_lock_release(dlock_lock *l)
                                 st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
-    run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0,
+    run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0, 0,
                 res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
             continue;
-        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 4)
             dlock__malformed(&c->ns, res, i, "the release script");
         else if (r->integer > 0)
             confirmed++;
         else
             notowner++;
+        if (res[i].status == DLOCK_OK && r->integer == 4)
+            atomic_store(&c->nopub, 1); /* released; waiters must poll */
     }
     if (confirmed >= c->ns.quorum)
         rc = DLOCK_OK;

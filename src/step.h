@@ -78,7 +78,7 @@ typedef struct dlock__cmd {
  * formatted in place: dlock__cmd_begin, then keys and arguments in order;
  * b->cmd is the command. b must stay where it is while cmd is used. */
 #define DLOCK__CMD_KEYS 4
-#define DLOCK__CMD_ARGS 8
+#define DLOCK__CMD_ARGS 10
 typedef struct dlock__cmdbuf {
     dlock__cmd cmd;
     const char *key[DLOCK__CMD_KEYS];

@@ -188,8 +188,8 @@ static int undo_round(dlock_client *c)
     pthread_mutex_unlock(&c->held_mu);
     for (u = list; u != NULL; u = next) {
         next = u->next;
-        u->nodes =
-            dlock__undo_send(c, &u->k, u->owner, u->nodes, u->depth, u->token);
+        u->nodes = dlock__undo_send(c, &u->k, u->owner, u->nodes, u->depth,
+                                    u->token, 0, 1);
         now = dlock__now_ms();
         if (u->nodes != 0 && now < u->until_ms) {
             u->next = keep;
