@@ -258,6 +258,43 @@ static int decide(dlock_client *c, dlock__held *h, int64_t lease_ms,
     }
 }
 
+/* Redlock: an acquire is certain once a majority granted (a failure is
+ * waited out: the nodes still out may have queued us, or granted). ud:
+ * the quorum. */
+static int granted_enough(const dlock__result *res, uint64_t waiting, int n,
+                          const void *ud)
+{
+    int i, ok = 0;
+    for (i = 0; i < n; i++)
+        if (!(waiting & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            acquire_kind(res[i].reply) == 1)
+            ok++;
+    return ok >= *(const int *)ud;
+}
+
+/* After a Redlock attempt: the connections of nodes not waited for stay
+ * with the hold (h->pins); returns the mask of those nodes. */
+static uint64_t keep_pins(dlock_client *c, dlock__held *h, dlock__conn **pins,
+                          const dlock__result *res)
+{
+    uint64_t pend = 0;
+    int i;
+    for (i = 0; i < c->ns.n; i++) {
+        if (res[i].pending)
+            pend |= 1ULL << i;
+        if (pins[i] != NULL && h->pins == NULL)
+            h->pins = calloc((size_t)c->ns.n, sizeof *h->pins);
+        if (pins[i] != NULL && h->pins != NULL) {
+            h->pins[i] = pins[i];
+        } else if (pins[i] != NULL) {
+            /* Out of memory: closed, which the server sees after the
+             * request (it reads before it notices the close). */
+            dlock__node_put(&c->ns, i, pins[i], 0);
+        }
+    }
+    return pend;
+}
+
 /*
  * One acquire attempt on every node, in mode fair (FAIR_NONE, FAIR_TRY,
  * FAIR_QUEUE; ticket: the waiter's place in the queue, 0 for the
@@ -272,18 +309,36 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
                         int fair, uint64_t ticket, attempt *a)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__conn *pins[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
     dlock__tally t;
     dlock__verdict v;
     int64_t t0, elapsed;
-    uint64_t undo;
+    uint64_t undo, pend = 0;
     int i, rc;
 
     memset(a, 0, sizeof *a);
     acquire_cmd(&b, c, h, lease_ms, fair, ticket);
+    if (c->ns.n > 1) {
+        /* Done as soon as a majority granted; a node still out keeps its
+         * connection pinned to this hold, so that the hold's next request
+         * there (its release, an undo, a reentry) comes after it. */
+        memset(pins, 0, sizeof pins);
+        if (h->pins != NULL) {
+            memcpy(pins, h->pins, (size_t)c->ns.n * sizeof *pins);
+            free(h->pins);
+            h->pins = NULL;
+        }
+        b.cmd.pins = pins;
+        b.cmd.pin_out = 1;
+        b.cmd.enough = granted_enough;
+        b.cmd.enough_ud = &c->ns.quorum;
+    }
     t0 = dlock__now_ms();
     dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, lease_ms),
                res);
+    if (c->ns.n > 1)
+        pend = keep_pins(c, h, pins, res);
     dlock__acquire_tally(&t, res, c->ns.n);
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
@@ -302,7 +357,9 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     if (undo != 0)
         dlock__undo_acquire(c, h, undo, h->depth + 1, t.tmax, lease_ms,
                             fair == FAIR_QUEUE && c->ns.n > 1 ? ticket : 0,
-                            (undo & t.unknown) != 0);
+                            (undo & t.unknown & ~pend) != 0);
+    else
+        dlock__held_drop_pins(c, h);
     return rc;
 }
 

@@ -63,6 +63,11 @@ typedef struct dlock__held {
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
+    /* Redlock: pins[i] carries this hold's acquire to node i, given up
+     * on once a majority had granted (answer pending): the hold's next
+     * request to node i goes over it, behind the acquire. NULL: none.
+     * Only the holding thread uses it. */
+    struct dlock__conn **pins;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
 } dlock__held;
@@ -90,8 +95,12 @@ struct dlock_lock {
 dlock__held *dlock__held_new(dlock_client *c, const char *name,
                              const char *owner);
 
-/* Free a held record that is NEW or UNLINKED and unused. */
+/* Free a held record that is NEW or UNLINKED and unused (its pins
+ * dropped first). */
 void dlock__held_free(dlock__held *h);
+
+/* Give h's pinned connections (h->pins) back to the pool. */
+void dlock__held_drop_pins(dlock_client *c, dlock__held *h);
 
 /* A new undo entry for NAME and OWNER (not queued), or NULL. */
 dlock__undo *dlock__undo_new(dlock_client *c, const char *name,

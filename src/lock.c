@@ -17,8 +17,25 @@
 #include "lock.h"
 #include "watchdog.h"
 
+/* Redlock: a release is settled once a majority confirmed it (answers
+ * 1 to 4). ud: the quorum. */
+static int release_enough(const dlock__result *res, uint64_t waiting, int n,
+                          const void *ud)
+{
+    int i, ok = 0;
+    for (i = 0; i < n; i++)
+        if (!(waiting & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            res[i].reply->type == REDIS_REPLY_INTEGER &&
+            res[i].reply->integer >= 1 && res[i].reply->integer <= 4)
+            ok++;
+    return ok >= *(const int *)ud;
+}
+
 /* Run release.lua for (owner, expected depth, token) on the nodes in
- * mask; the answers are left in res for the caller to read and clear.
+ * mask (over pins[i] where set: a hold's pinned connections); the
+ * answers are left in res for the caller to read and clear. early: a
+ * release, done once a majority confirmed (an undo waits for every
+ * node: each answer settles one).
  * eval: send the script's source (an undo retried after a send that got
  * no answer).
  * ticket > 0: a Redlock fair waiter's undo, back into the queue at that
@@ -27,7 +44,7 @@
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
                         uint64_t token, int eval, uint64_t ticket,
-                        dlock__result *res)
+                        dlock__conn **pins, int early, dlock__result *res)
 {
     dlock__cmdbuf b;
     char relid[64];
@@ -55,20 +72,30 @@ static void run_release(dlock_client *c, const dlock__keys *k,
         dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
     }
     b.cmd.eval = eval;
+    b.cmd.pins = pins;
+    if (c->ns.n > 1 && early) {
+        /* Done once a majority confirmed: the rest are given up on, and
+         * an answer NOSCRIPT among them makes their connection send the
+         * source (dlock__cmd.enough), so no node keeps the lock for
+         * want of a cached script. */
+        b.cmd.enough = release_enough;
+        b.cmd.enough_ud = &c->ns.quorum;
+    }
     dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
 }
 
 /* See lock.h. */
 uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           const char *owner, uint64_t mask, int depth,
-                          uint64_t token, uint64_t ticket, int eval)
+                          uint64_t token, uint64_t ticket, int eval,
+                          dlock__conn **pins)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, eval, ticket, res);
+    run_release(c, k, owner, mask, depth, token, eval, ticket, pins, 0, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -98,13 +125,14 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
 }
 
 /* See lock.h. */
-void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
+void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
                          int depth, uint64_t token, int64_t lease_ms,
                          uint64_t ticket, int eval)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left =
-        dlock__undo_send(c, &h->k, h->owner, mask, depth, token, ticket, eval);
+    uint64_t left = dlock__undo_send(c, &h->k, h->owner, mask, depth, token,
+                                     ticket, eval, h->pins);
+    dlock__held_drop_pins(c, h);
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -145,8 +173,10 @@ static void drop_handle(dlock_client *c, dlock__held *h, dlock_lock *l,
         h->life == DLOCK__HELD_UNLINKED && h->handles <= 0 && h->wd_refs == 0;
     pthread_mutex_unlock(&c->held_mu);
     free(l);
-    if (free_it)
+    if (free_it) {
+        dlock__held_drop_pins(c, h);
         dlock__held_free(h);
+    }
 }
 
 /* See dlock.h. */
@@ -185,7 +215,15 @@ int dlock_lock_release(dlock_lock *l)
                                 "release: the lock was already lost");
     }
     run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0, 0,
-                res);
+                h->pins, 1, res);
+    dlock__held_drop_pins(c, h);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].pending) {
+            /* Given up on with a majority confirmed: the watchdog's next
+             * look (within a second) settles what no thread reuses. */
+            dlock__watchdog_kick(c, dlock__now_ms() + 1000);
+            break;
+        }
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
@@ -239,7 +277,8 @@ void dlock_lock_detach(dlock_lock *l)
  * dlock_lock_extend and by the watchdog.
  */
 void dlock__extend_many(dlock_client *c, dlock__held **hs,
-                        const int64_t *leases, int n, int *ok)
+                        const int64_t *leases, int n, int *ok,
+                        dlock__conn **pins)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     const char **keys = calloc((size_t)n, sizeof *keys);
@@ -274,7 +313,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                        .keylens = keylens,
                        .nargs = 2 * n,
                        .args = args,
-                       .arglens = arglens};
+                       .arglens = arglens,
+                       .pins = pins};
     t0 = dlock__now_ms();
     dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
     for (j = 0; j < c->ns.n; j++) {
@@ -345,7 +385,9 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
         return dlock__set_error(c, DLOCK_EINVAL, "lease_ms must be > 0");
     if (atomic_load(&h->state) == DLOCK_LOST)
         return dlock__set_error(c, DLOCK_LOST, "extend: the lease was lost");
-    dlock__extend_many(c, &h, &lease_ms, 1, &ok);
+    /* Over the hold's pinned connections: behind its acquire. */
+    dlock__extend_many(c, &h, &lease_ms, 1, &ok, h->pins);
+    dlock__held_drop_pins(c, h);
     if (ok == DLOCK_OK) {
         pthread_mutex_lock(&c->held_mu);
         h->lease_ms = lease_ms;

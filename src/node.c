@@ -51,8 +51,14 @@ void dlock__nodeset_free(dlock__nodeset *ns)
     if (ns->node != NULL) {
         for (i = 0; i < ns->n; i++) {
             dlock__node *n = &ns->node[i];
-            for (j = 0; j < n->nidle; j++)
+            for (j = 0; j < n->nidle; j++) {
+                /* A request given up on may still have to be resent
+                 * (NOSCRIPT): give it that chance, bounded. */
+                if (dlock__conn_unsettled(n->idle[j]))
+                    dlock__conn_settle(n->idle[j], dlock__now_ms() +
+                                                       ns->connect_timeout_ms);
                 dlock__conn_close(n->idle[j]);
+            }
             free(n->idle);
             if (n->idle != NULL)
                 pthread_mutex_destroy(&n->mu);
@@ -71,16 +77,27 @@ void dlock__nodeset_free(dlock__nodeset *ns)
 int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen)
 {
+    int fresh;
+    return dlock__node_get_ex(ns, i, out, deadline_ms, err, errlen, &fresh);
+}
+
+/* See node.h. */
+int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
+                       int64_t deadline_ms, char *err, size_t errlen,
+                       int *fresh)
+{
     dlock__node *n = &ns->node[i];
     int64_t now, dl;
     int rc;
 
+    *fresh = 0;
     pthread_mutex_lock(&n->mu);
     if (n->nidle > 0) {
         *out = n->idle[--n->nidle];
         pthread_mutex_unlock(&n->mu);
         return DLOCK_OK;
     }
+    *fresh = 1;
     now = dlock__now_ms();
     if (ns->n > 1 && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
@@ -110,6 +127,21 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
     return rc;
 }
 
+/* See node.h. Non-blocking reads and writes only, under the pool's
+ * mutex. */
+void dlock__nodes_settle(dlock__nodeset *ns)
+{
+    int i, j;
+    for (i = 0; i < ns->n; i++) {
+        dlock__node *n = &ns->node[i];
+        pthread_mutex_lock(&n->mu);
+        for (j = 0; j < n->nidle; j++)
+            if (dlock__conn_unsettled(n->idle[j]))
+                dlock__conn_settle(n->idle[j], 0);
+        pthread_mutex_unlock(&n->mu);
+    }
+}
+
 /* Return a connection to the pool if it is healthy (ok) and there is
  * room; close it otherwise. */
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
@@ -125,5 +157,7 @@ void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
         }
         pthread_mutex_unlock(&n->mu);
     }
+    if (conn != NULL && ok && dlock__conn_unsettled(conn))
+        dlock__conn_settle(conn, dlock__now_ms() + ns->connect_timeout_ms);
     dlock__conn_close(conn);
 }

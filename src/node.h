@@ -62,6 +62,18 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen);
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok);
 
+/* dlock__node_get that also says whether the connection was opened now
+ * (*fresh = 1: the server may have restarted since we last talked to it,
+ * so its script cache may be empty) rather than taken from the pool. */
+int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
+                       int64_t deadline_ms, char *err, size_t errlen,
+                       int *fresh);
+
+/* Without blocking: let every idle connection that carries a request
+ * given up on read its answers and resend where NOSCRIPT says so
+ * (dlock__conn_abandon_eval). For a background thread, now and then. */
+void dlock__nodes_settle(dlock__nodeset *ns);
+
 /* Close every pooled connection, free the nodes and the TLS context.
  * Accepts a set that was only partly filled. */
 void dlock__nodeset_free(dlock__nodeset *ns);

@@ -173,6 +173,7 @@ typedef struct slot {
     int state;
     int full;    /* EVAL sent after NOSCRIPT */
     int retried; /* one fresh-connection retry used */
+    int fresh;   /* its connection was opened for this call */
 } slot;
 
 /* Open (or reopen) node i's connection and send the call; push the bytes
@@ -184,8 +185,16 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
                       dlock__result *r)
 {
     for (;;) {
-        int rc = dlock__node_get(c->ns, i, &s->conn, deadline_ms, r->err,
-                                 sizeof r->err);
+        int rc = DLOCK_OK;
+        if (cmd->pins != NULL && cmd->pins[i] != NULL && !s->retried) {
+            /* The hold's own connection: its earlier request (given up
+             * on, answer pending) goes first. */
+            s->conn = cmd->pins[i];
+            cmd->pins[i] = NULL;
+        } else {
+            rc = dlock__node_get_ex(c->ns, i, &s->conn, deadline_ms, r->err,
+                                    sizeof r->err, &s->fresh);
+        }
         if (rc != DLOCK_OK) {
             s->conn = NULL;
             s->state = SLOT_DONE;
@@ -274,6 +283,51 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     r->status = DLOCK_OK;
 }
 
+/* The outcome is certain (cmd->enough): give up on the nodes still out.
+ * Their connections go to cmd->pins (pin_out), or back to the pool
+ * carrying the request's EVAL form for a NOSCRIPT answer; a node reached
+ * over a connection opened for this call (it may have restarted, and a
+ * NOSCRIPT is then likely) is waited for all the same. Returns the nodes
+ * still waited for. */
+static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
+                             const dlock__cmd *cmd, dlock__result *res)
+{
+    uint64_t still = 0;
+    const dlock__script *sc = &c->scripts[cmd->script];
+    int i;
+    for (i = 0; i < c->ns->n; i++) {
+        slot *s = &slots[i];
+        if (s->state != SLOT_WAIT)
+            continue;
+        if (!cmd->pin_out && (s->fresh || s->retried)) {
+            still |= 1ULL << i;
+            continue;
+        }
+        if (cmd->pin_out) {
+            dlock__conn_abandon(s->conn);
+            cmd->pins[i] = s->conn;
+        } else if (s->full) {
+            dlock__node_put(c->ns, i, s->conn,
+                            dlock__conn_abandon(s->conn) <= MAX_STALE);
+        } else {
+            /* Kept whatever it carries: it must be able to resend. */
+            v->argv[0] = "EVAL";
+            v->lens[0] = 4;
+            v->argv[1] = sc->src;
+            v->lens[1] = strlen(sc->src);
+            dlock__conn_abandon_eval(s->conn, v->argc, v->argv, v->lens);
+            dlock__node_put(c->ns, i, s->conn, 1);
+        }
+        s->conn = NULL;
+        s->state = SLOT_DONE;
+        res[i].status = DLOCK_ETIMEDOUT;
+        res[i].pending = 1;
+        snprintf(res[i].err, sizeof res[i].err, "%s: not waited for",
+                 c->ns->node[i].ep.display);
+    }
+    return still;
+}
+
 /* See step.h. */
 int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res)
@@ -294,6 +348,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         res[i].err[0] = '\0';
         res[i].status = DLOCK_EIO;
         res[i].sent = 0;
+        res[i].pending = 0;
     }
     rc = callv_build(&v, c, cmd);
     if (rc != DLOCK_OK) {
@@ -311,6 +366,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     for (;;) {
         int n = 0, r, k;
         int64_t left;
+        uint64_t waiting = 0;
         for (i = 0; i < c->ns->n; i++) {
             if (slots[i].state != SLOT_WAIT)
                 continue;
@@ -319,6 +375,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             slot_collect(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
             if (slots[i].state != SLOT_WAIT)
                 continue;
+            waiting |= 1ULL << i;
             pfd[n].fd = dlock__conn_fd(slots[i].conn);
             pfd[n].events = dlock__conn_events(slots[i].conn);
             pfd[n].revents = 0;
@@ -326,6 +383,22 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         }
         if (n == 0)
             break;
+        if (cmd->enough != NULL &&
+            cmd->enough(res, waiting, c->ns->n, cmd->enough_ud) &&
+            abandon_rest(c, slots, &v, cmd, res) == 0)
+            break;
+        if (waiting != 0 && n > 0) {
+            /* Some were given up on: poll only the ones still waited for. */
+            int k2 = 0;
+            for (k = 0; k < n; k++)
+                if (slots[idx[k]].state == SLOT_WAIT) {
+                    pfd[k2] = pfd[k];
+                    idx[k2++] = idx[k];
+                }
+            n = k2;
+            if (n == 0)
+                break;
+        }
         left = deadline_ms - dlock__now_ms();
         if (left <= 0) {
             for (k = 0; k < n; k++) {

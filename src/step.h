@@ -56,7 +56,9 @@ typedef struct dlock__result {
     int status;        /* DLOCK_OK when reply is set */
     redisReply *reply; /* owned; may be an error reply only for non-scripts */
     char err[DLOCK__ERRLEN];
-    int sent; /* the request may have reached the server */
+    int sent;    /* the request may have reached the server */
+    int pending; /* not waited for: the outcome was certain without it
+                  * (dlock__cmd.enough); status DLOCK_ETIMEDOUT */
 } dlock__result;
 
 /* A command for dlock__exec: a script with its keys and arguments. */
@@ -72,6 +74,23 @@ typedef struct dlock__cmd {
      * must not depend on the server's script cache even if its answer is
      * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
     int eval;
+    /* Optional, with several nodes: return as soon as enough(res, waiting,
+     * n, enough_ud) says the outcome is certain (waiting: the nodes still
+     * out; res holds the answers so far). The nodes still out are marked
+     * pending and their requests given up on: their connections go to
+     * pins with pin_out (the caller sends its next request for the same
+     * hold over them, so it cannot overtake this one), else back to the
+     * pool, where an answer NOSCRIPT makes the connection send the
+     * script's source (dlock__conn_abandon_eval): the request is never
+     * lost to a flushed script cache. */
+    int (*enough)(const struct dlock__result *res, uint64_t waiting, int n,
+                  const void *ud);
+    const void *enough_ud;
+    /* Optional: pins[i], when set, is the connection to use for node i
+     * (taken: set to NULL). pin_out: pending nodes' connections are left
+     * in pins (which must then be set). */
+    dlock__conn **pins;
+    int pin_out;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released
--- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket (us),
+-- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
 --          served lowest first
 -- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
 --          id -> server ms after which the waiter counts as dead unless it refreshes
@@ -20,7 +20,10 @@
 -- ARGV[6]  mode 2: waiter time-to-live in ms (by the server's clock)
 -- ARGV[7]  mode 2: the waiter's ticket (its place; Redlock: the same on
 --          every node, so that every node serves the waiters in one
---          order), 0 for the server's time in us
+--          order), 0 (one server) for the server's time: ms * 2048 + the
+--          lease a handoff gives this waiter, min(ARGV[2], 2000), which
+--          release.lua reads back (a waiter that dies while being handed
+--          the lock holds it no longer than it asked for)
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
@@ -137,7 +140,11 @@ if mode == '2' then
     redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner)
     local ticket = tonumber(ARGV[7] or '0')
     if ticket <= 0 then
-        ticket = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        local hl = tonumber(ARGV[2])
+        if hl > 2000 then
+            hl = 2000
+        end
+        ticket = now_ms * 2048 + hl
     end
     redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
 end

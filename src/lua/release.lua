@@ -12,7 +12,8 @@
 -- ARGV[3]  the lock's fencing token
 -- ARGV[4]  the pub/sub channel of the lock
 -- ARGV[5]  handoff lease in ms: the first live waiter is made the owner
---          with this lease until it confirms (extends) it; 0: the lock is
+--          with this lease (or the shorter one its ticket carries, see
+--          acquire.lua) until it confirms (extends) it; 0: the lock is
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
 -- ARGV[6]  how long the fence hash lives, ms
@@ -62,9 +63,14 @@ end
 -- and quiet is set.
 local function pass_on(quiet)
     while true do
-        local head
+        local head, hl
         if handoff > 0 then
-            head = redis.call('ZPOPMIN', KEYS[3])[1]
+            local p = redis.call('ZPOPMIN', KEYS[3])
+            head = p[1]
+            hl = tonumber(p[2] or '0') % 2048
+            if hl <= 0 or hl > handoff then
+                hl = handoff
+            end
         else
             head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
         end
@@ -83,7 +89,7 @@ local function pass_on(quiet)
             end
             redis.call('ZREM', KEYS[4], head)
             redis.call('HSET', KEYS[1], head, 1)
-            redis.call('PEXPIRE', KEYS[1], handoff)
+            redis.call('PEXPIRE', KEYS[1], hl)
             local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
             local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
             if nxt > tok then
