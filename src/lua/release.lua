@@ -108,7 +108,11 @@ local function pass_on(quiet)
     if quiet then
         return 0
     end
-    redis.call('HSET', KEYS[2], 'r', ARGV[3])
+    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
+        -- A new field: the fence hash may be new too (it expired under a
+        -- hold longer than its retention): never leave it without a TTL.
+        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+    end
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 

@@ -5,7 +5,8 @@
  * older value (and by deleting it); every acquire path must still hand
  * out a token above every token issued before: a plain acquire, the
  * default (fair) first try, a fair waiter taking a free lock from the
- * queue, and a fair hand-over by the release script.
+ * queue, and a fair hand-over by the release script. And a release
+ * never leaves the fence hash without a TTL.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -173,11 +174,27 @@ static void test_queue_paths(void **state)
     dlock_client_free(b);
 }
 
+/* A fence hash that expired under a long hold: the release, which
+ * records its token there, must not leave it behind without a TTL (a
+ * key per lock name, forever). */
+static void test_release_keeps_ttl(void **state)
+{
+    dlock_client *c = client_for(DLOCK_WAIT_FAIR);
+    dlock_lock *l;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, c, "fr-ttl", 0, 10000), DLOCK_OK);
+    roll_back("fr-ttl", 0); /* the hash "expired" while held */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{fr-ttl}:f") > 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_try_paths),
         cmocka_unit_test(test_queue_paths),
+        cmocka_unit_test(test_release_keeps_ttl),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
