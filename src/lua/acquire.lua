@@ -6,7 +6,10 @@
 -- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
 --          served lowest first
 -- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
---          id -> server ms after which the waiter counts as dead unless it refreshes
+--          id -> (server ms after which the waiter counts as dead unless it
+--          refreshes) * 2048 + the lease a handoff gives it, min(its lease,
+--          2000), which release.lua reads back (a waiter that dies while
+--          being handed the lock holds it no longer than it asked for)
 -- ARGV[1]  owner id ("<client id hex>:<thread id>:<hold>")
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  reentry depth the client believes this owner has now (0: a fresh acquire)
@@ -20,10 +23,7 @@
 -- ARGV[6]  mode 2: waiter time-to-live in ms (by the server's clock)
 -- ARGV[7]  mode 2: the waiter's ticket (its place; Redlock: the same on
 --          every node, so that every node serves the waiters in one
---          order), 0 (one server) for the server's time: ms * 2048 + the
---          lease a handoff gives this waiter, min(ARGV[2], 2000), which
---          release.lua reads back (a waiter that dies while being handed
---          the lock holds it no longer than it asked for)
+--          order), 0 (one server) for the server's time in us
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
@@ -119,7 +119,7 @@ if pttl == -2 then
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     while head and head ~= owner do
         local dl = redis.call('ZSCORE', KEYS[4], head)
-        if dl and tonumber(dl) >= now_ms then
+        if dl and math.floor(tonumber(dl) / 2048) >= now_ms then
             break
         end
         redis.call('ZREM', KEYS[3], head)
@@ -137,14 +137,16 @@ end
 -- Join the queue at the ticket's place, or refresh the deadline of the
 -- place held (NX: a ticket never moves).
 if mode == '2' then
-    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner)
+    local hl = tonumber(ARGV[2])
+    if hl > 2000 then
+        hl = 2000
+    end
+    redis.call('ZADD', KEYS[4],
+               string.format('%d', (now_ms + tonumber(ARGV[6])) * 2048 + hl),
+               owner)
     local ticket = tonumber(ARGV[7] or '0')
     if ticket <= 0 then
-        local hl = tonumber(ARGV[2])
-        if hl > 2000 then
-            hl = 2000
-        end
-        ticket = now_ms * 2048 + hl
+        ticket = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
     end
     redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
 end

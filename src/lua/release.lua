@@ -6,13 +6,14 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash
 -- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
--- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms)
+-- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
+--          the waiter's handoff lease; see acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the reentry depth the client believes the owner has (>= 1)
 -- ARGV[3]  the lock's fencing token
 -- ARGV[4]  the pub/sub channel of the lock
 -- ARGV[5]  handoff lease in ms: the first live waiter is made the owner
---          with this lease (or the shorter one its ticket carries, see
+--          with this lease (or the shorter one its deadline carries, see
 --          acquire.lua) until it confirms (extends) it; 0: the lock is
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
@@ -63,14 +64,9 @@ end
 -- and quiet is set.
 local function pass_on(quiet)
     while true do
-        local head, hl
+        local head
         if handoff > 0 then
-            local p = redis.call('ZPOPMIN', KEYS[3])
-            head = p[1]
-            hl = tonumber(p[2] or '0') % 2048
-            if hl <= 0 or hl > handoff then
-                hl = handoff
-            end
+            head = redis.call('ZPOPMIN', KEYS[3])[1]
         else
             head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
         end
@@ -78,8 +74,8 @@ local function pass_on(quiet)
             break
         end
         clock()
-        local dl = redis.call('ZSCORE', KEYS[4], head)
-        if dl and tonumber(dl) >= now_ms then
+        local dl = tonumber(redis.call('ZSCORE', KEYS[4], head) or '0')
+        if math.floor(dl / 2048) >= now_ms then
             if head == owner then
                 return 1 -- a requeued undo: the owner is first again
             end
@@ -89,6 +85,10 @@ local function pass_on(quiet)
             end
             redis.call('ZREM', KEYS[4], head)
             redis.call('HSET', KEYS[1], head, 1)
+            local hl = dl % 2048
+            if hl <= 0 or hl > handoff then
+                hl = handoff
+            end
             redis.call('PEXPIRE', KEYS[1], hl)
             local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
             local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
@@ -126,7 +126,9 @@ if cur == expect then
     local ticket = tonumber(ARGV[8] or '0')
     if ticket > 0 then
         clock()
-        redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[9]), owner)
+        redis.call('ZADD', KEYS[4],
+                   string.format('%d', (now_ms + tonumber(ARGV[9])) * 2048),
+                   owner)
         redis.call('ZADD', KEYS[3], 'NX', ARGV[8], owner)
     end
     return pass_on(false)
