@@ -72,6 +72,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
         dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
     }
     b.cmd.eval = eval;
+    b.cmd.give_back = 1;
     b.cmd.pins = pins;
     if (c->ns.n > 1 && early) {
         /* Done once a majority confirmed: the rest are given up on, and

@@ -157,7 +157,10 @@ void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
         }
         pthread_mutex_unlock(&n->mu);
     }
+    /* The pool is full: what can be settled without waiting is (a
+     * NOSCRIPT already answered gets its resend written before the close;
+     * the server reads it before it notices the close). */
     if (conn != NULL && ok && dlock__conn_unsettled(conn))
-        dlock__conn_settle(conn, dlock__now_ms() + ns->connect_timeout_ms);
+        dlock__conn_settle(conn, 0);
     dlock__conn_close(conn);
 }

@@ -10,6 +10,7 @@
 #define DLOCK_NODE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "conn.h"
@@ -24,6 +25,11 @@ typedef struct dlock__node {
     dlock__conn **idle; /* stack of idle connections */
     int nidle;
     int64_t down_until_ms; /* after a failed connect: skip until then */
+    /* Scripts (bit DLOCK__S_*) this server is known to have cached: set
+     * by an answer, all cleared by a NOSCRIPT for one of them (its cache
+     * was flushed, or it restarted). A request given up on must not
+     * depend on a cache that may be empty (step.c). */
+    _Atomic uint64_t scripts_ok;
 } dlock__node;
 
 /* How the nodes were found and what a quorum of them is. */

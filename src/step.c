@@ -254,6 +254,11 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     if (rep->type == REDIS_REPLY_ERROR && !s->full &&
         strncmp(rep->str, "NOSCRIPT", 8) == 0) {
         int rc;
+        /* A script it ran before is gone: its cache was flushed (or it
+         * restarted), so no script of ours is known there any more. (A
+         * script it never ran proves nothing about the others.) */
+        if (atomic_load(&c->ns->node[i].scripts_ok) & (1ULL << cmd->script))
+            atomic_store(&c->ns->node[i].scripts_ok, 0);
         freeReplyObject(rep);
         s->full = 1;
         rc = callv_send(c, s->conn, v, cmd, 1);
@@ -266,6 +271,8 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     s->state = SLOT_DONE;
     dlock__node_put(c->ns, i, s->conn, 1);
     s->conn = NULL;
+    if (rep->type != REDIS_REPLY_ERROR)
+        atomic_fetch_or(&c->ns->node[i].scripts_ok, 1ULL << cmd->script);
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(r->err, sizeof r->err, "%s: %s", c->ns->node[i].ep.display,
                  rep->str);
@@ -283,23 +290,41 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     r->status = DLOCK_OK;
 }
 
+/* Give up on the request in flight on conn, keeping its EVAL form for a
+ * NOSCRIPT answer (dlock__conn_abandon_eval). */
+static void give_up_eval(fanout *c, callv *v, const dlock__cmd *cmd,
+                         dlock__conn *conn)
+{
+    const dlock__script *sc = &c->scripts[cmd->script];
+    v->argv[0] = "EVAL";
+    v->lens[0] = 4;
+    v->argv[1] = sc->src;
+    v->lens[1] = strlen(sc->src);
+    dlock__conn_abandon_eval(conn, v->argc, v->argv, v->lens);
+}
+
 /* The outcome is certain (cmd->enough): give up on the nodes still out.
  * Their connections go to cmd->pins (pin_out), or back to the pool
- * carrying the request's EVAL form for a NOSCRIPT answer; a node reached
- * over a connection opened for this call (it may have restarted, and a
- * NOSCRIPT is then likely) is waited for all the same. Returns the nodes
- * still waited for. */
+ * carrying the request's EVAL form for a NOSCRIPT answer. A node where a
+ * NOSCRIPT is likely is waited for all the same: one reached over a
+ * connection opened for this call (it may have restarted), or one not
+ * known to have this script cached (it never ran it, or answered
+ * NOSCRIPT to a script it had run since it last ran this one): an
+ * acquire given up on would then simply
+ * not happen there, a release would lie in the pool until its resend.
+ * Returns the nodes still waited for. */
 static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
                              const dlock__cmd *cmd, dlock__result *res)
 {
     uint64_t still = 0;
-    const dlock__script *sc = &c->scripts[cmd->script];
     int i;
     for (i = 0; i < c->ns->n; i++) {
         slot *s = &slots[i];
         if (s->state != SLOT_WAIT)
             continue;
-        if (!cmd->pin_out && (s->fresh || s->retried)) {
+        if (s->fresh || s->retried ||
+            !(atomic_load(&c->ns->node[i].scripts_ok) &
+              (1ULL << cmd->script))) {
             still |= 1ULL << i;
             continue;
         }
@@ -311,11 +336,7 @@ static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
                             dlock__conn_abandon(s->conn) <= MAX_STALE);
         } else {
             /* Kept whatever it carries: it must be able to resend. */
-            v->argv[0] = "EVAL";
-            v->lens[0] = 4;
-            v->argv[1] = sc->src;
-            v->lens[1] = strlen(sc->src);
-            dlock__conn_abandon_eval(s->conn, v->argc, v->argv, v->lens);
+            give_up_eval(c, v, cmd, s->conn);
             dlock__node_put(c->ns, i, s->conn, 1);
         }
         s->conn = NULL;
@@ -409,9 +430,16 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
-                dlock__node_put(c->ns, i, slots[i].conn,
-                                dlock__conn_abandon(slots[i].conn) <=
-                                    MAX_STALE);
+                if (cmd->give_back && !slots[i].full) {
+                    /* A give-back answered NOSCRIPT late must still be
+                     * done: the connection then sends the source. */
+                    give_up_eval(c, &v, cmd, slots[i].conn);
+                    dlock__node_put(c->ns, i, slots[i].conn, 1);
+                } else {
+                    dlock__node_put(c->ns, i, slots[i].conn,
+                                    dlock__conn_abandon(slots[i].conn) <=
+                                        MAX_STALE);
+                }
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;

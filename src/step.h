@@ -91,6 +91,11 @@ typedef struct dlock__cmd {
      * in pins (which must then be set). */
     dlock__conn **pins;
     int pin_out;
+    /* A give-back (a release or an undo: repeating it is harmless): when
+     * its answer is given up on (timeout), a NOSCRIPT arriving later still
+     * makes the connection send the source. Never for an acquire: its
+     * undo may already be queued behind it. */
+    int give_back;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers

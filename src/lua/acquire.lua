@@ -80,7 +80,11 @@ local function grant()
     return {1, tok, 1}
 end
 
--- The common case first: a fresh acquire of a free lock nobody queues for.
+-- The common case first: a fresh acquire of a free lock nobody queues for
+-- (a fair try asks about the lock and the queue in one call).
+if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+    return grant()
+end
 local pttl = redis.call('PTTL', KEYS[1])
 if expect == 0 and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
