@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # waiters.sh - `dlock status` never claims a number of waiters it does not
-# know: with a holder and two `dlock run -w` processes waiting (the
-# library's default notify strategy, the only one the tool uses: it has no
-# option for fair mode), the text says "waiters:  unknown" and --json
-# "waiters":null, never 0, on every look while they wait.
+# know: with a holder and two `dlock run -w` processes waiting, the text
+# says "waiters:  unknown" and --json "waiters":null, never 0, on every
+# look while they wait (programs with the library's other strategies
+# would wait without a trace). The two queue in the library's default
+# fair mode, one entry each: "fair_queue":2.
 . "$(dirname "$0")/common.bash"
 
 start_redis
@@ -23,6 +24,11 @@ for i in 1 2; do
     wait_until 20 grep -q 'waiting for "wk"' "$T/w$i.err" ||
         fail "waiter $i does not wait"
 done
+
+fq2() {
+    "$DLOCK_BIN" status --json wk 2>/dev/null | grep -q '"fair_queue":2'
+}
+check "the two waiters are queued (fair_queue 2)" wait_until 20 fq2
 
 for look in 1 2 3; do
     expect_status 0 "look $look: status" "$DLOCK_BIN" status wk
