@@ -96,8 +96,17 @@ struct run_state {
     int64_t max_at;   /* when --max-hold is reached, -1: no --max-hold */
     int lost;         /* the lost policy was applied */
     int max_hold;     /* ... because --max-hold was reached */
+    int stopped;      /* a signal that ends --min-hold came (SIGINT...) */
     int said_left;    /* -v said that COMMAND's group outlives it */
 };
+
+/* Does signal S end the --min-hold hold-on? The ones that ask to stop
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT) do, SIGUSR1 and SIGUSR2 do not: they
+ * are only passed on to the job. */
+static int ends_hold(int s)
+{
+    return s != SIGUSR1 && s != SIGUSR2;
+}
 
 /* The signal mask to sleep with: dlock's original one without the signals
  * it handles, so that they arrive only inside ppoll(). */
@@ -280,12 +289,15 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
         if (sleep_on_pipe(&waitmask, left) < 0)
             return -1;
 
-        while ((s = cli_signals_take()) != 0)
+        while ((s = cli_signals_take()) != 0) {
+            if (ends_hold(s))
+                rs->stopped = 1;
             if (cli_job_signal(j, s))
                 cli_verbose(o,
                             "forwarded SIG%s to COMMAND's process group "
                             "%ld",
                             sig_name(s), (long)j->pid);
+        }
         if (!rs->lost && cli_lost_seen())
             on_lease_lost(o, c, rs, rs->lock);
         if (!rs->lost && rs->max_at >= 0 && cli_now_ms() >= rs->max_at)
@@ -422,9 +434,11 @@ static dlock_lock *slot_mark(const struct cli *o, dlock_client *marks,
 
 /*
  * --min-hold: COMMAND's job is over before UNTIL; keep the lock (the
- * watchdog goes on renewing it) until then. A forwarded signal ends the
- * hold-on early, and so does the lease found lost. Returns 0, or -1 when
- * ppoll or waitpid failed.
+ * watchdog goes on renewing it) until then. SIGINT, SIGTERM, SIGHUP or
+ * SIGQUIT end the hold-on early, also when they came while the job ran
+ * (it may have been over already when one came, and it went to nobody):
+ * there is then no hold-on. The lease found lost ends it too. Returns 0,
+ * or -1 when ppoll or waitpid failed.
  */
 static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
 {
@@ -435,6 +449,10 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
 
     if (now >= until)
         return 0;
+    if (rs->stopped) {
+        cli_verbose(o, "no --min-hold hold-on: a signal asked to stop");
+        return 0;
+    }
     cli_format_ms(until - now, left_s, sizeof left_s);
     cli_verbose(o, "holding \"%s\" for %s more (--min-hold)", o->key, left_s);
     wait_mask(&waitmask);
@@ -444,7 +462,9 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
         /* Children that left the job's group may still end: reap them. */
         if (cli_job_reap(o, &rs->job) < 0)
             return -1;
-        if ((s = cli_signals_take()) != 0) {
+        while ((s = cli_signals_take()) != 0 && !ends_hold(s))
+            ;
+        if (s != 0) {
             cli_verbose(o,
                         "SIG%s during the --min-hold hold-on: releasing "
                         "\"%s\" now",
@@ -613,7 +633,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 
         if (rs.max_at >= 0 && rs.max_at < until)
             until = rs.max_at;
-        held_on = cli_now_ms() < until;
+        held_on = !rs.stopped && cli_now_ms() < until;
         if (hold_on(o, &rs, until) < 0)
             cli_err("during the --min-hold hold-on: %s", strerror(errno));
     }
