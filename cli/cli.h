@@ -50,6 +50,15 @@
 #define CLI_DEFAULT_GRACE_MS 5000
 #define CLI_DEFAULT_LOST_CODE 75
 #define CLI_DEFAULT_CONFLICT_CODE 1
+#define CLI_DEFAULT_DONE_CODE 0
+/* --once-per: the shortest slot. The done-marker is a lock whose lease is
+ * about a slot long; a slot must also be far longer than the clock skew
+ * between machines and the delay of their schedulers. */
+#define CLI_MIN_ONCE_PER_MS 1000
+/* --slot: the longest slot name, and the suffix of the key prefix under
+ * which the done-markers are kept ("dlock" -> "dlock:done"). */
+#define CLI_MAX_SLOT_LEN 128
+#define CLI_DONE_PREFIX_SUFFIX ":done"
 
 enum cli_cmd { CMD_RUN, CMD_ACQUIRE, CMD_RELEASE, CMD_EXTEND, CMD_STATUS };
 
@@ -81,6 +90,14 @@ struct cli {
     int lost_code;
     enum cli_on_lost on_lost;
 
+    /* run, cron semantics (0 / NULL: not asked for) */
+    int64_t once_per_ms; /* --once-per: the slot length, or with --slot the
+                            done-marker's lifetime */
+    const char *slot;    /* --slot NAME */
+    int64_t min_hold_ms; /* --min-hold */
+    int64_t max_hold_ms; /* --max-hold */
+    int done_code;       /* exit status when the slot was done already */
+
     int json;       /* status --json */
     int export_env; /* acquire --export */
     const char *owner;
@@ -93,8 +110,9 @@ void cli_verbose(const struct cli *o, const char *fmt, ...)
 int cli_exit_for(const struct cli *o, int rc);
 void cli_report(dlock_client *c, const char *what, const char *key, int rc);
 
-/* run.c */
-int cli_run(struct cli *o, dlock_client *c);
+/* run.c: MARKS is the client for the done-markers of --once-per (its key
+ * prefix is O's plus CLI_DONE_PREFIX_SUFFIX), NULL without --once-per. */
+int cli_run(struct cli *o, dlock_client *c, dlock_client *marks);
 
 /* commands.c */
 int cli_cmd_status(const struct cli *o, dlock_client *c);
@@ -135,6 +153,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);
 int cli_parse_code(const char *s, int *code);
+const char *cli_check_slot_name(const char *s);
+int64_t cli_wall_ms(void);
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);

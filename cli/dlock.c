@@ -5,8 +5,9 @@
  * (run.c); `dlock acquire`, `release` and `extend` let a shell script hold a
  * lock across several commands; `dlock status` shows what the servers know
  * about a lock (commands.c). This file is the top of the tool: it parses
- * the command line and the environment, makes the dlock_client and hands it
- * to the subcommand. Calls run downward: dlock.c -> run.c, commands.c ->
+ * the command line and the environment, makes the dlock_client (and for
+ * --once-per a second one for the done-markers) and hands it to the
+ * subcommand. Calls run downward: dlock.c -> run.c, commands.c ->
  * signals.c -> report.c, util.c. It uses include/dlock.h only.
  */
 #include <errno.h>
@@ -18,7 +19,9 @@
 
 #include "cli.h"
 
-static const char *usage_text =
+/* The --help text, in pieces (C99 compilers need not take string literals
+ * over 4095 bytes). */
+static const char *const usage_text[] = {
     "Usage: dlock run [OPTIONS] KEY [--] COMMAND [ARG...]\n"
     "       dlock acquire [OPTIONS] KEY\n"
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
@@ -61,7 +64,7 @@ static const char *usage_text =
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
-    "\n"
+    "\n",
     "run options:\n"
     "      --on-lost POLICY   what to do to COMMAND when the lease is lost:\n"
     "                         term (SIGTERM, then SIGKILL after --grace;\n"
@@ -70,7 +73,23 @@ static const char *usage_text =
     "  -L, --lost-exit-code N exit status when the lease was lost (default\n"
     "                         75; also release/extend when OWNER no longer\n"
     "                         holds KEY)\n"
+    "      --min-hold SECONDS keep the lock at least SECONDS after COMMAND\n"
+    "                         started, even when it ends sooner (SIGINT,\n"
+    "                         SIGTERM, SIGHUP or SIGQUIT end the wait)\n"
+    "      --max-hold SECONDS hold the lock at most SECONDS: then treat the\n"
+    "                         lease as lost (--on-lost, the lost code)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
+    "\n"
+    "run once per time slot, for cron on several machines:\n"
+    "      --once-per SECONDS slots of SECONDS (at least 1) cut from the\n"
+    "                         Unix epoch by this machine's clock; after a\n"
+    "                         run with status 0 a done-marker makes later\n"
+    "                         runs of KEY in the same slot skip COMMAND\n"
+    "      --slot NAME        the slot is NAME (e.g. $(date +%F)), not the\n"
+    "                         clock's; --once-per then says how long its\n"
+    "                         marker lasts (required)\n"
+    "      --done-exit-code N exit status when the slot was done already\n"
+    "                         and COMMAND was skipped (default 0)\n"
     "\n"
     "acquire options:\n"
     "      --export           print shell assignments of DLOCK_KEY,\n"
@@ -86,10 +105,18 @@ static const char *usage_text =
     "  -V, --version          print the version and exit\n"
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code\n"
-    "when the lock was not obtained; the lost code when the lease was lost;\n"
+    "when the lock was not obtained; the lost code when the lease was lost\n"
+    "or --max-hold was reached; the done code when the slot was done;\n"
     "64 usage error; 69 no server or no quorum reachable; 77 authentication\n"
     "refused; 126 COMMAND not executable; 127 COMMAND not found;\n"
-    "128+N when signal N stopped the wait. See dlock(1).\n";
+    "128+N when signal N stopped the wait. See dlock(1).\n"};
+
+/* Print the --help text on stdout. */
+static void print_usage(void)
+{
+    for (size_t i = 0; i < sizeof usage_text / sizeof usage_text[0]; i++)
+        fputs(usage_text[i], stdout);
+}
 
 enum {
     OPT_USER = 256,
@@ -103,7 +130,12 @@ enum {
     OPT_JSON,
     OPT_EXPORT,
     OPT_OWNER,
-    OPT_TIMEOUT
+    OPT_TIMEOUT,
+    OPT_ONCE_PER,
+    OPT_SLOT,
+    OPT_MIN_HOLD,
+    OPT_MAX_HOLD,
+    OPT_DONE_CODE
 };
 
 static const struct option long_options[] = {
@@ -123,6 +155,11 @@ static const struct option long_options[] = {
     {"on-lost", required_argument, NULL, OPT_ON_LOST},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"lost-exit-code", required_argument, NULL, 'L'},
+    {"once-per", required_argument, NULL, OPT_ONCE_PER},
+    {"slot", required_argument, NULL, OPT_SLOT},
+    {"min-hold", required_argument, NULL, OPT_MIN_HOLD},
+    {"max-hold", required_argument, NULL, OPT_MAX_HOLD},
+    {"done-exit-code", required_argument, NULL, OPT_DONE_CODE},
     {"export", no_argument, NULL, OPT_EXPORT},
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
@@ -163,6 +200,11 @@ static int accepts(enum cli_cmd cmd, int opt)
         return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_ON_LOST:
     case OPT_GRACE:
+    case OPT_ONCE_PER:
+    case OPT_SLOT:
+    case OPT_MIN_HOLD:
+    case OPT_MAX_HOLD:
+    case OPT_DONE_CODE:
         return cmd == CMD_RUN;
     case OPT_EXPORT:
         return cmd == CMD_ACQUIRE;
@@ -390,6 +432,44 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                    "--on-lost '%s': not term, kill or ignore",
                                    optarg);
             break;
+        case OPT_ONCE_PER:
+            if (cli_parse_seconds(optarg, &o->once_per_ms, &why) < 0)
+                return usage_error(o->cmd_name, "--once-per '%s': %s", optarg,
+                                   why);
+            if (o->once_per_ms < CLI_MIN_ONCE_PER_MS)
+                return usage_error(o->cmd_name,
+                                   "--once-per '%s': must be at least 1 s "
+                                   "(a slot must be far longer than the "
+                                   "clock skew between the machines)",
+                                   optarg);
+            break;
+        case OPT_SLOT:
+            why = cli_check_slot_name(optarg);
+            if (why != NULL)
+                return usage_error(o->cmd_name, "--slot '%s': %s", optarg, why);
+            o->slot = optarg;
+            break;
+        case OPT_MIN_HOLD:
+        case OPT_MAX_HOLD: {
+            int64_t *ms =
+                opt == OPT_MIN_HOLD ? &o->min_hold_ms : &o->max_hold_ms;
+
+            option_name(opt, name, sizeof name);
+            if (cli_parse_seconds(optarg, ms, &why) < 0)
+                return usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
+                                   why);
+            if (*ms <= 0)
+                return usage_error(o->cmd_name, "%s '%s': must be more than 0",
+                                   name, optarg);
+            break;
+        }
+        case OPT_DONE_CODE:
+            if (cli_parse_code(optarg, &o->done_code) < 0)
+                return usage_error(o->cmd_name,
+                                   "--done-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+            break;
         case OPT_EXPORT:
             o->export_env = 1;
             break;
@@ -400,7 +480,7 @@ static int parse_args(struct cli *o, int argc, char **argv)
             o->json = 1;
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            print_usage();
             return -1;
         case 'V':
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
@@ -433,6 +513,28 @@ static int parse_args(struct cli *o, int argc, char **argv)
         return usage_error(o->cmd_name, "unexpected argument '%s'",
                            argv[optind + 1]);
     }
+    if (o->slot != NULL && o->once_per_ms == 0)
+        return usage_error(o->cmd_name,
+                           "--slot needs --once-per SECONDS: how long the "
+                           "slot's done-marker must last (at least until "
+                           "no machine starts a run for that slot any more)");
+    if (o->slot != NULL && strlen(o->key) + 1 + strlen(o->slot) > 512)
+        return usage_error(o->cmd_name,
+                           "KEY and --slot together are longer than 511 "
+                           "bytes (the done-marker is named KEY:SLOT)");
+    if (o->slot == NULL && o->once_per_ms > 0 && strlen(o->key) > 480)
+        return usage_error(o->cmd_name,
+                           "KEY is longer than 480 bytes: too long for "
+                           "--once-per (the done-marker is named KEY:SLOT)");
+    if (o->done_code != CLI_DEFAULT_DONE_CODE && o->once_per_ms == 0)
+        return usage_error(o->cmd_name,
+                           "--done-exit-code applies only with --once-per");
+    if (o->min_hold_ms > 0 && o->max_hold_ms > 0 &&
+        o->min_hold_ms > o->max_hold_ms)
+        return usage_error(o->cmd_name,
+                           "--min-hold is longer than --max-hold: the lock "
+                           "cannot be held at least %.3f s and at most %.3f s",
+                           o->min_hold_ms / 1000.0, o->max_hold_ms / 1000.0);
     if (o->cmd == CMD_EXTEND || o->cmd == CMD_RELEASE) {
         if (o->owner == NULL)
             o->owner = getenv("DLOCK_OWNER");
@@ -456,14 +558,19 @@ static const char *env_nonempty(const char *name)
 /*
  * Create the client from the options and the environment (DLOCK_USER,
  * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
- * DLOCK_PREFIX, DLOCK_TIMEOUT). Returns 0 with *out set, or
- * an exit status after printing why.
+ * DLOCK_PREFIX, DLOCK_TIMEOUT). With MARKS set, the client for the
+ * done-markers of --once-per instead: the same servers and credentials,
+ * the key prefix followed by CLI_DONE_PREFIX_SUFFIX, so that its keys
+ * ("dlock:done:{...}") cannot be those of any lock under the prefix
+ * (always "dlock:{..."). Returns 0 with *out set, or an exit status after
+ * printing why.
  */
-static int make_client(const struct cli *o, dlock_client **out)
+static int make_client(const struct cli *o, int marks, dlock_client **out)
 {
     dlock_options opts;
     char err[256] = "";
     char shown[512];
+    char *done_prefix = NULL;
     const char *env;
     int64_t timeout_ms;
     int rc;
@@ -493,8 +600,16 @@ static int make_client(const struct cli *o, dlock_client **out)
     }
     if (timeout_ms > 0)
         opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
+    if (marks) {
+        if (asprintf(&done_prefix, "%s" CLI_DONE_PREFIX_SUFFIX,
+                     opts.key_prefix) < 0) {
+            cli_err("out of memory");
+            return CLI_EX_OSERR;
+        }
+        opts.key_prefix = done_prefix;
+    }
 
-    if (o->verbose) {
+    if (o->verbose && !marks) {
         for (size_t i = 0; i < o->nservers; i++) {
             cli_redact_url(o->servers[i], shown, sizeof shown);
             cli_verbose(o, "server %zu of %zu: %s (from %s)", i + 1,
@@ -506,8 +621,10 @@ static int make_client(const struct cli *o, dlock_client **out)
     }
 
     rc = dlock_client_new(out, &opts, err, sizeof err);
+    free(done_prefix);
     if (rc != DLOCK_OK) {
-        cli_err("%s%s%s", dlock_strerror(rc), *err ? ": " : "", err);
+        cli_err("%s%s%s%s", marks ? "the client for the done-markers: " : "",
+                dlock_strerror(rc), *err ? ": " : "", err);
         switch (rc) {
         case DLOCK_EINVAL:
             return CLI_EX_USAGE;
@@ -519,7 +636,7 @@ static int make_client(const struct cli *o, dlock_client **out)
             return CLI_EX_UNAVAILABLE;
         }
     }
-    if (o->insecure)
+    if (o->insecure && !marks)
         cli_err("warning: --insecure: TLS certificates are not checked");
     return 0;
 }
@@ -532,7 +649,7 @@ int main(int argc, char **argv)
 {
     struct cli o;
     const struct cmd_def *d;
-    dlock_client *client = NULL;
+    dlock_client *client = NULL, *marks = NULL;
     int rc;
 
     memset(&o, 0, sizeof o);
@@ -542,13 +659,14 @@ int main(int argc, char **argv)
     o.conflict_code = CLI_DEFAULT_CONFLICT_CODE;
     o.lost_code = CLI_DEFAULT_LOST_CODE;
     o.on_lost = ON_LOST_TERM;
+    o.done_code = CLI_DEFAULT_DONE_CODE;
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
                                  "extend or status)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, stdout);
+        print_usage();
         return 0;
     }
     if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
@@ -576,13 +694,20 @@ int main(int argc, char **argv)
         rc = CLI_EX_OSERR;
         goto out;
     }
-    rc = make_client(&o, &client);
+    rc = make_client(&o, 0, &client);
     if (rc != 0)
         goto out;
+    if (o.cmd == CMD_RUN && o.once_per_ms > 0) {
+        rc = make_client(&o, 1, &marks);
+        if (rc != 0) {
+            dlock_client_free(client);
+            goto out;
+        }
+    }
 
     switch (o.cmd) {
     case CMD_RUN:
-        rc = cli_run(&o, client);
+        rc = cli_run(&o, client, marks);
         break;
     case CMD_ACQUIRE:
         rc = cli_cmd_acquire(&o, client);
@@ -597,6 +722,7 @@ int main(int argc, char **argv)
         rc = cli_cmd_status(&o, client);
         break;
     }
+    dlock_client_free(marks);
     dlock_client_free(client);
 out:
     for (size_t i = 0; i < o.nservers; i++)
