@@ -1,8 +1,8 @@
 /*
  * lock.c - a held lock: its handle, release (all levels or one), detach,
  * extend (one lock, or every due lock in one call per node for the
- * watchdog), the accessors, dlock_with_lock, and the undo that gives back
- * what an acquire may have taken.
+ * watchdog), the accessors, and the undo that gives back what an acquire
+ * may have taken.
  *
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers. The
@@ -381,24 +381,4 @@ const char *dlock_lock_name(const dlock_lock *l)
 const char *dlock_lock_owner(const dlock_lock *l)
 {
     return l != NULL ? l->held->owner : "";
-}
-
-/* See dlock.h. */
-int dlock_with_lock(dlock_client *c, const char *name,
-                    const dlock_acquire_options *opts,
-                    int (*fn)(dlock_lock *, void *), void *ud, int *fn_result)
-{
-    dlock_lock *l;
-    int rc, r;
-    if (c == NULL)
-        return DLOCK_EINVAL;
-    if (fn == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "fn is NULL");
-    rc = dlock_lock_acquire_ex(&l, c, name, opts);
-    if (rc != DLOCK_OK)
-        return rc;
-    r = fn(l, ud);
-    if (fn_result != NULL)
-        *fn_result = r;
-    return dlock_lock_release(l);
 }
