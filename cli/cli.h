@@ -11,6 +11,8 @@
  *                dies
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
  *                callback write to, and the acquire a signal can interrupt
+ *   holder.c     who holds a lock: the label recorded for our holds, the
+ *                "held by HOST pid PID `COMMAND` for 3m12s" sentence
  *   report.c     messages on stderr and exit statuses
  *   util.c       pure helpers (strict number parsing, URL redaction,
  *                quoting)
@@ -84,6 +86,8 @@ struct cli {
     int json;       /* status --json */
     int export_env; /* acquire --export */
     const char *owner;
+
+    const char *label; /* run, acquire: --label (holder info) */
 };
 
 /* report.c */
@@ -131,6 +135,13 @@ int cli_lost_seen(void);
 void cli_drain_pipe(void);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
+
+/* holder.c */
+void cli_holder_label(const struct cli *o, char *buf, size_t len, int64_t *pid);
+void cli_format_age(int64_t ms, char *out, size_t len);
+void cli_describe_holder(const dlock_info *info, char *buf, size_t len);
+void cli_holder_json(FILE *f, const dlock_info *info);
+void cli_say_holder(const struct cli *o, dlock_client *c, const char *what);
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);

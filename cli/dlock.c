@@ -72,6 +72,11 @@ static const char *usage_text =
     "                         holds KEY)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
     "\n"
+    "run and acquire options:\n"
+    "      --label TEXT       what status and list show as the holder's\n"
+    "                         command (default: COMMAND; acquire: the\n"
+    "                         command line of its caller)\n"
+    "\n"
     "acquire options:\n"
     "      --export           print shell assignments of DLOCK_KEY,\n"
     "                         DLOCK_OWNER and DLOCK_FENCING_TOKEN for eval\n"
@@ -103,7 +108,8 @@ enum {
     OPT_JSON,
     OPT_EXPORT,
     OPT_OWNER,
-    OPT_TIMEOUT
+    OPT_TIMEOUT,
+    OPT_LABEL
 };
 
 static const struct option long_options[] = {
@@ -126,6 +132,7 @@ static const struct option long_options[] = {
     {"export", no_argument, NULL, OPT_EXPORT},
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
+    {"label", required_argument, NULL, OPT_LABEL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -166,6 +173,8 @@ static int accepts(enum cli_cmd cmd, int opt)
         return cmd == CMD_RUN;
     case OPT_EXPORT:
         return cmd == CMD_ACQUIRE;
+    case OPT_LABEL:
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
     case OPT_OWNER:
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
@@ -399,6 +408,13 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
+        case OPT_LABEL:
+            if (strlen(optarg) >= DLOCK_LABEL_MAX)
+                return usage_error(o->cmd_name,
+                                   "--label is longer than %d bytes",
+                                   DLOCK_LABEL_MAX - 1);
+            o->label = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return -1;
@@ -464,6 +480,7 @@ static int make_client(const struct cli *o, dlock_client **out)
     dlock_options opts;
     char err[256] = "";
     char shown[512];
+    char label[DLOCK_LABEL_MAX];
     const char *env;
     int64_t timeout_ms;
     int rc;
@@ -493,6 +510,13 @@ static int make_client(const struct cli *o, dlock_client **out)
     }
     if (timeout_ms > 0)
         opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
+    /* Holder info: who holds the lock, for status and list. extend
+     * records none but renews the info of the hold it extends. */
+    if (o->cmd == CMD_RUN || o->cmd == CMD_ACQUIRE || o->cmd == CMD_EXTEND) {
+        opts.holder_info = 1;
+        cli_holder_label(o, label, sizeof label, &opts.holder_pid);
+        opts.holder_label = label;
+    }
 
     if (o->verbose) {
         for (size_t i = 0; i < o->nservers; i++) {

@@ -129,6 +129,10 @@ typedef enum dlock_wait_strategy {
 #define DLOCK_NAME_MAX 512   /* bytes of a lock name */
 #define DLOCK_OWNER_MAX 96   /* bytes of an owner id, with its NUL */
 #define DLOCK_KEY_MAX 4096   /* bytes of a fenced value's key */
+#define DLOCK_HOST_MAX 256   /* bytes of a holder's host name, with NUL */
+#define DLOCK_LABEL_MAX 512  /* bytes of a holder's label, with its NUL */
+
+struct dlock_event; /* see "Events" below */
 
 /*
  * Client options. Call dlock_options_init() first: it fills every default.
@@ -184,6 +188,25 @@ typedef struct dlock_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     int tls_insecure;
+
+    /* Holder info (issue 21): with holder_info = 1, every fresh hold also
+     * records who holds it, in <prefix>:{<name>}:i beside the lock (one
+     * more round trip after the acquire, renewed with the lease in the
+     * same call, left to expire after the release): this host's name, the
+     * pid (holder_pid, or getpid() when 0), holder_label (copied; at most
+     * DLOCK_LABEL_MAX - 1 bytes; a command line or any text, NULL for
+     * none), the start time and the library's version.
+     * dlock_lock_inspect() and dlock_list() show it. Off by default: a
+     * client that does not ask pays nothing. */
+    int holder_info;
+    const char *holder_label;
+    int64_t holder_pid;
+
+    /* Events (see dlock_event below): called for every acquisition,
+     * busy answer, given-up wait, renewal, loss and release of this
+     * client, from the thread where it happens. NULL: none. */
+    void (*on_event)(const struct dlock_event *ev, void *userdata);
+    void *on_event_userdata;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */
@@ -367,6 +390,17 @@ typedef struct dlock_info {
     uint64_t last_token;         /* the last fencing token granted (0: never) */
     int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
     int nodes_holding;           /* Redlock: nodes on which it is held */
+
+    /* Holder info, when the holder's client records it (holder_info in
+     * dlock_options): has_holder = 1 and the fields below. Info left by
+     * an earlier hold is never shown as the current holder's. */
+    int has_holder;
+    char holder_host[DLOCK_HOST_MAX];   /* host name */
+    int64_t holder_pid;                 /* process id on that host */
+    char holder_label[DLOCK_LABEL_MAX]; /* command line or label, or "" */
+    char holder_version[32];            /* the holder's libdlock version */
+    int64_t held_ms; /* since the hold began, by the server's clock;
+                        -1 unknown */
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on

@@ -17,6 +17,7 @@
 #include "acquire.h"
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
@@ -646,6 +647,8 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     atomic_fetch_add(&c->stats.acquisitions, 1);
     if (h->watchdog || h->confirm_pending)
         dlock__watchdog_kick(c, due);
+    if (fresh)
+        dlock__holder_record(c, h);
     rc = dlock__handle_new(c, h, out);
     if (rc != DLOCK_OK)
         return rc; /* the lease runs out by itself */

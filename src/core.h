@@ -26,6 +26,7 @@ struct dlock__held;
 struct dlock__undo;
 struct dlock__notifier;
 struct dlock__watchdog;
+struct dlock__holder;
 
 struct dlock_client {
     dlock_options opts; /* strings below point to owned copies */
@@ -62,6 +63,8 @@ struct dlock_client {
     struct dlock__watchdog *watchdog;
 
     dlock__stats stats;
+
+    struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
 };
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */

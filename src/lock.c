@@ -14,6 +14,7 @@
 
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 #include "watchdog.h"
 
@@ -229,8 +230,11 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    const char **keys = calloc((size_t)n, sizeof *keys);
-    size_t *keylens = calloc((size_t)n, sizeof *keylens);
+    /* With holder info, the info keys follow the lock keys (holder.c). */
+    int info = dlock__holder_on(c), nk = info ? 2 * n : n;
+    const char **keys = calloc((size_t)nk, sizeof *keys);
+    size_t *keylens = calloc((size_t)nk, sizeof *keylens);
+    char *ikeys = NULL, *ik;
     const char **args = calloc((size_t)n * 2, sizeof *args);
     size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
     char(*sl)[24] = calloc((size_t)n, sizeof *sl);
@@ -255,13 +259,31 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){.script = DLOCK__S_EXTEND,
-                       .nkeys = n,
-                       .keys = keys,
-                       .keylens = keylens,
-                       .nargs = 2 * n,
-                       .args = args,
-                       .arglens = arglens};
+    if (info) {
+        size_t total = 0;
+        for (i = 0; i < n; i++)
+            total += hs[i]->k.keylen + sizeof DLOCK__HOLDER_SUFFIX;
+        ik = ikeys = malloc(total);
+        if (ikeys == NULL) {
+            for (i = 0; i < n; i++)
+                ok[i] = DLOCK_ENOMEM;
+            goto out;
+        }
+        for (i = 0; i < n; i++) {
+            keys[n + i] = ik;
+            keylens[n + i] =
+                dlock__holder_key(ik, hs[i]->k.key, hs[i]->k.keylen);
+            ik += keylens[n + i] + 1;
+        }
+    }
+    cmd =
+        (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND : DLOCK__S_EXTEND,
+                     .nkeys = nk,
+                     .keys = keys,
+                     .keylens = keylens,
+                     .nargs = 2 * n,
+                     .args = args,
+                     .arglens = arglens};
     t0 = dlock__now_ms();
     dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
     for (j = 0; j < c->ns.n; j++) {
@@ -311,6 +333,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     }
     dlock__results_clear(res, c->ns.n);
 out:
+    free(ikeys);
     free(keys);
     free(keylens);
     free(args);
