@@ -24,6 +24,8 @@ static const char *usage_text =
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
     "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
     "       dlock status [OPTIONS] KEY [--json]\n"
+    "       dlock list [OPTIONS] [PATTERN] [--json]\n"
+    "       dlock check [OPTIONS] KEY [TOKEN]\n"
     "       dlock --help | --version\n"
     "\n"
     "Hold the distributed lock KEY on Redis: flock(1) across machines.\n"
@@ -61,7 +63,10 @@ static const char *usage_text =
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
-    "\n"
+    "\n";
+
+/* The rest of the help (one string may be at most 4095 bytes in C99). */
+static const char *usage_text2 =
     "run options:\n"
     "      --on-lost POLICY   what to do to COMMAND when the lease is lost:\n"
     "                         term (SIGTERM, then SIGKILL after --grace;\n"
@@ -84,8 +89,12 @@ static const char *usage_text =
     "release and extend options:\n"
     "      --owner OWNER      the owner acquire printed (default:\n"
     "                         $DLOCK_OWNER)\n"
-    "status options:\n"
-    "      --json             print a JSON object\n"
+    "status and list options:\n"
+    "      --json             print a JSON object (list: one per line)\n"
+    "list shows every held lock whose name matches PATTERN (a Redis glob,\n"
+    "default *) with its holder. check exits 0 when TOKEN (default:\n"
+    "$DLOCK_FENCING_TOKEN) is the fencing token of KEY's current hold, the\n"
+    "lost code otherwise.\n"
     "\n"
     "  -h, --help             print this help and exit\n"
     "  -V, --version          print the version and exit\n"
@@ -167,7 +176,8 @@ static int accepts(enum cli_cmd cmd, int opt)
     case 'l':
         return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND;
     case 'L':
-        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND;
+        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND ||
+               cmd == CMD_CHECK;
     case OPT_ON_LOST:
     case OPT_GRACE:
         return cmd == CMD_RUN;
@@ -178,7 +188,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_OWNER:
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
-        return cmd == CMD_STATUS;
+        return cmd == CMD_STATUS || cmd == CMD_LIST;
     default:
         return 0;
     }
@@ -417,6 +427,7 @@ static int parse_args(struct cli *o, int argc, char **argv)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            fputs(usage_text2, stdout);
             return -1;
         case 'V':
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
@@ -425,9 +436,12 @@ static int parse_args(struct cli *o, int argc, char **argv)
     }
 
     positional = argc - optind;
-    if (positional < 1)
+    if (o->cmd == CMD_LIST && positional == 0)
+        o->key = "*"; /* every lock */
+    else if (positional < 1)
         return usage_error(o->cmd_name, "missing KEY");
-    o->key = argv[optind];
+    else
+        o->key = argv[optind];
     if (*o->key == '\0')
         return usage_error(o->cmd_name, "KEY must not be empty");
     if (strlen(o->key) > 512)
@@ -445,6 +459,19 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                "(use -- before a COMMAND starting with -)",
                                *cmd);
         o->command = cmd;
+    } else if (o->cmd == CMD_CHECK) {
+        const char *tok =
+            positional > 1 ? argv[optind + 1] : getenv("DLOCK_FENCING_TOKEN");
+        if (positional > 2)
+            return usage_error(o->cmd_name, "unexpected argument '%s'",
+                               argv[optind + 2]);
+        if (tok == NULL)
+            return usage_error(o->cmd_name, "missing TOKEN (give it or set "
+                                            "DLOCK_FENCING_TOKEN)");
+        if (cli_parse_token(tok, &o->token) < 0)
+            return usage_error(o->cmd_name,
+                               "TOKEN '%s': not a fencing token (1 to 2^53)",
+                               tok);
     } else if (positional > 1) {
         return usage_error(o->cmd_name, "unexpected argument '%s'",
                            argv[optind + 1]);
@@ -550,7 +577,8 @@ static int make_client(const struct cli *o, dlock_client **out)
 
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
-    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"check", CMD_CHECK},
+    {"list", CMD_LIST},     {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -569,10 +597,11 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend or status)");
+                                 "extend, status, list or check)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
+        fputs(usage_text2, stdout);
         return 0;
     }
     if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
@@ -619,6 +648,12 @@ int main(int argc, char **argv)
         break;
     case CMD_STATUS:
         rc = cli_cmd_status(&o, client);
+        break;
+    case CMD_CHECK:
+        rc = cli_cmd_check(&o, client);
+        break;
+    case CMD_LIST:
+        rc = cli_cmd_list(&o, client);
         break;
     }
     dlock_client_free(client);

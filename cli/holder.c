@@ -86,14 +86,14 @@ void cli_holder_label(const struct cli *o, char *buf, size_t len, int64_t *pid)
     cut_utf8(buf, len < DLOCK_LABEL_MAX ? len - 1 : DLOCK_LABEL_MAX - 1);
 }
 
-/* See cli.h. "3m12s", "45s", "1h02m", "2d03h"; under a second "0.4s". */
+/* See cli.h. "3m12s", "45s", "1h02m", "2d03h"; under a second "420ms". */
 void cli_format_age(int64_t ms, char *out, size_t len)
 {
     int64_t s = ms / 1000;
     if (ms < 0)
         snprintf(out, len, "?");
     else if (s < 1)
-        snprintf(out, len, "%lld.%llds", 0LL, (long long)(ms / 100));
+        snprintf(out, len, "%lldms", (long long)ms);
     else if (s < 60)
         snprintf(out, len, "%llds", (long long)s);
     else if (s < 3600)
@@ -117,9 +117,8 @@ static void format_left(int64_t ms, char *out, size_t len)
         snprintf(out, len, "%lld s", (long long)(ms / 1000));
 }
 
-/* Copy S into OUT (LEN bytes) with control characters shown as '?': a
- * label is anybody's text and must not drive the terminal. */
-static void printable(const char *s, char *out, size_t len)
+/* See cli.h. A label is anybody's text and must not drive the terminal. */
+void cli_printable(const char *s, char *out, size_t len)
 {
     size_t i;
     for (i = 0; s[i] != '\0' && i + 1 < len; i++)
@@ -139,8 +138,8 @@ void cli_describe_holder(const dlock_info *info, char *buf, size_t len)
     }
     format_left(info->ttl_ms, left, sizeof left);
     if (info->has_holder) {
-        printable(info->holder_host, host, sizeof host);
-        printable(info->holder_label, label, sizeof label);
+        cli_printable(info->holder_host, host, sizeof host);
+        cli_printable(info->holder_label, label, sizeof label);
         cli_format_age(info->held_ms, age, sizeof age);
         snprintf(buf, len, "held by %s pid %lld%s%s%s for %s", host,
                  (long long)info->holder_pid, label[0] ? " `" : "", label,

@@ -438,6 +438,46 @@ DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
                                   const char *name, const char *owner,
                                   uint64_t token);
 
+/*
+ * Check a caller's fencing token against the lock NAME now, for a resource
+ * outside Redis that must verify who may act (Chubby's CheckSequencer,
+ * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
+ * token of its current hold (with Redlock: on a majority of the servers);
+ * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
+ * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
+ * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
+ * name), DLOCK_NO_QUORUM or an error class. A check is a snapshot: the
+ * hold can end right after it; a resource that needs more writes with the
+ * token (dlock_fenced_set, or its own "fence <= token" condition).
+ */
+DLOCK_EXPORT int dlock_lock_check(dlock_client *client, const char *name,
+                                  uint64_t token);
+
+/* One lock found by dlock_list(). */
+typedef struct dlock_list_entry {
+    const char *kind; /* "lock" (later kinds: "semaphore", "rwlock") */
+    const char *name; /* the lock's name */
+    dlock_info info;  /* as dlock_lock_inspect() gives it */
+} dlock_list_entry;
+
+/* Called by dlock_list() for each lock found, on the calling thread; the
+ * entry lives until it returns. Return 0 to go on, non-zero to stop. */
+typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
+
+/*
+ * List every held lock whose name matches PATTERN (a Redis glob: * ? [..]
+ * and \ escapes; NULL means "*"), sorted by name within each kind, with
+ * what dlock_lock_inspect() says of it (holder, TTL, token, fair-mode
+ * waiters, holder info). Keys are found with SCAN on every server of the
+ * client (a lock of a Redlock is listed once), so it does not block
+ * Redis, but a lock taken or released during the scan may or may not be
+ * listed. Each lock found costs one inspect round trip. Returns how many
+ * were passed to cb, or DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer than
+ * a majority could be scanned or inspected) or an error class.
+ */
+DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
+                            dlock_list_cb cb, void *userdata);
+
 #ifdef __cplusplus
 }
 #endif

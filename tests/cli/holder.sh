@@ -26,7 +26,7 @@ expect_status 0 "status while run holds it" "$DLOCK_BIN" status job
 check "status: held by this host, dlock's pid, COMMAND" \
     grep -qF "state:    held by $host pid $holder \`sh -c " "$T/out"
 check "status: for how long, token, lease left" \
-    grep -Eq '^state: .*` for [0-9.]+s, token [1-9][0-9]*, lease [0-9]+ (ms|s) left$' \
+    grep -Eq '^state: .*` for [0-9]+(ms|s), token [1-9][0-9]*, lease [0-9]+ (ms|s) left$' \
     "$T/out"
 # The lease is 1 s: the info outlives it only if the watchdog renews it
 # with the lock.
