@@ -13,6 +13,7 @@
  *                callback write to, and the acquire a signal can interrupt
  *   check.c      `check KEY TOKEN`: is TOKEN the current holder's?
  *   list.c       `list [PATTERN]`: every held lock and its holder
+ *   metrics.c    run --metrics-file: Prometheus text when run ends
  *   holder.c     who holds a lock: the label recorded for our holds, the
  *                "held by HOST pid PID `COMMAND` for 3m12s" sentence
  *   report.c     messages on stderr and exit statuses
@@ -97,8 +98,9 @@ struct cli {
     int export_env; /* acquire --export */
     const char *owner;
 
-    const char *label; /* run, acquire: --label (holder info) */
-    uint64_t token;    /* check: TOKEN */
+    const char *label;        /* run, acquire: --label (holder info) */
+    uint64_t token;           /* check: TOKEN */
+    const char *metrics_file; /* run: --metrics-file */
 };
 
 /* report.c */
@@ -151,6 +153,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
 int cli_parse_token(const char *s, uint64_t *token);
 int cli_cmd_check(const struct cli *o, dlock_client *c);
 int cli_cmd_list(const struct cli *o, dlock_client *c);
+int cli_metrics_write(const struct cli *o, dlock_client *c, int code);
 
 /* holder.c */
 void cli_holder_label(const struct cli *o, char *buf, size_t len, int64_t *pid);

@@ -75,6 +75,10 @@ static const char *usage_text2 =
     "  -L, --lost-exit-code N exit status when the lease was lost (default\n"
     "                         75; also release/extend when OWNER no longer\n"
     "                         holds KEY)\n"
+    "      --metrics-file PATH\n"
+    "                         when run ends, write its counters and latency\n"
+    "                         histograms there in Prometheus text format\n"
+    "                         (temporary file, then rename)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
     "\n"
     "run and acquire options:\n"
@@ -118,7 +122,8 @@ enum {
     OPT_EXPORT,
     OPT_OWNER,
     OPT_TIMEOUT,
-    OPT_LABEL
+    OPT_LABEL,
+    OPT_METRICS_FILE
 };
 
 static const struct option long_options[] = {
@@ -142,6 +147,7 @@ static const struct option long_options[] = {
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
     {"label", required_argument, NULL, OPT_LABEL},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -180,6 +186,7 @@ static int accepts(enum cli_cmd cmd, int opt)
                cmd == CMD_CHECK;
     case OPT_ON_LOST:
     case OPT_GRACE:
+    case OPT_METRICS_FILE:
         return cmd == CMD_RUN;
     case OPT_EXPORT:
         return cmd == CMD_ACQUIRE;
@@ -418,6 +425,11 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
+        case OPT_METRICS_FILE:
+            if (*optarg == '\0')
+                return usage_error(o->cmd_name, "--metrics-file is empty");
+            o->metrics_file = optarg;
+            break;
         case OPT_LABEL:
             if (strlen(optarg) >= DLOCK_LABEL_MAX)
                 return usage_error(o->cmd_name,
@@ -636,6 +648,8 @@ int main(int argc, char **argv)
     switch (o.cmd) {
     case CMD_RUN:
         rc = cli_run(&o, client);
+        if (o.metrics_file != NULL)
+            cli_metrics_write(&o, client, rc);
         break;
     case CMD_ACQUIRE:
         rc = cli_cmd_acquire(&o, client);

@@ -478,6 +478,87 @@ typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
 DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
                             dlock_list_cb cb, void *userdata);
 
+/*
+ * Metrics: latency histograms beside the counters of dlock_client_stats(),
+ * for export to Prometheus or OpenTelemetry (`dlock run --metrics-file`
+ * writes them in Prometheus's text format).
+ *
+ * Buckets are fixed and log-scale: 1, 2.5 and 5 per decade from 100 us to
+ * 5000 s (dlock_histogram_bound_us), then one for everything above.
+ * bucket[i] counts values v with bound(i-1) < v <= bound(i) (not
+ * cumulative; Prometheus's le buckets are the running sums).
+ */
+#define DLOCK_HIST_BUCKETS 25
+
+typedef struct dlock_histogram {
+    uint64_t count;  /* values recorded: the sum of bucket[] */
+    uint64_t sum_us; /* their sum, microseconds */
+    uint64_t bucket[DLOCK_HIST_BUCKETS];
+} dlock_histogram;
+
+/* The upper bound of bucket i in microseconds, or -1 for the last bucket
+ * (no bound: +Inf) and for i out of range. */
+DLOCK_EXPORT int64_t dlock_histogram_bound_us(int i);
+
+typedef struct dlock_metrics {
+    dlock_stats stats; /* as dlock_client_stats() */
+    /* Successful acquires: time in the acquire call, waiting included. */
+    dlock_histogram acquire_wait;
+    /* Holds released (last level): from the acquisition to the release. */
+    dlock_histogram hold;
+    /* Renewal calls (watchdog rounds, dlock_lock_extend): round trip. */
+    dlock_histogram renewal;
+} dlock_metrics;
+
+/* A snapshot of the client's counters and histograms. Lock-free: values
+ * recorded meanwhile may be in one histogram's buckets and not yet in its
+ * sum. Accepts NULL client (all zero). */
+DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
+                                       dlock_metrics *out);
+
+/*
+ * Events: with on_event set in dlock_options, the client calls it for
+ * each of these, on the thread where it happens, with no library lock
+ * held. Keep it short; it may call dlock_client_metrics() and
+ * dlock_client_stats(), and must not release or acquire locks of this
+ * client.
+ */
+typedef enum dlock_event_type {
+    /* An acquire succeeded (the acquiring thread). duration: time in the
+     * acquire call, waiting included. token: the lock's. */
+    DLOCK_EVENT_ACQUIRED = 1,
+    /* An acquire that was not to wait found the lock held (the acquiring
+     * thread). duration: time in the call. */
+    DLOCK_EVENT_BUSY = 2,
+    /* An acquire waited and gave up: status DLOCK_TIMEDOUT or
+     * DLOCK_CANCELED (the acquiring thread). duration: time waited. */
+    DLOCK_EVENT_WAITED = 3,
+    /* A lease was renewed: by the watchdog (its thread) or
+     * dlock_lock_extend (the caller's). duration: the round trip. */
+    DLOCK_EVENT_RENEWED = 4,
+    /* A lease was found lost (the watchdog thread, before the lost
+     * callback). duration: how long it had been held. */
+    DLOCK_EVENT_LOST = 5,
+    /* A hold was released, last level (the releasing thread). status:
+     * the release's result. duration: how long it was held. */
+    DLOCK_EVENT_RELEASED = 6
+} dlock_event_type;
+
+typedef struct dlock_event {
+    dlock_event_type type;
+    const char *name;    /* the lock's name; valid during the call */
+    int status;          /* DLOCK_OK or the outcome named above */
+    int64_t duration_us; /* see the type */
+    uint64_t token;      /* the fencing token, 0 when none */
+} dlock_event;
+
+/* The callback's type (dlock_options.on_event). */
+typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
+
+/* "acquired", "busy", "waited", "renewed", "lost", "released", or
+ * "unknown". */
+DLOCK_EXPORT const char *dlock_event_name(int type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "metrics.h"
 #include "node.h"
 #include "step.h"
 #include "util.h"
@@ -65,6 +66,7 @@ struct dlock_client {
     dlock__stats stats;
 
     struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
+    dlock__metrics metrics;       /* histograms (metrics.c) */
 };
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */

@@ -200,6 +200,12 @@ int dlock_lock_release(dlock_lock *l)
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
                               "release");
     dlock__results_clear(res, c->ns.n);
+    if (depth <= 1) { /* the hold ends here (metrics) */
+        int64_t held_us = dlock__now_us() - h->since_us;
+        if (rc == DLOCK_OK)
+            dlock__hist_add(&c->metrics.hold, held_us);
+        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
+    }
     drop_handle(c, h, l, rc != DLOCK_OK);
     return rc;
 }
@@ -238,8 +244,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     const char **args = calloc((size_t)n * 2, sizeof *args);
     size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
     char(*sl)[24] = calloc((size_t)n, sizeof *sl);
-    int64_t t0, maxlease = 0;
-    int i, j;
+    int64_t t0, t0_us, maxlease = 0;
+    int i, j, answered = 0;
     dlock__cmd cmd;
 
     if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
@@ -285,7 +291,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                      .args = args,
                      .arglens = arglens};
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us();
+    answered = dlock__run(c, dlock__all_nodes(c), &cmd,
+                          dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us() - t0_us; /* the round trip */
+    if (answered > 0)
+        dlock__hist_add(&c->metrics.renewal, t0_us);
     for (j = 0; j < c->ns.n; j++) {
         const redisReply *r = res[j].reply;
         size_t k;
@@ -316,6 +327,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;
+            dlock__event(c, DLOCK_EVENT_RENEWED, hs[i]->k.name, DLOCK_OK, t0_us,
+                         hs[i]->token);
         } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
         } else if (yes >= c->ns.quorum) {
