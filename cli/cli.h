@@ -11,6 +11,11 @@
  *                dies
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
  *                callback write to, and the acquire a signal can interrupt
+ *   check.c      `check KEY TOKEN`: is TOKEN the current holder's?
+ *   list.c       `list [PATTERN]`: every held lock and its holder
+ *   metrics.c    run --metrics-file: Prometheus text when run ends
+ *   holder.c     who holds a lock: the label recorded for our holds, the
+ *                "held by HOST pid PID `COMMAND` for 3m12s" sentence
  *   report.c     messages on stderr and exit statuses
  *   util.c       pure helpers (strict number parsing, URL redaction,
  *                quoting)
@@ -60,7 +65,15 @@
 #define CLI_MAX_SLOT_LEN 128
 #define CLI_DONE_PREFIX_SUFFIX ":done"
 
-enum cli_cmd { CMD_RUN, CMD_ACQUIRE, CMD_RELEASE, CMD_EXTEND, CMD_STATUS };
+enum cli_cmd {
+    CMD_RUN,
+    CMD_ACQUIRE,
+    CMD_RELEASE,
+    CMD_EXTEND,
+    CMD_STATUS,
+    CMD_CHECK, /* check.c */
+    CMD_LIST   /* list.c */
+};
 
 enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 
@@ -101,6 +114,10 @@ struct cli {
     int json;       /* status --json */
     int export_env; /* acquire --export */
     const char *owner;
+
+    const char *label;        /* run, acquire: --label (holder info) */
+    uint64_t token;           /* check: TOKEN */
+    const char *metrics_file; /* run: --metrics-file */
 };
 
 /* report.c */
@@ -149,6 +166,20 @@ int cli_lost_seen(void);
 void cli_drain_pipe(void);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
+
+/* check.c, list.c */
+int cli_parse_token(const char *s, uint64_t *token);
+int cli_cmd_check(const struct cli *o, dlock_client *c);
+int cli_cmd_list(const struct cli *o, dlock_client *c);
+int cli_metrics_write(const struct cli *o, dlock_client *c, int code);
+
+/* holder.c */
+void cli_holder_label(const struct cli *o, char *buf, size_t len, int64_t *pid);
+void cli_format_age(int64_t ms, char *out, size_t len);
+void cli_describe_holder(const dlock_info *info, char *buf, size_t len);
+void cli_holder_json(FILE *f, const dlock_info *info);
+void cli_say_holder(const struct cli *o, dlock_client *c, const char *what);
+void cli_printable(const char *s, char *out, size_t len);
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);

@@ -35,6 +35,7 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
     char ttl[32], checks[4096], *line, *next;
+    char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
     int rc = dlock_lock_inspect(c, o->key, &info);
 
     if (rc != DLOCK_OK) {
@@ -63,6 +64,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
             printf("%lld", (long long)info.waiters);
         else
             fputs("null", stdout);
+        fputs(",\"holder\":", stdout);
+        cli_holder_json(stdout, &info);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
                info.nodes_holding, o->nservers);
         for (next = checks; (line = take_line(&next)) != NULL;) {
@@ -73,7 +76,10 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         fputs("]}\n", stdout);
     } else {
         printf("key:      %s\n", o->key);
-        printf("state:    %s\n", info.held ? "held" : "free");
+        /* "held by HOST pid PID `COMMAND` for 3m12s, token T, lease 21 s
+         * left": the line an operator looks for. */
+        cli_describe_holder(&info, who, sizeof who);
+        printf("state:    %s\n", who);
         if (info.held) {
             cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
             printf("owner:    %s\n", info.owner);
@@ -122,7 +128,7 @@ int cli_cmd_acquire(const struct cli *o, dlock_client *c)
     }
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+            cli_say_holder(o, c, dlock_strerror(rc));
         else
             cli_report(c, "acquire", o->key, rc);
         return cli_exit_for(o, rc);

@@ -27,6 +27,8 @@ static const char *const usage_text[] = {
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
     "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
     "       dlock status [OPTIONS] KEY [--json]\n"
+    "       dlock list [OPTIONS] [PATTERN] [--json]\n"
+    "       dlock check [OPTIONS] KEY [TOKEN]\n"
     "       dlock --help | --version\n"
     "\n"
     "Hold the distributed lock KEY on Redis: flock(1) across machines.\n"
@@ -78,6 +80,10 @@ static const char *const usage_text[] = {
     "                         SIGTERM, SIGHUP or SIGQUIT end the wait)\n"
     "      --max-hold SECONDS hold the lock at most SECONDS: then treat the\n"
     "                         lease as lost (--on-lost, the lost code)\n"
+    "      --metrics-file PATH\n"
+    "                         when run ends, write its counters and latency\n"
+    "                         histograms there in Prometheus text format\n"
+    "                         (temporary file, then rename)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
     "\n"
     "run once per time slot, for cron on several machines:\n"
@@ -91,6 +97,11 @@ static const char *const usage_text[] = {
     "      --done-exit-code N exit status when the slot was done already\n"
     "                         and COMMAND was skipped (default 0)\n"
     "\n"
+    "run and acquire options:\n"
+    "      --label TEXT       what status and list show as the holder's\n"
+    "                         command (default: COMMAND; acquire: the\n"
+    "                         command line of its caller)\n"
+    "\n"
     "acquire options:\n"
     "      --export           print shell assignments of DLOCK_KEY,\n"
     "                         DLOCK_OWNER and DLOCK_FENCING_TOKEN for eval\n"
@@ -98,8 +109,12 @@ static const char *const usage_text[] = {
     "release and extend options:\n"
     "      --owner OWNER      the owner acquire printed (default:\n"
     "                         $DLOCK_OWNER)\n"
-    "status options:\n"
-    "      --json             print a JSON object\n"
+    "status and list options:\n"
+    "      --json             print a JSON object (list: one per line)\n"
+    "list shows every held lock whose name matches PATTERN (a Redis glob,\n"
+    "default *) with its holder. check exits 0 when TOKEN (default:\n"
+    "$DLOCK_FENCING_TOKEN) is the fencing token of KEY's current hold, the\n"
+    "lost code otherwise.\n"
     "\n"
     "  -h, --help             print this help and exit\n"
     "  -V, --version          print the version and exit\n"
@@ -135,7 +150,9 @@ enum {
     OPT_SLOT,
     OPT_MIN_HOLD,
     OPT_MAX_HOLD,
-    OPT_DONE_CODE
+    OPT_DONE_CODE,
+    OPT_LABEL,
+    OPT_METRICS_FILE
 };
 
 static const struct option long_options[] = {
@@ -163,6 +180,8 @@ static const struct option long_options[] = {
     {"export", no_argument, NULL, OPT_EXPORT},
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -197,7 +216,8 @@ static int accepts(enum cli_cmd cmd, int opt)
     case 'l':
         return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND;
     case 'L':
-        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND;
+        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND ||
+               cmd == CMD_CHECK;
     case OPT_ON_LOST:
     case OPT_GRACE:
     case OPT_ONCE_PER:
@@ -205,13 +225,16 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_MIN_HOLD:
     case OPT_MAX_HOLD:
     case OPT_DONE_CODE:
+    case OPT_METRICS_FILE:
         return cmd == CMD_RUN;
     case OPT_EXPORT:
         return cmd == CMD_ACQUIRE;
+    case OPT_LABEL:
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
     case OPT_OWNER:
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
-        return cmd == CMD_STATUS;
+        return cmd == CMD_STATUS || cmd == CMD_LIST;
     default:
         return 0;
     }
@@ -479,6 +502,18 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
+        case OPT_METRICS_FILE:
+            if (*optarg == '\0')
+                return usage_error(o->cmd_name, "--metrics-file is empty");
+            o->metrics_file = optarg;
+            break;
+        case OPT_LABEL:
+            if (strlen(optarg) >= DLOCK_LABEL_MAX)
+                return usage_error(o->cmd_name,
+                                   "--label is longer than %d bytes",
+                                   DLOCK_LABEL_MAX - 1);
+            o->label = optarg;
+            break;
         case 'h':
             print_usage();
             return -1;
@@ -489,9 +524,12 @@ static int parse_args(struct cli *o, int argc, char **argv)
     }
 
     positional = argc - optind;
-    if (positional < 1)
+    if (o->cmd == CMD_LIST && positional == 0)
+        o->key = "*"; /* every lock */
+    else if (positional < 1)
         return usage_error(o->cmd_name, "missing KEY");
-    o->key = argv[optind];
+    else
+        o->key = argv[optind];
     if (*o->key == '\0')
         return usage_error(o->cmd_name, "KEY must not be empty");
     if (strlen(o->key) > 512)
@@ -509,6 +547,19 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                "(use -- before a COMMAND starting with -)",
                                *cmd);
         o->command = cmd;
+    } else if (o->cmd == CMD_CHECK) {
+        const char *tok =
+            positional > 1 ? argv[optind + 1] : getenv("DLOCK_FENCING_TOKEN");
+        if (positional > 2)
+            return usage_error(o->cmd_name, "unexpected argument '%s'",
+                               argv[optind + 2]);
+        if (tok == NULL)
+            return usage_error(o->cmd_name, "missing TOKEN (give it or set "
+                                            "DLOCK_FENCING_TOKEN)");
+        if (cli_parse_token(tok, &o->token) < 0)
+            return usage_error(o->cmd_name,
+                               "TOKEN '%s': not a fencing token (1 to 2^53)",
+                               tok);
     } else if (positional > 1) {
         return usage_error(o->cmd_name, "unexpected argument '%s'",
                            argv[optind + 1]);
@@ -571,6 +622,7 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
     char err[256] = "";
     char shown[512];
     char *done_prefix = NULL;
+    char label[DLOCK_LABEL_MAX];
     const char *env;
     int64_t timeout_ms;
     int rc;
@@ -608,6 +660,14 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         }
         opts.key_prefix = done_prefix;
     }
+    /* Holder info: who holds the lock, for status and list. extend
+     * records none but renews the info of the hold it extends. */
+    if (!marks &&
+        (o->cmd == CMD_RUN || o->cmd == CMD_ACQUIRE || o->cmd == CMD_EXTEND)) {
+        opts.holder_info = 1;
+        cli_holder_label(o, label, sizeof label, &opts.holder_pid);
+        opts.holder_label = label;
+    }
 
     if (o->verbose && !marks) {
         for (size_t i = 0; i < o->nservers; i++) {
@@ -643,7 +703,8 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
 
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
-    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"check", CMD_CHECK},
+    {"list", CMD_LIST},     {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -663,7 +724,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend or status)");
+                                 "extend, status, list or check)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         print_usage();
@@ -708,6 +769,8 @@ int main(int argc, char **argv)
     switch (o.cmd) {
     case CMD_RUN:
         rc = cli_run(&o, client, marks);
+        if (o.metrics_file != NULL)
+            cli_metrics_write(&o, client, rc);
         break;
     case CMD_ACQUIRE:
         rc = cli_cmd_acquire(&o, client);
@@ -720,6 +783,12 @@ int main(int argc, char **argv)
         break;
     case CMD_STATUS:
         rc = cli_cmd_status(&o, client);
+        break;
+    case CMD_CHECK:
+        rc = cli_cmd_check(&o, client);
+        break;
+    case CMD_LIST:
+        rc = cli_cmd_list(&o, client);
         break;
     }
     dlock_client_free(marks);

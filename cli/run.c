@@ -522,7 +522,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
     }
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+            cli_say_holder(o, c, dlock_strerror(rc));
         else
             cli_report(c, "acquire", o->key, rc);
         return cli_exit_for(o, rc);

@@ -242,9 +242,9 @@ static void say_waiting(const struct cli *o, dlock_client *c)
         snprintf(wait, sizeof wait, "up to %s", ttl);
     }
     if (dlock_lock_inspect(c, o->key, &info) == DLOCK_OK && info.held) {
-        cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
-        cli_verbose(o, "waiting for \"%s\" (%s), held by %s, lease ends in %s",
-                    o->key, wait, info.owner, ttl);
+        char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+        cli_describe_holder(&info, who, sizeof who);
+        cli_verbose(o, "waiting for \"%s\" (%s), %s", o->key, wait, who);
     } else {
         cli_verbose(o, "waiting for \"%s\" (%s)", o->key, wait);
     }

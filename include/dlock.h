@@ -129,6 +129,10 @@ typedef enum dlock_wait_strategy {
 #define DLOCK_NAME_MAX 512   /* bytes of a lock name */
 #define DLOCK_OWNER_MAX 96   /* bytes of an owner id, with its NUL */
 #define DLOCK_KEY_MAX 4096   /* bytes of a fenced value's key */
+#define DLOCK_HOST_MAX 256   /* bytes of a holder's host name, with NUL */
+#define DLOCK_LABEL_MAX 512  /* bytes of a holder's label, with its NUL */
+
+struct dlock_event; /* see "Events" below */
 
 /*
  * Client options. Call dlock_options_init() first: it fills every default.
@@ -184,6 +188,25 @@ typedef struct dlock_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     int tls_insecure;
+
+    /* Holder info (issue 21): with holder_info = 1, every fresh hold also
+     * records who holds it, in <prefix>:{<name>}:i beside the lock (one
+     * more round trip after the acquire, renewed with the lease in the
+     * same call, left to expire after the release): this host's name, the
+     * pid (holder_pid, or getpid() when 0), holder_label (copied; at most
+     * DLOCK_LABEL_MAX - 1 bytes; a command line or any text, NULL for
+     * none), the start time and the library's version.
+     * dlock_lock_inspect() and dlock_list() show it. Off by default: a
+     * client that does not ask pays nothing. */
+    int holder_info;
+    const char *holder_label;
+    int64_t holder_pid;
+
+    /* Events (see dlock_event below): called for every acquisition,
+     * busy answer, given-up wait, renewal, loss and release of this
+     * client, from the thread where it happens. NULL: none. */
+    void (*on_event)(const struct dlock_event *ev, void *userdata);
+    void *on_event_userdata;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */
@@ -367,6 +390,17 @@ typedef struct dlock_info {
     uint64_t last_token;         /* the last fencing token granted (0: never) */
     int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
     int nodes_holding;           /* Redlock: nodes on which it is held */
+
+    /* Holder info, when the holder's client records it (holder_info in
+     * dlock_options): has_holder = 1 and the fields below. Info left by
+     * an earlier hold is never shown as the current holder's. */
+    int has_holder;
+    char holder_host[DLOCK_HOST_MAX];   /* host name */
+    int64_t holder_pid;                 /* process id on that host */
+    char holder_label[DLOCK_LABEL_MAX]; /* command line or label, or "" */
+    char holder_version[32];            /* the holder's libdlock version */
+    int64_t held_ms; /* since the hold began, by the server's clock;
+                        -1 unknown */
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on
@@ -403,6 +437,127 @@ DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
 DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
                                   const char *name, const char *owner,
                                   uint64_t token);
+
+/*
+ * Check a caller's fencing token against the lock NAME now, for a resource
+ * outside Redis that must verify who may act (Chubby's CheckSequencer,
+ * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
+ * token of its current hold (with Redlock: on a majority of the servers);
+ * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
+ * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
+ * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
+ * name), DLOCK_NO_QUORUM or an error class. A check is a snapshot: the
+ * hold can end right after it; a resource that needs more writes with the
+ * token (dlock_fenced_set, or its own "fence <= token" condition).
+ */
+DLOCK_EXPORT int dlock_lock_check(dlock_client *client, const char *name,
+                                  uint64_t token);
+
+/* One lock found by dlock_list(). */
+typedef struct dlock_list_entry {
+    const char *kind; /* "lock" (later kinds: "semaphore", "rwlock") */
+    const char *name; /* the lock's name */
+    dlock_info info;  /* as dlock_lock_inspect() gives it */
+} dlock_list_entry;
+
+/* Called by dlock_list() for each lock found, on the calling thread; the
+ * entry lives until it returns. Return 0 to go on, non-zero to stop. */
+typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
+
+/*
+ * List every held lock whose name matches PATTERN (a Redis glob: * ? [..]
+ * and \ escapes; NULL means "*"), sorted by name within each kind, with
+ * what dlock_lock_inspect() says of it (holder, TTL, token, fair-mode
+ * waiters, holder info). Keys are found with SCAN on every server of the
+ * client (a lock of a Redlock is listed once), so it does not block
+ * Redis, but a lock taken or released during the scan may or may not be
+ * listed. Each lock found costs one inspect round trip. Returns how many
+ * were passed to cb, or DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer than
+ * a majority could be scanned or inspected) or an error class.
+ */
+DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
+                            dlock_list_cb cb, void *userdata);
+
+/*
+ * Metrics: latency histograms beside the counters of dlock_client_stats(),
+ * for export to Prometheus or OpenTelemetry (`dlock run --metrics-file`
+ * writes them in Prometheus's text format).
+ *
+ * Buckets are fixed and log-scale: 1, 2.5 and 5 per decade from 100 us to
+ * 5000 s (dlock_histogram_bound_us), then one for everything above.
+ * bucket[i] counts values v with bound(i-1) < v <= bound(i) (not
+ * cumulative; Prometheus's le buckets are the running sums).
+ */
+#define DLOCK_HIST_BUCKETS 25
+
+typedef struct dlock_histogram {
+    uint64_t count;  /* values recorded: the sum of bucket[] */
+    uint64_t sum_us; /* their sum, microseconds */
+    uint64_t bucket[DLOCK_HIST_BUCKETS];
+} dlock_histogram;
+
+/* The upper bound of bucket i in microseconds, or -1 for the last bucket
+ * (no bound: +Inf) and for i out of range. */
+DLOCK_EXPORT int64_t dlock_histogram_bound_us(int i);
+
+typedef struct dlock_metrics {
+    dlock_stats stats; /* as dlock_client_stats() */
+    /* Successful acquires: time in the acquire call, waiting included. */
+    dlock_histogram acquire_wait;
+    /* Holds released (last level): from the acquisition to the release. */
+    dlock_histogram hold;
+    /* Renewal calls (watchdog rounds, dlock_lock_extend): round trip. */
+    dlock_histogram renewal;
+} dlock_metrics;
+
+/* A snapshot of the client's counters and histograms. Lock-free: values
+ * recorded meanwhile may be in one histogram's buckets and not yet in its
+ * sum. Accepts NULL client (all zero). */
+DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
+                                       dlock_metrics *out);
+
+/*
+ * Events: with on_event set in dlock_options, the client calls it for
+ * each of these, on the thread where it happens, with no library lock
+ * held. Keep it short; it may call dlock_client_metrics() and
+ * dlock_client_stats(), and must not release or acquire locks of this
+ * client.
+ */
+typedef enum dlock_event_type {
+    /* An acquire succeeded (the acquiring thread). duration: time in the
+     * acquire call, waiting included. token: the lock's. */
+    DLOCK_EVENT_ACQUIRED = 1,
+    /* An acquire that was not to wait found the lock held (the acquiring
+     * thread). duration: time in the call. */
+    DLOCK_EVENT_BUSY = 2,
+    /* An acquire waited and gave up: status DLOCK_TIMEDOUT or
+     * DLOCK_CANCELED (the acquiring thread). duration: time waited. */
+    DLOCK_EVENT_WAITED = 3,
+    /* A lease was renewed: by the watchdog (its thread) or
+     * dlock_lock_extend (the caller's). duration: the round trip. */
+    DLOCK_EVENT_RENEWED = 4,
+    /* A lease was found lost (the watchdog thread, before the lost
+     * callback). duration: how long it had been held. */
+    DLOCK_EVENT_LOST = 5,
+    /* A hold was released, last level (the releasing thread). status:
+     * the release's result. duration: how long it was held. */
+    DLOCK_EVENT_RELEASED = 6
+} dlock_event_type;
+
+typedef struct dlock_event {
+    dlock_event_type type;
+    const char *name;    /* the lock's name; valid during the call */
+    int status;          /* DLOCK_OK or the outcome named above */
+    int64_t duration_us; /* see the type */
+    uint64_t token;      /* the fencing token, 0 when none */
+} dlock_event;
+
+/* The callback's type (dlock_options.on_event). */
+typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
+
+/* "acquired", "busy", "waited", "renewed", "lost", "released", or
+ * "unknown". */
+DLOCK_EXPORT const char *dlock_event_name(int type);
 
 #ifdef __cplusplus
 }

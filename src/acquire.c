@@ -17,6 +17,7 @@
 #include "acquire.h"
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
@@ -524,6 +525,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     attempt a = {0};
     int rc, fresh = 0;
     int64_t deadline, due;
+    int64_t t_us = dlock__now_us(); /* metrics: time in this call */
     uint64_t gen;
 
     if (out != NULL)
@@ -615,6 +617,10 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
             dlock__set_error(c, rc, "gave up waiting for %s", name);
         else if (rc == DLOCK_CANCELED)
             dlock__set_error(c, rc, "waiting for %s was cancelled", name);
+        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED)
+            dlock__event(
+                c, rc == DLOCK_BUSY ? DLOCK_EVENT_BUSY : DLOCK_EVENT_WAITED,
+                name, rc, dlock__now_us() - t_us, 0);
         return rc;
     }
     pthread_mutex_lock(&c->held_mu);
@@ -625,6 +631,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     h->lease_ms = opts->lease_ms;
     atomic_store(&h->valid_until_ms, a.valid_until);
     if (fresh) {
+        h->since_us = dlock__now_us();
         h->watchdog = opts->watchdog;
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
@@ -646,6 +653,11 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     atomic_fetch_add(&c->stats.acquisitions, 1);
     if (h->watchdog || h->confirm_pending)
         dlock__watchdog_kick(c, due);
+    if (fresh)
+        dlock__holder_record(c, h);
+    t_us = dlock__now_us() - t_us;
+    dlock__hist_add(&c->metrics.acquire_wait, t_us);
+    dlock__event(c, DLOCK_EVENT_ACQUIRED, name, DLOCK_OK, t_us, h->token);
     rc = dlock__handle_new(c, h, out);
     if (rc != DLOCK_OK)
         return rc; /* the lease runs out by itself */

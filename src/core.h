@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "metrics.h"
 #include "node.h"
 #include "step.h"
 #include "util.h"
@@ -26,6 +27,7 @@ struct dlock__held;
 struct dlock__undo;
 struct dlock__notifier;
 struct dlock__watchdog;
+struct dlock__holder;
 
 struct dlock_client {
     dlock_options opts; /* strings below point to owned copies */
@@ -62,6 +64,9 @@ struct dlock_client {
     struct dlock__watchdog *watchdog;
 
     dlock__stats stats;
+
+    struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
+    dlock__metrics metrics;       /* histograms (metrics.c) */
 };
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */

@@ -65,6 +65,7 @@ typedef struct dlock__held {
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
     dlock_lost_cb on_lost;
     void *on_lost_ud;
+    int64_t since_us; /* monotonic: when the hold began (metrics) */
 } dlock__held;
 
 /* A maybe-taken lock to give back: an acquire whose answer was lost, or a

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 
 /* Check a resource key for the fenced calls. */
@@ -127,6 +128,7 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__keys *keys;
     dlock__cmdbuf b;
+    char *ikey;
     int i, answered = 0, rc;
 
     if (c == NULL)
@@ -139,13 +141,20 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     memset(out, 0, sizeof *out);
     out->ttl_ms = -1;
     out->waiters = -1;
+    out->held_ms = -1;
     keys = dlock__keys_new(c, name);
-    if (keys == NULL)
+    ikey = keys != NULL ? malloc(keys->keylen + sizeof DLOCK__HOLDER_SUFFIX)
+                        : NULL;
+    if (ikey == NULL) {
+        free(keys);
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    }
     dlock__cmd_begin(&b, DLOCK__S_INSPECT);
     dlock__cmd_key(&b, keys->key, keys->keylen);
     dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
     dlock__cmd_key(&b, keys->qkey, keys->qkeylen);
+    /* Whoever holds it may record holder info, whether or not we do. */
+    dlock__cmd_key(&b, ikey, dlock__holder_key(ikey, keys->key, keys->keylen));
     dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
@@ -156,13 +165,14 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         int bad;
         if (res[i].status != DLOCK_OK)
             continue;
-        /* {pttl, {owner, count, ...}, token, queue length}: check every
-         * type before reading anything. */
-        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        /* {pttl, {owner, count, ...}, token, queue length, info}: check
+         * every type before reading anything. */
+        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
               r->element[0]->type != REDIS_REPLY_INTEGER ||
               r->element[1]->type != REDIS_REPLY_ARRAY ||
               r->element[2]->type != REDIS_REPLY_INTEGER ||
               r->element[3]->type != REDIS_REPLY_INTEGER ||
+              r->element[4]->type != REDIS_REPLY_ARRAY ||
               r->element[1]->elements % 2 != 0;
         for (k = 0; !bad && k < r->element[1]->elements; k++)
             bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
@@ -186,6 +196,8 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
             snprintf(out->owner, sizeof out->owner, "%.*s",
                      (int)f->element[0]->len, f->element[0]->str);
             out->reentry = strtoll(f->element[1]->str, NULL, 10);
+            if (r->element[4]->elements > 0)
+                dlock__holder_parse(r->element[4], out);
         }
     }
     if (answered < c->ns.quorum)
@@ -196,6 +208,7 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         rc = DLOCK_OK;
     dlock__results_clear(res, c->ns.n);
     free(keys);
+    free(ikey);
     return rc;
 }
 

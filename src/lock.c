@@ -14,6 +14,7 @@
 
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 #include "watchdog.h"
 
@@ -199,6 +200,12 @@ int dlock_lock_release(dlock_lock *l)
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
                               "release");
     dlock__results_clear(res, c->ns.n);
+    if (depth <= 1) { /* the hold ends here (metrics) */
+        int64_t held_us = dlock__now_us() - h->since_us;
+        if (rc == DLOCK_OK)
+            dlock__hist_add(&c->metrics.hold, held_us);
+        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
+    }
     drop_handle(c, h, l, rc != DLOCK_OK);
     return rc;
 }
@@ -229,13 +236,16 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    const char **keys = calloc((size_t)n, sizeof *keys);
-    size_t *keylens = calloc((size_t)n, sizeof *keylens);
+    /* With holder info, the info keys follow the lock keys (holder.c). */
+    int info = dlock__holder_on(c), nk = info ? 2 * n : n;
+    const char **keys = calloc((size_t)nk, sizeof *keys);
+    size_t *keylens = calloc((size_t)nk, sizeof *keylens);
+    char *ikeys = NULL, *ik;
     const char **args = calloc((size_t)n * 2, sizeof *args);
     size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
     char(*sl)[24] = calloc((size_t)n, sizeof *sl);
-    int64_t t0, maxlease = 0;
-    int i, j;
+    int64_t t0, t0_us, maxlease = 0;
+    int i, j, answered = 0;
     dlock__cmd cmd;
 
     if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
@@ -255,15 +265,38 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){.script = DLOCK__S_EXTEND,
-                       .nkeys = n,
-                       .keys = keys,
-                       .keylens = keylens,
-                       .nargs = 2 * n,
-                       .args = args,
-                       .arglens = arglens};
+    if (info) {
+        size_t total = 0;
+        for (i = 0; i < n; i++)
+            total += hs[i]->k.keylen + sizeof DLOCK__HOLDER_SUFFIX;
+        ik = ikeys = malloc(total);
+        if (ikeys == NULL) {
+            for (i = 0; i < n; i++)
+                ok[i] = DLOCK_ENOMEM;
+            goto out;
+        }
+        for (i = 0; i < n; i++) {
+            keys[n + i] = ik;
+            keylens[n + i] =
+                dlock__holder_key(ik, hs[i]->k.key, hs[i]->k.keylen);
+            ik += keylens[n + i] + 1;
+        }
+    }
+    cmd =
+        (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND : DLOCK__S_EXTEND,
+                     .nkeys = nk,
+                     .keys = keys,
+                     .keylens = keylens,
+                     .nargs = 2 * n,
+                     .args = args,
+                     .arglens = arglens};
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us();
+    answered = dlock__run(c, dlock__all_nodes(c), &cmd,
+                          dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us() - t0_us; /* the round trip */
+    if (answered > 0)
+        dlock__hist_add(&c->metrics.renewal, t0_us);
     for (j = 0; j < c->ns.n; j++) {
         const redisReply *r = res[j].reply;
         size_t k;
@@ -294,6 +327,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;
+            dlock__event(c, DLOCK_EVENT_RENEWED, hs[i]->k.name, DLOCK_OK, t0_us,
+                         hs[i]->token);
         } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
         } else if (yes >= c->ns.quorum) {
@@ -311,6 +346,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     }
     dlock__results_clear(res, c->ns.n);
 out:
+    free(ikeys);
     free(keys);
     free(keylens);
     free(args);

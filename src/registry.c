@@ -121,6 +121,7 @@ dlock__held *dlock__held_new(dlock_client *c, const char *name,
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     h->life = DLOCK__HELD_NEW;
     atomic_store(&h->state, DLOCK_OK);
+    h->since_us = dlock__now_us(); /* an acquire sets it again when held */
     return h;
 }
 

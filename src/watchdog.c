@@ -105,11 +105,14 @@ static void mark_lost(dlock_client *c, dlock__held *h)
     ud = h->on_lost_ud;
     l = h->wd_handle;
     assert(h->life == DLOCK__HELD_LIVE);
-    if (cb == NULL || l == NULL)
+    if ((cb == NULL || l == NULL) && !dlock__events_on(c))
         return;
-    h->flags |= DLOCK__HELD_CB;
+    h->flags |= DLOCK__HELD_CB; /* a release waits for us from here */
     pthread_mutex_unlock(&c->held_mu);
-    cb(l, ud);
+    dlock__event(c, DLOCK_EVENT_LOST, h->k.name, DLOCK_LOST,
+                 dlock__now_us() - h->since_us, h->token);
+    if (cb != NULL && l != NULL)
+        cb(l, ud);
     pthread_mutex_lock(&c->held_mu);
     h->flags &= ~DLOCK__HELD_CB;
     pthread_cond_broadcast(&c->held_cv);
