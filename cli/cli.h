@@ -11,6 +11,8 @@
  *                dies
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
  *                callback write to, and the acquire a signal can interrupt
+ *   shared.c     semaphores (--limit, `dlock limit`) and read locks
+ *                (--shared): their acquire, status and lost reason
  *   report.c     messages on stderr and exit statuses
  *   util.c       pure helpers (strict number parsing, URL redaction,
  *                quoting)
@@ -51,7 +53,14 @@
 #define CLI_DEFAULT_LOST_CODE 75
 #define CLI_DEFAULT_CONFLICT_CODE 1
 
-enum cli_cmd { CMD_RUN, CMD_ACQUIRE, CMD_RELEASE, CMD_EXTEND, CMD_STATUS };
+enum cli_cmd {
+    CMD_RUN,
+    CMD_ACQUIRE,
+    CMD_RELEASE,
+    CMD_EXTEND,
+    CMD_STATUS,
+    CMD_LIMIT
+};
 
 enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 
@@ -80,6 +89,10 @@ struct cli {
     int conflict_code;
     int lost_code;
     enum cli_on_lost on_lost;
+
+    int64_t limit;      /* --limit N: a semaphore permit (limit: N) */
+    int shared;         /* --shared: a read lock */
+    int prefer_readers; /* --prefer-readers */
 
     int json;       /* status --json */
     int export_env; /* acquire --export */
@@ -132,9 +145,19 @@ void cli_drain_pipe(void);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
 
+/* shared.c */
+int cli_acquire_kind(const struct cli *o, dlock_client *c,
+                     const dlock_acquire_options *ao, dlock_lock **out);
+void cli_shared_lost_reason(const struct cli *o, dlock_client *c, char *buf,
+                            size_t len);
+int cli_cmd_limit(const struct cli *o, dlock_client *c);
+int cli_shared_status(const struct cli *o, dlock_client *c, int *done);
+void cli_shared_readers(const struct cli *o, dlock_client *c);
+
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);
 int cli_parse_code(const char *s, int *code);
+int cli_parse_limit(const char *s, int64_t *out);
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);

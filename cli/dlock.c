@@ -24,6 +24,7 @@ static const char *usage_text =
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
     "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
     "       dlock status [OPTIONS] KEY [--json]\n"
+    "       dlock limit [OPTIONS] KEY N\n"
     "       dlock --help | --version\n"
     "\n"
     "Hold the distributed lock KEY on Redis: flock(1) across machines.\n"
@@ -61,6 +62,9 @@ static const char *usage_text =
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
+    "      --limit N          a semaphore permit: at most N holders of KEY\n"
+    "      --shared           a read lock: readers share KEY, writers wait\n"
+    "      --prefer-readers   with --shared: enter while a writer waits\n"
     "\n"
     "run options:\n"
     "      --on-lost POLICY   what to do to COMMAND when the lease is lost:\n"
@@ -103,7 +107,10 @@ enum {
     OPT_JSON,
     OPT_EXPORT,
     OPT_OWNER,
-    OPT_TIMEOUT
+    OPT_TIMEOUT,
+    OPT_LIMIT,
+    OPT_SHARED,
+    OPT_PREFER_READERS
 };
 
 static const struct option long_options[] = {
@@ -126,6 +133,9 @@ static const struct option long_options[] = {
     {"export", no_argument, NULL, OPT_EXPORT},
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"shared", no_argument, NULL, OPT_SHARED},
+    {"prefer-readers", no_argument, NULL, OPT_PREFER_READERS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -170,6 +180,10 @@ static int accepts(enum cli_cmd cmd, int opt)
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
         return cmd == CMD_STATUS;
+    case OPT_LIMIT:
+    case OPT_SHARED:
+    case OPT_PREFER_READERS:
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
     default:
         return 0;
     }
@@ -399,6 +413,18 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
+        case OPT_LIMIT:
+            if (cli_parse_limit(optarg, &o->limit) < 0)
+                return usage_error(o->cmd_name,
+                                   "--limit '%s': not a number from 1 to %d",
+                                   optarg, DLOCK_SEM_LIMIT_MAX);
+            break;
+        case OPT_SHARED:
+            o->shared = 1;
+            break;
+        case OPT_PREFER_READERS:
+            o->prefer_readers = 1;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return -1;
@@ -429,10 +455,22 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                "(use -- before a COMMAND starting with -)",
                                *cmd);
         o->command = cmd;
+    } else if (o->cmd == CMD_LIMIT) {
+        if (positional != 2)
+            return usage_error(o->cmd_name, "expected KEY N");
+        if (cli_parse_limit(argv[optind + 1], &o->limit) < 0)
+            return usage_error(o->cmd_name, "N '%s': not a number from 1 to %d",
+                               argv[optind + 1], DLOCK_SEM_LIMIT_MAX);
     } else if (positional > 1) {
         return usage_error(o->cmd_name, "unexpected argument '%s'",
                            argv[optind + 1]);
     }
+    if (o->shared && o->limit > 0)
+        return usage_error(o->cmd_name,
+                           "--limit and --shared: a name is a semaphore or "
+                           "a read-write lock, not both");
+    if (o->prefer_readers && !o->shared)
+        return usage_error(o->cmd_name, "--prefer-readers needs --shared");
     if (o->cmd == CMD_EXTEND || o->cmd == CMD_RELEASE) {
         if (o->owner == NULL)
             o->owner = getenv("DLOCK_OWNER");
@@ -526,7 +564,8 @@ static int make_client(const struct cli *o, dlock_client **out)
 
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
-    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"limit", CMD_LIMIT},
+    {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -545,7 +584,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend or status)");
+                                 "extend, status or limit)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
@@ -595,6 +634,9 @@ int main(int argc, char **argv)
         break;
     case CMD_STATUS:
         rc = cli_cmd_status(&o, client);
+        break;
+    case CMD_LIMIT:
+        rc = cli_cmd_limit(&o, client);
         break;
     }
     dlock_client_free(client);
