@@ -16,6 +16,8 @@
  *   metrics.c    run --metrics-file: Prometheus text when run ends
  *   holder.c     who holds a lock: the label recorded for our holds, the
  *                "held by HOST pid PID `COMMAND` for 3m12s" sentence
+ *   shared.c     semaphores (--limit, `dlock limit`) and read locks
+ *                (--shared): their acquire, status and lost reason
  *   report.c     messages on stderr and exit statuses
  *   util.c       pure helpers (strict number parsing, URL redaction,
  *                quoting)
@@ -72,7 +74,8 @@ enum cli_cmd {
     CMD_EXTEND,
     CMD_STATUS,
     CMD_CHECK, /* check.c */
-    CMD_LIST   /* list.c */
+    CMD_LIST,  /* list.c */
+    CMD_LIMIT
 };
 
 enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
@@ -110,6 +113,9 @@ struct cli {
     int64_t min_hold_ms; /* --min-hold */
     int64_t max_hold_ms; /* --max-hold */
     int done_code;       /* exit status when the slot was done already */
+    int64_t limit;       /* --limit N: a semaphore permit (limit: N) */
+    int shared;          /* --shared: a read lock */
+    int prefer_readers;  /* --prefer-readers */
 
     int json;       /* status --json */
     int export_env; /* acquire --export */
@@ -180,12 +186,21 @@ void cli_describe_holder(const dlock_info *info, char *buf, size_t len);
 void cli_holder_json(FILE *f, const dlock_info *info);
 void cli_say_holder(const struct cli *o, dlock_client *c, const char *what);
 void cli_printable(const char *s, char *out, size_t len);
+/* shared.c */
+int cli_acquire_kind(const struct cli *o, dlock_client *c,
+                     const dlock_acquire_options *ao, dlock_lock **out);
+void cli_shared_lost_reason(const struct cli *o, dlock_client *c, char *buf,
+                            size_t len);
+int cli_cmd_limit(const struct cli *o, dlock_client *c);
+int cli_shared_status(const struct cli *o, dlock_client *c, int *done);
+void cli_shared_readers(const struct cli *o, dlock_client *c);
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);
 int cli_parse_code(const char *s, int *code);
 const char *cli_check_slot_name(const char *s);
 int64_t cli_wall_ms(void);
+int cli_parse_limit(const char *s, int64_t *out);
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);

@@ -36,8 +36,11 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
     dlock_info info;
     char ttl[32], checks[4096], *line, *next;
     char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
-    int rc = dlock_lock_inspect(c, o->key, &info);
+    int done, rc = cli_shared_status(o, c, &done);
 
+    if (done || rc != 0)
+        return rc; /* a semaphore (shared.c) */
+    rc = dlock_lock_inspect(c, o->key, &info);
     if (rc != DLOCK_OK) {
         cli_report(c, "status", o->key, rc);
         return cli_exit_for(o, rc);
@@ -96,6 +99,7 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
                    (long long)info.waiters);
         else
             printf("waiters:  unknown\n");
+        cli_shared_readers(o, c);
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);

@@ -29,6 +29,7 @@ static const char *const usage_text[] = {
     "       dlock status [OPTIONS] KEY [--json]\n"
     "       dlock list [OPTIONS] [PATTERN] [--json]\n"
     "       dlock check [OPTIONS] KEY [TOKEN]\n"
+    "       dlock limit [OPTIONS] KEY N\n"
     "       dlock --help | --version\n"
     "\n"
     "Hold the distributed lock KEY on Redis: flock(1) across machines.\n"
@@ -66,6 +67,9 @@ static const char *const usage_text[] = {
     "  -E, --conflict-exit-code N\n"
     "                         exit status when the lock is not obtained\n"
     "                         (default 1)\n"
+    "      --limit N          a semaphore permit: at most N holders of KEY\n"
+    "      --shared           a read lock: readers share KEY, writers wait\n"
+    "      --prefer-readers   with --shared: enter while a writer waits\n"
     "\n",
     "run options:\n"
     "      --on-lost POLICY   what to do to COMMAND when the lease is lost:\n"
@@ -152,7 +156,10 @@ enum {
     OPT_MAX_HOLD,
     OPT_DONE_CODE,
     OPT_LABEL,
-    OPT_METRICS_FILE
+    OPT_METRICS_FILE,
+    OPT_LIMIT,
+    OPT_SHARED,
+    OPT_PREFER_READERS
 };
 
 static const struct option long_options[] = {
@@ -182,6 +189,9 @@ static const struct option long_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"label", required_argument, NULL, OPT_LABEL},
     {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"shared", no_argument, NULL, OPT_SHARED},
+    {"prefer-readers", no_argument, NULL, OPT_PREFER_READERS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -235,6 +245,10 @@ static int accepts(enum cli_cmd cmd, int opt)
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
         return cmd == CMD_STATUS || cmd == CMD_LIST;
+    case OPT_LIMIT:
+    case OPT_SHARED:
+    case OPT_PREFER_READERS:
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
     default:
         return 0;
     }
@@ -514,6 +528,18 @@ static int parse_args(struct cli *o, int argc, char **argv)
                                    DLOCK_LABEL_MAX - 1);
             o->label = optarg;
             break;
+        case OPT_LIMIT:
+            if (cli_parse_limit(optarg, &o->limit) < 0)
+                return usage_error(o->cmd_name,
+                                   "--limit '%s': not a number from 1 to %d",
+                                   optarg, DLOCK_SEM_LIMIT_MAX);
+            break;
+        case OPT_SHARED:
+            o->shared = 1;
+            break;
+        case OPT_PREFER_READERS:
+            o->prefer_readers = 1;
+            break;
         case 'h':
             print_usage();
             return -1;
@@ -560,6 +586,12 @@ static int parse_args(struct cli *o, int argc, char **argv)
             return usage_error(o->cmd_name,
                                "TOKEN '%s': not a fencing token (1 to 2^53)",
                                tok);
+    } else if (o->cmd == CMD_LIMIT) {
+        if (positional != 2)
+            return usage_error(o->cmd_name, "expected KEY N");
+        if (cli_parse_limit(argv[optind + 1], &o->limit) < 0)
+            return usage_error(o->cmd_name, "N '%s': not a number from 1 to %d",
+                               argv[optind + 1], DLOCK_SEM_LIMIT_MAX);
     } else if (positional > 1) {
         return usage_error(o->cmd_name, "unexpected argument '%s'",
                            argv[optind + 1]);
@@ -586,6 +618,12 @@ static int parse_args(struct cli *o, int argc, char **argv)
                            "--min-hold is longer than --max-hold: the lock "
                            "cannot be held at least %.3f s and at most %.3f s",
                            o->min_hold_ms / 1000.0, o->max_hold_ms / 1000.0);
+    if (o->shared && o->limit > 0)
+        return usage_error(o->cmd_name,
+                           "--limit and --shared: a name is a semaphore or "
+                           "a read-write lock, not both");
+    if (o->prefer_readers && !o->shared)
+        return usage_error(o->cmd_name, "--prefer-readers needs --shared");
     if (o->cmd == CMD_EXTEND || o->cmd == CMD_RELEASE) {
         if (o->owner == NULL)
             o->owner = getenv("DLOCK_OWNER");
@@ -704,7 +742,7 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
     {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"check", CMD_CHECK},
-    {"list", CMD_LIST},     {NULL, CMD_RUN}};
+    {"list", CMD_LIST},     {"limit", CMD_LIMIT},     {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -724,7 +762,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend, status, list or check)");
+                                 "extend, status, list, check or limit)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         print_usage();
@@ -789,6 +827,9 @@ int main(int argc, char **argv)
         break;
     case CMD_LIST:
         rc = cli_cmd_list(&o, client);
+        break;
+    case CMD_LIMIT:
+        rc = cli_cmd_limit(&o, client);
         break;
     }
     dlock_client_free(marks);

@@ -152,8 +152,13 @@ static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
 {
     dlock_info info;
     const char *msg;
-    int rc = dlock_lock_inspect(c, o->key, &info);
+    int rc;
 
+    if (o->limit > 0 || o->shared) {
+        cli_shared_lost_reason(o, c, buf, len);
+        return;
+    }
+    rc = dlock_lock_inspect(c, o->key, &info);
     if (rc != DLOCK_OK) {
         msg = dlock_errmsg(c);
         snprintf(buf, len, "renewals failed: %s",

@@ -276,7 +276,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if (watchdog)
         ao.on_lost = cli_lost_cb;
     ao.wait_ms = 0;
-    rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+    rc = cli_acquire_kind(o, c, &ao, out);
     if (rc == DLOCK_BUSY && o->wait_ms != 0) {
         if (o->verbose)
             say_waiting(o, c);
@@ -302,7 +302,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
             errno = err;
             return DLOCK_ENOMEM;
         }
-        rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+        rc = cli_acquire_kind(o, c, &ao, out);
         if (write(k.stop[1], "x", 1) < 0) {
             /* Cannot happen on a fresh pipe; join would hang: detach. */
             pthread_detach(k.thread);

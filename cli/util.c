@@ -258,3 +258,23 @@ void cli_format_ms(int64_t ms, char *out, size_t outlen)
         snprintf(out, outlen, "%lld.%03lld s", (long long)(ms / 1000),
                  (long long)(ms % 1000));
 }
+
+/* Parse a semaphore limit: a decimal 1 to DLOCK_SEM_LIMIT_MAX, nothing
+ * else. 0, or -1. */
+int cli_parse_limit(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+        if (v > DLOCK_SEM_LIMIT_MAX)
+            return -1;
+    }
+    if (v < 1)
+        return -1;
+    *out = v;
+    return 0;
+}

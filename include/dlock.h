@@ -559,6 +559,135 @@ typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
  * "unknown". */
 DLOCK_EXPORT const char *dlock_event_name(int type);
 
+/*
+ * Semaphores and read-write locks
+ * -------------------------------
+ * A semaphore permit and a read-write lock's reader are held through a
+ * dlock_lock handle, as a lock is: dlock_lock_release(), _extend(),
+ * _detach(), _token(), _validity_ms(), _status(), _name(), _owner(),
+ * dlock_lock_adopt() and the watchdog (dlock_acquire_options.watchdog and
+ * on_lost) work on them as on a lock. Neither is reentrant: every acquire
+ * is a hold of its own, with its own owner id, lease and fencing token.
+ * Every lease is counted by the server's clock: a holder that dies frees
+ * its permit (or read lease) when its lease runs out, and the next
+ * acquire reaps it.
+ *
+ * A name is one kind at a time: a lock (its readers and writers are the
+ * read-write lock), or a semaphore. Using a name as the other kind is
+ * refused with DLOCK_EINVAL ("... is a semaphore", "... is a lock") for
+ * as long as the servers remember the name (7 days after its last use).
+ */
+
+/* The largest semaphore limit. */
+#define DLOCK_SEM_LIMIT_MAX 1000000
+
+/*
+ * Acquire a permit of the counting semaphore NAME: at most LIMIT holders
+ * (1 to DLOCK_SEM_LIMIT_MAX) hold one at once. The limit is stored with
+ * the semaphore by its first acquire; an acquire with another limit is
+ * refused (DLOCK_EINVAL, the message names the stored one): change it
+ * with dlock_sem_set_limit(). opts as for dlock_lock_acquire_ex (NULL:
+ * try once, 30 s lease, no watchdog). The permit's fencing token is
+ * strictly greater than every earlier permit's of NAME.
+ * Waiting wakes no herd: a freed permit wakes one waiter. With the
+ * client's DLOCK_WAIT_NOTIFY the woken waiter tries again (a newcomer may
+ * take the permit first); with DLOCK_WAIT_FAIR waiters are served in FIFO
+ * order, the freed permit handed to the oldest live one (as the fair lock
+ * does); DLOCK_WAIT_SPIN polls.
+ * Returns DLOCK_OK with *out set, or DLOCK_BUSY (wait_ms == 0 and no
+ * permit free), DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
+ * another limit stored, NAME used as a lock, or a client with several
+ * servers: a semaphore over Redlock's majorities could admit more than
+ * LIMIT holders, see docs/design.md), or an error class.
+ */
+DLOCK_EXPORT int dlock_sem_acquire(dlock_lock **out, dlock_client *client,
+                                   const char *name, int64_t limit,
+                                   const dlock_acquire_options *opts);
+
+/*
+ * Set the limit of semaphore NAME to LIMIT (1 to DLOCK_SEM_LIMIT_MAX),
+ * creating it if NAME is unused. A raised limit passes the new permits
+ * to waiters at once; holders above a lowered limit keep their permits,
+ * and new ones are granted only below it. The previous limit is stored in
+ * *old_limit when not NULL (0: there was none). Returns DLOCK_OK,
+ * DLOCK_EINVAL (bad limit, NAME used as a lock, several servers) or an
+ * error class.
+ */
+DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
+                                     int64_t limit, int64_t *old_limit);
+
+/* Flags of dlock_rw_acquire_shared(). */
+#define DLOCK_RW_PREFER_READERS 0x1 /* enter while a writer waits */
+
+/*
+ * Acquire the read-write lock NAME shared (as a reader). Readers hold it
+ * together; a writer is whoever holds NAME with dlock_lock_acquire(),
+ * which waits for the readers to leave. Writer preference by default: a
+ * waiting writer keeps new readers out until it has had the lock (a
+ * writer that died while waiting keeps them out at most the readers'
+ * longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
+ * regardless (writers may then starve). A thread that reads NAME already
+ * always gets in (waiting for the writer would deadlock it). Every reader
+ * gets a fencing token from the same sequence as the writers', so a
+ * resource can order them. opts as for dlock_lock_acquire_ex. The
+ * client's DLOCK_WAIT_FAIR is refused for readers (DLOCK_EINVAL). Works
+ * with Redlock (a reader's majority and a writer's majority share a node
+ * that refuses one of them).
+ * Returns as dlock_lock_acquire_ex(), and DLOCK_EINVAL also when NAME is
+ * a semaphore, or this thread holds NAME exclusively (use
+ * dlock_rw_downgrade()). Upgrading is refused: dlock_lock_acquire() of a
+ * NAME this thread reads returns DLOCK_EINVAL (two readers upgrading wait
+ * for each other forever); release the read lock first.
+ */
+DLOCK_EXPORT int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *client,
+                                         const char *name, unsigned flags,
+                                         const dlock_acquire_options *opts);
+
+/*
+ * Downgrade an exclusive hold of NAME to a shared one in one step: no
+ * writer can get in between, readers waiting get in at once. LOCK is
+ * freed whatever the outcome; on DLOCK_OK *out is the reader's handle,
+ * with the same owner id, token, lease and watchdog. Returns DLOCK_OK,
+ * DLOCK_EINVAL (LOCK is not an exclusive hold, or was re-entered: the
+ * other levels would lose their lock), DLOCK_NOT_OWNER (the lease had run
+ * out; nothing is held), DLOCK_LOST, or an error class (then both the
+ * write and the read hold are given back: nothing is held).
+ */
+DLOCK_EXPORT int dlock_rw_downgrade(dlock_lock **out, dlock_lock *lock);
+
+/* Kinds of a name, for dlock_shared_inspect(). */
+#define DLOCK_KIND_NONE 0      /* the servers know nothing of it */
+#define DLOCK_KIND_LOCK 1      /* a lock (and read-write lock) */
+#define DLOCK_KIND_SEMAPHORE 2 /* a semaphore */
+
+/* A holder of a permit or a read lease. */
+typedef struct dlock_holder {
+    char owner[DLOCK_OWNER_MAX]; /* its owner id */
+    int64_t ttl_ms;              /* its lease left */
+    uint64_t token;              /* its fencing token */
+} dlock_holder;
+
+/* What the server says about a semaphore or a lock's readers. */
+typedef struct dlock_shared_info {
+    int kind;                  /* DLOCK_KIND_* */
+    int64_t limit;             /* the semaphore's limit (0: a lock) */
+    int64_t holders;           /* live permits, or readers of a lock */
+    size_t listed;             /* holders written to the caller's array */
+    int64_t waiters;           /* semaphore: queued waiters (all but spin
+                                  waiters); -1 for a lock: not counted */
+    int64_t writer_waiting_ms; /* a waiting writer keeps new readers out
+                                  for this long yet; 0: none */
+    uint64_t last_token;       /* the last fencing token granted */
+} dlock_shared_info;
+
+/* Fill *out for NAME, and up to nholders entries of holders (may be NULL
+ * when nholders is 0), earliest lease end first. One server only: with
+ * several it asks the first. Returns DLOCK_OK, DLOCK_EINVAL or an error
+ * class. */
+DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
+                                      dlock_shared_info *out,
+                                      dlock_holder *holders, size_t nholders);
+
 #ifdef __cplusplus
 }
 #endif

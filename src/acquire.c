@@ -28,7 +28,7 @@
 
 /* The modes of the acquire script: plain, fair without joining the queue
  * (respects it), fair joining or refreshing its place in the queue. */
-enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE };
+enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE, PLAIN_WAITING };
 
 /* What an attempt got, for the caller to record in the held record. */
 typedef struct attempt {
@@ -165,13 +165,19 @@ static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
         hint = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
     }
     dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
-    lock_keys(b, h, fair ? 4 : 2);
+    lock_keys(b, h, fair && fair != PLAIN_WAITING ? 4 : 2);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, lease_ms);
     dlock__cmd_arg_i64(b, h->depth);
     dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg_i64(b, hint);
-    if (fair) {
+    if (fair == PLAIN_WAITING) {
+        /* A waiting writer: readers holding the name let no new reader
+         * in (acquire.lua, ARGV[8]). Not on the first try. */
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "1", 1);
+    } else if (fair) {
         dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
         dlock__cmd_arg(b, fair == FAIR_QUEUE ? "2" : "1", 1);
     }
@@ -477,7 +483,7 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
             break;
         rc = attempt_once(
             c, h, lease_ms,
-            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : FAIR_NONE, a);
+            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : PLAIN_WAITING, a);
         if (rc != DLOCK_BUSY)
             break;
         atomic_fetch_add(&c->stats.busy, 1);
@@ -504,6 +510,21 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
 }
 
 /* ---- the API ------------------------------------------------------------ */
+
+/* A semaphore's key is a sorted set: the acquire script's hash commands
+ * fail on it with WRONGTYPE. Say so plainly (DLOCK_EINVAL); other
+ * failures keep rc and their message. */
+static int wrong_kind(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "acquire %s: the name is a semaphore, not a lock "
+                            "(the servers keep it for 7 days after its last "
+                            "use)",
+                            name);
+}
 
 /* Fill *opts with the defaults. */
 void dlock_acquire_options_init(dlock_acquire_options *opts)
@@ -560,6 +581,20 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
     pthread_mutex_lock(&c->held_mu);
     h = dlock__held_find(c, name, pthread_self());
+    if (h != NULL && h->k.kind != DLOCK__KIND_LOCK) {
+        /* This thread reads NAME (or holds a permit): taking it
+         * exclusively would wait for its own read lease. */
+        int kind = h->k.kind;
+        pthread_mutex_unlock(&c->held_mu);
+        return dlock__set_error(
+            c, DLOCK_EINVAL,
+            kind == DLOCK__KIND_READ
+                ? "acquire %s: this thread holds it shared; upgrading to "
+                  "exclusive is refused (it deadlocks): release the read "
+                  "lock first"
+                : "acquire %s: it is a semaphore, not a lock",
+            name);
+    }
     if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
         pthread_mutex_unlock(&c->held_mu);
         return dlock__set_error(c, DLOCK_LOST,
@@ -617,6 +652,8 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
             dlock__set_error(c, rc, "gave up waiting for %s", name);
         else if (rc == DLOCK_CANCELED)
             dlock__set_error(c, rc, "waiting for %s was cancelled", name);
+        else if (rc == DLOCK_ESERVER || rc == DLOCK_NO_QUORUM)
+            rc = wrong_kind(c, name, rc);
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED)
             dlock__event(
                 c, rc == DLOCK_BUSY ? DLOCK_EVENT_BUSY : DLOCK_EVENT_WAITED,

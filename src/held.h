@@ -26,7 +26,18 @@ typedef struct dlock__keys {
     char *qtkey; /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
     char *hchan; /* <prefix>:{<name>}:c:<client id>: fair handoffs */
     size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen, hchanlen;
+    char *rkey; /* <prefix>:{<name>}:r  read-write lock's readers (zset) */
+    size_t rkeylen;
+    int kind; /* DLOCK__KIND_*: which scripts release and renew it */
 } dlock__keys;
+
+/* What a hold is: the kind chooses the release and renew scripts
+ * (lock.c); docs/design.md, "Semaphores and read-write locks". */
+enum {
+    DLOCK__KIND_LOCK = 0,   /* exclusive: acquire.lua, release.lua */
+    DLOCK__KIND_PERMIT = 1, /* a semaphore permit: sem_*.lua */
+    DLOCK__KIND_READ = 2    /* a read-write lock's reader: rw_*.lua */
+};
 
 /* Where a held record is in its life (see registry.c). */
 typedef enum dlock__life {

@@ -15,6 +15,7 @@
 #include "held.h"
 #include "holder.h"
 #include "lock.h"
+#include "shared_info.h"
 
 /* Check a resource key for the fenced calls. */
 static int check_key(const dlock_client *c, const char *key)
@@ -188,14 +189,18 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
             out->last_token = n;
         if (dlock__elem_int(r, 3) > out->waiters)
             out->waiters = dlock__elem_int(r, 3);
-        if (pttl >= 0 && f->type == REDIS_REPLY_ARRAY && f->elements >= 2) {
+        /* Fields starting with '#' are a read-write lock's marks
+         * (rw_acquire.lua), not an owner. */
+        for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
+            k += 2;
+        if (pttl >= 0 && k + 1 < f->elements) {
             out->nodes_holding++;
             out->held = 1;
             if (out->ttl_ms < 0 || pttl < out->ttl_ms)
                 out->ttl_ms = pttl;
             snprintf(out->owner, sizeof out->owner, "%.*s",
-                     (int)f->element[0]->len, f->element[0]->str);
-            out->reentry = strtoll(f->element[1]->str, NULL, 10);
+                     (int)f->element[k]->len, f->element[k]->str);
+            out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
             if (r->element[4]->elements > 0)
                 dlock__holder_parse(r->element[4], out);
         }
@@ -212,7 +217,48 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     return rc;
 }
 
-/* See dlock.h. */
+/* Adopt OWNER's semaphore permit or read lease of NAME (shared_info.c
+ * finds it). Returns 1 when OWNER has neither and NAME is not a
+ * semaphore (OWNER may hold it exclusively), else as dlock_lock_adopt. */
+static int adopt_shared(dlock_lock **out, dlock_client *c, const char *name,
+                        const char *owner, uint64_t token)
+{
+    dlock__held *h;
+    int64_t ttl = -1;
+    uint64_t tok = 0;
+    int kind, rc = dlock__check_name(c, name);
+
+    if (rc == DLOCK_OK)
+        rc = dlock__shared_owner(c, name, owner, &kind, &ttl, &tok);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (kind == -2)
+        return dlock__set_error(c, DLOCK_NOT_OWNER,
+                                "adopt %s: no permit of the semaphore is "
+                                "held by %s",
+                                name, owner);
+    if (kind < 0)
+        return 1;
+    h = dlock__held_new(c, name, owner);
+    if (h == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    h->k.kind = kind;
+    h->flags |= DLOCK__HELD_ADOPTED;
+    h->depth = 1;
+    h->handles = 1;
+    h->token = token != 0 ? token : tok;
+    h->nodes = dlock__all_nodes(c);
+    h->lease_ms = ttl > 0 ? ttl : 1;
+    atomic_store(&h->valid_until_ms,
+                 dlock__now_ms() + ttl - dlock__drift(c, ttl));
+    pthread_mutex_lock(&c->held_mu);
+    dlock__held_link(c, h);
+    pthread_mutex_unlock(&c->held_mu);
+    return dlock__handle_new(c, h, out);
+}
+
+/* See dlock.h. A permit or a reader is looked for first (a name holds
+ * one kind; the lock's own inspect would not list them). */
 int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
                      const char *owner, uint64_t token)
 {
@@ -228,6 +274,9 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
         strlen(owner) >= sizeof info.owner)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "adopt: out and a valid owner are required");
+    rc = adopt_shared(out, c, name, owner, token);
+    if (rc != 1)
+        return rc;
     rc = dlock_lock_inspect(c, name, &info);
     if (rc != DLOCK_OK)
         return rc;

@@ -18,6 +18,36 @@
 #include "lock.h"
 #include "watchdog.h"
 
+/* The release command of a semaphore permit (sem_release.lua: the freed
+ * permit goes to the first live waiter, handed over in FIFO mode, else
+ * woken) or a reader (rw_release.lua). Neither has reentry levels. */
+static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const char *owner,
+                               const char *relid, size_t relidlen)
+{
+    if (k->kind == DLOCK__KIND_PERMIT) {
+        dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+        dlock__cmd_key(b, k->key, k->keylen);
+        dlock__cmd_key(b, k->fkey, k->fkeylen);
+        dlock__cmd_key(b, k->qkey, k->qkeylen);
+        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
+        dlock__cmd_arg(b, owner, strlen(owner));
+        dlock__cmd_arg(b, k->chan, k->chanlen);
+        dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+        dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0",
+                       1);
+        dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+        return;
+    }
+    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    dlock__cmd_key(b, k->rkey, k->rkeylen);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg(b, relid, relidlen);
+}
+
 /* Run release.lua for (owner, expected depth, token) on the nodes in
  * mask; the answers are left in res for the caller to read and clear.
  * undo: give back a maybe-taken lock, sent with the script's source. */
@@ -34,6 +64,12 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     relid[32] = ':';
     n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
     relid[n] = '\0';
+    if (k->kind != DLOCK__KIND_LOCK) {
+        shared_release_cmd(&b, c, k, owner, relid, n);
+        b.cmd.eval = undo;
+        dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+        return;
+    }
     dlock__cmd_begin(&b, DLOCK__S_RELEASE);
     dlock__cmd_key(&b, k->key, k->keylen);
     dlock__cmd_key(&b, k->fkey, k->fkeylen);
@@ -78,6 +114,7 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
     dlock__undo *u = dlock__undo_new(c, h->k.name, h->owner);
     if (u == NULL)
         return; /* the lease runs out by itself */
+    u->k.kind = h->k.kind;
     u->nodes = mask;
     u->depth = depth;
     u->token = token;
@@ -226,18 +263,21 @@ void dlock_lock_detach(dlock_lock *l)
 }
 
 /*
- * Extend the leases of locks h[0..n-1] (all on the same client) to their
- * lease_ms from now on every node holding them, in one script call per
- * node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a majority says it is
- * gone) or an error class; valid_until is updated on success. Used by
- * dlock_lock_extend and by the watchdog.
+ * Extend the leases of locks h[0..n-1] (all on the same client, all of
+ * one kind) to their lease_ms from now on every node holding them, in
+ * one script call per node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a
+ * majority says it is gone) or an error class; valid_until is updated on
+ * success.
  */
-void dlock__extend_many(dlock_client *c, dlock__held **hs,
+static void extend_kind(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    /* With holder info, the info keys follow the lock keys (holder.c). */
-    int info = dlock__holder_on(c), nk = info ? 2 * n : n;
+    /* A reader's renewal names its lock hash and the readers' set; with
+     * holder info, a lock's info keys follow the lock keys (holder.c). */
+    int kind = hs[0]->k.kind, per = kind == DLOCK__KIND_READ ? 2 : 1;
+    int info = kind == DLOCK__KIND_LOCK && dlock__holder_on(c);
+    int nk = info ? 2 * n : n * per;
     const char **keys = calloc((size_t)nk, sizeof *keys);
     size_t *keylens = calloc((size_t)nk, sizeof *keylens);
     char *ikeys = NULL, *ik;
@@ -255,8 +295,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         goto out;
     }
     for (i = 0; i < n; i++) {
-        keys[i] = hs[i]->k.key;
-        keylens[i] = hs[i]->k.keylen;
+        keys[per * i] = hs[i]->k.key;
+        keylens[per * i] = hs[i]->k.keylen;
+        if (per == 2) {
+            keys[2 * i + 1] = hs[i]->k.rkey;
+            keylens[2 * i + 1] = hs[i]->k.rkeylen;
+        }
         dlock__fmt_i64(sl[i], leases[i]);
         args[2 * i] = hs[i]->owner;
         arglens[2 * i] = strlen(hs[i]->owner);
@@ -282,14 +326,17 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
             ik += keylens[n + i] + 1;
         }
     }
-    cmd =
-        (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND : DLOCK__S_EXTEND,
-                     .nkeys = nk,
-                     .keys = keys,
-                     .keylens = keylens,
-                     .nargs = 2 * n,
-                     .args = args,
-                     .arglens = arglens};
+    cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
+                                 : kind == DLOCK__KIND_PERMIT
+                                     ? DLOCK__S_SEM_EXTEND
+                                 : kind == DLOCK__KIND_READ ? DLOCK__S_RW_EXTEND
+                                                            : DLOCK__S_EXTEND,
+                       .nkeys = nk,
+                       .keys = keys,
+                       .keylens = keylens,
+                       .nargs = 2 * n,
+                       .args = args,
+                       .arglens = arglens};
     t0 = dlock__now_ms();
     t0_us = dlock__now_us();
     answered = dlock__run(c, dlock__all_nodes(c), &cmd,
@@ -352,6 +399,49 @@ out:
     free(args);
     free(arglens);
     free(sl);
+}
+
+/* See lock.h. Locks, permits and readers are renewed by different
+ * scripts: one call per kind present (per node). */
+void dlock__extend_many(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok)
+{
+    dlock__held **sub;
+    int64_t *sl;
+    int *so, *idx, kind, i, m;
+
+    for (i = 1; i < n && hs[i]->k.kind == hs[0]->k.kind; i++)
+        ;
+    if (i >= n) {
+        if (n > 0)
+            extend_kind(c, hs, leases, n, ok);
+        return;
+    }
+    sub = calloc((size_t)n, sizeof *sub);
+    sl = calloc((size_t)n, sizeof *sl);
+    so = calloc((size_t)n, sizeof *so);
+    idx = calloc((size_t)n, sizeof *idx);
+    for (kind = DLOCK__KIND_LOCK; kind <= DLOCK__KIND_READ; kind++) {
+        for (i = 0, m = 0;
+             sub != NULL && sl != NULL && so != NULL && idx != NULL && i < n;
+             i++)
+            if (hs[i]->k.kind == kind) {
+                sub[m] = hs[i];
+                sl[m] = leases[i];
+                idx[m++] = i;
+            }
+        if (m > 0)
+            extend_kind(c, sub, sl, m, so);
+        for (i = 0; i < m; i++)
+            ok[idx[i]] = so[i];
+    }
+    if (sub == NULL || sl == NULL || so == NULL || idx == NULL)
+        for (i = 0; i < n; i++)
+            ok[i] = DLOCK_ENOMEM;
+    free(sub);
+    free(sl);
+    free(so);
+    free(idx);
 }
 
 /* See dlock.h. */

@@ -359,6 +359,15 @@ uint64_t dlock__notify_handoff_token(const dlock__waiter *w)
     return w->token;
 }
 
+/* See notify.h. Under mu: the subscriber sets handed under it. */
+void dlock__notify_handoff_reset(dlock__waiter *w)
+{
+    pthread_mutex_lock(&w->c->notifier->mu);
+    w->handed = 0;
+    w->token = 0;
+    pthread_mutex_unlock(&w->c->notifier->mu);
+}
+
 /* See notify.h. */
 void dlock__notify_end(dlock__waiter *w)
 {

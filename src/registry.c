@@ -82,9 +82,9 @@ static size_t keys_size(const dlock_client *c, const char *name)
 {
     size_t nlen = strlen(name);
     size_t base = c->prefixlen + 3 + nlen + 1; /* "<prefix>:{<name>}" + NUL */
-    /* name, key, :f, :c, :q, :qt, :c:<client id> */
+    /* name, key, :f, :c, :q, :qt, :c:<client id>, :r */
     return (nlen + 1) + base + (base + 2) + (base + 2) + (base + 2) +
-           (base + 3) + (base + 2 + 33);
+           (base + 3) + (base + 2 + 33) + (base + 2);
 }
 
 /* Fill k with the names of NAME's keys, the strings at cur (keys_size
@@ -107,6 +107,8 @@ static void keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
     k->hchan = put_key(&cur, c, name, nlen, ":c:", &k->hchanlen);
     memcpy(k->hchan + k->hchanlen, c->idhex, 33);
     k->hchanlen += 32;
+    cur = k->hchan + k->hchanlen + 1;
+    k->rkey = put_key(&cur, c, name, nlen, ":r", &k->rkeylen);
 }
 
 /* See held.h. One allocation for the record and all its key and channel

@@ -28,7 +28,16 @@
     X(FENCED_GET, fenced_get)                                                  \
     X(FAIR_LEAVE, fair_leave)                                                  \
     X(HOLDER_SET, holder_set)                                                  \
-    X(HOLDER_EXTEND, holder_extend)
+    X(HOLDER_EXTEND, holder_extend)                                            \
+    X(SEM_ACQUIRE, sem_acquire)                                                \
+    X(SEM_RELEASE, sem_release)                                                \
+    X(SEM_EXTEND, sem_extend)                                                  \
+    X(SEM_LIMIT, sem_limit)                                                    \
+    X(RW_ACQUIRE, rw_acquire)                                                  \
+    X(RW_RELEASE, rw_release)                                                  \
+    X(RW_EXTEND, rw_extend)                                                    \
+    X(RW_DOWNGRADE, rw_downgrade)                                              \
+    X(SHARED_INSPECT, shared_inspect)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
