@@ -69,6 +69,15 @@ extern "C" {
 /*
  * Status codes: X(NAME, value, text). Append-only: values never change.
  * Expected outcomes come first; the broad failure classes start at -20.
+ *
+ * Which failures a retry may cure: DLOCK_EIO, DLOCK_ETIMEDOUT and
+ * DLOCK_NO_QUORUM (a server down, slow or unreachable) may pass;
+ * DLOCK_EAUTH (credentials refused: WRONGPASS, NOAUTH) and DLOCK_EREFUSED
+ * (the server refuses what we ask whoever asks again: an ACL without the
+ * right to run EVALSHA/EVAL or to touch the lock's keys (NOPERM), a
+ * read-only replica (READONLY), EVAL renamed or disabled (unknown
+ * command)) do not: fix the configuration. With several servers, these
+ * are returned when so many servers refused that no majority is left.
  */
 #define DLOCK_STATUS_LIST(X)                                                   \
     X(OK, 0, "success")                                                        \
@@ -86,7 +95,8 @@ extern "C" {
     X(ESERVER, -24, "the server returned an error")                            \
     X(ENOMEM, -25, "out of memory")                                            \
     X(ETLS, -26, "TLS error")                                                  \
-    X(EAUTH, -27, "authentication failed")
+    X(EAUTH, -27, "authentication failed")                                     \
+    X(EREFUSED, -28, "refused by the server: retrying will not help")
 
 typedef enum dlock_status {
 #define DLOCK__ENUM(name, value, text) DLOCK_##name = (value),

@@ -262,11 +262,9 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
                  rep->str);
         /* A server with a password we were not given answers NOAUTH, or
          * for a long command "unauthenticated multibulk length": both are
-         * authentication failures. */
-        r->status = strncmp(rep->str, "NOAUTH", 6) == 0 ||
-                            strstr(rep->str, "unauthenticated") != NULL
-                        ? DLOCK_EAUTH
-                        : DLOCK_ESERVER;
+         * authentication failures. NOPERM, READONLY, an unknown command
+         * are refusals no retry cures (errors.c). */
+        r->status = dlock__server_error_code(rep->str, rep->len);
         freeReplyObject(rep);
         return;
     }
@@ -397,6 +395,26 @@ int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
     return dlock__now_ms() + t;
 }
 
+/* No majority because so many servers refused (credentials, ACL,
+ * read-only replica...) that none is left: that is the refusal, which a
+ * retry cannot cure, not an outage. Returns the code to report. */
+static int refusal_code(const dlock__nodeset *ns, const dlock__result *res,
+                        uint64_t mask, int code)
+{
+    int i, refused = 0, auth = 0;
+    if (code != DLOCK_NO_QUORUM)
+        return code;
+    for (i = 0; i < ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        refused += res[i].status == DLOCK_EREFUSED;
+        auth += res[i].status == DLOCK_EAUTH;
+    }
+    if (refused + auth > ns->n - ns->quorum)
+        return refused > 0 ? DLOCK_EREFUSED : DLOCK_EAUTH;
+    return code;
+}
+
 /* See step.h. */
 int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
                       const dlock__result *res, uint64_t mask, int code,
@@ -405,6 +423,7 @@ int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
     char *b = dlock__msgs_buf(msgs);
     size_t off = 0;
     int i, nfail = 0;
+    code = refusal_code(ns, res, mask, code);
     if (b == NULL)
         return code;
     for (i = 0; i < ns->n; i++)

@@ -117,7 +117,9 @@ int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
                              int64_t lease_ms);
 
 /* Set this thread's message for a failed step: the first node's, or all
- * of them ("3 of 5 nodes failed: a: ...; b: ..."). Returns code. */
+ * of them ("3 of 5 nodes failed: a: ...; b: ..."). Returns code, except
+ * that DLOCK_NO_QUORUM becomes DLOCK_EREFUSED (or DLOCK_EAUTH) when so
+ * many nodes refused that no majority was possible. */
 int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
                       const dlock__result *res, uint64_t mask, int code,
                       const char *what);
