@@ -164,7 +164,21 @@ typedef struct dlock_options {
 
     int64_t connect_timeout_ms; /* name lookup, connect, TLS and AUTH;
                                    default 2000 */
-    int64_t command_timeout_ms; /* per command and server, default 2000 */
+    /* Per command and server, default 2000. It also bounds a whole
+     * acquire attempt: its connects (cut short by it when
+     * connect_timeout_ms is longer), the request and its one retry on a
+     * fresh connection, the Redlock fencing round, and the give-back
+     * (undo) of a failed attempt all end within command_timeout_ms after
+     * the attempt began; an undo not answered by then is retried from
+     * the watchdog thread. So dlock_lock_acquire() returns within
+     * command_timeout_ms when it does not wait (wait_ms == 0, or a first
+     * attempt that fails with an error), and within wait_ms +
+     * command_timeout_ms when it waits (fair mode: plus one more
+     * command_timeout_ms to leave the queue). Every other call is one
+     * step per node, in parallel: within command_timeout_ms, except
+     * dlock_client_check(), which asks the servers one after the other
+     * (the sum). */
+    int64_t command_timeout_ms;
 
     /* Idle connections kept per server for the threads of the client
      * (default 4). More threads than this still work: extra connections

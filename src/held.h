@@ -63,6 +63,10 @@ typedef struct dlock__held {
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
+    /* The running acquire attempt's end (monotonic ms, -1: none): its
+     * steps, the fencing round and the undo of a failed attempt end by it
+     * (acquire.c). Read and written by the owner thread only. */
+    int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
 } dlock__held;

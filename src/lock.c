@@ -22,7 +22,8 @@
  * undo: give back a maybe-taken lock, sent with the script's source. */
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
-                        uint64_t token, int undo, dlock__result *res)
+                        uint64_t token, int undo, int64_t deadline_ms,
+                        dlock__result *res)
 {
     dlock__cmdbuf b;
     char relid[64];
@@ -46,20 +47,23 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
     b.cmd.eval = undo;
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+    dlock__run(c, mask, &b.cmd, deadline_ms, res);
 }
 
-/* See lock.h. */
-uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
-                          const char *owner, uint64_t mask, int depth,
-                          uint64_t token)
+/* Send the undo, waiting for answers until deadline_ms; returns the
+ * nodes that did not answer. A deadline already past still sends it on
+ * a connection at hand (the pooled one that carried the acquire, so it
+ * reaches Redis after it) without waiting. */
+static uint64_t undo_send_by(dlock_client *c, const dlock__keys *k,
+                             const char *owner, uint64_t mask, int depth,
+                             uint64_t token, int64_t deadline_ms)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, 1, res);
+    run_release(c, k, owner, mask, depth, token, 1, deadline_ms, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -67,6 +71,14 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
             mask &= ~(1ULL << i);
     dlock__results_clear(res, c->ns.n);
     return mask;
+}
+
+/* See lock.h. */
+uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
+                          const char *owner, uint64_t mask, int depth,
+                          uint64_t token)
+{
+    return undo_send_by(c, k, owner, mask, depth, token, dlock__deadline(c, 0));
 }
 
 /* Queue an undo for the watchdog thread to retry until the nodes in mask
@@ -93,7 +105,8 @@ void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
                          int depth, uint64_t token, int64_t lease_ms)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left = dlock__undo_send(c, &h->k, h->owner, mask, depth, token);
+    uint64_t left = undo_send_by(c, &h->k, h->owner, mask, depth, token,
+                                 dlock__deadline_by(c, 0, h->attempt_end_ms));
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -174,7 +187,7 @@ int dlock_lock_release(dlock_lock *l)
                                 "release: the lock was already lost");
     }
     run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0,
-                res);
+                dlock__deadline(c, 0), res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)

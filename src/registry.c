@@ -120,6 +120,7 @@ dlock__held *dlock__held_new(dlock_client *c, const char *name,
     keys_fill(&h->k, (char *)(h + 1), c, name);
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     h->life = DLOCK__HELD_NEW;
+    h->attempt_end_ms = -1;
     atomic_store(&h->state, DLOCK_OK);
     return h;
 }
