@@ -149,7 +149,16 @@ typedef struct dlock_options {
 
     /* Server URLs: redis://[user[:password]@]host[:port][/db],
      * rediss://... for TLS, unix:///path/to.sock[?db=N]. One server: a
-     * single-instance lock. Several independent masters: Redlock. */
+     * single-instance lock. Several independent masters: Redlock. Two
+     * entries that are one server are refused (one server must not count
+     * twice toward a majority): the same host and port or socket path,
+     * whatever the db, by dlock_client_new (DLOCK_EINVAL); others
+     * (127.0.0.1 and localhost, a socket and the TCP port of one server)
+     * by the server's run_id (INFO server), asked on the way with the
+     * first request on each server's first connection: that operation and
+     * every later one of the client then fail with DLOCK_EINVAL naming
+     * both entries (a failed acquire still gives back what it took). A
+     * server that refuses INFO is compared by its URL only. */
     const char *const *servers;
     size_t nservers;
 

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "core.h"
 #include "held.h"
+#include "ident.h"
 #include "lock.h"
 
 /* Check a resource key for the fenced calls. */
@@ -281,6 +282,11 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                    : dlock__set_error(c, DLOCK_EINVAL,
                                       "check: no buffer for the findings");
     buf[0] = '\0';
+    {
+        char same[DLOCK__ERRLEN];
+        if (dlock__ident_refused(&c->ns, same, sizeof same))
+            finding(buf, len, &n, "%s: every operation is refused", same);
+    }
     for (i = 0; i < c->ns.n; i++) {
         const char *host = c->ns.node[i].ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
