@@ -398,8 +398,25 @@ typedef struct dlock_info {
     int64_t reentry;             /* the owner's reentry count */
     int64_t ttl_ms;              /* remaining lease, -1 when free */
     uint64_t last_token;         /* the last fencing token granted (0: never) */
-    int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
-    int nodes_holding;           /* Redlock: nodes on which it is held */
+    /* Waiters as far as Redis can tell: notify_waiters + fair_queue, or
+     * -1 when notify_waiters is unknown. Spin-mode waiters are in no
+     * Redis structure and are never counted. */
+    int64_t waiters;
+    int nodes_holding; /* Redlock: nodes on which it is held */
+    /* Appended fields. dlock_info has no version field: the library
+     * fills the whole struct of its own header, so a program must be
+     * built against the header of the library it runs with. */
+    /* Processes waiting by notification (the default strategy): the
+     * subscribers of the lock's release channel (PUBSUB NUMSUB; with
+     * Redlock the most any server counts). One per process however many
+     * of its threads wait; a process stays subscribed up to 2 s after
+     * its last waiter got the lock or gave up, so it may count a process
+     * that has just stopped waiting. -1 when no server could be asked
+     * (PUBSUB refused by an ACL, no answer in time). */
+    int64_t notify_waiters;
+    /* Waiters queued in fair mode (one per waiting thread), -1 when
+     * unknown. */
+    int64_t fair_queue;
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on

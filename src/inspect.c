@@ -15,6 +15,7 @@
 #include "held.h"
 #include "ident.h"
 #include "lock.h"
+#include "waiters.h"
 
 /* Check a resource key for the fenced calls. */
 static int check_key(const dlock_client *c, const char *key)
@@ -122,13 +123,16 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     return DLOCK_OK;
 }
 
-/* See dlock.h. */
-int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+/* dlock_lock_inspect; count_waiters 0 spares the waiters' step (adopt
+ * needs only the holder). */
+static int inspect(dlock_client *c, const char *name, dlock_info *out,
+                   int count_waiters)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__keys *keys;
     dlock__cmdbuf b;
     int i, answered = 0, rc;
+    int64_t deadline;
 
     if (c == NULL)
         return DLOCK_EINVAL;
@@ -140,6 +144,8 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     memset(out, 0, sizeof *out);
     out->ttl_ms = -1;
     out->waiters = -1;
+    out->notify_waiters = -1;
+    out->fair_queue = -1;
     keys = dlock__keys_new(c, name);
     if (keys == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
@@ -147,7 +153,9 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     dlock__cmd_key(&b, keys->key, keys->keylen);
     dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
     dlock__cmd_key(&b, keys->qkey, keys->qkeylen);
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    /* Both steps (the lock, then its waiters) within one timeout. */
+    deadline = dlock__deadline(c, 0);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, deadline, res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         const redisReply *f;
@@ -177,8 +185,8 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         n = (uint64_t)dlock__elem_int(r, 2);
         if (n > out->last_token)
             out->last_token = n;
-        if (dlock__elem_int(r, 3) > out->waiters)
-            out->waiters = dlock__elem_int(r, 3);
+        if (dlock__elem_int(r, 3) > out->fair_queue)
+            out->fair_queue = dlock__elem_int(r, 3);
         if (pttl >= 0 && f->type == REDIS_REPLY_ARRAY && f->elements >= 2) {
             out->nodes_holding++;
             out->held = 1;
@@ -196,8 +204,16 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     else
         rc = DLOCK_OK;
     dlock__results_clear(res, c->ns.n);
+    if (rc == DLOCK_OK && count_waiters)
+        dlock__count_waiters(c, keys, deadline, out);
     free(keys);
     return rc;
+}
+
+/* See dlock.h. */
+int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+{
+    return inspect(c, name, out, 1);
 }
 
 /* See dlock.h. */
@@ -216,7 +232,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
         strlen(owner) >= sizeof info.owner)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "adopt: out and a valid owner are required");
-    rc = dlock_lock_inspect(c, name, &info);
+    rc = inspect(c, name, &info, 0);
     if (rc != DLOCK_OK)
         return rc;
     if (!info.held || strcmp(info.owner, owner) != 0 ||
