@@ -271,8 +271,9 @@ DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
 
 /* Called from the client's watchdog thread when a held lock's lease is
  * found lost (the key is gone or has another owner, or renewals failed
- * until the validity ran out). Keep it short; it may not call back into
- * the lock it is told about, except dlock_lock_status(). */
+ * until the validity ran out: dlock_lock_lost_reason() says which). Keep
+ * it short; it may not call back into the lock it is told about, except
+ * dlock_lock_status() and dlock_lock_lost_reason(). */
 typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
 
 #define DLOCK_ACQUIRE_OPTIONS_VERSION 1
@@ -349,6 +350,21 @@ DLOCK_EXPORT int64_t dlock_lock_validity_ms(const dlock_lock *lock);
 /* DLOCK_OK while the lock is believed held, DLOCK_LOST once the watchdog
  * found it lost, DLOCK_NOT_OWNER once its validity ran out. */
 DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
+
+/*
+ * Why the watchdog found the lease lost. Returns DLOCK_OK while it is not
+ * (DLOCK_LOST from dlock_lock_status() only); DLOCK_NOT_OWNER when the
+ * servers answered a renewal that the lock is no longer this owner's (a
+ * majority of them, with Redlock): its key expired or was deleted, or
+ * another owner holds it; else the failure of the last renewal
+ * (DLOCK_ETIMEDOUT, DLOCK_EIO, DLOCK_NO_QUORUM, DLOCK_EREFUSED, ...):
+ * renewals failed until the validity ran out. When why is not NULL, *why
+ * is set to a sentence for people ("" while not lost), e.g. "renewals
+ * failed: extend: 10.0.0.5:6379: no answer in time"; it belongs to the
+ * lock. May be called from the lost callback.
+ */
+DLOCK_EXPORT int dlock_lock_lost_reason(const dlock_lock *lock,
+                                        const char **why);
 
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
@@ -435,8 +451,12 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *  - with several servers (Redlock), appendonly not yes or appendfsync
  *    not always: a node restarted without its data forgets the locks and
  *    fencing counters a majority argument relies on (docs/design.md);
- *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
- *    renamed command): not checked, said so.
+ *  - a replica (ROLE): read-only, every acquire is refused (READONLY);
+ *    writable (replica-read-only no), a lock taken there is not seen by
+ *    the master's clients and vanishes at the next resync;
+ *  - two servers found to be one (see servers in dlock_options);
+ *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
+ *    (ACL, renamed command): not checked, said so.
  * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
  */
 DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,

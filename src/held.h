@@ -69,6 +69,11 @@ typedef struct dlock__held {
     int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
+    /* Why it was lost (dlock_lock_lost_reason): set by the watchdog
+     * before it stores state LOST, read after seeing LOST. lost_why is
+     * malloc'd (NULL: out of memory or not lost), freed with the record. */
+    int lost_code;
+    char *lost_why;
 } dlock__held;
 
 /* A maybe-taken lock to give back: an acquire whose answer was lost, or a

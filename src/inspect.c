@@ -285,11 +285,44 @@ static const char *config_value(const redisReply *r)
     return r->element[1]->str;
 }
 
+/* A finding when ROLE says the server is a replica (or could not be
+ * asked): a lock must be written to a master. ro: replica-read-only's
+ * value, NULL when unknown. */
+static void replica_finding(char *buf, size_t len, int *n, const char *host,
+                            const redisReply *role, const char *ro)
+{
+    const redisReply *m;
+    if (role->type == REDIS_REPLY_ERROR) {
+        finding(buf, len, n,
+                "%s: not checked for replication: ROLE refused: %.120s", host,
+                role->str);
+        return;
+    }
+    if (role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
+        role->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(role->element[0]->str, "slave") != 0)
+        return;
+    m = role->elements >= 3 ? role->element[1] : NULL;
+    if (ro != NULL && strcmp(ro, "no") == 0)
+        finding(buf, len, n,
+                "%s: a writable replica of %s:%lld: a lock taken there is "
+                "not seen by the master's clients and vanishes at the next "
+                "resync (use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+    else
+        finding(buf, len, n,
+                "%s: a read-only replica of %s:%lld: every acquire is "
+                "refused (READONLY; use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
+    static const char *const names[4] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync", "replica-read-only"};
     int i, k, n = 0;
 
     if (c == NULL || buf == NULL || len == 0)
@@ -307,7 +340,8 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
         const char *host = c->ns.node[i].ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
+        /* CONFIG GET for each of names, then ROLE. */
+        redisReply *r[5] = {NULL, NULL, NULL, NULL, NULL};
         dlock__conn *conn = NULL;
         const char *policy, *aof, *fsync;
         int rc = DLOCK_EIO, attempt;
@@ -317,17 +351,21 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
             rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
+            for (k = 0; rc == DLOCK_OK && k < 4; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
             }
+            if (rc == DLOCK_OK) {
+                const char *argv[1] = {"ROLE"};
+                rc = dlock__conn_append_argv(conn, 1, argv, NULL);
+            }
             if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
+                rc = dlock__conn_roundtrip(conn, 5, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
                 dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
+                atomic_fetch_add(&c->stats.requests, 5);
             if (dlock__now_ms() >= deadline)
                 break;
         }
@@ -335,10 +373,11 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             finding(buf, len, &n, "%s: not checked: %s", host, err);
             continue;
         }
-        for (k = 0; k < 3; k++)
+        replica_finding(buf, len, &n, host, r[4], config_value(r[3]));
+        for (k = 0; k < 4; k++)
             if (r[k]->type == REDIS_REPLY_ERROR)
                 break;
-        if (k < 3) {
+        if (k < 4) {
             finding(buf, len, &n,
                     "%s: not checked: CONFIG GET %s refused: %.120s", host,
                     names[k], r[k]->str);
@@ -361,7 +400,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "longest lease",
                         host, aof, fsync);
         }
-        for (k = 0; k < 3; k++)
+        for (k = 0; k < 5; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }

@@ -384,6 +384,22 @@ int dlock_lock_status(const dlock_lock *l)
     return dlock_lock_validity_ms(l) > 0 ? DLOCK_OK : DLOCK_NOT_OWNER;
 }
 
+/* See dlock.h. The reason was written before state LOST was stored. */
+int dlock_lock_lost_reason(const dlock_lock *l, const char **why)
+{
+    const dlock__held *h;
+    if (why != NULL)
+        *why = "";
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    h = l->held;
+    if (atomic_load(&h->state) != DLOCK_LOST)
+        return DLOCK_OK;
+    if (why != NULL)
+        *why = h->lost_why != NULL ? h->lost_why : dlock_strerror(h->lost_code);
+    return h->lost_code;
+}
+
 /* See dlock.h. */
 const char *dlock_lock_name(const dlock_lock *l)
 {

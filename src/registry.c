@@ -131,6 +131,7 @@ void dlock__held_free(dlock__held *h)
     assert(h->life == DLOCK__HELD_NEW || h->life == DLOCK__HELD_UNLINKED);
     assert(h->wd_refs == 0);
     assert(!(h->flags & DLOCK__HELD_CB));
+    free(h->lost_why);
     free(h);
 }
 
