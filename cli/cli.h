@@ -41,7 +41,7 @@
 #define CLI_EX_UNAVAILABLE 69 /* no server or no quorum reachable */
 #define CLI_EX_SOFTWARE 70    /* unexpected library answer */
 #define CLI_EX_OSERR 71       /* fork, pipe, thread... failed */
-#define CLI_EX_NOPERM 77      /* the server refused our credentials */
+#define CLI_EX_NOPERM 77      /* the server refused us: credentials, ACL... */
 #define CLI_EX_CONFIG 78      /* TLS files could not be loaded */
 #define CLI_EX_CANNOT_EXEC 126
 #define CLI_EX_NOT_FOUND 127

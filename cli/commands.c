@@ -27,10 +27,20 @@ static char *take_line(char **p)
     return line;
 }
 
+/* A count for JSON: the number, or null when unknown (< 0). */
+static void json_count(int64_t n)
+{
+    if (n >= 0)
+        printf("%lld", (long long)n);
+    else
+        fputs("null", stdout);
+}
+
 /* `dlock status KEY [--json]`: what the servers know about KEY, and
  * any server setting that weakens the lock (dlock_client_check). The
- * number of waiters is not known (the library counts only the fair-mode
- * queue): it is printed as unknown, the fair queue's length apart. */
+ * number of waiters is the library's count (dlock_info: processes
+ * waiting by notification plus the fair-mode queue), "unknown" when the
+ * servers could not say. */
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
@@ -61,12 +71,12 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         else
             fputs(",\"ttl_ms\":null", stdout);
         printf(",\"token\":%llu", (unsigned long long)info.last_token);
-        /* See the text branch: the count of waiters is never known. */
-        fputs(",\"waiters\":null,\"fair_queue\":", stdout);
-        if (info.waiters >= 0)
-            printf("%lld", (long long)info.waiters);
-        else
-            fputs("null", stdout);
+        fputs(",\"waiters\":", stdout);
+        json_count(info.waiters);
+        fputs(",\"notify_waiters\":", stdout);
+        json_count(info.notify_waiters);
+        fputs(",\"fair_queue\":", stdout);
+        json_count(info.fair_queue);
         fputs(",\"holder\":", stdout);
         cli_holder_json(stdout, &info);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
@@ -91,14 +101,16 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         }
         printf("token:    %llu%s\n", (unsigned long long)info.last_token,
                info.last_token == 0 ? " (never granted)" : "");
-        /* dlock_info.waiters counts the fair-mode queue only: waiters of
-         * the notify and spin strategies (every `dlock run -w`) are in no
-         * Redis structure, so 0 would claim what nobody knows. */
-        if (info.waiters > 0)
-            printf("waiters:  unknown, %lld queued in fair mode\n",
-                   (long long)info.waiters);
+        /* The library's count: processes waiting by notification (every
+         * `dlock run -w`) plus the fair-mode queue; -1 when the servers
+         * could not say, and then 0 would claim what nobody knows. */
+        if (info.waiters >= 0)
+            printf("waiters:  %lld", (long long)info.waiters);
         else
-            printf("waiters:  unknown\n");
+            printf("waiters:  unknown");
+        if (info.fair_queue > 0)
+            printf(" (%lld queued in fair mode)", (long long)info.fair_queue);
+        putchar('\n');
         cli_shared_readers(o, c);
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,

@@ -51,7 +51,8 @@ static const char *const usage_text[] = {
     "      --insecure         rediss:// without certificate checks (tests)\n"
     "      --prefix PREFIX    key prefix (default: $DLOCK_PREFIX, else dlock)\n"
     "      --timeout SECONDS  bound on each connect (name lookup, TLS, AUTH\n"
-    "                         included) and each command to a server\n"
+    "                         included) and each command to a server, and\n"
+    "                         on each attempt to take the lock as a whole\n"
     "                         (default: $DLOCK_TIMEOUT, else 2)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"
     "                         it took\n"
@@ -126,8 +127,9 @@ static const char *const usage_text[] = {
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code\n"
     "when the lock was not obtained; the lost code when the lease was lost\n"
     "or --max-hold was reached; the done code when the slot was done;\n"
-    "64 usage error; 69 no server or no quorum reachable; 77 authentication\n"
-    "refused; 126 COMMAND not executable; 127 COMMAND not found;\n"
+    "64 usage error; 69 no server or no quorum reachable (may pass); 77\n"
+    "refused by the server (credentials, ACL, read-only replica: retrying\n"
+    "will not help); 126 COMMAND not executable; 127 COMMAND not found;\n"
     "128+N when signal N stopped the wait. See dlock(1).\n"};
 
 /* Print the --help text on stdout. */

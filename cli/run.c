@@ -140,38 +140,40 @@ static int sleep_on_pipe(const sigset_t *mask, int64_t left)
 }
 
 /*
- * Why the lease was lost, as far as the servers tell now, into BUF: the
- * key gone (expired or deleted), held by another owner, or the servers out
- * of reach (the renewals then failed until the validity ran out). The
- * library's lost callback gives no reason, so this asks with
- * dlock_lock_inspect(), after the policy's signal went out: it may take up
- * to the command timeout when a server does not answer.
+ * Why the lease was lost, into BUF, as the library recorded it
+ * (dlock_lock_lost_reason): renewals failed (the servers out of reach or
+ * refusing, until the validity ran out: the last failure is named), or
+ * the servers said the lock is no longer ours. Only in that last case are
+ * they asked (dlock_lock_inspect, after the policy's signal went out)
+ * whether the key is gone or held by another owner now: they answered a
+ * moment ago, so that is one quick round trip. A server that does not
+ * answer is not asked again.
  */
 static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
                         char *buf, size_t len)
 {
     dlock_info info;
-    const char *msg;
-    int rc;
+    const char *why;
+    int code;
 
     if (o->limit > 0 || o->shared) {
         cli_shared_lost_reason(o, c, buf, len);
         return;
     }
-    rc = dlock_lock_inspect(c, o->key, &info);
-    if (rc != DLOCK_OK) {
-        msg = dlock_errmsg(c);
-        snprintf(buf, len, "renewals failed: %s",
-                 msg != NULL && *msg != '\0' ? msg : dlock_strerror(rc));
-    } else if (!info.held) {
-        snprintf(buf, len, "the lock is free now: it expired or was deleted");
-    } else if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
-        snprintf(buf, len, "it is held by another owner now, %s", info.owner);
-    } else {
-        snprintf(buf, len,
-                 "renewals failed until its validity ran out; the servers "
-                 "still show it ours");
+    code = dlock_lock_lost_reason(lock, &why);
+    if (code == DLOCK_NOT_OWNER && dlock_lock_inspect(c, o->key, &info) == 0) {
+        if (!info.held) {
+            snprintf(buf, len,
+                     "the lock is free now: it expired or was deleted");
+            return;
+        }
+        if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
+            snprintf(buf, len, "it is held by another owner now, %s",
+                     info.owner);
+            return;
+        }
     }
+    snprintf(buf, len, "%s", why);
 }
 
 /* Apply the --on-lost policy, once, when the watchdog reported the loss:

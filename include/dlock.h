@@ -69,6 +69,15 @@ extern "C" {
 /*
  * Status codes: X(NAME, value, text). Append-only: values never change.
  * Expected outcomes come first; the broad failure classes start at -20.
+ *
+ * Which failures a retry may cure: DLOCK_EIO, DLOCK_ETIMEDOUT and
+ * DLOCK_NO_QUORUM (a server down, slow or unreachable) may pass;
+ * DLOCK_EAUTH (credentials refused: WRONGPASS, NOAUTH) and DLOCK_EREFUSED
+ * (the server refuses what we ask whoever asks again: an ACL without the
+ * right to run EVALSHA/EVAL or to touch the lock's keys (NOPERM), a
+ * read-only replica (READONLY), EVAL renamed or disabled (unknown
+ * command)) do not: fix the configuration. With several servers, these
+ * are returned when so many servers refused that no majority is left.
  */
 #define DLOCK_STATUS_LIST(X)                                                   \
     X(OK, 0, "success")                                                        \
@@ -86,7 +95,8 @@ extern "C" {
     X(ESERVER, -24, "the server returned an error")                            \
     X(ENOMEM, -25, "out of memory")                                            \
     X(ETLS, -26, "TLS error")                                                  \
-    X(EAUTH, -27, "authentication failed")
+    X(EAUTH, -27, "authentication failed")                                     \
+    X(EREFUSED, -28, "refused by the server: retrying will not help")
 
 typedef enum dlock_status {
 #define DLOCK__ENUM(name, value, text) DLOCK_##name = (value),
@@ -143,7 +153,16 @@ typedef struct dlock_options {
 
     /* Server URLs: redis://[user[:password]@]host[:port][/db],
      * rediss://... for TLS, unix:///path/to.sock[?db=N]. One server: a
-     * single-instance lock. Several independent masters: Redlock. */
+     * single-instance lock. Several independent masters: Redlock. Two
+     * entries that are one server are refused (one server must not count
+     * twice toward a majority): the same host and port or socket path,
+     * whatever the db, by dlock_client_new (DLOCK_EINVAL); others
+     * (127.0.0.1 and localhost, a socket and the TCP port of one server)
+     * by the server's run_id (INFO server), asked on the way with the
+     * first request on each server's first connection: that operation and
+     * every later one of the client then fail with DLOCK_EINVAL naming
+     * both entries (a failed acquire still gives back what it took). A
+     * server that refuses INFO is compared by its URL only. */
     const char *const *servers;
     size_t nservers;
 
@@ -158,7 +177,21 @@ typedef struct dlock_options {
 
     int64_t connect_timeout_ms; /* name lookup, connect, TLS and AUTH;
                                    default 2000 */
-    int64_t command_timeout_ms; /* per command and server, default 2000 */
+    /* Per command and server, default 2000. It also bounds a whole
+     * acquire attempt: its connects (cut short by it when
+     * connect_timeout_ms is longer), the request and its one retry on a
+     * fresh connection, the Redlock fencing round, and the give-back
+     * (undo) of a failed attempt all end within command_timeout_ms after
+     * the attempt began; an undo not answered by then is retried from
+     * the watchdog thread. So dlock_lock_acquire() returns within
+     * command_timeout_ms when it does not wait (wait_ms == 0, or a first
+     * attempt that fails with an error), and within wait_ms +
+     * command_timeout_ms when it waits (fair mode: plus one more
+     * command_timeout_ms to leave the queue). Every other call is one
+     * step per node, in parallel: within command_timeout_ms, except
+     * dlock_client_check(), which asks the servers one after the other
+     * (the sum). */
+    int64_t command_timeout_ms;
 
     /* Idle connections kept per server for the threads of the client
      * (default 4). More threads than this still work: extra connections
@@ -261,8 +294,9 @@ DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
 
 /* Called from the client's watchdog thread when a held lock's lease is
  * found lost (the key is gone or has another owner, or renewals failed
- * until the validity ran out). Keep it short; it may not call back into
- * the lock it is told about, except dlock_lock_status(). */
+ * until the validity ran out: dlock_lock_lost_reason() says which). Keep
+ * it short; it may not call back into the lock it is told about, except
+ * dlock_lock_status() and dlock_lock_lost_reason(). */
 typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
 
 #define DLOCK_ACQUIRE_OPTIONS_VERSION 1
@@ -340,6 +374,21 @@ DLOCK_EXPORT int64_t dlock_lock_validity_ms(const dlock_lock *lock);
  * found it lost, DLOCK_NOT_OWNER once its validity ran out. */
 DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
 
+/*
+ * Why the watchdog found the lease lost. Returns DLOCK_OK while it is not
+ * (DLOCK_LOST from dlock_lock_status() only); DLOCK_NOT_OWNER when the
+ * servers answered a renewal that the lock is no longer this owner's (a
+ * majority of them, with Redlock): its key expired or was deleted, or
+ * another owner holds it; else the failure of the last renewal
+ * (DLOCK_ETIMEDOUT, DLOCK_EIO, DLOCK_NO_QUORUM, DLOCK_EREFUSED, ...):
+ * renewals failed until the validity ran out. When why is not NULL, *why
+ * is set to a sentence for people ("" while not lost), e.g. "renewals
+ * failed: extend: 10.0.0.5:6379: no answer in time"; it belongs to the
+ * lock. May be called from the lost callback.
+ */
+DLOCK_EXPORT int dlock_lock_lost_reason(const dlock_lock *lock,
+                                        const char **why);
+
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
 
@@ -388,8 +437,11 @@ typedef struct dlock_info {
     int64_t reentry;             /* the owner's reentry count */
     int64_t ttl_ms;              /* remaining lease, -1 when free */
     uint64_t last_token;         /* the last fencing token granted (0: never) */
-    int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
-    int nodes_holding;           /* Redlock: nodes on which it is held */
+    /* Waiters as far as Redis can tell: notify_waiters + fair_queue, or
+     * -1 when notify_waiters is unknown. Spin-mode waiters are in no
+     * Redis structure and are never counted. */
+    int64_t waiters;
+    int nodes_holding; /* Redlock: nodes on which it is held */
 
     /* Holder info, when the holder's client records it (holder_info in
      * dlock_options): has_holder = 1 and the fields below. Info left by
@@ -401,6 +453,20 @@ typedef struct dlock_info {
     char holder_version[32];            /* the holder's libdlock version */
     int64_t held_ms; /* since the hold began, by the server's clock;
                         -1 unknown */
+    /* Appended fields. dlock_info has no version field: the library
+     * fills the whole struct of its own header, so a program must be
+     * built against the header of the library it runs with. */
+    /* Processes waiting by notification (the default strategy): the
+     * subscribers of the lock's release channel (PUBSUB NUMSUB; with
+     * Redlock the most any server counts). One per process however many
+     * of its threads wait; a process stays subscribed up to 2 s after
+     * its last waiter got the lock or gave up, so it may count a process
+     * that has just stopped waiting. -1 when no server could be asked
+     * (PUBSUB refused by an ACL, no answer in time). */
+    int64_t notify_waiters;
+    /* Waiters queued in fair mode (one per waiting thread), -1 when
+     * unknown. */
+    int64_t fair_queue;
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on
@@ -419,8 +485,12 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *  - with several servers (Redlock), appendonly not yes or appendfsync
  *    not always: a node restarted without its data forgets the locks and
  *    fencing counters a majority argument relies on (docs/design.md);
- *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
- *    renamed command): not checked, said so.
+ *  - a replica (ROLE): read-only, every acquire is refused (READONLY);
+ *    writable (replica-read-only no), a lock taken there is not seen by
+ *    the master's clients and vanishes at the next resync;
+ *  - two servers found to be one (see servers in dlock_options);
+ *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
+ *    (ACL, renamed command): not checked, said so.
  * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
  */
 DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,

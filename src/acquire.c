@@ -200,7 +200,8 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     dlock__cmd_key(&b, h->k.fkey, h->k.fkeylen);
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, h->lease_ms), res);
+    dlock__run(c, mask, &b.cmd,
+               dlock__deadline_by(c, h->lease_ms, h->attempt_end_ms), res);
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
             res[i].reply->type == REDIS_REPLY_INTEGER &&
@@ -278,8 +279,11 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     memset(a, 0, sizeof *a);
     acquire_cmd(&b, c, h, lease_ms, fair);
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, lease_ms),
-               res);
+    /* The whole attempt ends within the command timeout (dlock.h): the
+     * step, a retry on a fresh connection, the fencing round, the undo. */
+    h->attempt_end_ms = t0 + c->opts.command_timeout_ms;
+    dlock__run(c, dlock__all_nodes(c), &b.cmd,
+               dlock__deadline_by(c, lease_ms, h->attempt_end_ms), res);
     dlock__acquire_tally(&t, res, c->ns.n);
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
@@ -309,7 +313,8 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
     dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
     lock_keys(&b, h, 4);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));
-    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     if (res[0].status == DLOCK_OK && dlock__elem_int(res[0].reply, 0) == 1) {
         uint64_t tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
         dlock__results_clear(res, c->ns.n);

@@ -101,6 +101,17 @@ static inline int64_t dlock__deadline(const dlock_client *c, int64_t lease_ms)
     return dlock__step_deadline(&c->ns, c->opts.command_timeout_ms, lease_ms);
 }
 
+/* The deadline of one step of an operation that must be over by end_ms
+ * (monotonic; < 0: no such end): the step's own deadline, or end_ms when
+ * that comes first. An acquire's steps use it so that the whole call
+ * keeps to the bound dlock.h states (command_timeout_ms). */
+static inline int64_t dlock__deadline_by(const dlock_client *c,
+                                         int64_t lease_ms, int64_t end_ms)
+{
+    int64_t d = dlock__deadline(c, lease_ms);
+    return end_ms >= 0 && end_ms < d ? end_ms : d;
+}
+
 /* Run cmd on c's nodes in mask (see dlock__exec). */
 static inline int dlock__run(dlock_client *c, uint64_t mask,
                              const dlock__cmd *cmd, int64_t deadline_ms,

@@ -74,9 +74,18 @@ typedef struct dlock__held {
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
+    /* The running acquire attempt's end (monotonic ms, -1: none): its
+     * steps, the fencing round and the undo of a failed attempt end by it
+     * (acquire.c). Read and written by the owner thread only. */
+    int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
     int64_t since_us; /* monotonic: when the hold began (metrics) */
+    /* Why it was lost (dlock_lock_lost_reason): set by the watchdog
+     * before it stores state LOST, read after seeing LOST. lost_why is
+     * malloc'd (NULL: out of memory or not lost), freed with the record. */
+    int lost_code;
+    char *lost_why;
 } dlock__held;
 
 /* A maybe-taken lock to give back: an acquire whose answer was lost, or a

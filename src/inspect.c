@@ -14,8 +14,10 @@
 #include "core.h"
 #include "held.h"
 #include "holder.h"
+#include "ident.h"
 #include "lock.h"
 #include "shared_info.h"
+#include "waiters.h"
 
 /* Check a resource key for the fenced calls. */
 static int check_key(const dlock_client *c, const char *key)
@@ -123,14 +125,17 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     return DLOCK_OK;
 }
 
-/* See dlock.h. */
-int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+/* dlock_lock_inspect; count_waiters 0 spares the waiters' step (adopt
+ * needs only the holder). */
+static int inspect(dlock_client *c, const char *name, dlock_info *out,
+                   int count_waiters)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__keys *keys;
     dlock__cmdbuf b;
     char *ikey;
     int i, answered = 0, rc;
+    int64_t deadline;
 
     if (c == NULL)
         return DLOCK_EINVAL;
@@ -143,6 +148,8 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     out->ttl_ms = -1;
     out->waiters = -1;
     out->held_ms = -1;
+    out->notify_waiters = -1;
+    out->fair_queue = -1;
     keys = dlock__keys_new(c, name);
     ikey = keys != NULL ? malloc(keys->keylen + sizeof DLOCK__HOLDER_SUFFIX)
                         : NULL;
@@ -156,7 +163,9 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     dlock__cmd_key(&b, keys->qkey, keys->qkeylen);
     /* Whoever holds it may record holder info, whether or not we do. */
     dlock__cmd_key(&b, ikey, dlock__holder_key(ikey, keys->key, keys->keylen));
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    /* Both steps (the lock, then its waiters) within one timeout. */
+    deadline = dlock__deadline(c, 0);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, deadline, res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         const redisReply *f;
@@ -187,8 +196,8 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         n = (uint64_t)dlock__elem_int(r, 2);
         if (n > out->last_token)
             out->last_token = n;
-        if (dlock__elem_int(r, 3) > out->waiters)
-            out->waiters = dlock__elem_int(r, 3);
+        if (dlock__elem_int(r, 3) > out->fair_queue)
+            out->fair_queue = dlock__elem_int(r, 3);
         /* Fields starting with '#' are a read-write lock's marks
          * (rw_acquire.lua), not an owner. */
         for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
@@ -212,9 +221,17 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     else
         rc = DLOCK_OK;
     dlock__results_clear(res, c->ns.n);
+    if (rc == DLOCK_OK && count_waiters)
+        dlock__count_waiters(c, keys, deadline, out);
     free(keys);
     free(ikey);
     return rc;
+}
+
+/* See dlock.h. */
+int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+{
+    return inspect(c, name, out, 1);
 }
 
 /* Adopt OWNER's semaphore permit or read lease of NAME (shared_info.c
@@ -277,7 +294,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     rc = adopt_shared(out, c, name, owner, token);
     if (rc != 1)
         return rc;
-    rc = dlock_lock_inspect(c, name, &info);
+    rc = inspect(c, name, &info, 0);
     if (rc != DLOCK_OK)
         return rc;
     if (!info.held || strcmp(info.owner, owner) != 0 ||
@@ -330,11 +347,44 @@ static const char *config_value(const redisReply *r)
     return r->element[1]->str;
 }
 
+/* A finding when ROLE says the server is a replica (or could not be
+ * asked): a lock must be written to a master. ro: replica-read-only's
+ * value, NULL when unknown. */
+static void replica_finding(char *buf, size_t len, int *n, const char *host,
+                            const redisReply *role, const char *ro)
+{
+    const redisReply *m;
+    if (role->type == REDIS_REPLY_ERROR) {
+        finding(buf, len, n,
+                "%s: not checked for replication: ROLE refused: %.120s", host,
+                role->str);
+        return;
+    }
+    if (role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
+        role->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(role->element[0]->str, "slave") != 0)
+        return;
+    m = role->elements >= 3 ? role->element[1] : NULL;
+    if (ro != NULL && strcmp(ro, "no") == 0)
+        finding(buf, len, n,
+                "%s: a writable replica of %s:%lld: a lock taken there is "
+                "not seen by the master's clients and vanishes at the next "
+                "resync (use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+    else
+        finding(buf, len, n,
+                "%s: a read-only replica of %s:%lld: every acquire is "
+                "refused (READONLY; use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
+    static const char *const names[4] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync", "replica-read-only"};
     int i, k, n = 0;
 
     if (c == NULL || buf == NULL || len == 0)
@@ -343,11 +393,17 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                    : dlock__set_error(c, DLOCK_EINVAL,
                                       "check: no buffer for the findings");
     buf[0] = '\0';
+    {
+        char same[DLOCK__ERRLEN];
+        if (dlock__ident_refused(&c->ns, same, sizeof same))
+            finding(buf, len, &n, "%s: every operation is refused", same);
+    }
     for (i = 0; i < c->ns.n; i++) {
         const char *host = c->ns.node[i].ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
+        /* CONFIG GET for each of names, then ROLE. */
+        redisReply *r[5] = {NULL, NULL, NULL, NULL, NULL};
         dlock__conn *conn = NULL;
         const char *policy, *aof, *fsync;
         int rc = DLOCK_EIO, attempt;
@@ -357,17 +413,21 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
             rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
+            for (k = 0; rc == DLOCK_OK && k < 4; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
             }
+            if (rc == DLOCK_OK) {
+                const char *argv[1] = {"ROLE"};
+                rc = dlock__conn_append_argv(conn, 1, argv, NULL);
+            }
             if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
+                rc = dlock__conn_roundtrip(conn, 5, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
                 dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
+                atomic_fetch_add(&c->stats.requests, 5);
             if (dlock__now_ms() >= deadline)
                 break;
         }
@@ -375,10 +435,11 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             finding(buf, len, &n, "%s: not checked: %s", host, err);
             continue;
         }
-        for (k = 0; k < 3; k++)
+        replica_finding(buf, len, &n, host, r[4], config_value(r[3]));
+        for (k = 0; k < 4; k++)
             if (r[k]->type == REDIS_REPLY_ERROR)
                 break;
-        if (k < 3) {
+        if (k < 4) {
             finding(buf, len, &n,
                     "%s: not checked: CONFIG GET %s refused: %.120s", host,
                     names[k], r[k]->str);
@@ -401,7 +462,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "longest lease",
                         host, aof, fsync);
         }
-        for (k = 0; k < 3; k++)
+        for (k = 0; k < 5; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }

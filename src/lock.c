@@ -53,7 +53,8 @@ static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
  * undo: give back a maybe-taken lock, sent with the script's source. */
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
-                        uint64_t token, int undo, dlock__result *res)
+                        uint64_t token, int undo, int64_t deadline_ms,
+                        dlock__result *res)
 {
     dlock__cmdbuf b;
     char relid[64];
@@ -83,20 +84,23 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
     b.cmd.eval = undo;
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+    dlock__run(c, mask, &b.cmd, deadline_ms, res);
 }
 
-/* See lock.h. */
-uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
-                          const char *owner, uint64_t mask, int depth,
-                          uint64_t token)
+/* Send the undo, waiting for answers until deadline_ms; returns the
+ * nodes that did not answer. A deadline already past still sends it on
+ * a connection at hand (the pooled one that carried the acquire, so it
+ * reaches Redis after it) without waiting. */
+static uint64_t undo_send_by(dlock_client *c, const dlock__keys *k,
+                             const char *owner, uint64_t mask, int depth,
+                             uint64_t token, int64_t deadline_ms)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, 1, res);
+    run_release(c, k, owner, mask, depth, token, 1, deadline_ms, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -104,6 +108,14 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
             mask &= ~(1ULL << i);
     dlock__results_clear(res, c->ns.n);
     return mask;
+}
+
+/* See lock.h. */
+uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
+                          const char *owner, uint64_t mask, int depth,
+                          uint64_t token)
+{
+    return undo_send_by(c, k, owner, mask, depth, token, dlock__deadline(c, 0));
 }
 
 /* Queue an undo for the watchdog thread to retry until the nodes in mask
@@ -131,7 +143,8 @@ void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
                          int depth, uint64_t token, int64_t lease_ms)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left = dlock__undo_send(c, &h->k, h->owner, mask, depth, token);
+    uint64_t left = undo_send_by(c, &h->k, h->owner, mask, depth, token,
+                                 dlock__deadline_by(c, 0, h->attempt_end_ms));
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -212,7 +225,7 @@ int dlock_lock_release(dlock_lock *l)
                                 "release: the lock was already lost");
     }
     run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0,
-                res);
+                dlock__deadline(c, 0), res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
@@ -495,6 +508,22 @@ int dlock_lock_status(const dlock_lock *l)
     if (atomic_load(&l->held->state) == DLOCK_LOST)
         return DLOCK_LOST;
     return dlock_lock_validity_ms(l) > 0 ? DLOCK_OK : DLOCK_NOT_OWNER;
+}
+
+/* See dlock.h. The reason was written before state LOST was stored. */
+int dlock_lock_lost_reason(const dlock_lock *l, const char **why)
+{
+    const dlock__held *h;
+    if (why != NULL)
+        *why = "";
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    h = l->held;
+    if (atomic_load(&h->state) != DLOCK_LOST)
+        return DLOCK_OK;
+    if (why != NULL)
+        *why = h->lost_why != NULL ? h->lost_why : dlock_strerror(h->lost_code);
+    return h->lost_code;
 }
 
 /* See dlock.h. */

@@ -93,6 +93,9 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
     dl = now + ns->connect_timeout_ms;
     if (deadline_ms >= 0 && deadline_ms < dl)
         dl = deadline_ms;
+    if (dl <= now) /* the caller's time is up: not the node's fault */
+        return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                           "%s: no time left to connect", n->ep.display);
     rc = dlock__conn_open(out, &n->ep, ns->tls, dl, err, errlen);
     if (rc == DLOCK_OK)
         atomic_fetch_add(&ns->stats->reconnects, 1);

@@ -10,6 +10,7 @@
 #define DLOCK_NODE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "conn.h"
@@ -24,6 +25,10 @@ typedef struct dlock__node {
     dlock__conn **idle; /* stack of idle connections */
     int nidle;
     int64_t down_until_ms; /* after a failed connect: skip until then */
+    /* Its identity (ident.c), under mu: run_id from INFO server ("" when
+     * it could not be learned) once ident is 1. */
+    _Atomic int ident;
+    char run_id[41];
 } dlock__node;
 
 /* How the nodes were found and what a quorum of them is. */
@@ -44,6 +49,8 @@ typedef struct dlock__nodeset {
     int64_t connect_timeout_ms;
     int pool_size;       /* idle connections kept per node */
     dlock__stats *stats; /* reconnects, requests */
+    /* Two nodes found to be one server (ident.c): 0, or the pair. */
+    _Atomic int same_pair;
 } dlock__nodeset;
 
 /* The mask of every node of ns. */

@@ -122,6 +122,7 @@ dlock__held *dlock__held_new(dlock_client *c, const char *name,
     keys_fill(&h->k, (char *)(h + 1), c, name);
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     h->life = DLOCK__HELD_NEW;
+    h->attempt_end_ms = -1;
     atomic_store(&h->state, DLOCK_OK);
     h->since_us = dlock__now_us(); /* an acquire sets it again when held */
     return h;
@@ -133,6 +134,7 @@ void dlock__held_free(dlock__held *h)
     assert(h->life == DLOCK__HELD_NEW || h->life == DLOCK__HELD_UNLINKED);
     assert(h->wd_refs == 0);
     assert(!(h->flags & DLOCK__HELD_CB));
+    free(h->lost_why);
     free(h);
 }
 

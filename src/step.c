@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ident.h"
 #include "step.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
@@ -173,6 +174,7 @@ typedef struct slot {
     int state;
     int full;    /* EVAL sent after NOSCRIPT */
     int retried; /* one fresh-connection retry used */
+    int ident;   /* INFO server sent before the call, answer pending */
 } slot;
 
 /* Open (or reopen) node i's connection and send the call; push the bytes
@@ -192,7 +194,12 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
             r->status = rc;
             return rc;
         }
-        rc = callv_send(c, s->conn, v, cmd, s->full);
+        /* A node not yet identified is asked who it is on the way (a
+         * Redlock must not count one server twice; ident.c). */
+        s->ident = dlock__ident_wanted(c->ns, i);
+        rc = s->ident ? dlock__ident_ask(s->conn) : DLOCK_OK;
+        if (rc == DLOCK_OK)
+            rc = callv_send(c, s->conn, v, cmd, s->full);
         if (rc == DLOCK_OK)
             rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
         if (rc == DLOCK_OK) {
@@ -236,6 +243,12 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
 {
     redisReply *rep = NULL;
     int got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
+    if (got > 0 && s->ident) { /* INFO server's answer comes first */
+        dlock__ident_learn(c->ns, i, rep);
+        freeReplyObject(rep);
+        s->ident = 0;
+        got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
+    }
     if (got < 0) {
         slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
         return;
@@ -262,16 +275,36 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
                  rep->str);
         /* A server with a password we were not given answers NOAUTH, or
          * for a long command "unauthenticated multibulk length": both are
-         * authentication failures. */
-        r->status = strncmp(rep->str, "NOAUTH", 6) == 0 ||
-                            strstr(rep->str, "unauthenticated") != NULL
-                        ? DLOCK_EAUTH
-                        : DLOCK_ESERVER;
+         * authentication failures. NOPERM, READONLY, an unknown command
+         * are refusals no retry cures (errors.c). */
+        r->status = dlock__server_error_code(rep->str, rep->len);
         freeReplyObject(rep);
         return;
     }
     r->reply = rep;
     r->status = DLOCK_OK;
+}
+
+/* Two nodes are one server (ident.c): refuse every result of a step
+ * (the undo excepted: cmd->eval), so that nothing counts toward a quorum.
+ * Returns 1 when refused. */
+static int refuse_same_server(const dlock__nodeset *ns, const dlock__cmd *cmd,
+                              uint64_t mask, dlock__result *res)
+{
+    char msg[DLOCK__ERRLEN];
+    int i;
+    if (cmd->eval || !dlock__ident_refused(ns, msg, sizeof msg))
+        return 0;
+    for (i = 0; i < ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        if (res[i].reply != NULL)
+            freeReplyObject(res[i].reply);
+        res[i].reply = NULL;
+        res[i].status = DLOCK_EINVAL;
+        snprintf(res[i].err, sizeof res[i].err, "%s", msg);
+    }
+    return 1;
 }
 
 /* See step.h. */
@@ -295,6 +328,8 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         res[i].status = DLOCK_EIO;
         res[i].sent = 0;
     }
+    if (refuse_same_server(ns, cmd, mask, res))
+        return 0;
     rc = callv_build(&v, c, cmd);
     if (rc != DLOCK_OK) {
         for (i = 0; i < c->ns->n; i++)
@@ -336,6 +371,8 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
+                if (slots[i].ident) /* INFO's answer is unread too */
+                    dlock__conn_abandon(slots[i].conn);
                 dlock__node_put(c->ns, i, slots[i].conn,
                                 dlock__conn_abandon(slots[i].conn) <=
                                     MAX_STALE);
@@ -364,12 +401,16 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         free(v.argv);
         free(v.lens);
     }
-    for (i = 0; i < c->ns->n; i++) {
+    for (i = 0; i < c->ns->n; i++)
         if (slots[i].conn != NULL) /* poll failed: give up on it */
             dlock__node_put(c->ns, i, slots[i].conn, 0);
+    /* Found during this step: the nodes have run it, but one server must
+     * not count twice. */
+    if (refuse_same_server(ns, cmd, mask, res))
+        return 0;
+    for (i = 0; i < c->ns->n; i++)
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK)
             nok++;
-    }
     return nok;
 }
 
@@ -397,6 +438,26 @@ int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
     return dlock__now_ms() + t;
 }
 
+/* No majority because so many servers refused (credentials, ACL,
+ * read-only replica...) that none is left: that is the refusal, which a
+ * retry cannot cure, not an outage. Returns the code to report. */
+static int refusal_code(const dlock__nodeset *ns, const dlock__result *res,
+                        uint64_t mask, int code)
+{
+    int i, refused = 0, auth = 0;
+    if (code != DLOCK_NO_QUORUM)
+        return code;
+    for (i = 0; i < ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        refused += res[i].status == DLOCK_EREFUSED;
+        auth += res[i].status == DLOCK_EAUTH;
+    }
+    if (refused + auth > ns->n - ns->quorum)
+        return refused > 0 ? DLOCK_EREFUSED : DLOCK_EAUTH;
+    return code;
+}
+
 /* See step.h. */
 int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
                       const dlock__result *res, uint64_t mask, int code,
@@ -405,8 +466,15 @@ int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
     char *b = dlock__msgs_buf(msgs);
     size_t off = 0;
     int i, nfail = 0;
+    code = refusal_code(ns, res, mask, code);
     if (b == NULL)
         return code;
+    if (dlock__ident_refused(ns, NULL, 0)) {
+        char msg[DLOCK__ERRLEN];
+        dlock__ident_refused(ns, msg, sizeof msg);
+        snprintf(b, DLOCK__MSGLEN, "%s: %s", what, msg);
+        return DLOCK_EINVAL;
+    }
     for (i = 0; i < ns->n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_OK)
             nfail++;

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "ident.h"
 #include "node.h"
 
 /* Make the TLS context when some node is rediss://. */
@@ -41,6 +42,11 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
     for (i = 0; i < ns->n; i++) {
         rc = dlock__node_init(&ns->node[i], o->servers[i], o->username,
                               o->password, o->pool_size, err, errlen);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    if (ns->kind == DLOCK__TOPO_REDLOCK) {
+        rc = dlock__ident_check_urls(ns, err, errlen);
         if (rc != DLOCK_OK)
             return rc;
     }
