@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "core.h"
 #include "held.h"
@@ -268,12 +269,36 @@ static const char *config_value(const redisReply *r)
     return r->element[1]->str;
 }
 
+/* The servers to check, into nodes: the node set's, or in a cluster
+ * every master of the slot map (loaded now if need be; a map that cannot
+ * be loaded is a finding). Returns how many. */
+static int check_nodes(dlock_client *c, dlock__node **nodes, char *buf,
+                       size_t len, int *n)
+{
+    char err[DLOCK__ERRLEN] = "";
+    int i;
+    if (c->ns.cluster == NULL) {
+        for (i = 0; i < c->ns.n; i++)
+            nodes[i] = &c->ns.node[i];
+        return c->ns.n;
+    }
+    if (dlock__cluster_refresh(&c->ns,
+                               dlock__now_ms() + c->opts.command_timeout_ms,
+                               err, sizeof err) != DLOCK_OK &&
+        dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS) == 0) {
+        finding(buf, len, n, "cluster: not checked: %s", err);
+        return 0;
+    }
+    return dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS);
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
-    int i, k, n = 0;
+    static const char *const names[4] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync", "cluster-enabled"};
+    dlock__node *nodes[DLOCK_MAX_SERVERS];
+    int i, k, n = 0, nn;
 
     if (c == NULL || buf == NULL || len == 0)
         return c == NULL
@@ -281,11 +306,12 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                    : dlock__set_error(c, DLOCK_EINVAL,
                                       "check: no buffer for the findings");
     buf[0] = '\0';
-    for (i = 0; i < c->ns.n; i++) {
-        const char *host = c->ns.node[i].ep.display;
+    nn = check_nodes(c, nodes, buf, len, &n);
+    for (i = 0; i < nn; i++) {
+        const char *host = nodes[i]->ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
+        redisReply *r[4] = {NULL, NULL, NULL, NULL};
         dlock__conn *conn = NULL;
         const char *policy, *aof, *fsync;
         int rc = DLOCK_EIO, attempt;
@@ -294,18 +320,19 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
          * closed by the server since it was last used. */
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
-            rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
+            rc = dlock__node_take(&c->ns, nodes[i], &conn, deadline, err,
+                                  sizeof err);
+            for (k = 0; rc == DLOCK_OK && k < 4; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
             }
             if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
+                rc = dlock__conn_roundtrip(conn, 4, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
-                dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+                dlock__node_give(&c->ns, nodes[i], conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
+                atomic_fetch_add(&c->stats.requests, 4);
             if (dlock__now_ms() >= deadline)
                 break;
         }
@@ -330,6 +357,13 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "Redis may evict a lock key, and then two owners "
                         "can hold the lock (use noeviction)",
                         host, policy);
+            if (c->ns.cluster == NULL && config_value(r[3]) != NULL &&
+                strcmp(config_value(r[3]), "yes") == 0)
+                finding(buf, len, &n,
+                        "%s: this is a Redis Cluster node: use "
+                        "redis+cluster:// (with redis:// only the keys of "
+                        "its own slots work, the others fail)",
+                        host);
             if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
                 (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
                 finding(buf, len, &n,
@@ -339,7 +373,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "longest lease",
                         host, aof, fsync);
         }
-        for (k = 0; k < 3; k++)
+        for (k = 0; k < 4; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }

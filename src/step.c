@@ -183,6 +183,8 @@ typedef struct slot {
     int skip;         /* replies to drop first (ASKING's +OK) */
     int hops;         /* redirections followed */
     int tries;        /* cluster: rounds of waiting for the cluster */
+    int lost;         /* a request sent on a connection that then failed:
+                         it may have run */
     int64_t retry_at; /* SLOT_BACKOFF: start again then */
 } slot;
 
@@ -203,6 +205,7 @@ static void slot_later(fanout *c, slot *s, dlock__result *r, int rc,
     int64_t now = dlock__now_ms();
     s->tries++;
     s->ask = NULL;
+    s->hops = 0; /* ASK, TRYAGAIN, ASK...: the deadline bounds those */
     r->status = rc;
     if (c->ns->cluster != NULL && now + d < deadline_ms) {
         s->state = SLOT_BACKOFF;
@@ -298,6 +301,7 @@ static void slot_fail(fanout *c, int i, slot *s, callv *v,
 {
     dlock__node_give(c->ns, s->nd, s->conn, 0);
     s->conn = NULL;
+    s->lost = 1;
     if (!s->retried && dlock__now_ms() < deadline_ms) {
         s->retried = 1;
         slot_start(c, i, s, v, cmd, deadline_ms, r);
@@ -333,6 +337,9 @@ static int slot_redirect(fanout *c, int i, slot *s, callv *v,
     s->conn = NULL;
     snprintf(r->err, sizeof r->err, "%s: %s", s->nd->ep.display, rep->str);
     freeReplyObject(rep);
+    /* Refused: it did not run here (only an earlier request whose
+     * connection failed might have: then an undo is still due). */
+    r->sent = s->lost;
     if (k == DLOCK__REDIR_RETRY) {
         slot_later(c, s, r, DLOCK_ESERVER, deadline_ms);
         return 1;
