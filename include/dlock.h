@@ -139,7 +139,14 @@ typedef struct dlock_options {
 
     /* Server URLs: redis://[user[:password]@]host[:port][/db],
      * rediss://... for TLS, unix:///path/to.sock[?db=N]. One server: a
-     * single-instance lock. Several independent masters: Redlock. */
+     * single-instance lock. Several independent masters: Redlock.
+     * A Redis Cluster: one URL, alone,
+     * redis+cluster://[user[:password]@]host:port[,host:port...] (or
+     * rediss+cluster://) naming seed nodes; each lock then lives on the
+     * master serving its name's hash slot (a seed not in cluster mode,
+     * or a redis:// URL naming a cluster node, fails with DLOCK_EINVAL at
+     * the first call that meets it; a cluster that is down, CLUSTERDOWN,
+     * with DLOCK_ESERVER). */
     const char *const *servers;
     size_t nservers;
 
