@@ -178,14 +178,16 @@ typedef struct slot {
     dlock__node *nd;  /* the node conn is to: node i, or a cluster's master */
     dlock__node *ask; /* cluster: ASK named this node for this call */
     int state;
-    int full;         /* EVAL sent after NOSCRIPT */
-    int retried;      /* one fresh-connection retry used */
-    int skip;         /* replies to drop first (ASKING's +OK) */
-    int hops;         /* redirections followed */
-    int tries;        /* cluster: rounds of waiting for the cluster */
-    int lost;         /* a request sent on a connection that then failed:
+    int full;          /* EVAL sent after NOSCRIPT */
+    int retried;       /* one fresh-connection retry used */
+    int skip;          /* replies to drop first (ASKING's +OK) */
+    int hops;          /* redirections followed */
+    int tries;         /* cluster: rounds of waiting for the cluster */
+    int lost;          /* a request sent on a connection that then failed:
                          it may have run */
-    int64_t retry_at; /* SLOT_BACKOFF: start again then */
+    char refused[128]; /* cluster: the last TRYAGAIN / CLUSTERDOWN, which
+                          says more than a timeout it ends in */
+    int64_t retry_at;  /* SLOT_BACKOFF: start again then */
 } slot;
 
 /* The slot of a call's keys (all of one call share it). */
@@ -341,6 +343,7 @@ static int slot_redirect(fanout *c, int i, slot *s, callv *v,
      * connection failed might have: then an undo is still due). */
     r->sent = s->lost;
     if (k == DLOCK__REDIR_RETRY) {
+        snprintf(s->refused, sizeof s->refused, "%.120s", r->err);
         slot_later(c, s, r, DLOCK_ESERVER, deadline_ms);
         return 1;
     }
@@ -540,6 +543,13 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     for (i = 0; i < c->ns->n; i++) {
         if (slots[i].conn != NULL) /* poll failed: give up on it */
             dlock__node_give(c->ns, slots[i].nd, slots[i].conn, 0);
+        if ((res[i].status == DLOCK_EIO || res[i].status == DLOCK_ETIMEDOUT) &&
+            slots[i].refused[0] != '\0') {
+            /* The cluster kept refusing until time ran out: say so rather
+             * than name the last connect or wait that the deadline cut. */
+            res[i].status = DLOCK_ESERVER;
+            snprintf(res[i].err, sizeof res[i].err, "%s", slots[i].refused);
+        }
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK)
             nok++;
     }

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,7 +225,7 @@ static const char *const names[NKEYS] = {"c-mx-a", "c-mx-b", "c-mx-c",
                                          "c-mx-d", "c-mx-e", "c-mx-f"};
 static int key_slot[NKEYS];
 static int one_slot;
-static volatile int stop_workers;
+static _Atomic int stop_workers;
 
 /* The counter key of lock name i: in the lock's slot. */
 static void counter_key(char *buf, size_t len, const char *name)
@@ -237,7 +238,8 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     int i;
-    for (i = 0; i < w->iters || (w->iters < 0 && !stop_workers); i++) {
+    for (i = 0; i < w->iters || (w->iters < 0 && !atomic_load(&stop_workers));
+         i++) {
         int k = w->name != NULL ? -1 : i % NKEYS;
         const char *name = k < 0 ? w->name : names[k];
         char key[64];
@@ -581,7 +583,7 @@ static void test_failover_mid_run(void **state)
         counter_key(key, sizeof key, names[k]);
         before[k] = cl_get(key);
     }
-    stop_workers = 0;
+    atomic_store(&stop_workers, 0);
     for (i = 0; i < 4; i++) {
         w[i] = (worker){i % 2 ? c2 : c1, NULL, -1, 0, 0};
         assert_int_equal(pthread_create(&w[i].t, NULL, worker_main, &w[i]), 0);
@@ -593,7 +595,7 @@ static void test_failover_mid_run(void **state)
     assert_int_equal(th_cluster_failover(&cl, replica), 0);
     assert_int_equal(th_cluster_slot_port(&cl, key_slot[0]), replica);
     th_sleep_ms(300);
-    stop_workers = 1;
+    atomic_store(&stop_workers, 1);
     for (i = 0; i < 4; i++) {
         pthread_join(w[i].t, NULL);
         failures += w[i].failures;
