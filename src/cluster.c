@@ -537,8 +537,8 @@ static int refresh_locked(dlock__nodeset *ns, int64_t deadline_ms, char *err,
             uint64_t bit = 1ULL << i;
             if ((tried & bit) || (pass == 0 && !(masters & bit)))
                 continue;
-            if (i > 0 && dlock__now_ms() >= deadline_ms)
-                break;
+            if (tried != 0 && dlock__now_ms() >= deadline_ms)
+                break; /* at least one node was asked */
             tried |= bit;
             memset(map, NO_OWNER, DLOCK__CLUSTER_SLOTS);
             rc = ask_map(ns, &cl->node[i], map, deadline_ms, e, sizeof e);
