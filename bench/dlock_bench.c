@@ -125,18 +125,26 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-/* Connect with raw hiredis to one server (redis://host:port). */
+/* Connect with raw hiredis to one server (redis://host:port, or the
+ * first seed of redis+cluster://host:port,...: bench/cluster runs a
+ * cluster of one master, which serves every key). */
 static redisContext *raw_connect_url(const char *url)
 {
-    char host[256];
+    char host[256], first[300];
     const char *u = url, *colon;
     int port;
     redisContext *c;
     struct timeval tv = {5, 0};
 
-    if (strncmp(u, "redis://", 8) != 0)
+    if (strncmp(u, "redis+cluster://", 16) == 0) {
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(u + 16, ","),
+                 u + 16);
+        u = first;
+    } else if (strncmp(u, "redis://", 8) != 0) {
         die("raw connection needs redis://host:port, not %s", u);
-    u += 8;
+    } else {
+        u += 8;
+    }
     colon = strrchr(u, ':');
     if (colon == NULL || (size_t)(colon - u) >= sizeof(host))
         die("bad URL %s", url);
@@ -425,7 +433,8 @@ static struct rstats redis_stats(const struct conf *cf)
         redisReply *r;
         const char *p;
 
-        if (strncmp(cf->servers[i], "redis://", 8) != 0)
+        if (strncmp(cf->servers[i], "redis://", 8) != 0 &&
+            strncmp(cf->servers[i], "redis+cluster://", 16) != 0)
             continue;
         c = raw_connect_url(cf->servers[i]);
         r = cmd(c, 1, "INFO cpu");

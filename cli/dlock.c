@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -40,8 +41,10 @@ static const char *const usage_text[] = {
     "Server options (every command):\n"
     "  -s, --server URL       redis://[USER[:PASSWORD]@]HOST[:PORT][/DB],\n"
     "                         rediss://... (TLS) or unix:///PATH; repeat for\n"
-    "                         Redlock (default: $DLOCK_SERVERS, comma-\n"
-    "                         separated, else redis://127.0.0.1:6379)\n"
+    "                         Redlock; redis+cluster://HOST:PORT[,HOST:PORT]\n"
+    "                         (or rediss+cluster://) for a Redis Cluster\n"
+    "                         (default: $DLOCK_SERVERS, comma-separated,\n"
+    "                         else redis://127.0.0.1:6379)\n"
     "      --user NAME        ACL user (default: $DLOCK_USER, else the URL's)\n"
     "      --cacert FILE      CA certificates for rediss:// (default:\n"
     "                         $DLOCK_CACERT, else the system's)\n"
@@ -287,6 +290,15 @@ static int add_server(struct cli *o, char *url)
     return 0;
 }
 
+/* 1 when S (blanks first ignored) is a redis+cluster:// or
+ * rediss+cluster:// URL. */
+static int is_cluster_url(const char *s)
+{
+    s += strspn(s, " \t");
+    return strncasecmp(s, "redis+cluster://", 16) == 0 ||
+           strncasecmp(s, "rediss+cluster://", 17) == 0;
+}
+
 /*
  * Fill the server list from DLOCK_SERVERS (comma-separated, blanks around
  * entries ignored) or, when it is not set, the default. Set but naming no
@@ -307,6 +319,15 @@ static int default_servers(struct cli *o)
                            "DLOCK_SERVERS is set but names no server "
                            "(unset it for %s, or give -s URL)",
                            CLI_DEFAULT_SERVER);
+    } else if (is_cluster_url(env)) {
+        /* A cluster's seeds are one URL: its commas are not a list. */
+        copy = strdup(env + strspn(env, " \t"));
+        if (copy == NULL)
+            goto oom;
+        copy[strcspn(copy, " \t")] = '\0';
+        rc = add_server(o, copy);
+        free(copy);
+        o->servers_from = "DLOCK_SERVERS";
     } else {
         copy = strdup(env);
         if (copy == NULL)
@@ -718,6 +739,9 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         if (o->nservers > 1)
             cli_verbose(o, "Redlock over %zu servers: quorum %zu", o->nservers,
                         o->nservers / 2 + 1);
+        else if (is_cluster_url(o->servers[0]))
+            cli_verbose(o, "Redis Cluster: each lock on the master of its "
+                           "key's slot, found from the seed nodes");
     }
 
     rc = dlock_client_new(out, &opts, err, sizeof err);

@@ -162,7 +162,14 @@ typedef struct dlock_options {
      * first request on each server's first connection: that operation and
      * every later one of the client then fail with DLOCK_EINVAL naming
      * both entries (a failed acquire still gives back what it took). A
-     * server that refuses INFO is compared by its URL only. */
+     * server that refuses INFO is compared by its URL only.
+     * A Redis Cluster: one URL, alone,
+     * redis+cluster://[user[:password]@]host:port[,host:port...] (or
+     * rediss+cluster://) naming seed nodes; each lock then lives on the
+     * master serving its name's hash slot (a seed not in cluster mode,
+     * or a redis:// URL naming a cluster node, fails with DLOCK_EINVAL at
+     * the first call that meets it; a cluster that is down, CLUSTERDOWN,
+     * with DLOCK_ESERVER). */
     const char *const *servers;
     size_t nservers;
 

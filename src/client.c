@@ -114,7 +114,7 @@ static void client_destroy(dlock_client *c)
     size_t i;
     dlock__watchdog_free(c);
     dlock__notify_free(c);
-    dlock__nodeset_free(&c->ns);
+    dlock__topology_free(&c->ns);
     dlock__holder_free(c);
     if (c->servers != NULL)
         for (i = 0; i < c->opts.nservers; i++)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "core.h"
 #include "held.h"
@@ -380,12 +381,39 @@ static void replica_finding(char *buf, size_t len, int *n, const char *host,
                 dlock__elem_int(role, 2));
 }
 
+/* The servers to check, into nodes: the node set's, or in a cluster
+ * every master of the slot map (loaded now if need be; a map that cannot
+ * be loaded is a finding). Returns how many. */
+static int check_nodes(dlock_client *c, dlock__node **nodes, char *buf,
+                       size_t len, int *n)
+{
+    char err[DLOCK__ERRLEN] = "";
+    int i;
+    if (c->ns.cluster == NULL) {
+        for (i = 0; i < c->ns.n; i++)
+            nodes[i] = &c->ns.node[i];
+        return c->ns.n;
+    }
+    if (dlock__cluster_refresh(&c->ns,
+                               dlock__now_ms() + c->opts.command_timeout_ms,
+                               err, sizeof err) != DLOCK_OK &&
+        dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS) == 0) {
+        finding(buf, len, n, "cluster: not checked: %s", err);
+        return 0;
+    }
+    return dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS);
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    static const char *const names[4] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync", "replica-read-only"};
-    int i, k, n = 0;
+    /* CONFIG GET for each of names, then ROLE. */
+    static const char *const names[5] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync", "replica-read-only",
+                                         "cluster-enabled"};
+    enum { NCONF = 5, NREPLY = NCONF + 1 };
+    dlock__node *nodes[DLOCK_MAX_SERVERS];
+    int i, k, n = 0, nn;
 
     if (c == NULL || buf == NULL || len == 0)
         return c == NULL
@@ -398,22 +426,23 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
         if (dlock__ident_refused(&c->ns, same, sizeof same))
             finding(buf, len, &n, "%s: every operation is refused", same);
     }
-    for (i = 0; i < c->ns.n; i++) {
-        const char *host = c->ns.node[i].ep.display;
+    nn = check_nodes(c, nodes, buf, len, &n);
+    for (i = 0; i < nn; i++) {
+        const char *host = nodes[i]->ep.display;
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
-        /* CONFIG GET for each of names, then ROLE. */
-        redisReply *r[5] = {NULL, NULL, NULL, NULL, NULL};
+        redisReply *r[NREPLY] = {NULL};
         dlock__conn *conn = NULL;
-        const char *policy, *aof, *fsync;
+        const char *policy, *aof, *fsync, *cluster;
         int rc = DLOCK_EIO, attempt;
 
         /* A second try on a fresh connection: a pooled one may have been
          * closed by the server since it was last used. */
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
-            rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 4; k++) {
+            rc = dlock__node_take(&c->ns, nodes[i], &conn, deadline, err,
+                                  sizeof err);
+            for (k = 0; rc == DLOCK_OK && k < NCONF; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
             }
@@ -422,12 +451,12 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                 rc = dlock__conn_append_argv(conn, 1, argv, NULL);
             }
             if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 5, r, deadline, -1, err,
+                rc = dlock__conn_roundtrip(conn, NREPLY, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
-                dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+                dlock__node_give(&c->ns, nodes[i], conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 5);
+                atomic_fetch_add(&c->stats.requests, NREPLY);
             if (dlock__now_ms() >= deadline)
                 break;
         }
@@ -435,7 +464,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             finding(buf, len, &n, "%s: not checked: %s", host, err);
             continue;
         }
-        replica_finding(buf, len, &n, host, r[4], config_value(r[3]));
+        replica_finding(buf, len, &n, host, r[NCONF], config_value(r[3]));
         for (k = 0; k < 4; k++)
             if (r[k]->type == REDIS_REPLY_ERROR)
                 break;
@@ -447,12 +476,20 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             policy = config_value(r[0]);
             aof = config_value(r[1]);
             fsync = config_value(r[2]);
+            cluster = config_value(r[4]);
             if (policy != NULL && strcmp(policy, "noeviction") != 0)
                 finding(buf, len, &n,
                         "%s: maxmemory-policy is %s: under memory pressure "
                         "Redis may evict a lock key, and then two owners "
                         "can hold the lock (use noeviction)",
                         host, policy);
+            if (c->ns.cluster == NULL && cluster != NULL &&
+                strcmp(cluster, "yes") == 0)
+                finding(buf, len, &n,
+                        "%s: this is a Redis Cluster node: use "
+                        "redis+cluster:// (with redis:// only the keys of "
+                        "its own slots work, the others fail)",
+                        host);
             if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
                 (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
                 finding(buf, len, &n,
@@ -462,7 +499,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "longest lease",
                         host, aof, fsync);
         }
-        for (k = 0; k < 5; k++)
+        for (k = 0; k < NREPLY; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }

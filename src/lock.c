@@ -16,6 +16,7 @@
 #include "held.h"
 #include "holder.h"
 #include "lock.h"
+#include "slot.h"
 #include "watchdog.h"
 
 /* The release command of a semaphore permit (sem_release.lua: the freed
@@ -83,6 +84,8 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
+    if (c->ns.cluster != NULL)
+        dlock__cmd_arg(&b, "1", 1); /* sharded pub/sub: SPUBLISH */
     b.cmd.eval = undo;
     dlock__run(c, mask, &b.cmd, deadline_ms, res);
 }
@@ -275,6 +278,79 @@ void dlock_lock_detach(dlock_lock *l)
     drop_handle(l->client, l->held, l, 1);
 }
 
+/* ---- Redis Cluster: one renewal call per slot ---------------------------- */
+
+/* A lock and its slot, for sorting a renewal round by slot. */
+typedef struct by_slot {
+    uint16_t slot;
+    int i;
+} by_slot;
+
+static int by_slot_cmp(const void *a, const void *b)
+{
+    const by_slot *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->i - y->i;
+}
+
+/*
+ * In a cluster one script call may only touch keys of one slot (else
+ * CROSSSLOT): split hs[0..n-1] into runs of one slot and extend each run
+ * with one call. Returns 1 when it did (ok[] filled), 0 when every lock is
+ * in one slot (or out of memory: the caller's one call then reports
+ * CROSSSLOT rather than nothing).
+ */
+static int extend_by_slot(dlock_client *c, dlock__held **hs,
+                          const int64_t *leases, int n, int *ok)
+{
+    by_slot *o;
+    dlock__held **gh;
+    int64_t *gl;
+    int *gok;
+    int i, j, k;
+
+    if (c->ns.cluster == NULL || n < 2)
+        return 0;
+    o = malloc((size_t)n * sizeof *o);
+    gh = malloc((size_t)n * sizeof *gh);
+    gl = malloc((size_t)n * sizeof *gl);
+    gok = malloc((size_t)n * sizeof *gok);
+    if (o == NULL || gh == NULL || gl == NULL || gok == NULL) {
+        free(o);
+        free(gh);
+        free(gl);
+        free(gok);
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        o[i].slot = dlock__key_slot(hs[i]->k.key, hs[i]->k.keylen);
+        o[i].i = i;
+    }
+    qsort(o, (size_t)n, sizeof *o, by_slot_cmp);
+    if (o[0].slot == o[n - 1].slot) {
+        free(o);
+        free(gh);
+        free(gl);
+        free(gok);
+        return 0;
+    }
+    for (i = 0; i < n; i = j) {
+        for (j = i; j < n && o[j].slot == o[i].slot; j++) {
+            gh[j - i] = hs[o[j].i];
+            gl[j - i] = leases[o[j].i];
+        }
+        dlock__extend_many(c, gh, gl, j - i, gok);
+        for (k = i; k < j; k++)
+            ok[o[k].i] = gok[k - i];
+    }
+    free(o);
+    free(gh);
+    free(gl);
+    free(gok);
+    return 1;
+}
+
 /*
  * Extend the leases of locks h[0..n-1] (all on the same client, all of
  * one kind) to their lease_ms from now on every node holding them, in
@@ -301,6 +377,8 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
     int i, j, answered = 0;
     dlock__cmd cmd;
 
+    if (extend_by_slot(c, hs, leases, n, ok))
+        goto out;
     if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
         sl == NULL) {
         for (i = 0; i < n; i++)

@@ -37,27 +37,46 @@ int dlock__node_init(dlock__node *nd, const char *url, const char *user,
         if (nd->ep.password == NULL)
             return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
+    if (dlock__node_init_ep(nd, &nd->ep, pool_size) != DLOCK_OK)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* See node.h. */
+int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size)
+{
+    if (ep != &nd->ep) {
+        nd->ep = *ep;
+        memset(ep, 0, sizeof *ep);
+    }
     nd->idle = calloc((size_t)pool_size, sizeof *nd->idle);
     if (nd->idle == NULL)
-        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_ENOMEM;
     pthread_mutex_init(&nd->mu, NULL);
     return DLOCK_OK;
 }
 
 /* See node.h. */
+void dlock__node_clear(dlock__node *n)
+{
+    int j;
+    for (j = 0; j < n->nidle; j++)
+        dlock__conn_close(n->idle[j]);
+    free(n->idle);
+    if (n->idle != NULL)
+        pthread_mutex_destroy(&n->mu);
+    n->idle = NULL;
+    n->nidle = 0;
+    dlock__endpoint_clear(&n->ep);
+}
+
+/* See node.h. */
 void dlock__nodeset_free(dlock__nodeset *ns)
 {
-    int i, j;
+    int i;
     if (ns->node != NULL) {
-        for (i = 0; i < ns->n; i++) {
-            dlock__node *n = &ns->node[i];
-            for (j = 0; j < n->nidle; j++)
-                dlock__conn_close(n->idle[j]);
-            free(n->idle);
-            if (n->idle != NULL)
-                pthread_mutex_destroy(&n->mu);
-            dlock__endpoint_clear(&n->ep);
-        }
+        for (i = 0; i < ns->n; i++)
+            dlock__node_clear(&ns->node[i]);
         free(ns->node);
         ns->node = NULL;
     }
@@ -71,7 +90,14 @@ void dlock__nodeset_free(dlock__nodeset *ns)
 int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen)
 {
-    dlock__node *n = &ns->node[i];
+    return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
+}
+
+/* See node.h. A cluster's nodes are skipped like Redlock's: the next
+ * route may find another master. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen)
+{
     int64_t now, dl;
     int rc;
 
@@ -82,7 +108,7 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
         return DLOCK_OK;
     }
     now = dlock__now_ms();
-    if (ns->n > 1 && now < n->down_until_ms) {
+    if ((ns->n > 1 || ns->cluster != NULL) && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
         return dlock__fail(err, errlen, DLOCK_EIO,
                            "%s: down (connect timed out moments ago)",
@@ -117,7 +143,13 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
  * room; close it otherwise. */
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
 {
-    dlock__node *n = &ns->node[i];
+    dlock__node_give(ns, &ns->node[i], conn, ok);
+}
+
+/* See node.h. */
+void dlock__node_give(dlock__nodeset *ns, dlock__node *n, dlock__conn *conn,
+                      int ok)
+{
     if (conn == NULL)
         return;
     if (ok) {
