@@ -26,7 +26,9 @@
     X(FENCED_SET, fenced_set)                                                  \
     X(INSPECT, inspect)                                                        \
     X(FENCED_GET, fenced_get)                                                  \
-    X(FAIR_LEAVE, fair_leave)
+    X(FAIR_LEAVE, fair_leave)                                                  \
+    X(ELECT_PROCLAIM, elect_proclaim)                                          \
+    X(ELECT_LEADER, elect_leader)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
