@@ -23,6 +23,9 @@
  * over 4095 bytes). */
 static const char *const usage_text[] = {
     "Usage: dlock run [OPTIONS] KEY [--] COMMAND [ARG...]\n"
+    "       dlock run [OPTIONS] KEY KEY... -- COMMAND [ARG...]\n"
+    "       dlock elect [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+    "       dlock leader [OPTIONS] NAME [--json] [--watch]\n"
     "       dlock acquire [OPTIONS] KEY\n"
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
     "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
@@ -79,6 +82,9 @@ static const char *const usage_text[] = {
     "      --max-hold SECONDS hold the lock at most SECONDS: then treat the\n"
     "                         lease as lost (--on-lost, the lost code)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
+    "Several KEYs (then -- before COMMAND is required) are taken all or\n"
+    "nothing, in one global order: no deadlock whatever order runs give\n"
+    "them in; DLOCK_FENCING_TOKENS has every KEY's token, in KEY order.\n"
     "\n"
     "run once per time slot, for cron on several machines:\n"
     "      --once-per SECONDS slots of SECONDS (at least 1) cut from the\n"
@@ -91,6 +97,17 @@ static const char *const usage_text[] = {
     "      --done-exit-code N exit status when the slot was done already\n"
     "                         and COMMAND was skipped (default 0)\n"
     "\n"
+    "elect: run COMMAND only while this process leads the election NAME\n"
+    "(followers wait: -w, -n, -l, -E, --on-lost, --grace and -L as for run)\n"
+    "      --value VALUE      what the leader shows others (e.g. host:port;\n"
+    "                         COMMAND gets it as DLOCK_LEADER_VALUE, and\n"
+    "                         its epoch as DLOCK_FENCING_TOKEN)\n"
+    "      --ready-file PATH  a file that exists exactly while this\n"
+    "                         process leads (for a readiness probe)\n"
+    "leader: print who leads NAME (\"EPOCH VALUE\", or \"none\")\n"
+    "      --watch            print a line now and on every change, until\n"
+    "                         a signal (SIGINT, SIGTERM) stops it\n"
+    "\n"
     "acquire options:\n"
     "      --export           print shell assignments of DLOCK_KEY,\n"
     "                         DLOCK_OWNER and DLOCK_FENCING_TOKEN for eval\n"
@@ -98,7 +115,7 @@ static const char *const usage_text[] = {
     "release and extend options:\n"
     "      --owner OWNER      the owner acquire printed (default:\n"
     "                         $DLOCK_OWNER)\n"
-    "status options:\n"
+    "status and leader options:\n"
     "      --json             print a JSON object\n"
     "\n"
     "  -h, --help             print this help and exit\n"
@@ -135,7 +152,10 @@ enum {
     OPT_SLOT,
     OPT_MIN_HOLD,
     OPT_MAX_HOLD,
-    OPT_DONE_CODE
+    OPT_DONE_CODE,
+    OPT_VALUE,
+    OPT_READY_FILE,
+    OPT_WATCH
 };
 
 static const struct option long_options[] = {
@@ -163,6 +183,9 @@ static const struct option long_options[] = {
     {"export", no_argument, NULL, OPT_EXPORT},
     {"owner", required_argument, NULL, OPT_OWNER},
     {"json", no_argument, NULL, OPT_JSON},
+    {"value", required_argument, NULL, OPT_VALUE},
+    {"ready-file", required_argument, NULL, OPT_READY_FILE},
+    {"watch", no_argument, NULL, OPT_WATCH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -193,13 +216,21 @@ static int accepts(enum cli_cmd cmd, int opt)
     case 'w':
     case 'n':
     case 'E':
-        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_ELECT;
     case 'l':
-        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND;
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND ||
+               cmd == CMD_ELECT;
     case 'L':
-        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND;
+        return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND ||
+               cmd == CMD_ELECT;
     case OPT_ON_LOST:
     case OPT_GRACE:
+        return cmd == CMD_RUN || cmd == CMD_ELECT;
+    case OPT_VALUE:
+    case OPT_READY_FILE:
+        return cmd == CMD_ELECT;
+    case OPT_WATCH:
+        return cmd == CMD_LEADER;
     case OPT_ONCE_PER:
     case OPT_SLOT:
     case OPT_MIN_HOLD:
@@ -211,7 +242,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_OWNER:
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
-        return cmd == CMD_STATUS;
+        return cmd == CMD_STATUS || cmd == CMD_LEADER;
     default:
         return 0;
     }
@@ -309,6 +340,41 @@ static void option_name(int opt, char *buf, size_t len)
 }
 
 /*
+ * `dlock run A B... -- COMMAND`: when a "--" follows KEY after more words,
+ * those words are KEYs too (o->keys[0..nkeys-1]); "run KEY COMMAND" and
+ * "run KEY -- COMMAND" keep one KEY. Each KEY is checked as KEY is, and
+ * no KEY may be given twice. Returns 0 or CLI_EX_USAGE after printing
+ * why.
+ */
+static int more_keys(struct cli *o, int argc, char **argv)
+{
+    int end = optind + 1;
+
+    while (end < argc && strcmp(argv[end], "--") != 0)
+        end++;
+    if (end >= argc || end == optind + 1)
+        return 0;
+    if (end - optind > DLOCK_MULTI_MAX)
+        return usage_error(o->cmd_name, "more than %d KEYs", DLOCK_MULTI_MAX);
+    for (int i = optind + 1; i < end; i++) {
+        if (*argv[i] == '\0')
+            return usage_error(o->cmd_name, "KEY must not be empty");
+        if (strlen(argv[i]) > 512)
+            return usage_error(o->cmd_name, "KEY is longer than 512 bytes");
+        for (int j = optind; j < i; j++)
+            if (strcmp(argv[i], argv[j]) == 0)
+                return usage_error(o->cmd_name, "KEY '%s' is given twice",
+                                   argv[i]);
+    }
+    o->nkeys = (size_t)(end - optind);
+    if (o->once_per_ms > 0)
+        return usage_error(o->cmd_name,
+                           "--once-per takes one KEY (the done-marker is "
+                           "named after it)");
+    return 0;
+}
+
+/*
  * Parse argv for subcommand O->cmd (argv[0] is the subcommand's name).
  * run stops at KEY like flock(1) ("+"): options go before KEY, and what
  * follows KEY (after an optional "--") is COMMAND. The other subcommands
@@ -317,8 +383,9 @@ static void option_name(int opt, char *buf, size_t len)
  */
 static int parse_args(struct cli *o, int argc, char **argv)
 {
-    const char *shorts =
-        o->cmd == CMD_RUN ? "+:s:vw:nl:E:L:hV" : ":s:vw:nl:E:L:hV";
+    const char *shorts = o->cmd == CMD_RUN || o->cmd == CMD_ELECT
+                             ? "+:s:vw:nl:E:L:hV"
+                             : ":s:vw:nl:E:L:hV";
     const char *why;
     char name[32];
     int opt, positional;
@@ -479,6 +546,22 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_JSON:
             o->json = 1;
             break;
+        case OPT_VALUE:
+            if (strlen(optarg) > DLOCK_VALUE_MAX)
+                return usage_error(o->cmd_name,
+                                   "--value is longer than %d bytes",
+                                   DLOCK_VALUE_MAX);
+            o->value = optarg;
+            break;
+        case OPT_READY_FILE:
+            if (*optarg == '\0')
+                return usage_error(o->cmd_name,
+                                   "--ready-file must not be empty");
+            o->ready_file = optarg;
+            break;
+        case OPT_WATCH:
+            o->watch = 1;
+            break;
         case 'h':
             print_usage();
             return -1;
@@ -496,14 +579,22 @@ static int parse_args(struct cli *o, int argc, char **argv)
         return usage_error(o->cmd_name, "KEY must not be empty");
     if (strlen(o->key) > 512)
         return usage_error(o->cmd_name, "KEY is longer than 512 bytes");
+    o->keys = argv + optind;
+    o->nkeys = 1;
     if (o->cmd == CMD_RUN) {
-        char **cmd = argv + optind + 1;
+        int rc = more_keys(o, argc, argv);
+
+        if (rc != 0)
+            return rc;
+    }
+    if (o->cmd == CMD_RUN || o->cmd == CMD_ELECT) {
+        char **cmd = argv + optind + o->nkeys;
 
         if (*cmd != NULL && strcmp(*cmd, "--") == 0)
             cmd++;
         if (*cmd == NULL)
             return usage_error(o->cmd_name, "missing COMMAND after KEY");
-        if ((*cmd)[0] == '-' && cmd == argv + optind + 1)
+        if ((*cmd)[0] == '-' && cmd == argv + optind + o->nkeys)
             return usage_error(o->cmd_name,
                                "'%s' after KEY: options go before KEY "
                                "(use -- before a COMMAND starting with -)",
@@ -643,7 +734,8 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
 
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
-    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {NULL, CMD_RUN}};
+    {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"elect", CMD_ELECT},
+    {"leader", CMD_LEADER}, {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -663,7 +755,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend or status)");
+                                 "extend, status, elect or leader)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         print_usage();
@@ -720,6 +812,12 @@ int main(int argc, char **argv)
         break;
     case CMD_STATUS:
         rc = cli_cmd_status(&o, client);
+        break;
+    case CMD_ELECT:
+        rc = cli_elect(&o, client);
+        break;
+    case CMD_LEADER:
+        rc = cli_leader(&o, client);
         break;
     }
     dlock_client_free(marks);
