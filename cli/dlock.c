@@ -357,6 +357,11 @@ static int more_keys(struct cli *o, int argc, char **argv)
     if (end - optind > DLOCK_MULTI_MAX)
         return usage_error(o->cmd_name, "more than %d KEYs", DLOCK_MULTI_MAX);
     for (int i = optind + 1; i < end; i++) {
+        if (argv[i][0] == '-')
+            return usage_error(o->cmd_name,
+                               "'%s' after KEY: options go before KEY "
+                               "(use -- before a COMMAND starting with -)",
+                               argv[i]);
         if (*argv[i] == '\0')
             return usage_error(o->cmd_name, "KEY must not be empty");
         if (strlen(argv[i]) > 512)
