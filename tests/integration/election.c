@@ -238,12 +238,64 @@ static void test_observe(void **state)
 /* A leader process killed with SIGKILL: its record stops counting when
  * its lease ends, a follower that waits takes over within about a lease,
  * and the epoch grows. */
+/* A child that waits for a byte on go[0], then campaigns for NAME with
+ * VALUE and a lease of LEASE ms, writes its epoch to done[1] and sleeps
+ * until killed. Forked while this process has no threads of its own
+ * (ThreadSanitizer does not follow a fork of a threaded process). */
+static pid_t campaigner(const char *name, const char *value, int64_t lease,
+                        int go[2], int done[2])
+{
+    pid_t pid;
+
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *url = th_url(&srv);
+        dlock_client *cc;
+        dlock_election *ee = NULL;
+        dlock_acquire_options a = opts(5000, lease);
+        uint64_t ep;
+        char x;
+        close(go[1]);
+        close(done[0]);
+        if (read(go[0], &x, 1) != 1)
+            _exit(2);
+        cc = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0);
+        if (cc == NULL || dlock_campaign(&ee, cc, name, value, &a) != 0)
+            _exit(3);
+        ep = dlock_election_epoch(ee);
+        if (write(done[1], &ep, sizeof ep) != sizeof ep)
+            _exit(4);
+        for (;;)
+            pause();
+    }
+    close(go[0]);
+    close(done[1]);
+    return pid;
+}
+
+/* Start a campaigner forked earlier and return its epoch once it leads. */
+static uint64_t campaigner_go(int go[2], int done[2])
+{
+    uint64_t ep = 0;
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(read(done[0], &ep, sizeof ep), sizeof ep);
+    close(go[1]);
+    close(done[0]);
+    return ep;
+}
+
+/* A leader process killed with SIGKILL: its record stops counting when
+ * its lease ends, a follower that waits takes over within about a lease,
+ * and the epoch grows. */
 static void test_leader_killed(void **state)
 {
-    int p[2];
-    pid_t pid;
-    uint64_t epoch1 = 0;
-    dlock_client *c = client();
+    int go1[2], done1[2], go2[2], done2[2];
+    pid_t pid1, pid2;
+    uint64_t epoch1;
+    dlock_client *c;
     dlock_election *e = NULL;
     dlock_leader_info li;
     dlock_acquire_options ao = opts(10000, 1000);
@@ -251,33 +303,17 @@ static void test_leader_killed(void **state)
     int st;
     (void)state;
 
-    assert_int_equal(pipe(p), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *url = th_url(&srv);
-        dlock_client *cc = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0);
-        dlock_election *ee = NULL;
-        dlock_acquire_options a = opts(5000, 1000);
-        uint64_t ep;
-        if (cc == NULL || dlock_campaign(&ee, cc, "el:k", "child", &a) != 0)
-            _exit(3);
-        ep = dlock_election_epoch(ee);
-        if (write(p[1], &ep, sizeof ep) != sizeof ep)
-            _exit(4);
-        for (;;)
-            pause();
-    }
-    close(p[1]);
-    assert_int_equal(read(p[0], &epoch1, sizeof epoch1), sizeof epoch1);
-    close(p[0]);
+    pid1 = campaigner("el:k", "child", 1000, go1, done1);
+    pid2 = campaigner("el:k", "ghost", 500, go2, done2);
+    c = client();
+    epoch1 = campaigner_go(go1, done1);
     th_sleep_ms(1500); /* renewed past its first lease */
     assert_int_equal(dlock_leader(c, "el:k", &li), DLOCK_OK);
     assert_int_equal(li.leading, 1);
     assert_string_equal(li.value, "child");
 
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
+    kill(pid1, SIGKILL);
+    waitpid(pid1, &st, 0);
     t0 = th_now_ms();
     assert_int_equal(dlock_campaign(&e, c, "el:k", "parent", &ao), DLOCK_OK);
     /* within the lease (1 s) and a bound for a loaded machine */
@@ -288,28 +324,9 @@ static void test_leader_killed(void **state)
     assert_int_equal(dlock_election_resign(e), DLOCK_OK);
 
     /* The dead leader's hash is kept, but not believed: */
-    assert_int_equal(pipe(p), 0);
-    pid = fork();
-    if (pid == 0) {
-        const char *url = th_url(&srv);
-        dlock_client *cc = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0);
-        dlock_election *ee = NULL;
-        dlock_acquire_options a = opts(5000, 500);
-        if (cc == NULL || dlock_campaign(&ee, cc, "el:k", "ghost", &a) != 0)
-            _exit(3);
-        if (write(p[1], "x", 1) != 1)
-            _exit(4);
-        for (;;)
-            pause();
-    }
-    close(p[1]);
-    {
-        char x;
-        assert_int_equal(read(p[0], &x, 1), 1);
-    }
-    close(p[0]);
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
+    campaigner_go(go2, done2);
+    kill(pid2, SIGKILL);
+    waitpid(pid2, &st, 0);
     t0 = th_now_ms();
     do {
         assert_int_equal(dlock_leader(c, "el:k", &li), DLOCK_OK);
