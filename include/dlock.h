@@ -432,7 +432,9 @@ DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
  * NULL, no lock of the call is left held (a rollback release that cannot
  * reach a server leaves that lock to its lease), and the status is the
  * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
- * dlock_errmsg(). A repeated name is DLOCK_EINVAL.
+ * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
+ * the leases of the first locks run while the call waits for the later
+ * ones.
  */
 DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
                                         const char *const *names, size_t n,
@@ -471,7 +473,9 @@ typedef struct dlock_election dlock_election;
  * it is lost. Returns DLOCK_OK with *out set, or as dlock_lock_acquire
  * (DLOCK_BUSY, DLOCK_TIMEDOUT, DLOCK_CANCELED...); when the proclaim
  * fails after the win, the lock is released again and its status
- * returned. The handle is used by the thread that campaigned.
+ * returned. The handle is used by the thread that campaigned; a thread
+ * that leads NAME already re-enters the lock (one campaign per thread and
+ * name is what makes sense).
  */
 DLOCK_EXPORT int dlock_campaign(dlock_election **out, dlock_client *client,
                                 const char *name, const char *value,

@@ -335,6 +335,19 @@ static void test_leader_killed(void **state)
     } while (li.leading && th_now_ms() - t0 < 3000);
     assert_int_equal(li.leading, 0);
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{el:k}:l"), 1);
+    /* A plain lock on the name now: it holds, without a value; the old
+     * hash (the ghost's) is not taken for it. */
+    {
+        dlock_lock *l = NULL;
+        assert_int_equal(dlock_lock_acquire(&l, c, "el:k", 0, 5000), DLOCK_OK);
+        assert_int_equal(dlock_leader(c, "el:k", &li), DLOCK_OK);
+        assert_int_equal(li.leading, 1);
+        assert_int_equal(li.proclaimed, 0);
+        assert_string_equal(li.value, "");
+        assert_string_equal(li.owner, dlock_lock_owner(l));
+        assert_int_equal(li.epoch, dlock_lock_token(l));
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
     dlock_client_free(c);
 }
 
