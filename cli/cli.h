@@ -6,6 +6,8 @@
  *   dlock.c      parses the command line, makes the client, dispatches
  *   run.c        `dlock run`: holds a lock while a child process runs
  *   commands.c   status, acquire, release, extend
+ *   elect.c      `dlock elect`: COMMAND runs while this process leads;
+ *                `dlock leader`: who leads, and --watch for changes
  *   job.c        COMMAND as a job: its own process group, signalled and
  *                waited for as a whole, and a guard that kills it if dlock
  *                dies
@@ -75,7 +77,9 @@ enum cli_cmd {
     CMD_STATUS,
     CMD_CHECK, /* check.c */
     CMD_LIST,  /* list.c */
-    CMD_LIMIT
+    CMD_LIMIT,
+    CMD_ELECT,
+    CMD_LEADER
 };
 
 enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
@@ -84,8 +88,10 @@ enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 struct cli {
     enum cli_cmd cmd;
     const char *cmd_name;
-    const char *key;
-    char **command; /* run: COMMAND and its arguments, NULL-terminated */
+    const char *key; /* the (first) KEY */
+    char **keys;     /* run: every KEY as given (keys[0] == key) */
+    size_t nkeys;    /* 1, or more for `run A B -- COMMAND` */
+    char **command;  /* run: COMMAND and its arguments, NULL-terminated */
 
     char **servers; /* copies (the argv originals are masked) */
     size_t nservers;
@@ -124,6 +130,10 @@ struct cli {
     const char *label;        /* run, acquire: --label (holder info) */
     uint64_t token;           /* check: TOKEN */
     const char *metrics_file; /* run: --metrics-file */
+    /* elect, leader */
+    const char *value;      /* elect --value */
+    const char *ready_file; /* elect --ready-file */
+    int watch;              /* leader --watch */
 };
 
 /* report.c */
@@ -136,6 +146,10 @@ void cli_report(dlock_client *c, const char *what, const char *key, int rc);
 /* run.c: MARKS is the client for the done-markers of --once-per (its key
  * prefix is O's plus CLI_DONE_PREFIX_SUFFIX), NULL without --once-per. */
 int cli_run(struct cli *o, dlock_client *c, dlock_client *marks);
+
+/* elect.c */
+int cli_elect(const struct cli *o, dlock_client *c);
+int cli_leader(const struct cli *o, dlock_client *c);
 
 /* commands.c */
 int cli_cmd_status(const struct cli *o, dlock_client *c);
@@ -172,6 +186,8 @@ int cli_lost_seen(void);
 void cli_drain_pipe(void);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
+int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
+                   int *signo);
 
 /* check.c, list.c */
 int cli_parse_token(const char *s, uint64_t *token);

@@ -24,6 +24,9 @@
  * over 4095 bytes). */
 static const char *const usage_text[] = {
     "Usage: dlock run [OPTIONS] KEY [--] COMMAND [ARG...]\n"
+    "       dlock run [OPTIONS] KEY KEY... -- COMMAND [ARG...]\n"
+    "       dlock elect [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+    "       dlock leader [OPTIONS] NAME [--json] [--watch]\n"
     "       dlock acquire [OPTIONS] KEY\n"
     "       dlock release [OPTIONS] KEY [--owner OWNER]\n"
     "       dlock extend [OPTIONS] KEY [--owner OWNER] [-l SECONDS]\n"
@@ -93,6 +96,9 @@ static const char *const usage_text[] = {
     "                         histograms there in Prometheus text format\n"
     "                         (temporary file, then rename)\n"
     "COMMAND gets DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment.\n"
+    "Several KEYs (then -- before COMMAND is required) are taken all or\n"
+    "nothing, in one global order: no deadlock whatever order runs give\n"
+    "them in; DLOCK_FENCING_TOKENS has every KEY's token, in KEY order.\n"
     "\n"
     "run once per time slot, for cron on several machines:\n"
     "      --once-per SECONDS slots of SECONDS (at least 1) cut from the\n"
@@ -109,6 +115,16 @@ static const char *const usage_text[] = {
     "      --label TEXT       what status and list show as the holder's\n"
     "                         command (default: COMMAND; acquire: the\n"
     "                         command line of its caller)\n"
+    "elect: run COMMAND only while this process leads the election NAME\n"
+    "(followers wait: -w, -n, -l, -E, --on-lost, --grace and -L as for run)\n"
+    "      --value VALUE      what the leader shows others (e.g. host:port;\n"
+    "                         COMMAND gets it as DLOCK_LEADER_VALUE, and\n"
+    "                         its epoch as DLOCK_FENCING_TOKEN)\n"
+    "      --ready-file PATH  a file that exists exactly while this\n"
+    "                         process leads (for a readiness probe)\n"
+    "leader: print who leads NAME (\"EPOCH VALUE\", or \"none\")\n"
+    "      --watch            print a line now and on every change, until\n"
+    "                         a signal (SIGINT, SIGTERM) stops it\n"
     "\n"
     "acquire options:\n"
     "      --export           print shell assignments of DLOCK_KEY,\n"
@@ -117,7 +133,7 @@ static const char *const usage_text[] = {
     "release and extend options:\n"
     "      --owner OWNER      the owner acquire printed (default:\n"
     "                         $DLOCK_OWNER)\n"
-    "status and list options:\n"
+    "status, list and leader options:\n"
     "      --json             print a JSON object (list: one per line)\n"
     "list shows every held lock whose name matches PATTERN (a Redis glob,\n"
     "default *) with its holder. check exits 0 when TOKEN (default:\n"
@@ -164,7 +180,10 @@ enum {
     OPT_METRICS_FILE,
     OPT_LIMIT,
     OPT_SHARED,
-    OPT_PREFER_READERS
+    OPT_PREFER_READERS,
+    OPT_VALUE,
+    OPT_READY_FILE,
+    OPT_WATCH
 };
 
 static const struct option long_options[] = {
@@ -197,6 +216,9 @@ static const struct option long_options[] = {
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"prefer-readers", no_argument, NULL, OPT_PREFER_READERS},
+    {"value", required_argument, NULL, OPT_VALUE},
+    {"ready-file", required_argument, NULL, OPT_READY_FILE},
+    {"watch", no_argument, NULL, OPT_WATCH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -227,14 +249,21 @@ static int accepts(enum cli_cmd cmd, int opt)
     case 'w':
     case 'n':
     case 'E':
-        return cmd == CMD_RUN || cmd == CMD_ACQUIRE;
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_ELECT;
     case 'l':
-        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND;
+        return cmd == CMD_RUN || cmd == CMD_ACQUIRE || cmd == CMD_EXTEND ||
+               cmd == CMD_ELECT;
     case 'L':
         return cmd == CMD_RUN || cmd == CMD_RELEASE || cmd == CMD_EXTEND ||
-               cmd == CMD_CHECK;
+               cmd == CMD_CHECK || cmd == CMD_ELECT;
     case OPT_ON_LOST:
     case OPT_GRACE:
+        return cmd == CMD_RUN || cmd == CMD_ELECT;
+    case OPT_VALUE:
+    case OPT_READY_FILE:
+        return cmd == CMD_ELECT;
+    case OPT_WATCH:
+        return cmd == CMD_LEADER;
     case OPT_ONCE_PER:
     case OPT_SLOT:
     case OPT_MIN_HOLD:
@@ -249,7 +278,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_OWNER:
         return cmd == CMD_RELEASE || cmd == CMD_EXTEND;
     case OPT_JSON:
-        return cmd == CMD_STATUS || cmd == CMD_LIST;
+        return cmd == CMD_STATUS || cmd == CMD_LIST || cmd == CMD_LEADER;
     case OPT_LIMIT:
     case OPT_SHARED:
     case OPT_PREFER_READERS:
@@ -369,6 +398,50 @@ static void option_name(int opt, char *buf, size_t len)
 }
 
 /*
+ * `dlock run A B... -- COMMAND`: when a "--" follows KEY after more words,
+ * those words are KEYs too (o->keys[0..nkeys-1]); "run KEY COMMAND" and
+ * "run KEY -- COMMAND" keep one KEY. Each KEY is checked as KEY is, and
+ * no KEY may be given twice. Returns 0 or CLI_EX_USAGE after printing
+ * why.
+ */
+static int more_keys(struct cli *o, int argc, char **argv)
+{
+    int end = optind + 1;
+
+    while (end < argc && strcmp(argv[end], "--") != 0)
+        end++;
+    if (end >= argc || end == optind + 1)
+        return 0;
+    if (end - optind > DLOCK_MULTI_MAX)
+        return usage_error(o->cmd_name, "more than %d KEYs", DLOCK_MULTI_MAX);
+    for (int i = optind + 1; i < end; i++) {
+        if (argv[i][0] == '-')
+            return usage_error(o->cmd_name,
+                               "'%s' after KEY: options go before KEY "
+                               "(use -- before a COMMAND starting with -)",
+                               argv[i]);
+        if (*argv[i] == '\0')
+            return usage_error(o->cmd_name, "KEY must not be empty");
+        if (strlen(argv[i]) > 512)
+            return usage_error(o->cmd_name, "KEY is longer than 512 bytes");
+        for (int j = optind; j < i; j++)
+            if (strcmp(argv[i], argv[j]) == 0)
+                return usage_error(o->cmd_name, "KEY '%s' is given twice",
+                                   argv[i]);
+    }
+    o->nkeys = (size_t)(end - optind);
+    if (o->once_per_ms > 0)
+        return usage_error(o->cmd_name,
+                           "--once-per takes one KEY (the done-marker is "
+                           "named after it)");
+    if (o->limit > 0 || o->shared)
+        return usage_error(o->cmd_name,
+                           "--limit and --shared take one KEY (several keys "
+                           "are exclusive locks, taken all or nothing)");
+    return 0;
+}
+
+/*
  * Parse argv for subcommand O->cmd (argv[0] is the subcommand's name).
  * run stops at KEY like flock(1) ("+"): options go before KEY, and what
  * follows KEY (after an optional "--") is COMMAND. The other subcommands
@@ -377,8 +450,9 @@ static void option_name(int opt, char *buf, size_t len)
  */
 static int parse_args(struct cli *o, int argc, char **argv)
 {
-    const char *shorts =
-        o->cmd == CMD_RUN ? "+:s:vw:nl:E:L:hV" : ":s:vw:nl:E:L:hV";
+    const char *shorts = o->cmd == CMD_RUN || o->cmd == CMD_ELECT
+                             ? "+:s:vw:nl:E:L:hV"
+                             : ":s:vw:nl:E:L:hV";
     const char *why;
     char name[32];
     int opt, positional;
@@ -563,6 +637,22 @@ static int parse_args(struct cli *o, int argc, char **argv)
         case OPT_PREFER_READERS:
             o->prefer_readers = 1;
             break;
+        case OPT_VALUE:
+            if (strlen(optarg) > DLOCK_VALUE_MAX)
+                return usage_error(o->cmd_name,
+                                   "--value is longer than %d bytes",
+                                   DLOCK_VALUE_MAX);
+            o->value = optarg;
+            break;
+        case OPT_READY_FILE:
+            if (*optarg == '\0')
+                return usage_error(o->cmd_name,
+                                   "--ready-file must not be empty");
+            o->ready_file = optarg;
+            break;
+        case OPT_WATCH:
+            o->watch = 1;
+            break;
         case 'h':
             print_usage();
             return -1;
@@ -583,14 +673,22 @@ static int parse_args(struct cli *o, int argc, char **argv)
         return usage_error(o->cmd_name, "KEY must not be empty");
     if (strlen(o->key) > 512)
         return usage_error(o->cmd_name, "KEY is longer than 512 bytes");
+    o->keys = argv + optind;
+    o->nkeys = 1;
     if (o->cmd == CMD_RUN) {
-        char **cmd = argv + optind + 1;
+        int rc = more_keys(o, argc, argv);
+
+        if (rc != 0)
+            return rc;
+    }
+    if (o->cmd == CMD_RUN || o->cmd == CMD_ELECT) {
+        char **cmd = argv + optind + o->nkeys;
 
         if (*cmd != NULL && strcmp(*cmd, "--") == 0)
             cmd++;
         if (*cmd == NULL)
             return usage_error(o->cmd_name, "missing COMMAND after KEY");
-        if ((*cmd)[0] == '-' && cmd == argv + optind + 1)
+        if ((*cmd)[0] == '-' && cmd == argv + optind + o->nkeys)
             return usage_error(o->cmd_name,
                                "'%s' after KEY: options go before KEY "
                                "(use -- before a COMMAND starting with -)",
@@ -768,7 +866,8 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
 static const struct cmd_def commands[] = {
     {"run", CMD_RUN},       {"acquire", CMD_ACQUIRE}, {"release", CMD_RELEASE},
     {"extend", CMD_EXTEND}, {"status", CMD_STATUS},   {"check", CMD_CHECK},
-    {"list", CMD_LIST},     {"limit", CMD_LIMIT},     {NULL, CMD_RUN}};
+    {"list", CMD_LIST},     {"limit", CMD_LIMIT},     {"elect", CMD_ELECT},
+    {"leader", CMD_LEADER}, {NULL, CMD_RUN}};
 
 int main(int argc, char **argv)
 {
@@ -788,7 +887,8 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
-                                 "extend, status, list, check or limit)");
+                                 "extend, status, list, check, limit, elect or "
+                                 "leader)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         print_usage();
@@ -856,6 +956,12 @@ int main(int argc, char **argv)
         break;
     case CMD_LIMIT:
         rc = cli_cmd_limit(&o, client);
+        break;
+    case CMD_ELECT:
+        rc = cli_elect(&o, client);
+        break;
+    case CMD_LEADER:
+        rc = cli_leader(&o, client);
         break;
     }
     dlock_client_free(marks);

@@ -13,6 +13,10 @@
  * exits with the lost code whatever COMMAND's status, because COMMAND's
  * work was not protected by the lock all along.
  *
+ * Several KEYs (`dlock run A B -- COMMAND`) are taken all or nothing in
+ * one global order (dlock_lock_acquire_all), each renewed and watched for
+ * loss as one; COMMAND gets every token (DLOCK_FENCING_TOKENS).
+ *
  * For cron on several machines: --max-hold treats the lease as lost once
  * the lock was held that long; --min-hold keeps the lock after a short
  * COMMAND until that long after it started; --once-per / --slot run
@@ -42,39 +46,60 @@ static const char *sig_name(int sig)
 }
 
 /*
- * COMMAND's environment: ours without any DLOCK_KEY or DLOCK_FENCING_TOKEN,
- * plus those two for this lock. Built before fork because the child may
- * only make async-signal-safe calls. Returns NULL when out of memory.
+ * COMMAND's environment: ours without any DLOCK_KEY, DLOCK_FENCING_TOKEN
+ * or DLOCK_FENCING_TOKENS, plus DLOCK_KEY and DLOCK_FENCING_TOKEN for the
+ * first KEY and DLOCK_FENCING_TOKENS, every KEY's token in the order the
+ * KEYs were given, separated by spaces. Built before fork because the
+ * child may only make async-signal-safe calls. Returns NULL when out of
+ * memory.
  */
-static char **child_env(const struct cli *o, uint64_t token)
+static char **child_env(const struct cli *o, dlock_lock **locks)
 {
-    size_t n = 0, j = 0;
-    char **env;
+    size_t n = 0, j = 0, len;
+    char **env, *tokens;
+    FILE *f;
 
     while (environ[n] != NULL)
         n++;
-    env = calloc(n + 3, sizeof *env);
+    env = calloc(n + 4, sizeof *env);
     if (env == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "DLOCK_KEY=", 10) != 0 &&
-            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0)
+            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0 &&
+            strncmp(environ[i], "DLOCK_FENCING_TOKENS=", 21) != 0)
             env[j++] = environ[i];
-    if (asprintf(&env[j], "DLOCK_KEY=%s", o->key) < 0) {
+    f = open_memstream(&tokens, &len);
+    if (f == NULL) {
         free(env);
         return NULL;
     }
-    j++;
-    if (asprintf(&env[j], "DLOCK_FENCING_TOKEN=%llu",
-                 (unsigned long long)token) < 0) {
-        free(env[j - 1]);
+    fputs("DLOCK_FENCING_TOKENS=", f);
+    for (size_t k = 0; k < o->nkeys; k++)
+        fprintf(f, "%s%llu", k > 0 ? " " : "",
+                (unsigned long long)dlock_lock_token(locks[k]));
+    if (fclose(f) != 0) {
+        free(env);
+        return NULL;
+    }
+    env[j] = tokens;
+    if (asprintf(&env[j + 1], "DLOCK_KEY=%s", o->key) < 0) {
+        free(tokens);
+        free(env);
+        return NULL;
+    }
+    if (asprintf(&env[j + 2], "DLOCK_FENCING_TOKEN=%llu",
+                 (unsigned long long)dlock_lock_token(locks[0])) < 0) {
+        free(env[j + 1]);
+        free(tokens);
         free(env);
         return NULL;
     }
     return env;
 }
 
-/* Free what child_env() made (the two strings it added, and the array). */
+/* Free what child_env() made (the three strings it added, and the
+ * array). */
 static void free_env(char **env)
 {
     size_t n = 0;
@@ -85,19 +110,40 @@ static void free_env(char **env)
         n++;
     free(env[n - 1]);
     free(env[n - 2]);
+    free(env[n - 3]);
     free(env);
+}
+
+/* The first of KEY's locks that is not held as far as this process knows
+ * (the one the lost callback was about), or the first lock. */
+static dlock_lock *lost_one(const struct cli *o, dlock_lock **locks)
+{
+    for (size_t k = 0; k < o->nkeys; k++)
+        if (locks[k] != NULL && dlock_lock_status(locks[k]) != DLOCK_OK)
+            return locks[k];
+    return locks[0];
+}
+
+/* DLOCK_OK while every lock of KEY... is believed held, else the first
+ * lock's other status. */
+static int locks_status(const struct cli *o, dlock_lock **locks)
+{
+    int rc = dlock_lock_status(lost_one(o, locks));
+
+    return rc;
 }
 
 /* State of the wait for the job. */
 struct run_state {
     struct cli_job job;
-    dlock_lock *lock; /* NULL once released early (--max-hold, ignore) */
-    int64_t kill_at;  /* when to send SIGKILL after SIGTERM, -1: not due */
-    int64_t max_at;   /* when --max-hold is reached, -1: no --max-hold */
-    int lost;         /* the lost policy was applied */
-    int max_hold;     /* ... because --max-hold was reached */
-    int stopped;      /* a signal that ends --min-hold came (SIGINT...) */
-    int said_left;    /* -v said that COMMAND's group outlives it */
+    dlock_lock **lock; /* KEY's locks; [0] NULL once released early
+                          (--max-hold, ignore) */
+    int64_t kill_at;   /* when to send SIGKILL after SIGTERM, -1: not due */
+    int64_t max_at;    /* when --max-hold is reached, -1: no --max-hold */
+    int lost;          /* the lost policy was applied */
+    int max_hold;      /* ... because --max-hold was reached */
+    int stopped;       /* a signal that ends --min-hold came (SIGINT...) */
+    int said_left;     /* -v said that COMMAND's group outlives it */
 };
 
 /* Does signal S end the --min-hold hold-on? The ones that ask to stop
@@ -161,7 +207,8 @@ static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
         return;
     }
     code = dlock_lock_lost_reason(lock, &why);
-    if (code == DLOCK_NOT_OWNER && dlock_lock_inspect(c, o->key, &info) == 0) {
+    if (code == DLOCK_NOT_OWNER &&
+        dlock_lock_inspect(c, dlock_lock_name(lock), &info) == 0) {
         if (!info.held) {
             snprintf(buf, len,
                      "the lock is free now: it expired or was deleted");
@@ -183,6 +230,7 @@ static void on_lease_lost(const struct cli *o, dlock_client *c,
 {
     char grace[32], why[256];
     unsigned long long token = dlock_lock_token(lock);
+    const char *key = dlock_lock_name(lock);
     long pgid = (long)rs->job.pid;
 
     rs->lost = 1;
@@ -198,18 +246,18 @@ static void on_lease_lost(const struct cli *o, dlock_client *c,
         cli_format_ms(o->grace_ms, grace, sizeof grace);
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "sent SIGTERM to COMMAND's process group %ld, SIGKILL in %s",
-                o->key, token, why, pgid, grace);
+                key, token, why, pgid, grace);
         break;
     case ON_LOST_KILL:
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "sent SIGKILL to COMMAND's process group %ld",
-                o->key, token, why, pgid);
+                key, token, why, pgid);
         break;
     case ON_LOST_IGNORE:
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "COMMAND (process group %ld) goes on without the lock "
                 "(--on-lost ignore)",
-                o->key, token, why, pgid);
+                key, token, why, pgid);
         break;
     }
 }
@@ -226,7 +274,7 @@ static void on_max_hold(const struct cli *o, dlock_client *c,
                         struct run_state *rs)
 {
     char held[32], grace[32];
-    unsigned long long token = dlock_lock_token(rs->lock);
+    unsigned long long token = dlock_lock_token(rs->lock[0]);
     long pgid = (long)rs->job.pid;
     int rc;
 
@@ -252,8 +300,7 @@ static void on_max_hold(const struct cli *o, dlock_client *c,
                 o->key, token, held, pgid);
         break;
     case ON_LOST_IGNORE:
-        rc = dlock_lock_release(rs->lock);
-        rs->lock = NULL;
+        rc = dlock_lock_release_all(rs->lock, o->nkeys);
         if (rc != DLOCK_OK)
             cli_report(c, "release", o->key, rc);
         cli_err("max-hold reached: \"%s\" (fencing token %llu) was held for "
@@ -306,7 +353,7 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
                             sig_name(s), (long)j->pid);
         }
         if (!rs->lost && cli_lost_seen())
-            on_lease_lost(o, c, rs, rs->lock);
+            on_lease_lost(o, c, rs, lost_one(o, rs->lock));
         if (!rs->lost && rs->max_at >= 0 && cli_now_ms() >= rs->max_at)
             on_max_hold(o, c, rs);
         if (rs->kill_at >= 0 && cli_now_ms() >= rs->kill_at) {
@@ -501,7 +548,8 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 {
     struct run_state rs;
     struct slot sl;
-    dlock_lock *lock = NULL, *marker = NULL;
+    dlock_lock *locks[DLOCK_MULTI_MAX] = {NULL}, **lock = locks;
+    dlock_lock *marker = NULL;
     char **envp;
     char took[32], lease[32];
     int rc, signo, exec_errno, code, lost_in_job, held_on = 0;
@@ -518,11 +566,11 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
                         sl.name, o->key, took);
         }
     }
-    rc = cli_acquire(o, c, 1, &lock, &signo);
+    rc = cli_acquire(o, c, 1, lock, &signo);
     t_acq = cli_now_ms();
     if (signo != 0) {
-        if (lock != NULL)
-            dlock_lock_release(lock);
+        if (lock[0] != NULL)
+            dlock_lock_release_all(lock, o->nkeys);
         cli_verbose(o, "SIG%s while waiting for \"%s\": giving up",
                     sig_name(signo), o->key);
         return 128 + signo;
@@ -545,7 +593,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
                         sl.name, o->key);
             }
             code = rc < 0 ? cli_exit_for(o, rc) : o->done_code;
-            rc = dlock_lock_release(lock);
+            rc = dlock_lock_release_all(lock, o->nkeys);
             if (rc != DLOCK_OK)
                 cli_report(c, "release", o->key, rc);
             else
@@ -554,10 +602,10 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         }
     }
 
-    envp = child_env(o, dlock_lock_token(lock));
+    envp = child_env(o, lock);
     if (envp == NULL) {
         cli_err("out of memory");
-        dlock_lock_release(lock);
+        dlock_lock_release_all(lock, o->nkeys);
         return CLI_EX_OSERR;
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
@@ -577,7 +625,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
             cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
             code = CLI_EX_OSERR;
         }
-        rc = dlock_lock_release(lock);
+        rc = dlock_lock_release_all(lock, o->nkeys);
         if (rc != DLOCK_OK)
             cli_report(c, "release", o->key, rc);
         else
@@ -594,7 +642,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
                 strerror(errno));
         /* The guard then sends the --on-lost signal to what is left. */
-        dlock_lock_release(rs.lock);
+        dlock_lock_release_all(rs.lock, o->nkeys);
         return CLI_EX_OSERR;
     }
     lock = rs.lock;
@@ -613,8 +661,8 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
     }
 
     if (rs.max_hold) {
-        if (lock != NULL) {
-            rc = dlock_lock_release(lock);
+        if (lock[0] != NULL) {
+            rc = dlock_lock_release_all(lock, o->nkeys);
             if (rc != DLOCK_OK && rc != DLOCK_LOST && rc != DLOCK_NOT_OWNER)
                 cli_report(c, "release", o->key, rc);
             else
@@ -628,7 +676,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 
     /* As far as this machine knows, the lease held until the job was
      * over; the release below asks the servers. */
-    lost_in_job = cli_lost_seen() || dlock_lock_status(lock) != DLOCK_OK;
+    lost_in_job = cli_lost_seen() || locks_status(o, lock) != DLOCK_OK;
     if (marks != NULL && code == 0 && !lost_in_job)
         marker = slot_mark(o, marks, &sl);
     else if (marks != NULL)
@@ -645,7 +693,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
             cli_err("during the --min-hold hold-on: %s", strerror(errno));
     }
 
-    rc = dlock_lock_release(lock);
+    rc = dlock_lock_release_all(lock, o->nkeys);
     if (!lost_in_job && held_on &&
         (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER)) {
         /* COMMAND's work was protected all along: only the hold-on after

@@ -765,6 +765,142 @@ DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
                                       dlock_shared_info *out,
                                       dlock_holder *holders, size_t nholders);
 
+/*
+ * Several locks at once
+ * ---------------------
+ * All or nothing, and free of deadlock whatever order callers give the
+ * names in: the locks are taken one after the other in one global order
+ * (the names sorted bytewise, shorter first on a common prefix), each
+ * with the time left of opts->wait_ms, and when one cannot be had, those
+ * already taken are released again (in reverse order) before the call
+ * returns. Two callers that both use this call can therefore never each
+ * hold a lock the other waits for. (A thread that already holds one of
+ * the names from elsewhere re-enters it; mixing such holds with this call
+ * can deadlock as with any locks.)
+ */
+
+/* The most names one dlock_lock_acquire_all() takes. */
+#define DLOCK_MULTI_MAX 64
+
+/*
+ * Acquire the N locks NAMES[0..n-1] (1 to DLOCK_MULTI_MAX distinct names,
+ * each as for dlock_lock_acquire) with the options opts (may be NULL: try
+ * once, 30 s lease). opts->wait_ms bounds the whole call. On DLOCK_OK,
+ * out[i] is the handle of NAMES[i], each with its own fencing token,
+ * renewal (opts->watchdog) and lost callback (opts->on_lost is called
+ * with the handle of the lock that was lost): release them with
+ * dlock_lock_release_all() or one by one. On failure every out[i] is
+ * NULL, no lock of the call is left held (a rollback release that cannot
+ * reach a server leaves that lock to its lease), and the status is the
+ * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
+ * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
+ * the leases of the first locks run while the call waits for the later
+ * ones.
+ */
+DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
+                                        const char *const *names, size_t n,
+                                        const dlock_acquire_options *opts);
+
+/* Release the N handles LOCKS[0..n-1] (NULL entries are skipped) in the
+ * reverse of the global order, free them and set every entry to NULL.
+ * Returns DLOCK_OK when every release did, else the first failure in
+ * LOCKS's order (DLOCK_NOT_OWNER, DLOCK_LOST, an error class). */
+DLOCK_EXPORT int dlock_lock_release_all(dlock_lock **locks, size_t n);
+
+/*
+ * Leader election
+ * ---------------
+ * An election is a lock NAME whose holder is the leader: campaigning is
+ * acquiring it (with the watchdog), the epoch is its fencing token
+ * (strictly greater than every earlier leader's), and losing the lease is
+ * losing the leadership (on_lost, dlock_election_status() DLOCK_LOST). The
+ * leader also writes its VALUE (such as "host:port") and the server's
+ * time when it won into the hash "<prefix>:{NAME}:l", and announces every
+ * change on the lock's channel, so that anyone can ask who leads
+ * (dlock_leader) and wait for a change (dlock_leader_wait). The hash is
+ * believed only while its writer still holds the lock: a leader that died
+ * is no leader any more the moment its lease runs out.
+ */
+typedef struct dlock_election dlock_election;
+
+/* The longest leader value in bytes (without the NUL). */
+#define DLOCK_VALUE_MAX 1024
+
+/*
+ * Campaign for NAME: block until this thread leads (opts->wait_ms: 0 try
+ * once, > 0 at most that long, < 0 forever; NULL: wait forever with a 30 s
+ * lease), then proclaim VALUE (NULL: "", at most DLOCK_VALUE_MAX bytes).
+ * The watchdog always renews the leadership; opts->on_lost is called when
+ * it is lost. Returns DLOCK_OK with *out set, or as dlock_lock_acquire
+ * (DLOCK_BUSY, DLOCK_TIMEDOUT, DLOCK_CANCELED...); when the proclaim
+ * fails after the win, the lock is released again and its status
+ * returned. The handle is used by the thread that campaigned; a thread
+ * that leads NAME already re-enters the lock (one campaign per thread and
+ * name is what makes sense).
+ */
+DLOCK_EXPORT int dlock_campaign(dlock_election **out, dlock_client *client,
+                                const char *name, const char *value,
+                                const dlock_acquire_options *opts);
+
+/* While leading, change the value the leader shows (its epoch and since
+ * stay). DLOCK_OK, DLOCK_NOT_OWNER when the leadership was lost (with
+ * Redlock: fewer than a majority still had it), DLOCK_EINVAL, or an
+ * error class. */
+DLOCK_EXPORT int dlock_election_proclaim(dlock_election *e, const char *value);
+
+/* Give the leadership up and free the handle, whatever the outcome.
+ * Returns as dlock_lock_release() (DLOCK_LOST when it had already been
+ * lost). Accepts NULL (DLOCK_EINVAL). */
+DLOCK_EXPORT int dlock_election_resign(dlock_election *e);
+
+/* DLOCK_OK while leading, DLOCK_LOST / DLOCK_NOT_OWNER as
+ * dlock_lock_status(). */
+DLOCK_EXPORT int dlock_election_status(const dlock_election *e);
+
+/* The leadership's epoch: its fencing token. */
+DLOCK_EXPORT uint64_t dlock_election_epoch(const dlock_election *e);
+
+/* The lock under the leadership (validity, owner, name); it belongs to
+ * the election: do not release or detach it. */
+DLOCK_EXPORT dlock_lock *dlock_election_lock(const dlock_election *e);
+
+/* Who leads NAME, as the servers tell. */
+typedef struct dlock_leader_info {
+    int leading; /* 1 when someone leads now */
+    /* 1 when the leader has written its value (0: it has just won, or
+     * NAME is held by a plain lock rather than a campaign) */
+    int proclaimed;
+    char owner[DLOCK_OWNER_MAX];     /* the leader's owner id, "" if none */
+    uint64_t epoch;                  /* its fencing token, 0 when none */
+    char value[DLOCK_VALUE_MAX + 1]; /* its value, NUL-terminated */
+    /* when it won, Unix ms by the server's clock; 0 when unknown */
+    int64_t since_ms;
+    int64_t ttl_ms; /* its lease left, -1 when none */
+} dlock_leader_info;
+
+/* Fill *out with NAME's leader now. With Redlock a leader is one that a
+ * majority of the servers agree on. Returns DLOCK_OK (out->leading says
+ * whether anyone leads), DLOCK_EINVAL, DLOCK_NO_QUORUM or an error
+ * class. */
+DLOCK_EXPORT int dlock_leader(dlock_client *client, const char *name,
+                              dlock_leader_info *out);
+
+/*
+ * Observe: wait until NAME's leader differs from *known (another owner or
+ * epoch, another value, or leading changed) and fill *out with the new
+ * one. known may be NULL: *out is then filled at once. wait_ms: < 0
+ * forever, else at most that long. Sleeps on the lock's pub/sub channel
+ * (a release, a win and a proclaim are announced) and looks again at the
+ * latest when the leader's lease would run out (a leader that died
+ * announces nothing) and at least every second. Changes quicker than a
+ * round trip can be seen as one (the epochs then jump by more than one).
+ * Returns DLOCK_OK (changed), DLOCK_TIMEDOUT (no change: *out is the
+ * current leader), DLOCK_CANCELED (dlock_client_cancel), or an error.
+ */
+DLOCK_EXPORT int dlock_leader_wait(dlock_client *client, const char *name,
+                                   const dlock_leader_info *known,
+                                   int64_t wait_ms, dlock_leader_info *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,7 +38,9 @@
     X(RW_EXTEND, rw_extend)                                                    \
     X(RW_DOWNGRADE, rw_downgrade)                                              \
     X(SHARED_INSPECT, shared_inspect)                                          \
-    X(WAITERS, waiters)
+    X(WAITERS, waiters)                                                        \
+    X(ELECT_PROCLAIM, elect_proclaim)                                          \
+    X(ELECT_LEADER, elect_leader)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
