@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # seed, work, URLS...: run's
 # tests/chaos/tree.bash - sourced by tests/chaos/run: the scenario
 # dlock_run_tree, `dlock run` (the real CLI) with a process tree under
 # SIGKILL of dlock, lost leases, SIGSTOP of dlock and forwarded signals.
@@ -10,7 +11,9 @@
 #   ├── chaos_tree node root
 #   ├── sh (subshell)
 #   │   ├── chaos_tree node grand
-#   │   └── chaos_tree node stubborn   (ignores SIGTERM and SIGINT)
+#   │   └── chaos_tree node stubborn   (ignores SIGTERM and SIGINT; lives
+#   │                                    1..2 s, past a lease, the others
+#   │                                    0.2..1 s)
 #   └── chaos_tree node child          (not in the "orphan" shape: there
 #                                        COMMAND exits at once and leaves
 #                                        the others to dlock, its subreaper)
@@ -60,7 +63,7 @@ tree_lease=1 tree_lease_ms=1000
 # CHAOS_TREE_GRACE=S: another --grace (one above 2/3 of the lease shows
 # the limit of the guard: see docs/reliability.md).
 tree_grace=${CHAOS_TREE_GRACE:-0.25}
-tree_hold_ms=1200 # each node lives 1/5..all of it
+tree_hold_ms=1000 # a node lives 1/5..all of it; the stubborn one 1..2 times
 tree_faults=(kill9 lost term stop int)
 
 # The job (COMMAND's script): $1 holder file, $2 chaos_tree, $3 log,
@@ -68,27 +71,28 @@ tree_faults=(kill9 lost term stop int)
 # shellcheck disable=SC2016
 tree_job='printf "%s %s\n" "$PPID" "$DLOCK_FENCING_TOKEN" >"$1.$$" &&
 mv -f "$1.$$" "$1"
-"$2" node "$3" root "$4" &
-( "$2" node "$3" grand "$4" & "$2" node "$3" stubborn "$4" stubborn & wait ) &
+"$2" node "$3" root $(($4 / 5)) "$4" &
+( "$2" node "$3" grand $(($4 / 5)) "$4" &
+"$2" node "$3" stubborn "$4" $(($4 * 2)) stubborn & wait ) &
 [ "$5" = orphan ] && exit 0
-"$2" node "$3" child "$4"
+"$2" node "$3" child $(($4 / 5)) "$4"
 wait'
 
 # tree_worker I KEY LOG END: dlock run in a loop until SECONDS reaches END.
 tree_worker() {
-    local i=$1 key=$2 log=$3 end=$4 policy=term shape rc dp
-    [ $((i % 2)) = 1 ] || policy=kill
+    local i=$1 key=$2 log=$3 end=$4 policy='term' shape rc dp
+    [ $((i % 2)) = 1 ] || policy='kill'
     RANDOM=$((seed + i))
     export CHAOS_WID=$i CHAOS_TREE=$TREE_MARK DLOCK_SERVERS=$URLS
     unset DLOCK_FENCING_TOKEN
     while [ $SECONDS -lt "$end" ]; do
-        shape=wait
-        [ $((RANDOM % 3)) != 0 ] || shape=orphan
+        shape='wait'
+        [ $((RANDOM % 3)) != 0 ] || shape='orphan'
         # A background command of a shell without job control starts
         # with SIGINT ignored, and so would dlock and its job: not what a
         # terminal gives them.
         env --default-signal=INT,QUIT "$DL" run -w 3 -l "$tree_lease" \
-            --on-lost $policy --grace $tree_grace "$key" -- \
+            --on-lost "$policy" --grace "$tree_grace" "$key" -- \
             sh -c "$tree_job" sh "$work/treeholder" "$TB" "$log" \
             "$tree_hold_ms" "$shape" 2>>"$work/$key.w$i.stderr" &
         dp=$!
@@ -100,11 +104,15 @@ tree_worker() {
     rm -f "$work/tree.w$i.dpid"
 }
 
-# tree_holder: sets HD (the holding dlock's pid) and HT (its token) from
-# the holder file, a dlock still running and not the one hit last; waits
-# up to 3 s for one. Returns 1 when there was none.
+# tree_holder [fresh]: sets HD (the holding dlock's pid) and HT (its
+# token) from the holder file, a dlock still running and not the one hit
+# last; with "fresh", not the current one either but the next, whose job
+# has just started. Waits up to 3 s for one. Returns 1 when there was none.
 tree_holder() {
     local k
+    if [ "${1:-}" = fresh ]; then
+        read -r TREE_LAST _ <"$work/treeholder" 2>/dev/null
+    fi
     for ((k = 0; k < 60; k++)); do
         HD='' HT=''
         read -r HD HT <"$work/treeholder" 2>/dev/null
@@ -126,15 +134,30 @@ return ''"
 
 # f_tree ROUND LOG: the round's fault (see the top of the file).
 f_tree() {
-    local c=${tree_faults[($1 + TREE_OFF) % ${#tree_faults[@]}]} log=$2 t k
+    local c=${tree_faults[($1 + TREE_OFF) % ${#tree_faults[@]}]} log=$2 t k own p st
     sleep "$(rand_ms 100 600)"
     TREE_DONE+=("$c")
     case $c in
     kill9)
-        tree_holder || return 0
-        if kill -KILL "$HD" 2>/dev/null; then
-            "$TB" log "$log" K "$HT"
-        fi
+        # Early in a job: without its guard, the job would outlive the
+        # lease.
+        tree_holder fresh || return 0
+        own=$(rcli "${PORTS[0]}" HKEYS "dlock:{$TREE_KEY}")
+        kill -KILL "$HD" 2>/dev/null || return 0
+        "$TB" log "$log" K "$HT"
+        # The moment another holder could start: the key of that hold
+        # gone (expired) or someone else's. Whatever of its job is alive
+        # then broke the promise, whether or not a waiter was quick enough
+        # to overlap it (bounded: the lease, and a few seconds for a
+        # loaded machine).
+        for ((k = 0; k < 250; k++)); do
+            [ "$(rcli "${PORTS[0]}" HKEYS "dlock:{$TREE_KEY}")" = "$own" ] ||
+                break
+            sleep 0.02
+        done
+        tree_scan | while read -r p t st; do
+            [ "$t" != "$HT" ] || "$TB" log "$log" A "$t" "$p" "$st"
+        done
         ;;
     term | int)
         tree_holder || return 0
@@ -142,7 +165,8 @@ f_tree() {
         kill "-${c^^}" "$HD" 2>/dev/null
         ;;
     stop)
-        tree_holder || return 0
+        # Early in a job: its processes may well outlive the lease.
+        tree_holder fresh || return 0
         kill -STOP "$HD" 2>/dev/null || return 0
         "$TB" log "$log" P "$HT"
         pids+=("$HD") # cleanup continues it, should the run be stopped
@@ -150,16 +174,16 @@ f_tree() {
         kill -CONT "$HD" 2>/dev/null
         ;;
     lost)
-        for ((k = 0; k < 40; k++)); do
-            # While a job runs: its holder file is fresh.
-            tree_holder || return 0
+        for ((k = 0; k < 5; k++)); do
+            # Early in a job, so that its dlock learns it at a renewal
+            # while the job runs, not at the release.
+            tree_holder fresh || return 0
             t=$(rcli "${PORTS[0]}" EVAL "$tree_del_lua" 2 \
                 "dlock:{$TREE_KEY}" "dlock:{$TREE_KEY}:f")
             if [ -n "$t" ]; then
                 "$TB" log "$log" L "$t"
                 return 0
             fi
-            TREE_LAST=''
             sleep 0.05
         done
         ;;

@@ -16,11 +16,11 @@
  * every log line is one write(2) to a file opened O_APPEND, so lines of
  * concurrent processes do not mix and a SIGKILL leaves whole lines):
  *
- *   node LOG ROLE MAXHOLD_MS [stubborn]
+ *   node LOG ROLE MIN_MS MAX_MS [stubborn]
  *       One process of a job: logs "S tok wid pid ns role", then looks
  *       (twice) for live processes of the run with another token and logs
  *       each as "O tok pid ns othertok otherpid state"; then lives for a
- *       random MAXHOLD/5..MAXHOLD ms and logs "X tok wid pid ns done". On
+ *       random MIN_MS..MAX_MS and logs "X tok wid pid ns done". On
  *       SIGTERM or SIGINT it logs "X ... term" and exits; with `stubborn`
  *       it ignores both (logging "I tok wid pid ns SIG") and only SIGKILL
  *       ends it early.
@@ -31,7 +31,9 @@
  *   log LOG WORD...
  *       The driver's fault records: the words and the time, one line
  *       ("K tok ns" dlock SIGKILLed, "L tok ns" lease deleted, "P tok ns"
- *       dlock SIGSTOPped past its lease, "G tok ns SIG" signal to dlock).
+ *       dlock SIGSTOPped past its lease, "G tok SIG ns" signal to dlock,
+ *       "A tok pid state ns" a process of a SIGKILLed dlock's job alive
+ *       when that hold's key was gone).
  *   scan MARKER
  *       Print "pid tok state" for every live process of the run that
  *       carries a token (the end-of-scenario check and the cleanup).
@@ -220,13 +222,13 @@ static int node(int argc, char **argv)
     const char *w = getenv("CHAOS_WID");
     struct node_ctx c;
     struct sigaction sa;
-    long long hold, until;
+    long long lo, hi, hold, until;
     uint32_t r = 0;
-    int stubborn = argc > 5 && !strcmp(argv[5], "stubborn");
+    int stubborn = argc > 6 && !strcmp(argv[6], "stubborn");
     int wid = w != NULL ? atoi(w) : -1;
 
-    if (argc < 5 || marker == NULL || t == NULL) {
-        fprintf(stderr, "usage: node LOG ROLE MAXHOLD_MS [stubborn] (with "
+    if (argc < 6 || marker == NULL || t == NULL) {
+        fprintf(stderr, "usage: node LOG ROLE MIN_MS MAX_MS [stubborn] (with "
                         "CHAOS_TREE and DLOCK_FENCING_TOKEN set)\n");
         return 2;
     }
@@ -245,9 +247,9 @@ static int node(int argc, char **argv)
     scan(marker, node_found, &c);
     if (getrandom(&r, sizeof r, 0) != sizeof r)
         r = (uint32_t)now_ns();
-    hold = atoll(argv[4]);
-    hold = hold / 5 +
-           (hold > 0 ? (long long)(r % (uint32_t)(hold * 4 / 5 + 1)) : 0);
+    lo = atoll(argv[4]);
+    hi = atoll(argv[5]);
+    hold = lo + (hi > lo ? (long long)(r % (uint32_t)(hi - lo + 1)) : 0);
     until = now_ns() + hold * 1000000;
     for (;;) {
         long long left = until - now_ns();
@@ -419,7 +421,10 @@ static char excuse(const struct hold *older)
  *    increasing (again unless that pair overlapped with an excuse);
  *  - outlived: a process of a job still alive after its dlock exited,
  *    unless that dlock was SIGKILLed (its guard ends the job, and the next
- *    holder's look tells whether it did in time).
+ *    holder's look tells whether it did in time);
+ *  - alive at lease end: a process of a job whose dlock was SIGKILLed still
+ *    alive when the driver saw its lock key gone or taken (the moment the
+ *    next holder could start; "A tok pid state" lines of the driver).
  */
 static int check(int argc, char **argv)
 {
@@ -428,7 +433,7 @@ static int check(int argc, char **argv)
          ex_other = 0;
     long f_kill = 0, f_lost = 0, f_pause = 0, f_sig = 0;
     long outlived = 0, outlived_killed = 0;
-    int viol = 0, v_overlap = 0, v_token = 0, v_outlived = 0;
+    int viol = 0, v_overlap = 0, v_token = 0, v_outlived = 0, v_lease_end = 0;
     long ov_lost = 0, ov_paused = 0, unordered_excused = 0;
     long unended = 0, unended_excused = 0;
     char line[512];
@@ -504,6 +509,13 @@ static int check(int argc, char **argv)
                 zs[nzs].pid = pid;
                 zs[nzs].start = wid;
                 zs[nzs++].end = st;
+            } else if (sscanf(line, "A %llu %ld %c %lld", &tok, &pid, &st,
+                              &t) == 4) {
+                printf("VIOLATION alive at lease end: process %ld (state %c) "
+                       "of hold %llu, whose dlock was SIGKILLed, still ran "
+                       "when its lock key was gone\n",
+                       pid, st, tok);
+                v_lease_end++;
             } else if (sscanf(line, "K %llu %lld", &tok, &t) == 2) {
                 hold_of(tok)->killed = 1;
                 f_kill++;
@@ -596,7 +608,7 @@ static int check(int argc, char **argv)
                 prev = i;
         }
     }
-    viol = v_overlap + v_token + v_outlived;
+    viol = v_overlap + v_token + v_outlived + v_lease_end;
     {
         long sections = 0;
 
@@ -609,12 +621,13 @@ static int check(int argc, char **argv)
                "exit_killed=%ld exit_signal=%ld exit_busy=%ld "
                "exit_other=%ld overlaps_lost=%ld overlaps_paused=%ld "
                "overlaps=%d tokens_unordered_excused=%ld token_viol=%d "
-               "outlived=%d outlived_after_kill=%ld violations=%d\n",
+               "outlived=%d outlived_after_kill=%ld alive_at_lease_end=%d "
+               "violations=%d\n",
                sections, nprocs, done, termed, ignored, unended,
                unended_excused, nlooks * 2, f_kill, f_lost, f_pause, f_sig,
                ex_ok, ex_lost, ex_killed, ex_sig, ex_busy, ex_other, ov_lost,
                ov_paused, v_overlap, unordered_excused, v_token, v_outlived,
-               outlived_killed, viol);
+               outlived_killed, v_lease_end, viol);
     }
     return viol ? 1 : 0;
 }
