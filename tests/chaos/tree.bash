@@ -132,6 +132,13 @@ tree_del_lua="local n = redis.call('HGET', KEYS[2], 'n')
 if redis.call('DEL', KEYS[1]) == 1 then return n end
 return ''"
 
+# tree_owner: the owner holding the lock now, "none" when it is free, or
+# nothing when the server did not answer.
+tree_owner() {
+    rcli "${PORTS[0]}" EVAL "return redis.call('HKEYS', KEYS[1])[1] or 'none'" \
+        1 "dlock:{$TREE_KEY}"
+}
+
 # f_tree ROUND LOG: the round's fault (see the top of the file).
 f_tree() {
     local c=${tree_faults[($1 + TREE_OFF) % ${#tree_faults[@]}]} log=$2 t k own p st
@@ -142,19 +149,21 @@ f_tree() {
         # Early in a job: without its guard, the job would outlive the
         # lease.
         tree_holder fresh || return 0
-        own=$(rcli "${PORTS[0]}" HKEYS "dlock:{$TREE_KEY}")
+        own=$(tree_owner)
         kill -KILL "$HD" 2>/dev/null || return 0
         "$TB" log "$log" K "$HT"
         # The moment another holder could start: the key of that hold
         # gone (expired) or someone else's. Whatever of its job is alive
         # then broke the promise, whether or not a waiter was quick enough
         # to overlap it (bounded: the lease, and a few seconds for a
-        # loaded machine).
+        # loaded machine). No answer from the server is no news.
+        [ -n "$own" ] && [ "$own" != none ] || return 0
         for ((k = 0; k < 250; k++)); do
-            [ "$(rcli "${PORTS[0]}" HKEYS "dlock:{$TREE_KEY}")" = "$own" ] ||
-                break
+            t=$(tree_owner)
+            [ -z "$t" ] || [ "$t" = "$own" ] || break
             sleep 0.02
         done
+        [ $k -lt 250 ] || return 0
         tree_scan | while read -r p t st; do
             [ "$t" != "$HT" ] || "$TB" log "$log" A "$t" "$p" "$st"
         done
