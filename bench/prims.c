@@ -230,9 +230,13 @@ static void worker(const struct conf *cf, struct psh *sh, int id,
             continue;
         }
         if (e != DLOCK_OK) {
-            fprintf(stderr, "worker %d: acquire: %s: %s\n", id,
-                    dlock_strerror(e), dc ? dlock_errmsg(dc) : "raw");
+            /* A few messages, not a flood; a refusal does not change. */
+            if (w->errors < 5 || e == DLOCK_EINVAL)
+                fprintf(stderr, "worker %d: acquire: %s: %s\n", id,
+                        dlock_strerror(e), dc ? dlock_errmsg(dc) : "raw");
             w->errors++;
+            if (e == DLOCK_EINVAL)
+                break;
             continue;
         }
         enter(sh, w->role);
@@ -241,8 +245,9 @@ static void worker(const struct conf *cf, struct psh *sh, int id,
         if (l != NULL) {
             e = dlock_lock_release(l);
             if (e != DLOCK_OK) {
-                fprintf(stderr, "worker %d: release: %s\n", id,
-                        dlock_strerror(e));
+                if (w->errors < 5)
+                    fprintf(stderr, "worker %d: release: %s\n", id,
+                            dlock_strerror(e));
                 w->errors++;
             }
         } else {
