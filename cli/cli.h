@@ -210,6 +210,7 @@ void cli_shared_lost_reason(const struct cli *o, dlock_client *c, char *buf,
 int cli_cmd_limit(const struct cli *o, dlock_client *c);
 int cli_shared_status(const struct cli *o, dlock_client *c, int *done);
 void cli_shared_readers(const struct cli *o, dlock_client *c);
+int64_t cli_shared_reader_count(const struct cli *o, dlock_client *c);
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);

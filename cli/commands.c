@@ -46,6 +46,7 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
     dlock_info info;
     char ttl[32], checks[4096], *line, *next;
     char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+    int64_t readers = 0;
     int done, rc = cli_shared_status(o, c, &done);
 
     if (done || rc != 0)
@@ -57,6 +58,10 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
     }
     if (dlock_client_check(c, checks, sizeof checks) <= 0)
         checks[0] = '\0';
+    /* Not held exclusively may still be held shared (a read-write lock's
+     * readers): then it is not free. */
+    if (!info.held)
+        readers = cli_shared_reader_count(o, c);
     if (o->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, o->key);
@@ -77,6 +82,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         json_count(info.notify_waiters);
         fputs(",\"fair_queue\":", stdout);
         json_count(info.fair_queue);
+        fputs(",\"readers\":", stdout);
+        json_count(readers);
         fputs(",\"holder\":", stdout);
         cli_holder_json(stdout, &info);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
@@ -92,6 +99,9 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         /* "held by HOST pid PID `COMMAND` for 3m12s, token T, lease 21 s
          * left": the line an operator looks for. */
         cli_describe_holder(&info, who, sizeof who);
+        if (readers > 0)
+            snprintf(who, sizeof who, "held shared by %lld reader%s",
+                     (long long)readers, readers == 1 ? "" : "s");
         printf("state:    %s\n", who);
         if (info.held) {
             cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);

@@ -140,3 +140,13 @@ void cli_shared_readers(const struct cli *o, dlock_client *c)
         printf("writer:   waiting (new readers kept out for %s)\n", ttl);
     }
 }
+
+/* How many readers hold lock KEY (0 when none, or KEY is unused); -1
+ * when the servers could not say. */
+int64_t cli_shared_reader_count(const struct cli *o, dlock_client *c)
+{
+    dlock_shared_info info;
+    if (dlock_shared_inspect(c, o->key, &info, NULL, 0) != DLOCK_OK)
+        return -1;
+    return info.kind == DLOCK_KIND_LOCK ? info.holders : 0;
+}

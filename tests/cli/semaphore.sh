@@ -89,9 +89,9 @@ expect_status 0 "after its lease the permit is free" \
     "$DLOCK_BIN" run -w 10 --limit 1 sem -- true
 
 # Read locks: two readers at once; a writer waits for both.
-spawn_bg "$DLOCK_BIN" run --shared rw -- sh -c "touch $T/r1; sleep 1; touch $T/r1.done"
+spawn_bg "$DLOCK_BIN" run --shared rw -- sh -c "touch $T/r1; sleep 3; touch $T/r1.done"
 r1=$BG
-spawn_bg "$DLOCK_BIN" run --shared rw -- sh -c "touch $T/r2; sleep 1; touch $T/r2.done"
+spawn_bg "$DLOCK_BIN" run --shared rw -- sh -c "touch $T/r2; sleep 3; touch $T/r2.done"
 r2=$BG
 wait_until 10 test -e "$T/r1" -a -e "$T/r2" ||
     fail "two readers were not inside together"
@@ -99,6 +99,10 @@ expect_status 1 "a writer cannot get in while they read" \
     "$DLOCK_BIN" run -n rw -- true
 expect_status 0 "status shows the readers" "$DLOCK_BIN" status rw
 check "status: 2 readers" file_has "$T/out" "readers:  2"
+check "status: held shared, not free" \
+    file_has "$T/out" "state:    held shared by 2 readers"
+expect_status 0 "status --json with readers" "$DLOCK_BIN" status --json rw
+check "status --json: the readers counted" file_has "$T/out" '"readers":2'
 expect_status 0 "the writer gets in after them" \
     "$DLOCK_BIN" run -w 20 rw -- test -e "$T/r1.done" -a -e "$T/r2.done"
 wait_pid "$r1" 20
