@@ -29,10 +29,11 @@
  * Log lines, one write(2) each (a kill -9 leaves whole lines), times in
  * ns of CLOCK_MONOTONIC (system-wide), KEY "-" for a single name:
  *   P wid pid t                      a worker started
- *   E wid kind key tok call enter validity_ms
+ *   E wid kind key tok sent enter validity_ms
  *                                    entered (kind p permit, r reader,
  *                                    w writer, m one lock of several,
- *                                    l leader); call: the acquire began
+ *                                    l leader); sent: the granting
+ *                                    request was sent after it
  *   A wid key tok ws wc wrc t valid_ms
  *                                    a fenced write inside (wrc its
  *                                    status), then the validity at t
@@ -109,6 +110,7 @@ static void logline(int fd, const char *fmt, ...)
 typedef struct wk {
     const char *name, *indir;
     int wid, fd;
+    int watchdog; /* sem, rw: odd workers renew by the watchdog */
     int64_t until, lease, hold;
     dlock_client *c;
     char kind; /* p r w m l */
@@ -148,6 +150,7 @@ static int wk_open(wk *w, int argc, char **argv, char kind)
     w->hold = atoll(argv[8]);
     w->indir = argv[9];
     w->kind = kind;
+    w->watchdog = w->wid % 2;
     if (w->fd < 0) {
         perror("chaos_prims: open log");
         return -1;
@@ -189,12 +192,22 @@ static void wk_inside(const wk *w, int in)
     rename(tmp, path);
 }
 
+/* Log the entry. SENT is when the granting request was sent at the
+ * earliest: the call's start, or, for a hold the watchdog has not renewed
+ * yet (renewed ones move their validity on), what its validity tells:
+ * validity = lease - drift - (now - sent), with the default drift (1 %
+ * + 2 ms) and 2 ms for rounding. */
 static void log_enter(const wk *w, const char *key, dlock_lock *l, int64_t call,
-                      int64_t enter)
+                      int64_t enter, int renewed)
 {
+    int64_t validity = dlock_lock_validity_ms(l), sent = call;
+    int64_t by_validity =
+        enter - (w->lease - (w->lease / 100 + 2) - validity + 2) * 1000000;
+    if (!renewed && by_validity > sent)
+        sent = by_validity;
     logline(w->fd, "E %d %c %s %llu %lld %lld %lld\n", w->wid, w->kind, key,
-            (unsigned long long)dlock_lock_token(l), (long long)call,
-            (long long)enter, (long long)dlock_lock_validity_ms(l));
+            (unsigned long long)dlock_lock_token(l), (long long)sent,
+            (long long)enter, (long long)validity);
 }
 
 static int still_valid(dlock_lock *l)
@@ -262,6 +275,7 @@ static int sem_worker(int argc, char **argv)
         dlock_acquire_options_init(&ao);
         ao.wait_ms = 1000;
         ao.lease_ms = w.lease;
+        ao.watchdog = w.watchdog;
         dlock_lock *l = NULL;
         int64_t call = now_ns();
         int rc = dlock_sem_acquire(&l, w.c, w.name, limit, &ao);
@@ -271,7 +285,7 @@ static int sem_worker(int argc, char **argv)
             continue;
         }
         int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter);
+        log_enter(&w, "-", l, call, enter, w.watchdog);
         wk_inside(&w, 1);
         long long seen;
         read_counter(&w, res, &seen);
@@ -304,6 +318,7 @@ static int rw_worker(int argc, char **argv)
         dlock_acquire_options_init(&ao);
         ao.wait_ms = 1000;
         ao.lease_ms = w.lease;
+        ao.watchdog = w.watchdog;
         dlock_lock *l = NULL;
         int64_t call = now_ns();
         int rc = w.kind == 'r'
@@ -315,7 +330,7 @@ static int rw_worker(int argc, char **argv)
             continue;
         }
         int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter);
+        log_enter(&w, "-", l, call, enter, w.watchdog);
         wk_inside(&w, 1);
         long long counter;
         int grc = read_counter(&w, res, &counter);
@@ -383,7 +398,7 @@ static int multi_worker(int argc, char **argv)
         }
         int64_t enter = now_ns();
         for (int k = 0; k < n; k++)
-            log_enter(&w, keys[idx[k]], ls[k], call, enter);
+            log_enter(&w, keys[idx[k]], ls[k], call, enter, 1);
         wk_inside(&w, 1);
         long long counter[4];
         int grc[4];
@@ -446,7 +461,7 @@ static int elect_worker(int argc, char **argv)
         dlock_lock *l = dlock_election_lock(e);
         uint64_t ep = dlock_election_epoch(e);
         int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter);
+        log_enter(&w, "-", l, call, enter, 1);
         wk_inside(&w, 1);
         terms++;
         int64_t term_end = enter + rnd_in(300, 2500) * 1000000;
@@ -534,7 +549,7 @@ typedef struct sec {
     int wid, open, valid, rel, pid;
     char kind, key[8];
     unsigned long long tok;
-    long long call, enter, exit, validity;
+    long long enter, exit, validity;
     long long sent_after; /* its granting request was sent after this */
     long long upto;       /* valid (by its own count) until this */
 } sec;
@@ -633,7 +648,7 @@ static int rel_of(const char *st)
                                       : REL_OTHER;
 }
 
-static void read_log(const char *path, long long lease, long long drift)
+static void read_log(const char *path)
 {
     FILE *f = fopen(path, "r");
     char line[512];
@@ -657,23 +672,13 @@ static void read_log(const char *path, long long lease, long long drift)
             s->kind = kind;
             snprintf(s->key, sizeof s->key, "%s", key);
             s->tok = tok;
-            s->call = a;
+            s->sent_after = a;
             s->enter = b;
             s->validity = c;
             s->open = 1;
             s->valid = c > 0;
             s->upto = b + c * 1000000;
             s->exit = s->upto;
-            /* validity = lease - drift - (enter - sent), so the request
-             * was sent at that point (2 ms for rounding); a lock renewed
-             * before entry (the watchdog of several locks, a leader)
-             * moves its validity on: only the call's start is sure. */
-            s->sent_after = a;
-            if (kind == 'p' || kind == 'r' || kind == 'w') {
-                long long sent = b - (lease - drift - c + 2) * 1000000;
-                if (sent > a)
-                    s->sent_after = sent;
-            }
         } else if (sscanf(line, "A %d %7s %llu %lld %lld %d %lld %lld", &wid,
                           key, &tok, &a, &b, &rc, &c, &d) == 8) {
             GROW(L.w, L.nw, L.cw);
@@ -836,9 +841,10 @@ static int sweep(const char *key, int cap, int rw, long *maxin, long *readers2)
  *    while it was inside;
  *  - liveness: sem: LIMIT never reached; rw: no two readers ever inside
  *    at once; multi: a worker not killed that did not finish its ROUNDS;
- *    elect: no leader for longer than LIMIT ms (then LIMIT is that bound)
- *    or a killed or paused leader not followed by another within it; the
- *    observer seeing an older epoch after a newer one.
+ *    elect: a killed or paused leader not followed by another within
+ *    LIMIT ms (for elect LIMIT is that bound), or no leader at all for
+ *    longer than gap=MS (given among the counters); the observer seeing
+ *    an older epoch after a newer one.
  * Prints a stats line.
  */
 static int check(int argc, char **argv)
@@ -846,17 +852,19 @@ static int check(int argc, char **argv)
     if (argc < 7)
         return 2;
     const char *kind = argv[2];
-    long long lease = atoll(argv[3]), limit = atoll(argv[4]);
+    long long limit = atoll(argv[4]); /* argv[3], the lease: in the logs */
     int rounds = atoi(argv[5]);
-    long long drift = lease / 100 + 2;
     int a = 6;
     const char *counters[8];
     int ncounters = 0;
+    long long gap_ms = 0;
     for (; a < argc && strcmp(argv[a], "--"); a++)
-        if (ncounters < 8)
+        if (!strncmp(argv[a], "gap=", 4))
+            gap_ms = atoll(argv[a] + 4);
+        else if (ncounters < 8)
             counters[ncounters++] = argv[a];
     for (a++; a < argc; a++)
-        read_log(argv[a], lease, drift);
+        read_log(argv[a]);
     qsort(L.s, L.ns, sizeof *L.s, cmp_enter);
     int is_sem = !strcmp(kind, "sem"), is_rw = !strcmp(kind, "rw");
     int is_multi = !strcmp(kind, "multi"), is_elect = !strcmp(kind, "elect");
@@ -921,13 +929,19 @@ static int check(int argc, char **argv)
         }
     }
 
-    /* Stale writes accepted. */
-    long accepted = 0, stale = 0, maybe = 0;
+    /* Stale writes accepted. Late writes (begun after their own hold's
+     * validity had run out: a paused holder's) are counted apart. */
+    long accepted = 0, stale = 0, maybe = 0, late = 0, late_rej = 0;
     for (size_t i = 0; i < L.nw; i++) {
         wr *x = &L.w[i];
         accepted += x->rc == DLOCK_OK;
         stale += x->rc == DLOCK_STALE;
         maybe += x->rc == DLOCK_EIO || x->rc == DLOCK_ETIMEDOUT;
+        sec *own = find_sec(x->wid, x->key, x->tok, 0);
+        if (own && x->ws > own->upto) {
+            late++;
+            late_rej += x->rc == DLOCK_STALE;
+        }
         if (x->rc != DLOCK_OK)
             continue;
         for (size_t j = 0; j < L.nw; j++) {
@@ -991,7 +1005,7 @@ static int check(int argc, char **argv)
     }
 
     /* Liveness and what each primitive must show. */
-    long killed = 0, stopped = 0;
+    long killed = 0;
     for (size_t i = 0; i < L.nf; i++)
         for (size_t j = 0; j < L.nwi; j++)
             if (L.wi[j].pid == L.f[i].pid && !strcmp(L.f[i].sig, "KILL"))
@@ -1039,13 +1053,12 @@ static int check(int argc, char **argv)
     }
     if (is_elect) {
         /* Takeovers: a signalled leader's successor. */
-        long long bound = limit * 1000000, tk[256];
+        long long bound = limit * 1000000, gapb = gap_ms * 1000000, tk[256];
         int ntk = 0, missed = 0;
         for (size_t i = 0; i < L.nf; i++) {
             fault *f = &L.f[i];
             if (strcmp(f->sig, "KILL") && strcmp(f->sig, "STOP"))
                 continue;
-            stopped += !strcmp(f->sig, "STOP");
             int wid = -1;
             for (size_t j = 0; j < L.nwi; j++)
                 if (L.wi[j].pid == f->pid)
@@ -1072,7 +1085,8 @@ static int check(int argc, char **argv)
                 continue; /* the run ended first */
             long long t = next ? next->enter - f->t : -1;
             if (!next || t > bound) {
-                violation("no leader within %lld ms after %s of the leader "
+                violation("no new leader within %lld ms after %s of the "
+                          "leader "
                           "(worker %d, epoch %llu) at %lld%s",
                           limit, f->sig, wid, vic->tok, f->t,
                           next ? "" : ": none at all");
@@ -1098,7 +1112,7 @@ static int check(int argc, char **argv)
             long long gap = s->enter - covered;
             if (gap > maxgap)
                 maxgap = gap;
-            if (gap > bound) {
+            if (gap > gapb) {
                 violation("no leader for %lld ms (%lld..%lld)", gap / 1000000,
                           covered, s->enter);
                 v_live++;
@@ -1106,7 +1120,7 @@ static int check(int argc, char **argv)
             if (s->upto > covered)
                 covered = s->upto;
         }
-        if (to && to - covered > bound) {
+        if (to && to - covered > gapb) {
             violation("no leader for %lld ms at the end (%lld..%lld)",
                       (to - covered) / 1000000, covered, to);
             v_live++;
@@ -1146,15 +1160,16 @@ static int check(int argc, char **argv)
     if (is_rw)
         snprintf(extra, sizeof extra, " reader_overlaps=%ld", readers2);
     printf("stats sections=%zu writes=%zu accepted=%ld stale_rejected=%ld "
+           "late_writes=%ld late_rejected=%ld "
            "unknown_outcome=%ld unfinished=%ld invalid_at_exit=%ld "
            "max_inside=%ld tokens_unordered=%ld reentered=%ld "
            "released_lost=%ld released_not_owner=%ld killed=%ld "
            "overlaps=%d token_viol=%d stale_accepted=%d counter_viol=%d "
            "unreported_loss=%d liveness=%d%s violations=%d\n",
-           L.ns, L.nw, accepted, stale, maybe, opened, invalid, maxin,
-           unordered, reentered, rel_lost, rel_not_owner, killed, v_overlap,
-           v_token, v_stale, v_counter, v_unreported, v_live, extra, viol);
-    (void)stopped;
+           L.ns, L.nw, accepted, stale, late, late_rej, maybe, opened, invalid,
+           maxin, unordered, reentered, rel_lost, rel_not_owner, killed,
+           v_overlap, v_token, v_stale, v_counter, v_unreported, v_live, extra,
+           viol);
     return viol ? 1 : 0;
 }
 
