@@ -92,11 +92,17 @@ f_prim() {
             echo "   (kill9: nobody inside)"
             return 0
         }
-        "$PB" sig KILL "$VPID" "$PFAULTS" || {
+        # (The shell's "Killed" notice, when it reaps the victim, goes
+        # with the redirection.)
+        {
+            "$PB" sig KILL "$VPID" "$PFAULTS"
+            b=$?
+            wait "$VPID"
+        } 2>/dev/null
+        [ "$b" = 0 ] || {
             echo "   (kill9: $VPID gone)"
             return 0
         }
-        wait "$VPID" 2>/dev/null
         # A replacement keeps the contention up.
         PNEXT=$((PNEXT + 1))
         prim_start "$PKIND" "$PNEXT" "${PROLE[$VWID]:--}" $((secs / 2 + 1))
