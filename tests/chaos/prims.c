@@ -364,10 +364,10 @@ static int multi_worker(int argc, char **argv)
     int rounds = atoi(argv[10]), done = 0;
     int64_t hard = w.until + 15000000000LL;
     static const char *const keys[4] = {"a", "b", "c", "d"};
-    char names[4][600], res[4][620];
+    char names[4][600], res[4][640];
     for (int k = 0; k < 4; k++) {
         snprintf(names[k], sizeof names[k], "%s-%s", w.name, keys[k]);
-        snprintf(res[k], sizeof res[k], "chaos:{%s}:counter", names[k]);
+        snprintf(res[k], sizeof res[k], "chaos:{%.599s}:counter", names[k]);
     }
     for (int tries = 0; done < rounds && tries < 100000 && now_ns() < hard;
          tries++) {
@@ -717,7 +717,7 @@ static void read_log(const char *path)
         } else if (sscanf(line, "K %7s %d %lld", st, &pid, &a) == 3) {
             GROW(L.f, L.nf, L.cf);
             fault *x = &L.f[L.nf++];
-            snprintf(x->sig, sizeof x->sig, "%s", st);
+            snprintf(x->sig, sizeof x->sig, "%.7s", st);
             x->pid = pid;
             x->t = a;
         } else if (sscanf(line, "O %lld %d %llu", &a, &leading, &tok) == 3) {
