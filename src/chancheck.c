@@ -14,9 +14,10 @@
 #include "conn.h"
 
 /* See chancheck.h. */
-int dlock__check_channels(dlock_client *c, int i, char *out, size_t len)
+int dlock__check_channels(dlock_client *c, dlock__node *nd, char *out,
+                          size_t len)
 {
-    const char *host = c->ns.node[i].ep.display;
+    const char *host = nd->ep.display;
     int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
     char chan[DLOCK_PREFIX_MAX + 16], err[DLOCK__ERRLEN];
     const char *argv[3] = {"PUBLISH", chan, ""};
@@ -25,13 +26,13 @@ int dlock__check_channels(dlock_client *c, int i, char *out, size_t len)
     int rc, refused = 0;
 
     snprintf(chan, sizeof chan, "%s:check", c->key_prefix);
-    rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
+    rc = dlock__node_take(&c->ns, nd, &conn, deadline, err, sizeof err);
     if (rc == DLOCK_OK)
         rc = dlock__conn_append_argv(conn, 3, argv, NULL);
     if (rc == DLOCK_OK)
         rc = dlock__conn_roundtrip(conn, 1, &r, deadline, -1, err, sizeof err);
     if (conn != NULL)
-        dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+        dlock__node_give(&c->ns, nd, conn, rc == DLOCK_OK);
     if (rc == DLOCK_OK) {
         atomic_fetch_add(&c->stats.requests, 1);
         refused =

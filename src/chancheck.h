@@ -11,13 +11,14 @@
 #include "core.h"
 
 /*
- * Ask node i whether this client's user may publish on the lock
+ * Ask node nd (one of the node set's, or a cluster's master) whether this client's user may publish on the lock
  * channels (a PUBLISH of an empty message on "<prefix>:check", which no
  * lock uses). Returns 1 and a finding in out (len bytes) when the server
  * refuses it (NOPERM: releases are then not announced and waiters
  * poll); 0 when it is permitted or the server could not be asked (the
  * caller's other checks report an unreachable server).
  */
-int dlock__check_channels(dlock_client *c, int i, char *out, size_t len);
+int dlock__check_channels(dlock_client *c, dlock__node *nd, char *out,
+                          size_t len);
 
 #endif /* DLOCK_CHANCHECK_H */

@@ -48,6 +48,11 @@ struct dlock__conn {
     /* The requests behind those replies, oldest first: one given up on
      * may carry its EVAL form, sent when its answer is NOSCRIPT. */
     struct dlock__stale *stale_head, *stale_tail;
+    /* The reply reader's object functions: hiredis's own, wrapped by
+     * conn.c to refuse replies above its caps (see conn.c). */
+    redisReplyObjectFunctions fns;
+    redisReplyObjectFunctions *base; /* hiredis's defaults */
+    char refused[96]; /* why a reply was refused, "" when none was */
 };
 
 /* A new connection without a socket yet (fd -1, plain I/O), named peer

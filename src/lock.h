@@ -53,7 +53,8 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           struct dlock__conn **pins);
 
 /* Give back what an acquire of h may have taken (depth, token) on the
- * nodes in mask: at once, and for nodes that do not answer, again from
+ * nodes in mask: at once (waiting for answers no longer than the attempt's
+ * end, h->attempt_end_ms), and for nodes that do not answer, again from
  * the watchdog thread with the script's source until they answer or
  * lease_ms has passed. eval: send the source at once too; needed when a
  * node did not answer the acquire (it may be stalled: the undo must not

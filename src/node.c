@@ -37,11 +37,37 @@ int dlock__node_init(dlock__node *nd, const char *url, const char *user,
         if (nd->ep.password == NULL)
             return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
+    if (dlock__node_init_ep(nd, &nd->ep, pool_size) != DLOCK_OK)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* See node.h. */
+int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size)
+{
+    if (ep != &nd->ep) {
+        nd->ep = *ep;
+        memset(ep, 0, sizeof *ep);
+    }
     nd->idle = calloc((size_t)pool_size, sizeof *nd->idle);
     if (nd->idle == NULL)
-        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_ENOMEM;
     pthread_mutex_init(&nd->mu, NULL);
     return DLOCK_OK;
+}
+
+/* See node.h. */
+void dlock__node_clear(dlock__node *n)
+{
+    int j;
+    for (j = 0; j < n->nidle; j++)
+        dlock__conn_close(n->idle[j]);
+    free(n->idle);
+    if (n->idle != NULL)
+        pthread_mutex_destroy(&n->mu);
+    n->idle = NULL;
+    n->nidle = 0;
+    dlock__endpoint_clear(&n->ep);
 }
 
 /* See node.h. */
@@ -51,18 +77,13 @@ void dlock__nodeset_free(dlock__nodeset *ns)
     if (ns->node != NULL) {
         for (i = 0; i < ns->n; i++) {
             dlock__node *n = &ns->node[i];
-            for (j = 0; j < n->nidle; j++) {
-                /* A request given up on may still have to be resent
-                 * (NOSCRIPT): give it that chance, bounded. */
+            /* A request given up on may still have to be resent
+             * (NOSCRIPT): give it that chance, bounded. */
+            for (j = 0; j < n->nidle; j++)
                 if (dlock__conn_unsettled(n->idle[j]))
                     dlock__conn_settle(n->idle[j], dlock__now_ms() +
                                                        ns->connect_timeout_ms);
-                dlock__conn_close(n->idle[j]);
-            }
-            free(n->idle);
-            if (n->idle != NULL)
-                pthread_mutex_destroy(&n->mu);
-            dlock__endpoint_clear(&n->ep);
+            dlock__node_clear(n);
         }
         free(ns->node);
         ns->node = NULL;
@@ -77,16 +98,35 @@ void dlock__nodeset_free(dlock__nodeset *ns)
 int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen)
 {
-    int fresh;
-    return dlock__node_get_ex(ns, i, out, deadline_ms, err, errlen, &fresh);
+    return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
 }
+
+static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh);
 
 /* See node.h. */
 int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
                        int64_t deadline_ms, char *err, size_t errlen,
                        int *fresh)
 {
-    dlock__node *n = &ns->node[i];
+    return node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen, fresh);
+}
+
+/* See node.h. A cluster's nodes are skipped like Redlock's: the next
+ * route may find another master. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen)
+{
+    int fresh;
+    return node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
+}
+
+/* dlock__node_take, and *fresh = 1 when the connection was opened now. */
+static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh)
+{
     int64_t now, dl;
     int rc;
 
@@ -99,7 +139,7 @@ int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
     }
     *fresh = 1;
     now = dlock__now_ms();
-    if (ns->n > 1 && now < n->down_until_ms) {
+    if ((ns->n > 1 || ns->cluster != NULL) && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
         return dlock__fail(err, errlen, DLOCK_EIO,
                            "%s: down (connect timed out moments ago)",
@@ -110,6 +150,9 @@ int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
     dl = now + ns->connect_timeout_ms;
     if (deadline_ms >= 0 && deadline_ms < dl)
         dl = deadline_ms;
+    if (dl <= now) /* the caller's time is up: not the node's fault */
+        return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                           "%s: no time left to connect", n->ep.display);
     rc = dlock__conn_open(out, &n->ep, ns->tls, dl, err, errlen);
     if (rc == DLOCK_OK)
         atomic_fetch_add(&ns->stats->reconnects, 1);
@@ -146,7 +189,13 @@ void dlock__nodes_settle(dlock__nodeset *ns)
  * room; close it otherwise. */
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
 {
-    dlock__node *n = &ns->node[i];
+    dlock__node_give(ns, &ns->node[i], conn, ok);
+}
+
+/* See node.h. */
+void dlock__node_give(dlock__nodeset *ns, dlock__node *n, dlock__conn *conn,
+                      int ok)
+{
     if (conn == NULL)
         return;
     if (ok) {

@@ -30,13 +30,20 @@ typedef struct dlock__node {
      * was flushed, or it restarted). A request given up on must not
      * depend on a cache that may be empty (step.c). */
     _Atomic uint64_t scripts_ok;
+    /* Its identity (ident.c), under mu: run_id from INFO server ("" when
+     * it could not be learned) once ident is 1. */
+    _Atomic int ident;
+    char run_id[41];
 } dlock__node;
 
 /* How the nodes were found and what a quorum of them is. */
 typedef enum dlock__topology {
     DLOCK__TOPO_STANDALONE, /* one server, quorum 1 */
-    DLOCK__TOPO_REDLOCK     /* N independent masters, quorum N/2+1 */
+    DLOCK__TOPO_REDLOCK,    /* N independent masters, quorum N/2+1 */
+    DLOCK__TOPO_CLUSTER     /* one virtual node routed by slot (cluster.h) */
 } dlock__topology;
+
+struct dlock__cluster;
 
 /* The node set: filled by dlock__topology_fill(), used by node.c's pool
  * and the step layer's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
@@ -48,8 +55,12 @@ typedef struct dlock__nodeset {
     dlock__node *node;
     dlock__tls_ctx *tls; /* for rediss:// nodes, else NULL */
     int64_t connect_timeout_ms;
-    int pool_size;       /* idle connections kept per node */
-    dlock__stats *stats; /* reconnects, requests */
+    int pool_size;                  /* idle connections kept per node */
+    dlock__stats *stats;            /* reconnects, requests */
+    struct dlock__cluster *cluster; /* Redis Cluster: its nodes and slot map
+                                       (cluster.c), else NULL */
+    /* Two nodes found to be one server (ident.c): 0, or the pair. */
+    _Atomic int same_pair;
 } dlock__nodeset;
 
 /* The mask of every node of ns. */
@@ -68,6 +79,20 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen);
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok);
 
+/* The same for a node given by address (a cluster's nodes are not in
+ * ns->node): ns gives the TLS context, timeouts, pool size and
+ * counters. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen);
+void dlock__node_give(dlock__nodeset *ns, dlock__node *nd, dlock__conn *conn,
+                      int ok);
+
+/* Set up nd for an endpoint already parsed (moved into nd: ep is zeroed)
+ * with an empty pool of pool_size. DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size);
+
+/* Close nd's pooled connections and free what it owns. */
+void dlock__node_clear(dlock__node *nd);
 /* dlock__node_get that also says whether the connection was opened now
  * (*fresh = 1: the server may have restarted since we last talked to it,
  * so its script cache may be empty) rather than taken from the pool. */
@@ -87,8 +112,12 @@ void dlock__nodeset_free(dlock__nodeset *ns);
 /* Fill ns from the client's options (topology.c): parse every server,
  * choose standalone (one server) or Redlock (several), make the TLS
  * context when a server needs it. DLOCK_OK or an error with err set; on
- * failure the caller frees ns with dlock__nodeset_free(). */
+ * failure the caller frees ns with dlock__topology_free(). */
 int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
                          dlock__stats *stats, char *err, size_t errlen);
+
+/* Free what dlock__topology_fill made (a cluster's table too), also when
+ * it failed half way. */
+void dlock__topology_free(dlock__nodeset *ns);
 
 #endif /* DLOCK_NODE_H */

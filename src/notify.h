@@ -74,5 +74,9 @@ uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
  * of a majority of nodes that freed the lock (0; Redlock: it must now
  * try, and no other waiter will). */
 int dlock__notify_handed(dlock__waiter *w);
+/* Forget the handoff recorded for w, so that the next
+ * dlock__notify_wait_handoff sleeps again: a semaphore waiter woken to
+ * try again ('h 0 OWNER', no permit handed) that did not get a permit. */
+void dlock__notify_handoff_reset(dlock__waiter *w);
 
 #endif /* DLOCK_NOTIFY_H */

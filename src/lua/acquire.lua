@@ -24,12 +24,21 @@
 -- ARGV[7]  mode 2: the waiter's ticket (its place; Redlock: the same on
 --          every node, so that every node serves the waiters in one
 --          order), 0 (one server) for the server's time in us
+-- ARGV[8]  (optional) "1": the caller is a waiting writer (modes "0" and
+--          "1" send ARGV[4..8] only then), so readers holding the lock are
+--          to let no new reader in
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
 -- and a short command is cheaper to parse on every acquisition).
 -- The fence hash lives 7 days after the last acquisition
 -- (DLOCK__FENCE_RETENTION_MS in lock.h).
+--
+-- Read-write locks (rw_*.lua): readers hold this hash under the field
+-- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
+-- "1", or mode "2") that finds readers sets '#w' = server ms until which
+-- new readers stay out (writer preference), and a hash left holding only
+-- that mark is free for a writer.
 --
 -- Returns
 --   {1, token, depth}  acquired; depth = the owner's reentry count now (also
@@ -86,6 +95,11 @@ if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 t
     return grant()
 end
 local pttl = redis.call('PTTL', KEYS[1])
+if pttl ~= -2 and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
+    redis.call('HEXISTS', KEYS[1], '#w') == 1 then
+    redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
+    pttl = -2
+end
 if expect == 0 and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
@@ -107,8 +121,19 @@ if cur > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
 end
-if mode == '0' or (mode == '1' and pttl ~= -2) then
+
+-- Busy: a waiting writer that finds readers marks itself (see the top).
+local function busy()
+    if (ARGV[8] == '1' or mode == '2') and
+        redis.call('HEXISTS', KEYS[1], '#r') == 1 then
+        local bt = now()
+        local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
+        redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
+    end
     return {0, pttl}
+end
+if mode == '0' or (mode == '1' and pttl ~= -2) then
+    return busy()
 end
 if mode == '1' then
     return {0, -2} -- free, but waiters are queued: they go first
@@ -154,4 +179,7 @@ if mode == '2' then
     end
     redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
 end
-return {0, pttl}
+if pttl ~= -2 then
+    return busy()
+end
+return {0, -2}

@@ -21,11 +21,13 @@
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
--- ARGV[8]  (optional) undo of a Redlock fair attempt short of a majority:
+-- ARGV[8]  (optional) "1": announce with SPUBLISH (Redis Cluster's
+--          sharded pub/sub), else PUBLISH
+-- ARGV[9]  (optional) undo of a Redlock fair attempt short of a majority:
 --          the owner's ticket, to put it back in the queue at its place
--- ARGV[9]  (with ARGV[8]) the waiter time-to-live in ms
+-- ARGV[10] (with ARGV[9]) the waiter time-to-live in ms
 --
--- Messages (PUBLISH)
+-- Messages (PUBLISH, or SPUBLISH with ARGV[8] "1")
 --   'r ID'              on ARGV[4]: released, nobody queued
 --   'h TOKEN OWNER'     on ARGV[4]:<OWNER's client id>: handed to OWNER
 --   'w ID OWNER'        on ARGV[4]:<OWNER's client id>: free, OWNER is first
@@ -40,12 +42,13 @@
 --   0  not the owner (the lease expired, or another owner has it); the
 --      owner's queue entry, if it had one here, is dropped
 local owner = ARGV[1]
+local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
 local handoff = tonumber(ARGV[5])
 local t, now_ms
 
 local function announce(ch, msg)
-    local r = redis.pcall('PUBLISH', ch, msg)
+    local r = redis.pcall(publish, ch, msg)
     if type(r) == 'table' and r.err then
         return 4
     end
@@ -123,13 +126,13 @@ if cur == expect then
         return 2
     end
     redis.call('DEL', KEYS[1])
-    local ticket = tonumber(ARGV[8] or '0')
+    local ticket = tonumber(ARGV[9] or '0')
     if ticket > 0 then
         clock()
         redis.call('ZADD', KEYS[4],
-                   string.format('%d', (now_ms + tonumber(ARGV[9])) * 2048),
+                   string.format('%d', (now_ms + tonumber(ARGV[10])) * 2048),
                    owner)
-        redis.call('ZADD', KEYS[3], 'NX', ARGV[8], owner)
+        redis.call('ZADD', KEYS[3], 'NX', ARGV[9], owner)
     end
     return pass_on(false)
 end
