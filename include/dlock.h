@@ -86,7 +86,11 @@ extern "C" {
     X(ESERVER, -24, "the server returned an error")                            \
     X(ENOMEM, -25, "out of memory")                                            \
     X(ETLS, -26, "TLS error")                                                  \
-    X(EAUTH, -27, "authentication failed")
+    X(EAUTH, -27, "authentication failed")                                     \
+    X(NOT_REPLICATED, -8,                                                      \
+      "too few replicas acknowledged the lock write (wait_replicas)")          \
+    X(LOCK_DELAY, -9,                                                          \
+      "refused during the lock-delay after a failover or restart")
 
 typedef enum dlock_status {
 #define DLOCK__ENUM(name, value, text) DLOCK_##name = (value),
@@ -184,6 +188,30 @@ typedef struct dlock_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     int tls_insecure;
+
+    /* Sentinel (a redis+sentinel:// or rediss+sentinel:// server URL,
+     * which must then be the only server): the ACL user and password of
+     * the sentinels themselves (the URL's and the options above are the
+     * data nodes'). NULL: the sentinels need none. */
+    const char *sentinel_username;
+    const char *sentinel_password;
+
+    /* Durability. wait_replicas > 0: every lock write (acquire, extend,
+     * fenced set) is followed, in the same round trip, by WAIT
+     * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first). Default 0
+     * (no WAIT); wait_replicas_timeout_ms default 1000. */
+    int wait_replicas;
+    int64_t wait_replicas_timeout_ms;
+
+    /* Lock-delay: when a master's run_id or replication id changes (a
+     * failover promoted a replica, or it restarted) and grants were not
+     * covered by wait_replicas, new grants on it are refused for this
+     * long (DLOCK_LOCK_DELAY; a waiting acquire waits it out), at least
+     * the longest lease this client has taken: a lock the old master
+     * granted and the new one never saw has expired by then. -1 (the
+     * default): 30000 with Sentinel, off otherwise; 0: off. */
+    int64_t lock_delay_ms;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */

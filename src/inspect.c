@@ -52,9 +52,19 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     dlock__cmd_key(&b, key, strlen(key));
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    dlock__cmd_durable(c, &b.cmd);
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = dlock__fail_step(c, res, 1, res[0].status, "fenced set");
+    } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
+               dlock__elem_int(res[0].reply, 0) == 1 &&
+               c->ns.wait_replicas > 0 && res[0].acks < c->ns.wait_replicas) {
+        /* Written on the master, but a failover could lose it. */
+        rc = dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                              "fenced set %s: written, but %lld of the %d "
+                              "replicas asked for acknowledged it",
+                              key, res[0].acks < 0 ? 0 : res[0].acks,
+                              c->ns.wait_replicas);
     } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
                dlock__elem_int(res[0].reply, 0) == 1) {
         /* {1, token}: written. */
@@ -282,7 +292,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                                       "check: no buffer for the findings");
     buf[0] = '\0';
     for (i = 0; i < c->ns.n; i++) {
-        const char *host = c->ns.node[i].ep.display;
+        const char *host = dlock__node_name(&c->ns.node[i]);
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
         redisReply *r[3] = {NULL, NULL, NULL};

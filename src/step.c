@@ -158,12 +158,24 @@ static int callv_send(fanout *c, dlock__conn *conn, callv *v,
                       const dlock__cmd *cmd, int full)
 {
     const dlock__script *s = &c->scripts[cmd->script];
+    int rc;
     v->argv[0] = full ? "EVAL" : "EVALSHA";
     v->lens[0] = full ? 4 : 7;
     v->argv[1] = full ? s->src : s->sha;
     v->lens[1] = full ? strlen(s->src) : 40;
     atomic_fetch_add(&c->ns->stats->requests, 1);
-    return dlock__conn_append_argv(conn, v->argc, v->argv, v->lens);
+    rc = dlock__conn_append_argv(conn, v->argc, v->argv, v->lens);
+    if (rc == DLOCK_OK && cmd->wait_replicas > 0) {
+        /* Pipelined: WAIT counts the replicas that acknowledged this
+         * connection's last write, the script's. */
+        char n[24], t[24];
+        const char *wv[3] = {"WAIT", n, t};
+        dlock__fmt_i64(n, cmd->wait_replicas);
+        dlock__fmt_i64(t, cmd->wait_timeout_ms);
+        atomic_fetch_add(&c->ns->stats->requests, 1);
+        rc = dlock__conn_append_argv(conn, 3, wv, NULL);
+    }
+    return rc;
 }
 
 enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE };
@@ -171,8 +183,10 @@ enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE };
 typedef struct slot {
     dlock__conn *conn;
     int state;
-    int full;    /* EVAL sent after NOSCRIPT */
-    int retried; /* one fresh-connection retry used */
+    int full;          /* EVAL sent after NOSCRIPT */
+    int retried;       /* one fresh-connection retry used */
+    int skip;          /* replies to drop (the WAIT after a NOSCRIPT) */
+    redisReply *first; /* the script's reply while WAIT's is awaited */
 } slot;
 
 /* Open (or reopen) node i's connection and send the call; push the bytes
@@ -220,6 +234,12 @@ static void slot_fail(fanout *c, int i, slot *s, callv *v,
 {
     dlock__node_put(c->ns, i, s->conn, 0);
     s->conn = NULL;
+    s->skip = 0;
+    if (s->first != NULL)
+        freeReplyObject(s->first);
+    s->first = NULL;
+    /* A dropped connection is what a failover looks like. */
+    dlock__node_suspect(c->ns, i);
     if (!s->retried && dlock__now_ms() < deadline_ms) {
         s->retried = 1;
         slot_start(c, i, s, v, cmd, deadline_ms, r);
@@ -229,37 +249,26 @@ static void slot_fail(fanout *c, int i, slot *s, callv *v,
     r->status = rc;
 }
 
-/* Take node i's reply if it has arrived; handle NOSCRIPT. */
-static void slot_collect(fanout *c, int i, slot *s, callv *v,
-                         const dlock__cmd *cmd, int64_t deadline_ms,
-                         dlock__result *r)
+/* Finish node i with the script's reply rep (owned): an error reply
+ * becomes the node's status. */
+static void slot_finish(fanout *c, int i, slot *s, dlock__result *r,
+                        redisReply *rep)
 {
-    redisReply *rep = NULL;
-    int got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
-    if (got < 0) {
-        slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
-        return;
-    }
-    if (got == 0)
-        return;
-    if (rep->type == REDIS_REPLY_ERROR && !s->full &&
-        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-        int rc;
-        freeReplyObject(rep);
-        s->full = 1;
-        rc = callv_send(c, s->conn, v, cmd, 1);
-        if (rc == DLOCK_OK)
-            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
-        if (rc != DLOCK_OK)
-            slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
-        return;
-    }
     s->state = SLOT_DONE;
     dlock__node_put(c->ns, i, s->conn, 1);
     s->conn = NULL;
     if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(r->err, sizeof r->err, "%s: %s", c->ns->node[i].ep.display,
-                 rep->str);
+        const char *why = "";
+        if (strncmp(rep->str, "READONLY", 8) == 0 ||
+            strstr(rep->str, "-READONLY") != NULL)
+            why = "a replica, not a master: ";
+        else if (strncmp(rep->str, "LOADING", 7) == 0 ||
+                 strncmp(rep->str, "MASTERDOWN", 10) == 0)
+            why = "not ready: ";
+        if (why[0] != '\0')
+            dlock__node_suspect(c->ns, i); /* a failover may explain it */
+        snprintf(r->err, sizeof r->err, "%s: %s%s",
+                 dlock__node_name(&c->ns->node[i]), why, rep->str);
         /* A server with a password we were not given answers NOAUTH, or
          * for a long command "unauthenticated multibulk length": both are
          * authentication failures. */
@@ -272,6 +281,58 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     }
     r->reply = rep;
     r->status = DLOCK_OK;
+}
+
+/* Take node i's replies as they arrive: the script's (NOSCRIPT: send the
+ * source), then, for a lock write with wait_replicas, WAIT's. */
+static void slot_collect(fanout *c, int i, slot *s, callv *v,
+                         const dlock__cmd *cmd, int64_t deadline_ms,
+                         dlock__result *r)
+{
+    for (;;) {
+        redisReply *rep = NULL;
+        int got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
+        if (got < 0) {
+            slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
+            return;
+        }
+        if (got == 0)
+            return;
+        if (s->skip > 0) {
+            s->skip--;
+            freeReplyObject(rep);
+            continue;
+        }
+        if (s->first != NULL) {
+            /* WAIT's answer: the number of replicas that acknowledged. */
+            r->acks = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+            freeReplyObject(rep);
+            rep = s->first;
+            s->first = NULL;
+            slot_finish(c, i, s, r, rep);
+            return;
+        }
+        if (rep->type == REDIS_REPLY_ERROR && !s->full &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+            int rc;
+            freeReplyObject(rep);
+            s->full = 1;
+            s->skip = cmd->wait_replicas > 0; /* the WAIT sent with it */
+            rc = callv_send(c, s->conn, v, cmd, 1);
+            if (rc == DLOCK_OK)
+                rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
+                                          sizeof r->err);
+            if (rc != DLOCK_OK)
+                slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
+            return;
+        }
+        if (cmd->wait_replicas > 0) {
+            s->first = rep;
+            continue;
+        }
+        slot_finish(c, i, s, r, rep);
+        return;
+    }
 }
 
 /* See step.h. */
@@ -294,7 +355,10 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         res[i].err[0] = '\0';
         res[i].status = DLOCK_EIO;
         res[i].sent = 0;
+        res[i].acks = -1;
     }
+    if (cmd->wait_replicas > 0)
+        deadline_ms += cmd->wait_timeout_ms;
     rc = callv_build(&v, c, cmd);
     if (rc != DLOCK_OK) {
         for (i = 0; i < c->ns->n; i++)
@@ -336,14 +400,25 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
+                int unread = 0, left_replies = slots[i].skip +
+                                               (slots[i].first != NULL   ? 1
+                                                : cmd->wait_replicas > 0 ? 2
+                                                                         : 1);
+                while (left_replies-- > 0)
+                    unread = dlock__conn_abandon(slots[i].conn);
+                if (slots[i].first != NULL)
+                    freeReplyObject(slots[i].first);
+                slots[i].first = NULL;
                 dlock__node_put(c->ns, i, slots[i].conn,
-                                dlock__conn_abandon(slots[i].conn) <=
-                                    MAX_STALE);
+                                unread <= MAX_STALE +
+                                              (cmd->wait_replicas > 0 ? 2 : 0));
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;
+                /* A master that stopped answering may be failed over. */
+                dlock__node_suspect(c->ns, i);
                 snprintf(res[i].err, sizeof res[i].err, "%s: no answer in time",
-                         c->ns->node[i].ep.display);
+                         dlock__node_name(&c->ns->node[i]));
             }
             break;
         }
@@ -367,6 +442,8 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     for (i = 0; i < c->ns->n; i++) {
         if (slots[i].conn != NULL) /* poll failed: give up on it */
             dlock__node_put(c->ns, i, slots[i].conn, 0);
+        if (slots[i].first != NULL)
+            freeReplyObject(slots[i].first);
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK)
             nok++;
     }
@@ -445,5 +522,5 @@ void dlock__malformed(const dlock__nodeset *ns, dlock__result *res, int i,
 {
     res[i].status = DLOCK_EPROTO;
     snprintf(res[i].err, sizeof res[i].err, "%s: unexpected reply to %s",
-             ns->node[i].ep.display, what);
+             dlock__node_name(&ns->node[i]), what);
 }

@@ -57,6 +57,9 @@ typedef struct dlock__result {
     redisReply *reply; /* owned; may be an error reply only for non-scripts */
     char err[DLOCK__ERRLEN];
     int sent; /* the request may have reached the server */
+    /* With cmd->wait_replicas: the replicas that acknowledged (WAIT's
+     * answer), -1 when WAIT did not answer. */
+    long long acks;
 } dlock__result;
 
 /* A command for dlock__exec: a script with its keys and arguments. */
@@ -72,6 +75,12 @@ typedef struct dlock__cmd {
      * must not depend on the server's script cache even if its answer is
      * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
     int eval;
+    /* > 0: a lock write that must reach this many replicas: WAIT
+     * wait_replicas wait_timeout_ms follows the script in the same round
+     * trip (the step's deadline grows by wait_timeout_ms), and its answer
+     * lands in dlock__result.acks. */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "node.h"
 #include "notify_impl.h"
 
 /* See notify_impl.h. */
@@ -278,7 +279,7 @@ void *dlock__sub_main(void *arg)
                 dlock__conn *conn = NULL;
                 int rc;
                 pthread_mutex_unlock(&n->mu);
-                rc = dlock__conn_open(&conn, &c->ns.node[i].ep, c->ns.tls,
+                rc = dlock__node_open(&c->ns, i, &conn,
                                       now + c->opts.connect_timeout_ms, err,
                                       sizeof err);
                 pthread_mutex_lock(&n->mu);
@@ -292,6 +293,17 @@ void *dlock__sub_main(void *arg)
                         l->backoff = 2000;
                     l->retry_at = dlock__now_ms() + l->backoff;
                 }
+            }
+            if (l->conn != NULL &&
+                strcmp(dlock__conn_peer(l->conn),
+                       dlock__node_name(&c->ns.node[i])) != 0) {
+                /* The node moved (Sentinel failover): subscribe on the
+                 * new master; the waiters retry meanwhile. */
+                if (l->direct)
+                    dlock__sub_giveback(n);
+                else
+                    link_down(n, i);
+                continue;
             }
             if (l->conn != NULL && l->direct && dlock__sub_link_work(n, i))
                 dlock__sub_giveback(n);
