@@ -362,10 +362,11 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
                                lease_ms - elapsed - dlock__drift(c, lease_ms));
-    rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
-    dlock__results_clear(res, c->ns.n);
-    if (rc != DLOCK_OK && rc != DLOCK_BUSY && withdrawn != 0)
+    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY)
         rc = withdrawn_error(c, h, withdrawn, minacks, a);
+    else
+        rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
+    dlock__results_clear(res, c->ns.n);
     if (rc == DLOCK_OK)
         return DLOCK_OK;
     a->split = c->ns.n > 1 && t.granted > 0;
