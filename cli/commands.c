@@ -34,7 +34,7 @@ static char *take_line(char **p)
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
-    char ttl[32], checks[4096], *line, *next;
+    char ttl[32], checks[4096], topo[4096], *line, *next;
     int rc = dlock_lock_inspect(c, o->key, &info);
 
     if (rc != DLOCK_OK) {
@@ -43,6 +43,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
     }
     if (dlock_client_check(c, checks, sizeof checks) <= 0)
         checks[0] = '\0';
+    if (dlock_client_topology(c, topo, sizeof topo) <= 0)
+        topo[0] = '\0';
     if (o->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, o->key);
@@ -63,8 +65,14 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
             printf("%lld", (long long)info.waiters);
         else
             fputs("null", stdout);
-        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
+        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"topology\":[",
                info.nodes_holding, o->nservers);
+        for (next = topo; (line = take_line(&next)) != NULL;) {
+            if (line != topo)
+                fputc(',', stdout);
+            cli_json_string(stdout, line);
+        }
+        fputs("],\"warnings\":[", stdout);
         for (next = checks; (line = take_line(&next)) != NULL;) {
             if (line != checks)
                 fputc(',', stdout);
@@ -93,6 +101,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);
+        for (next = topo; (line = take_line(&next)) != NULL;)
+            printf("topology: %s\n", line);
         for (next = checks; (line = take_line(&next)) != NULL;)
             printf("warning:  %s\n", line);
     }

@@ -35,7 +35,11 @@ static const char *usage_text =
     "  -s, --server URL       redis://[USER[:PASSWORD]@]HOST[:PORT][/DB],\n"
     "                         rediss://... (TLS) or unix:///PATH; repeat for\n"
     "                         Redlock (default: $DLOCK_SERVERS, comma-\n"
-    "                         separated, else redis://127.0.0.1:6379)\n"
+    "                         separated, else redis://127.0.0.1:6379);\n"
+    "                         redis+sentinel://[USER[:PASSWORD]@]HOST[:PORT]\n"
+    "                         [,HOST[:PORT]...]/MASTER[?db=N] "
+    "(rediss+sentinel\n"
+    "                         for TLS) finds the master through Sentinel\n"
     "      --user NAME        ACL user (default: $DLOCK_USER, else the URL's)\n"
     "      --cacert FILE      CA certificates for rediss:// (default:\n"
     "                         $DLOCK_CACERT, else the system's)\n"
@@ -47,10 +51,24 @@ static const char *usage_text =
     "      --timeout SECONDS  bound on each connect (name lookup, TLS, AUTH\n"
     "                         included) and each command to a server\n"
     "                         (default: $DLOCK_TIMEOUT, else 2)\n"
+    "      --wait-replicas N  after every lock write wait until N replicas\n"
+    "                         have it, else fail (default:\n"
+    "                         $DLOCK_WAIT_REPLICAS, else 0: no wait)\n"
+    "      --wait-replicas-timeout SECONDS\n"
+    "                         how long to wait for them (default:\n"
+    "                         $DLOCK_WAIT_REPLICAS_TIMEOUT, else 1)\n"
+    "      --lock-delay SECONDS  refuse new grants this long after the\n"
+    "                         master changed (default: $DLOCK_LOCK_DELAY,\n"
+    "                         else 30 with Sentinel, 0 otherwise)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"
     "                         it took\n"
-    "The password comes from the URL or from $DLOCK_PASSWORD.\n"
-    "\n"
+    "The password comes from the URL or from $DLOCK_PASSWORD; the\n"
+    "sentinels' own from $DLOCK_SENTINEL_USER and $DLOCK_SENTINEL_PASSWORD.\n"
+    "\n";
+
+/* The rest of the help (one string would pass the 4095 bytes C99
+ * promises). */
+static const char *usage_more =
     "Locking options (run, acquire):\n"
     "  -w, --wait SECONDS     give up after SECONDS (fractions allowed;\n"
     "                         0 = --nonblock; default: wait forever)\n"
@@ -115,6 +133,10 @@ static const struct option long_options[] = {
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"prefix", required_argument, NULL, OPT_PREFIX},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"wait-replicas", required_argument, NULL, CLI_OPT_WAIT_REPLICAS},
+    {"wait-replicas-timeout", required_argument, NULL,
+     CLI_OPT_WAIT_REPLICAS_TIMEOUT},
+    {"lock-delay", required_argument, NULL, CLI_OPT_LOCK_DELAY},
     {"verbose", no_argument, NULL, 'v'},
     {"wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
@@ -152,6 +174,9 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_INSECURE:
     case OPT_PREFIX:
     case OPT_TIMEOUT:
+    case CLI_OPT_WAIT_REPLICAS:
+    case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
+    case CLI_OPT_LOCK_DELAY:
         return 1;
     case 'w':
     case 'n':
@@ -334,6 +359,15 @@ static int parse_args(struct cli *o, int argc, char **argv)
                 return usage_error(
                     o->cmd_name, "--timeout '%s': must be more than 0", optarg);
             break;
+        case CLI_OPT_WAIT_REPLICAS:
+        case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
+        case CLI_OPT_LOCK_DELAY:
+            if (cli_durability_opt(o, opt, optarg, &why) < 0) {
+                option_name(opt, name, sizeof name);
+                return usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
+                                   why);
+            }
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -401,6 +435,7 @@ static int parse_args(struct cli *o, int argc, char **argv)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            fputs(usage_more, stdout);
             return -1;
         case 'V':
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
@@ -493,6 +528,12 @@ static int make_client(const struct cli *o, dlock_client **out)
     }
     if (timeout_ms > 0)
         opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
+    {
+        const char *bad = NULL, *why = NULL;
+        if (cli_durability_apply((struct cli *)o, &opts, &bad, &why) < 0)
+            return usage_error(o->cmd_name, "%s '%s': %s", bad, getenv(bad),
+                               why);
+    }
 
     if (o->verbose) {
         for (size_t i = 0; i < o->nservers; i++) {
@@ -542,6 +583,7 @@ int main(int argc, char **argv)
     o.conflict_code = CLI_DEFAULT_CONFLICT_CODE;
     o.lost_code = CLI_DEFAULT_LOST_CODE;
     o.on_lost = ON_LOST_TERM;
+    cli_durability_init(&o);
 
     if (argc < 2)
         return usage_error(NULL, "missing command (run, acquire, release, "
@@ -549,6 +591,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
+        fputs(usage_more, stdout);
         return 0;
     }
     if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {

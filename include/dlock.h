@@ -414,11 +414,31 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *    not always: a node restarted without its data forgets the locks and
  *    fencing counters a majority argument relies on (docs/design.md);
  *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
- *    renamed command): not checked, said so.
+ *    renamed command): not checked, said so;
+ *  - a master with replicas and no wait_replicas (a failover can lose a
+ *    grant), fewer replicas connected than wait_replicas, a failover or
+ *    restart seen recently, a sentinel that does not answer or that
+ *    disagrees with the others (see dlock_client_topology).
  * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
  */
 DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
                                     size_t len);
+
+/*
+ * Describe the deployment, for "is this lock safe here?" (`dlock status`):
+ * one line per fact into buf (len bytes, NUL-terminated, as many whole
+ * lines as fit): the client's topology, wait_replicas and lock-delay;
+ * with Sentinel, what each sentinel names as master and whether the
+ * +switch-master watch is up; for every server its role, the replicas
+ * connected and their lag, min-replicas-to-write, persistence (AOF and
+ * appendfsync, or RDB only) and maxmemory-policy ("unknown" where an ACL
+ * refuses INFO or CONFIG), and a failover or restart this client has
+ * seen (its run_id or replication id changed). dlock_client_check()
+ * includes the warnings that follow from these facts.
+ * Returns the number of lines, or DLOCK_EINVAL.
+ */
+DLOCK_EXPORT int dlock_client_topology(dlock_client *client, char *buf,
+                                       size_t len);
 
 /*
  * Adopt a lock held under another owner id, for tools whose acquire and

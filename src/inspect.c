@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "core.h"
+#include "health.h"
 #include "held.h"
 #include "lock.h"
 
@@ -353,5 +354,5 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }
-    return n;
+    return n + dlock__health_warnings(c, buf, len);
 }

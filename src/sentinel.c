@@ -479,16 +479,16 @@ int dlock__sentinel_report(dlock__nodeset *ns, int64_t deadline_ms,
         } else if (rc == ASK_UNKNOWN) {
             snprintf(line, sizeof line, "sentinel %s: knows no master named %s",
                      sd, s->url.master);
-            add(ctx, 1, line);
+            add(ctx, 2, line);
             warns++;
         } else {
             snprintf(line, sizeof line, "sentinel %s: no answer: %s", sd, msg);
-            add(ctx, 1, line);
+            add(ctx, 2, line);
             warns++;
         }
     }
     if (disagree) {
-        add(ctx, 1,
+        add(ctx, 2,
             "the sentinels disagree on the master (a failover in progress, "
             "or a split)");
         warns++;

@@ -22,11 +22,12 @@
 int dlock__sentinel_fill(dlock__nodeset *ns, const dlock_options *o, char *err,
                          size_t errlen);
 
-/* What the sentinels know, for dlock_client_check(): one line per
- * finding appended to buf by add(ctx, text) — the master they name, how
- * many sentinels answered, failovers seen by the watch. Asks each
- * sentinel once, before deadline_ms. Returns the number of lines added
- * that are warnings. */
+/* What the sentinels know, for the topology report (health.c): one line
+ * per fact through add(ctx, kind, text), kind 0 for a fact and 2 for a
+ * fact that is also a warning — the master each names, one that does
+ * not answer or disagrees, the +switch-master watch and the switches it
+ * saw. Asks each sentinel once, before deadline_ms. Returns the number
+ * of warnings. */
 int dlock__sentinel_report(dlock__nodeset *ns, int64_t deadline_ms,
                            void (*add)(void *ctx, int warn, const char *line),
                            void *ctx);

@@ -496,6 +496,14 @@ static void test_lock_delay(void **state)
     print_message("lock-delay: granted %lld ms after the first refusal\n",
                   (long long)(th_now_ms() - t0));
     assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    {
+        /* The check says it saw the master change. */
+        char buf[4096];
+        assert_true(dlock_client_check(c, buf, sizeof buf) > 0);
+        assert_non_null(strstr(buf, "failover or restart seen"));
+        assert_true(dlock_client_topology(c, buf, sizeof buf) > 0);
+        assert_non_null(strstr(buf, "role master"));
+    }
     dlock_client_free(c);
     assert_int_equal(th_server_restart(m), 0);
     assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
