@@ -68,13 +68,22 @@ static size_t split_urls(char *list, const char **out, size_t max)
 static dlock_client *make_client(char *urls, int64_t timeout_ms)
 {
     const char *servers[16];
-    size_t n = split_urls(urls, servers, 16);
+    /* A sentinel URL has commas of its own: it is the only server. */
+    size_t n = strncmp(urls, "redis+sentinel://", 17) == 0
+                   ? (servers[0] = urls, 1)
+                   : split_urls(urls, servers, 16);
+    const char *e;
     dlock_options o;
     dlock_options_init(&o);
     o.servers = servers;
     o.nservers = n;
     o.connect_timeout_ms = timeout_ms;
     o.command_timeout_ms = timeout_ms;
+    /* Durability settings of the sentinel scenarios. */
+    if ((e = getenv("CHAOS_WAIT_REPLICAS")) != NULL)
+        o.wait_replicas = atoi(e);
+    if ((e = getenv("CHAOS_LOCK_DELAY_MS")) != NULL)
+        o.lock_delay_ms = atoll(e);
     dlock_client *c = NULL;
     char err[256] = "";
     int rc = dlock_client_new(&c, &o, err, sizeof err);
@@ -276,7 +285,8 @@ static int check(int argc, char **argv)
             stale++;
         /* A write whose reply was lost (timeout, dropped connection) may
          * or may not have been applied. */
-        if (v[i].wrc == DLOCK_EIO || v[i].wrc == DLOCK_ETIMEDOUT)
+        if (v[i].wrc == DLOCK_EIO || v[i].wrc == DLOCK_ETIMEDOUT ||
+            v[i].wrc == DLOCK_NOT_REPLICATED)
             maybe++;
         /* The same owner getting the same token again is a reentrant
          * acquire (its earlier release failed, e.g. the server was down):

@@ -448,9 +448,10 @@ static void test_mutex_kill(void **state)
     assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
 }
 
-/* The lock-delay: a grant the replicas never saw (SIGSTOPped), the master
- * killed, a replica promoted. The client that saw the old master refuses
- * new grants on the new one for the lease; afterwards it grants. */
+/* The lock-delay: a grant the replicas never saw (SIGSTOPped, their links
+ * full), the master killed, a replica promoted without it. The client that
+ * saw the old master refuses new grants on the new one for the longest
+ * lease it took (20 s); afterwards it grants. */
 static void test_lock_delay(void **state)
 {
     dlock_client *c = sclient(0, 3000);
@@ -465,7 +466,22 @@ static void test_lock_delay(void **state)
     for (k = 0; k < TH_SENTINEL_DATA; k++)
         if (sent.data[k].port != mp)
             th_server_pause(&sent.data[k]);
-    assert_int_equal(dlock_lock_acquire(&l, c, "s-delay", 0, 3000), DLOCK_OK);
+    {
+        /* A stopped replica's socket still takes what the master sends
+         * on loopback: 16 MB of ballast fill it, and the grant then waits
+         * in the master's output buffer and dies with it. */
+        size_t blen = 16u << 20;
+        char *ballast = calloc(1, blen);
+        redisReply *r;
+        assert_non_null(ballast);
+        r = th_cmd(m, "SET ballast %b", ballast, blen);
+        assert_non_null(r);
+        freeReplyObject(r);
+        free(ballast);
+    }
+    /* A lease longer than the failover: if the grant had reached the
+     * promoted replica, the key would still be there. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "s-delay", 0, 20000), DLOCK_OK);
     th_server_kill9(m);
     for (k = 0; k < TH_SENTINEL_DATA; k++)
         if (sent.data[k].port != mp)
@@ -479,7 +495,7 @@ static void test_lock_delay(void **state)
     /* The client finds the new master (its pooled connection is dead)
      * and refuses: a try gets LOCK_DELAY, without a lock left. */
     do {
-        rc = dlock_lock_acquire(&l2, c, "s-delay", 0, 3000);
+        rc = dlock_lock_acquire(&l2, c, "s-delay", 0, 8000);
         if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
             th_sleep_ms(100);
     } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
@@ -491,7 +507,7 @@ static void test_lock_delay(void **state)
     assert_non_null(strstr(dlock_errmsg(c), "lock-delay"));
     assert_int_equal(master_has_lock("s-delay"), 0);
     /* A waiting acquire waits the delay out, then gets the lock. */
-    assert_int_equal(dlock_lock_acquire(&l2, c, "s-delay", 10000, 3000),
+    assert_int_equal(dlock_lock_acquire(&l2, c, "s-delay", 40000, 8000),
                      DLOCK_OK);
     print_message("lock-delay: granted %lld ms after the first refusal\n",
                   (long long)(th_now_ms() - t0));
