@@ -174,8 +174,12 @@ static int worker(int argc, char **argv)
         if (grc == DLOCK_OK && val)
             counter = atoll(val);
         free(val);
+        /* CHAOS_HOLD_FIXED: hold exactly HOLD_MS (a holder that must
+         * still be inside when a failover is over). */
         if (hold > 0)
-            sleep_ms((int64_t)(rnd() % (uint64_t)hold));
+            sleep_ms(getenv("CHAOS_HOLD_FIXED") != NULL
+                         ? hold
+                         : (int64_t)(rnd() % (uint64_t)hold));
         int64_t ws = now_ns(), wc = ws;
         int wrc = grc;
         if (grc == DLOCK_OK) {
@@ -195,6 +199,10 @@ static int worker(int argc, char **argv)
         int rrc = dlock_lock_release(l);
         logline(fd, "R %d %llu %lld %lld %s\n", wid, (unsigned long long)tok,
                 (long long)rs, (long long)now_ns(), dlock_status_name(rrc));
+        /* CHAOS_PAUSE_MS: rest up to that long after a release, so that
+         * a contender of another process can take the lock. */
+        if (getenv("CHAOS_PAUSE_MS") != NULL && atoll(getenv("CHAOS_PAUSE_MS")))
+            sleep_ms((int64_t)(rnd() % (uint64_t)atoll(getenv("CHAOS_PAUSE_MS"))));
     }
     dlock_client_free(c);
     close(fd);
@@ -298,6 +306,7 @@ static int check(int argc, char **argv)
                    "%llu granted earlier\n",
                    v[i].wid, v[i].tok, v[i].enter, maxtok);
             viol++;
+            v_token++;
         }
         if (v[i].tok > maxtok) {
             maxtok = v[i].tok;
