@@ -202,7 +202,8 @@ static int worker(int argc, char **argv)
         /* CHAOS_PAUSE_MS: rest up to that long after a release, so that
          * a contender of another process can take the lock. */
         if (getenv("CHAOS_PAUSE_MS") != NULL && atoll(getenv("CHAOS_PAUSE_MS")))
-            sleep_ms((int64_t)(rnd() % (uint64_t)atoll(getenv("CHAOS_PAUSE_MS"))));
+            sleep_ms(
+                (int64_t)(rnd() % (uint64_t)atoll(getenv("CHAOS_PAUSE_MS"))));
     }
     dlock_client_free(c);
     close(fd);
