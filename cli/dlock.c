@@ -105,7 +105,8 @@ static const char *usage_more =
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code\n"
     "when the lock was not obtained; the lost code when the lease was lost;\n"
-    "64 usage error; 69 no server or no quorum reachable; 77 authentication\n"
+    "64 usage error; 69 no server or no quorum reachable (or not a master,\n"
+    "or too few replicas acknowledged); 77 authentication\n"
     "refused; 126 COMMAND not executable; 127 COMMAND not found;\n"
     "128+N when signal N stopped the wait. See dlock(1).\n";
 

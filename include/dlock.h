@@ -9,7 +9,9 @@
  * Redis servers, and the client's background threads (the notifier that
  * wakes waiters when a lock is released, and the watchdog that renews
  * leases). With one server the lock is a single-instance lock; with several
- * independent masters it is a Redlock (quorum of N/2+1).
+ * independent masters it is a Redlock (quorum of N/2+1); with one
+ * redis+sentinel:// URL it is a single-instance lock on the master the
+ * sentinels name, followed across failovers.
  *
  * A dlock_lock is one held lock. It is obtained by dlock_lock_acquire() and
  * given back by dlock_lock_release(), which always frees the handle.

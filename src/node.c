@@ -75,6 +75,11 @@ int dlock__node_init(dlock__node *nd, const char *url, const char *user,
 void dlock__nodeset_free(dlock__nodeset *ns)
 {
     int i, j;
+    /* The topology's thread (Sentinel's watch) uses the nodes: stop it
+     * first. */
+    if (ns->topo_free != NULL)
+        ns->topo_free(ns);
+    ns->topo_free = NULL;
     if (ns->node != NULL) {
         for (i = 0; i < ns->n; i++) {
             dlock__node *n = &ns->node[i];
@@ -102,9 +107,6 @@ void dlock__nodeset_free(dlock__nodeset *ns)
         free(ns->node);
         ns->node = NULL;
     }
-    if (ns->topo_free != NULL)
-        ns->topo_free(ns);
-    ns->topo_free = NULL;
     dlock__tls_ctx_free(ns->tls);
     ns->tls = NULL;
 }
