@@ -291,16 +291,20 @@ static void note_identity(dlock__nodeset *ns, int i, const ident *id)
     pthread_mutex_unlock(&n->mu);
 }
 
-/* Connect to ep for node i and check the server (see dlock__node_open). */
+/* Connect to ep for node i and check the server (see dlock__node_open).
+ * A replica's master ("host:port") is copied to master_of when not
+ * NULL. */
 static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
-                        dlock__conn **out, int64_t deadline_ms, char *err,
-                        size_t errlen)
+                        dlock__conn **out, int64_t deadline_ms, char *master_of,
+                        size_t mlen, char *err, size_t errlen)
 {
     ident id;
     int rc = dlock__conn_open(out, ep, ns->tls, deadline_ms, err, errlen);
     if (rc != DLOCK_OK)
         return rc;
     rc = identify(*out, &id, deadline_ms, err, errlen);
+    if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA && master_of != NULL)
+        snprintf(master_of, mlen, "%s", id.master);
     if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA)
         rc = dlock__fail(err, errlen, DLOCK_ESERVER,
                          "%s is a replica%s%s%s, not a master: locks are "
@@ -339,7 +343,7 @@ int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
     if (ep->host == NULL && ep->path == NULL)
         return dlock__fail(err, errlen, lrc != DLOCK_OK ? lrc : DLOCK_EIO, "%s",
                            lerr[0] ? lerr : "no address known");
-    rc = open_checked(ns, i, ep, out, deadline_ms, err, errlen);
+    rc = open_checked(ns, i, ep, out, deadline_ms, NULL, 0, err, errlen);
     if (rc != DLOCK_OK && lrc != DLOCK_OK) {
         /* Say both: the sentinels' answer explains the rest. */
         char both[2 * DLOCK__ERRLEN + 4];
@@ -362,7 +366,8 @@ static void flush_pool(dlock__node *n)
 
 /* See node.h. */
 int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
-                      int64_t deadline_ms, char *err, size_t errlen)
+                      int64_t deadline_ms, char *master_of, size_t mlen,
+                      char *err, size_t errlen)
 {
     dlock__node *n = &ns->node[i];
     dlock__endpoint *cur = atomic_load(&n->addr);
@@ -377,7 +382,10 @@ int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
         atomic_store(&n->stale, 0);
         return DLOCK_OK;
     }
-    rc = open_checked(ns, i, ep, &conn, deadline_ms, err, errlen);
+    if (master_of != NULL && mlen > 0)
+        master_of[0] = '\0';
+    rc = open_checked(ns, i, ep, &conn, deadline_ms, master_of, mlen, err,
+                      errlen);
     r = malloc(sizeof *r);
     if (rc == DLOCK_OK && r == NULL)
         rc = dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");

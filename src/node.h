@@ -128,10 +128,13 @@ int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
 /* For a locate function: connect to ep (a candidate address, owned by
  * the node from now on whatever the outcome), check it as
  * dlock__node_open does, and when it is a master make it node i's address
- * (pooled connections to the old one are closed). DLOCK_OK, or an error
- * with err set (DLOCK_ESERVER: not a master). */
+ * (pooled connections to the old one are closed). When ep is node i's
+ * address already, nothing is checked. DLOCK_OK, or an error with err set
+ * (DLOCK_ESERVER: not a master; a replica's master "host:port" is then
+ * in master_of, when not NULL). */
 int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
-                      int64_t deadline_ms, char *err, size_t errlen);
+                      int64_t deadline_ms, char *master_of, size_t mlen,
+                      char *err, size_t errlen);
 
 /* The master behind node i may have moved (an error that a failover
  * explains: READONLY, LOADING, a dropped or refused connection): locate

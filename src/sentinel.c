@@ -2,12 +2,14 @@
  * sentinel.c - the Sentinel topology: one master, found by asking the
  * sentinels, followed across failovers.
  *
- * Discovery (locate): ask the sentinels in turn, starting with the one
- * that answered last, SENTINEL get-master-addr-by-name NAME; connect to
- * the address returned and check it (node.c: INFO says role:master — a
- * sentinel can be stale, and then its answer is a replica or nothing);
- * the first confirmed master becomes the node's address
- * (dlock__node_adopt). A node is located on first use, and again when
+ * Discovery (locate): ask every sentinel, starting with the one that
+ * answered last, SENTINEL get-master-addr-by-name NAME; the address a
+ * majority of them names is connected to and checked (node.c: INFO says
+ * role:master — a sentinel can be stale, and then its answer is a
+ * replica or nothing) and becomes the node's address (dlock__node_adopt).
+ * A minority's address is taken only when the majority's is its replica
+ * (a failover not all sentinels have seen yet); sentinels that name two
+ * masters are an error, not a guess. A node is located on first use, and again when
  * the node layer or the step layer suspects it moved (READONLY, LOADING,
  * a refused or dropped connection).
  *
@@ -146,18 +148,106 @@ static void note(char *sum, size_t len, const char *text)
         snprintf(sum + used, len - used, "%s%s", used ? "; " : "", text);
 }
 
+/* An address the sentinels named, and how many named it. */
+typedef struct candidate {
+    char host[256];
+    int port;
+    int votes;
+    char display[280];
+} candidate;
+
+/* Ask every sentinel (the last one that answered first); fill cand[]
+ * (distinct addresses, most votes first) and the counts. Returns the
+ * number of candidates. */
+static int poll_sentinels(sentinel *s, int64_t deadline_ms, candidate *cand,
+                          int *answered, int *unknown, char *sum, size_t sumlen)
+{
+    char msg[DLOCK__ERRLEN], host[256];
+    int k, j, port = 0, n = 0;
+    for (k = 0; k < s->url.n; k++) {
+        int idx = (s->first + k) % s->url.n, rc;
+        if (dlock__now_ms() >= deadline_ms) {
+            note(sum, sumlen, "out of time");
+            break;
+        }
+        msg[0] = '\0';
+        rc =
+            ask(s, idx, deadline_ms, host, sizeof host, &port, msg, sizeof msg);
+        if (rc == ASK_FAILED) {
+            note(sum, sumlen, msg);
+            continue;
+        }
+        (*answered)++;
+        if (rc == ASK_UNKNOWN) {
+            (*unknown)++;
+            snprintf(msg, sizeof msg, "%s: no master named \"%s\"",
+                     s->url.sentinel[idx].display, s->url.master);
+            note(sum, sumlen, msg);
+            continue;
+        }
+        for (j = 0; j < n; j++)
+            if (cand[j].port == port && strcmp(cand[j].host, host) == 0)
+                break;
+        if (j == n) {
+            memset(&cand[n], 0, sizeof cand[n]);
+            snprintf(cand[n].host, sizeof cand[n].host, "%s", host);
+            cand[n].port = port;
+            snprintf(cand[n].display, sizeof cand[n].display,
+                     strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host,
+                     port);
+            n++;
+        }
+        if (cand[j].votes++ == 0 && j == 0)
+            s->first = idx; /* ask the one that named it first next time */
+    }
+    /* Most votes first (a handful of entries: insertion sort). */
+    for (k = 1; k < n; k++)
+        for (j = k; j > 0 && cand[j].votes > cand[j - 1].votes; j--) {
+            candidate t = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = t;
+        }
+    return n;
+}
+
+/* Try candidate c as node NODE's master. DLOCK_OK when adopted; else the
+ * error, with the master of a replica in master_of. */
+static int try_candidate(sentinel *s, const candidate *c, int64_t deadline_ms,
+                         char *master_of, size_t mlen, char *sum, size_t sumlen)
+{
+    char msg[DLOCK__ERRLEN], said[3 * DLOCK__ERRLEN];
+    dlock__endpoint *ep = data_endpoint(s, c->host, c->port);
+    int rc;
+    if (ep == NULL)
+        return DLOCK_ENOMEM;
+    rc = dlock__node_adopt(s->ns, NODE, ep, deadline_ms, master_of, mlen, msg,
+                           sizeof msg);
+    if (rc != DLOCK_OK) {
+        snprintf(said, sizeof said, "%d sentinel(s) name %s: %s", c->votes,
+                 c->display, msg);
+        note(sum, sumlen, said);
+    }
+    return rc;
+}
+
 /*
- * Locate node NODE (see node.h, dlock__locate_fn): the sentinels in
- * turn, the first confirmed master wins. Failing that: DLOCK_EINVAL when
- * every sentinel that answered does not know the name, DLOCK_EIO when
- * none answered, DLOCK_ESERVER when they named no master that checked.
+ * Locate node NODE (see node.h, dlock__locate_fn). Every sentinel is
+ * asked; the address named by a majority of those that named one is
+ * tried first and wins when it checks as a master. Another address wins
+ * only when it checks as a master and the majority's address is its
+ * replica (a failover the other sentinels have not seen yet): sentinels
+ * that name two masters (a rogue sentinel, a split) give DLOCK_ESERVER,
+ * never a guess. Failing that: DLOCK_EINVAL when every sentinel that
+ * answered does not know the name, DLOCK_EIO when none answered,
+ * DLOCK_ESERVER when they named no master that checked.
  */
 static int locate(dlock__nodeset *ns, int i, int64_t deadline_ms, char *err,
                   size_t errlen)
 {
     sentinel *s = ns->topo;
-    char sum[DLOCK__ERRLEN] = "", msg[DLOCK__ERRLEN], host[256];
-    int k, port = 0, answered = 0, unknown = 0, rc;
+    candidate cand[DLOCK__SENTINELS_MAX];
+    char sum[DLOCK__ERRLEN] = "", master_of[80];
+    int n, k, answered = 0, unknown = 0, voters = 0, rc = DLOCK_ESERVER;
 
     (void)i;
     watch_start(s);
@@ -168,48 +258,40 @@ static int locate(dlock__nodeset *ns, int i, int64_t deadline_ms, char *err,
         pthread_mutex_unlock(&s->mu);
         return DLOCK_OK;
     }
-    for (k = 0; k < s->url.n; k++) {
-        int idx = (s->first + k) % s->url.n;
-        const char *sd = s->url.sentinel[idx].display;
-        dlock__endpoint *ep;
-        if (dlock__now_ms() >= deadline_ms) {
-            note(sum, sizeof sum, "out of time");
-            break;
+    n = poll_sentinels(s, deadline_ms, cand, &answered, &unknown, sum,
+                       sizeof sum);
+    for (k = 0; k < n; k++)
+        voters += cand[k].votes;
+    if (n > 0) {
+        master_of[0] = '\0';
+        if (2 * cand[0].votes > voters)
+            rc = try_candidate(s, &cand[0], deadline_ms, master_of,
+                               sizeof master_of, sum, sizeof sum);
+        else
+            rc = DLOCK_ESERVER; /* no majority: only a proven switch */
+        for (k = 1; rc != DLOCK_OK && rc != DLOCK_ENOMEM && k < n; k++) {
+            /* The majority's address is a replica of this one: the
+             * failover happened, some sentinels have not seen it. */
+            if (strcmp(master_of, cand[k].display) != 0)
+                continue;
+            rc = try_candidate(s, &cand[k], deadline_ms, NULL, 0, sum,
+                               sizeof sum);
         }
-        msg[0] = '\0';
-        rc =
-            ask(s, idx, deadline_ms, host, sizeof host, &port, msg, sizeof msg);
-        if (rc == ASK_FAILED) {
-            note(sum, sizeof sum, msg);
-            continue;
-        }
-        answered++;
-        if (rc == ASK_UNKNOWN) {
-            unknown++;
-            snprintf(msg, sizeof msg, "%s: no master named \"%s\"", sd,
-                     s->url.master);
-            note(sum, sizeof sum, msg);
-            continue;
-        }
-        ep = data_endpoint(s, host, port);
-        if (ep == NULL) {
-            pthread_mutex_unlock(&s->mu);
-            return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-        }
-        rc = dlock__node_adopt(ns, NODE, ep, deadline_ms, msg, sizeof msg);
-        if (rc == DLOCK_OK) {
-            s->first = idx;
-            pthread_mutex_unlock(&s->mu);
-            return DLOCK_OK;
-        }
-        {
-            char said[3 * DLOCK__ERRLEN];
-            snprintf(said, sizeof said, "%s says %s:%d: %s", sd, host, port,
-                     msg);
-            note(sum, sizeof sum, said);
+        if (rc != DLOCK_OK && rc != DLOCK_ENOMEM && n > 1 &&
+            2 * cand[0].votes <= voters) {
+            char dis[3 * DLOCK__ERRLEN];
+            snprintf(dis, sizeof dis,
+                     "the sentinels disagree: %d name %s, %d name %s%s",
+                     cand[0].votes, cand[0].display, cand[1].votes,
+                     cand[1].display, n > 2 ? ", and more" : "");
+            note(sum, sizeof sum, dis);
         }
     }
     pthread_mutex_unlock(&s->mu);
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+    if (rc == DLOCK_ENOMEM)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     if (answered > 0 && unknown == answered)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "no sentinel knows a master named \"%s\" (%s)",

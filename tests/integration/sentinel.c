@@ -2,7 +2,8 @@
  * sentinel.c - the Sentinel topology against a real deployment (a master,
  * 2 replicas, 3 sentinels: tests/harness/topology.h): discovery through
  * redis+sentinel://, the bad inputs and bad states (unknown master name,
- * sentinels all down, a redis:// URL at a replica or a sentinel),
+ * sentinels all down, sentinels that disagree, a redis:// URL at a replica
+ * or a sentinel),
  * wait_replicas with replicas up and SIGSTOPped, the lock-delay after a
  * grant the new master never saw, and mutual exclusion with monotonic
  * tokens across processes while SENTINEL FAILOVER and kill -9 of the
@@ -209,6 +210,85 @@ static void test_bad_states(void **state)
                      DLOCK_ESERVER);
     assert_non_null(strstr(dlock_errmsg(c), "redis+sentinel://"));
     dlock_client_free(c);
+}
+
+/* A rogue sentinel: monitors another master (rogue_data) under the same
+ * name. Started as harness.c does for topology.c's sentinels: the
+ * redis-server binary run through a symlink named redis-sentinel. */
+static th_server rogue_data, rogue;
+
+static int start_rogue(void)
+{
+    char link[512], conf[256], *saved = NULL;
+    const char *old = getenv("DLOCK_REDIS_SERVER");
+    th_server_opts o;
+    int rc;
+    if (th_server_start(&rogue_data, NULL) != 0)
+        return -1;
+    snprintf(link, sizeof link, "%s/redis-sentinel", tmpdir);
+    unlink(link);
+    if (symlink(old != NULL && old[0] == '/' ? old : "/usr/bin/redis-server",
+                link) != 0)
+        return -1;
+    snprintf(conf, sizeof conf,
+             "sentinel monitor %s 127.0.0.1 %d 1\n"
+             "sentinel down-after-milliseconds %s 1500\n",
+             TH_SENTINEL_NAME, rogue_data.port, TH_SENTINEL_NAME);
+    memset(&o, 0, sizeof o);
+    o.extra_conf = conf;
+    if (old != NULL)
+        saved = strdup(old);
+    setenv("DLOCK_REDIS_SERVER", link, 1);
+    rc = th_server_start(&rogue, &o);
+    if (saved != NULL) {
+        setenv("DLOCK_REDIS_SERVER", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("DLOCK_REDIS_SERVER");
+    }
+    return rc;
+}
+
+/* Sentinels that disagree: one rogue against one of ours is no majority
+ * (ESERVER, "disagree", nothing locked anywhere); one rogue against our
+ * three is outvoted, even when asked first. */
+static void test_disagree(void **state)
+{
+    char url[600], err[256];
+    dlock_client *c;
+    dlock_lock *l = NULL;
+    int rc;
+    (void)state;
+    assert_int_equal(start_rogue(), 0);
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/%s",
+             rogue.port, sent.sentinels[0].port, TH_SENTINEL_NAME);
+    c = client_with(url, 0, -2, err, sizeof err, &rc);
+    assert_non_null(c);
+    rc = dlock_lock_acquire(&l, c, "s-rogue", 0, 5000);
+    if (rc != DLOCK_ESERVER)
+        print_error("got %s: %s\n", dlock_status_name(rc), dlock_errmsg(c));
+    assert_int_equal(rc, DLOCK_ESERVER);
+    assert_non_null(strstr(dlock_errmsg(c), "disagree"));
+    assert_int_equal(th_cmd_int(&rogue_data, "EXISTS dlock:{%s}", "s-rogue"),
+                     0);
+    assert_int_equal(master_has_lock("s-rogue"), 0);
+    dlock_client_free(c);
+
+    snprintf(url, sizeof url,
+             "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,"
+             "127.0.0.1:%d/%s",
+             rogue.port, sent.sentinels[0].port, sent.sentinels[1].port,
+             sent.sentinels[2].port, TH_SENTINEL_NAME);
+    c = client_with(url, 0, -2, err, sizeof err, &rc);
+    assert_non_null(c);
+    assert_int_equal(dlock_lock_acquire(&l, c, "s-rogue", 0, 5000), DLOCK_OK);
+    assert_int_equal(master_has_lock("s-rogue"), 1);
+    assert_int_equal(th_cmd_int(&rogue_data, "EXISTS dlock:{%s}", "s-rogue"),
+                     0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+    th_server_stop(&rogue);
+    th_server_stop(&rogue_data);
 }
 
 /* wait_replicas: granted with the replicas up; with them stopped, the
@@ -530,6 +610,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discover),
         cmocka_unit_test(test_bad_states),
+        cmocka_unit_test(test_disagree),
         cmocka_unit_test(test_wait_replicas),
         cmocka_unit_test(test_mutex_failover),
         cmocka_unit_test(test_mutex_kill),
