@@ -578,7 +578,8 @@ int dlock__sentinel_report(dlock__nodeset *ns, int64_t deadline_ms,
     snprintf(line, sizeof line,
              "sentinels: %d of %d answered; +switch-master watch %s, %llu "
              "switch(es) seen",
-             up, s->url.n, atomic_load(&s->watching) ? "up" : "down",
+             up, s->url.n,
+             atomic_load(&s->watching) ? "subscribed" : "not subscribed (yet)",
              (unsigned long long)atomic_load(&s->switches));
     add(ctx, 0, line);
     return warns;
