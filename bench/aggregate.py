@@ -295,6 +295,196 @@ def issue18_targets(by, peers):
     return out
 
 
+def _round_of(d):
+    """The round number of a LABEL@ROUND or LABEL@ROUND_floor line."""
+    return d["label"].split("@", 1)[1].split("_")[0]
+
+
+def _paired(rounds, lab, flab, key="acq_per_s"):
+    """Per-round ratios of LAB to FLAB (paired by round number), and
+    their median (None when no round has both)."""
+    fl = {_round_of(d): d for d in rounds.get(flab, [])}
+    per = []
+    for d in rounds.get(lab, []):
+        x = ratio(d.get(key), fl.get(_round_of(d), {}).get(key))
+        if x is not None:
+            per.append(x)
+    return per, (round(statistics.median(per), 3) if per else None)
+
+
+SEM_KEYS = ("procs", "limit", "acq_per_s", "wait_p50_us", "wait_p99_us",
+            "requests_per_acq", "redis_cpu_us_per_acq",
+            "redis_commands_per_acq", "fairness_min_over_max", "timeouts",
+            "errors")
+RW_KEYS = ("readers", "writers", "prefer_readers", "acq_per_s",
+           "reader_acq_per_s", "reader_wait_p50_us", "reader_wait_p99_us",
+           "reader_fairness_min_over_max", "max_readers_inside",
+           "writer_acquisitions", "writer_acq_per_s", "writer_waits",
+           "writer_wait_p50_us", "writer_wait_p99_us", "writer_wait_max_us",
+           "writer_timeouts", "writer_wait_ms", "requests_per_acq",
+           "redis_cpu_us_per_acq", "redis_commands_per_acq", "violations",
+           "errors", "seconds")
+
+
+def prims_results(runs, rounds, w2_floor):
+    """Issue 19: the semaphore and the read-write lock (bench/prims.c),
+    each next to what it is compared with in the same run. W2_FLOOR is
+    the default strategy's W2 floor acq/s (one raw process)."""
+    out = {}
+    if "sem_floor" in runs:
+        fl = runs["sem_floor"]
+        sem = {"floor": {k: fl.get(k) for k in SEM_KEYS}}
+        for s in ("notify", "fair"):
+            lines = rounds.get("sem_" + s, [])
+            if not lines:
+                continue
+            d = runs["sem_" + s]
+            e = {k: d.get(k) for k in SEM_KEYS}
+            per, med = _paired(rounds, "sem_" + s, "sem_floor")
+            e["ratio_to_floor"] = med
+            e["ratio_rounds"] = per
+            e["cpu_ratio_to_floor"] = ratio(d.get("redis_cpu_us_per_acq"),
+                                            fl.get("redis_cpu_us_per_acq"))
+            e["max_inside"] = max(x.get("max_inside", 0) for x in lines)
+            e["max_inside_redis"] = max(x.get("max_inside_redis", 0)
+                                        for x in lines)
+            e["over_limit"] = any(x.get("over_limit") for x in lines)
+            sem[s] = e
+        out["sem"] = sem
+    if "rw_read" in runs:
+        rd, ex = runs["rw_read"], runs.get("rw_excl", {})
+        per, med = _paired(rounds, "rw_read", "rw_excl")
+        out["rw"] = {
+            "exclusive": {k: ex.get(k) for k in (
+                "procs", "acq_per_s", "requests_per_acq",
+                "redis_cpu_us_per_acq", "redis_commands_per_acq",
+                "fairness_min_over_max", "lost_updates", "errors")},
+            "readers": {k: rd.get(k) for k in RW_KEYS},
+            "ratio_readers_to_exclusive": med,
+            "ratio_rounds": per,
+            "readers_ratio_to_w2_floor": ratio(rd.get("acq_per_s"),
+                                               w2_floor),
+            "exclusive_ratio_to_w2_floor": ratio(ex.get("acq_per_s"),
+                                                 w2_floor),
+            "max_readers_inside": max(x.get("max_readers_inside", 0)
+                                      for x in rounds.get("rw_read", [])),
+            "violations": sum(x.get("violations", 0)
+                              for x in rounds.get("rw_read", [])),
+        }
+    ww = {}
+    for name, lab in (("writer_preference", "rww_writer_pref"),
+                      ("prefer_readers", "rww_prefer_readers")):
+        if lab in runs:
+            ww[name] = {k: runs[lab].get(k) for k in RW_KEYS}
+    if ww:
+        out["writer_wait"] = ww
+    checks = []
+    for s in ("notify", "fair"):
+        e = out.get("sem", {}).get(s)
+        if e:
+            v = max(e["max_inside"], e["max_inside_redis"])
+            checks.append({"check": "semaphore %s: at most %s inside" % (
+                s, e.get("limit")), "value": v, "met": not e["over_limit"]})
+    viol = [d.get("violations", 0) for lab, d in runs.items()
+            if d.get("mode") == "rw"]
+    if viol:
+        checks.append({"check": "read-write lock: no writer inside with "
+                       "anyone else", "value": sum(viol),
+                       "met": sum(viol) == 0})
+    out["checks"] = checks
+    return out
+
+
+def print_prims(p):
+    """The issue-19 part of the table."""
+    def n(v, d=0):
+        return num(v, d)
+
+    sem = p.get("sem")
+    if sem:
+        fl = sem["floor"]
+        print()
+        print("semaphore (issue 19): %s processes on %s permits, critical "
+              "section INCR + DECR of an inside counter; floor = %s raw "
+              "processes, each alone on a SET NX lock of its own (always "
+              "busy, never waiting):" % (
+                  _dig(sem, "notify", "procs") or 16, fl.get("limit"),
+                  fl.get("procs")))
+        print("  %-6s %8s acq/s                 Redis CPU %4s us/acq "
+              "%5s cmds/acq" % ("floor", n(fl.get("acq_per_s")),
+                                n(fl.get("redis_cpu_us_per_acq")),
+                                n(fl.get("redis_commands_per_acq"), 1)))
+        for s in ("notify", "fair"):
+            e = sem.get(s)
+            if not e:
+                continue
+            print("  %-6s %8s acq/s (%s x floor)  Redis CPU %4s us/acq "
+                  "(%s x) %5s cmds/acq  req/acq %s  wait p50 %s us p99 %s "
+                  "us  fairness %s  max inside %s (Redis: %s)  timeouts %s"
+                  % (s, n(e.get("acq_per_s")), n(e.get("ratio_to_floor"), 2),
+                     n(e.get("redis_cpu_us_per_acq")),
+                     n(e.get("cpu_ratio_to_floor"), 2),
+                     n(e.get("redis_commands_per_acq"), 1),
+                     n(e.get("requests_per_acq"), 2),
+                     n(e.get("wait_p50_us")), n(e.get("wait_p99_us")),
+                     n(e.get("fairness_min_over_max"), 2),
+                     e.get("max_inside"), e.get("max_inside_redis"),
+                     n(e.get("timeouts"))))
+            if len(e.get("ratio_rounds") or []) > 1:
+                print("         rounds: %s x floor" % " ".join(
+                    n(x, 2) for x in e["ratio_rounds"]))
+    rw = p.get("rw")
+    if rw:
+        ex, rd = rw["exclusive"], rw["readers"]
+        print()
+        print("read-write lock (issue 19), 8 processes on one key, notify:")
+        print("  exclusive (W2: GET, SET)  %8s acq/s (%s x W2 floor)  Redis "
+              "CPU %s us/acq  %s cmds/acq  fairness %s" % (
+                  n(ex.get("acq_per_s")),
+                  n(rw.get("exclusive_ratio_to_w2_floor"), 2),
+                  n(ex.get("redis_cpu_us_per_acq")),
+                  n(ex.get("redis_commands_per_acq"), 1),
+                  n(ex.get("fairness_min_over_max"), 2)))
+        print("  readers (GET, GET)        %8s acq/s (%s x exclusive, %s x "
+              "W2 floor)  Redis CPU %s us/acq  %s cmds/acq  fairness %s  "
+              "up to %s inside at once" % (
+                  n(rd.get("acq_per_s")),
+                  n(rw.get("ratio_readers_to_exclusive"), 2),
+                  n(rw.get("readers_ratio_to_w2_floor"), 2),
+                  n(rd.get("redis_cpu_us_per_acq")),
+                  n(rd.get("redis_commands_per_acq"), 1),
+                  n(rd.get("reader_fairness_min_over_max"), 2),
+                  rw.get("max_readers_inside")))
+        if len(rw.get("ratio_rounds") or []) > 1:
+            print("  rounds: %s x exclusive" % " ".join(
+                n(x, 2) for x in rw["ratio_rounds"]))
+    ww = p.get("writer_wait")
+    if ww:
+        print()
+        print("writer wait under 8 streaming readers (1 writer with W2's "
+              "section, acquiring again at once, each wait bounded):")
+        for name, e in ww.items():
+            print("  %-17s writer: %s acquisitions (%s/s), wait p50 %s us, "
+                  "p99 %s us, max %s us, %s of %s waits timed out (%s ms); "
+                  "readers: %s acq/s, wait p50 %s us, p99 %s us" % (
+                      name, n(e.get("writer_acquisitions")),
+                      n(e.get("writer_acq_per_s")),
+                      n(e.get("writer_wait_p50_us")),
+                      n(e.get("writer_wait_p99_us")),
+                      n(e.get("writer_wait_max_us")),
+                      n(e.get("writer_timeouts")), n(e.get("writer_waits")),
+                      n(e.get("writer_wait_ms")),
+                      n(e.get("reader_acq_per_s")),
+                      n(e.get("reader_wait_p50_us")),
+                      n(e.get("reader_wait_p99_us"))))
+    if p.get("checks"):
+        print()
+        print("checks (issue 19):")
+        for c in p["checks"]:
+            print("  %-6s %-50s %s" % ("met" if c["met"] else "FAILED",
+                                       c["check"], c["value"]))
+
+
 def main():
     raw_path, out_path, work, quick, machine = sys.argv[1:6]
     versions = sys.argv[6] if len(sys.argv) > 6 else ""
@@ -493,6 +683,9 @@ def main():
     results["targets"] = targets
     results["peers"] = peers
     results["side_by_side"] = table
+    prims = prims_results(runs, rounds,
+                          _dig(by, DEFAULT, "floor", "w2_acq_per_s"))
+    results["prims"] = prims
     results["targets_issue18"] = targets18
     results["peer_versions"] = versions
     results["all_lost_updates"] = lost
@@ -599,6 +792,8 @@ def main():
         state = ("info" if "info" in t["target"] else
                  {True: "met", False: "MISSED", None: "n/a"}[t["met"]])
         print("  %-6s %-42s %s" % (state, t["target"], fmt(t["value"], 3)))
+
+    print_prims(prims)
 
     print()
     print("side by side (peers: %s; a peer's W1 and W2 run in rounds, each "

@@ -27,13 +27,20 @@
  *       both per cycle). --floor: one process doing the cycle with raw
  *       hiredis (SET NX PX, GET, SET, EVALSHA delete).
  *
+ *   dlock_bench sem -s URL [-S ...] [-p PROCS] [-l LIMIT] [-t SECONDS]
+ *                   [--floor]
+ *   dlock_bench rw -s URL [-s URL...] [-p READERS] [-W WRITERS]
+ *                  [-w WRITER_WAIT_MS] [-g WRITER_GAP_US]
+ *                  [--prefer-readers] [-t SECONDS]
+ *       The semaphore and the read-write lock: see prims.c.
+ *
  * Raw hiredis connections use the first URL, which must be
  * redis://host:port (no password) for --floor and for the counter.
  * Exit status: 0 when the run completed (whatever the numbers), 1 when it
- * could not run, 3 when updates were lost.
+ * could not run, 3 when updates were lost (or, sem and rw, when more
+ * holders than allowed were inside at once).
  */
-#include <dlock.h>
-#include <hiredis/hiredis.h>
+#include "bench.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,37 +55,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SERVERS 16
-#define MAX_PROCS 256
-#define LEASE_MS 10000
-#define WAIT_MS 10000
-#define TOTAL_RECORDS (4u << 20)
-
-static const char *del_script =
+const char *bench_del_script =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) else return 0 end";
-
-/* Command-line settings. */
-struct conf {
-    const char *mode;
-    const char *servers[MAX_SERVERS];
-    size_t nservers;
-    dlock_wait_strategy strategy;
-    const char *strategy_name;
-    long cycles;
-    int procs;
-    double seconds;
-    int floor;
-    int paired;
-    int insecure;
-    const char *handoff_file;
-};
-
-/* Redis-side totals, summed over the servers (see redis_stats()). */
-struct rstats {
-    double cpu_us;
-    double calls;
-};
 
 /* One acquisition as seen by the worker that made it. */
 struct rec {
@@ -104,7 +83,7 @@ struct shared {
 };
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
-static int64_t now_ns(void)
+int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -112,8 +91,7 @@ static int64_t now_ns(void)
 }
 
 /* Print a message and exit 1: the run could not be made. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...)
+void die(const char *fmt, ...)
 {
     va_list ap;
 
@@ -125,18 +103,26 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-/* Connect with raw hiredis to one server (redis://host:port). */
+/* Connect with raw hiredis to one server (redis://host:port, or the
+ * first seed of redis+cluster://host:port,...: bench/cluster runs a
+ * cluster of one master, which serves every key). */
 static redisContext *raw_connect_url(const char *url)
 {
-    char host[256];
+    char host[256], first[300];
     const char *u = url, *colon;
     int port;
     redisContext *c;
     struct timeval tv = {5, 0};
 
-    if (strncmp(u, "redis://", 8) != 0)
+    if (strncmp(u, "redis+cluster://", 16) == 0) {
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(u + 16, ","),
+                 u + 16);
+        u = first;
+    } else if (strncmp(u, "redis://", 8) != 0) {
         die("raw connection needs redis://host:port, not %s", u);
-    u += 8;
+    } else {
+        u += 8;
+    }
     colon = strrchr(u, ':');
     if (colon == NULL || (size_t)(colon - u) >= sizeof(host))
         die("bad URL %s", url);
@@ -151,14 +137,14 @@ static redisContext *raw_connect_url(const char *url)
 }
 
 /* Connect with raw hiredis to the first server. */
-static redisContext *raw_connect(const struct conf *cf)
+redisContext *raw_connect(const struct conf *cf)
 {
     return raw_connect_url(cf->servers[0]);
 }
 
 /* Run one command; exit when the connection fails. The reply is freed
  * unless keep is set. */
-static redisReply *cmd(redisContext *c, int keep, const char *fmt, ...)
+redisReply *cmd(redisContext *c, int keep, const char *fmt, ...)
 {
     va_list ap;
     redisReply *r;
@@ -178,9 +164,9 @@ static redisReply *cmd(redisContext *c, int keep, const char *fmt, ...)
 }
 
 /* Load the compare-and-delete script; its SHA goes to sha (41 bytes). */
-static void load_script(redisContext *c, char *sha)
+void load_script(redisContext *c, char *sha)
 {
-    redisReply *r = cmd(c, 1, "SCRIPT LOAD %s", del_script);
+    redisReply *r = cmd(c, 1, "SCRIPT LOAD %s", bench_del_script);
     snprintf(sha, 41, "%s", r->str);
     freeReplyObject(r);
 }
@@ -253,7 +239,7 @@ static size_t fan_call(struct fan *f, const char *fmt, ...)
 }
 
 /* Make a client for the configured servers and strategy. */
-static dlock_client *make_client(const struct conf *cf)
+dlock_client *make_client(const struct conf *cf)
 {
     dlock_options o;
     dlock_client *c = NULL;
@@ -270,14 +256,14 @@ static dlock_client *make_client(const struct conf *cf)
     return c;
 }
 
-static int cmp_i64(const void *a, const void *b)
+int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Percentile q (0..1) of a sorted array, nearest rank. */
-static int64_t pct(const int64_t *v, size_t n, double q)
+int64_t pct(const int64_t *v, size_t n, double q)
 {
     size_t i;
     if (n == 0)
@@ -287,8 +273,6 @@ static int64_t pct(const int64_t *v, size_t n, double q)
         i = n - 1;
     return v[i];
 }
-
-static struct rstats redis_stats(const struct conf *cf);
 
 /* One W1 side: a raw connection (the floor) or a dlock client. */
 struct w1side {
@@ -415,7 +399,7 @@ static int run_w1(const struct conf *cf)
  * in µs) and commands executed (INFO commandstats calls, commands run by
  * scripts included, INFO itself excluded). Servers that are not plain
  * redis:// (TLS, unix) are skipped. */
-static struct rstats redis_stats(const struct conf *cf)
+struct rstats redis_stats(const struct conf *cf)
 {
     struct rstats st = {0, 0};
     size_t i;
@@ -425,7 +409,8 @@ static struct rstats redis_stats(const struct conf *cf)
         redisReply *r;
         const char *p;
 
-        if (strncmp(cf->servers[i], "redis://", 8) != 0)
+        if (strncmp(cf->servers[i], "redis://", 8) != 0 &&
+            strncmp(cf->servers[i], "redis+cluster://", 16) != 0)
             continue;
         c = raw_connect_url(cf->servers[i]);
         r = cmd(c, 1, "INFO cpu");
@@ -712,10 +697,12 @@ static int run_w2(const struct conf *cf)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dlock_bench w1|w2 -s URL [-s URL...] "
+            "usage: dlock_bench w1|w2|sem|rw -s URL [-s URL...] "
             "[-S spin|notify|fair]\n"
             "       [-n cycles] [-p procs] [-t seconds] [-H handoff_file] "
-            "[--floor] [--paired] [--insecure]\n");
+            "[--floor] [--paired] [--insecure]\n"
+            "       [-l limit] [-W writers] [-w writer_wait_ms] "
+            "[-g writer_gap_us] [--prefer-readers]\n");
     exit(1);
 }
 
@@ -730,6 +717,8 @@ int main(int argc, char **argv)
     cf.cycles = 10000;
     cf.procs = 8;
     cf.seconds = 5;
+    cf.limit = 4;
+    cf.writer_wait_ms = WAIT_MS;
     if (argc < 2)
         usage();
     cf.mode = argv[1];
@@ -745,6 +734,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--insecure") == 0) {
             cf.insecure = 1;
+            continue;
+        }
+        if (strcmp(a, "--prefer-readers") == 0) {
+            cf.prefer_readers = 1;
             continue;
         }
         if (v == NULL)
@@ -770,17 +763,32 @@ int main(int argc, char **argv)
             cf.seconds = atof(v);
         else if (strcmp(a, "-H") == 0)
             cf.handoff_file = v;
+        else if (strcmp(a, "-l") == 0)
+            cf.limit = atol(v);
+        else if (strcmp(a, "-W") == 0)
+            cf.writers = atoi(v);
+        else if (strcmp(a, "-w") == 0)
+            cf.writer_wait_ms = atol(v);
+        else if (strcmp(a, "-g") == 0)
+            cf.writer_gap_us = atol(v);
         else
             usage();
     }
     if (cf.nservers == 0 || cf.cycles < 1 || cf.procs < 1 ||
-        cf.procs > MAX_PROCS || cf.seconds <= 0)
+        cf.procs > MAX_PROCS || cf.seconds <= 0 || cf.limit < 1 ||
+        cf.limit > MAX_PROCS || cf.writers < 0 ||
+        cf.procs + cf.writers > MAX_PROCS || cf.writer_wait_ms < 1 ||
+        cf.writer_gap_us < 0)
         usage();
     signal(SIGPIPE, SIG_IGN);
     if (strcmp(cf.mode, "w1") == 0)
         return run_w1(&cf);
     if (strcmp(cf.mode, "w2") == 0)
         return run_w2(&cf);
+    if (strcmp(cf.mode, "sem") == 0)
+        return run_sem(&cf);
+    if (strcmp(cf.mode, "rw") == 0)
+        return run_rw(&cf);
     usage();
     return 1;
 }

@@ -6,11 +6,20 @@
  *   dlock.c      parses the command line, makes the client, dispatches
  *   run.c        `dlock run`: holds a lock while a child process runs
  *   commands.c   status, acquire, release, extend
+ *   elect.c      `dlock elect`: COMMAND runs while this process leads;
+ *                `dlock leader`: who leads, and --watch for changes
  *   job.c        COMMAND as a job: its own process group, signalled and
  *                waited for as a whole, and a guard that kills it if dlock
  *                dies
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
  *                callback write to, and the acquire a signal can interrupt
+ *   check.c      `check KEY TOKEN`: is TOKEN the current holder's?
+ *   list.c       `list [PATTERN]`: every held lock and its holder
+ *   metrics.c    run --metrics-file: Prometheus text when run ends
+ *   holder.c     who holds a lock: the label recorded for our holds, the
+ *                "held by HOST pid PID `COMMAND` for 3m12s" sentence
+ *   shared.c     semaphores (--limit, `dlock limit`) and read locks
+ *                (--shared): their acquire, status and lost reason
  *   report.c     messages on stderr and exit statuses
  *   util.c       pure helpers (strict number parsing, URL redaction,
  *                quoting)
@@ -34,7 +43,7 @@
 #define CLI_EX_UNAVAILABLE 69 /* no server or no quorum reachable */
 #define CLI_EX_SOFTWARE 70    /* unexpected library answer */
 #define CLI_EX_OSERR 71       /* fork, pipe, thread... failed */
-#define CLI_EX_NOPERM 77      /* the server refused our credentials */
+#define CLI_EX_NOPERM 77      /* the server refused us: credentials, ACL... */
 #define CLI_EX_CONFIG 78      /* TLS files could not be loaded */
 #define CLI_EX_CANNOT_EXEC 126
 #define CLI_EX_NOT_FOUND 127
@@ -50,8 +59,28 @@
 #define CLI_DEFAULT_GRACE_MS 5000
 #define CLI_DEFAULT_LOST_CODE 75
 #define CLI_DEFAULT_CONFLICT_CODE 1
+#define CLI_DEFAULT_DONE_CODE 0
+/* --once-per: the shortest slot. The done-marker is a lock whose lease is
+ * about a slot long; a slot must also be far longer than the clock skew
+ * between machines and the delay of their schedulers. */
+#define CLI_MIN_ONCE_PER_MS 1000
+/* --slot: the longest slot name, and the suffix of the key prefix under
+ * which the done-markers are kept ("dlock" -> "dlock:done"). */
+#define CLI_MAX_SLOT_LEN 128
+#define CLI_DONE_PREFIX_SUFFIX ":done"
 
-enum cli_cmd { CMD_RUN, CMD_ACQUIRE, CMD_RELEASE, CMD_EXTEND, CMD_STATUS };
+enum cli_cmd {
+    CMD_RUN,
+    CMD_ACQUIRE,
+    CMD_RELEASE,
+    CMD_EXTEND,
+    CMD_STATUS,
+    CMD_CHECK, /* check.c */
+    CMD_LIST,  /* list.c */
+    CMD_LIMIT,
+    CMD_ELECT,
+    CMD_LEADER
+};
 
 enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 
@@ -59,8 +88,10 @@ enum cli_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 struct cli {
     enum cli_cmd cmd;
     const char *cmd_name;
-    const char *key;
-    char **command; /* run: COMMAND and its arguments, NULL-terminated */
+    const char *key; /* the (first) KEY */
+    char **keys;     /* run: every KEY as given (keys[0] == key) */
+    size_t nkeys;    /* 1, or more for `run A B -- COMMAND` */
+    char **command;  /* run: COMMAND and its arguments, NULL-terminated */
 
     char **servers; /* copies (the argv originals are masked) */
     size_t nservers;
@@ -81,6 +112,17 @@ struct cli {
     int lost_code;
     enum cli_on_lost on_lost;
 
+    /* run, cron semantics (0 / NULL: not asked for) */
+    int64_t once_per_ms; /* --once-per: the slot length, or with --slot the
+                            done-marker's lifetime */
+    const char *slot;    /* --slot NAME */
+    int64_t min_hold_ms; /* --min-hold */
+    int64_t max_hold_ms; /* --max-hold */
+    int done_code;       /* exit status when the slot was done already */
+    int64_t limit;       /* --limit N: a semaphore permit (limit: N) */
+    int shared;          /* --shared: a read lock */
+    int prefer_readers;  /* --prefer-readers */
+
     int json;       /* status --json */
     int export_env; /* acquire --export */
     const char *owner;
@@ -89,6 +131,13 @@ struct cli {
     int wait_replicas;
     int64_t wait_replicas_timeout_ms;
     int64_t lock_delay_ms;
+    const char *label;        /* run, acquire: --label (holder info) */
+    uint64_t token;           /* check: TOKEN */
+    const char *metrics_file; /* run: --metrics-file */
+    /* elect, leader */
+    const char *value;      /* elect --value */
+    const char *ready_file; /* elect --ready-file */
+    int watch;              /* leader --watch */
 };
 
 /* durability.c: --wait-replicas, --wait-replicas-timeout, --lock-delay
@@ -111,8 +160,13 @@ void cli_verbose(const struct cli *o, const char *fmt, ...)
 int cli_exit_for(const struct cli *o, int rc);
 void cli_report(dlock_client *c, const char *what, const char *key, int rc);
 
-/* run.c */
-int cli_run(struct cli *o, dlock_client *c);
+/* run.c: MARKS is the client for the done-markers of --once-per (its key
+ * prefix is O's plus CLI_DONE_PREFIX_SUFFIX), NULL without --once-per. */
+int cli_run(struct cli *o, dlock_client *c, dlock_client *marks);
+
+/* elect.c */
+int cli_elect(const struct cli *o, dlock_client *c);
+int cli_leader(const struct cli *o, dlock_client *c);
 
 /* commands.c */
 int cli_cmd_status(const struct cli *o, dlock_client *c);
@@ -149,10 +203,38 @@ int cli_lost_seen(void);
 void cli_drain_pipe(void);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
+int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
+                   int *signo);
+
+/* check.c, list.c */
+int cli_parse_token(const char *s, uint64_t *token);
+int cli_cmd_check(const struct cli *o, dlock_client *c);
+int cli_cmd_list(const struct cli *o, dlock_client *c);
+int cli_metrics_write(const struct cli *o, dlock_client *c, int code);
+
+/* holder.c */
+void cli_holder_label(const struct cli *o, char *buf, size_t len, int64_t *pid);
+void cli_format_age(int64_t ms, char *out, size_t len);
+void cli_describe_holder(const dlock_info *info, char *buf, size_t len);
+void cli_holder_json(FILE *f, const dlock_info *info);
+void cli_say_holder(const struct cli *o, dlock_client *c, const char *what);
+void cli_printable(const char *s, char *out, size_t len);
+/* shared.c */
+int cli_acquire_kind(const struct cli *o, dlock_client *c,
+                     const dlock_acquire_options *ao, dlock_lock **out);
+void cli_shared_lost_reason(const struct cli *o, dlock_client *c, char *buf,
+                            size_t len);
+int cli_cmd_limit(const struct cli *o, dlock_client *c);
+int cli_shared_status(const struct cli *o, dlock_client *c, int *done);
+void cli_shared_readers(const struct cli *o, dlock_client *c);
+int64_t cli_shared_reader_count(const struct cli *o, dlock_client *c);
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);
 int cli_parse_code(const char *s, int *code);
+const char *cli_check_slot_name(const char *s);
+int64_t cli_wall_ms(void);
+int cli_parse_limit(const char *s, int64_t *out);
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);

@@ -27,16 +27,31 @@ static char *take_line(char **p)
     return line;
 }
 
+/* A count for JSON: the number, or null when unknown (< 0). */
+static void json_count(int64_t n)
+{
+    if (n >= 0)
+        printf("%lld", (long long)n);
+    else
+        fputs("null", stdout);
+}
+
 /* `dlock status KEY [--json]`: what the servers know about KEY, and
  * any server setting that weakens the lock (dlock_client_check). The
- * number of waiters is not known (the library counts only the fair-mode
- * queue): it is printed as unknown, the fair queue's length apart. */
+ * number of waiters is the library's count (dlock_info: processes
+ * waiting by notification plus the fair-mode queue), "unknown" when the
+ * servers could not say. */
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
     char ttl[32], checks[4096], topo[4096], *line, *next;
-    int rc = dlock_lock_inspect(c, o->key, &info);
+    char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+    int64_t readers = 0;
+    int done, rc = cli_shared_status(o, c, &done);
 
+    if (done || rc != 0)
+        return rc; /* a semaphore (shared.c) */
+    rc = dlock_lock_inspect(c, o->key, &info);
     if (rc != DLOCK_OK) {
         cli_report(c, "status", o->key, rc);
         return cli_exit_for(o, rc);
@@ -45,6 +60,10 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         checks[0] = '\0';
     if (dlock_client_topology(c, topo, sizeof topo) <= 0)
         topo[0] = '\0';
+    /* Not held exclusively may still be held shared (a read-write lock's
+     * readers): then it is not free. */
+    if (!info.held)
+        readers = cli_shared_reader_count(o, c);
     if (o->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, o->key);
@@ -59,12 +78,16 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         else
             fputs(",\"ttl_ms\":null", stdout);
         printf(",\"token\":%llu", (unsigned long long)info.last_token);
-        /* See the text branch: the count of waiters is never known. */
-        fputs(",\"waiters\":null,\"fair_queue\":", stdout);
-        if (info.waiters >= 0)
-            printf("%lld", (long long)info.waiters);
-        else
-            fputs("null", stdout);
+        fputs(",\"waiters\":", stdout);
+        json_count(info.waiters);
+        fputs(",\"notify_waiters\":", stdout);
+        json_count(info.notify_waiters);
+        fputs(",\"fair_queue\":", stdout);
+        json_count(info.fair_queue);
+        fputs(",\"readers\":", stdout);
+        json_count(readers);
+        fputs(",\"holder\":", stdout);
+        cli_holder_json(stdout, &info);
         printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"topology\":[",
                info.nodes_holding, o->nservers);
         for (next = topo; (line = take_line(&next)) != NULL;) {
@@ -81,7 +104,13 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         fputs("]}\n", stdout);
     } else {
         printf("key:      %s\n", o->key);
-        printf("state:    %s\n", info.held ? "held" : "free");
+        /* "held by HOST pid PID `COMMAND` for 3m12s, token T, lease 21 s
+         * left": the line an operator looks for. */
+        cli_describe_holder(&info, who, sizeof who);
+        if (readers > 0)
+            snprintf(who, sizeof who, "held shared by %lld reader%s",
+                     (long long)readers, readers == 1 ? "" : "s");
+        printf("state:    %s\n", who);
         if (info.held) {
             cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
             printf("owner:    %s\n", info.owner);
@@ -90,14 +119,17 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         }
         printf("token:    %llu%s\n", (unsigned long long)info.last_token,
                info.last_token == 0 ? " (never granted)" : "");
-        /* dlock_info.waiters counts the fair-mode queue only: waiters of
-         * the notify and spin strategies (every `dlock run -w`) are in no
-         * Redis structure, so 0 would claim what nobody knows. */
-        if (info.waiters > 0)
-            printf("waiters:  unknown, %lld queued in fair mode\n",
-                   (long long)info.waiters);
+        /* The library's count: processes waiting by notification (every
+         * `dlock run -w`) plus the fair-mode queue; -1 when the servers
+         * could not say, and then 0 would claim what nobody knows. */
+        if (info.waiters >= 0)
+            printf("waiters:  %lld", (long long)info.waiters);
         else
-            printf("waiters:  unknown\n");
+            printf("waiters:  unknown");
+        if (info.fair_queue > 0)
+            printf(" (%lld queued in fair mode)", (long long)info.fair_queue);
+        putchar('\n');
+        cli_shared_readers(o, c);
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);
@@ -132,7 +164,7 @@ int cli_cmd_acquire(const struct cli *o, dlock_client *c)
     }
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+            cli_say_holder(o, c, dlock_strerror(rc));
         else
             cli_report(c, "acquire", o->key, rc);
         return cli_exit_for(o, rc);

@@ -62,6 +62,11 @@ int cli_exit_for(const struct cli *o, int rc)
     case DLOCK_ETLS:
         return CLI_EX_UNAVAILABLE;
     case DLOCK_EAUTH:
+    case DLOCK_EREFUSED:
+        /* Both are the server saying no whatever we retry (credentials,
+         * or an ACL, a read-only replica, a disabled command): EX_NOPERM,
+         * so that a wrapper that retries on 69 stops. The message says
+         * which. */
         return CLI_EX_NOPERM;
     case DLOCK_EINVAL:
         return CLI_EX_USAGE;

@@ -12,6 +12,19 @@
  * SIGKILL after the grace period, SIGKILL at once, or nothing; dlock then
  * exits with the lost code whatever COMMAND's status, because COMMAND's
  * work was not protected by the lock all along.
+ *
+ * Several KEYs (`dlock run A B -- COMMAND`) are taken all or nothing in
+ * one global order (dlock_lock_acquire_all), each renewed and watched for
+ * loss as one; COMMAND gets every token (DLOCK_FENCING_TOKENS).
+ *
+ * For cron on several machines: --max-hold treats the lease as lost once
+ * the lock was held that long; --min-hold keeps the lock after a short
+ * COMMAND until that long after it started; --once-per / --slot run
+ * COMMAND once per time slot: holding the lock, dlock looks for the slot's
+ * done-marker (a lock of its own, in a second client whose key prefix ends
+ * in ":done", left with a lease that outlasts the slot and never released)
+ * and skips COMMAND when it exists, and leaves it after a run with status
+ * 0 before releasing the lock.
  */
 #include <errno.h>
 #include <poll.h>
@@ -33,39 +46,60 @@ static const char *sig_name(int sig)
 }
 
 /*
- * COMMAND's environment: ours without any DLOCK_KEY or DLOCK_FENCING_TOKEN,
- * plus those two for this lock. Built before fork because the child may
- * only make async-signal-safe calls. Returns NULL when out of memory.
+ * COMMAND's environment: ours without any DLOCK_KEY, DLOCK_FENCING_TOKEN
+ * or DLOCK_FENCING_TOKENS, plus DLOCK_KEY and DLOCK_FENCING_TOKEN for the
+ * first KEY and DLOCK_FENCING_TOKENS, every KEY's token in the order the
+ * KEYs were given, separated by spaces. Built before fork because the
+ * child may only make async-signal-safe calls. Returns NULL when out of
+ * memory.
  */
-static char **child_env(const struct cli *o, uint64_t token)
+static char **child_env(const struct cli *o, dlock_lock **locks)
 {
-    size_t n = 0, j = 0;
-    char **env;
+    size_t n = 0, j = 0, len;
+    char **env, *tokens;
+    FILE *f;
 
     while (environ[n] != NULL)
         n++;
-    env = calloc(n + 3, sizeof *env);
+    env = calloc(n + 4, sizeof *env);
     if (env == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "DLOCK_KEY=", 10) != 0 &&
-            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0)
+            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0 &&
+            strncmp(environ[i], "DLOCK_FENCING_TOKENS=", 21) != 0)
             env[j++] = environ[i];
-    if (asprintf(&env[j], "DLOCK_KEY=%s", o->key) < 0) {
+    f = open_memstream(&tokens, &len);
+    if (f == NULL) {
         free(env);
         return NULL;
     }
-    j++;
-    if (asprintf(&env[j], "DLOCK_FENCING_TOKEN=%llu",
-                 (unsigned long long)token) < 0) {
-        free(env[j - 1]);
+    fputs("DLOCK_FENCING_TOKENS=", f);
+    for (size_t k = 0; k < o->nkeys; k++)
+        fprintf(f, "%s%llu", k > 0 ? " " : "",
+                (unsigned long long)dlock_lock_token(locks[k]));
+    if (fclose(f) != 0) {
+        free(env);
+        return NULL;
+    }
+    env[j] = tokens;
+    if (asprintf(&env[j + 1], "DLOCK_KEY=%s", o->key) < 0) {
+        free(tokens);
+        free(env);
+        return NULL;
+    }
+    if (asprintf(&env[j + 2], "DLOCK_FENCING_TOKEN=%llu",
+                 (unsigned long long)dlock_lock_token(locks[0])) < 0) {
+        free(env[j + 1]);
+        free(tokens);
         free(env);
         return NULL;
     }
     return env;
 }
 
-/* Free what child_env() made (the two strings it added, and the array). */
+/* Free what child_env() made (the three strings it added, and the
+ * array). */
 static void free_env(char **env)
 {
     size_t n = 0;
@@ -76,45 +110,117 @@ static void free_env(char **env)
         n++;
     free(env[n - 1]);
     free(env[n - 2]);
+    free(env[n - 3]);
     free(env);
+}
+
+/* The first of KEY's locks that is not held as far as this process knows
+ * (the one the lost callback was about), or the first lock. */
+static dlock_lock *lost_one(const struct cli *o, dlock_lock **locks)
+{
+    for (size_t k = 0; k < o->nkeys; k++)
+        if (locks[k] != NULL && dlock_lock_status(locks[k]) != DLOCK_OK)
+            return locks[k];
+    return locks[0];
+}
+
+/* DLOCK_OK while every lock of KEY... is believed held, else the first
+ * lock's other status. */
+static int locks_status(const struct cli *o, dlock_lock **locks)
+{
+    int rc = dlock_lock_status(lost_one(o, locks));
+
+    return rc;
 }
 
 /* State of the wait for the job. */
 struct run_state {
     struct cli_job job;
-    int64_t kill_at; /* when to send SIGKILL after SIGTERM, -1: not due */
-    int lost;        /* the lost policy was applied */
-    int said_left;   /* -v said that COMMAND's group outlives it */
+    dlock_lock **lock; /* KEY's locks; [0] NULL once released early
+                          (--max-hold, ignore) */
+    int64_t kill_at;   /* when to send SIGKILL after SIGTERM, -1: not due */
+    int64_t max_at;    /* when --max-hold is reached, -1: no --max-hold */
+    int lost;          /* the lost policy was applied */
+    int max_hold;      /* ... because --max-hold was reached */
+    int stopped;       /* a signal that ends --min-hold came (SIGINT...) */
+    int said_left;     /* -v said that COMMAND's group outlives it */
 };
 
+/* Does signal S end the --min-hold hold-on? The ones that ask to stop
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT) do, SIGUSR1 and SIGUSR2 do not: they
+ * are only passed on to the job. */
+static int ends_hold(int s)
+{
+    return s != SIGUSR1 && s != SIGUSR2;
+}
+
+/* The signal mask to sleep with: dlock's original one without the signals
+ * it handles, so that they arrive only inside ppoll(). */
+static void wait_mask(sigset_t *m)
+{
+    const sigset_t *handled = cli_signals_set();
+
+    *m = *cli_signals_orig_mask();
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(handled, s) == 1)
+            sigdelset(m, s);
+}
+
+/* Sleep until the self-pipe is written to (a signal, the lost callback),
+ * or LEFT ms have passed (-1: no limit), then empty the pipe. Returns 0,
+ * or -1 with errno set. */
+static int sleep_on_pipe(const sigset_t *mask, int64_t left)
+{
+    struct pollfd p;
+    struct timespec ts;
+
+    ts.tv_sec = left / 1000;
+    ts.tv_nsec = (long)(left % 1000) * 1000000;
+    p.fd = cli_signals_pipe();
+    p.events = POLLIN;
+    p.revents = 0;
+    if (ppoll(&p, 1, left >= 0 ? &ts : NULL, mask) < 0 && errno != EINTR)
+        return -1;
+    cli_drain_pipe();
+    return 0;
+}
+
 /*
- * Why the lease was lost, as far as the servers tell now, into BUF: the
- * key gone (expired or deleted), held by another owner, or the servers out
- * of reach (the renewals then failed until the validity ran out). The
- * library's lost callback gives no reason, so this asks with
- * dlock_lock_inspect(), after the policy's signal went out: it may take up
- * to the command timeout when a server does not answer.
+ * Why the lease was lost, into BUF, as the library recorded it
+ * (dlock_lock_lost_reason): renewals failed (the servers out of reach or
+ * refusing, until the validity ran out: the last failure is named), or
+ * the servers said the lock is no longer ours. Only in that last case are
+ * they asked (dlock_lock_inspect, after the policy's signal went out)
+ * whether the key is gone or held by another owner now: they answered a
+ * moment ago, so that is one quick round trip. A server that does not
+ * answer is not asked again.
  */
 static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
                         char *buf, size_t len)
 {
     dlock_info info;
-    const char *msg;
-    int rc = dlock_lock_inspect(c, o->key, &info);
+    const char *why;
+    int code;
 
-    if (rc != DLOCK_OK) {
-        msg = dlock_errmsg(c);
-        snprintf(buf, len, "renewals failed: %s",
-                 msg != NULL && *msg != '\0' ? msg : dlock_strerror(rc));
-    } else if (!info.held) {
-        snprintf(buf, len, "the lock is free now: it expired or was deleted");
-    } else if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
-        snprintf(buf, len, "it is held by another owner now, %s", info.owner);
-    } else {
-        snprintf(buf, len,
-                 "renewals failed until its validity ran out; the servers "
-                 "still show it ours");
+    if (o->limit > 0 || o->shared) {
+        cli_shared_lost_reason(o, c, buf, len);
+        return;
     }
+    code = dlock_lock_lost_reason(lock, &why);
+    if (code == DLOCK_NOT_OWNER &&
+        dlock_lock_inspect(c, dlock_lock_name(lock), &info) == 0) {
+        if (!info.held) {
+            snprintf(buf, len,
+                     "the lock is free now: it expired or was deleted");
+            return;
+        }
+        if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
+            snprintf(buf, len, "it is held by another owner now, %s",
+                     info.owner);
+            return;
+        }
+    }
+    snprintf(buf, len, "%s", why);
 }
 
 /* Apply the --on-lost policy, once, when the watchdog reported the loss:
@@ -124,6 +230,7 @@ static void on_lease_lost(const struct cli *o, dlock_client *c,
 {
     char grace[32], why[256];
     unsigned long long token = dlock_lock_token(lock);
+    const char *key = dlock_lock_name(lock);
     long pgid = (long)rs->job.pid;
 
     rs->lost = 1;
@@ -139,71 +246,116 @@ static void on_lease_lost(const struct cli *o, dlock_client *c,
         cli_format_ms(o->grace_ms, grace, sizeof grace);
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "sent SIGTERM to COMMAND's process group %ld, SIGKILL in %s",
-                o->key, token, why, pgid, grace);
+                key, token, why, pgid, grace);
         break;
     case ON_LOST_KILL:
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "sent SIGKILL to COMMAND's process group %ld",
-                o->key, token, why, pgid);
+                key, token, why, pgid);
         break;
     case ON_LOST_IGNORE:
         cli_err("the lease on \"%s\" (fencing token %llu) was lost (%s): "
                 "COMMAND (process group %ld) goes on without the lock "
                 "(--on-lost ignore)",
-                o->key, token, why, pgid);
+                key, token, why, pgid);
+        break;
+    }
+}
+
+/*
+ * --max-hold was reached: treat the lease as lost. The --on-lost policy
+ * applies to the job as for a real loss; with term and kill the lock stays
+ * held (and renewed) until no process of the job is left, at most the
+ * grace period after SIGTERM, so that nothing of the job still runs when
+ * the next holder gets it; with ignore the job goes on, so the lock is
+ * released now: holding it while the job runs is what --max-hold forbids.
+ */
+static void on_max_hold(const struct cli *o, dlock_client *c,
+                        struct run_state *rs)
+{
+    char held[32], grace[32];
+    unsigned long long token = dlock_lock_token(rs->lock[0]);
+    long pgid = (long)rs->job.pid;
+    int rc;
+
+    rs->lost = 1;
+    rs->max_hold = 1;
+    cli_format_ms(o->max_hold_ms, held, sizeof held);
+    switch (o->on_lost) {
+    case ON_LOST_TERM:
+        cli_job_signal(&rs->job, SIGTERM);
+        rs->kill_at = cli_now_ms() + o->grace_ms;
+        cli_format_ms(o->grace_ms, grace, sizeof grace);
+        cli_err("max-hold reached: \"%s\" (fencing token %llu) was held for "
+                "the --max-hold of %s: treating the lease as lost: sent "
+                "SIGTERM to COMMAND's process group %ld, SIGKILL in %s; the "
+                "lock is released once the group is gone",
+                o->key, token, held, pgid, grace);
+        break;
+    case ON_LOST_KILL:
+        cli_job_signal(&rs->job, SIGKILL);
+        cli_err("max-hold reached: \"%s\" (fencing token %llu) was held for "
+                "the --max-hold of %s: treating the lease as lost: sent "
+                "SIGKILL to COMMAND's process group %ld",
+                o->key, token, held, pgid);
+        break;
+    case ON_LOST_IGNORE:
+        rc = dlock_lock_release_all(rs->lock, o->nkeys);
+        if (rc != DLOCK_OK)
+            cli_report(c, "release", o->key, rc);
+        cli_err("max-hold reached: \"%s\" (fencing token %llu) was held for "
+                "the --max-hold of %s: released it; COMMAND (process group "
+                "%ld) goes on without the lock (--on-lost ignore)",
+                o->key, token, held, pgid);
         break;
     }
 }
 
 /*
  * Wait until no process of the job is left, forwarding signals to its
- * group and applying the lost policy. After COMMAND has exited, processes
- * it left in its group are waited for too (the lock still covers them);
- * those that are not our children may end without a SIGCHLD to us, so the
- * group is then looked at every 100 ms as well. Returns 0 with
- * rs->job.status set, or -1 when waitpid failed.
+ * group and applying the lost policy (on a lost lease, or when --max-hold
+ * is reached). After COMMAND has exited, processes it left in its group
+ * are waited for too (the lock still covers them); those that are not our
+ * children may end without a SIGCHLD to us, so the group is then looked at
+ * every 100 ms as well. Returns 0 with rs->job.status set, or -1 when
+ * waitpid failed.
  */
-static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs,
-                    dlock_lock *lock)
+static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
 {
-    sigset_t waitmask = *cli_signals_orig_mask();
-    const sigset_t *handled = cli_signals_set();
+    sigset_t waitmask;
     struct cli_job *j = &rs->job;
-    struct pollfd p;
-    struct timespec ts;
     int s;
 
-    for (s = 1; s < NSIG; s++)
-        if (sigismember(handled, s) == 1)
-            sigdelset(&waitmask, s);
+    wait_mask(&waitmask);
     for (;;) {
-        int64_t left = -1;
+        int64_t left = -1, now = cli_now_ms();
 
-        if (rs->kill_at >= 0) {
-            left = rs->kill_at - cli_now_ms();
-            if (left < 0)
-                left = 0;
+        if (rs->kill_at >= 0)
+            left = rs->kill_at > now ? rs->kill_at - now : 0;
+        if (rs->max_at >= 0 && !rs->lost) {
+            int64_t m = rs->max_at > now ? rs->max_at - now : 0;
+
+            if (left < 0 || m < left)
+                left = m;
         }
         if (j->exited && (left < 0 || left > 100))
             left = 100;
-        ts.tv_sec = left / 1000;
-        ts.tv_nsec = (long)(left % 1000) * 1000000;
-        p.fd = cli_signals_pipe();
-        p.events = POLLIN;
-        p.revents = 0;
-        if (ppoll(&p, 1, left >= 0 ? &ts : NULL, &waitmask) < 0 &&
-            errno != EINTR)
+        if (sleep_on_pipe(&waitmask, left) < 0)
             return -1;
-        cli_drain_pipe();
 
-        while ((s = cli_signals_take()) != 0)
+        while ((s = cli_signals_take()) != 0) {
+            if (ends_hold(s))
+                rs->stopped = 1;
             if (cli_job_signal(j, s))
                 cli_verbose(o,
                             "forwarded SIG%s to COMMAND's process group "
                             "%ld",
                             sig_name(s), (long)j->pid);
+        }
         if (!rs->lost && cli_lost_seen())
-            on_lease_lost(o, c, rs, lock);
+            on_lease_lost(o, c, rs, lost_one(o, rs->lock));
+        if (!rs->lost && rs->max_at >= 0 && cli_now_ms() >= rs->max_at)
+            on_max_hold(o, c, rs);
         if (rs->kill_at >= 0 && cli_now_ms() >= rs->kill_at) {
             if (cli_job_signal(j, SIGKILL))
                 cli_err("COMMAND's process group %ld still runs after the "
@@ -227,48 +379,241 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs,
 }
 
 /*
- * `dlock run`: acquire with renewal, run COMMAND, release. Returns the exit
- * status for dlock: COMMAND's (128+N for signal N) when it ran and the lease
- * held all along; the lost code when the lease was lost or had run out by
- * the release; the conflict code when the lock was not obtained; 126/127
- * when COMMAND could not be executed; 128+N when signal N interrupted the
- * wait; a sysexits(3) code for other failures.
+ * The slot of --once-per / --slot. The done-marker of a slot is a lock,
+ * taken with the client for markers (key prefix "<prefix>:done") under the
+ * name "KEY:SLOT" and never released: it expires by itself. SLOT never
+ * contains ':' (--slot refuses it), so KEY:SLOT names one (KEY, SLOT) pair.
+ * The slot's own name is --slot, or "<length>-<n>" with n = floor(Unix
+ * time / length), e.g. "30s-59012345" for --once-per 30.
  */
-int cli_run(struct cli *o, dlock_client *c)
+struct slot {
+    char slot[64];       /* the slot's name when it comes from the clock */
+    const char *name;    /* the slot's name: --slot, or slot */
+    char marker[600];    /* the done-marker's lock name, KEY:SLOT */
+    int64_t end_wall_ms; /* clock slots: when the slot ends (Unix ms) */
+};
+
+/* Work out the slot of this run, by the wall clock now: the slot a run is
+ * for is the one it was started in, however long it then waits. */
+static void slot_init(const struct cli *o, struct slot *sl)
+{
+    if (o->slot != NULL) {
+        sl->name = o->slot;
+        sl->end_wall_ms = -1;
+    } else {
+        int64_t now = cli_wall_ms(), n = now / o->once_per_ms;
+
+        if (o->once_per_ms % 1000 == 0)
+            snprintf(sl->slot, sizeof sl->slot, "%llds-%lld",
+                     (long long)(o->once_per_ms / 1000), (long long)n);
+        else
+            snprintf(sl->slot, sizeof sl->slot, "%lldms-%lld",
+                     (long long)o->once_per_ms, (long long)n);
+        sl->name = sl->slot;
+        sl->end_wall_ms = (n + 1) * o->once_per_ms;
+    }
+    snprintf(sl->marker, sizeof sl->marker, "%s:%s", o->key, sl->name);
+}
+
+/*
+ * How long a done-marker left now must last. A clock slot's marker lasts
+ * until the slot ends plus one more slot length (at least one slot length
+ * from now): a machine whose clock is behind, or whose run started late or
+ * waited long for the lock, still finds it. A --slot marker lasts
+ * --once-per. A marker that outlives its slot costs a Redis key, nothing
+ * more: the next slot has another name.
+ */
+static int64_t slot_marker_ttl(const struct cli *o, const struct slot *sl)
+{
+    int64_t left;
+
+    if (sl->end_wall_ms < 0)
+        return o->once_per_ms;
+    left = sl->end_wall_ms - cli_wall_ms();
+    return (left > 0 ? left : 0) + o->once_per_ms;
+}
+
+/* Is the slot done: does its marker exist? Asked while holding KEY, so
+ * that no other run of KEY can be between this check and its own run.
+ * Returns 1 (done), 0 (not done) or a library error. */
+static int slot_done(const struct cli *o, dlock_client *marks,
+                     const struct slot *sl)
+{
+    dlock_info info;
+    char ttl[32];
+    int rc = dlock_lock_inspect(marks, sl->marker, &info);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!info.held) {
+        cli_verbose(o, "slot %s of \"%s\" is not done yet", sl->name, o->key);
+        return 0;
+    }
+    cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
+    cli_verbose(o,
+                "slot %s of \"%s\" is done already (done-marker \"%s\", "
+                "expires in %s): nothing to do, COMMAND is skipped",
+                sl->name, o->key, sl->marker, ttl);
+    return 1;
+}
+
+/* Leave the slot's done-marker after a run with status 0, still holding
+ * KEY. Returns the marker's handle (the caller detaches it, or releases it
+ * when the lease of KEY turns out lost), or NULL after saying why: then
+ * another machine may run COMMAND again in this slot. */
+static dlock_lock *slot_mark(const struct cli *o, dlock_client *marks,
+                             const struct slot *sl)
+{
+    dlock_lock *m = NULL;
+    int64_t ttl_ms = slot_marker_ttl(o, sl);
+    char ttl[32];
+    int rc = dlock_lock_acquire(&m, marks, sl->marker, 0, ttl_ms);
+
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_BUSY)
+            cli_verbose(o, "the done-marker \"%s\" exists already", sl->marker);
+        else {
+            cli_report(marks, "leave the done-marker", sl->marker, rc);
+            cli_err("slot %s of \"%s\" is not marked done: another run may "
+                    "run COMMAND again in it",
+                    sl->name, o->key);
+        }
+        return NULL;
+    }
+    cli_format_ms(ttl_ms, ttl, sizeof ttl);
+    cli_verbose(o, "left the done-marker \"%s\" for slot %s, for %s",
+                sl->marker, sl->name, ttl);
+    return m;
+}
+
+/*
+ * --min-hold: COMMAND's job is over before UNTIL; keep the lock (the
+ * watchdog goes on renewing it) until then. SIGINT, SIGTERM, SIGHUP or
+ * SIGQUIT end the hold-on early, also when they came while the job ran
+ * (it may have been over already when one came, and it went to nobody):
+ * there is then no hold-on. The lease found lost ends it too. Returns 0,
+ * or -1 when ppoll or waitpid failed.
+ */
+static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
+{
+    sigset_t waitmask;
+    char left_s[32];
+    int64_t now = cli_now_ms();
+    int s;
+
+    if (now >= until)
+        return 0;
+    if (rs->stopped) {
+        cli_verbose(o, "no --min-hold hold-on: a signal asked to stop");
+        return 0;
+    }
+    cli_format_ms(until - now, left_s, sizeof left_s);
+    cli_verbose(o, "holding \"%s\" for %s more (--min-hold)", o->key, left_s);
+    wait_mask(&waitmask);
+    while ((now = cli_now_ms()) < until) {
+        if (sleep_on_pipe(&waitmask, until - now) < 0)
+            return -1;
+        /* Children that left the job's group may still end: reap them. */
+        if (cli_job_reap(o, &rs->job) < 0)
+            return -1;
+        while ((s = cli_signals_take()) != 0 && !ends_hold(s))
+            ;
+        if (s != 0) {
+            cli_verbose(o,
+                        "SIG%s during the --min-hold hold-on: releasing "
+                        "\"%s\" now",
+                        sig_name(s), o->key);
+            return 0;
+        }
+        if (cli_lost_seen())
+            return 0;
+    }
+    return 0;
+}
+
+/*
+ * `dlock run`: acquire with renewal, run COMMAND, release. With --once-per
+ * (MARKS is then the client for done-markers), first check, holding the
+ * lock, that the slot is not done; after a run with status 0, mark it done
+ * before releasing. With --min-hold, hold the lock on after a short run;
+ * with --max-hold, treat the lease as lost once it was held that long.
+ * Returns the exit status for dlock: COMMAND's (128+N for signal N) when it
+ * ran and the lease held all along; the lost code when the lease was lost,
+ * had run out by the release, or --max-hold was reached; the done code when
+ * the slot was done already; the conflict code when the lock was not
+ * obtained; 126/127 when COMMAND could not be executed; 128+N when signal N
+ * interrupted the wait; a sysexits(3) code for other failures.
+ */
+int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 {
     struct run_state rs;
-    dlock_lock *lock = NULL;
+    struct slot sl;
+    dlock_lock *locks[DLOCK_MULTI_MAX] = {NULL}, **lock = locks;
+    dlock_lock *marker = NULL;
     char **envp;
     char took[32], lease[32];
-    int rc, signo, exec_errno, code;
-    int64_t t0;
+    int rc, signo, exec_errno, code, lost_in_job, held_on = 0;
+    int64_t t_acq, t0;
 
-    rc = cli_acquire(o, c, 1, &lock, &signo);
+    memset(&sl, 0, sizeof sl);
+    if (marks != NULL) {
+        slot_init(o, &sl);
+        if (sl.end_wall_ms >= 0) {
+            cli_format_ms(sl.end_wall_ms - cli_wall_ms(), took, sizeof took);
+            cli_verbose(o,
+                        "slot %s of \"%s\": it ends in %s by this "
+                        "machine's clock",
+                        sl.name, o->key, took);
+        }
+    }
+    rc = cli_acquire(o, c, 1, lock, &signo);
+    t_acq = cli_now_ms();
     if (signo != 0) {
-        if (lock != NULL)
-            dlock_lock_release(lock);
+        if (lock[0] != NULL)
+            dlock_lock_release_all(lock, o->nkeys);
         cli_verbose(o, "SIG%s while waiting for \"%s\": giving up",
                     sig_name(signo), o->key);
         return 128 + signo;
     }
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_verbose(o, "\"%s\" is held: %s", o->key, dlock_strerror(rc));
+            cli_say_holder(o, c, dlock_strerror(rc));
         else
             cli_report(c, "acquire", o->key, rc);
         return cli_exit_for(o, rc);
     }
 
-    envp = child_env(o, dlock_lock_token(lock));
+    if (marks != NULL) {
+        rc = slot_done(o, marks, &sl);
+        if (rc != 0) {
+            if (rc < 0) {
+                cli_report(marks, "look for the done-marker", sl.marker, rc);
+                cli_err("cannot tell whether slot %s of \"%s\" is done: "
+                        "COMMAND is not run",
+                        sl.name, o->key);
+            }
+            code = rc < 0 ? cli_exit_for(o, rc) : o->done_code;
+            rc = dlock_lock_release_all(lock, o->nkeys);
+            if (rc != DLOCK_OK)
+                cli_report(c, "release", o->key, rc);
+            else
+                cli_verbose(o, "released \"%s\"", o->key);
+            return code;
+        }
+    }
+
+    envp = child_env(o, lock);
     if (envp == NULL) {
         cli_err("out of memory");
-        dlock_lock_release(lock);
+        dlock_lock_release_all(lock, o->nkeys);
         return CLI_EX_OSERR;
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     t0 = cli_now_ms();
     memset(&rs, 0, sizeof rs);
+    rs.lock = lock;
     rs.kill_at = -1;
+    rs.max_at = o->max_hold_ms > 0 ? t_acq + o->max_hold_ms : -1;
     rc = cli_job_start(&rs.job, o, envp, &exec_errno);
     free_env(envp);
     if (rc < 0) {
@@ -280,7 +625,7 @@ int cli_run(struct cli *o, dlock_client *c)
             cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
             code = CLI_EX_OSERR;
         }
-        rc = dlock_lock_release(lock);
+        rc = dlock_lock_release_all(lock, o->nkeys);
         if (rc != DLOCK_OK)
             cli_report(c, "release", o->key, rc);
         else
@@ -293,13 +638,14 @@ int cli_run(struct cli *o, dlock_client *c)
                 o->command[0], (long)rs.job.pid,
                 rs.job.tty >= 0 ? ", in the terminal's foreground" : "", lease);
 
-    if (wait_job(o, c, &rs, lock) < 0) {
+    if (wait_job(o, c, &rs) < 0) {
         cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
                 strerror(errno));
         /* The guard then sends the --on-lost signal to what is left. */
-        dlock_lock_release(lock);
+        dlock_lock_release_all(rs.lock, o->nkeys);
         return CLI_EX_OSERR;
     }
+    lock = rs.lock;
     cli_job_end(&rs.job);
     cli_format_ms(cli_now_ms() - t0, took, sizeof took);
     if (WIFEXITED(rs.job.status)) {
@@ -314,16 +660,66 @@ int cli_run(struct cli *o, dlock_client *c)
         code = CLI_EX_SOFTWARE;
     }
 
-    rc = dlock_lock_release(lock);
+    if (rs.max_hold) {
+        if (lock[0] != NULL) {
+            rc = dlock_lock_release_all(lock, o->nkeys);
+            if (rc != DLOCK_OK && rc != DLOCK_LOST && rc != DLOCK_NOT_OWNER)
+                cli_report(c, "release", o->key, rc);
+            else
+                cli_verbose(o, "released \"%s\"", o->key);
+        }
+        cli_err("COMMAND's status was %d; exiting with the lost code %d "
+                "(max-hold reached)",
+                code, o->lost_code);
+        return o->lost_code;
+    }
+
+    /* As far as this machine knows, the lease held until the job was
+     * over; the release below asks the servers. */
+    lost_in_job = cli_lost_seen() || locks_status(o, lock) != DLOCK_OK;
+    if (marks != NULL && code == 0 && !lost_in_job)
+        marker = slot_mark(o, marks, &sl);
+    else if (marks != NULL)
+        cli_verbose(o, "slot %s of \"%s\" is not marked done: %s", sl.name,
+                    o->key,
+                    lost_in_job ? "the lease was lost" : "COMMAND failed");
+    if (o->min_hold_ms > 0 && !lost_in_job) {
+        int64_t until = t0 + o->min_hold_ms;
+
+        if (rs.max_at >= 0 && rs.max_at < until)
+            until = rs.max_at;
+        held_on = !rs.stopped && cli_now_ms() < until;
+        if (hold_on(o, &rs, until) < 0)
+            cli_err("during the --min-hold hold-on: %s", strerror(errno));
+    }
+
+    rc = dlock_lock_release_all(lock, o->nkeys);
+    if (!lost_in_job && held_on &&
+        (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER)) {
+        /* COMMAND's work was protected all along: only the hold-on after
+         * it was cut short. */
+        dlock_lock_detach(marker);
+        cli_err("the lease on \"%s\" was lost during the --min-hold "
+                "hold-on, after COMMAND had finished: another holder may "
+                "have taken it sooner than --min-hold",
+                o->key);
+        return code;
+    }
     if (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER) {
         if (!rs.lost)
             cli_err("the lease on \"%s\" ran out before COMMAND finished: "
                     "its work was not protected by the lock all along",
                     o->key);
+        if (marker != NULL) {
+            /* A run whose lease was lost leaves no marker. */
+            dlock_lock_release(marker);
+            cli_err("slot %s of \"%s\" is not marked done", sl.name, o->key);
+        }
         cli_err("COMMAND's status was %d; exiting with the lost code %d", code,
                 o->lost_code);
         return o->lost_code;
     }
+    dlock_lock_detach(marker);
     if (rc != DLOCK_OK) {
         cli_report(c, "release", o->key, rc);
         cli_err("the lock stays held until its lease ends");

@@ -242,16 +242,64 @@ static void say_waiting(const struct cli *o, dlock_client *c)
         snprintf(wait, sizeof wait, "up to %s", ttl);
     }
     if (dlock_lock_inspect(c, o->key, &info) == DLOCK_OK && info.held) {
-        cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
-        cli_verbose(o, "waiting for \"%s\" (%s), held by %s, lease ends in %s",
-                    o->key, wait, info.owner, ttl);
+        char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+        cli_describe_holder(&info, who, sizeof who);
+        cli_verbose(o, "waiting for \"%s\" (%s), %s", o->key, wait, who);
     } else {
         cli_verbose(o, "waiting for \"%s\" (%s)", o->key, wait);
     }
 }
 
+/* Acquire O's KEY (a lock, a semaphore permit or a read lock: shared.c),
+ * or all its KEYs (locks, all or nothing) into out[0..nkeys-1] when there
+ * are several. */
+static int acquire_keys(const struct cli *o, dlock_client *c,
+                        const dlock_acquire_options *ao, dlock_lock **out)
+{
+    if (o->nkeys > 1)
+        return dlock_lock_acquire_all(out, c, (const char *const *)o->keys,
+                                      o->nkeys, ao);
+    return cli_acquire_kind(o, c, ao, out);
+}
+
 /*
- * Acquire O->key with O's lease and wait, with the watchdog and the lost
+ * Run FN(ARG), a call that waits in the library, while a helper thread
+ * turns SIGINT, SIGTERM, SIGHUP... into dlock_client_cancel() on C (the
+ * call then returns DLOCK_CANCELED). Returns FN's result, or DLOCK_ENOMEM
+ * when the thread could not be started; *signo is the signal that came,
+ * or 0.
+ */
+int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg, int *signo)
+{
+    struct canceler k;
+    int rc, err;
+
+    *signo = 0;
+    memset(&k, 0, sizeof k);
+    k.client = c;
+    if (pipe2(k.stop, O_CLOEXEC) < 0)
+        return DLOCK_ENOMEM;
+    err = pthread_create(&k.thread, NULL, canceler_main, &k);
+    if (err != 0) {
+        close(k.stop[0]);
+        close(k.stop[1]);
+        errno = err;
+        return DLOCK_ENOMEM;
+    }
+    rc = fn(arg);
+    if (write(k.stop[1], "x", 1) < 0)
+        pthread_detach(k.thread); /* cannot happen on a fresh pipe */
+    else
+        pthread_join(k.thread, NULL);
+    close(k.stop[0]);
+    close(k.stop[1]);
+    *signo = k.signo != 0 ? k.signo : stop_signal_pending();
+    return rc;
+}
+
+/*
+ * Acquire O->key (O->keys, all or nothing, when there are several) with
+ * O's lease and wait, with the watchdog and the lost
  * callback when WATCHDOG is set. Tries once first, so that -v can say that
  * it is waiting and for whom; then waits for the rest of -w while a helper
  * thread turns SIGINT, SIGTERM, SIGHUP... into a cancel. Returns the
@@ -276,7 +324,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if (watchdog)
         ao.on_lost = cli_lost_cb;
     ao.wait_ms = 0;
-    rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+    rc = acquire_keys(o, c, &ao, out);
     if (rc == DLOCK_BUSY && o->wait_ms != 0) {
         if (o->verbose)
             say_waiting(o, c);
@@ -302,7 +350,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
             errno = err;
             return DLOCK_ENOMEM;
         }
-        rc = dlock_lock_acquire_ex(out, c, o->key, &ao);
+        rc = acquire_keys(o, c, &ao, out);
         if (write(k.stop[1], "x", 1) < 0) {
             /* Cannot happen on a fresh pipe; join would hang: detach. */
             pthread_detach(k.thread);
@@ -319,8 +367,10 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
         *signo = stop_signal_pending();
     if (rc == DLOCK_OK) {
         cli_format_ms(cli_now_ms() - t0, took, sizeof took);
-        cli_verbose(o, "acquired \"%s\" after %s, fencing token %llu", o->key,
-                    took, (unsigned long long)dlock_lock_token(*out));
+        for (size_t i = 0; i < o->nkeys; i++)
+            cli_verbose(o, "acquired \"%s\" after %s, fencing token %llu",
+                        o->keys[i], took,
+                        (unsigned long long)dlock_lock_token(out[i]));
     }
     return rc;
 }

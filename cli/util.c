@@ -102,6 +102,29 @@ int cli_parse_code(const char *s, int *code)
     return 0;
 }
 
+/*
+ * Check a --slot NAME: 1 to CLI_MAX_SLOT_LEN bytes, no ':' (the done-marker
+ * is named "KEY:SLOT" and split at its last ':'), no control character and
+ * no blank (it is shown in messages and in Redis key names). Returns NULL
+ * when it is fine, else a short reason.
+ */
+const char *cli_check_slot_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0)
+        return "empty";
+    if (n > CLI_MAX_SLOT_LEN)
+        return "longer than 128 bytes";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == ':')
+            return "must not contain ':'";
+        if (*p <= ' ' || *p == 0x7f)
+            return "must not contain blanks or control characters";
+    }
+    return NULL;
+}
+
 /* Find the password inside URL's userinfo ("scheme://user:PASSWORD@..."):
  * sets *start and *len and returns 1, or returns 0 when there is none. */
 static int find_password(const char *url, size_t *start, size_t *len)
@@ -215,6 +238,16 @@ int64_t cli_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Milliseconds since the Unix epoch on CLOCK_REALTIME, the wall clock the
+ * slots of --once-per are cut from (the same clock cron fires by). */
+int64_t cli_wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Format a duration for people: "250 ms" below one second, "1.250 s"
  * from one second up. */
 void cli_format_ms(int64_t ms, char *out, size_t outlen)
@@ -224,4 +257,24 @@ void cli_format_ms(int64_t ms, char *out, size_t outlen)
     else
         snprintf(out, outlen, "%lld.%03lld s", (long long)(ms / 1000),
                  (long long)(ms % 1000));
+}
+
+/* Parse a semaphore limit: a decimal 1 to DLOCK_SEM_LIMIT_MAX, nothing
+ * else. 0, or -1. */
+int cli_parse_limit(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+        if (v > DLOCK_SEM_LIMIT_MAX)
+            return -1;
+    }
+    if (v < 1)
+        return -1;
+    *out = v;
+    return 0;
 }

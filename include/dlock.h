@@ -71,6 +71,15 @@ extern "C" {
 /*
  * Status codes: X(NAME, value, text). Append-only: values never change.
  * Expected outcomes come first; the broad failure classes start at -20.
+ *
+ * Which failures a retry may cure: DLOCK_EIO, DLOCK_ETIMEDOUT and
+ * DLOCK_NO_QUORUM (a server down, slow or unreachable) may pass;
+ * DLOCK_EAUTH (credentials refused: WRONGPASS, NOAUTH) and DLOCK_EREFUSED
+ * (the server refuses what we ask whoever asks again: an ACL without the
+ * right to run EVALSHA/EVAL or to touch the lock's keys (NOPERM), a
+ * read-only replica (READONLY), EVAL renamed or disabled (unknown
+ * command)) do not: fix the configuration. With several servers, these
+ * are returned when so many servers refused that no majority is left.
  */
 #define DLOCK_STATUS_LIST(X)                                                   \
     X(OK, 0, "success")                                                        \
@@ -81,6 +90,10 @@ extern "C" {
     X(CANCELED, -5, "the wait was cancelled")                                  \
     X(STALE, -6, "fencing token older than one the resource has seen")         \
     X(NO_QUORUM, -7, "no majority of the servers could be reached")            \
+    X(NOT_REPLICATED, -8,                                                      \
+      "too few replicas acknowledged the lock write (wait_replicas)")          \
+    X(LOCK_DELAY, -9,                                                          \
+      "refused during the lock-delay after a failover or restart")             \
     X(EINVAL, -20, "invalid argument")                                         \
     X(EIO, -21, "I/O error talking to the server")                             \
     X(ETIMEDOUT, -22, "the server did not answer in time")                     \
@@ -89,10 +102,7 @@ extern "C" {
     X(ENOMEM, -25, "out of memory")                                            \
     X(ETLS, -26, "TLS error")                                                  \
     X(EAUTH, -27, "authentication failed")                                     \
-    X(NOT_REPLICATED, -8,                                                      \
-      "too few replicas acknowledged the lock write (wait_replicas)")          \
-    X(LOCK_DELAY, -9,                                                          \
-      "refused during the lock-delay after a failover or restart")
+    X(EREFUSED, -28, "refused by the server: retrying will not help")
 
 typedef enum dlock_status {
 #define DLOCK__ENUM(name, value, text) DLOCK_##name = (value),
@@ -135,6 +145,10 @@ typedef enum dlock_wait_strategy {
 #define DLOCK_NAME_MAX 512   /* bytes of a lock name */
 #define DLOCK_OWNER_MAX 96   /* bytes of an owner id, with its NUL */
 #define DLOCK_KEY_MAX 4096   /* bytes of a fenced value's key */
+#define DLOCK_HOST_MAX 256   /* bytes of a holder's host name, with NUL */
+#define DLOCK_LABEL_MAX 512  /* bytes of a holder's label, with its NUL */
+
+struct dlock_event; /* see "Events" below */
 
 /*
  * Client options. Call dlock_options_init() first: it fills every default.
@@ -145,7 +159,23 @@ typedef struct dlock_options {
 
     /* Server URLs: redis://[user[:password]@]host[:port][/db],
      * rediss://... for TLS, unix:///path/to.sock[?db=N]. One server: a
-     * single-instance lock. Several independent masters: Redlock. */
+     * single-instance lock. Several independent masters: Redlock. Two
+     * entries that are one server are refused (one server must not count
+     * twice toward a majority): the same host and port or socket path,
+     * whatever the db, by dlock_client_new (DLOCK_EINVAL); others
+     * (127.0.0.1 and localhost, a socket and the TCP port of one server)
+     * by the server's run_id (INFO server), asked on the way with the
+     * first request on each server's first connection: that operation and
+     * every later one of the client then fail with DLOCK_EINVAL naming
+     * both entries (a failed acquire still gives back what it took). A
+     * server that refuses INFO is compared by its URL only.
+     * A Redis Cluster: one URL, alone,
+     * redis+cluster://[user[:password]@]host:port[,host:port...] (or
+     * rediss+cluster://) naming seed nodes; each lock then lives on the
+     * master serving its name's hash slot (a seed not in cluster mode,
+     * or a redis:// URL naming a cluster node, fails with DLOCK_EINVAL at
+     * the first call that meets it; a cluster that is down, CLUSTERDOWN,
+     * with DLOCK_ESERVER). */
     const char *const *servers;
     size_t nservers;
 
@@ -160,7 +190,21 @@ typedef struct dlock_options {
 
     int64_t connect_timeout_ms; /* name lookup, connect, TLS and AUTH;
                                    default 2000 */
-    int64_t command_timeout_ms; /* per command and server, default 2000 */
+    /* Per command and server, default 2000. It also bounds a whole
+     * acquire attempt: its connects (cut short by it when
+     * connect_timeout_ms is longer), the request and its one retry on a
+     * fresh connection, the Redlock fencing round, and the give-back
+     * (undo) of a failed attempt all end within command_timeout_ms after
+     * the attempt began; an undo not answered by then is retried from
+     * the watchdog thread. So dlock_lock_acquire() returns within
+     * command_timeout_ms when it does not wait (wait_ms == 0, or a first
+     * attempt that fails with an error), and within wait_ms +
+     * command_timeout_ms when it waits (fair mode: plus one more
+     * command_timeout_ms to leave the queue). Every other call is one
+     * step per node, in parallel: within command_timeout_ms, except
+     * dlock_client_check(), which asks the servers one after the other
+     * (the sum). */
+    int64_t command_timeout_ms;
 
     /* Idle connections kept per server for the threads of the client
      * (default 4). More threads than this still work: extra connections
@@ -214,6 +258,25 @@ typedef struct dlock_options {
      * granted and the new one never saw has expired by then. -1 (the
      * default): 30000 with Sentinel, off otherwise; 0: off. */
     int64_t lock_delay_ms;
+
+    /* Holder info (issue 21): with holder_info = 1, every fresh hold also
+     * records who holds it, in <prefix>:{<name>}:i beside the lock (one
+     * more round trip after the acquire, renewed with the lease in the
+     * same call, left to expire after the release): this host's name, the
+     * pid (holder_pid, or getpid() when 0), holder_label (copied; at most
+     * DLOCK_LABEL_MAX - 1 bytes; a command line or any text, NULL for
+     * none), the start time and the library's version.
+     * dlock_lock_inspect() and dlock_list() show it. Off by default: a
+     * client that does not ask pays nothing. */
+    int holder_info;
+    const char *holder_label;
+    int64_t holder_pid;
+
+    /* Events (see dlock_event below): called for every acquisition,
+     * busy answer, given-up wait, renewal, loss and release of this
+     * client, from the thread where it happens. NULL: none. */
+    void (*on_event)(const struct dlock_event *ev, void *userdata);
+    void *on_event_userdata;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */
@@ -268,8 +331,9 @@ DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
 
 /* Called from the client's watchdog thread when a held lock's lease is
  * found lost (the key is gone or has another owner, or renewals failed
- * until the validity ran out). Keep it short; it may not call back into
- * the lock it is told about, except dlock_lock_status(). */
+ * until the validity ran out: dlock_lock_lost_reason() says which). Keep
+ * it short; it may not call back into the lock it is told about, except
+ * dlock_lock_status() and dlock_lock_lost_reason(). */
 typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
 
 #define DLOCK_ACQUIRE_OPTIONS_VERSION 1
@@ -347,6 +411,21 @@ DLOCK_EXPORT int64_t dlock_lock_validity_ms(const dlock_lock *lock);
  * found it lost, DLOCK_NOT_OWNER once its validity ran out. */
 DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
 
+/*
+ * Why the watchdog found the lease lost. Returns DLOCK_OK while it is not
+ * (DLOCK_LOST from dlock_lock_status() only); DLOCK_NOT_OWNER when the
+ * servers answered a renewal that the lock is no longer this owner's (a
+ * majority of them, with Redlock): its key expired or was deleted, or
+ * another owner holds it; else the failure of the last renewal
+ * (DLOCK_ETIMEDOUT, DLOCK_EIO, DLOCK_NO_QUORUM, DLOCK_EREFUSED, ...):
+ * renewals failed until the validity ran out. When why is not NULL, *why
+ * is set to a sentence for people ("" while not lost), e.g. "renewals
+ * failed: extend: 10.0.0.5:6379: no answer in time"; it belongs to the
+ * lock. May be called from the lost callback.
+ */
+DLOCK_EXPORT int dlock_lock_lost_reason(const dlock_lock *lock,
+                                        const char **why);
+
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
 
@@ -395,8 +474,36 @@ typedef struct dlock_info {
     int64_t reentry;             /* the owner's reentry count */
     int64_t ttl_ms;              /* remaining lease, -1 when free */
     uint64_t last_token;         /* the last fencing token granted (0: never) */
-    int64_t waiters;             /* fair-mode waiters queued, -1 when unknown */
-    int nodes_holding;           /* Redlock: nodes on which it is held */
+    /* Waiters as far as Redis can tell: notify_waiters + fair_queue, or
+     * -1 when notify_waiters is unknown. Spin-mode waiters are in no
+     * Redis structure and are never counted. */
+    int64_t waiters;
+    int nodes_holding; /* Redlock: nodes on which it is held */
+
+    /* Holder info, when the holder's client records it (holder_info in
+     * dlock_options): has_holder = 1 and the fields below. Info left by
+     * an earlier hold is never shown as the current holder's. */
+    int has_holder;
+    char holder_host[DLOCK_HOST_MAX];   /* host name */
+    int64_t holder_pid;                 /* process id on that host */
+    char holder_label[DLOCK_LABEL_MAX]; /* command line or label, or "" */
+    char holder_version[32];            /* the holder's libdlock version */
+    int64_t held_ms; /* since the hold began, by the server's clock;
+                        -1 unknown */
+    /* Appended fields. dlock_info has no version field: the library
+     * fills the whole struct of its own header, so a program must be
+     * built against the header of the library it runs with. */
+    /* Processes waiting by notification (the default strategy): the
+     * subscribers of the lock's release channel (PUBSUB NUMSUB; with
+     * Redlock the most any server counts). One per process however many
+     * of its threads wait; a process stays subscribed up to 2 s after
+     * its last waiter got the lock or gave up, so it may count a process
+     * that has just stopped waiting. -1 when no server could be asked
+     * (PUBSUB refused by an ACL, no answer in time). */
+    int64_t notify_waiters;
+    /* Waiters queued in fair mode (one per waiting thread), -1 when
+     * unknown. */
+    int64_t fair_queue;
 } dlock_info;
 
 /* Fill *out from the servers (all of them with Redlock; held = held on
@@ -415,8 +522,12 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *  - with several servers (Redlock), appendonly not yes or appendfsync
  *    not always: a node restarted without its data forgets the locks and
  *    fencing counters a majority argument relies on (docs/design.md);
- *  - a server that cannot be reached, or that refuses CONFIG GET (ACL,
- *    renamed command): not checked, said so;
+ *  - a replica (ROLE): read-only, every acquire is refused (READONLY);
+ *    writable (replica-read-only no), a lock taken there is not seen by
+ *    the master's clients and vanishes at the next resync;
+ *  - two servers found to be one (see servers in dlock_options);
+ *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
+ *    (ACL, renamed command): not checked, said so;
  *  - a master with replicas and no wait_replicas (a failover can lose a
  *    grant), fewer replicas connected than wait_replicas, a failover or
  *    restart seen recently, a sentinel that does not answer or that
@@ -453,6 +564,392 @@ DLOCK_EXPORT int dlock_client_topology(dlock_client *client, char *buf,
 DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
                                   const char *name, const char *owner,
                                   uint64_t token);
+
+/*
+ * Check a caller's fencing token against the lock NAME now, for a resource
+ * outside Redis that must verify who may act (Chubby's CheckSequencer,
+ * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
+ * token of its current hold (with Redlock: on a majority of the servers);
+ * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
+ * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
+ * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
+ * name), DLOCK_NO_QUORUM or an error class. A check is a snapshot: the
+ * hold can end right after it; a resource that needs more writes with the
+ * token (dlock_fenced_set, or its own "fence <= token" condition).
+ */
+DLOCK_EXPORT int dlock_lock_check(dlock_client *client, const char *name,
+                                  uint64_t token);
+
+/* One lock found by dlock_list(). */
+typedef struct dlock_list_entry {
+    const char *kind; /* "lock" (later kinds: "semaphore", "rwlock") */
+    const char *name; /* the lock's name */
+    dlock_info info;  /* as dlock_lock_inspect() gives it */
+} dlock_list_entry;
+
+/* Called by dlock_list() for each lock found, on the calling thread; the
+ * entry lives until it returns. Return 0 to go on, non-zero to stop. */
+typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
+
+/*
+ * List every held lock whose name matches PATTERN (a Redis glob: * ? [..]
+ * and \ escapes; NULL means "*"), sorted by name within each kind, with
+ * what dlock_lock_inspect() says of it (holder, TTL, token, fair-mode
+ * waiters, holder info). Keys are found with SCAN on every server of the
+ * client (a lock of a Redlock is listed once), so it does not block
+ * Redis, but a lock taken or released during the scan may or may not be
+ * listed. Each lock found costs one inspect round trip. Returns how many
+ * were passed to cb, or DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer than
+ * a majority could be scanned or inspected) or an error class.
+ */
+DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
+                            dlock_list_cb cb, void *userdata);
+
+/*
+ * Metrics: latency histograms beside the counters of dlock_client_stats(),
+ * for export to Prometheus or OpenTelemetry (`dlock run --metrics-file`
+ * writes them in Prometheus's text format).
+ *
+ * Buckets are fixed and log-scale: 1, 2.5 and 5 per decade from 100 us to
+ * 5000 s (dlock_histogram_bound_us), then one for everything above.
+ * bucket[i] counts values v with bound(i-1) < v <= bound(i) (not
+ * cumulative; Prometheus's le buckets are the running sums).
+ */
+#define DLOCK_HIST_BUCKETS 25
+
+typedef struct dlock_histogram {
+    uint64_t count;  /* values recorded: the sum of bucket[] */
+    uint64_t sum_us; /* their sum, microseconds */
+    uint64_t bucket[DLOCK_HIST_BUCKETS];
+} dlock_histogram;
+
+/* The upper bound of bucket i in microseconds, or -1 for the last bucket
+ * (no bound: +Inf) and for i out of range. */
+DLOCK_EXPORT int64_t dlock_histogram_bound_us(int i);
+
+typedef struct dlock_metrics {
+    dlock_stats stats; /* as dlock_client_stats() */
+    /* Successful acquires: time in the acquire call, waiting included. */
+    dlock_histogram acquire_wait;
+    /* Holds released (last level): from the acquisition to the release. */
+    dlock_histogram hold;
+    /* Renewal calls (watchdog rounds, dlock_lock_extend): round trip. */
+    dlock_histogram renewal;
+} dlock_metrics;
+
+/* A snapshot of the client's counters and histograms. Lock-free: values
+ * recorded meanwhile may be in one histogram's buckets and not yet in its
+ * sum. Accepts NULL client (all zero). */
+DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
+                                       dlock_metrics *out);
+
+/*
+ * Events: with on_event set in dlock_options, the client calls it for
+ * each of these, on the thread where it happens, with no library lock
+ * held. Keep it short; it may call dlock_client_metrics() and
+ * dlock_client_stats(), and must not release or acquire locks of this
+ * client.
+ */
+typedef enum dlock_event_type {
+    /* An acquire succeeded (the acquiring thread). duration: time in the
+     * acquire call, waiting included. token: the lock's. */
+    DLOCK_EVENT_ACQUIRED = 1,
+    /* An acquire that was not to wait found the lock held (the acquiring
+     * thread). duration: time in the call. */
+    DLOCK_EVENT_BUSY = 2,
+    /* An acquire waited and gave up: status DLOCK_TIMEDOUT or
+     * DLOCK_CANCELED (the acquiring thread). duration: time waited. */
+    DLOCK_EVENT_WAITED = 3,
+    /* A lease was renewed: by the watchdog (its thread) or
+     * dlock_lock_extend (the caller's). duration: the round trip. */
+    DLOCK_EVENT_RENEWED = 4,
+    /* A lease was found lost (the watchdog thread, before the lost
+     * callback). duration: how long it had been held. */
+    DLOCK_EVENT_LOST = 5,
+    /* A hold was released, last level (the releasing thread). status:
+     * the release's result. duration: how long it was held. */
+    DLOCK_EVENT_RELEASED = 6
+} dlock_event_type;
+
+typedef struct dlock_event {
+    dlock_event_type type;
+    const char *name;    /* the lock's name; valid during the call */
+    int status;          /* DLOCK_OK or the outcome named above */
+    int64_t duration_us; /* see the type */
+    uint64_t token;      /* the fencing token, 0 when none */
+} dlock_event;
+
+/* The callback's type (dlock_options.on_event). */
+typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
+
+/* "acquired", "busy", "waited", "renewed", "lost", "released", or
+ * "unknown". */
+DLOCK_EXPORT const char *dlock_event_name(int type);
+
+/*
+ * Semaphores and read-write locks
+ * -------------------------------
+ * A semaphore permit and a read-write lock's reader are held through a
+ * dlock_lock handle, as a lock is: dlock_lock_release(), _extend(),
+ * _detach(), _token(), _validity_ms(), _status(), _name(), _owner(),
+ * dlock_lock_adopt() and the watchdog (dlock_acquire_options.watchdog and
+ * on_lost) work on them as on a lock. Neither is reentrant: every acquire
+ * is a hold of its own, with its own owner id, lease and fencing token.
+ * Every lease is counted by the server's clock: a holder that dies frees
+ * its permit (or read lease) when its lease runs out, and the next
+ * acquire reaps it.
+ *
+ * A name is one kind at a time: a lock (its readers and writers are the
+ * read-write lock), or a semaphore. Using a name as the other kind is
+ * refused with DLOCK_EINVAL ("... is a semaphore", "... is a lock") for
+ * as long as the servers remember the name (7 days after its last use).
+ */
+
+/* The largest semaphore limit. */
+#define DLOCK_SEM_LIMIT_MAX 1000000
+
+/*
+ * Acquire a permit of the counting semaphore NAME: at most LIMIT holders
+ * (1 to DLOCK_SEM_LIMIT_MAX) hold one at once. The limit is stored with
+ * the semaphore by its first acquire; an acquire with another limit is
+ * refused (DLOCK_EINVAL, the message names the stored one): change it
+ * with dlock_sem_set_limit(). opts as for dlock_lock_acquire_ex (NULL:
+ * try once, 30 s lease, no watchdog). The permit's fencing token is
+ * strictly greater than every earlier permit's of NAME.
+ * Waiting wakes no herd: a freed permit wakes one waiter. With the
+ * client's DLOCK_WAIT_NOTIFY the woken waiter tries again (a newcomer may
+ * take the permit first); with DLOCK_WAIT_FAIR waiters are served in FIFO
+ * order, the freed permit handed to the oldest live one (as the fair lock
+ * does); DLOCK_WAIT_SPIN polls.
+ * Returns DLOCK_OK with *out set, or DLOCK_BUSY (wait_ms == 0 and no
+ * permit free), DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
+ * another limit stored, NAME used as a lock, or a client with several
+ * servers: a semaphore over Redlock's majorities could admit more than
+ * LIMIT holders, see docs/design.md), or an error class.
+ */
+DLOCK_EXPORT int dlock_sem_acquire(dlock_lock **out, dlock_client *client,
+                                   const char *name, int64_t limit,
+                                   const dlock_acquire_options *opts);
+
+/*
+ * Set the limit of semaphore NAME to LIMIT (1 to DLOCK_SEM_LIMIT_MAX),
+ * creating it if NAME is unused. A raised limit passes the new permits
+ * to waiters at once; holders above a lowered limit keep their permits,
+ * and new ones are granted only below it. The previous limit is stored in
+ * *old_limit when not NULL (0: there was none). Returns DLOCK_OK,
+ * DLOCK_EINVAL (bad limit, NAME used as a lock, several servers) or an
+ * error class.
+ */
+DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
+                                     int64_t limit, int64_t *old_limit);
+
+/* Flags of dlock_rw_acquire_shared(). */
+#define DLOCK_RW_PREFER_READERS 0x1 /* enter while a writer waits */
+
+/*
+ * Acquire the read-write lock NAME shared (as a reader). Readers hold it
+ * together; a writer is whoever holds NAME with dlock_lock_acquire(),
+ * which waits for the readers to leave. Writer preference by default: a
+ * waiting writer keeps new readers out until it has had the lock (a
+ * writer that died while waiting keeps them out at most the readers'
+ * longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
+ * regardless (writers may then starve). A thread that reads NAME already
+ * always gets in (waiting for the writer would deadlock it). Every reader
+ * gets a fencing token from the same sequence as the writers', so a
+ * resource can order them. opts as for dlock_lock_acquire_ex. The
+ * client's DLOCK_WAIT_FAIR is refused for readers (DLOCK_EINVAL). Works
+ * with Redlock (a reader's majority and a writer's majority share a node
+ * that refuses one of them).
+ * Returns as dlock_lock_acquire_ex(), and DLOCK_EINVAL also when NAME is
+ * a semaphore, or this thread holds NAME exclusively (use
+ * dlock_rw_downgrade()). Upgrading is refused: dlock_lock_acquire() of a
+ * NAME this thread reads returns DLOCK_EINVAL (two readers upgrading wait
+ * for each other forever); release the read lock first.
+ */
+DLOCK_EXPORT int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *client,
+                                         const char *name, unsigned flags,
+                                         const dlock_acquire_options *opts);
+
+/*
+ * Downgrade an exclusive hold of NAME to a shared one in one step: no
+ * writer can get in between, readers waiting get in at once. LOCK is
+ * freed whatever the outcome; on DLOCK_OK *out is the reader's handle,
+ * with the same owner id, token, lease and watchdog. Returns DLOCK_OK,
+ * DLOCK_EINVAL (LOCK is not an exclusive hold, or was re-entered: the
+ * other levels would lose their lock), DLOCK_NOT_OWNER (the lease had run
+ * out; nothing is held), DLOCK_LOST, or an error class (then both the
+ * write and the read hold are given back: nothing is held).
+ */
+DLOCK_EXPORT int dlock_rw_downgrade(dlock_lock **out, dlock_lock *lock);
+
+/* Kinds of a name, for dlock_shared_inspect(). */
+#define DLOCK_KIND_NONE 0      /* the servers know nothing of it */
+#define DLOCK_KIND_LOCK 1      /* a lock (and read-write lock) */
+#define DLOCK_KIND_SEMAPHORE 2 /* a semaphore */
+
+/* A holder of a permit or a read lease. */
+typedef struct dlock_holder {
+    char owner[DLOCK_OWNER_MAX]; /* its owner id */
+    int64_t ttl_ms;              /* its lease left */
+    uint64_t token;              /* its fencing token */
+} dlock_holder;
+
+/* What the server says about a semaphore or a lock's readers. */
+typedef struct dlock_shared_info {
+    int kind;                  /* DLOCK_KIND_* */
+    int64_t limit;             /* the semaphore's limit (0: a lock) */
+    int64_t holders;           /* live permits, or readers of a lock */
+    size_t listed;             /* holders written to the caller's array */
+    int64_t waiters;           /* semaphore: queued waiters (all but spin
+                                  waiters); -1 for a lock: not counted */
+    int64_t writer_waiting_ms; /* a waiting writer keeps new readers out
+                                  for this long yet; 0: none */
+    uint64_t last_token;       /* the last fencing token granted */
+} dlock_shared_info;
+
+/* Fill *out for NAME, and up to nholders entries of holders (may be NULL
+ * when nholders is 0), earliest lease end first. One server only: with
+ * several it asks the first. Returns DLOCK_OK, DLOCK_EINVAL or an error
+ * class. */
+DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
+                                      dlock_shared_info *out,
+                                      dlock_holder *holders, size_t nholders);
+
+/*
+ * Several locks at once
+ * ---------------------
+ * All or nothing, and free of deadlock whatever order callers give the
+ * names in: the locks are taken one after the other in one global order
+ * (the names sorted bytewise, shorter first on a common prefix), each
+ * with the time left of opts->wait_ms, and when one cannot be had, those
+ * already taken are released again (in reverse order) before the call
+ * returns. Two callers that both use this call can therefore never each
+ * hold a lock the other waits for. (A thread that already holds one of
+ * the names from elsewhere re-enters it; mixing such holds with this call
+ * can deadlock as with any locks.)
+ */
+
+/* The most names one dlock_lock_acquire_all() takes. */
+#define DLOCK_MULTI_MAX 64
+
+/*
+ * Acquire the N locks NAMES[0..n-1] (1 to DLOCK_MULTI_MAX distinct names,
+ * each as for dlock_lock_acquire) with the options opts (may be NULL: try
+ * once, 30 s lease). opts->wait_ms bounds the whole call. On DLOCK_OK,
+ * out[i] is the handle of NAMES[i], each with its own fencing token,
+ * renewal (opts->watchdog) and lost callback (opts->on_lost is called
+ * with the handle of the lock that was lost): release them with
+ * dlock_lock_release_all() or one by one. On failure every out[i] is
+ * NULL, no lock of the call is left held (a rollback release that cannot
+ * reach a server leaves that lock to its lease), and the status is the
+ * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
+ * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
+ * the leases of the first locks run while the call waits for the later
+ * ones.
+ */
+DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
+                                        const char *const *names, size_t n,
+                                        const dlock_acquire_options *opts);
+
+/* Release the N handles LOCKS[0..n-1] (NULL entries are skipped) in the
+ * reverse of the global order, free them and set every entry to NULL.
+ * Returns DLOCK_OK when every release did, else the first failure in
+ * LOCKS's order (DLOCK_NOT_OWNER, DLOCK_LOST, an error class). */
+DLOCK_EXPORT int dlock_lock_release_all(dlock_lock **locks, size_t n);
+
+/*
+ * Leader election
+ * ---------------
+ * An election is a lock NAME whose holder is the leader: campaigning is
+ * acquiring it (with the watchdog), the epoch is its fencing token
+ * (strictly greater than every earlier leader's), and losing the lease is
+ * losing the leadership (on_lost, dlock_election_status() DLOCK_LOST). The
+ * leader also writes its VALUE (such as "host:port") and the server's
+ * time when it won into the hash "<prefix>:{NAME}:l", and announces every
+ * change on the lock's channel, so that anyone can ask who leads
+ * (dlock_leader) and wait for a change (dlock_leader_wait). The hash is
+ * believed only while its writer still holds the lock: a leader that died
+ * is no leader any more the moment its lease runs out.
+ */
+typedef struct dlock_election dlock_election;
+
+/* The longest leader value in bytes (without the NUL). */
+#define DLOCK_VALUE_MAX 1024
+
+/*
+ * Campaign for NAME: block until this thread leads (opts->wait_ms: 0 try
+ * once, > 0 at most that long, < 0 forever; NULL: wait forever with a 30 s
+ * lease), then proclaim VALUE (NULL: "", at most DLOCK_VALUE_MAX bytes).
+ * The watchdog always renews the leadership; opts->on_lost is called when
+ * it is lost. Returns DLOCK_OK with *out set, or as dlock_lock_acquire
+ * (DLOCK_BUSY, DLOCK_TIMEDOUT, DLOCK_CANCELED...); when the proclaim
+ * fails after the win, the lock is released again and its status
+ * returned. The handle is used by the thread that campaigned; a thread
+ * that leads NAME already re-enters the lock (one campaign per thread and
+ * name is what makes sense).
+ */
+DLOCK_EXPORT int dlock_campaign(dlock_election **out, dlock_client *client,
+                                const char *name, const char *value,
+                                const dlock_acquire_options *opts);
+
+/* While leading, change the value the leader shows (its epoch and since
+ * stay). DLOCK_OK, DLOCK_NOT_OWNER when the leadership was lost (with
+ * Redlock: fewer than a majority still had it), DLOCK_EINVAL, or an
+ * error class. */
+DLOCK_EXPORT int dlock_election_proclaim(dlock_election *e, const char *value);
+
+/* Give the leadership up and free the handle, whatever the outcome.
+ * Returns as dlock_lock_release() (DLOCK_LOST when it had already been
+ * lost). Accepts NULL (DLOCK_EINVAL). */
+DLOCK_EXPORT int dlock_election_resign(dlock_election *e);
+
+/* DLOCK_OK while leading, DLOCK_LOST / DLOCK_NOT_OWNER as
+ * dlock_lock_status(). */
+DLOCK_EXPORT int dlock_election_status(const dlock_election *e);
+
+/* The leadership's epoch: its fencing token. */
+DLOCK_EXPORT uint64_t dlock_election_epoch(const dlock_election *e);
+
+/* The lock under the leadership (validity, owner, name); it belongs to
+ * the election: do not release or detach it. */
+DLOCK_EXPORT dlock_lock *dlock_election_lock(const dlock_election *e);
+
+/* Who leads NAME, as the servers tell. */
+typedef struct dlock_leader_info {
+    int leading; /* 1 when someone leads now */
+    /* 1 when the leader has written its value (0: it has just won, or
+     * NAME is held by a plain lock rather than a campaign) */
+    int proclaimed;
+    char owner[DLOCK_OWNER_MAX];     /* the leader's owner id, "" if none */
+    uint64_t epoch;                  /* its fencing token, 0 when none */
+    char value[DLOCK_VALUE_MAX + 1]; /* its value, NUL-terminated */
+    /* when it won, Unix ms by the server's clock; 0 when unknown */
+    int64_t since_ms;
+    int64_t ttl_ms; /* its lease left, -1 when none */
+} dlock_leader_info;
+
+/* Fill *out with NAME's leader now. With Redlock a leader is one that a
+ * majority of the servers agree on. Returns DLOCK_OK (out->leading says
+ * whether anyone leads), DLOCK_EINVAL, DLOCK_NO_QUORUM or an error
+ * class. */
+DLOCK_EXPORT int dlock_leader(dlock_client *client, const char *name,
+                              dlock_leader_info *out);
+
+/*
+ * Observe: wait until NAME's leader differs from *known (another owner or
+ * epoch, another value, or leading changed) and fill *out with the new
+ * one. known may be NULL: *out is then filled at once. wait_ms: < 0
+ * forever, else at most that long. Sleeps on the lock's pub/sub channel
+ * (a release, a win and a proclaim are announced) and looks again at the
+ * latest when the leader's lease would run out (a leader that died
+ * announces nothing) and at least every second. Changes quicker than a
+ * round trip can be seen as one (the epochs then jump by more than one).
+ * Returns DLOCK_OK (changed), DLOCK_TIMEDOUT (no change: *out is the
+ * current leader), DLOCK_CANCELED (dlock_client_cancel), or an error.
+ */
+DLOCK_EXPORT int dlock_leader_wait(dlock_client *client, const char *name,
+                                   const dlock_leader_info *known,
+                                   int64_t wait_ms, dlock_leader_info *out);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #include "acquire.h"
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
@@ -27,7 +28,7 @@
 
 /* The modes of the acquire script: plain, fair without joining the queue
  * (respects it), fair joining or refreshing its place in the queue. */
-enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE };
+enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE, PLAIN_WAITING };
 
 /* What an attempt got, for the caller to record in the held record. */
 typedef struct attempt {
@@ -164,13 +165,19 @@ static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
         hint = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
     }
     dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
-    lock_keys(b, h, fair ? 4 : 2);
+    lock_keys(b, h, fair && fair != PLAIN_WAITING ? 4 : 2);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, lease_ms);
     dlock__cmd_arg_i64(b, h->depth);
     dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg_i64(b, hint);
-    if (fair) {
+    if (fair == PLAIN_WAITING) {
+        /* A waiting writer: readers holding the name let no new reader
+         * in (acquire.lua, ARGV[8]). Not on the first try. */
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "1", 1);
+    } else if (fair) {
         dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
         dlock__cmd_arg(b, fair == FAIR_QUEUE ? "2" : "1", 1);
     }
@@ -194,7 +201,8 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     dlock__cmd_key(&b, h->k.fkey, h->k.fkeylen);
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, h->lease_ms), res);
+    dlock__run(c, mask, &b.cmd,
+               dlock__deadline_by(c, h->lease_ms, h->attempt_end_ms), res);
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
             res[i].reply->type == REDIS_REPLY_INTEGER &&
@@ -351,7 +359,11 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     }
     acquire_cmd(&b, c, h, lease_ms, fair);
     t0 = dlock__now_ms();
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, lease_ms), res);
+    /* The whole attempt ends within the command timeout (dlock.h): the
+     * step, a retry on a fresh connection, the fencing round, the undo. */
+    h->attempt_end_ms = t0 + c->opts.command_timeout_ms;
+    dlock__run(c, mask, &b.cmd,
+               dlock__deadline_by(c, lease_ms, h->attempt_end_ms), res);
     dlock__acquire_tally(&t, res, c->ns.n);
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
@@ -385,7 +397,8 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
     dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
     lock_keys(&b, h, 4);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));
-    dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     if (res[0].status == DLOCK_OK && dlock__elem_int(res[0].reply, 0) == 1) {
         uint64_t tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
         dlock__results_clear(res, c->ns.n);
@@ -575,7 +588,7 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
             break;
         rc = attempt_once(
             c, h, lease_ms,
-            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : FAIR_NONE, a);
+            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : PLAIN_WAITING, a);
         if (rc == DLOCK_LOCK_DELAY) {
             /* Wait the delay out (or until the deadline). */
             rc = spin_sleep(&x, dlock__now_ms() + a->pttl);
@@ -625,6 +638,21 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
 
 /* ---- the API ------------------------------------------------------------ */
 
+/* A semaphore's key is a sorted set: the acquire script's hash commands
+ * fail on it with WRONGTYPE. Say so plainly (DLOCK_EINVAL); other
+ * failures keep rc and their message. */
+static int wrong_kind(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "acquire %s: the name is a semaphore, not a lock "
+                            "(the servers keep it for 7 days after its last "
+                            "use)",
+                            name);
+}
+
 /* Fill *opts with the defaults. */
 void dlock_acquire_options_init(dlock_acquire_options *opts)
 {
@@ -645,6 +673,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     attempt a = {0};
     int rc, fresh = 0;
     int64_t deadline, due;
+    int64_t t_us = dlock__now_us(); /* metrics: time in this call */
     uint64_t gen;
 
     if (out != NULL)
@@ -680,6 +709,20 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
     pthread_mutex_lock(&c->held_mu);
     h = dlock__held_find(c, name, pthread_self());
+    if (h != NULL && h->k.kind != DLOCK__KIND_LOCK) {
+        /* This thread reads NAME (or holds a permit): taking it
+         * exclusively would wait for its own read lease. */
+        int kind = h->k.kind;
+        pthread_mutex_unlock(&c->held_mu);
+        return dlock__set_error(
+            c, DLOCK_EINVAL,
+            kind == DLOCK__KIND_READ
+                ? "acquire %s: this thread holds it shared; upgrading to "
+                  "exclusive is refused (it deadlocks): release the read "
+                  "lock first"
+                : "acquire %s: it is a semaphore, not a lock",
+            name);
+    }
     if (h != NULL && atomic_load(&h->state) != DLOCK_OK) {
         pthread_mutex_unlock(&c->held_mu);
         return dlock__set_error(c, DLOCK_LOST,
@@ -740,6 +783,12 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
             dlock__set_error(c, rc, "gave up waiting for %s", name);
         else if (rc == DLOCK_CANCELED)
             dlock__set_error(c, rc, "waiting for %s was cancelled", name);
+        else if (rc == DLOCK_ESERVER || rc == DLOCK_NO_QUORUM)
+            rc = wrong_kind(c, name, rc);
+        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED)
+            dlock__event(
+                c, rc == DLOCK_BUSY ? DLOCK_EVENT_BUSY : DLOCK_EVENT_WAITED,
+                name, rc, dlock__now_us() - t_us, 0);
         return rc;
     }
     pthread_mutex_lock(&c->held_mu);
@@ -750,6 +799,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     h->lease_ms = opts->lease_ms;
     atomic_store(&h->valid_until_ms, a.valid_until);
     if (fresh) {
+        h->since_us = dlock__now_us();
         h->watchdog = opts->watchdog;
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
@@ -771,6 +821,11 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     atomic_fetch_add(&c->stats.acquisitions, 1);
     if (h->watchdog || h->confirm_pending)
         dlock__watchdog_kick(c, due);
+    if (fresh)
+        dlock__holder_record(c, h);
+    t_us = dlock__now_us() - t_us;
+    dlock__hist_add(&c->metrics.acquire_wait, t_us);
+    dlock__event(c, DLOCK_EVENT_ACQUIRED, name, DLOCK_OK, t_us, h->token);
     rc = dlock__handle_new(c, h, out);
     if (rc != DLOCK_OK)
         return rc; /* the lease runs out by itself */

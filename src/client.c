@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "notify.h"
 #include "watchdog.h"
 
@@ -125,7 +126,8 @@ static void client_destroy(dlock_client *c)
     size_t i;
     dlock__watchdog_free(c);
     dlock__notify_free(c);
-    dlock__nodeset_free(&c->ns);
+    dlock__topology_free(&c->ns);
+    dlock__holder_free(c);
     if (c->servers != NULL)
         for (i = 0; i < c->opts.nservers; i++)
             free(c->servers[i]);
@@ -216,6 +218,11 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
     }
     c->prefixlen = strlen(c->key_prefix);
+    rc = dlock__holder_init(c, opts, errbuf, errlen);
+    if (rc != DLOCK_OK) {
+        client_destroy(c);
+        return rc;
+    }
 
     rc = dlock__topology_fill(&c->ns, &c->opts, &c->stats, errbuf, errlen);
     if (rc == DLOCK_OK && dlock__random_bytes(c->id, sizeof c->id) != 0)

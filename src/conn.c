@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,6 +34,23 @@
 /* Reads per progress call on a plain socket before yielding to the caller
  * (poll is level-triggered, so nothing is lost by stopping). */
 #define READ_ROUNDS 64
+
+/*
+ * Caps on what a peer may announce. hiredis 0.14's reader allocates an
+ * array's element table as soon as it reads "*N\r\n", before any element
+ * arrives: "*88888882" alone costs ~700 MB (hiredis 1.x has maxelements,
+ * 0.14 has not). Our largest legitimate replies are small: an extend
+ * batch has one element per lock renewed in the round (at most 256), an
+ * inspect a few per holder, CONFIG GET two; so a million elements (8 MB
+ * of table) is a wide margin. A bulk string is allocated only once all
+ * of it has arrived, so its cost is what the peer really sent; it is
+ * capped at Redis's own proto-max-bulk-len default (512 MB: a fenced
+ * value, the only user data we read, cannot be longer on a default
+ * server), and so are the bytes buffered for one unfinished reply. Above
+ * a cap the reader fails and the connection dies with DLOCK_EPROTO.
+ */
+#define REPLY_MAX_ELEMENTS (1 << 20)
+#define REPLY_MAX_BULK ((size_t)512 * 1024 * 1024)
 
 /* See conn_io.h. */
 int dlock__conn_die(dlock__conn *c, int code)
@@ -68,10 +86,16 @@ static int sock_fail(dlock__conn *c, const char *op, int e, char *err,
                                           op, c->peer, strerror(e)));
 }
 
-/* The reply reader failed (not RESP, or out of memory): the connection is
- * dead. */
+/* The reply reader failed (not RESP, a reply above our caps, or out of
+ * memory): the connection is dead. A refused reply also makes hiredis
+ * say "Out of memory" (an object function returned NULL): our reason
+ * wins. */
 static int reader_failed(dlock__conn *c, char *err, size_t errlen)
 {
+    if (c->refused[0] != '\0')
+        return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EPROTO,
+                                              "protocol error from %s: %s",
+                                              c->peer, c->refused));
     return dlock__conn_die(
         c, dlock__fail(
                err, errlen,
@@ -79,13 +103,49 @@ static int reader_failed(dlock__conn *c, char *err, size_t errlen)
                "protocol error from %s: %s", c->peer, c->reader->errstr));
 }
 
-/* See conn_io.h. */
+/* hiredis's createArray, unless the peer announced more elements than
+ * REPLY_MAX_ELEMENTS: then NULL, which fails the reader before anything
+ * is allocated. (A negative count other than nil's -1 never gets here in
+ * hiredis 0.14.1, "Multi-bulk length out of range"; refused all the
+ * same, as calloc would see a huge size.) */
+static void *cap_array(const redisReadTask *task, int elements)
+{
+    dlock__conn *c = task->privdata;
+    if (elements < 0 || elements > REPLY_MAX_ELEMENTS) {
+        snprintf(c->refused, sizeof c->refused,
+                 "an array of %d elements announced (at most %d accepted)",
+                 elements, REPLY_MAX_ELEMENTS);
+        return NULL;
+    }
+    return c->base->createArray(task, elements);
+}
+
+/* hiredis's createString, unless longer than REPLY_MAX_BULK. */
+static void *cap_string(const redisReadTask *task, char *str, size_t len)
+{
+    dlock__conn *c = task->privdata;
+    if (len > REPLY_MAX_BULK) {
+        snprintf(c->refused, sizeof c->refused,
+                 "a string of %zu bytes (at most %zu accepted)", len,
+                 REPLY_MAX_BULK);
+        return NULL;
+    }
+    return c->base->createString(task, str, len);
+}
+
+/* See conn_io.h. Also refuses a peer that keeps sending one reply past
+ * the bulk cap (hiredis would buffer all of it before parsing). */
 int dlock__conn_feed(dlock__conn *c, const char *buf, size_t n, char *err,
                      size_t errlen)
 {
     c->nread += n;
     if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
         return reader_failed(c, err, errlen);
+    if (c->reader->len - c->reader->pos > REPLY_MAX_BULK + 64) {
+        snprintf(c->refused, sizeof c->refused, "a reply longer than %zu bytes",
+                 REPLY_MAX_BULK);
+        return reader_failed(c, err, errlen);
+    }
     return DLOCK_OK;
 }
 
@@ -170,6 +230,14 @@ dlock__conn *dlock__conn_new(const char *peer)
         dlock__conn_close(c);
         return NULL;
     }
+    /* Our caps around hiredis's object functions, per connection (no
+     * global table): the tasks carry the connection as privdata. */
+    c->base = c->reader->fn;
+    c->fns = *c->base;
+    c->fns.createArray = cap_array;
+    c->fns.createString = cap_string;
+    c->reader->fn = &c->fns;
+    c->reader->privdata = c;
     return c;
 }
 

@@ -45,6 +45,11 @@ struct dlock__conn {
     uint64_t nread; /* bytes of reply stream received */
     char *peer;     /* ep->display */
     int stale;      /* replies still to come that nobody waits for */
+    /* The reply reader's object functions: hiredis's own, wrapped by
+     * conn.c to refuse replies above its caps (see conn.c). */
+    redisReplyObjectFunctions fns;
+    redisReplyObjectFunctions *base; /* hiredis's defaults */
+    char refused[96]; /* why a reply was refused, "" when none was */
 };
 
 /* A new connection without a socket yet (fd -1, plain I/O), named peer

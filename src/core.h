@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "metrics.h"
 #include "node.h"
 #include "step.h"
 #include "util.h"
@@ -26,6 +27,7 @@ struct dlock__held;
 struct dlock__undo;
 struct dlock__notifier;
 struct dlock__watchdog;
+struct dlock__holder;
 
 struct dlock_client {
     dlock_options opts; /* strings below point to owned copies */
@@ -63,6 +65,9 @@ struct dlock_client {
     struct dlock__watchdog *watchdog;
 
     dlock__stats stats;
+
+    struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
+    dlock__metrics metrics;       /* histograms (metrics.c) */
 };
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */
@@ -97,6 +102,17 @@ static inline int64_t dlock__deadline(const dlock_client *c, int64_t lease_ms)
     return dlock__step_deadline(&c->ns, c->opts.command_timeout_ms, lease_ms);
 }
 
+/* The deadline of one step of an operation that must be over by end_ms
+ * (monotonic; < 0: no such end): the step's own deadline, or end_ms when
+ * that comes first. An acquire's steps use it so that the whole call
+ * keeps to the bound dlock.h states (command_timeout_ms). */
+static inline int64_t dlock__deadline_by(const dlock_client *c,
+                                         int64_t lease_ms, int64_t end_ms)
+{
+    int64_t d = dlock__deadline(c, lease_ms);
+    return end_ms >= 0 && end_ms < d ? end_ms : d;
+}
+
 /* Run cmd on c's nodes in mask (see dlock__exec). */
 static inline int dlock__run(dlock_client *c, uint64_t mask,
                              const dlock__cmd *cmd, int64_t deadline_ms,
@@ -119,6 +135,7 @@ static inline void dlock__cmd_durable(const dlock_client *c, dlock__cmd *cmd)
 {
     cmd->wait_replicas = c->ns.wait_replicas;
     cmd->wait_timeout_ms = c->ns.wait_timeout_ms;
+    cmd->lock_write = 1;
 }
 
 /* The clock drift allowed for a lease with c's options. */

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "errors.h"
 
@@ -35,6 +36,38 @@ const char *dlock_status_name(int code)
         if (status_table[i].code == code)
             return status_table[i].name;
     return "UNKNOWN";
+}
+
+/* 1 when the len bytes at s begin with prefix. */
+static int starts(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && memcmp(s, prefix, n) == 0;
+}
+
+/* See errors.h. Redis puts the error's class first ("NOPERM ...",
+ * "READONLY ...", also when a script's call failed: Redis 7 keeps the
+ * called command's code); the ACL's refusal of a key or command inside a
+ * script is an "ERR" with its own words. */
+int dlock__server_error_code(const char *msg, size_t len)
+{
+    static const char *const refused_within[] = {
+        "ERR The user executing the script can't",
+        "ERR unknown command",
+        "ERR unknown subcommand",
+    };
+    size_t i;
+    if (msg == NULL)
+        return DLOCK_ESERVER;
+    if (starts(msg, len, "NOAUTH") || starts(msg, len, "WRONGPASS") ||
+        memmem(msg, len, "unauthenticated", 15) != NULL)
+        return DLOCK_EAUTH;
+    if (starts(msg, len, "NOPERM") || starts(msg, len, "READONLY"))
+        return DLOCK_EREFUSED;
+    for (i = 0; i < sizeof refused_within / sizeof refused_within[0]; i++)
+        if (starts(msg, len, refused_within[i]))
+            return DLOCK_EREFUSED;
+    return DLOCK_ESERVER;
 }
 
 /* One thread's message buffer, linked into its store. */

@@ -40,6 +40,13 @@ char *dlock__msgs_buf(const dlock__msgs *m);
 /* This thread's message, "" when it has none (allocates nothing). */
 const char *dlock__msgs_peek(const dlock__msgs *m);
 
+/* The status for an error reply of a server (msg, len bytes, as Redis
+ * sent it): DLOCK_EAUTH for credentials refused (NOAUTH, WRONGPASS, an
+ * unauthenticated request), DLOCK_EREFUSED for refusals a retry cannot
+ * cure (NOPERM, READONLY, an unknown or disabled command, a script's
+ * call the ACL denies), DLOCK_ESERVER for every other error. */
+int dlock__server_error_code(const char *msg, size_t len);
+
 /* Format this thread's message and return code. */
 int dlock__msgs_vset(const dlock__msgs *m, int code, const char *fmt,
                      va_list ap) __attribute__((format(printf, 3, 0)));

@@ -243,6 +243,7 @@ static void client_line(dlock_client *c, sink *s)
     snprintf(line, sizeof line, "client: %s; wait_replicas %d%s; lock-delay %s",
              c->ns.kind == DLOCK__TOPO_SENTINEL  ? "Sentinel"
              : c->ns.kind == DLOCK__TOPO_REDLOCK ? "Redlock"
+             : c->ns.kind == DLOCK__TOPO_CLUSTER ? "Redis Cluster"
                                                  : "single server",
              c->ns.wait_replicas, c->ns.wait_replicas > 0 ? "" : " (no WAIT)",
              delay);
@@ -258,7 +259,9 @@ static void describe(dlock_client *c, sink *s)
     if (c->ns.kind == DLOCK__TOPO_SENTINEL)
         dlock__sentinel_report(
             &c->ns, dlock__now_ms() + c->opts.command_timeout_ms, add, s);
-    for (i = 0; i < c->ns.n; i++)
+    /* A cluster's node set is one virtual node (its masters change with
+     * the slot map): its nodes are not described here. */
+    for (i = 0; i < c->ns.n && c->ns.cluster == NULL; i++)
         node_lines(c, i, s);
 }
 

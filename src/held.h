@@ -26,7 +26,18 @@ typedef struct dlock__keys {
     char *qtkey; /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
     char *hchan; /* <prefix>:{<name>}:c:<client id>: fair handoffs */
     size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen, hchanlen;
+    char *rkey; /* <prefix>:{<name>}:r  read-write lock's readers (zset) */
+    size_t rkeylen;
+    int kind; /* DLOCK__KIND_*: which scripts release and renew it */
 } dlock__keys;
+
+/* What a hold is: the kind chooses the release and renew scripts
+ * (lock.c); docs/design.md, "Semaphores and read-write locks". */
+enum {
+    DLOCK__KIND_LOCK = 0,   /* exclusive: acquire.lua, release.lua */
+    DLOCK__KIND_PERMIT = 1, /* a semaphore permit: sem_*.lua */
+    DLOCK__KIND_READ = 2    /* a read-write lock's reader: rw_*.lua */
+};
 
 /* Where a held record is in its life (see registry.c). */
 typedef enum dlock__life {
@@ -63,8 +74,18 @@ typedef struct dlock__held {
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
+    /* The running acquire attempt's end (monotonic ms, -1: none): its
+     * steps, the fencing round and the undo of a failed attempt end by it
+     * (acquire.c). Read and written by the owner thread only. */
+    int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
+    int64_t since_us; /* monotonic: when the hold began (metrics) */
+    /* Why it was lost (dlock_lock_lost_reason): set by the watchdog
+     * before it stores state LOST, read after seeing LOST. lost_why is
+     * malloc'd (NULL: out of memory or not lost), freed with the record. */
+    int lost_code;
+    char *lost_why;
 } dlock__held;
 
 /* A maybe-taken lock to give back: an acquire whose answer was lost, or a

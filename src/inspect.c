@@ -10,11 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "core.h"
 #include "health.h"
 #include "held.h"
+#include "holder.h"
+#include "ident.h"
 #include "lock.h"
+#include "shared_info.h"
+#include "waiters.h"
 
 /* Check a resource key for the fenced calls. */
 static int check_key(const dlock_client *c, const char *key)
@@ -132,13 +137,17 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     return DLOCK_OK;
 }
 
-/* See dlock.h. */
-int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+/* dlock_lock_inspect; count_waiters 0 spares the waiters' step (adopt
+ * needs only the holder). */
+static int inspect(dlock_client *c, const char *name, dlock_info *out,
+                   int count_waiters)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__keys *keys;
     dlock__cmdbuf b;
+    char *ikey;
     int i, answered = 0, rc;
+    int64_t deadline;
 
     if (c == NULL)
         return DLOCK_EINVAL;
@@ -150,14 +159,25 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     memset(out, 0, sizeof *out);
     out->ttl_ms = -1;
     out->waiters = -1;
+    out->held_ms = -1;
+    out->notify_waiters = -1;
+    out->fair_queue = -1;
     keys = dlock__keys_new(c, name);
-    if (keys == NULL)
+    ikey = keys != NULL ? malloc(keys->keylen + sizeof DLOCK__HOLDER_SUFFIX)
+                        : NULL;
+    if (ikey == NULL) {
+        free(keys);
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    }
     dlock__cmd_begin(&b, DLOCK__S_INSPECT);
     dlock__cmd_key(&b, keys->key, keys->keylen);
     dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
     dlock__cmd_key(&b, keys->qkey, keys->qkeylen);
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    /* Whoever holds it may record holder info, whether or not we do. */
+    dlock__cmd_key(&b, ikey, dlock__holder_key(ikey, keys->key, keys->keylen));
+    /* Both steps (the lock, then its waiters) within one timeout. */
+    deadline = dlock__deadline(c, 0);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, deadline, res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         const redisReply *f;
@@ -167,13 +187,14 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         int bad;
         if (res[i].status != DLOCK_OK)
             continue;
-        /* {pttl, {owner, count, ...}, token, queue length}: check every
-         * type before reading anything. */
-        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        /* {pttl, {owner, count, ...}, token, queue length, info}: check
+         * every type before reading anything. */
+        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
               r->element[0]->type != REDIS_REPLY_INTEGER ||
               r->element[1]->type != REDIS_REPLY_ARRAY ||
               r->element[2]->type != REDIS_REPLY_INTEGER ||
               r->element[3]->type != REDIS_REPLY_INTEGER ||
+              r->element[4]->type != REDIS_REPLY_ARRAY ||
               r->element[1]->elements % 2 != 0;
         for (k = 0; !bad && k < r->element[1]->elements; k++)
             bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
@@ -187,16 +208,22 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
         n = (uint64_t)dlock__elem_int(r, 2);
         if (n > out->last_token)
             out->last_token = n;
-        if (dlock__elem_int(r, 3) > out->waiters)
-            out->waiters = dlock__elem_int(r, 3);
-        if (pttl >= 0 && f->type == REDIS_REPLY_ARRAY && f->elements >= 2) {
+        if (dlock__elem_int(r, 3) > out->fair_queue)
+            out->fair_queue = dlock__elem_int(r, 3);
+        /* Fields starting with '#' are a read-write lock's marks
+         * (rw_acquire.lua), not an owner. */
+        for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
+            k += 2;
+        if (pttl >= 0 && k + 1 < f->elements) {
             out->nodes_holding++;
             out->held = 1;
             if (out->ttl_ms < 0 || pttl < out->ttl_ms)
                 out->ttl_ms = pttl;
             snprintf(out->owner, sizeof out->owner, "%.*s",
-                     (int)f->element[0]->len, f->element[0]->str);
-            out->reentry = strtoll(f->element[1]->str, NULL, 10);
+                     (int)f->element[k]->len, f->element[k]->str);
+            out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
+            if (r->element[4]->elements > 0)
+                dlock__holder_parse(r->element[4], out);
         }
     }
     if (answered < c->ns.quorum)
@@ -206,11 +233,61 @@ int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
     else
         rc = DLOCK_OK;
     dlock__results_clear(res, c->ns.n);
+    if (rc == DLOCK_OK && count_waiters)
+        dlock__count_waiters(c, keys, deadline, out);
     free(keys);
+    free(ikey);
     return rc;
 }
 
 /* See dlock.h. */
+int dlock_lock_inspect(dlock_client *c, const char *name, dlock_info *out)
+{
+    return inspect(c, name, out, 1);
+}
+
+/* Adopt OWNER's semaphore permit or read lease of NAME (shared_info.c
+ * finds it). Returns 1 when OWNER has neither and NAME is not a
+ * semaphore (OWNER may hold it exclusively), else as dlock_lock_adopt. */
+static int adopt_shared(dlock_lock **out, dlock_client *c, const char *name,
+                        const char *owner, uint64_t token)
+{
+    dlock__held *h;
+    int64_t ttl = -1;
+    uint64_t tok = 0;
+    int kind, rc = dlock__check_name(c, name);
+
+    if (rc == DLOCK_OK)
+        rc = dlock__shared_owner(c, name, owner, &kind, &ttl, &tok);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (kind == -2)
+        return dlock__set_error(c, DLOCK_NOT_OWNER,
+                                "adopt %s: no permit of the semaphore is "
+                                "held by %s",
+                                name, owner);
+    if (kind < 0)
+        return 1;
+    h = dlock__held_new(c, name, owner);
+    if (h == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    h->k.kind = kind;
+    h->flags |= DLOCK__HELD_ADOPTED;
+    h->depth = 1;
+    h->handles = 1;
+    h->token = token != 0 ? token : tok;
+    h->nodes = dlock__all_nodes(c);
+    h->lease_ms = ttl > 0 ? ttl : 1;
+    atomic_store(&h->valid_until_ms,
+                 dlock__now_ms() + ttl - dlock__drift(c, ttl));
+    pthread_mutex_lock(&c->held_mu);
+    dlock__held_link(c, h);
+    pthread_mutex_unlock(&c->held_mu);
+    return dlock__handle_new(c, h, out);
+}
+
+/* See dlock.h. A permit or a reader is looked for first (a name holds
+ * one kind; the lock's own inspect would not list them). */
 int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
                      const char *owner, uint64_t token)
 {
@@ -226,7 +303,10 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
         strlen(owner) >= sizeof info.owner)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "adopt: out and a valid owner are required");
-    rc = dlock_lock_inspect(c, name, &info);
+    rc = adopt_shared(out, c, name, owner, token);
+    if (rc != 1)
+        return rc;
+    rc = inspect(c, name, &info, 0);
     if (rc != DLOCK_OK)
         return rc;
     if (!info.held || strcmp(info.owner, owner) != 0 ||
@@ -279,12 +359,72 @@ static const char *config_value(const redisReply *r)
     return r->element[1]->str;
 }
 
+/* A finding when ROLE says the server is a replica (or could not be
+ * asked): a lock must be written to a master. ro: replica-read-only's
+ * value, NULL when unknown. */
+static void replica_finding(char *buf, size_t len, int *n, const char *host,
+                            const redisReply *role, const char *ro)
+{
+    const redisReply *m;
+    if (role->type == REDIS_REPLY_ERROR) {
+        finding(buf, len, n,
+                "%s: not checked for replication: ROLE refused: %.120s", host,
+                role->str);
+        return;
+    }
+    if (role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
+        role->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(role->element[0]->str, "slave") != 0)
+        return;
+    m = role->elements >= 3 ? role->element[1] : NULL;
+    if (ro != NULL && strcmp(ro, "no") == 0)
+        finding(buf, len, n,
+                "%s: a writable replica of %s:%lld: a lock taken there is "
+                "not seen by the master's clients and vanishes at the next "
+                "resync (use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+    else
+        finding(buf, len, n,
+                "%s: a read-only replica of %s:%lld: every acquire is "
+                "refused (READONLY; use the master)",
+                host, m != NULL && m->type == REDIS_REPLY_STRING ? m->str : "?",
+                dlock__elem_int(role, 2));
+}
+
+/* The servers to check, into nodes: the node set's, or in a cluster
+ * every master of the slot map (loaded now if need be; a map that cannot
+ * be loaded is a finding). Returns how many. */
+static int check_nodes(dlock_client *c, dlock__node **nodes, char *buf,
+                       size_t len, int *n)
+{
+    char err[DLOCK__ERRLEN] = "";
+    int i;
+    if (c->ns.cluster == NULL) {
+        for (i = 0; i < c->ns.n; i++)
+            nodes[i] = &c->ns.node[i];
+        return c->ns.n;
+    }
+    if (dlock__cluster_refresh(&c->ns,
+                               dlock__now_ms() + c->opts.command_timeout_ms,
+                               err, sizeof err) != DLOCK_OK &&
+        dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS) == 0) {
+        finding(buf, len, n, "cluster: not checked: %s", err);
+        return 0;
+    }
+    return dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS);
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    static const char *const names[3] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync"};
-    int i, k, n = 0;
+    /* CONFIG GET for each of names, then ROLE. */
+    static const char *const names[5] = {"maxmemory-policy", "appendonly",
+                                         "appendfsync", "replica-read-only",
+                                         "cluster-enabled"};
+    enum { NCONF = 5, NREPLY = NCONF + 1 };
+    dlock__node *nodes[DLOCK_MAX_SERVERS];
+    int i, k, n = 0, nn;
 
     if (c == NULL || buf == NULL || len == 0)
         return c == NULL
@@ -292,31 +432,42 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                    : dlock__set_error(c, DLOCK_EINVAL,
                                       "check: no buffer for the findings");
     buf[0] = '\0';
-    for (i = 0; i < c->ns.n; i++) {
-        const char *host = dlock__node_name(&c->ns.node[i]);
+    {
+        char same[DLOCK__ERRLEN];
+        if (dlock__ident_refused(&c->ns, same, sizeof same))
+            finding(buf, len, &n, "%s: every operation is refused", same);
+    }
+    nn = check_nodes(c, nodes, buf, len, &n);
+    for (i = 0; i < nn; i++) {
+        const char *host = dlock__node_name(nodes[i]);
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
-        redisReply *r[3] = {NULL, NULL, NULL};
+        redisReply *r[NREPLY] = {NULL};
         dlock__conn *conn = NULL;
-        const char *policy, *aof, *fsync;
+        const char *policy, *aof, *fsync, *cluster;
         int rc = DLOCK_EIO, attempt;
 
         /* A second try on a fresh connection: a pooled one may have been
          * closed by the server since it was last used. */
         for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
             conn = NULL;
-            rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < 3; k++) {
+            rc = dlock__node_take(&c->ns, nodes[i], &conn, deadline, err,
+                                  sizeof err);
+            for (k = 0; rc == DLOCK_OK && k < NCONF; k++) {
                 const char *argv[3] = {"CONFIG", "GET", names[k]};
                 rc = dlock__conn_append_argv(conn, 3, argv, NULL);
             }
+            if (rc == DLOCK_OK) {
+                const char *argv[1] = {"ROLE"};
+                rc = dlock__conn_append_argv(conn, 1, argv, NULL);
+            }
             if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, 3, r, deadline, -1, err,
+                rc = dlock__conn_roundtrip(conn, NREPLY, r, deadline, -1, err,
                                            sizeof err);
             if (conn != NULL)
-                dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+                dlock__node_give(&c->ns, nodes[i], conn, rc == DLOCK_OK);
             if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, 3);
+                atomic_fetch_add(&c->stats.requests, NREPLY);
             if (dlock__now_ms() >= deadline)
                 break;
         }
@@ -324,10 +475,11 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             finding(buf, len, &n, "%s: not checked: %s", host, err);
             continue;
         }
-        for (k = 0; k < 3; k++)
+        replica_finding(buf, len, &n, host, r[NCONF], config_value(r[3]));
+        for (k = 0; k < 4; k++)
             if (r[k]->type == REDIS_REPLY_ERROR)
                 break;
-        if (k < 3) {
+        if (k < 4) {
             finding(buf, len, &n,
                     "%s: not checked: CONFIG GET %s refused: %.120s", host,
                     names[k], r[k]->str);
@@ -335,12 +487,20 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
             policy = config_value(r[0]);
             aof = config_value(r[1]);
             fsync = config_value(r[2]);
+            cluster = config_value(r[4]);
             if (policy != NULL && strcmp(policy, "noeviction") != 0)
                 finding(buf, len, &n,
                         "%s: maxmemory-policy is %s: under memory pressure "
                         "Redis may evict a lock key, and then two owners "
                         "can hold the lock (use noeviction)",
                         host, policy);
+            if (c->ns.cluster == NULL && cluster != NULL &&
+                strcmp(cluster, "yes") == 0)
+                finding(buf, len, &n,
+                        "%s: this is a Redis Cluster node: use "
+                        "redis+cluster:// (with redis:// only the keys of "
+                        "its own slots work, the others fail)",
+                        host);
             if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
                 (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
                 finding(buf, len, &n,
@@ -350,7 +510,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                         "longest lease",
                         host, aof, fsync);
         }
-        for (k = 0; k < 3; k++)
+        for (k = 0; k < NREPLY; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
     }

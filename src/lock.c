@@ -1,8 +1,8 @@
 /*
  * lock.c - a held lock: its handle, release (all levels or one), detach,
  * extend (one lock, or every due lock in one call per node for the
- * watchdog), the accessors, dlock_with_lock, and the undo that gives back
- * what an acquire may have taken.
+ * watchdog), the accessors, and the undo that gives back what an acquire
+ * may have taken.
  *
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers. The
@@ -15,15 +15,48 @@
 
 #include "core.h"
 #include "held.h"
+#include "holder.h"
 #include "lock.h"
+#include "slot.h"
 #include "watchdog.h"
+
+/* The release command of a semaphore permit (sem_release.lua: the freed
+ * permit goes to the first live waiter, handed over in FIFO mode, else
+ * woken) or a reader (rw_release.lua). Neither has reentry levels. */
+static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const char *owner,
+                               const char *relid, size_t relidlen)
+{
+    if (k->kind == DLOCK__KIND_PERMIT) {
+        dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+        dlock__cmd_key(b, k->key, k->keylen);
+        dlock__cmd_key(b, k->fkey, k->fkeylen);
+        dlock__cmd_key(b, k->qkey, k->qkeylen);
+        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
+        dlock__cmd_arg(b, owner, strlen(owner));
+        dlock__cmd_arg(b, k->chan, k->chanlen);
+        dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+        dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0",
+                       1);
+        dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+        return;
+    }
+    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    dlock__cmd_key(b, k->rkey, k->rkeylen);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg(b, relid, relidlen);
+}
 
 /* Run release.lua for (owner, expected depth, token) on the nodes in
  * mask; the answers are left in res for the caller to read and clear.
  * undo: give back a maybe-taken lock, sent with the script's source. */
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
-                        uint64_t token, int undo, dlock__result *res)
+                        uint64_t token, int undo, int64_t deadline_ms,
+                        dlock__result *res)
 {
     dlock__cmdbuf b;
     char relid[64];
@@ -34,6 +67,12 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     relid[32] = ':';
     n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
     relid[n] = '\0';
+    if (k->kind != DLOCK__KIND_LOCK) {
+        shared_release_cmd(&b, c, k, owner, relid, n);
+        b.cmd.eval = undo;
+        dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+        return;
+    }
     dlock__cmd_begin(&b, DLOCK__S_RELEASE);
     dlock__cmd_key(&b, k->key, k->keylen);
     dlock__cmd_key(&b, k->fkey, k->fkeylen);
@@ -46,21 +85,26 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
+    if (c->ns.cluster != NULL)
+        dlock__cmd_arg(&b, "1", 1); /* sharded pub/sub: SPUBLISH */
     b.cmd.eval = undo;
-    dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+    dlock__run(c, mask, &b.cmd, deadline_ms, res);
 }
 
-/* See lock.h. */
-uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
-                          const char *owner, uint64_t mask, int depth,
-                          uint64_t token)
+/* Send the undo, waiting for answers until deadline_ms; returns the
+ * nodes that did not answer. A deadline already past still sends it on
+ * a connection at hand (the pooled one that carried the acquire, so it
+ * reaches Redis after it) without waiting. */
+static uint64_t undo_send_by(dlock_client *c, const dlock__keys *k,
+                             const char *owner, uint64_t mask, int depth,
+                             uint64_t token, int64_t deadline_ms)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, 1, res);
+    run_release(c, k, owner, mask, depth, token, 1, deadline_ms, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -68,6 +112,14 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
             mask &= ~(1ULL << i);
     dlock__results_clear(res, c->ns.n);
     return mask;
+}
+
+/* See lock.h. */
+uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
+                          const char *owner, uint64_t mask, int depth,
+                          uint64_t token)
+{
+    return undo_send_by(c, k, owner, mask, depth, token, dlock__deadline(c, 0));
 }
 
 /* Queue an undo for the watchdog thread to retry until the nodes in mask
@@ -78,6 +130,7 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
     dlock__undo *u = dlock__undo_new(c, h->k.name, h->owner);
     if (u == NULL)
         return; /* the lease runs out by itself */
+    u->k.kind = h->k.kind;
     u->nodes = mask;
     u->depth = depth;
     u->token = token;
@@ -94,7 +147,8 @@ void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
                          int depth, uint64_t token, int64_t lease_ms)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left = dlock__undo_send(c, &h->k, h->owner, mask, depth, token);
+    uint64_t left = undo_send_by(c, &h->k, h->owner, mask, depth, token,
+                                 dlock__deadline_by(c, 0, h->attempt_end_ms));
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -175,7 +229,7 @@ int dlock_lock_release(dlock_lock *l)
                                 "release: the lock was already lost");
     }
     run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0,
-                res);
+                dlock__deadline(c, 0), res);
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
@@ -200,6 +254,12 @@ int dlock_lock_release(dlock_lock *l)
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
                               "release");
     dlock__results_clear(res, c->ns.n);
+    if (depth <= 1) { /* the hold ends here (metrics) */
+        int64_t held_us = dlock__now_us() - h->since_us;
+        if (rc == DLOCK_OK)
+            dlock__hist_add(&c->metrics.hold, held_us);
+        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
+    }
     drop_handle(c, h, l, rc != DLOCK_OK);
     return rc;
 }
@@ -219,26 +279,107 @@ void dlock_lock_detach(dlock_lock *l)
     drop_handle(l->client, l->held, l, 1);
 }
 
+/* ---- Redis Cluster: one renewal call per slot ---------------------------- */
+
+/* A lock and its slot, for sorting a renewal round by slot. */
+typedef struct by_slot {
+    uint16_t slot;
+    int i;
+} by_slot;
+
+static int by_slot_cmp(const void *a, const void *b)
+{
+    const by_slot *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->i - y->i;
+}
+
 /*
- * Extend the leases of locks h[0..n-1] (all on the same client) to their
- * lease_ms from now on every node holding them, in one script call per
- * node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a majority says it is
- * gone) or an error class; valid_until is updated on success. Used by
- * dlock_lock_extend and by the watchdog.
+ * In a cluster one script call may only touch keys of one slot (else
+ * CROSSSLOT): split hs[0..n-1] into runs of one slot and extend each run
+ * with one call. Returns 1 when it did (ok[] filled), 0 when every lock is
+ * in one slot (or out of memory: the caller's one call then reports
+ * CROSSSLOT rather than nothing).
  */
-void dlock__extend_many(dlock_client *c, dlock__held **hs,
+static int extend_by_slot(dlock_client *c, dlock__held **hs,
+                          const int64_t *leases, int n, int *ok)
+{
+    by_slot *o;
+    dlock__held **gh;
+    int64_t *gl;
+    int *gok;
+    int i, j, k;
+
+    if (c->ns.cluster == NULL || n < 2)
+        return 0;
+    o = malloc((size_t)n * sizeof *o);
+    gh = malloc((size_t)n * sizeof *gh);
+    gl = malloc((size_t)n * sizeof *gl);
+    gok = malloc((size_t)n * sizeof *gok);
+    if (o == NULL || gh == NULL || gl == NULL || gok == NULL) {
+        free(o);
+        free(gh);
+        free(gl);
+        free(gok);
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        o[i].slot = dlock__key_slot(hs[i]->k.key, hs[i]->k.keylen);
+        o[i].i = i;
+    }
+    qsort(o, (size_t)n, sizeof *o, by_slot_cmp);
+    if (o[0].slot == o[n - 1].slot) {
+        free(o);
+        free(gh);
+        free(gl);
+        free(gok);
+        return 0;
+    }
+    for (i = 0; i < n; i = j) {
+        for (j = i; j < n && o[j].slot == o[i].slot; j++) {
+            gh[j - i] = hs[o[j].i];
+            gl[j - i] = leases[o[j].i];
+        }
+        dlock__extend_many(c, gh, gl, j - i, gok);
+        for (k = i; k < j; k++)
+            ok[o[k].i] = gok[k - i];
+    }
+    free(o);
+    free(gh);
+    free(gl);
+    free(gok);
+    return 1;
+}
+
+/*
+ * Extend the leases of locks h[0..n-1] (all on the same client, all of
+ * one kind) to their lease_ms from now on every node holding them, in
+ * one script call per node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a
+ * majority says it is gone) or an error class; valid_until is updated on
+ * success.
+ */
+static void extend_kind(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    const char **keys = calloc((size_t)n, sizeof *keys);
-    size_t *keylens = calloc((size_t)n, sizeof *keylens);
+    /* A reader's renewal names its lock hash and the readers' set; with
+     * holder info, a lock's info keys follow the lock keys (holder.c). */
+    int kind = hs[0]->k.kind, per = kind == DLOCK__KIND_READ ? 2 : 1;
+    int info = kind == DLOCK__KIND_LOCK && dlock__holder_on(c);
+    int nk = info ? 2 * n : n * per;
+    const char **keys = calloc((size_t)nk, sizeof *keys);
+    size_t *keylens = calloc((size_t)nk, sizeof *keylens);
+    char *ikeys = NULL, *ik;
     const char **args = calloc((size_t)n * 2, sizeof *args);
     size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
     char(*sl)[24] = calloc((size_t)n, sizeof *sl);
-    int64_t t0, maxlease = 0;
-    int i, j;
+    int64_t t0, t0_us, maxlease = 0;
+    int i, j, answered = 0;
     dlock__cmd cmd;
 
+    if (extend_by_slot(c, hs, leases, n, ok))
+        goto out;
     if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
         sl == NULL) {
         for (i = 0; i < n; i++)
@@ -246,8 +387,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         goto out;
     }
     for (i = 0; i < n; i++) {
-        keys[i] = hs[i]->k.key;
-        keylens[i] = hs[i]->k.keylen;
+        keys[per * i] = hs[i]->k.key;
+        keylens[per * i] = hs[i]->k.keylen;
+        if (per == 2) {
+            keys[2 * i + 1] = hs[i]->k.rkey;
+            keylens[2 * i + 1] = hs[i]->k.rkeylen;
+        }
         dlock__fmt_i64(sl[i], leases[i]);
         args[2 * i] = hs[i]->owner;
         arglens[2 * i] = strlen(hs[i]->owner);
@@ -256,8 +401,29 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (leases[i] > maxlease)
             maxlease = leases[i];
     }
-    cmd = (dlock__cmd){.script = DLOCK__S_EXTEND,
-                       .nkeys = n,
+    if (info) {
+        size_t total = 0;
+        for (i = 0; i < n; i++)
+            total += hs[i]->k.keylen + sizeof DLOCK__HOLDER_SUFFIX;
+        ik = ikeys = malloc(total);
+        if (ikeys == NULL) {
+            for (i = 0; i < n; i++)
+                ok[i] = DLOCK_ENOMEM;
+            goto out;
+        }
+        for (i = 0; i < n; i++) {
+            keys[n + i] = ik;
+            keylens[n + i] =
+                dlock__holder_key(ik, hs[i]->k.key, hs[i]->k.keylen);
+            ik += keylens[n + i] + 1;
+        }
+    }
+    cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
+                                 : kind == DLOCK__KIND_PERMIT
+                                     ? DLOCK__S_SEM_EXTEND
+                                 : kind == DLOCK__KIND_READ ? DLOCK__S_RW_EXTEND
+                                                            : DLOCK__S_EXTEND,
+                       .nkeys = nk,
                        .keys = keys,
                        .keylens = keylens,
                        .nargs = 2 * n,
@@ -265,7 +431,12 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                        .arglens = arglens};
     dlock__cmd_durable(c, &cmd);
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &cmd, dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us();
+    answered = dlock__run(c, dlock__all_nodes(c), &cmd,
+                          dlock__deadline(c, maxlease), res);
+    t0_us = dlock__now_us() - t0_us; /* the round trip */
+    if (answered > 0)
+        dlock__hist_add(&c->metrics.renewal, t0_us);
     for (j = 0; j < c->ns.n; j++) {
         const redisReply *r = res[j].reply;
         size_t k;
@@ -303,6 +474,8 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;
+            dlock__event(c, DLOCK_EVENT_RENEWED, hs[i]->k.name, DLOCK_OK, t0_us,
+                         hs[i]->token);
         } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
         } else if (unacked > 0 && yes + unacked >= c->ns.quorum) {
@@ -327,11 +500,55 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     }
     dlock__results_clear(res, c->ns.n);
 out:
+    free(ikeys);
     free(keys);
     free(keylens);
     free(args);
     free(arglens);
     free(sl);
+}
+
+/* See lock.h. Locks, permits and readers are renewed by different
+ * scripts: one call per kind present (per node). */
+void dlock__extend_many(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok)
+{
+    dlock__held **sub;
+    int64_t *sl;
+    int *so, *idx, kind, i, m;
+
+    for (i = 1; i < n && hs[i]->k.kind == hs[0]->k.kind; i++)
+        ;
+    if (i >= n) {
+        if (n > 0)
+            extend_kind(c, hs, leases, n, ok);
+        return;
+    }
+    sub = calloc((size_t)n, sizeof *sub);
+    sl = calloc((size_t)n, sizeof *sl);
+    so = calloc((size_t)n, sizeof *so);
+    idx = calloc((size_t)n, sizeof *idx);
+    for (kind = DLOCK__KIND_LOCK; kind <= DLOCK__KIND_READ; kind++) {
+        for (i = 0, m = 0;
+             sub != NULL && sl != NULL && so != NULL && idx != NULL && i < n;
+             i++)
+            if (hs[i]->k.kind == kind) {
+                sub[m] = hs[i];
+                sl[m] = leases[i];
+                idx[m++] = i;
+            }
+        if (m > 0)
+            extend_kind(c, sub, sl, m, so);
+        for (i = 0; i < m; i++)
+            ok[idx[i]] = so[i];
+    }
+    if (sub == NULL || sl == NULL || so == NULL || idx == NULL)
+        for (i = 0; i < n; i++)
+            ok[i] = DLOCK_ENOMEM;
+    free(sub);
+    free(sl);
+    free(so);
+    free(idx);
 }
 
 /* See dlock.h. */
@@ -387,6 +604,22 @@ int dlock_lock_status(const dlock_lock *l)
     return dlock_lock_validity_ms(l) > 0 ? DLOCK_OK : DLOCK_NOT_OWNER;
 }
 
+/* See dlock.h. The reason was written before state LOST was stored. */
+int dlock_lock_lost_reason(const dlock_lock *l, const char **why)
+{
+    const dlock__held *h;
+    if (why != NULL)
+        *why = "";
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    h = l->held;
+    if (atomic_load(&h->state) != DLOCK_LOST)
+        return DLOCK_OK;
+    if (why != NULL)
+        *why = h->lost_why != NULL ? h->lost_why : dlock_strerror(h->lost_code);
+    return h->lost_code;
+}
+
 /* See dlock.h. */
 const char *dlock_lock_name(const dlock_lock *l)
 {
@@ -397,24 +630,4 @@ const char *dlock_lock_name(const dlock_lock *l)
 const char *dlock_lock_owner(const dlock_lock *l)
 {
     return l != NULL ? l->held->owner : "";
-}
-
-/* See dlock.h. */
-int dlock_with_lock(dlock_client *c, const char *name,
-                    const dlock_acquire_options *opts,
-                    int (*fn)(dlock_lock *, void *), void *ud, int *fn_result)
-{
-    dlock_lock *l;
-    int rc, r;
-    if (c == NULL)
-        return DLOCK_EINVAL;
-    if (fn == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "fn is NULL");
-    rc = dlock_lock_acquire_ex(&l, c, name, opts);
-    if (rc != DLOCK_OK)
-        return rc;
-    r = fn(l, ud);
-    if (fn_result != NULL)
-        *fn_result = r;
-    return dlock_lock_release(l);
 }

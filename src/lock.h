@@ -38,8 +38,9 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           uint64_t token);
 
 /* Give back what an acquire of h may have taken (depth, token) on the
- * nodes in mask: at once, and for nodes that do not answer, again from
- * the watchdog thread until they answer or lease_ms has passed. */
+ * nodes in mask: at once (waiting for answers no longer than the
+ * attempt's end, h->attempt_end_ms), and for nodes that do not answer, again
+ * from the watchdog thread until they answer or lease_ms has passed. */
 void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
                          int depth, uint64_t token, int64_t lease_ms);
 

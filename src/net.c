@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "conn_io.h"
+#include "errors.h"
 #include "net.h"
 #include "tls.h"
 
@@ -384,8 +385,12 @@ static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
             r = dlock__fail(err, errlen, DLOCK_EAUTH, "AUTH to %s: %s", c->peer,
                             text);
         else if (x->type == REDIS_REPLY_ERROR && i == isel)
-            r = dlock__fail(err, errlen, DLOCK_ESERVER, "SELECT %d on %s: %s",
-                            ep->db, c->peer, text);
+            r = dlock__fail(err, errlen,
+                            dlock__server_error_code(x->str, x->len) ==
+                                    DLOCK_EREFUSED
+                                ? DLOCK_EREFUSED
+                                : DLOCK_ESERVER,
+                            "SELECT %d on %s: %s", ep->db, c->peer, text);
         else
             r = dlock__fail(err, errlen, DLOCK_EPROTO,
                             "protocol error from %s: unexpected reply to %s",

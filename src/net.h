@@ -20,7 +20,8 @@
  * the TLS handshake with verification for DLOCK__EP_TLS (tls must then be
  * non-NULL; server_name from the options, else ep->host), then AUTH
  * [user] password and SELECT db when configured (pipelined).
- * A failed AUTH fails the open with DLOCK_EAUTH. Errors: DLOCK_EIO (refused,
+ * A failed AUTH fails the open with DLOCK_EAUTH; a SELECT the ACL forbids
+ * with DLOCK_EREFUSED. Errors: DLOCK_EIO (refused,
  * reset...), DLOCK_ETIMEDOUT, DLOCK_ETLS (handshake, verification: the
  * message says which check failed), DLOCK_EAUTH, DLOCK_EPROTO (not a Redis
  * peer), DLOCK_ESERVER, DLOCK_ENOMEM. Messages name ep->display.

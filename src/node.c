@@ -63,18 +63,59 @@ int dlock__node_init(dlock__node *nd, const char *url, const char *user,
         if (nd->ep.password == NULL)
             return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
+    if (dlock__node_init_ep(nd, &nd->ep, pool_size) != DLOCK_OK)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* See node.h. */
+int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size)
+{
+    if (ep != &nd->ep) {
+        nd->ep = *ep;
+        memset(ep, 0, sizeof *ep);
+    }
     nd->idle = calloc((size_t)pool_size, sizeof *nd->idle);
     if (nd->idle == NULL)
-        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_ENOMEM;
     pthread_mutex_init(&nd->mu, NULL);
     atomic_store(&nd->addr, &nd->ep);
     return DLOCK_OK;
 }
 
 /* See node.h. */
+void dlock__node_clear(dlock__node *n)
+{
+    int j;
+    for (j = 0; j < n->nidle; j++)
+        dlock__conn_close(n->idle[j]);
+    free(n->idle);
+    if (n->idle != NULL)
+        pthread_mutex_destroy(&n->mu);
+    n->idle = NULL;
+    n->nidle = 0;
+    while (n->retired != NULL) {
+        struct dlock__retired *r = n->retired;
+        n->retired = r->next;
+        dlock__endpoint_clear(r->ep);
+        free(r->ep);
+        free(r);
+    }
+    {
+        dlock__endpoint *a = atomic_load(&n->addr);
+        if (a != NULL && a != &n->ep) {
+            dlock__endpoint_clear(a);
+            free(a);
+        }
+        atomic_store(&n->addr, NULL);
+    }
+    dlock__endpoint_clear(&n->ep);
+}
+
+/* See node.h. */
 void dlock__nodeset_free(dlock__nodeset *ns)
 {
-    int i, j;
+    int i;
     /* The topology's thread (Sentinel's watch) uses the nodes: stop it
      * first. */
     if (ns->topo_free != NULL)
@@ -82,27 +123,10 @@ void dlock__nodeset_free(dlock__nodeset *ns)
     ns->topo_free = NULL;
     if (ns->node != NULL) {
         for (i = 0; i < ns->n; i++) {
-            dlock__node *n = &ns->node[i];
-            for (j = 0; j < n->nidle; j++)
-                dlock__conn_close(n->idle[j]);
-            free(n->idle);
-            if (n->idle != NULL || ns->kind == DLOCK__TOPO_SENTINEL)
-                pthread_mutex_destroy(&n->mu);
-            while (n->retired != NULL) {
-                struct dlock__retired *r = n->retired;
-                n->retired = r->next;
-                dlock__endpoint_clear(r->ep);
-                free(r->ep);
-                free(r);
-            }
-            {
-                dlock__endpoint *a = atomic_load(&n->addr);
-                if (a != NULL && a != &n->ep) {
-                    dlock__endpoint_clear(a);
-                    free(a);
-                }
-            }
-            dlock__endpoint_clear(&n->ep);
+            /* Sentinel's node has its mutex before its pool. */
+            if (ns->node[i].idle == NULL && ns->kind == DLOCK__TOPO_SENTINEL)
+                pthread_mutex_destroy(&ns->node[i].mu);
+            dlock__node_clear(&ns->node[i]);
         }
         free(ns->node);
         ns->node = NULL;
@@ -117,7 +141,14 @@ void dlock__nodeset_free(dlock__nodeset *ns)
 int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen)
 {
-    dlock__node *n = &ns->node[i];
+    return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
+}
+
+/* See node.h. A cluster's nodes are skipped like Redlock's: the next
+ * route may find another master. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen)
+{
     int64_t now, dl;
     int rc;
 
@@ -128,7 +159,7 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
         return DLOCK_OK;
     }
     now = dlock__now_ms();
-    if (ns->n > 1 && now < n->down_until_ms) {
+    if ((ns->n > 1 || ns->cluster != NULL) && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
         return dlock__fail(err, errlen, DLOCK_EIO,
                            "%s: down (connect timed out moments ago)",
@@ -139,7 +170,18 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
     dl = now + ns->connect_timeout_ms;
     if (deadline_ms >= 0 && deadline_ms < dl)
         dl = deadline_ms;
-    rc = dlock__node_open(ns, i, out, dl, err, errlen);
+    if (dl <= now) /* the caller's time is up: not the node's fault */
+        return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                           "%s: no time left to connect", dlock__node_name(n));
+    /* A node of the set (standalone, Redlock, Sentinel) is checked on
+     * every new connection (dlock__node_open); a cluster's are routed by
+     * slot and opened as they are. */
+    if (ns->cluster == NULL && ns->node != NULL && n >= ns->node &&
+        n < ns->node + ns->n)
+        rc = dlock__node_open(ns, (int)(n - ns->node), out, dl, err, errlen);
+    else
+        rc = dlock__conn_open(out, dlock__node_addr(n), ns->tls, dl, err,
+                              errlen);
     if (rc == DLOCK_OK)
         atomic_fetch_add(&ns->stats->reconnects, 1);
     if (rc != DLOCK_OK) {
@@ -160,7 +202,13 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
  * room; close it otherwise. */
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
 {
-    dlock__node *n = &ns->node[i];
+    dlock__node_give(ns, &ns->node[i], conn, ok);
+}
+
+/* See node.h. */
+void dlock__node_give(dlock__nodeset *ns, dlock__node *n, dlock__conn *conn,
+                      int ok)
+{
     if (conn == NULL)
         return;
     /* A connection to an address the node has left (a failover moved
@@ -303,9 +351,21 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
     if (rc != DLOCK_OK)
         return rc;
     rc = identify(*out, &id, deadline_ms, err, errlen);
+    if (rc == DLOCK_ETIMEDOUT)
+        dlock__fail(err, errlen, rc, "%s: no answer in time", ep->display);
     if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA && master_of != NULL)
         snprintf(master_of, mlen, "%s", id.master);
-    if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA)
+    if (rc == DLOCK_OK && ns->locate == NULL) {
+        /* A fixed server: a replica is remembered, not refused here, so
+         * that inspecting and checking it work; lock writes are refused
+         * in step.c (DLOCK_EREFUSED: no retry turns it into a master). */
+        dlock__node *n = &ns->node[i];
+        pthread_mutex_lock(&n->mu);
+        snprintf(n->master_of, sizeof n->master_of, "%s", id.master);
+        pthread_mutex_unlock(&n->mu);
+        atomic_store(&n->replica, id.role == DLOCK__ROLE_REPLICA);
+    }
+    if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA && ns->locate != NULL)
         rc = dlock__fail(err, errlen, DLOCK_ESERVER,
                          "%s is a replica%s%s%s, not a master: locks are "
                          "taken on masters only",

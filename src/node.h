@@ -10,6 +10,7 @@
 #define DLOCK_NODE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "conn.h"
@@ -50,16 +51,29 @@ typedef struct dlock__node {
     int64_t changed_at_ms; /* monotonic; 0: never */
     int changes;
     _Atomic int64_t delay_until_ms;
+    /* A fixed server (redis://) whose INFO says it is a replica: its
+     * connections are kept (status and check work there) but no lock
+     * write is sent to it (step.c); master_of (mu) names its master. */
+    _Atomic int replica;
+    char master_of[80];
+
+    /* Its identity as ident.c learns it (INFO server pipelined before a
+     * Redlock request), under mu: run_id ("" when
+     * it could not be learned) once ident is 1. */
+    _Atomic int ident;
+    char ident_run_id[41];
 } dlock__node;
 
 /* How the nodes were found and what a quorum of them is. */
 typedef enum dlock__topology {
     DLOCK__TOPO_STANDALONE, /* one server, quorum 1 */
     DLOCK__TOPO_REDLOCK,    /* N independent masters, quorum N/2+1 */
-    DLOCK__TOPO_SENTINEL    /* one master found by Sentinel, quorum 1 */
+    DLOCK__TOPO_SENTINEL,   /* one master found by Sentinel, quorum 1 */
+    DLOCK__TOPO_CLUSTER     /* one virtual node routed by slot (cluster.h) */
 } dlock__topology;
 
 struct dlock__nodeset;
+struct dlock__cluster;
 
 /* A topology that finds node i's address at run time (Sentinel): find
  * it and publish it (dlock__node_adopt) before the deadline. DLOCK_OK
@@ -77,8 +91,12 @@ typedef struct dlock__nodeset {
     dlock__node *node;
     dlock__tls_ctx *tls; /* for rediss:// nodes, else NULL */
     int64_t connect_timeout_ms;
-    int pool_size;       /* idle connections kept per node */
-    dlock__stats *stats; /* reconnects, requests */
+    int pool_size;                  /* idle connections kept per node */
+    dlock__stats *stats;            /* reconnects, requests */
+    struct dlock__cluster *cluster; /* Redis Cluster: its nodes and slot map
+                                       (cluster.c), else NULL */
+    /* Two nodes found to be one server (ident.c): 0, or the pair. */
+    _Atomic int same_pair;
 
     /* A topology's own state and hooks (NULL for fixed servers). */
     dlock__locate_fn locate;
@@ -108,6 +126,21 @@ int dlock__node_init(dlock__node *nd, const char *url, const char *user,
 int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
                     int64_t deadline_ms, char *err, size_t errlen);
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok);
+
+/* The same for a node given by address (a cluster's nodes are not in
+ * ns->node): ns gives the TLS context, timeouts, pool size and
+ * counters. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen);
+void dlock__node_give(dlock__nodeset *ns, dlock__node *nd, dlock__conn *conn,
+                      int ok);
+
+/* Set up nd for an endpoint already parsed (moved into nd: ep is zeroed)
+ * with an empty pool of pool_size. DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size);
+
+/* Close nd's pooled connections and free what it owns. */
+void dlock__node_clear(dlock__node *nd);
 
 /* Node nd's address now, and its "host:port" for messages. */
 const dlock__endpoint *dlock__node_addr(const dlock__node *nd);
@@ -156,8 +189,12 @@ void dlock__nodeset_free(dlock__nodeset *ns);
 /* Fill ns from the client's options (topology.c): parse every server,
  * choose standalone (one server) or Redlock (several), make the TLS
  * context when a server needs it. DLOCK_OK or an error with err set; on
- * failure the caller frees ns with dlock__nodeset_free(). */
+ * failure the caller frees ns with dlock__topology_free(). */
 int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
                          dlock__stats *stats, char *err, size_t errlen);
+
+/* Free what dlock__topology_fill made (a cluster's table too), also when
+ * it failed half way. */
+void dlock__topology_free(dlock__nodeset *ns);
 
 #endif /* DLOCK_NODE_H */

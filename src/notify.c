@@ -47,6 +47,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "notify.h"
 #include "notify_impl.h"
 
@@ -56,7 +57,7 @@ int dlock__notify_init(dlock_client *c)
     dlock__notifier *n = calloc(1, sizeof *n);
     if (n == NULL)
         return DLOCK_ENOMEM;
-    n->links = calloc((size_t)c->ns.n, sizeof *n->links);
+    n->links = calloc((size_t)dlock__links_max(&c->ns), sizeof *n->links);
     n->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     n->reader_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (n->links == NULL || n->wake_fd < 0 || n->reader_fd < 0) {
@@ -89,7 +90,7 @@ void dlock__notify_free(dlock_client *c)
         dlock__sub_poke(n->wake_fd);
         pthread_join(n->thread, NULL);
     }
-    for (i = 0; i < c->ns.n; i++)
+    for (i = 0; i < dlock__links_max(&c->ns); i++)
         dlock__conn_close(n->links[i].conn);
     while (n->chans != NULL) {
         chan *next = n->chans->next;
@@ -120,9 +121,15 @@ void dlock__notify_cancel(dlock_client *c)
 }
 
 /* How many nodes must confirm a subscription: a majority, since a release
- * is announced by every node that held the lock, which is a majority. */
+ * is announced by every node that held the lock, which is a majority. In
+ * a cluster: the master serving the channel's slot, where the release
+ * script publishes. */
 static int subscribed_enough(const dlock_client *c, const chan *ch)
 {
+    if (c->ns.cluster != NULL) {
+        int home = dlock__sub_chan_home(c->notifier, ch);
+        return home >= 0 && (ch->ok & (1ULL << home)) != 0;
+    }
     return __builtin_popcountll(ch->ok) >= c->ns.quorum;
 }
 
@@ -254,8 +261,9 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
  * subscription business for the notifier thread. Caller holds mu. */
 static int direct_ok(dlock__notifier *n, const dlock__waiter *w)
 {
-    return n->c->ns.n == 1 && n->nwaiters == 1 && n->links[0].conn != NULL &&
-           (n->reader == NULL || n->reader == w) && !dlock__sub_link_work(n, 0);
+    return n->c->ns.n == 1 && n->c->ns.cluster == NULL && n->nwaiters == 1 &&
+           n->links[0].conn != NULL && (n->reader == NULL || n->reader == w) &&
+           !dlock__sub_link_work(n, 0);
 }
 
 /* One wait step of a direct reader: poll the subscriber connection (and
@@ -357,6 +365,15 @@ int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms)
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w)
 {
     return w->token;
+}
+
+/* See notify.h. Under mu: the subscriber sets handed under it. */
+void dlock__notify_handoff_reset(dlock__waiter *w)
+{
+    pthread_mutex_lock(&w->c->notifier->mu);
+    w->handed = 0;
+    w->token = 0;
+    pthread_mutex_unlock(&w->c->notifier->mu);
 }
 
 /* See notify.h. */

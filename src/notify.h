@@ -67,4 +67,9 @@ void dlock__notify_cancel(dlock_client *c);
 int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms);
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
 
+/* Forget the handoff recorded for w, so that the next
+ * dlock__notify_wait_handoff sleeps again: a semaphore waiter woken to
+ * try again ('h 0 OWNER', no permit handed) that did not get a permit. */
+void dlock__notify_handoff_reset(dlock__waiter *w);
+
 #endif /* DLOCK_NOTIFY_H */

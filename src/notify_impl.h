@@ -101,6 +101,12 @@ int dlock__sub_read(dlock__notifier *n, int i);
  * holds mu. */
 void dlock__sub_pump(dlock__notifier *n, int i, short revents);
 
+/* Redis Cluster (sharded pub/sub): the link a channel belongs on, the
+ * master serving its slot (-1 while the slot map does not know); -2
+ * outside a cluster, where a channel belongs on every link. Caller holds
+ * mu. */
+int dlock__sub_chan_home(dlock__notifier *n, const chan *ch);
+
 /* The subscriber thread (arg: the notifier). */
 void *dlock__sub_main(void *arg);
 

@@ -82,9 +82,9 @@ static size_t keys_size(const dlock_client *c, const char *name)
 {
     size_t nlen = strlen(name);
     size_t base = c->prefixlen + 3 + nlen + 1; /* "<prefix>:{<name>}" + NUL */
-    /* name, key, :f, :c, :q, :qt, :c:<client id> */
+    /* name, key, :f, :c, :q, :qt, :c:<client id>, :r */
     return (nlen + 1) + base + (base + 2) + (base + 2) + (base + 2) +
-           (base + 3) + (base + 2 + 33);
+           (base + 3) + (base + 2 + 33) + (base + 2);
 }
 
 /* Fill k with the names of NAME's keys, the strings at cur (keys_size
@@ -107,6 +107,8 @@ static void keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
     k->hchan = put_key(&cur, c, name, nlen, ":c:", &k->hchanlen);
     memcpy(k->hchan + k->hchanlen, c->idhex, 33);
     k->hchanlen += 32;
+    cur = k->hchan + k->hchanlen + 1;
+    k->rkey = put_key(&cur, c, name, nlen, ":r", &k->rkeylen);
 }
 
 /* See held.h. One allocation for the record and all its key and channel
@@ -120,7 +122,9 @@ dlock__held *dlock__held_new(dlock_client *c, const char *name,
     keys_fill(&h->k, (char *)(h + 1), c, name);
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     h->life = DLOCK__HELD_NEW;
+    h->attempt_end_ms = -1;
     atomic_store(&h->state, DLOCK_OK);
+    h->since_us = dlock__now_us(); /* an acquire sets it again when held */
     return h;
 }
 
@@ -130,6 +134,7 @@ void dlock__held_free(dlock__held *h)
     assert(h->life == DLOCK__HELD_NEW || h->life == DLOCK__HELD_UNLINKED);
     assert(h->wd_refs == 0);
     assert(!(h->flags & DLOCK__HELD_CB));
+    free(h->lost_why);
     free(h);
 }
 

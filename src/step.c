@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
+#include "ident.h"
 #include "step.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
@@ -178,35 +180,135 @@ static int callv_send(fanout *c, dlock__conn *conn, callv *v,
     return rc;
 }
 
-enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE };
+enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE, SLOT_BACKOFF };
+
+/* Redirections (MOVED, ASK) one call follows in a cluster before the
+ * last one is reported as an error. */
+#define MAX_HOPS 5
 
 typedef struct slot {
     dlock__conn *conn;
+    dlock__node *nd;  /* the node conn is to: node i, or a cluster's master */
+    dlock__node *ask; /* cluster: ASK named this node for this call */
     int state;
     int full;          /* EVAL sent after NOSCRIPT */
     int retried;       /* one fresh-connection retry used */
-    int skip;          /* replies to drop (the WAIT after a NOSCRIPT) */
+    int skip;          /* replies to drop first (ASKING's +OK, the WAIT
+                          after a NOSCRIPT) */
     redisReply *first; /* the script's reply while WAIT's is awaited */
+    int hops;          /* redirections followed */
+    int tries;         /* cluster: rounds of waiting for the cluster */
+    int lost;          /* a request sent on a connection that then failed:
+                         it may have run */
+    char refused[128]; /* cluster: the last TRYAGAIN / CLUSTERDOWN, which
+                          says more than a timeout it ends in */
+    int64_t retry_at;  /* SLOT_BACKOFF: start again then */
+    int ident;         /* INFO server sent before the call, answer pending */
 } slot;
+
+/* The slot of a call's keys (all of one call share it). */
+static uint16_t cmd_slot(const dlock__cmd *cmd)
+{
+    return cmd->nkeys > 0 ? dlock__key_slot(cmd->keys[0], cmd->keylens[0]) : 0;
+}
+
+/* Cluster: the call cannot go now (a failover or a slot migration in
+ * progress, CLUSTERDOWN, a master that does not answer): try again after
+ * a short backoff (10 ms doubling to 100 ms) while the deadline allows,
+ * else give up with rc (r->err says why). */
+static void slot_later(fanout *c, slot *s, dlock__result *r, int rc,
+                       int64_t deadline_ms)
+{
+    int64_t d = s->tries < 4 ? 10LL << s->tries : 100;
+    int64_t now = dlock__now_ms();
+    s->tries++;
+    s->ask = NULL;
+    s->hops = 0; /* ASK, TRYAGAIN, ASK...: the deadline bounds those */
+    r->status = rc;
+    if (c->ns->cluster != NULL && now + d < deadline_ms) {
+        s->state = SLOT_BACKOFF;
+        s->retry_at = now + d;
+    } else {
+        s->state = SLOT_DONE;
+    }
+}
+
+/* A failure worth waiting out in a cluster: the node may be gone and its
+ * slots on their way to a replica. Not a bad password or TLS setup. */
+static int cluster_transient(const fanout *c, int rc)
+{
+    return c->ns->cluster != NULL &&
+           (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
+}
 
 /* Open (or reopen) node i's connection and send the call; push the bytes
  * out at once so the common case needs no POLLOUT round. A pooled
  * connection the server has closed fails right here (EPIPE, reset): that
- * costs the one retry on a fresh connection. */
+ * costs the one retry on a fresh connection. In a cluster the node is the
+ * master of the call's slot (or the one an ASK named: ASKING goes
+ * first). */
 static int slot_start(fanout *c, int i, slot *s, callv *v,
                       const dlock__cmd *cmd, int64_t deadline_ms,
                       dlock__result *r)
 {
+    static const char *const asking[1] = {"ASKING"};
     for (;;) {
-        int rc = dlock__node_get(c->ns, i, &s->conn, deadline_ms, r->err,
-                                 sizeof r->err);
+        int rc = DLOCK_OK;
+        s->conn = NULL;
+        s->skip = 0;
+        if (c->ns->cluster == NULL)
+            s->nd = &c->ns->node[i];
+        else if (s->ask != NULL)
+            s->nd = s->ask;
+        else
+            rc = dlock__cluster_route(c->ns, cmd_slot(cmd), &s->nd, deadline_ms,
+                                      r->err, sizeof r->err);
+        if (rc == DLOCK_OK)
+            rc = dlock__node_take(c->ns, s->nd, &s->conn, deadline_ms, r->err,
+                                  sizeof r->err);
         if (rc != DLOCK_OK) {
             s->conn = NULL;
-            s->state = SLOT_DONE;
-            r->status = rc;
+            if (cluster_transient(c, rc)) {
+                dlock__cluster_stale(c->ns);
+                slot_later(c, s, r, rc, deadline_ms);
+            } else {
+                s->state = SLOT_DONE;
+                r->status = rc;
+            }
             return rc;
         }
-        rc = callv_send(c, s->conn, v, cmd, s->full);
+        if (cmd->lock_write && c->ns->locate == NULL &&
+            c->ns->cluster == NULL && atomic_load(&s->nd->replica)) {
+            /* A fixed server that is a replica: a lock written there
+             * (replica-read-only no) would not be seen by the master's
+             * clients and vanish at the next resync. */
+            char of[80];
+            pthread_mutex_lock(&s->nd->mu);
+            snprintf(of, sizeof of, "%s", s->nd->master_of);
+            pthread_mutex_unlock(&s->nd->mu);
+            dlock__node_give(c->ns, s->nd, s->conn, 1);
+            s->conn = NULL;
+            s->state = SLOT_DONE;
+            r->status = DLOCK_EREFUSED;
+            snprintf(r->err, sizeof r->err,
+                     "%s is a replica%s%s%s, not a master: locks are taken "
+                     "on masters only",
+                     dlock__node_name(s->nd), of[0] ? " (of " : "", of,
+                     of[0] ? ")" : "");
+            return DLOCK_EREFUSED;
+        }
+        /* A node not yet identified is asked who it is on the way (a
+         * Redlock must not count one server twice; ident.c). */
+        s->ident = dlock__ident_wanted(c->ns, i);
+        rc = s->ident ? dlock__ident_ask(s->conn) : DLOCK_OK;
+        if (rc == DLOCK_OK && s->ask != NULL) {
+            atomic_fetch_add(&c->ns->stats->requests, 1);
+            rc = dlock__conn_append_argv(s->conn, 1, (const char **)asking,
+                                         NULL);
+            s->skip = 1;
+        }
+        if (rc == DLOCK_OK)
+            rc = callv_send(c, s->conn, v, cmd, s->full);
         if (rc == DLOCK_OK)
             rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
         if (rc == DLOCK_OK) {
@@ -214,10 +316,15 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
             r->sent = 1;
             return DLOCK_OK;
         }
-        dlock__node_put(c->ns, i, s->conn, 0);
+        dlock__node_give(c->ns, s->nd, s->conn, 0);
         s->conn = NULL;
         if (s->retried || rc == DLOCK_ENOMEM ||
             dlock__now_ms() >= deadline_ms) {
+            if (cluster_transient(c, rc)) {
+                dlock__cluster_stale(c->ns);
+                slot_later(c, s, r, rc, deadline_ms);
+                return rc;
+            }
             s->state = SLOT_DONE;
             r->status = rc;
             return rc;
@@ -227,17 +334,20 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
 }
 
 /* A connection failed under a sent call: our scripts are idempotent, so
- * retry once on a fresh connection while time remains. */
+ * retry once on a fresh connection while time remains (in a cluster,
+ * then again after backoff, the map refreshed: a failover may be under
+ * way). */
 static void slot_fail(fanout *c, int i, slot *s, callv *v,
                       const dlock__cmd *cmd, int64_t deadline_ms,
                       dlock__result *r, int rc)
 {
-    dlock__node_put(c->ns, i, s->conn, 0);
+    dlock__node_give(c->ns, s->nd, s->conn, 0);
     s->conn = NULL;
     s->skip = 0;
     if (s->first != NULL)
         freeReplyObject(s->first);
     s->first = NULL;
+    s->lost = 1;
     /* A dropped connection is what a failover looks like. */
     dlock__node_suspect(c->ns, i);
     if (!s->retried && dlock__now_ms() < deadline_ms) {
@@ -245,17 +355,90 @@ static void slot_fail(fanout *c, int i, slot *s, callv *v,
         slot_start(c, i, s, v, cmd, deadline_ms, r);
         return;
     }
+    if (cluster_transient(c, rc)) {
+        dlock__cluster_stale(c->ns);
+        slot_later(c, s, r, rc, deadline_ms);
+        return;
+    }
     s->state = SLOT_DONE;
     r->status = rc;
 }
 
-/* Finish node i with the script's reply rep (owned): an error reply
- * becomes the node's status. */
-static void slot_finish(fanout *c, int i, slot *s, dlock__result *r,
-                        redisReply *rep)
+/* Cluster: an error reply that is a redirection (MOVED: the map learns
+ * the slot's new master; ASK: this call once to the node named, after
+ * ASKING) or a request to wait (TRYAGAIN during a migration,
+ * CLUSTERDOWN): follow it. 1 when handled (rep freed), 0 when the reply
+ * stays an error. The call did not run where it was refused, so sending
+ * it again is safe. */
+static int slot_redirect(fanout *c, int i, slot *s, callv *v,
+                         const dlock__cmd *cmd, int64_t deadline_ms,
+                         dlock__result *r, redisReply *rep)
 {
+    dlock__node *to = NULL;
+    int sl;
+    dlock__redirect k =
+        dlock__cluster_redirect(c->ns, s->nd, rep->str, &to, &sl);
+    if (k == DLOCK__REDIR_NONE ||
+        (k != DLOCK__REDIR_RETRY && s->hops >= MAX_HOPS))
+        return 0;
+    dlock__node_give(c->ns, s->nd, s->conn, 1);
+    s->conn = NULL;
+    snprintf(r->err, sizeof r->err, "%s: %s", dlock__node_name(s->nd),
+             rep->str);
+    freeReplyObject(rep);
+    /* Refused: it did not run here (only an earlier request whose
+     * connection failed might have: then an undo is still due). */
+    r->sent = s->lost;
+    if (k == DLOCK__REDIR_RETRY) {
+        snprintf(s->refused, sizeof s->refused, "%.120s", r->err);
+        slot_later(c, s, r, DLOCK_ESERVER, deadline_ms);
+        return 1;
+    }
+    s->hops++;
+    s->ask = k == DLOCK__REDIR_ASK ? to : NULL;
+    slot_start(c, i, s, v, cmd, deadline_ms, r);
+    return 1;
+}
+
+/* The status of an error reply: a server with a password we were not
+ * given answers NOAUTH, or for a long command "unauthenticated multibulk
+ * length" (authentication failures); a redirection outside cluster mode
+ * means the URL names a cluster node (a usage error, said so). With
+ * Sentinel, a replica (READONLY) or a server not ready (LOADING,
+ * MASTERDOWN) is what a failover in progress looks like: the master is
+ * located again and a retry may succeed (failover 1). */
+static int error_status(const fanout *c, const slot *s, dlock__result *r,
+                        const char *msg, int failover)
+{
+    if (c->ns->cluster == NULL &&
+        (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
+        snprintf(r->err, sizeof r->err,
+                 "%s: this is a Redis Cluster node (it answered %.48s): use "
+                 "redis+cluster://",
+                 dlock__node_name(s->nd), msg);
+        return DLOCK_EINVAL;
+    }
+    if (failover && c->ns->locate != NULL)
+        return DLOCK_ESERVER;
+    /* A server with a password we were not given answers NOAUTH, or for a
+     * long command "unauthenticated multibulk length": both are
+     * authentication failures. NOPERM, READONLY, an unknown command are
+     * refusals no retry cures (errors.c). */
+    return dlock__server_error_code(msg, strlen(msg));
+}
+
+/* Finish node i with the script's reply rep (owned; its WAIT answer, if
+ * any, read already): a cluster's redirection is followed, an error reply
+ * becomes the node's status. */
+static void slot_finish(fanout *c, int i, slot *s, callv *v,
+                        const dlock__cmd *cmd, int64_t deadline_ms,
+                        dlock__result *r, redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_ERROR && c->ns->cluster != NULL &&
+        slot_redirect(c, i, s, v, cmd, deadline_ms, r, rep))
+        return;
     s->state = SLOT_DONE;
-    dlock__node_put(c->ns, i, s->conn, 1);
+    dlock__node_give(c->ns, s->nd, s->conn, 1);
     s->conn = NULL;
     if (rep->type == REDIS_REPLY_ERROR) {
         const char *why = "";
@@ -267,15 +450,9 @@ static void slot_finish(fanout *c, int i, slot *s, dlock__result *r,
             why = "not ready: ";
         if (why[0] != '\0')
             dlock__node_suspect(c->ns, i); /* a failover may explain it */
-        snprintf(r->err, sizeof r->err, "%s: %s%s",
-                 dlock__node_name(&c->ns->node[i]), why, rep->str);
-        /* A server with a password we were not given answers NOAUTH, or
-         * for a long command "unauthenticated multibulk length": both are
-         * authentication failures. */
-        r->status = strncmp(rep->str, "NOAUTH", 6) == 0 ||
-                            strstr(rep->str, "unauthenticated") != NULL
-                        ? DLOCK_EAUTH
-                        : DLOCK_ESERVER;
+        snprintf(r->err, sizeof r->err, "%s: %s%s", dlock__node_name(s->nd),
+                 why, rep->str);
+        r->status = error_status(c, s, r, rep->str, why[0] != '\0');
         freeReplyObject(rep);
         return;
     }
@@ -283,8 +460,11 @@ static void slot_finish(fanout *c, int i, slot *s, dlock__result *r,
     r->status = DLOCK_OK;
 }
 
-/* Take node i's replies as they arrive: the script's (NOSCRIPT: send the
- * source), then, for a lock write with wait_replicas, WAIT's. */
+/* Take node i's replies as they arrive, in the order they were sent:
+ * INFO server's (a node being identified, ident.c), the +OK of ASKING (a
+ * cluster's ASK), the script's (NOSCRIPT: send the source; in a cluster a
+ * redirection is followed), then, for a lock write with wait_replicas,
+ * WAIT's. */
 static void slot_collect(fanout *c, int i, slot *s, callv *v,
                          const dlock__cmd *cmd, int64_t deadline_ms,
                          dlock__result *r)
@@ -298,7 +478,13 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
         }
         if (got == 0)
             return;
-        if (s->skip > 0) {
+        if (s->ident) { /* INFO server's answer comes first */
+            dlock__ident_learn(c->ns, i, rep);
+            freeReplyObject(rep);
+            s->ident = 0;
+            continue;
+        }
+        if (s->skip > 0) { /* ASKING's +OK, the WAIT after a NOSCRIPT */
             s->skip--;
             freeReplyObject(rep);
             continue;
@@ -309,16 +495,25 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
             freeReplyObject(rep);
             rep = s->first;
             s->first = NULL;
-            slot_finish(c, i, s, r, rep);
+            slot_finish(c, i, s, v, cmd, deadline_ms, r, rep);
             return;
         }
         if (rep->type == REDIS_REPLY_ERROR && !s->full &&
             strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-            int rc;
+            static const char *const asking[1] = {"ASKING"};
+            int rc = DLOCK_OK;
             freeReplyObject(rep);
             s->full = 1;
-            s->skip = cmd->wait_replicas > 0; /* the WAIT sent with it */
-            rc = callv_send(c, s->conn, v, cmd, 1);
+            /* Still to come on this connection: the WAIT sent with the
+             * call, then ASKING's +OK (ASK) before the script's. */
+            s->skip = cmd->wait_replicas > 0;
+            if (s->ask != NULL) {
+                rc = dlock__conn_append_argv(s->conn, 1, (const char **)asking,
+                                             NULL);
+                s->skip++;
+            }
+            if (rc == DLOCK_OK)
+                rc = callv_send(c, s->conn, v, cmd, 1);
             if (rc == DLOCK_OK)
                 rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
                                           sizeof r->err);
@@ -330,9 +525,31 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
             s->first = rep;
             continue;
         }
-        slot_finish(c, i, s, r, rep);
+        slot_finish(c, i, s, v, cmd, deadline_ms, r, rep);
         return;
     }
+}
+
+/* Two nodes are one server (ident.c): refuse every result of a step
+ * (the undo excepted: cmd->eval), so that nothing counts toward a quorum.
+ * Returns 1 when refused. */
+static int refuse_same_server(const dlock__nodeset *ns, const dlock__cmd *cmd,
+                              uint64_t mask, dlock__result *res)
+{
+    char msg[DLOCK__ERRLEN];
+    int i;
+    if (cmd->eval || !dlock__ident_refused(ns, msg, sizeof msg))
+        return 0;
+    for (i = 0; i < ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        if (res[i].reply != NULL)
+            freeReplyObject(res[i].reply);
+        res[i].reply = NULL;
+        res[i].status = DLOCK_EINVAL;
+        snprintf(res[i].err, sizeof res[i].err, "%s", msg);
+    }
+    return 1;
 }
 
 /* See step.h. */
@@ -359,6 +576,8 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     }
     if (cmd->wait_replicas > 0)
         deadline_ms += cmd->wait_timeout_ms;
+    if (refuse_same_server(ns, cmd, mask, res))
+        return 0;
     rc = callv_build(&v, c, cmd);
     if (rc != DLOCK_OK) {
         for (i = 0; i < c->ns->n; i++)
@@ -373,14 +592,28 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
 
     for (;;) {
-        int n = 0, r, k;
-        int64_t left;
+        int n = 0, r, k, later = 0;
+        int64_t left, now = dlock__now_ms(), wake = deadline_ms;
         for (i = 0; i < c->ns->n; i++) {
+            if (slots[i].state == SLOT_BACKOFF && now >= slots[i].retry_at)
+                slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
+            if (slots[i].state == SLOT_BACKOFF) {
+                later++;
+                if (slots[i].retry_at < wake)
+                    wake = slots[i].retry_at;
+                continue;
+            }
             if (slots[i].state != SLOT_WAIT)
                 continue;
             /* Data may already sit in the reader (TLS buffers, or a
              * reply read together with the write). */
             slot_collect(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
+            if (slots[i].state == SLOT_BACKOFF) {
+                later++;
+                if (slots[i].retry_at < wake)
+                    wake = slots[i].retry_at;
+                continue;
+            }
             if (slots[i].state != SLOT_WAIT)
                 continue;
             pfd[n].fd = dlock__conn_fd(slots[i].conn);
@@ -388,10 +621,13 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             pfd[n].revents = 0;
             idx[n++] = i;
         }
-        if (n == 0)
+        if (n == 0 && later == 0)
             break;
         left = deadline_ms - dlock__now_ms();
         if (left <= 0) {
+            for (i = 0; i < c->ns->n; i++)
+                if (slots[i].state == SLOT_BACKOFF)
+                    slots[i].state = SLOT_DONE; /* its last error stands */
             for (k = 0; k < n; k++) {
                 i = idx[k];
                 /* Keep the connection, its answer marked unwanted: what
@@ -400,7 +636,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
-                int unread = 0, left_replies = slots[i].skip +
+                int unread = 0, left_replies = slots[i].ident + slots[i].skip +
                                                (slots[i].first != NULL   ? 1
                                                 : cmd->wait_replicas > 0 ? 2
                                                                          : 1);
@@ -409,19 +645,23 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 if (slots[i].first != NULL)
                     freeReplyObject(slots[i].first);
                 slots[i].first = NULL;
-                dlock__node_put(c->ns, i, slots[i].conn,
-                                unread <= MAX_STALE +
-                                              (cmd->wait_replicas > 0 ? 2 : 0));
+                dlock__node_give(c->ns, slots[i].nd, slots[i].conn,
+                                 unread <=
+                                     MAX_STALE + slots[i].ident +
+                                         (cmd->wait_replicas > 0 ? 2 : 0));
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;
                 /* A master that stopped answering may be failed over. */
                 dlock__node_suspect(c->ns, i);
                 snprintf(res[i].err, sizeof res[i].err, "%s: no answer in time",
-                         dlock__node_name(&c->ns->node[i]));
+                         dlock__node_name(slots[i].nd));
+                dlock__cluster_stale(c->ns);
             }
             break;
         }
+        if (wake - dlock__now_ms() < left)
+            left = wake - dlock__now_ms() < 0 ? 0 : wake - dlock__now_ms();
         r = poll(pfd, (nfds_t)n, left > 60000 ? 60000 : (int)left);
         if (r < 0 && errno != EINTR)
             break;
@@ -441,12 +681,24 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     }
     for (i = 0; i < c->ns->n; i++) {
         if (slots[i].conn != NULL) /* poll failed: give up on it */
-            dlock__node_put(c->ns, i, slots[i].conn, 0);
+            dlock__node_give(c->ns, slots[i].nd, slots[i].conn, 0);
         if (slots[i].first != NULL)
             freeReplyObject(slots[i].first);
+        if ((res[i].status == DLOCK_EIO || res[i].status == DLOCK_ETIMEDOUT) &&
+            slots[i].refused[0] != '\0') {
+            /* The cluster kept refusing until time ran out: say so rather
+             * than name the last connect or wait that the deadline cut. */
+            res[i].status = DLOCK_ESERVER;
+            snprintf(res[i].err, sizeof res[i].err, "%s", slots[i].refused);
+        }
+    }
+    /* Found during this step: the nodes have run it, but one server must
+     * not count twice. */
+    if (refuse_same_server(ns, cmd, mask, res))
+        return 0;
+    for (i = 0; i < c->ns->n; i++)
         if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK)
             nok++;
-    }
     return nok;
 }
 
@@ -474,6 +726,26 @@ int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
     return dlock__now_ms() + t;
 }
 
+/* No majority because so many servers refused (credentials, ACL,
+ * read-only replica...) that none is left: that is the refusal, which a
+ * retry cannot cure, not an outage. Returns the code to report. */
+static int refusal_code(const dlock__nodeset *ns, const dlock__result *res,
+                        uint64_t mask, int code)
+{
+    int i, refused = 0, auth = 0;
+    if (code != DLOCK_NO_QUORUM)
+        return code;
+    for (i = 0; i < ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        refused += res[i].status == DLOCK_EREFUSED;
+        auth += res[i].status == DLOCK_EAUTH;
+    }
+    if (refused + auth > ns->n - ns->quorum)
+        return refused > 0 ? DLOCK_EREFUSED : DLOCK_EAUTH;
+    return code;
+}
+
 /* See step.h. */
 int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
                       const dlock__result *res, uint64_t mask, int code,
@@ -482,8 +754,15 @@ int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
     char *b = dlock__msgs_buf(msgs);
     size_t off = 0;
     int i, nfail = 0;
+    code = refusal_code(ns, res, mask, code);
     if (b == NULL)
         return code;
+    if (dlock__ident_refused(ns, NULL, 0)) {
+        char msg[DLOCK__ERRLEN];
+        dlock__ident_refused(ns, msg, sizeof msg);
+        snprintf(b, DLOCK__MSGLEN, "%s: %s", what, msg);
+        return DLOCK_EINVAL;
+    }
     for (i = 0; i < ns->n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_OK)
             nfail++;

@@ -26,7 +26,21 @@
     X(FENCED_SET, fenced_set)                                                  \
     X(INSPECT, inspect)                                                        \
     X(FENCED_GET, fenced_get)                                                  \
-    X(FAIR_LEAVE, fair_leave)
+    X(FAIR_LEAVE, fair_leave)                                                  \
+    X(HOLDER_SET, holder_set)                                                  \
+    X(HOLDER_EXTEND, holder_extend)                                            \
+    X(SEM_ACQUIRE, sem_acquire)                                                \
+    X(SEM_RELEASE, sem_release)                                                \
+    X(SEM_EXTEND, sem_extend)                                                  \
+    X(SEM_LIMIT, sem_limit)                                                    \
+    X(RW_ACQUIRE, rw_acquire)                                                  \
+    X(RW_RELEASE, rw_release)                                                  \
+    X(RW_EXTEND, rw_extend)                                                    \
+    X(RW_DOWNGRADE, rw_downgrade)                                              \
+    X(SHARED_INSPECT, shared_inspect)                                          \
+    X(WAITERS, waiters)                                                        \
+    X(ELECT_PROCLAIM, elect_proclaim)                                          \
+    X(ELECT_LEADER, elect_leader)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
@@ -73,7 +87,9 @@ typedef struct dlock__cmd {
     const size_t *arglens;
     /* Send the script's source (EVAL), not its SHA: for a request that
      * must not depend on the server's script cache even if its answer is
-     * given up on (an undo: a NOSCRIPT nobody reads would lose it). */
+     * given up on (an undo: a NOSCRIPT nobody reads would lose it). An
+     * undo is also sent when the node set is refused for two entries
+     * being one server (ident.c): it only gives back what we may hold. */
     int eval;
     /* > 0: a lock write that must reach this many replicas: WAIT
      * wait_replicas wait_timeout_ms follows the script in the same round
@@ -81,6 +97,9 @@ typedef struct dlock__cmd {
      * lands in dlock__result.acks. */
     int wait_replicas;
     int64_t wait_timeout_ms;
+    /* 1: a lock write (acquire, extend, fenced set): never sent to a
+     * server known to be a replica (node.h). */
+    int lock_write;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers
@@ -110,8 +129,11 @@ void dlock__cmd_arg_u64(dlock__cmdbuf *b, uint64_t v);
  * (res has ns->n entries). EVALSHA first, EVAL once on NOSCRIPT. A node
  * whose pooled connection fails is retried once on a fresh connection
  * while time remains: every script of ours is idempotent (see the
- * scripts). Script error replies become DLOCK_ESERVER with the server's
- * text. Returns the number of nodes with status DLOCK_OK.
+ * scripts). Script error replies become DLOCK_ESERVER (or DLOCK_EAUTH,
+ * DLOCK_EREFUSED) with the server's text. With Redlock, a node's first
+ * request is preceded by INFO server (ident.c); once two nodes are found
+ * to be one server, every node's result is DLOCK_EINVAL (cmd->eval, an
+ * undo, excepted). Returns the number of nodes with status DLOCK_OK.
  */
 int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res);
@@ -126,7 +148,10 @@ int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
                              int64_t lease_ms);
 
 /* Set this thread's message for a failed step: the first node's, or all
- * of them ("3 of 5 nodes failed: a: ...; b: ..."). Returns code. */
+ * of them ("3 of 5 nodes failed: a: ...; b: ..."). Returns code, except
+ * that DLOCK_NO_QUORUM becomes DLOCK_EREFUSED (or DLOCK_EAUTH) when so
+ * many nodes refused that no majority was possible, and that any code
+ * becomes DLOCK_EINVAL once two nodes were found to be one server. */
 int dlock__step_error(const dlock__nodeset *ns, const dlock__msgs *msgs,
                       const dlock__result *res, uint64_t mask, int code,
                       const char *what);

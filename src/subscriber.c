@@ -10,6 +10,15 @@
  * When a link fails, every waiter is woken to retry (messages may have
  * been lost) and the thread reconnects and subscribes again.
  *
+ * Redis Cluster: sharded pub/sub. There is a link per node of the
+ * cluster's table (opened only when a channel needs it), and a channel is
+ * SSUBSCRIBEd on one link: the master serving its slot (its "home", from
+ * the slot map). When the slot moves, the old master drops the
+ * subscription itself (an unasked "sunsubscribe" push): the waiters are
+ * woken to retry, and the channel is subscribed again at its new home; an
+ * SSUBSCRIBE that reaches a node no longer serving the slot is answered
+ * MOVED, which updates the map the same way a command's MOVED does.
+ *
  * Locking: see notify.c. Only the thread the state names (this one, or
  * n->reader) touches a link's connection.
  */
@@ -18,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "net.h"
 #include "node.h"
 #include "notify_impl.h"
@@ -61,17 +71,30 @@ chan *dlock__sub_chan_find(dlock__notifier *n, const char *name, size_t len)
     return NULL;
 }
 
-/* Send (UN)SUBSCRIBE for one channel on one link. Caller holds mu. */
+/* See notify_impl.h. */
+int dlock__sub_chan_home(dlock__notifier *n, const chan *ch)
+{
+    if (n->c->ns.cluster == NULL)
+        return -2;
+    return dlock__cluster_lookup(&n->c->ns, dlock__key_slot(ch->name, ch->len));
+}
+
+/* Send (UN)SUBSCRIBE for one channel on one link (SSUBSCRIBE and
+ * SUNSUBSCRIBE in a cluster). Caller holds mu. */
 static int send_sub(dlock__notifier *n, int i, chan *ch, int sub)
 {
-    const char *argv[2] = {sub ? "SUBSCRIBE" : "UNSUBSCRIBE", ch->name};
-    size_t lens[2] = {sub ? 9u : 11u, ch->len};
+    int sharded = n->c->ns.cluster != NULL;
+    const char *argv[2] = {sub ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
+                               : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
+                           ch->name};
+    size_t lens[2] = {strlen(argv[0]), ch->len};
     atomic_fetch_add(&n->c->stats.requests, 1);
     return dlock__conn_append_argv(n->links[i].conn, 2, argv, lens);
 }
 
-/* Bring every channel's subscriptions on link i in line with its refs.
- * down). Caller holds mu. */
+/* Bring every channel's subscriptions on link i in line with its refs
+ * (and in a cluster with its home: a channel whose slot moved away is
+ * unsubscribed here). Caller holds mu. */
 static void sync_link(dlock__notifier *n, int i)
 {
     uint64_t bit = 1ULL << i;
@@ -80,12 +103,16 @@ static void sync_link(dlock__notifier *n, int i)
     if (n->links[i].conn == NULL)
         return;
     for (ch = n->chans; ch != NULL; ch = ch->next) {
-        if (ch->refs > 0 && !(ch->sent & bit) && !(ch->ok & bit) &&
+        int home = dlock__sub_chan_home(n, ch);
+        int here = home == -2 || home == i;
+        int away = home >= 0 && home != i;
+        if (ch->refs > 0 && here && !(ch->sent & bit) && !(ch->ok & bit) &&
             !(ch->unsent & bit)) {
             if (send_sub(n, i, ch, 1) == DLOCK_OK)
                 ch->sent |= bit;
-        } else if (ch->refs == 0 && (ch->ok & bit) && !(ch->unsent & bit) &&
-                   now - ch->idle_since >= LINGER_MS) {
+        } else if ((ch->ok & bit) && !(ch->unsent & bit) &&
+                   (away ||
+                    (ch->refs == 0 && now - ch->idle_since >= LINGER_MS))) {
             if (send_sub(n, i, ch, 0) == DLOCK_OK) {
                 ch->unsent |= bit;
                 ch->ok &= ~bit;
@@ -118,9 +145,12 @@ int dlock__sub_link_work(dlock__notifier *n, int i)
     int64_t now = dlock__now_ms();
     chan *ch;
     for (ch = n->chans; ch != NULL; ch = ch->next) {
+        int home = dlock__sub_chan_home(n, ch);
         if ((ch->sent | ch->unsent) & bit)
             return 1;
-        if (ch->refs > 0 && !(ch->ok & bit))
+        if (ch->refs > 0 && !(ch->ok & bit) && (home == -2 || home == i))
+            return 1;
+        if ((ch->ok & bit) && home >= 0 && home != i)
             return 1;
         if (ch->refs == 0 && (ch->ok & bit) &&
             now - ch->idle_since >= LINGER_MS)
@@ -175,6 +205,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
 {
     uint64_t bit = 1ULL << i;
     const redisReply *kind, *name;
+    const char *what;
     chan *ch;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
         return;
@@ -185,13 +216,25 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     ch = dlock__sub_chan_find(n, name->str, name->len);
     if (ch == NULL)
         return;
-    if (strcmp(kind->str, "subscribe") == 0) {
+    what = kind->str[0] == 's' && n->c->ns.cluster != NULL ? kind->str + 1
+                                                           : kind->str;
+    if (strcmp(what, "subscribe") == 0) {
         ch->sent &= ~bit;
         ch->ok |= bit;
         pthread_cond_broadcast(&ch->cv);
-    } else if (strcmp(kind->str, "unsubscribe") == 0) {
+    } else if (strcmp(what, "unsubscribe") == 0) {
+        if (!(ch->unsent & bit) && (ch->ok & bit)) {
+            /* Not asked for: the node no longer serves the channel's
+             * slot (cluster resharding or failover). A release may now
+             * be announced where nobody of ours listens: wake the
+             * waiters to look, and subscribe at the new home. */
+            dlock__cluster_stale(&n->c->ns);
+            ch->gen++;
+            pthread_cond_broadcast(&ch->cv);
+        }
         ch->unsent &= ~bit;
-    } else if (strcmp(kind->str, "message") == 0) {
+        ch->ok &= ~bit;
+    } else if (strcmp(what, "message") == 0) {
         const redisReply *m = r->element[2];
         if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'r' &&
             m->len < sizeof ch->seen[0]) {
@@ -221,6 +264,34 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     }
 }
 
+/* Cluster: an error answering an SSUBSCRIBE or SUNSUBSCRIBE on link i.
+ * MOVED names the slot: the map learns its new master, and what was sent
+ * here for that slot's channels is forgotten (sync_link sends it to the
+ * new home). Anything else cannot be matched to a channel: 0, the link
+ * is then taken down and everything subscribed again after a backoff.
+ * Caller holds mu. */
+static int on_error(dlock__notifier *n, int i, const redisReply *r)
+{
+    uint64_t bit = 1ULL << i;
+    dlock__node *to = NULL;
+    int slot = -1;
+    chan *ch;
+    if (n->c->ns.cluster == NULL)
+        return 1; /* not ours to judge: as before, ignored */
+    if (dlock__cluster_redirect(&n->c->ns, dlock__cluster_node(&n->c->ns, i),
+                                r->str, &to, &slot) != DLOCK__REDIR_MOVED)
+        return 0;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        if (dlock__key_slot(ch->name, ch->len) != slot)
+            continue;
+        ch->sent &= ~bit;
+        ch->unsent &= ~bit;
+        ch->ok &= ~bit;
+    }
+    wake_thread(n);
+    return 1;
+}
+
 /* Hand what link i has delivered to on_push; on a protocol error the
  * link is down. Returns the number of pushes (+1 when the link went
  * down). Caller holds mu. */
@@ -231,6 +302,11 @@ int dlock__sub_read(dlock__notifier *n, int i)
     int got, k = 0;
     while ((got = dlock__conn_pop_reply(n->links[i].conn, &rep, err,
                                         sizeof err)) == 1) {
+        if (rep->type == REDIS_REPLY_ERROR && !on_error(n, i, rep)) {
+            freeReplyObject(rep);
+            got = -1;
+            break;
+        }
         on_push(n, i, rep);
         freeReplyObject(rep);
         k++;
@@ -252,14 +328,31 @@ void dlock__sub_pump(dlock__notifier *n, int i, short revents)
         dlock__sub_read(n, i);
 }
 
+/* 1 when link i should be up: always outside a cluster (while any
+ * channel exists), in a cluster when some channel lives there or still
+ * has business there. Caller holds mu. */
+static int link_needed(dlock__notifier *n, int i)
+{
+    uint64_t bit = 1ULL << i;
+    chan *ch;
+    if (n->c->ns.cluster == NULL)
+        return 1;
+    for (ch = n->chans; ch != NULL; ch = ch->next)
+        if ((ch->refs > 0 && dlock__sub_chan_home(n, ch) == i) ||
+            ((ch->ok | ch->sent | ch->unsent) & bit))
+            return 1;
+    return 0;
+}
+
 /* The subscriber thread: keep links up, subscriptions in sync, and turn
  * pushes into wake-ups, until told to stop. */
 void *dlock__sub_main(void *arg)
 {
     dlock__notifier *n = arg;
     dlock_client *c = n->c;
-    struct pollfd *pfd = calloc((size_t)c->ns.n + 1, sizeof *pfd);
-    int *idx = calloc((size_t)c->ns.n + 1, sizeof *idx);
+    int nmax = dlock__links_max(&c->ns);
+    struct pollfd *pfd = calloc((size_t)nmax + 1, sizeof *pfd);
+    int *idx = calloc((size_t)nmax + 1, sizeof *idx);
     char err[DLOCK__ERRLEN];
 
     if (pfd == NULL || idx == NULL) {
@@ -269,19 +362,37 @@ void *dlock__sub_main(void *arg)
     }
     pthread_mutex_lock(&n->mu);
     while (!n->stop) {
-        int i, np = 1, timeout = 1000;
+        int i, nl, np = 1, timeout = 1000;
         int64_t now = dlock__now_ms();
         int any = n->chans != NULL;
 
-        for (i = 0; i < c->ns.n; i++) {
+        if (any && c->ns.cluster != NULL &&
+            dlock__cluster_wants_refresh(&c->ns)) {
+            /* Where do the channels belong? (at most every 100 ms) */
+            pthread_mutex_unlock(&n->mu);
+            dlock__cluster_refresh(&c->ns, now + c->opts.connect_timeout_ms,
+                                   err, sizeof err);
+            pthread_mutex_lock(&n->mu);
+            now = dlock__now_ms();
+        }
+        nl = dlock__links_count(&c->ns);
+        for (i = 0; i < nl; i++) {
             sub_link *l = &n->links[i];
-            if (l->conn == NULL && any && now >= l->retry_at) {
+            if (l->conn == NULL && any && now >= l->retry_at &&
+                link_needed(n, i)) {
                 dlock__conn *conn = NULL;
                 int rc;
                 pthread_mutex_unlock(&n->mu);
-                rc = dlock__node_open(&c->ns, i, &conn,
-                                      now + c->opts.connect_timeout_ms, err,
-                                      sizeof err);
+                /* A node of the set is checked and located (Sentinel)
+                 * as any new connection; a cluster's links are not. */
+                if (c->ns.cluster == NULL)
+                    rc = dlock__node_open(&c->ns, i, &conn,
+                                          now + c->opts.connect_timeout_ms, err,
+                                          sizeof err);
+                else
+                    rc = dlock__conn_open(
+                        &conn, dlock__link_ep(&c->ns, i), c->ns.tls,
+                        now + c->opts.connect_timeout_ms, err, sizeof err);
                 pthread_mutex_lock(&n->mu);
                 if (rc == DLOCK_OK) {
                     atomic_fetch_add(&c->stats.reconnects, 1);
@@ -294,7 +405,7 @@ void *dlock__sub_main(void *arg)
                     l->retry_at = dlock__now_ms() + l->backoff;
                 }
             }
-            if (l->conn != NULL &&
+            if (l->conn != NULL && c->ns.cluster == NULL &&
                 strcmp(dlock__conn_peer(l->conn),
                        dlock__node_name(&c->ns.node[i])) != 0) {
                 /* The node moved (Sentinel failover): subscribe on the
@@ -315,10 +426,10 @@ void *dlock__sub_main(void *arg)
         pfd[0].fd = n->wake_fd;
         pfd[0].events = POLLIN;
         pfd[0].revents = 0;
-        for (i = 0; i < c->ns.n; i++) {
+        for (i = 0; i < nl; i++) {
             sub_link *l = &n->links[i];
             if (l->conn == NULL) {
-                if (any && l->retry_at - now < timeout)
+                if (any && link_needed(n, i) && l->retry_at - now < timeout)
                     timeout =
                         (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
                 continue;

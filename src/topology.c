@@ -2,12 +2,14 @@
  * topology.c - how a client finds its nodes: the seam where a topology
  * fills the node set (node.h). Given servers: one is a standalone lock
  * (quorum 1), several are a Redlock (quorum N/2+1). A redis+sentinel://
- * URL is one node whose master sentinel.c finds and follows. Cluster
- * (one set per shard) belongs here too, so that nothing above the node
- * set changes for it.
+ * URL is one node whose master sentinel.c finds and follows. A
+ * redis+cluster:// URL is a Redis Cluster (cluster.c): one virtual node,
+ * quorum 1, each command routed to the master of its keys' slot.
  */
 #include <stdlib.h>
 
+#include "cluster.h"
+#include "ident.h"
 #include "node.h"
 #include "sentinel.h"
 
@@ -54,6 +56,21 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
     }
     if (ns->lock_delay_ms < 0)
         ns->lock_delay_ms = 0;
+    for (i = 0; i < (int)o->nservers; i++) {
+        if (!dlock__cluster_is_url(o->servers[i]))
+            continue;
+        /* A cluster is one server list on its own: its seeds are in
+         * the one URL. */
+        if (o->nservers != 1)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "a redis+cluster:// URL must be the only "
+                               "server (list the seed nodes in it: "
+                               "redis+cluster://HOST:PORT,HOST:PORT)");
+        rc = dlock__cluster_fill(ns, o, err, errlen);
+        if (rc != DLOCK_OK)
+            return rc;
+        return fill_tls(ns, o, err, errlen);
+    }
     ns->n = (int)o->nservers;
     ns->kind = ns->n > 1 ? DLOCK__TOPO_REDLOCK : DLOCK__TOPO_STANDALONE;
     ns->quorum = ns->n / 2 + 1;
@@ -66,5 +83,17 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
         if (rc != DLOCK_OK)
             return rc;
     }
+    if (ns->kind == DLOCK__TOPO_REDLOCK) {
+        rc = dlock__ident_check_urls(ns, err, errlen);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
     return fill_tls(ns, o, err, errlen);
+}
+
+/* See node.h. */
+void dlock__topology_free(dlock__nodeset *ns)
+{
+    dlock__cluster_free(ns);
+    dlock__nodeset_free(ns);
 }

@@ -27,6 +27,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,26 +91,50 @@ static int64_t retry_after(int64_t lease_ms)
     return r < 10 ? 10 : r;
 }
 
-/* Mark h lost and call its callback (registry lock held on entry and on
- * return; dropped around the callback). */
-static void mark_lost(dlock_client *c, dlock__held *h)
+/* Record why h was lost: code is the renewal's result (DLOCK_NOT_OWNER:
+ * the servers say it is not ours; else the failure, whose details are
+ * this thread's last message, set by the extend). Before state LOST is
+ * stored, so a reader that sees LOST sees the reason. */
+static void lost_reason(dlock_client *c, dlock__held *h, int code)
+{
+    const char *last = dlock__msgs_peek(&c->msgs);
+    char text[DLOCK__MSGLEN + 64];
+    h->lost_code = code;
+    if (code == DLOCK_NOT_OWNER)
+        snprintf(text, sizeof text,
+                 "the servers say it is no longer this owner's: its key "
+                 "expired or was deleted, or another owner holds it");
+    else
+        snprintf(text, sizeof text, "renewals failed: %s",
+                 last[0] != '\0' ? last : dlock_strerror(code));
+    h->lost_why = strdup(text);
+}
+
+/* Mark h lost (code: the renewal's result) and call its callback
+ * (registry lock held on entry and on return; dropped around the
+ * callback). */
+static void mark_lost(dlock_client *c, dlock__held *h, int code)
 {
     dlock_lost_cb cb;
     void *ud;
     dlock_lock *l;
     if (atomic_load(&h->state) == DLOCK_LOST)
         return;
+    lost_reason(c, h, code);
     atomic_store(&h->state, DLOCK_LOST);
     atomic_fetch_add(&c->stats.lost, 1);
     cb = h->on_lost;
     ud = h->on_lost_ud;
     l = h->wd_handle;
     assert(h->life == DLOCK__HELD_LIVE);
-    if (cb == NULL || l == NULL)
+    if ((cb == NULL || l == NULL) && !dlock__events_on(c))
         return;
-    h->flags |= DLOCK__HELD_CB;
+    h->flags |= DLOCK__HELD_CB; /* a release waits for us from here */
     pthread_mutex_unlock(&c->held_mu);
-    cb(l, ud);
+    dlock__event(c, DLOCK_EVENT_LOST, h->k.name, DLOCK_LOST,
+                 dlock__now_us() - h->since_us, h->token);
+    if (cb != NULL && l != NULL)
+        cb(l, ud);
     pthread_mutex_lock(&c->held_mu);
     h->flags &= ~DLOCK__HELD_CB;
     pthread_cond_broadcast(&c->held_cv);
@@ -167,7 +192,7 @@ static int64_t round_once(dlock_client *c)
         } else if (ok[i] == DLOCK_NOT_OWNER ||
                    atomic_load(&h->valid_until_ms) <= now) {
             h->confirm_pending = 0;
-            mark_lost(c, h);
+            mark_lost(c, h, ok[i]);
         } else {
             h->next_renew_ms = now + retry_after(h->lease_ms);
         }

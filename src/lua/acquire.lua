@@ -18,6 +18,14 @@
 -- ARGV[7]  mode: "0" plain (ignores the queue), "1" fair try (respects the
 --          queue, does not join it), "2" fair queue (joins it, or refreshes
 --          its place, when the lock cannot be had)
+-- ARGV[8]  "1": the caller is waiting (mode "0" sends ARGV[6..8] only
+--          then), so readers holding the lock are to let no new reader in
+--
+-- Read-write locks (rw_*.lua): readers hold this hash under the field
+-- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
+-- "1", or mode "2") that finds readers sets '#w' = server ms until which
+-- new readers stay out (writer preference), and a hash left holding only
+-- that mark is free for a writer.
 --
 -- Returns
 --   {1, token, depth}  acquired; depth = the owner's reentry count now (also
@@ -62,6 +70,11 @@ end
 
 -- The common case first: a fresh acquire of a free lock nobody queues for.
 local held = redis.call('EXISTS', KEYS[1]) == 1
+if held and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
+    redis.call('HEXISTS', KEYS[1], '#w') == 1 then
+    redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
+    held = false
+end
 if expect == 0 and not held and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
@@ -86,8 +99,20 @@ if cur > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
 end
+
+-- Busy: a waiting writer that finds readers marks itself (see the top).
+local function busy()
+    local pttl = redis.call('PTTL', KEYS[1])
+    if (ARGV[8] == '1' or mode == '2') and
+        redis.call('HEXISTS', KEYS[1], '#r') == 1 then
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('HSET', KEYS[1], '#w', string.format('%d', now + pttl + 1000))
+    end
+    return {0, pttl}
+end
 if mode == '0' then
-    return {0, redis.call('PTTL', KEYS[1])}
+    return busy()
 end
 
 local t = redis.call('TIME')
@@ -120,6 +145,6 @@ if mode == '2' and
     redis.call('RPUSH', KEYS[3], owner)
 end
 if held then
-    return {0, redis.call('PTTL', KEYS[1])}
+    return busy()
 end
 return {0, -2}

@@ -3,10 +3,29 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash
 -- KEYS[3]  the fair-mode queue (list of waiter ids)
+-- KEYS[4]  optional: the holder info hash (holder_set.lua)
 --
--- Returns {pttl, {owner, count, ...}, last token, queue length}
+-- Returns {pttl, {owner, count, ...}, last token, queue length}, and with
+-- KEYS[4] a fifth element: the info hash's fields and values, with
+-- "age" = server ms since the hold started, when the info describes an
+-- owner that holds the lock now; {} otherwise (no info, or the info of an
+-- earlier hold: never shown as the holder's).
 -- pttl is -2 when the lock is free.
 local pttl = redis.call('PTTL', KEYS[1])
 local fields = redis.call('HGETALL', KEYS[1])
 local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
-return {pttl, fields, n, redis.call('LLEN', KEYS[3])}
+local out = {pttl, fields, n, redis.call('LLEN', KEYS[3])}
+if KEYS[4] then
+    local info = {}
+    local o = redis.call('HGET', KEYS[4], 'o')
+    if o and redis.call('HEXISTS', KEYS[1], o) == 1 then
+        info = redis.call('HGETALL', KEYS[4])
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local s = tonumber(redis.call('HGET', KEYS[4], 's') or now)
+        info[#info + 1] = 'age'
+        info[#info + 1] = string.format('%d', now - s)
+    end
+    out[5] = info
+end
+return out

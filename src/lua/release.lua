@@ -24,6 +24,7 @@
 --   3  already done: a retry of a release whose reply was lost
 --   0  not the owner (the lease expired, or another owner has it)
 local owner = ARGV[1]
+local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
 local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 if cur == expect then
@@ -52,7 +53,7 @@ if cur == expect then
                 redis.call('PEXPIRE', KEYS[2], ARGV[6])
                 -- Only the new owner's process listens on this channel:
                 -- <channel>:<client id> (the owner id's first 32 chars).
-                redis.call('PUBLISH', ARGV[4] .. ':' .. string.sub(head, 1, 32),
+                redis.call(publish, ARGV[4] .. ':' .. string.sub(head, 1, 32),
                            'h ' .. stok .. ' ' .. head)
                 return 1
             end
@@ -60,7 +61,7 @@ if cur == expect then
         end
     end
     redis.call('HSET', KEYS[2], 'r', ARGV[3])
-    redis.call('PUBLISH', ARGV[4], 'r ' .. (ARGV[7] or ''))
+    redis.call(publish, ARGV[4], 'r ' .. (ARGV[7] or ''))
     return 1
 end
 if cur > 0 and cur == expect - 1 then

@@ -8,7 +8,9 @@
  *           Every section is logged (CLOCK_MONOTONIC, system-wide):
  *             E wid token enter_ns validity_ms
  *             X wid token enter_ns exit_ns valid read_fence ws_ns wc_ns wrc
- *           and acquire failures as "F wid status".
+ *             R wid token start_ns end_ns release_status
+ *           and acquire failures as "F wid status". Options after the
+ *           positional arguments: strategy=notify|spin|fair, ca=PATH.
  *   check   read worker logs and fail on a safety violation (see check()).
  *   try     one acquire against the given servers; prints the status name
  *           (Redlock quorum scenarios).
@@ -65,7 +67,35 @@ static size_t split_urls(char *list, const char **out, size_t max)
     return n;
 }
 
-static dlock_client *make_client(char *urls, int64_t timeout_ms)
+/* Worker options given as KEY=VALUE after the positional arguments. */
+typedef struct wopts {
+    dlock_wait_strategy strategy; /* strategy=notify|spin|fair */
+    const char *ca;               /* ca=PATH: trust this CA (rediss://) */
+} wopts;
+
+/* Parse KEY=VALUE arguments into *w; 0, or -1 on an unknown one. */
+static int parse_wopts(int argc, char **argv, wopts *w)
+{
+    w->strategy = DLOCK_WAIT_NOTIFY;
+    w->ca = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "strategy=notify"))
+            w->strategy = DLOCK_WAIT_NOTIFY;
+        else if (!strcmp(argv[i], "strategy=spin"))
+            w->strategy = DLOCK_WAIT_SPIN;
+        else if (!strcmp(argv[i], "strategy=fair"))
+            w->strategy = DLOCK_WAIT_FAIR;
+        else if (!strncmp(argv[i], "ca=", 3))
+            w->ca = argv[i] + 3;
+        else {
+            fprintf(stderr, "chaos_worker: unknown option %s\n", argv[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static dlock_client *make_client(char *urls, int64_t timeout_ms, const wopts *w)
 {
     const char *servers[16];
     /* A sentinel URL has commas of its own: it is the only server. */
@@ -79,6 +109,10 @@ static dlock_client *make_client(char *urls, int64_t timeout_ms)
     o.nservers = n;
     o.connect_timeout_ms = timeout_ms;
     o.command_timeout_ms = timeout_ms;
+    if (w) {
+        o.wait_strategy = w->strategy;
+        o.tls_ca_file = w->ca;
+    }
     /* Durability settings of the sentinel scenarios. */
     if ((e = getenv("CHAOS_WAIT_REPLICAS")) != NULL)
         o.wait_replicas = atoi(e);
@@ -111,13 +145,15 @@ static void logline(int fd, const char *fmt, ...)
 
 /*
  * worker URLS NAME WID LOG SECONDS LEASE_MS HOLD_MS WATCHDOG HOLDERFILE
+ *        [strategy=notify|spin|fair] [ca=PATH]
  * Runs for SECONDS; returns 0 (faults are expected, failures are logged).
  */
 static int worker(int argc, char **argv)
 {
-    if (argc < 11) {
+    wopts w;
+    if (argc < 11 || parse_wopts(argc - 11, argv + 11, &w) != 0) {
         fprintf(stderr, "usage: worker URLS NAME WID LOG SECONDS LEASE_MS "
-                        "HOLD_MS WATCHDOG HOLDERFILE\n");
+                        "HOLD_MS WATCHDOG HOLDERFILE [strategy=S] [ca=F]\n");
         return 2;
     }
     const char *name = argv[3];
@@ -133,7 +169,7 @@ static int worker(int argc, char **argv)
         perror("chaos_worker: open log");
         return 2;
     }
-    dlock_client *c = make_client(argv[2], 300);
+    dlock_client *c = make_client(argv[2], 300, &w);
     if (!c)
         return 2;
     signal(SIGPIPE, SIG_IGN);
@@ -212,10 +248,14 @@ static int worker(int argc, char **argv)
 
 /* ---- checker ----------------------------------------------------------- */
 
+/* How a section's release ended (its R line). */
+enum { REL_NONE, REL_OK, REL_LOST, REL_NOT_OWNER, REL_OTHER };
+
 typedef struct cs {
-    int wid, valid, wrc, open;
+    int wid, valid, wrc, open, rel;
     unsigned long long tok, fence;
     long long enter, exit, ws, wc;
+    long long granted_after; /* the server granted it after this (ns) */
 } cs;
 
 static int cmp_enter(const void *a, const void *b)
@@ -231,13 +271,19 @@ static int cmp_enter(const void *a, const void *b)
  * every earlier one (by enter time), or an accepted write carried a token
  * lower than one already accepted before it started. COUNTER_VALUE (or -1)
  * is the final counter: it must lie between the accepted writes logged and
- * that plus the sections left open by killed workers. Prints a stats line.
+ * that plus the sections left open by killed workers. A section another
+ * worker entered during must not have been released with OK (the holder
+ * has to learn that its hold was lost). Prints a stats line.
  */
 static int check(int argc, char **argv)
 {
     size_t cap = 1024, n = 0;
     cs *v = malloc(cap * sizeof *v);
+    long long lease = atoll(argv[2]);
     long long counter = atoll(argv[3]);
+    /* The client's validity at entry is lease - drift - (entry - the time
+     * the granting request was sent); default drift: 1 % + 2 ms. */
+    long long drift = lease / 100 + 2;
     int viol = 0;
     long fails = 0;
     for (int a = 4; a < argc; a++) {
@@ -259,6 +305,10 @@ static int check(int argc, char **argv)
                 x.valid = validity > 0;
                 x.exit = x.enter + validity * 1000000;
                 x.wrc = 1;
+                /* 2 ms for rounding; a fair handoff counts from the
+                 * message's arrival, a little after the grant. */
+                x.granted_after =
+                    x.enter - (lease - drift - validity + 2) * 1000000;
                 v[n++] = x;
             } else if (line[0] == 'X' &&
                        sscanf(line, "X %d %llu %lld %lld %d %llu %lld %lld %d",
@@ -268,7 +318,25 @@ static int check(int argc, char **argv)
                 for (size_t i = n; i-- > 0;)
                     if (v[i].open && v[i].wid == x.wid &&
                         v[i].enter == x.enter) {
+                        x.granted_after = v[i].granted_after;
                         v[i] = x;
+                        break;
+                    }
+            } else if (line[0] == 'R') {
+                /* The release of the last closed section of this worker
+                 * with this token. */
+                char st[32];
+                long long rs = 0, re = 0;
+                if (sscanf(line, "R %d %llu %lld %lld %31s", &x.wid, &x.tok,
+                           &rs, &re, st) != 5)
+                    continue;
+                for (size_t i = n; i-- > 0;)
+                    if (!v[i].open && v[i].wid == x.wid && v[i].tok == x.tok &&
+                        v[i].rel == REL_NONE) {
+                        v[i].rel = !strcmp(st, "OK")          ? REL_OK
+                                   : !strcmp(st, "LOST")      ? REL_LOST
+                                   : !strcmp(st, "NOT_OWNER") ? REL_NOT_OWNER
+                                                              : REL_OTHER;
                         break;
                     }
             } else if (line[0] == 'F') {
@@ -280,7 +348,7 @@ static int check(int argc, char **argv)
     qsort(v, n, sizeof *v, cmp_enter);
     unsigned long long maxtok = 0;
     int maxwid = -1;
-    long reentered = 0;
+    long reentered = 0, unordered = 0;
     int v_overlap = 0, v_token = 0, v_stale = 0, v_counter = 0;
     long accepted = 0, stale = 0, opened = 0, invalid = 0, maybe = 0;
     for (size_t i = 0; i < n; i++) {
@@ -303,11 +371,29 @@ static int check(int argc, char **argv)
         if (i > 0 && v[i].tok == maxtok && v[i].wid == maxwid) {
             reentered++;
         } else if (i > 0 && v[i].tok <= maxtok) {
-            printf("VIOLATION token: worker %d got %llu at %lld, not above "
-                   "%llu granted earlier\n",
-                   v[i].wid, v[i].tok, v[i].enter, maxtok);
-            viol++;
-            v_token++;
+            /* Entry order is grant order while the lock excludes. When it
+             * did not (sections overlapping: the lock was lost, e.g.
+             * evicted), replies can arrive in another order than the
+             * grants: only an earlier section k that was surely granted
+             * before this one (k ended before this one entered, or this
+             * one's request was sent after k entered) counts. */
+            size_t k;
+            for (k = 0; k < i; k++)
+                if (v[k].tok >= v[i].tok &&
+                    !(v[k].tok == v[i].tok && v[k].wid == v[i].wid) &&
+                    (v[k].exit <= v[i].enter ||
+                     v[i].granted_after > v[k].enter))
+                    break;
+            if (k < i) {
+                printf("VIOLATION token: worker %d got %llu at %lld, not "
+                       "above %llu granted earlier (worker %d at %lld)\n",
+                       v[i].wid, v[i].tok, v[i].enter, v[k].tok, v[k].wid,
+                       v[k].enter);
+                viol++;
+                v_token++;
+            } else {
+                unordered++;
+            }
         }
         if (v[i].tok > maxtok) {
             maxtok = v[i].tok;
@@ -340,6 +426,32 @@ static int check(int argc, char **argv)
                 break;
             }
     }
+    /* Lost hold reported as released: another worker entered while this
+     * one was inside (its hold was gone: expired, evicted, taken over),
+     * yet its release said OK. The holder must learn of the loss, at the
+     * latest from the release (LOST or NOT_OWNER). */
+    int v_unreported = 0;
+    long rel_lost = 0, rel_not_owner = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].rel == REL_LOST)
+            rel_lost++;
+        if (v[i].rel == REL_NOT_OWNER)
+            rel_not_owner++;
+        if (v[i].rel != REL_OK)
+            continue;
+        /* Only a j granted after i entered (see the token check). */
+        for (size_t j = i + 1; j < n && v[j].enter < v[i].exit; j++)
+            if (v[j].wid != v[i].wid && v[j].granted_after > v[i].enter) {
+                printf("VIOLATION unreported loss: worker %d (token %llu, "
+                       "%lld..%lld) released OK, but worker %d entered at "
+                       "%lld (token %llu)\n",
+                       v[i].wid, v[i].tok, v[i].enter, v[i].exit, v[j].wid,
+                       v[j].enter, v[j].tok);
+                viol++;
+                v_unreported++;
+                break;
+            }
+    }
     if (counter >= 0 &&
         (counter < accepted || counter > accepted + opened + maybe)) {
         printf("VIOLATION counter: %lld, but %ld accepted writes logged "
@@ -350,10 +462,14 @@ static int check(int argc, char **argv)
     }
     printf("stats sections=%zu accepted=%ld stale_rejected=%ld "
            "unknown_outcome=%ld unfinished=%ld invalid_at_exit=%ld "
-           "acquire_failures=%ld reentered=%ld overlaps=%d token_viol=%d "
-           "stale_accepted=%d counter_viol=%d violations=%d\n",
+           "acquire_failures=%ld reentered=%ld tokens_unordered=%ld "
+           "released_lost=%ld "
+           "released_not_owner=%ld overlaps=%d token_viol=%d "
+           "stale_accepted=%d counter_viol=%d unreported_loss=%d "
+           "violations=%d\n",
            n, accepted, stale, maybe, opened, invalid, fails, reentered,
-           v_overlap, v_token, v_stale, v_counter, viol);
+           unordered, rel_lost, rel_not_owner, v_overlap, v_token, v_stale,
+           v_counter, v_unreported, viol);
     free(v);
     (void)argc;
     return viol ? 1 : 0;
@@ -364,7 +480,7 @@ static int try_once(int argc, char **argv)
 {
     if (argc < 5)
         return 2;
-    dlock_client *c = make_client(argv[2], 300);
+    dlock_client *c = make_client(argv[2], 300, NULL);
     if (!c)
         return 2;
     dlock_lock *l = NULL;
@@ -406,7 +522,7 @@ static void against_fake(const char *mode)
     }
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    dlock_client *c = make_client(url, 200);
+    dlock_client *c = make_client(url, 200, NULL);
     EXPECT(c != NULL, "client for fake server");
     if (!c) {
         th_fake_server_stop(port);
@@ -573,6 +689,7 @@ static int badinput(int argc, char **argv)
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 /* Bytes in flight one way: delivered at `at` (ns), in order. */
 typedef struct chunk {
@@ -619,37 +736,72 @@ static void pconn_free(pconn *p)
     }
 }
 
+/* An address to listen on or connect to: TCP on loopback or a unix
+ * socket. */
+typedef struct paddr {
+    int family;
+    struct sockaddr_storage ss;
+    socklen_t len;
+} paddr;
+
+/* TARGET "/path" is a unix socket, anything else a loopback port. */
+static void paddr_of(paddr *p, const char *target)
+{
+    memset(p, 0, sizeof *p);
+    if (target[0] == '/') {
+        struct sockaddr_un *u = (struct sockaddr_un *)&p->ss;
+        u->sun_family = AF_UNIX;
+        snprintf(u->sun_path, sizeof u->sun_path, "%s", target);
+        p->family = AF_UNIX;
+        p->len = sizeof *u;
+    } else {
+        struct sockaddr_in *in = (struct sockaddr_in *)&p->ss;
+        in->sin_family = AF_INET;
+        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        in->sin_port = htons((uint16_t)atoi(target));
+        p->family = AF_INET;
+        p->len = sizeof *in;
+    }
+}
+
 /*
- * proxy PORTFILE TARGET_PORT DELAYFILE SECONDS
- * Listens on a free loopback port (written to PORTFILE), forwards each
- * connection to 127.0.0.1:TARGET_PORT, holding every chunk of bytes (both
- * ways) for the delay in DELAYFILE (ms, re-read every 50 ms) before
- * passing it on, in order. Exits after SECONDS. Loopback only; no qdisc.
+ * proxy PORTFILE TARGET DELAYFILE SECONDS
+ * Forwards each connection to TARGET (a loopback port, or a unix socket
+ * when it starts with '/'), holding every chunk of bytes (both ways) for
+ * the delay in DELAYFILE (ms, re-read every 50 ms) before passing it on,
+ * in order. Listens on a free loopback port, or for a unix TARGET on the
+ * unix socket PORTFILE.sock; writes the port or the path to PORTFILE.
+ * Exits after SECONDS. Loopback only; no qdisc.
  */
 static int proxy(int argc, char **argv)
 {
     if (argc < 6)
         return 2;
-    int target = atoi(argv[3]);
+    paddr tgt, lst;
+    char lpath[512];
+    paddr_of(&tgt, argv[3]);
+    snprintf(lpath, sizeof lpath, "%s.sock", argv[2]);
+    paddr_of(&lst, tgt.family == AF_UNIX ? lpath : "0");
     const char *delayfile = argv[4];
     int64_t until = now_ns() + atoll(argv[5]) * 1000000000LL;
     signal(SIGPIPE, SIG_IGN);
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+    if (tgt.family == AF_UNIX)
+        unlink(lpath);
+    int lfd = socket(lst.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t al = lst.len;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&lst.ss, lst.len) != 0 ||
         listen(lfd, 64) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &al) != 0) {
+        getsockname(lfd, (struct sockaddr *)&lst.ss, &al) != 0) {
         perror("proxy: listen");
         return 2;
     }
     FILE *pf = fopen(argv[2], "w");
     if (!pf)
         return 2;
-    fprintf(pf, "%d\n", ntohs(a.sin_port));
+    if (tgt.family == AF_UNIX)
+        fprintf(pf, "%s\n", lpath);
+    else
+        fprintf(pf, "%d\n", ntohs(((struct sockaddr_in *)&lst.ss)->sin_port));
     fclose(pf);
     enum { MAXC = 128 };
     static pconn cs_[MAXC];
@@ -700,11 +852,9 @@ static int proxy(int argc, char **argv)
             if (cfd >= 0 && slot < 0)
                 close(cfd);
             if (slot >= 0) {
-                int sfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                struct sockaddr_in t = a;
-                t.sin_port = htons((uint16_t)target);
+                int sfd = socket(tgt.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (sfd < 0 ||
-                    connect(sfd, (struct sockaddr *)&t, sizeof t) != 0) {
+                    connect(sfd, (struct sockaddr *)&tgt.ss, tgt.len) != 0) {
                     close(cfd);
                     if (sfd >= 0)
                         close(sfd);
@@ -773,6 +923,8 @@ static int proxy(int argc, char **argv)
         if (cs_[i].fd[0] >= 0)
             pconn_free(&cs_[i]);
     close(lfd);
+    if (tgt.family == AF_UNIX)
+        unlink(lpath);
     return 0;
 }
 

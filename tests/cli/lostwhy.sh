@@ -2,7 +2,8 @@
 # lostwhy.sh - when the lease of `dlock run` is lost, dlock says why, as the
 # servers tell it after the loss: the lock is free (it expired or was
 # deleted), another owner holds it, or the servers could not be reached
-# (renewals failed until the validity ran out).
+# (renewals failed until the validity ran out). The reason comes from the
+# library (dlock_lock_lost_reason); only "not ours" is looked at again.
 . "$(dirname "$0")/common.bash"
 
 start_redis
@@ -53,6 +54,10 @@ if lost_run stop "$T/stop.err"; then
     check "unreachable: lost code 75 (got $WAIT_STATUS)" test "$WAIT_STATUS" = 75
     check "unreachable: the message says the renewals failed, and why" \
         grep -q 'was lost (renewals failed: .*127.0.0.1' "$T/stop.err"
+    # The library's own reason (the last renewal's failure), not a second
+    # round trip to a server that does not answer.
+    check "unreachable: the reason is the renewal's, no inspect" \
+        grep -q 'was lost (renewals failed: extend: 127.0.0.1' "$T/stop.err"
 else
     kill -CONT "$REDIS_PID"
     fail "unreachable: no start"

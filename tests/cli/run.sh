@@ -122,7 +122,7 @@ holder=$BG
 wait_until 10 test -e "$T/held" || fail "the holder did not start"
 expect_status 1 "-v -w 0.3 while held" "$DLOCK_BIN" run -v -w 0.3 verb2 -- true
 check "-v says what it waits for" grep -q 'waiting for "verb2"' "$T/err"
-check "-v names the holder" grep -q 'held by [0-9a-f]' "$T/err"
+check "-v names the holder" grep -Eq 'held by .* pid [0-9]+ .* for ' "$T/err"
 touch "$T/go"
 wait_pid "$holder" 20
 

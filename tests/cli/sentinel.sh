@@ -48,7 +48,7 @@ expect_status 64 "--wait-replicas not a number" \
     "$DLOCK_BIN" run -s "$S" --wait-replicas x -n sk -- true
 
 rcli "$replica" CONFIG SET replica-read-only no >/dev/null
-expect_status 69 "a redis:// URL at a replica" \
+expect_status 77 "a redis:// URL at a replica" \
     "$DLOCK_BIN" run -s "redis://127.0.0.1:$replica" -n rk -- true
 check "says it is a replica" file_has "$T/err" "is a replica"
 check "nothing written on the replica" key_gone "$replica" 'dlock:{rk}'

@@ -193,7 +193,7 @@ static void test_bad_states(void **state)
     c = client_with(replica_url, 0, -2, err, sizeof err, &rc);
     assert_non_null(c);
     rc = dlock_lock_acquire(&l, c, "s-replica", 0, 5000);
-    assert_int_equal(rc, DLOCK_ESERVER);
+    assert_int_equal(rc, DLOCK_EREFUSED);
     assert_null(l);
     assert_non_null(strstr(dlock_errmsg(c), "is a replica"));
     assert_int_equal(

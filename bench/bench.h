@@ -1,0 +1,69 @@
+/*
+ * bench.h - what dlock_bench.c's workloads share with prims.c's: the
+ * command-line settings, the raw-hiredis helpers the floors use, the
+ * Redis-side counters and the percentile helpers. Private to the
+ * benchmark program (bench/), never installed.
+ */
+#ifndef DLOCK_BENCH_H
+#define DLOCK_BENCH_H
+
+#include <dlock.h>
+#include <hiredis/hiredis.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAX_SERVERS 16
+#define MAX_PROCS 256
+#define LEASE_MS 10000
+#define WAIT_MS 10000
+#define TOTAL_RECORDS (4u << 20)
+
+/* Command-line settings. */
+struct conf {
+    const char *mode;
+    const char *servers[MAX_SERVERS];
+    size_t nservers;
+    dlock_wait_strategy strategy;
+    const char *strategy_name;
+    long cycles;
+    int procs;
+    double seconds;
+    int floor;
+    int paired;
+    int insecure;
+    const char *handoff_file;
+    /* prims.c: the semaphore's limit (sem), the writers among the
+     * readers (rw), DLOCK_RW_PREFER_READERS on the readers, a writer's
+     * wait bound and its pause between two acquisitions. */
+    int64_t limit;
+    int writers;
+    int prefer_readers;
+    int64_t writer_wait_ms;
+    int64_t writer_gap_us;
+};
+
+/* Redis-side totals, summed over the servers (see redis_stats()). */
+struct rstats {
+    double cpu_us;
+    double calls;
+};
+
+/* The compare-and-delete script of the floors. */
+extern const char *bench_del_script;
+
+int64_t now_ns(void);
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+redisContext *raw_connect(const struct conf *cf);
+redisReply *cmd(redisContext *c, int keep, const char *fmt, ...);
+void load_script(redisContext *c, char *sha);
+dlock_client *make_client(const struct conf *cf);
+int cmp_i64(const void *a, const void *b);
+int64_t pct(const int64_t *v, size_t n, double q);
+struct rstats redis_stats(const struct conf *cf);
+
+/* prims.c: `dlock_bench sem` and `dlock_bench rw`. */
+int run_sem(const struct conf *cf);
+int run_rw(const struct conf *cf);
+
+#endif

@@ -1,0 +1,28 @@
+-- elect_leader.lua: who leads an election now.
+--
+-- KEYS[1]  the lock hash    <prefix>:{<name>}
+-- KEYS[2]  the leader hash  <prefix>:{<name>}:l
+-- KEYS[3]  the fence hash   <prefix>:{<name>}:f   n = last token granted
+--
+-- Returns
+--   {0}                               nobody holds the lock
+--   {1, owner, epoch, value, since, pttl}  the leader hash's owner holds the
+--                                     lock: it leads with that value
+--   {2, owner, last token, pttl}      the lock is held, but its holder has
+--                                     not proclaimed (it has just won, or
+--                                     the name is held by a plain lock); the
+--                                     last token granted is its epoch
+-- A leader hash whose owner no longer holds the lock is stale and ignored.
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+    return {0}
+end
+local holders = redis.call('HKEYS', KEYS[1])
+if #holders == 0 then
+    return {0}
+end
+local l = redis.call('HMGET', KEYS[2], 'o', 'e', 'v', 's')
+if l[1] and redis.call('HEXISTS', KEYS[1], l[1]) == 1 then
+    return {1, l[1], l[2] or '0', l[3] or '', l[4] or '0', pttl}
+end
+return {2, holders[1], redis.call('HGET', KEYS[3], 'n') or '0', pttl}

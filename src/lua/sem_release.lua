@@ -1,0 +1,80 @@
+-- sem_release.lua: give back a semaphore permit and pass the freed
+-- permits on to queued waiters (no herd: one waiter per free permit).
+--
+-- KEYS[1]  the semaphore zset (see sem_acquire.lua)
+-- KEYS[2]  the fence hash
+-- KEYS[3]  the waiters' queue (list)
+-- KEYS[4]  the waiters' deadlines (zset)
+-- ARGV[1]  owner id
+-- ARGV[2]  the handoff channel prefix <prefix>:{<name>}:c
+-- ARGV[3]  handoff lease in ms
+-- ARGV[4]  '1': FIFO (hand the permit to the first live waiter), '0': wake
+--          the first live waiter ('h 0 OWNER') to try again
+-- ARGV[5]  how long the semaphore outlives its last use, ms
+-- ARGV[6]  '1': the owner is a waiter giving up: it also leaves the queue
+--          (a permit handed to it meanwhile is released and passed on)
+--
+-- Returns
+--   1  released (the permit is passed on as ARGV[4] says)
+--   3  already released: a retry whose first reply was lost (the holder
+--      stays a tombstone for 60 s after its release)
+--   0  not a holder: its lease had run out, or the name is not a semaphore
+local owner = ARGV[1]
+if ARGV[6] == '1' then
+    redis.call('LREM', KEYS[3], 0, owner)
+    redis.call('ZREM', KEYS[4], owner)
+end
+if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then
+    return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sc = redis.call('ZSCORE', KEYS[1], owner)
+if sc and tonumber(sc) < 0 then
+    return 3
+end
+local released = sc and tonumber(sc) > now
+if released then
+    redis.call('ZADD', KEYS[1], string.format('%d', -(now + 60000)), owner)
+    redis.call('HDEL', KEYS[2], 't:' .. owner)
+end
+
+-- Reap expired holders and old tombstones.
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '(1000000',
+                        string.format('%d', now))
+for _, m in ipairs(dead) do
+    redis.call('ZREM', KEYS[1], m)
+    redis.call('HDEL', KEYS[2], 't:' .. m)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('%d', -now), '(0')
+
+-- Pass free permits on to live waiters, oldest first.
+local limit = tonumber(redis.call('ZSCORE', KEYS[1], '#') or '0')
+local free = limit - redis.call('ZCOUNT', KEYS[1],
+                                '(' .. string.format('%d', now), '+inf')
+local head = free > 0 and redis.call('LPOP', KEYS[3])
+while head do
+    local dl = redis.call('ZSCORE', KEYS[4], head)
+    redis.call('ZREM', KEYS[4], head)
+    if dl and tonumber(dl) >= now then
+        local tok = 0
+        if ARGV[4] == '1' then
+            tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
+            if tok == 1 then
+                tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+                redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
+            end
+            redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), head)
+            redis.call('HSET', KEYS[2], 't:' .. head, string.format('%d', tok))
+            redis.call('PEXPIRE', KEYS[2], ARGV[5])
+        end
+        redis.call('PUBLISH', ARGV[2] .. ':' .. string.sub(head, 1, 32),
+                   'h ' .. string.format('%d', tok) .. ' ' .. head)
+        free = free - 1
+    end
+    head = free > 0 and redis.call('LPOP', KEYS[3])
+end
+if released then
+    return 1
+end
+return 0

@@ -1,0 +1,556 @@
+/*
+ * semaphore.c - the counting semaphore (issue 19) against a real
+ * redis-server: N holders at most and N reached over many processes and
+ * rounds (the server counts who is inside), tokens distinct and
+ * increasing, the limit stored (another limit refused, changed only
+ * explicitly), mixing kinds refused, a holder killed -9 frees its permit
+ * after its lease, a paused holder's fenced write refused, a freed permit
+ * wakes exactly one waiter, FIFO order in fair mode, lost permits
+ * reported, release idempotent.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+static th_server srv;
+static pid_t main_pid;
+
+static dlock_client *client_s(int strategy)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c = th_client(&url, 1, strategy, 0, 0);
+    if (c == NULL && getpid() != main_pid)
+        _exit(9);
+    assert_non_null(c);
+    return c;
+}
+
+static dlock_client *client(void)
+{
+    return client_s(DLOCK_WAIT_NOTIFY);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    main_pid = getpid();
+    return th_server_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_server_stop(&srv);
+    return 0;
+}
+
+static int sem(dlock_lock **l, dlock_client *c, const char *name, int64_t limit,
+               int64_t wait_ms, int64_t lease_ms, int wd)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = wait_ms;
+    o.lease_ms = lease_ms;
+    o.watchdog = wd;
+    return dlock_sem_acquire(l, c, name, limit, &o);
+}
+
+/* N permits, no more; tokens increase; a freed permit can be taken. */
+static void test_basic(void **state)
+{
+    dlock_client *c = client();
+    dlock_lock *l[4];
+    dlock_shared_info info;
+    dlock_holder hs[4];
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(sem(&l[i], c, "s:basic", 3, 0, 10000, 0), DLOCK_OK);
+        if (i > 0)
+            assert_true(dlock_lock_token(l[i]) > dlock_lock_token(l[i - 1]));
+        assert_int_equal(dlock_lock_status(l[i]), DLOCK_OK);
+    }
+    assert_int_equal(sem(&l[3], c, "s:basic", 3, 0, 10000, 0), DLOCK_BUSY);
+    assert_null(l[3]);
+    assert_int_equal(dlock_shared_inspect(c, "s:basic", &info, hs, 4),
+                     DLOCK_OK);
+    assert_int_equal(info.kind, DLOCK_KIND_SEMAPHORE);
+    assert_int_equal(info.limit, 3);
+    assert_int_equal(info.holders, 3);
+    assert_int_equal(info.listed, 3);
+    assert_int_equal(info.last_token, dlock_lock_token(l[2]));
+    assert_int_equal(dlock_lock_release(l[1]), DLOCK_OK);
+    assert_int_equal(sem(&l[3], c, "s:basic", 3, 0, 10000, 0), DLOCK_OK);
+    assert_true(dlock_lock_token(l[3]) > dlock_lock_token(l[2]));
+    assert_int_equal(dlock_lock_extend(l[3], 20000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l[0]), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l[2]), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l[3]), DLOCK_OK);
+    assert_int_equal(dlock_shared_inspect(c, "s:basic", &info, NULL, 0),
+                     DLOCK_OK);
+    assert_int_equal(info.holders, 0);
+    dlock_client_free(c);
+}
+
+/* The limit is stored; another one is refused with a clear message; it
+ * changes only by dlock_sem_set_limit, which also serves waiters. */
+static void test_limit_stored(void **state)
+{
+    dlock_client *c = client();
+    dlock_lock *a, *b;
+    int64_t old = -1;
+    (void)state;
+    assert_int_equal(sem(&a, c, "s:lim", 1, 0, 10000, 0), DLOCK_OK);
+    assert_int_equal(sem(&b, c, "s:lim", 2, 0, 10000, 0), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "has limit 1, not 2"));
+    assert_int_equal(sem(&b, c, "s:lim", 0, 0, 10000, 0), DLOCK_EINVAL);
+    assert_int_equal(sem(&b, c, "s:lim", DLOCK_SEM_LIMIT_MAX + 1, 0, 10000, 0),
+                     DLOCK_EINVAL);
+    assert_int_equal(sem(&b, c, "s:lim", 1, 0, 10000, 0), DLOCK_BUSY);
+    assert_int_equal(dlock_sem_set_limit(c, "s:lim", 2, &old), DLOCK_OK);
+    assert_int_equal(old, 1);
+    assert_int_equal(sem(&b, c, "s:lim", 1, 0, 10000, 0), DLOCK_EINVAL);
+    assert_int_equal(sem(&b, c, "s:lim", 2, 0, 10000, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* A semaphore is not a lock and a lock is not a semaphore; a semaphore
+ * needs one server. */
+static void test_kinds(void **state)
+{
+    dlock_client *c = client();
+    dlock_lock *a, *b;
+    th_server s2;
+    const char *urls[2];
+    dlock_client *rl;
+    (void)state;
+    assert_int_equal(sem(&a, c, "s:kind", 2, 0, 10000, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&b, c, "s:kind", 0, 10000),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "semaphore"));
+    assert_int_equal(dlock_rw_acquire_shared(&b, c, "s:kind", 0, NULL),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    /* Idle, the semaphore is remembered. */
+    assert_int_equal(dlock_lock_acquire(&b, c, "s:kind", 0, 10000),
+                     DLOCK_EINVAL);
+
+    assert_int_equal(dlock_lock_acquire(&a, c, "l:kind", 0, 10000), DLOCK_OK);
+    assert_int_equal(sem(&b, c, "l:kind", 2, 0, 10000, 0), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "lock"));
+    assert_int_equal(dlock_sem_set_limit(c, "l:kind", 2, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    /* Idle, the lock's name stays a lock (its fence hash remembers). */
+    assert_int_equal(sem(&b, c, "l:kind", 2, 0, 10000, 0), DLOCK_EINVAL);
+    dlock_client_free(c);
+
+    assert_int_equal(th_server_start(&s2, NULL), 0);
+    urls[0] = th_url(&srv);
+    urls[1] = th_url(&s2);
+    rl = th_client(urls, 2, DLOCK_WAIT_NOTIFY, 0, 0);
+    assert_non_null(rl);
+    assert_int_equal(sem(&a, rl, "s:redlock", 2, 0, 10000, 0), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(rl), "one server"));
+    dlock_client_free(rl);
+    th_server_stop(&s2);
+}
+
+/* The checker: PROCS processes, ROUNDS rounds each, limit N. Inside,
+ * each INCRs a counter on the server and records the count it saw (the
+ * most that were inside at once), then DECRs it. */
+enum { N = 3, PROCS = 8, ROUNDS = 12 };
+
+/* INCR or DECR the inside counter on the child's own connection; the
+ * count, or _exit(5): a count that was not kept would fool the check. */
+static long long count(redisContext *rc, const char *cmd)
+{
+    redisReply *r = redisCommand(rc, "%s test:s:inside", cmd);
+    long long v;
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER)
+        _exit(5);
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void checker_child(int idx, int fd)
+{
+    dlock_client *c = client();
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    int r;
+    if (rc == NULL || rc->err)
+        _exit(6);
+    for (r = 0; r < ROUNDS; r++) {
+        dlock_lock *l;
+        long long in;
+        uint64_t tok;
+        if (sem(&l, c, "s:check", N, 60000, 5000, 1) != DLOCK_OK)
+            _exit(2);
+        in = count(rc, "INCR");
+        tok = dlock_lock_token(l);
+        th_sleep_ms(2 + (idx + r) % 5);
+        count(rc, "DECR");
+        if (dlock_lock_status(l) != DLOCK_OK ||
+            dlock_lock_release(l) != DLOCK_OK)
+            _exit(3);
+        {
+            /* One write per record: atomic on a pipe (< PIPE_BUF). */
+            long long rec[2] = {in, (long long)tok};
+            if (write(fd, rec, sizeof rec) != sizeof rec)
+                _exit(4);
+        }
+    }
+    redisFree(rc);
+    dlock_client_free(c);
+    _exit(0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_checker(void **state)
+{
+    int p[2], i, st;
+    pid_t pids[PROCS];
+    long long in, most = 0;
+    uint64_t tok, toks[PROCS * ROUNDS];
+    size_t n = 0;
+    (void)state;
+    th_cmd_int(&srv, "DEL test:s:inside");
+    assert_int_equal(pipe(p), 0);
+    for (i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(p[0]);
+            checker_child(i, p[1]);
+        }
+    }
+    close(p[1]);
+    long long rec[2];
+    while (read(p[0], rec, sizeof rec) == sizeof rec) {
+        in = rec[0];
+        tok = (uint64_t)rec[1];
+        assert_true(in >= 1);
+        if (in > N)
+            fprintf(stderr, "inside: %lld\n", in);
+        assert_true(in <= N); /* never more than N inside */
+        if (in > most)
+            most = in;
+        toks[n++] = tok;
+    }
+    close(p[0]);
+    for (i = 0; i < PROCS; i++) {
+        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_int_equal(n, PROCS * ROUNDS);
+    assert_int_equal(most, N); /* and N were reached */
+    qsort(toks, n, sizeof toks[0], cmp_u64);
+    for (i = 1; i < (int)n; i++)
+        assert_true(toks[i] > toks[i - 1]); /* every token distinct */
+}
+
+/* A holder killed -9 frees its permit when its lease runs out, not
+ * before; the waiter gets it. */
+static void test_crash_frees(void **state)
+{
+    dlock_client *c = client();
+    dlock_lock *l;
+    int p[2], st;
+    char x;
+    pid_t a;
+    (void)state;
+    assert_int_equal(pipe(p), 0);
+    a = fork();
+    if (a == 0) {
+        dlock_client *cc = client();
+        dlock_lock *ll;
+        if (sem(&ll, cc, "s:crash", 1, 0, 1500, 1) != DLOCK_OK)
+            _exit(2);
+        if (write(p[1], "x", 1) != 1)
+            _exit(3);
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(read(p[0], &x, 1), 1);
+    kill(a, SIGKILL);
+    assert_int_equal(waitpid(a, &st, 0), a);
+    assert_int_equal(sem(&l, c, "s:crash", 1, 0, 5000, 0), DLOCK_BUSY);
+    assert_int_equal(sem(&l, c, "s:crash", 1, 10000, 5000, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    close(p[0]);
+    close(p[1]);
+    dlock_client_free(c);
+}
+
+/* The paused holder: SIGSTOPped past its lease, its permit is given to
+ * another, whose fenced write wins; the old holder's late write is
+ * refused. */
+static void test_paused_fenced(void **state)
+{
+    int tp[2], gp[2], st;
+    pid_t a, b;
+    uint64_t tok;
+    char g;
+    redisReply *r;
+    (void)state;
+    th_cmd_int(&srv, "DEL test:s:res");
+    assert_int_equal(pipe(tp), 0);
+    assert_int_equal(pipe(gp), 0);
+    a = fork();
+    if (a == 0) {
+        dlock_client *cc = client();
+        dlock_lock *ll;
+        uint64_t t;
+        int rc;
+        if (sem(&ll, cc, "s:pause", 1, 0, 800, 1) != DLOCK_OK)
+            _exit(2);
+        t = dlock_lock_token(ll);
+        if (write(tp[1], &t, sizeof t) != sizeof t || read(gp[0], &g, 1) != 1)
+            _exit(3);
+        rc = dlock_fenced_set(cc, "test:s:res", t, "A", 1);
+        _exit(rc == DLOCK_STALE ? 0 : 1);
+    }
+    assert_int_equal(read(tp[0], &tok, sizeof tok), (ssize_t)sizeof tok);
+    kill(a, SIGSTOP);
+    b = fork();
+    if (b == 0) {
+        dlock_client *cc = client();
+        dlock_lock *ll;
+        if (sem(&ll, cc, "s:pause", 1, 10000, 5000, 0) != DLOCK_OK)
+            _exit(2);
+        if (dlock_lock_token(ll) <= tok ||
+            dlock_fenced_set(cc, "test:s:res", dlock_lock_token(ll), "B", 1) !=
+                DLOCK_OK)
+            _exit(3);
+        dlock_lock_release(ll);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(b, &st, 0), b);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    kill(a, SIGCONT);
+    assert_int_equal(write(gp[1], "g", 1), 1);
+    assert_int_equal(waitpid(a, &st, 0), a);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    r = th_cmd(&srv, "HGET test:s:res value");
+    assert_non_null(r);
+    assert_string_equal(r->str, "B");
+    freeReplyObject(r);
+}
+
+/* Waiter threads for the wake-one and FIFO tests. */
+typedef struct wctx {
+    dlock_client *c;
+    const char *name;
+    int id;
+    atomic_int *order; /* where the next acquirer writes its id */
+    int *seq;
+    atomic_int *done;
+    int hold_ms;
+    int rc;
+} wctx;
+
+static void *waiter_main(void *arg)
+{
+    wctx *w = arg;
+    dlock_lock *l;
+    w->rc = sem(&l, w->c, w->name, 1, 30000, 10000, 0);
+    if (w->rc == DLOCK_OK) {
+        w->seq[atomic_fetch_add(w->order, 1)] = w->id;
+        atomic_fetch_add(w->done, 1);
+        th_sleep_ms(w->hold_ms);
+        dlock_lock_release(l);
+    }
+    return NULL;
+}
+
+static int64_t queued(dlock_client *c, const char *name)
+{
+    dlock_shared_info info;
+    if (dlock_shared_inspect(c, name, &info, NULL, 0) != DLOCK_OK)
+        return -1;
+    return info.waiters;
+}
+
+/* A freed permit wakes one waiter, not all of them: the waiting client
+ * counts exactly one wake-up for one release. */
+static void test_wake_one(void **state)
+{
+    enum { K = 6 };
+    dlock_client *h = client(), *c = client();
+    dlock_lock *l;
+    pthread_t th[K];
+    wctx w[K];
+    atomic_int order = 0, done = 0;
+    int seq[K], i;
+    dlock_stats s0, s1;
+    int64_t t0;
+    (void)state;
+    assert_int_equal(sem(&l, h, "s:wake", 1, 0, 30000, 0), DLOCK_OK);
+    for (i = 0; i < K; i++) {
+        w[i] = (wctx){.c = c,
+                      .name = "s:wake",
+                      .id = i,
+                      .order = &order,
+                      .seq = seq,
+                      .done = &done,
+                      .hold_ms = 1000};
+        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+    }
+    t0 = th_now_ms();
+    while (queued(h, "s:wake") < K && th_now_ms() - t0 < 20000)
+        th_sleep_ms(10);
+    assert_int_equal(queued(h, "s:wake"), K);
+    dlock_client_stats(c, &s0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    t0 = th_now_ms();
+    while (atomic_load(&done) < 1 && th_now_ms() - t0 < 20000)
+        th_sleep_ms(1);
+    assert_int_equal(atomic_load(&done), 1);
+    /* Give a herd time to show: every other waiter would have woken by
+     * now (the acquirer holds its permit for a second). */
+    th_sleep_ms(300);
+    dlock_client_stats(c, &s1);
+    assert_int_equal(atomic_load(&done), 1);
+    assert_int_equal(s1.wakeups - s0.wakeups, 1);
+    for (i = 0; i < K; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].rc, DLOCK_OK);
+    }
+    dlock_client_free(c);
+    dlock_client_free(h);
+}
+
+/* Fair mode: waiters get the permit in the order they queued. */
+static void test_fifo(void **state)
+{
+    enum { K = 4 };
+    dlock_client *h = client_s(DLOCK_WAIT_FAIR);
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    dlock_lock *l;
+    pthread_t th[K];
+    wctx w[K];
+    atomic_int order = 0, done = 0;
+    int seq[K], i;
+    int64_t t0;
+    (void)state;
+    assert_int_equal(sem(&l, h, "s:fifo", 1, 0, 30000, 0), DLOCK_OK);
+    for (i = 0; i < K; i++) {
+        w[i] = (wctx){.c = c,
+                      .name = "s:fifo",
+                      .id = i,
+                      .order = &order,
+                      .seq = seq,
+                      .done = &done,
+                      .hold_ms = 20};
+        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+        t0 = th_now_ms();
+        while (queued(h, "s:fifo") < i + 1 && th_now_ms() - t0 < 20000)
+            th_sleep_ms(5);
+        assert_int_equal(queued(h, "s:fifo"), i + 1);
+    }
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (i = 0; i < K; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].rc, DLOCK_OK);
+    }
+    for (i = 0; i < K; i++)
+        assert_int_equal(seq[i], i);
+    dlock_client_free(c);
+    dlock_client_free(h);
+}
+
+static void on_lost(dlock_lock *l, void *ud)
+{
+    (void)l;
+    atomic_fetch_add((atomic_int *)ud, 1);
+}
+
+/* The watchdog renews a permit past its lease, and reports it lost when
+ * the permit is taken away behind its back. */
+static void test_renew_and_lost(void **state)
+{
+    dlock_client *c = client();
+    dlock_acquire_options o;
+    dlock_lock *l;
+    atomic_int lost = 0;
+    int64_t t0;
+    (void)state;
+    dlock_acquire_options_init(&o);
+    o.lease_ms = 300;
+    o.watchdog = 1;
+    o.on_lost = on_lost;
+    o.on_lost_userdata = &lost;
+    assert_int_equal(dlock_sem_acquire(&l, c, "s:wd", 2, &o), DLOCK_OK);
+    th_sleep_ms(1000); /* three leases */
+    assert_int_equal(dlock_lock_status(l), DLOCK_OK);
+    assert_int_equal(atomic_load(&lost), 0);
+    th_cmd_int(&srv, "ZREM dlock:{s:wd} %s", dlock_lock_owner(l));
+    t0 = th_now_ms();
+    while (atomic_load(&lost) == 0 && th_now_ms() - t0 < 10000)
+        th_sleep_ms(10);
+    assert_int_equal(atomic_load(&lost), 1);
+    assert_int_equal(dlock_lock_status(l), DLOCK_LOST);
+    assert_int_equal(dlock_lock_release(l), DLOCK_LOST);
+    dlock_client_free(c);
+}
+
+/* Release is idempotent: a second release of the same permit (adopted by
+ * another client) reports success, not a loss; another holder's permit
+ * is untouched. */
+static void test_release_idempotent(void **state)
+{
+    dlock_client *c = client(), *d = client();
+    dlock_lock *a, *b, *other;
+    dlock_shared_info info;
+    (void)state;
+    assert_int_equal(sem(&a, c, "s:idem", 2, 0, 10000, 0), DLOCK_OK);
+    assert_int_equal(sem(&other, c, "s:idem", 2, 0, 10000, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_adopt(&b, d, "s:idem", dlock_lock_owner(a), 0),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_token(b), dlock_lock_token(a));
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(dlock_shared_inspect(c, "s:idem", &info, NULL, 0),
+                     DLOCK_OK);
+    assert_int_equal(info.holders, 1);
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    dlock_client_free(d);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic),
+        cmocka_unit_test(test_limit_stored),
+        cmocka_unit_test(test_kinds),
+        cmocka_unit_test(test_checker),
+        cmocka_unit_test(test_crash_frees),
+        cmocka_unit_test(test_paused_fenced),
+        cmocka_unit_test(test_wake_one),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_renew_and_lost),
+        cmocka_unit_test(test_release_idempotent),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
