@@ -127,6 +127,10 @@ struct cli {
     int export_env; /* acquire --export */
     const char *owner;
 
+    /* durability.c: -1 (-2 for the delay) when not given */
+    int wait_replicas;
+    int64_t wait_replicas_timeout_ms;
+    int64_t lock_delay_ms;
     const char *label;        /* run, acquire: --label (holder info) */
     uint64_t token;           /* check: TOKEN */
     const char *metrics_file; /* run: --metrics-file */
@@ -135,6 +139,19 @@ struct cli {
     const char *ready_file; /* elect --ready-file */
     int watch;              /* leader --watch */
 };
+
+/* durability.c: --wait-replicas, --wait-replicas-timeout, --lock-delay
+ * (option ids from dlock.c's enum) and the DLOCK_SENTINEL_* variables. */
+enum {
+    CLI_OPT_WAIT_REPLICAS = 512,
+    CLI_OPT_WAIT_REPLICAS_TIMEOUT,
+    CLI_OPT_LOCK_DELAY
+};
+void cli_durability_init(struct cli *o);
+int cli_durability_opt(struct cli *o, int opt, const char *arg,
+                       const char **why);
+int cli_durability_apply(struct cli *o, dlock_options *opts,
+                         const char **bad_var, const char **why);
 
 /* report.c */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -44,7 +44,7 @@ static void json_count(int64_t n)
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
-    char ttl[32], checks[4096], *line, *next;
+    char ttl[32], checks[4096], topo[4096], *line, *next;
     char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
     int64_t readers = 0;
     int done, rc = cli_shared_status(o, c, &done);
@@ -58,6 +58,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
     }
     if (dlock_client_check(c, checks, sizeof checks) <= 0)
         checks[0] = '\0';
+    if (dlock_client_topology(c, topo, sizeof topo) <= 0)
+        topo[0] = '\0';
     /* Not held exclusively may still be held shared (a read-write lock's
      * readers): then it is not free. */
     if (!info.held)
@@ -86,8 +88,14 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         json_count(readers);
         fputs(",\"holder\":", stdout);
         cli_holder_json(stdout, &info);
-        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"warnings\":[",
+        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"topology\":[",
                info.nodes_holding, o->nservers);
+        for (next = topo; (line = take_line(&next)) != NULL;) {
+            if (line != topo)
+                fputc(',', stdout);
+            cli_json_string(stdout, line);
+        }
+        fputs("],\"warnings\":[", stdout);
         for (next = checks; (line = take_line(&next)) != NULL;) {
             if (line != checks)
                 fputc(',', stdout);
@@ -125,6 +133,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         if (o->nservers > 1)
             printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
                    o->nservers);
+        for (next = topo; (line = take_line(&next)) != NULL;)
+            printf("topology: %s\n", line);
         for (next = checks; (line = take_line(&next)) != NULL;)
             printf("warning:  %s\n", line);
     }

@@ -45,7 +45,11 @@ static const char *const usage_text[] = {
     "  -s, --server URL       redis://[USER[:PASSWORD]@]HOST[:PORT][/DB],\n"
     "                         rediss://... (TLS) or unix:///PATH; repeat for\n"
     "                         Redlock; redis+cluster://HOST:PORT[,HOST:PORT]\n"
-    "                         (or rediss+cluster://) for a Redis Cluster\n"
+    "                         (or rediss+cluster://) for a Redis Cluster;\n"
+    "                         redis+sentinel://[USER[:PASSWORD]@]HOST[:PORT]\n"
+    "                         [,HOST[:PORT]...]/MASTER[?db=N] "
+    "(rediss+sentinel\n"
+    "                         for TLS) finds the master through Sentinel\n"
     "                         (default: $DLOCK_SERVERS, comma-separated,\n"
     "                         else redis://127.0.0.1:6379)\n"
     "      --user NAME        ACL user (default: $DLOCK_USER, else the URL's)\n"
@@ -60,10 +64,20 @@ static const char *const usage_text[] = {
     "                         included) and each command to a server, and\n"
     "                         on each attempt to take the lock as a whole\n"
     "                         (default: $DLOCK_TIMEOUT, else 2)\n"
+    "      --wait-replicas N  after every lock write wait until N replicas\n"
+    "                         have it, else fail (default:\n"
+    "                         $DLOCK_WAIT_REPLICAS, else 0: no wait)\n"
+    "      --wait-replicas-timeout SECONDS\n"
+    "                         how long to wait for them (default:\n"
+    "                         $DLOCK_WAIT_REPLICAS_TIMEOUT, else 1)\n"
+    "      --lock-delay SECONDS  refuse new grants this long after the\n"
+    "                         master changed (default: $DLOCK_LOCK_DELAY,\n"
+    "                         else 30 with Sentinel, 0 otherwise)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"
     "                         it took\n"
-    "The password comes from the URL or from $DLOCK_PASSWORD.\n"
-    "\n"
+    "The password comes from the URL or from $DLOCK_PASSWORD; the\n"
+    "sentinels' own from $DLOCK_SENTINEL_USER and $DLOCK_SENTINEL_PASSWORD.\n"
+    "\n",
     "Locking options (run, acquire):\n"
     "  -w, --wait SECONDS     give up after SECONDS (fractions allowed;\n"
     "                         0 = --nonblock; default: wait forever)\n"
@@ -146,7 +160,8 @@ static const char *const usage_text[] = {
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code\n"
     "when the lock was not obtained; the lost code when the lease was lost\n"
     "or --max-hold was reached; the done code when the slot was done;\n"
-    "64 usage error; 69 no server or no quorum reachable (may pass); 77\n"
+    "64 usage error; 69 no server or no quorum reachable (may pass; or not\n"
+    "a master, or too few replicas acknowledged); 77\n"
     "refused by the server (credentials, ACL, read-only replica: retrying\n"
     "will not help); 126 COMMAND not executable; 127 COMMAND not found;\n"
     "128+N when signal N stopped the wait. See dlock(1).\n"};
@@ -195,6 +210,10 @@ static const struct option long_options[] = {
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"prefix", required_argument, NULL, OPT_PREFIX},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"wait-replicas", required_argument, NULL, CLI_OPT_WAIT_REPLICAS},
+    {"wait-replicas-timeout", required_argument, NULL,
+     CLI_OPT_WAIT_REPLICAS_TIMEOUT},
+    {"lock-delay", required_argument, NULL, CLI_OPT_LOCK_DELAY},
     {"verbose", no_argument, NULL, 'v'},
     {"wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
@@ -245,6 +264,9 @@ static int accepts(enum cli_cmd cmd, int opt)
     case OPT_INSECURE:
     case OPT_PREFIX:
     case OPT_TIMEOUT:
+    case CLI_OPT_WAIT_REPLICAS:
+    case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
+    case CLI_OPT_LOCK_DELAY:
         return 1;
     case 'w':
     case 'n':
@@ -509,6 +531,15 @@ static int parse_args(struct cli *o, int argc, char **argv)
             if (o->timeout_ms <= 0)
                 return usage_error(
                     o->cmd_name, "--timeout '%s': must be more than 0", optarg);
+            break;
+        case CLI_OPT_WAIT_REPLICAS:
+        case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
+        case CLI_OPT_LOCK_DELAY:
+            if (cli_durability_opt(o, opt, optarg, &why) < 0) {
+                option_name(opt, name, sizeof name);
+                return usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
+                                   why);
+            }
             break;
         case 'v':
             o->verbose = 1;
@@ -811,6 +842,12 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
     }
     if (timeout_ms > 0)
         opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
+    {
+        const char *bad = NULL, *why = NULL;
+        if (cli_durability_apply((struct cli *)o, &opts, &bad, &why) < 0)
+            return usage_error(o->cmd_name, "%s '%s': %s", bad, getenv(bad),
+                               why);
+    }
     if (marks) {
         if (asprintf(&done_prefix, "%s" CLI_DONE_PREFIX_SUFFIX,
                      opts.key_prefix) < 0) {
@@ -883,6 +920,7 @@ int main(int argc, char **argv)
     o.conflict_code = CLI_DEFAULT_CONFLICT_CODE;
     o.lost_code = CLI_DEFAULT_LOST_CODE;
     o.on_lost = ON_LOST_TERM;
+    cli_durability_init(&o);
     o.done_code = CLI_DEFAULT_DONE_CODE;
 
     if (argc < 2)

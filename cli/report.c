@@ -47,7 +47,10 @@ int cli_exit_for(const struct cli *o, int rc)
         return 0;
     case DLOCK_BUSY:
     case DLOCK_TIMEDOUT:
+    case DLOCK_LOCK_DELAY: /* not obtainable now: a conflict, said why */
         return o->conflict_code;
+    case DLOCK_NOT_REPLICATED: /* the replicas cannot promise it */
+        return CLI_EX_UNAVAILABLE;
     case DLOCK_NOT_OWNER:
     case DLOCK_LOST:
         return o->lost_code;

@@ -9,7 +9,9 @@
  * Redis servers, and the client's background threads (the notifier that
  * wakes waiters when a lock is released, and the watchdog that renews
  * leases). With one server the lock is a single-instance lock; with several
- * independent masters it is a Redlock (quorum of N/2+1).
+ * independent masters it is a Redlock (quorum of N/2+1); with one
+ * redis+sentinel:// URL it is a single-instance lock on the master the
+ * sentinels name, followed across failovers.
  *
  * A dlock_lock is one held lock. It is obtained by dlock_lock_acquire() and
  * given back by dlock_lock_release(), which always frees the handle.
@@ -88,6 +90,10 @@ extern "C" {
     X(CANCELED, -5, "the wait was cancelled")                                  \
     X(STALE, -6, "fencing token older than one the resource has seen")         \
     X(NO_QUORUM, -7, "no majority of the servers could be reached")            \
+    X(NOT_REPLICATED, -8,                                                      \
+      "too few replicas acknowledged the lock write (wait_replicas)")          \
+    X(LOCK_DELAY, -9,                                                          \
+      "refused during the lock-delay after a failover or restart")             \
     X(EINVAL, -20, "invalid argument")                                         \
     X(EIO, -21, "I/O error talking to the server")                             \
     X(ETIMEDOUT, -22, "the server did not answer in time")                     \
@@ -235,6 +241,30 @@ typedef struct dlock_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     int tls_insecure;
+
+    /* Sentinel (a redis+sentinel:// or rediss+sentinel:// server URL,
+     * which must then be the only server): the ACL user and password of
+     * the sentinels themselves (the URL's and the options above are the
+     * data nodes'). NULL: the sentinels need none. */
+    const char *sentinel_username;
+    const char *sentinel_password;
+
+    /* Durability. wait_replicas > 0: every lock write (acquire, extend,
+     * fenced set) is followed, in the same round trip, by WAIT
+     * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first). Default 0
+     * (no WAIT); wait_replicas_timeout_ms default 1000. */
+    int wait_replicas;
+    int64_t wait_replicas_timeout_ms;
+
+    /* Lock-delay: when a master's run_id or replication id changes (a
+     * failover promoted a replica, or it restarted) and grants were not
+     * covered by wait_replicas, new grants on it are refused for this
+     * long (DLOCK_LOCK_DELAY; a waiting acquire waits it out), at least
+     * the longest lease this client has taken: a lock the old master
+     * granted and the new one never saw has expired by then. -1 (the
+     * default): 30000 with Sentinel, off otherwise; 0: off. */
+    int64_t lock_delay_ms;
 
     /* Holder info (issue 21): with holder_info = 1, every fresh hold also
      * records who holds it, in <prefix>:{<name>}:i beside the lock (one
@@ -511,10 +541,30 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *    Redis 7's default for new users): releases are not announced and
  *    waiters poll; the finding names the rule that allows them
  *    (&<prefix>:* or allchannels).
+ *  - a master with replicas and no wait_replicas (a failover can lose a
+ *    grant), fewer replicas connected than wait_replicas, a failover or
+ *    restart seen recently, a sentinel that does not answer or that
+ *    disagrees with the others (see dlock_client_topology).
  * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
  */
 DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
                                     size_t len);
+
+/*
+ * Describe the deployment, for "is this lock safe here?" (`dlock status`):
+ * one line per fact into buf (len bytes, NUL-terminated, as many whole
+ * lines as fit): the client's topology, wait_replicas and lock-delay;
+ * with Sentinel, what each sentinel names as master and whether the
+ * +switch-master watch is up; for every server its role, the replicas
+ * connected and their lag, min-replicas-to-write, persistence (AOF and
+ * appendfsync, or RDB only) and maxmemory-policy ("unknown" where an ACL
+ * refuses INFO or CONFIG), and a failover or restart this client has
+ * seen (its run_id or replication id changed). dlock_client_check()
+ * includes the warnings that follow from these facts.
+ * Returns the number of lines, or DLOCK_EINVAL.
+ */
+DLOCK_EXPORT int dlock_client_topology(dlock_client *client, char *buf,
+                                       size_t len);
 
 /*
  * Adopt a lock held under another owner id, for tools whose acquire and

@@ -193,6 +193,7 @@ static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
         dlock__cmd_arg_u64(b, ticket);
     }
+    dlock__cmd_durable(c, &b->cmd);
 }
 
 /*
@@ -307,6 +308,72 @@ static uint64_t keep_pins(dlock_client *c, dlock__held *h, dlock__conn **pins,
     return pend;
 }
 
+/* Bits set in m. */
+static int popcount64(uint64_t m)
+{
+    int n = 0;
+    for (; m != 0; m &= m - 1)
+        n++;
+    return n;
+}
+
+/* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
+static int lock_delay_error(dlock_client *c, const dlock__held *h,
+                            int64_t left_ms)
+{
+    return dlock__set_error(c, DLOCK_LOCK_DELAY,
+                            "acquire %s: the master changed (failover or "
+                            "restart) and may have forgotten locks: no new "
+                            "grant for %" PRId64 " ms more (lock-delay)",
+                            h->k.name, left_ms);
+}
+
+/* Withdraw the grants that may not last: those too few replicas
+ * acknowledged (wait_replicas), and those of a node whose lock-delay
+ * began during the attempt (its connection found a new master). They move
+ * to t->unknown, so that the undo gives them back. Returns the withdrawn
+ * nodes; *minacks is the fewest acknowledgements seen. */
+static uint64_t withdraw_grants(dlock_client *c, const dlock__held *h,
+                                dlock__tally *t, const dlock__result *res,
+                                long long *minacks)
+{
+    uint64_t out = 0;
+    int i;
+    if (h->depth == 0)
+        out = t->gmask & dlock__nodes_delayed(&c->ns, NULL);
+    for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
+        if (!(t->gmask & (1ULL << i)))
+            continue;
+        if (*minacks < 0 || res[i].acks < *minacks)
+            *minacks = res[i].acks;
+        if (res[i].acks < c->ns.wait_replicas)
+            out |= 1ULL << i;
+    }
+    if (out == 0)
+        return 0;
+    t->gmask &= ~out;
+    t->granted -= popcount64(out);
+    t->unknown |= out;
+    return out;
+}
+
+/* The status of an attempt that failed because grants were withdrawn. */
+static int withdrawn_error(dlock_client *c, const dlock__held *h,
+                           uint64_t withdrawn, long long minacks, attempt *a)
+{
+    int64_t left;
+    if (dlock__nodes_delayed(&c->ns, &left) & withdrawn) {
+        a->pttl = left;
+        return lock_delay_error(c, h, left);
+    }
+    return dlock__set_error(
+        c, DLOCK_NOT_REPLICATED,
+        "acquire %s: granted, but %lld of the %d replicas asked for "
+        "acknowledged it within %" PRId64 " ms: given back",
+        h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
+        c->ns.wait_timeout_ms);
+}
+
 /*
  * One acquire attempt on every node, in mode fair (FAIR_NONE, FAIR_TRY,
  * FAIR_QUEUE; ticket: the waiter's place in the queue, 0 for the
@@ -326,15 +393,28 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     dlock__tally t;
     dlock__verdict v;
     int64_t t0, elapsed;
-    uint64_t undo, pend = 0;
+    uint64_t undo, mask, withdrawn, pend = 0;
+    long long minacks = -1;
     int i, rc;
 
     memset(a, 0, sizeof *a);
+    mask = dlock__all_nodes(c);
+    if (h->depth == 0) {
+        /* The lock-delay: no fresh grant from a master that may have
+         * forgotten grants (failover, restart). */
+        int64_t left;
+        uint64_t delayed = dlock__nodes_delayed(&c->ns, &left);
+        mask &= ~delayed;
+        if (delayed != 0 && popcount64(mask) < c->ns.quorum) {
+            a->pttl = left;
+            return lock_delay_error(c, h, left);
+        }
+    }
     acquire_cmd(&b, c, h, lease_ms, fair, ticket);
     if (c->ns.n > 1) {
-        /* Done as soon as a majority granted; a node still out keeps its
-         * connection pinned to this hold, so that the hold's next request
-         * there (its release, an undo, a reentry) comes after it. */
+        /* A node still out keeps its connection pinned to this hold, so
+         * that the hold's next request there (its release, an undo, a
+         * reentry) comes after it. */
         memset(pins, 0, sizeof pins);
         if (h->pins != NULL) {
             memcpy(pins, h->pins, (size_t)c->ns.n * sizeof *pins);
@@ -343,14 +423,19 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
         }
         b.cmd.pins = pins;
         b.cmd.pin_out = 1;
-        b.cmd.enough = granted_enough;
-        b.cmd.enough_ud = &c->ns.quorum;
+        /* Done as soon as a majority granted, but not with wait_replicas:
+         * a grant counts only once its WAIT answered, which is read last
+         * on the connection, so the early return is off then. */
+        if (c->ns.wait_replicas == 0) {
+            b.cmd.enough = granted_enough;
+            b.cmd.enough_ud = &c->ns.quorum;
+        }
     }
     t0 = dlock__now_ms();
     /* The whole attempt ends within the command timeout (dlock.h): the
      * step, a retry on a fresh connection, the fencing round, the undo. */
     h->attempt_end_ms = t0 + c->opts.command_timeout_ms;
-    dlock__run(c, dlock__all_nodes(c), &b.cmd,
+    dlock__run(c, mask, &b.cmd,
                dlock__deadline_by(c, lease_ms, h->attempt_end_ms), res);
     if (c->ns.n > 1)
         pend = keep_pins(c, h, pins, res);
@@ -358,12 +443,16 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
+    withdrawn = withdraw_grants(c, h, &t, res, &minacks);
     a->pttl = t.pttl;
     a->depth = t.depth;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
                                lease_ms - elapsed - dlock__drift(c, lease_ms));
-    rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
+    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY)
+        rc = withdrawn_error(c, h, withdrawn, minacks, a);
+    else
+        rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
     dlock__results_clear(res, c->ns.n);
     if (rc == DLOCK_OK)
         return DLOCK_OK;
@@ -409,19 +498,35 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
 
 /* ---- waiting ------------------------------------------------------------ */
 
+/* A waiting acquire on a Sentinel master retries through errors that a
+ * failover explains for at most this long in a row. */
+#define OUTAGE_RETRY_MS 60000
+
+/* 1 when a waiting acquire should retry after rc rather than return it:
+ * with Sentinel, the errors of a master going away or being replaced
+ * (refused or dropped connections, timeouts, READONLY, no master named
+ * yet) last until the sentinels have promoted a replica. */
+static int outage_retryable(const dlock_client *c, int rc)
+{
+    return c->ns.kind == DLOCK__TOPO_SENTINEL &&
+           (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
+}
+
 /* One blocking acquire's wait: what the strategy helpers share. */
 typedef struct waiting {
     dlock_client *c;
     dlock__held *h;
     int64_t lease_ms;
-    int64_t deadline; /* monotonic, -1: none */
-    uint64_t gen;     /* cancel generation at the start */
-    int strategy;     /* DLOCK_WAIT_*; notify falls back to spin */
-    dlock__waiter *w; /* subscription, NULL without */
-    int round;        /* spin backoff round */
-    int64_t pttl;     /* the holder's lease left, as last reported */
-    uint64_t ticket;  /* fair, Redlock: the place in every node's queue */
-    int polling;      /* notifications refused (ACL): polling instead */
+    int64_t deadline;     /* monotonic, -1: none */
+    uint64_t gen;         /* cancel generation at the start */
+    int strategy;         /* DLOCK_WAIT_*; notify falls back to spin */
+    dlock__waiter *w;     /* subscription, NULL without */
+    int round;            /* spin backoff round */
+    int64_t pttl;         /* the holder's lease left, as last reported */
+    uint64_t ticket;      /* fair, Redlock: the place in every node's queue */
+    int polling;          /* notifications refused (ACL): polling instead */
+    int64_t outage_since; /* first error of a retried streak, 0: none */
+    int outage_rc;        /* its last error */
 } waiting;
 
 /* The jittered spin delay for round n: uniform in [d/2, d], d doubling
@@ -604,6 +709,26 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
                           x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE
                                                         : PLAIN_WAITING,
                           x.ticket, a);
+        if (rc == DLOCK_LOCK_DELAY) {
+            /* Wait the delay out (or until the deadline). */
+            rc = spin_sleep(&x, dlock__now_ms() + a->pttl);
+            if (rc < 0)
+                break;
+            continue;
+        }
+        if (outage_retryable(c, rc)) {
+            int64_t now = dlock__now_ms();
+            if (x.outage_since == 0)
+                x.outage_since = now;
+            x.outage_rc = rc;
+            if (now - x.outage_since >= OUTAGE_RETRY_MS)
+                break;
+            rc = spin_sleep(&x, now + spin_delay(c, x.round++));
+            if (rc < 0)
+                break;
+            continue;
+        }
+        x.outage_since = 0;
         if (rc != DLOCK_BUSY)
             break;
         atomic_fetch_add(&c->stats.busy, 1);
@@ -623,6 +748,8 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         if (rc < 0)
             break;
     }
+    if (rc == DLOCK_TIMEDOUT && x.outage_since != 0)
+        rc = x.outage_rc; /* its message is the thread's: say the cause */
     if (x.strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
         rc = fair_leave(c, h, rc);
     dlock__notify_end(x.w);
@@ -666,7 +793,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     char owner[DLOCK_OWNER_MAX];
     dlock__held *h;
     attempt a = {0};
-    int rc, fresh = 0, warn = 0;
+    int rc, fresh = 0, warn = 0, waited = 0;
     int64_t deadline, due;
     int64_t t_us = dlock__now_us(); /* metrics: time in this call */
     uint64_t gen;
@@ -699,6 +826,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                                 "drift allowance",
                                 opts->lease_ms);
 
+    dlock__nodes_note_lease(&c->ns, opts->lease_ms);
     gen = atomic_load(&c->cancel_gen);
     deadline = opts->wait_ms < 0 ? -1 : dlock__now_ms() + opts->wait_ms;
     pthread_mutex_lock(&c->held_mu);
@@ -752,6 +880,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
          * subscribed: queue at once, the try-only attempt would only add
          * a round trip. */
         rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen, &warn);
+        waited = 1;
     } else {
         rc = attempt_once(c, h, opts->lease_ms,
                           c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
@@ -759,7 +888,10 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                               : FAIR_NONE,
                           0, &a);
     }
-    if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
+    if (!waited && (rc == DLOCK_LOCK_DELAY || outage_retryable(c, rc)) &&
+        opts->wait_ms != 0) {
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen, &warn);
+    } else if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
         rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, a.pttl, gen,
                           &warn);

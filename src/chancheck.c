@@ -17,7 +17,7 @@
 int dlock__check_channels(dlock_client *c, dlock__node *nd, char *out,
                           size_t len)
 {
-    const char *host = nd->ep.display;
+    const char *host = dlock__node_name(nd);
     int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
     char chan[DLOCK_PREFIX_MAX + 16], err[DLOCK__ERRLEN];
     const char *argv[3] = {"PUBLISH", chan, ""};

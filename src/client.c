@@ -40,6 +40,8 @@ void dlock_options_init(dlock_options *o)
     o->spin_max_ms = 128;
     o->drift_ppm = 10000;
     o->drift_fixed_ms = 2;
+    o->wait_replicas_timeout_ms = 1000;
+    o->lock_delay_ms = -1;
 }
 
 /* strdup that keeps NULL as NULL; sets *oom on failure. */
@@ -99,6 +101,16 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "drift_ppm must be 0 to 999999 and "
                            "drift_fixed_ms >= 0");
+    if (o->wait_replicas < 0 || o->wait_replicas > 1000 ||
+        (o->wait_replicas > 0 && (o->wait_replicas_timeout_ms <= 0 ||
+                                  o->wait_replicas_timeout_ms > 3600000)))
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "wait_replicas must be 0 to 1000, and its "
+                           "timeout 1 ms to 1 hour");
+    if (o->lock_delay_ms < -1 || o->lock_delay_ms > 365LL * 24 * 3600 * 1000)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "lock_delay_ms must be -1 (automatic), 0 (off) "
+                           "or a duration of at most a year");
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "tls_cert_file and tls_key_file go together");
@@ -127,6 +139,10 @@ static void client_destroy(dlock_client *c)
     free(c->tls_server_name);
     free(c->tls_cert_file);
     free(c->tls_key_file);
+    free(c->sentinel_username);
+    if (c->sentinel_password != NULL)
+        explicit_bzero(c->sentinel_password, strlen(c->sentinel_password));
+    free(c->sentinel_password);
     pthread_mutex_destroy(&c->held_mu);
     pthread_cond_destroy(&c->held_cv);
     pthread_mutex_destroy(&c->wait_mu);
@@ -180,6 +196,8 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     c->tls_server_name = dup_opt(opts->tls_server_name, &oom);
     c->tls_cert_file = dup_opt(opts->tls_cert_file, &oom);
     c->tls_key_file = dup_opt(opts->tls_key_file, &oom);
+    c->sentinel_username = dup_opt(opts->sentinel_username, &oom);
+    c->sentinel_password = dup_opt(opts->sentinel_password, &oom);
     /* The copy must not point at the caller's memory. */
     c->opts.servers = (const char *const *)c->servers;
     c->opts.username = c->username;
@@ -190,6 +208,8 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     c->opts.tls_server_name = c->tls_server_name;
     c->opts.tls_cert_file = c->tls_cert_file;
     c->opts.tls_key_file = c->tls_key_file;
+    c->opts.sentinel_username = c->sentinel_username;
+    c->opts.sentinel_password = c->sentinel_password;
     if (oom) {
         client_destroy(c);
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");

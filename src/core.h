@@ -35,6 +35,7 @@ struct dlock_client {
     char *username, *password, *key_prefix;
     char *tls_ca_file, *tls_ca_dir, *tls_server_name, *tls_cert_file,
         *tls_key_file;
+    char *sentinel_username, *sentinel_password;
     size_t prefixlen;
 
     dlock__nodeset ns; /* the servers, filled by a topology */
@@ -135,6 +136,15 @@ static inline int dlock__fail_step(const dlock_client *c,
                                    int code, const char *what)
 {
     return dlock__step_error(&c->ns, &c->msgs, res, mask, code, what);
+}
+
+/* Make cmd a lock write: WAIT for the replicas after it when the client
+ * asks for wait_replicas (see dlock__cmd). */
+static inline void dlock__cmd_durable(const dlock_client *c, dlock__cmd *cmd)
+{
+    cmd->wait_replicas = c->ns.wait_replicas;
+    cmd->wait_timeout_ms = c->ns.wait_timeout_ms;
+    cmd->lock_write = 1;
 }
 
 /* The clock drift allowed for a lease with c's options. */

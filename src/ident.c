@@ -22,7 +22,7 @@
  * be compared by run_id: its URL check is all there is. Standalone
  * clients (one server) never ask.
  *
- * State: node->run_id and node->ident under node->mu (ident also atomic
+ * State: node->ident_run_id and node->ident under node->mu (ident also atomic
  * for the fast path), and ns->same_pair, set once by compare-and-swap. A
  * learner stores its run_id before it reads the others', each under the
  * node's mutex, so of two nodes learned at once the later reader sees the
@@ -130,7 +130,7 @@ void dlock__ident_learn(dlock__nodeset *ns, int i, const redisReply *r)
 
     parse_run_id(r, id);
     pthread_mutex_lock(&me->mu);
-    memcpy(me->run_id, id, sizeof id);
+    memcpy(me->ident_run_id, id, sizeof id);
     atomic_store(&me->ident, 1);
     pthread_mutex_unlock(&me->mu);
     if (id[0] == '\0')
@@ -140,7 +140,7 @@ void dlock__ident_learn(dlock__nodeset *ns, int i, const redisReply *r)
         if (j == i)
             continue;
         pthread_mutex_lock(&o->mu);
-        if (atomic_load(&o->ident) && strcmp(o->run_id, id) == 0)
+        if (atomic_load(&o->ident) && strcmp(o->ident_run_id, id) == 0)
             found = j;
         pthread_mutex_unlock(&o->mu);
     }
@@ -164,7 +164,7 @@ int dlock__ident_refused(const dlock__nodeset *ns, char *err, size_t errlen)
     a = (code - 1) / DLOCK_MAX_SERVERS;
     b = (code - 1) % DLOCK_MAX_SERVERS;
     pthread_mutex_lock(&((dlock__nodeset *)ns)->node[a].mu);
-    memcpy(id, ns->node[a].run_id, sizeof id);
+    memcpy(id, ns->node[a].ident_run_id, sizeof id);
     pthread_mutex_unlock(&((dlock__nodeset *)ns)->node[a].mu);
     snprintf(err, errlen,
              "servers %d (%s) and %d (%s) are the same Redis server "

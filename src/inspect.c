@@ -14,6 +14,7 @@
 #include "cluster.h"
 #include "conn.h"
 #include "core.h"
+#include "health.h"
 #include "held.h"
 #include "holder.h"
 #include "ident.h"
@@ -58,9 +59,19 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     dlock__cmd_key(&b, key, strlen(key));
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    dlock__cmd_durable(c, &b.cmd);
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = dlock__fail_step(c, res, 1, res[0].status, "fenced set");
+    } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
+               dlock__elem_int(res[0].reply, 0) == 1 &&
+               c->ns.wait_replicas > 0 && res[0].acks < c->ns.wait_replicas) {
+        /* Written on the master, but a failover could lose it. */
+        rc = dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                              "fenced set %s: written, but %lld of the %d "
+                              "replicas asked for acknowledged it",
+                              key, res[0].acks < 0 ? 0 : res[0].acks,
+                              c->ns.wait_replicas);
     } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
                dlock__elem_int(res[0].reply, 0) == 1) {
         /* {1, token}: written. */
@@ -429,7 +440,7 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
     }
     nn = check_nodes(c, nodes, buf, len, &n);
     for (i = 0; i < nn; i++) {
-        const char *host = nodes[i]->ep.display;
+        const char *host = dlock__node_name(nodes[i]);
         int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
         redisReply *r[NREPLY] = {NULL};
@@ -509,5 +520,5 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
                 finding(buf, len, &n, "%s", msg);
         }
     }
-    return n;
+    return n + dlock__health_warnings(c, buf, len);
 }

@@ -138,7 +138,7 @@ static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
         atomic_fetch_add(&c->stats.requests, 1);
         if (r->type == REDIS_REPLY_ERROR) {
             rc = dlock__set_error(c, DLOCK_ESERVER, "list: %s: SCAN: %.200s",
-                                  c->ns.node[i].ep.display, r->str);
+                                  dlock__node_name(&c->ns.node[i]), r->str);
             freeReplyObject(r);
             return rc;
         }
@@ -149,7 +149,7 @@ static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
             freeReplyObject(r);
             return dlock__set_error(c, DLOCK_EPROTO,
                                     "list: %s: unexpected reply to SCAN",
-                                    c->ns.node[i].ep.display);
+                                    dlock__node_name(&c->ns.node[i]));
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len);
         cursor[r->element[0]->len] = '\0';

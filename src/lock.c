@@ -9,6 +9,7 @@
  * record's lifecycle and its mutex rules are at the top of registry.c.
  */
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -488,6 +489,7 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
                        .args = args,
                        .arglens = arglens,
                        .pins = pins};
+    dlock__cmd_durable(c, &cmd);
     t0 = dlock__now_ms();
     t0_us = dlock__now_us();
     answered = dlock__run(c, dlock__all_nodes(c), &cmd,
@@ -508,7 +510,7 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
             dlock__malformed(&c->ns, res, j, "the extend script");
     }
     for (i = 0; i < n; i++) {
-        int yes = 0, no = 0;
+        int yes = 0, no = 0, unacked = 0;
         int64_t valid;
         for (j = 0; j < c->ns.n; j++) {
             const redisReply *r = res[j].reply;
@@ -516,10 +518,17 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
                 r->type != REDIS_REPLY_ARRAY || (size_t)i >= r->elements)
                 continue;
             if (r->element[i]->type == REDIS_REPLY_INTEGER &&
-                r->element[i]->integer == 1)
-                yes++;
-            else
+                r->element[i]->integer == 1) {
+                /* With wait_replicas an extension counts once enough
+                 * replicas have it: a failover could lose it. */
+                if (c->ns.wait_replicas > 0 &&
+                    res[j].acks < c->ns.wait_replicas)
+                    unacked++;
+                else
+                    yes++;
+            } else {
                 no++;
+            }
         }
         valid = t0 + leases[i] - dlock__drift(c, leases[i]);
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
@@ -529,6 +538,13 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
                          hs[i]->token);
         } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
+        } else if (unacked > 0 && yes + unacked >= c->ns.quorum) {
+            ok[i] = dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                                     "extend %s: too few replicas (of %d "
+                                     "asked for) acknowledged the new lease "
+                                     "within %" PRId64 " ms",
+                                     hs[i]->k.name, c->ns.wait_replicas,
+                                     c->ns.wait_timeout_ms);
         } else if (yes >= c->ns.quorum) {
             /* Extended, but the answer came too late to vouch for any
              * validity: not a success. */

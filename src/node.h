@@ -18,9 +18,19 @@
 #include "url.h"
 #include "util.h"
 
+/* A node's server as its INFO says (dlock__node_open asks every new
+ * connection): which role it plays and which data it serves. */
+enum {
+    DLOCK__ROLE_UNKNOWN, /* INFO refused (ACL) or not understood */
+    DLOCK__ROLE_MASTER,
+    DLOCK__ROLE_REPLICA,
+    DLOCK__ROLE_SENTINEL
+};
+
 /* One server: its address and a pool of idle connections. */
 typedef struct dlock__node {
-    dlock__endpoint ep;
+    dlock__endpoint ep; /* as configured (Sentinel: the first master
+                           found; see addr) */
     pthread_mutex_t mu;
     dlock__conn **idle; /* stack of idle connections */
     int nidle;
@@ -30,20 +40,51 @@ typedef struct dlock__node {
      * was flushed, or it restarted). A request given up on must not
      * depend on a cache that may be empty (step.c). */
     _Atomic uint64_t scripts_ok;
-    /* Its identity (ident.c), under mu: run_id from INFO server ("" when
+
+    /* Where to connect now: &ep, or the master a topology located
+     * (Sentinel). An address once published is never freed before the
+     * set (replaced ones wait in retired), so a reader may use the
+     * pointer without the mutex. Changed under mu. */
+    dlock__endpoint *_Atomic addr;
+    struct dlock__retired *retired; /* mu */
+    _Atomic int stale; /* the master may have moved: locate first */
+
+    /* The lock-delay (see dlock__node_open): the identity of the server
+     * last seen at this address, when it last changed, and until when
+     * new grants are refused. mu, except delay_until_ms (atomic). */
+    char run_id[41], replid[41];
+    int64_t changed_at_ms; /* monotonic; 0: never */
+    int changes;
+    _Atomic int64_t delay_until_ms;
+    /* A fixed server (redis://) whose INFO says it is a replica: its
+     * connections are kept (status and check work there) but no lock
+     * write is sent to it (step.c); master_of (mu) names its master. */
+    _Atomic int replica;
+    char master_of[80];
+
+    /* Its identity as ident.c learns it (INFO server pipelined before a
+     * Redlock request), under mu: run_id ("" when
      * it could not be learned) once ident is 1. */
     _Atomic int ident;
-    char run_id[41];
+    char ident_run_id[41];
 } dlock__node;
 
 /* How the nodes were found and what a quorum of them is. */
 typedef enum dlock__topology {
     DLOCK__TOPO_STANDALONE, /* one server, quorum 1 */
     DLOCK__TOPO_REDLOCK,    /* N independent masters, quorum N/2+1 */
+    DLOCK__TOPO_SENTINEL,   /* one master found by Sentinel, quorum 1 */
     DLOCK__TOPO_CLUSTER     /* one virtual node routed by slot (cluster.h) */
 } dlock__topology;
 
+struct dlock__nodeset;
 struct dlock__cluster;
+
+/* A topology that finds node i's address at run time (Sentinel): find
+ * it and publish it (dlock__node_adopt) before the deadline. DLOCK_OK
+ * or an error with err set. */
+typedef int (*dlock__locate_fn)(struct dlock__nodeset *ns, int i,
+                                int64_t deadline_ms, char *err, size_t errlen);
 
 /* The node set: filled by dlock__topology_fill(), used by node.c's pool
  * and the step layer's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
@@ -61,6 +102,18 @@ typedef struct dlock__nodeset {
                                        (cluster.c), else NULL */
     /* Two nodes found to be one server (ident.c): 0, or the pair. */
     _Atomic int same_pair;
+
+    /* A topology's own state and hooks (NULL for fixed servers). */
+    dlock__locate_fn locate;
+    void (*topo_free)(struct dlock__nodeset *ns);
+    void *topo;
+
+    /* Durability and the lock-delay (options wait_replicas,
+     * wait_replicas_timeout_ms, lock_delay_ms resolved; 0: off). */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
+    int64_t lock_delay_ms;
+    _Atomic int64_t longest_lease_ms; /* the longest lease taken */
 } dlock__nodeset;
 
 /* The mask of every node of ns. */
@@ -104,6 +157,46 @@ int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
  * given up on read its answers and resend where NOSCRIPT says so
  * (dlock__conn_abandon_eval). For a background thread, now and then. */
 void dlock__nodes_settle(dlock__nodeset *ns);
+
+/* Node nd's address now, and its "host:port" for messages. */
+const dlock__endpoint *dlock__node_addr(const dlock__node *nd);
+const char *dlock__node_name(const dlock__node *nd);
+
+/*
+ * Open a new connection to node i (not pooled) and check its server:
+ * locate it first when the topology says it may have moved, connect, then
+ * INFO server replication. A replica or a sentinel is refused
+ * (DLOCK_ESERVER, with a message that says what it is). The run_id and
+ * replication id are remembered; when they change and grants were not
+ * covered by WAIT, the node's lock-delay starts. Errors as
+ * dlock__conn_open's.
+ */
+int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen);
+
+/* For a locate function: connect to ep (a candidate address, owned by
+ * the node from now on whatever the outcome), check it as
+ * dlock__node_open does, and when it is a master make it node i's address
+ * (pooled connections to the old one are closed). When ep is node i's
+ * address already, nothing is checked. DLOCK_OK, or an error with err set
+ * (DLOCK_ESERVER: not a master; a replica's master "host:port" is then
+ * in master_of, when not NULL). */
+int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
+                      int64_t deadline_ms, char *master_of, size_t mlen,
+                      char *err, size_t errlen);
+
+/* The master behind node i may have moved (an error that a failover
+ * explains: READONLY, LOADING, a dropped or refused connection): locate
+ * it again before the next connect. No-op for fixed servers. */
+void dlock__node_suspect(dlock__nodeset *ns, int i);
+
+/* The nodes whose lock-delay runs now; *left_ms (when not NULL) is set
+ * to the longest time left of them. */
+uint64_t dlock__nodes_delayed(dlock__nodeset *ns, int64_t *left_ms);
+
+/* Remember that a lease of lease_ms was asked for (the lock-delay is at
+ * least the longest). */
+void dlock__nodes_note_lease(dlock__nodeset *ns, int64_t lease_ms);
 
 /* Close every pooled connection, free the nodes and the TLS context.
  * Accepts a set that was only partly filled. */

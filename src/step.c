@@ -160,12 +160,24 @@ static int callv_send(fanout *c, dlock__conn *conn, callv *v,
                       const dlock__cmd *cmd, int full)
 {
     const dlock__script *s = &c->scripts[cmd->script];
+    int rc;
     v->argv[0] = full ? "EVAL" : "EVALSHA";
     v->lens[0] = full ? 4 : 7;
     v->argv[1] = full ? s->src : s->sha;
     v->lens[1] = full ? strlen(s->src) : 40;
     atomic_fetch_add(&c->ns->stats->requests, 1);
-    return dlock__conn_append_argv(conn, v->argc, v->argv, v->lens);
+    rc = dlock__conn_append_argv(conn, v->argc, v->argv, v->lens);
+    if (rc == DLOCK_OK && cmd->wait_replicas > 0) {
+        /* Pipelined: WAIT counts the replicas that acknowledged this
+         * connection's last write, the script's. */
+        char n[24], t[24];
+        const char *wv[3] = {"WAIT", n, t};
+        dlock__fmt_i64(n, cmd->wait_replicas);
+        dlock__fmt_i64(t, cmd->wait_timeout_ms);
+        atomic_fetch_add(&c->ns->stats->requests, 1);
+        rc = dlock__conn_append_argv(conn, 3, wv, NULL);
+    }
+    return rc;
 }
 
 enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE, SLOT_BACKOFF };
@@ -182,7 +194,9 @@ typedef struct slot {
     int full;          /* EVAL sent after NOSCRIPT */
     int retried;       /* one fresh-connection retry used */
     int fresh;         /* its connection was opened for this call */
-    int skip;          /* replies to drop first (ASKING's +OK) */
+    int skip;          /* replies to drop first (ASKING's +OK, the WAIT
+                          after a NOSCRIPT) */
+    redisReply *first; /* the script's reply while WAIT's is awaited */
     int hops;          /* redirections followed */
     int tries;         /* cluster: rounds of waiting for the cluster */
     int lost;          /* a request sent on a connection that then failed:
@@ -277,6 +291,26 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
             }
             return rc;
         }
+        if (cmd->lock_write && c->ns->locate == NULL &&
+            c->ns->cluster == NULL && atomic_load(&s->nd->replica)) {
+            /* A fixed server that is a replica: a lock written there
+             * (replica-read-only no) would not be seen by the master's
+             * clients and vanish at the next resync. */
+            char of[80];
+            pthread_mutex_lock(&s->nd->mu);
+            snprintf(of, sizeof of, "%s", s->nd->master_of);
+            pthread_mutex_unlock(&s->nd->mu);
+            dlock__node_give(c->ns, s->nd, s->conn, 1);
+            s->conn = NULL;
+            s->state = SLOT_DONE;
+            r->status = DLOCK_EREFUSED;
+            snprintf(r->err, sizeof r->err,
+                     "%s is a replica%s%s%s, not a master: locks are taken "
+                     "on masters only",
+                     dlock__node_name(s->nd), of[0] ? " (of " : "", of,
+                     of[0] ? ")" : "");
+            return DLOCK_EREFUSED;
+        }
         /* A node not yet identified is asked who it is on the way (a
          * Redlock must not count one server twice; ident.c). */
         s->ident = dlock__ident_wanted(c->ns, i);
@@ -323,7 +357,13 @@ static void slot_fail(fanout *c, int i, slot *s, callv *v,
 {
     dlock__node_give(c->ns, s->nd, s->conn, 0);
     s->conn = NULL;
+    s->skip = 0;
+    if (s->first != NULL)
+        freeReplyObject(s->first);
+    s->first = NULL;
     s->lost = 1;
+    /* A dropped connection is what a failover looks like. */
+    dlock__node_suspect(c->ns, i);
     if (!s->retried && dlock__now_ms() < deadline_ms) {
         s->retried = 1;
         slot_start(c, i, s, v, cmd, deadline_ms, r);
@@ -357,7 +397,8 @@ static int slot_redirect(fanout *c, int i, slot *s, callv *v,
         return 0;
     dlock__node_give(c->ns, s->nd, s->conn, 1);
     s->conn = NULL;
-    snprintf(r->err, sizeof r->err, "%s: %s", s->nd->ep.display, rep->str);
+    snprintf(r->err, sizeof r->err, "%s: %s", dlock__node_name(s->nd),
+             rep->str);
     freeReplyObject(rep);
     /* Refused: it did not run here (only an earlier request whose
      * connection failed might have: then an undo is still due). */
@@ -376,18 +417,23 @@ static int slot_redirect(fanout *c, int i, slot *s, callv *v,
 /* The status of an error reply: a server with a password we were not
  * given answers NOAUTH, or for a long command "unauthenticated multibulk
  * length" (authentication failures); a redirection outside cluster mode
- * means the URL names a cluster node (a usage error, said so). */
+ * means the URL names a cluster node (a usage error, said so). With
+ * Sentinel, a replica (READONLY) or a server not ready (LOADING,
+ * MASTERDOWN) is what a failover in progress looks like: the master is
+ * located again and a retry may succeed (failover 1). */
 static int error_status(const fanout *c, const slot *s, dlock__result *r,
-                        const char *msg)
+                        const char *msg, int failover)
 {
     if (c->ns->cluster == NULL &&
         (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
         snprintf(r->err, sizeof r->err,
                  "%s: this is a Redis Cluster node (it answered %.48s): use "
                  "redis+cluster://",
-                 s->nd->ep.display, msg);
+                 dlock__node_name(s->nd), msg);
         return DLOCK_EINVAL;
     }
+    if (failover && c->ns->locate != NULL)
+        return DLOCK_ESERVER;
     /* A server with a password we were not given answers NOAUTH, or for a
      * long command "unauthenticated multibulk length": both are
      * authentication failures. NOPERM, READONLY, an unknown command are
@@ -395,59 +441,13 @@ static int error_status(const fanout *c, const slot *s, dlock__result *r,
     return dlock__server_error_code(msg, strlen(msg));
 }
 
-/* Take node i's reply if it has arrived; handle NOSCRIPT and, in a
- * cluster, redirections. */
-static void slot_collect(fanout *c, int i, slot *s, callv *v,
-                         const dlock__cmd *cmd, int64_t deadline_ms,
-                         dlock__result *r)
+/* Finish node i with the script's reply rep (owned; its WAIT answer, if
+ * any, read already): a cluster's redirection is followed, an error reply
+ * becomes the node's status. */
+static void slot_finish(fanout *c, int i, slot *s, callv *v,
+                        const dlock__cmd *cmd, int64_t deadline_ms,
+                        dlock__result *r, redisReply *rep)
 {
-    redisReply *rep = NULL;
-    int got;
-    for (;;) {
-        got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
-        if (got < 0) {
-            slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
-            return;
-        }
-        if (got == 0)
-            return;
-        if (s->ident) { /* INFO server's answer comes first */
-            dlock__ident_learn(c->ns, i, rep);
-            freeReplyObject(rep);
-            rep = NULL;
-            s->ident = 0;
-            continue;
-        }
-        if (s->skip == 0)
-            break;
-        s->skip--; /* ASKING's +OK */
-        freeReplyObject(rep);
-        rep = NULL;
-    }
-    if (rep->type == REDIS_REPLY_ERROR && !s->full &&
-        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-        static const char *const asking[1] = {"ASKING"};
-        int rc = DLOCK_OK;
-        /* A script it ran before is gone: its cache was flushed (or it
-         * restarted), so no script of ours is known there any more. (A
-         * script it never ran proves nothing about the others.) */
-        if (atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script))
-            atomic_store(&s->nd->scripts_ok, 0);
-        freeReplyObject(rep);
-        s->full = 1;
-        if (s->ask != NULL) {
-            rc = dlock__conn_append_argv(s->conn, 1, (const char **)asking,
-                                         NULL);
-            s->skip = 1;
-        }
-        if (rc == DLOCK_OK)
-            rc = callv_send(c, s->conn, v, cmd, 1);
-        if (rc == DLOCK_OK)
-            rc = dlock__conn_progress(s->conn, POLLOUT, r->err, sizeof r->err);
-        if (rc != DLOCK_OK)
-            slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
-        return;
-    }
     if (rep->type == REDIS_REPLY_ERROR && c->ns->cluster != NULL &&
         slot_redirect(c, i, s, v, cmd, deadline_ms, r, rep))
         return;
@@ -457,13 +457,98 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
     if (rep->type != REDIS_REPLY_ERROR)
         atomic_fetch_or(&s->nd->scripts_ok, 1ULL << cmd->script);
     if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(r->err, sizeof r->err, "%s: %s", s->nd->ep.display, rep->str);
-        r->status = error_status(c, s, r, rep->str);
+        const char *why = "";
+        if (strncmp(rep->str, "READONLY", 8) == 0 ||
+            strstr(rep->str, "-READONLY") != NULL)
+            why = "a replica, not a master: ";
+        else if (strncmp(rep->str, "LOADING", 7) == 0 ||
+                 strncmp(rep->str, "MASTERDOWN", 10) == 0)
+            why = "not ready: ";
+        if (why[0] != '\0')
+            dlock__node_suspect(c->ns, i); /* a failover may explain it */
+        snprintf(r->err, sizeof r->err, "%s: %s%s", dlock__node_name(s->nd),
+                 why, rep->str);
+        r->status = error_status(c, s, r, rep->str, why[0] != '\0');
         freeReplyObject(rep);
         return;
     }
     r->reply = rep;
     r->status = DLOCK_OK;
+}
+
+/* Take node i's replies as they arrive, in the order they were sent:
+ * INFO server's (a node being identified, ident.c), the +OK of ASKING (a
+ * cluster's ASK), the script's (NOSCRIPT: send the source; in a cluster a
+ * redirection is followed), then, for a lock write with wait_replicas,
+ * WAIT's. */
+static void slot_collect(fanout *c, int i, slot *s, callv *v,
+                         const dlock__cmd *cmd, int64_t deadline_ms,
+                         dlock__result *r)
+{
+    for (;;) {
+        redisReply *rep = NULL;
+        int got = dlock__conn_pop_reply(s->conn, &rep, r->err, sizeof r->err);
+        if (got < 0) {
+            slot_fail(c, i, s, v, cmd, deadline_ms, r, got);
+            return;
+        }
+        if (got == 0)
+            return;
+        if (s->ident) { /* INFO server's answer comes first */
+            dlock__ident_learn(c->ns, i, rep);
+            freeReplyObject(rep);
+            s->ident = 0;
+            continue;
+        }
+        if (s->skip > 0) { /* ASKING's +OK, the WAIT after a NOSCRIPT */
+            s->skip--;
+            freeReplyObject(rep);
+            continue;
+        }
+        if (s->first != NULL) {
+            /* WAIT's answer: the number of replicas that acknowledged. */
+            r->acks = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+            freeReplyObject(rep);
+            rep = s->first;
+            s->first = NULL;
+            slot_finish(c, i, s, v, cmd, deadline_ms, r, rep);
+            return;
+        }
+        if (rep->type == REDIS_REPLY_ERROR && !s->full &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+            static const char *const asking[1] = {"ASKING"};
+            int rc = DLOCK_OK;
+            /* A script it ran before is gone: its cache was flushed (or it
+             * restarted), so no script of ours is known there any more. (A
+             * script it never ran proves nothing about the others.) */
+            if (atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script))
+                atomic_store(&s->nd->scripts_ok, 0);
+            freeReplyObject(rep);
+            s->full = 1;
+            /* Still to come on this connection: the WAIT sent with the
+             * call, then ASKING's +OK (ASK) before the script's. */
+            s->skip = cmd->wait_replicas > 0;
+            if (s->ask != NULL) {
+                rc = dlock__conn_append_argv(s->conn, 1, (const char **)asking,
+                                             NULL);
+                s->skip++;
+            }
+            if (rc == DLOCK_OK)
+                rc = callv_send(c, s->conn, v, cmd, 1);
+            if (rc == DLOCK_OK)
+                rc = dlock__conn_progress(s->conn, POLLOUT, r->err,
+                                          sizeof r->err);
+            if (rc != DLOCK_OK)
+                slot_fail(c, i, s, v, cmd, deadline_ms, r, rc);
+            return;
+        }
+        if (cmd->wait_replicas > 0) {
+            s->first = rep;
+            continue;
+        }
+        slot_finish(c, i, s, v, cmd, deadline_ms, r, rep);
+        return;
+    }
 }
 
 /* Give up on the request in flight on conn, keeping its EVAL form for a
@@ -521,7 +606,7 @@ static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
         res[i].status = DLOCK_ETIMEDOUT;
         res[i].pending = 1;
         snprintf(res[i].err, sizeof res[i].err, "%s: not waited for",
-                 s->nd->ep.display);
+                 dlock__node_name(s->nd));
     }
     return still;
 }
@@ -569,7 +654,10 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         res[i].status = DLOCK_EIO;
         res[i].sent = 0;
         res[i].pending = 0;
+        res[i].acks = -1;
     }
+    if (cmd->wait_replicas > 0)
+        deadline_ms += cmd->wait_timeout_ms;
     if (refuse_same_server(ns, cmd, mask, res))
         return 0;
     rc = callv_build(&v, c, cmd);
@@ -619,7 +707,9 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         }
         if (n == 0 && later == 0)
             break;
-        if (cmd->enough != NULL &&
+        /* No early return for a lock write with wait_replicas: a grant
+         * counts only once WAIT (read last on its connection) answered. */
+        if (cmd->enough != NULL && cmd->wait_replicas == 0 &&
             cmd->enough(res, waiting, c->ns->n, cmd->enough_ud) &&
             abandon_rest(c, slots, &v, cmd, res) == 0)
             break;
@@ -648,23 +738,42 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
-                if (slots[i].ident) /* INFO's answer is unread too */
-                    dlock__conn_abandon(slots[i].conn);
-                if (cmd->give_back && !slots[i].full) {
-                    /* A give-back answered NOSCRIPT late must still be
-                     * done: the connection then sends the source. */
-                    give_up_eval(c, &v, cmd, slots[i].conn);
-                    dlock__node_give(c->ns, slots[i].nd, slots[i].conn, 1);
+                int unread = 0, gave_eval = 0,
+                    left_replies = slots[i].ident + slots[i].skip;
+                /* In order: INFO's, ASKING's +OK (and the WAIT after a
+                 * NOSCRIPT), the script's, WAIT's. */
+                while (left_replies-- > 0)
+                    unread = dlock__conn_abandon(slots[i].conn);
+                if (slots[i].first != NULL) {
+                    /* The script answered: only WAIT's is left. */
+                    unread = dlock__conn_abandon(slots[i].conn);
+                    freeReplyObject(slots[i].first);
+                    slots[i].first = NULL;
                 } else {
-                    dlock__node_give(c->ns, slots[i].nd, slots[i].conn,
-                                     dlock__conn_abandon(slots[i].conn) <=
-                                         MAX_STALE);
+                    if (cmd->give_back && !slots[i].full) {
+                        /* A give-back answered NOSCRIPT late must still
+                         * be done: the connection then sends the
+                         * source. */
+                        give_up_eval(c, &v, cmd, slots[i].conn);
+                        gave_eval = 1;
+                    } else {
+                        unread = dlock__conn_abandon(slots[i].conn);
+                    }
+                    if (cmd->wait_replicas > 0)
+                        unread = dlock__conn_abandon(slots[i].conn);
                 }
+                dlock__node_give(c->ns, slots[i].nd, slots[i].conn,
+                                 gave_eval ||
+                                     unread <=
+                                         MAX_STALE + slots[i].ident +
+                                             (cmd->wait_replicas > 0 ? 2 : 0));
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;
+                /* A master that stopped answering may be failed over. */
+                dlock__node_suspect(c->ns, i);
                 snprintf(res[i].err, sizeof res[i].err, "%s: no answer in time",
-                         slots[i].nd->ep.display);
+                         dlock__node_name(slots[i].nd));
                 dlock__cluster_stale(c->ns);
             }
             break;
@@ -691,6 +800,8 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     for (i = 0; i < c->ns->n; i++) {
         if (slots[i].conn != NULL) /* poll failed: give up on it */
             dlock__node_give(c->ns, slots[i].nd, slots[i].conn, 0);
+        if (slots[i].first != NULL)
+            freeReplyObject(slots[i].first);
         if ((res[i].status == DLOCK_EIO || res[i].status == DLOCK_ETIMEDOUT) &&
             slots[i].refused[0] != '\0') {
             /* The cluster kept refusing until time ran out: say so rather
@@ -808,5 +919,5 @@ void dlock__malformed(const dlock__nodeset *ns, dlock__result *res, int i,
 {
     res[i].status = DLOCK_EPROTO;
     snprintf(res[i].err, sizeof res[i].err, "%s: unexpected reply to %s",
-             ns->node[i].ep.display, what);
+             dlock__node_name(&ns->node[i]), what);
 }

@@ -73,6 +73,9 @@ typedef struct dlock__result {
     int sent;    /* the request may have reached the server */
     int pending; /* not waited for: the outcome was certain without it
                   * (dlock__cmd.enough); status DLOCK_ETIMEDOUT */
+    /* With cmd->wait_replicas: the replicas that acknowledged (WAIT's
+     * answer), -1 when WAIT did not answer. */
+    long long acks;
 } dlock__result;
 
 /* A command for dlock__exec: a script with its keys and arguments. */
@@ -112,6 +115,15 @@ typedef struct dlock__cmd {
      * makes the connection send the source. Never for an acquire: its
      * undo may already be queued behind it. */
     int give_back;
+    /* > 0: a lock write that must reach this many replicas: WAIT
+     * wait_replicas wait_timeout_ms follows the script in the same round
+     * trip (the step's deadline grows by wait_timeout_ms), and its answer
+     * lands in dlock__result.acks. */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
+    /* 1: a lock write (acquire, extend, fenced set): never sent to a
+     * server known to be a replica (node.h). */
+    int lock_write;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers

@@ -29,6 +29,7 @@
 
 #include "cluster.h"
 #include "net.h"
+#include "node.h"
 #include "notify_impl.h"
 
 /* See notify_impl.h. */
@@ -439,9 +440,16 @@ void *dlock__sub_main(void *arg)
                 dlock__conn *conn = NULL;
                 int rc;
                 pthread_mutex_unlock(&n->mu);
-                rc = dlock__conn_open(
-                    &conn, dlock__link_ep(&c->ns, i), c->ns.tls,
-                    now + c->opts.connect_timeout_ms, err, sizeof err);
+                /* A node of the set is checked and located (Sentinel)
+                 * as any new connection; a cluster's links are not. */
+                if (c->ns.cluster == NULL)
+                    rc = dlock__node_open(&c->ns, i, &conn,
+                                          now + c->opts.connect_timeout_ms, err,
+                                          sizeof err);
+                else
+                    rc = dlock__conn_open(
+                        &conn, dlock__link_ep(&c->ns, i), c->ns.tls,
+                        now + c->opts.connect_timeout_ms, err, sizeof err);
                 pthread_mutex_lock(&n->mu);
                 if (rc == DLOCK_OK) {
                     atomic_fetch_add(&c->stats.reconnects, 1);
@@ -453,6 +461,17 @@ void *dlock__sub_main(void *arg)
                         l->backoff = 2000;
                     l->retry_at = dlock__now_ms() + l->backoff;
                 }
+            }
+            if (l->conn != NULL && c->ns.cluster == NULL &&
+                strcmp(dlock__conn_peer(l->conn),
+                       dlock__node_name(&c->ns.node[i])) != 0) {
+                /* The node moved (Sentinel failover): subscribe on the
+                 * new master; the waiters retry meanwhile. */
+                if (l->direct)
+                    dlock__sub_giveback(n);
+                else
+                    link_down(n, i);
+                continue;
             }
             if (l->conn != NULL && l->direct && dlock__sub_link_work(n, i))
                 dlock__sub_giveback(n);

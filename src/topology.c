@@ -1,17 +1,17 @@
 /*
  * topology.c - how a client finds its nodes: the seam where a topology
- * fills the node set (node.h). Today the servers are given: one is a
- * standalone lock (quorum 1), several are a Redlock (quorum N/2+1). A
+ * fills the node set (node.h). Given servers: one is a standalone lock
+ * (quorum 1), several are a Redlock (quorum N/2+1). A redis+sentinel://
+ * URL is one node whose master sentinel.c finds and follows. A
  * redis+cluster:// URL is a Redis Cluster (cluster.c): one virtual node,
  * quorum 1, each command routed to the master of its keys' slot.
- * Sentinel (ask for the master) belongs here too, so that nothing above
- * the node set changes for it.
  */
 #include <stdlib.h>
 
 #include "cluster.h"
 #include "ident.h"
 #include "node.h"
+#include "sentinel.h"
 
 /* Make the TLS context when some node is rediss://. */
 static int fill_tls(dlock__nodeset *ns, const dlock_options *o, char *err,
@@ -36,6 +36,26 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
     ns->connect_timeout_ms = o->connect_timeout_ms;
     ns->pool_size = o->pool_size;
     ns->stats = stats;
+    ns->wait_replicas = o->wait_replicas;
+    ns->wait_timeout_ms = o->wait_replicas_timeout_ms;
+    ns->lock_delay_ms = o->lock_delay_ms;
+    for (i = 0; i < (int)o->nservers; i++) {
+        if (!dlock__url_is_sentinel(o->servers[i]))
+            continue;
+        if (o->nservers > 1)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "a redis+sentinel:// URL must be the only "
+                               "server (Redlock over Sentinel deployments "
+                               "is not supported)");
+        if (ns->lock_delay_ms < 0)
+            ns->lock_delay_ms = DLOCK__SENTINEL_LOCK_DELAY_MS;
+        rc = dlock__sentinel_fill(ns, o, err, errlen);
+        if (rc != DLOCK_OK)
+            return rc;
+        return fill_tls(ns, o, err, errlen);
+    }
+    if (ns->lock_delay_ms < 0)
+        ns->lock_delay_ms = 0;
     for (i = 0; i < (int)o->nservers; i++) {
         if (!dlock__cluster_is_url(o->servers[i]))
             continue;

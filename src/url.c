@@ -458,3 +458,199 @@ fail:
     dlock__endpoint_clear(&e);
     return r;
 }
+
+/* ---- Sentinel URLs ------------------------------------------------------ */
+
+/* See url.h. */
+int dlock__url_is_sentinel(const char *url)
+{
+    if (url == NULL)
+        return 0;
+    return (strlen(url) >= 17 && prefix_ci(url, "redis+sentinel://", 17)) ||
+           (strlen(url) >= 18 && prefix_ci(url, "rediss+sentinel://", 18));
+}
+
+/* See url.h. */
+void dlock__sentinel_url_clear(dlock__sentinel_url *su)
+{
+    int i;
+    if (su == NULL)
+        return;
+    for (i = 0; i < su->n && i < DLOCK__SENTINELS_MAX; i++)
+        dlock__endpoint_clear(&su->sentinel[i]);
+    free(su->master);
+    /* The user information is parsed into an endpoint and moved here:
+     * clear it the same way (the password is wiped). */
+    {
+        dlock__endpoint tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.user = su->user;
+        tmp.password = su->password;
+        dlock__endpoint_clear(&tmp);
+    }
+    memset(su, 0, sizeof *su);
+}
+
+/* Parse one "HOST[:PORT]" of a sentinel list (len bytes at s) into ep,
+ * the port defaulting to 26379. */
+static int parse_sentinel_host(dlock__endpoint *ep, const char *s, size_t len,
+                               int tls, char *err, size_t errlen)
+{
+    const char *rb = s[0] == '[' ? memchr(s, ']', len) : NULL;
+    const char *after = rb != NULL ? rb + 1 : s;
+    int has_port = memchr(after, ':', len - (size_t)(after - s)) != NULL;
+    int r = parse_hostport(ep, s, len, err, errlen);
+    if (r != DLOCK_OK)
+        return r;
+    ep->kind = tls ? DLOCK__EP_TLS : DLOCK__EP_TCP;
+    if (!has_port) {
+        ep->port = DLOCK__SENTINEL_PORT;
+        snprintf(ep->display, strlen(ep->host) + 16,
+                 rb != NULL ? "[%s]:%d" : "%s:%d", ep->host, ep->port);
+    }
+    return DLOCK_OK;
+}
+
+/* Check and decode the master name (len bytes at s) into su->master. */
+static int parse_master_name(dlock__sentinel_url *su, const char *s, size_t len,
+                             char *err, size_t errlen)
+{
+    size_t i;
+    int r;
+    if (len == 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: no master name (write "
+                           "redis+sentinel://HOST:PORT/MASTERNAME)");
+    r = pct_decode(&su->master, s, len);
+    if (r == -2)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    if (r != 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: bad percent-encoding in the master "
+                           "name");
+    if (strlen(su->master) > 255)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: master name longer than 255 bytes");
+    for (i = 0; su->master[i] != '\0'; i++)
+        if ((unsigned char)su->master[i] <= ' ' || su->master[i] == 0x7f)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "sentinel URL: the master name contains a "
+                               "space or control character");
+    return DLOCK_OK;
+}
+
+/* Parse "?db=N" (len bytes at s, after the '?'). */
+static int parse_sentinel_query(dlock__sentinel_url *su, const char *s,
+                                size_t len, char *err, size_t errlen)
+{
+    long db;
+    if (len < 3 || memcmp(s, "db=", 3) != 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: unknown parameter (only ?db=N is "
+                           "known)");
+    db = parse_num(s + 3, len - 3, 2147483647L);
+    if (db < 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: bad database \"%.*s\" (a number "
+                           "from 0 to 2147483647)",
+                           (int)(len - 3 > 16 ? 16 : len - 3), s + 3);
+    su->db = (int)db;
+    return DLOCK_OK;
+}
+
+/* See url.h. The user information ends at the last '@' before the first
+ * '/', as for redis:// URLs. */
+int dlock__sentinel_url_parse(dlock__sentinel_url *su, const char *url,
+                              char *err, size_t errlen)
+{
+    dlock__sentinel_url s;
+    dlock__endpoint ui;
+    const char *rest, *slash, *q, *p, *at = NULL, *end;
+    int r = DLOCK_OK;
+
+    memset(&s, 0, sizeof s);
+    memset(&ui, 0, sizeof ui);
+    if (su == NULL)
+        return dlock__fail(err, errlen, DLOCK_EINVAL, "no sentinel URL");
+    memset(su, 0, sizeof *su);
+    if (!dlock__url_is_sentinel(url))
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: expected redis+sentinel:// or "
+                           "rediss+sentinel://");
+    for (p = url; *p != '\0'; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "sentinel URL: contains a space or control "
+                               "character");
+    s.tls = url[5] == 's' || url[5] == 'S';
+    rest = url + (s.tls ? 18 : 17);
+    end = rest + strlen(rest);
+    slash = strchr(rest, '/');
+    for (p = rest; p < (slash != NULL ? slash : end); p++)
+        if (*p == '@')
+            at = p;
+    if (slash != NULL && memchr(slash, '@', (size_t)(end - slash)) != NULL)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "sentinel URL: '@' after the hosts (write '/' in "
+                           "a password as %%2F)");
+    if (at != NULL) {
+        r = parse_userinfo(&ui, rest, (size_t)(at - rest), err, errlen);
+        s.user = ui.user;
+        s.password = ui.password;
+        if (r != DLOCK_OK)
+            goto fail;
+        rest = at + 1;
+    }
+    if (slash == NULL) {
+        r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                        "sentinel URL: no master name (write "
+                        "redis+sentinel://HOST:PORT/MASTERNAME)");
+        goto fail;
+    }
+    if (strchr(slash, '#') != NULL) {
+        r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                        "sentinel URL: unexpected '#'");
+        goto fail;
+    }
+    /* The sentinels: HOST[:PORT] items separated by commas. */
+    for (p = rest; p <= slash && r == DLOCK_OK;) {
+        const char *comma = memchr(p, ',', (size_t)(slash - p));
+        const char *iend = comma != NULL ? comma : slash;
+        if (iend == p) {
+            r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                            s.n == 0 && comma == NULL
+                                ? "sentinel URL: no sentinel host"
+                                : "sentinel URL: empty entry in the sentinel "
+                                  "list");
+            break;
+        }
+        if (s.n == DLOCK__SENTINELS_MAX) {
+            r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                            "sentinel URL: more than %d sentinels",
+                            DLOCK__SENTINELS_MAX);
+            break;
+        }
+        r = parse_sentinel_host(&s.sentinel[s.n], p, (size_t)(iend - p), s.tls,
+                                err, errlen);
+        s.n++;
+        p = iend + 1;
+        if (comma == NULL)
+            break;
+    }
+    if (r != DLOCK_OK)
+        goto fail;
+    q = strchr(slash, '?');
+    r = parse_master_name(&s, slash + 1,
+                          (size_t)((q != NULL ? q : end) - slash - 1), err,
+                          errlen);
+    if (r == DLOCK_OK && q != NULL)
+        r = parse_sentinel_query(&s, q + 1, (size_t)(end - q - 1), err, errlen);
+    if (r != DLOCK_OK)
+        goto fail;
+    *su = s;
+    return DLOCK_OK;
+
+fail:
+    dlock__sentinel_url_clear(&s);
+    return r;
+}

@@ -98,7 +98,11 @@ static int parse_wopts(int argc, char **argv, wopts *w)
 static dlock_client *make_client(char *urls, int64_t timeout_ms, const wopts *w)
 {
     const char *servers[16];
-    size_t n = split_urls(urls, servers, 16);
+    /* A sentinel URL has commas of its own: it is the only server. */
+    size_t n = strncmp(urls, "redis+sentinel://", 17) == 0
+                   ? (servers[0] = urls, 1)
+                   : split_urls(urls, servers, 16);
+    const char *e;
     dlock_options o;
     dlock_options_init(&o);
     o.servers = servers;
@@ -109,6 +113,11 @@ static dlock_client *make_client(char *urls, int64_t timeout_ms, const wopts *w)
         o.wait_strategy = w->strategy;
         o.tls_ca_file = w->ca;
     }
+    /* Durability settings of the sentinel scenarios. */
+    if ((e = getenv("CHAOS_WAIT_REPLICAS")) != NULL)
+        o.wait_replicas = atoi(e);
+    if ((e = getenv("CHAOS_LOCK_DELAY_MS")) != NULL)
+        o.lock_delay_ms = atoll(e);
     dlock_client *c = NULL;
     char err[256] = "";
     int rc = dlock_client_new(&c, &o, err, sizeof err);
@@ -201,8 +210,12 @@ static int worker(int argc, char **argv)
         if (grc == DLOCK_OK && val)
             counter = atoll(val);
         free(val);
+        /* CHAOS_HOLD_FIXED: hold exactly HOLD_MS (a holder that must
+         * still be inside when a failover is over). */
         if (hold > 0)
-            sleep_ms((int64_t)(rnd() % (uint64_t)hold));
+            sleep_ms(getenv("CHAOS_HOLD_FIXED") != NULL
+                         ? hold
+                         : (int64_t)(rnd() % (uint64_t)hold));
         int64_t ws = now_ns(), wc = ws;
         int wrc = grc;
         if (grc == DLOCK_OK) {
@@ -222,6 +235,11 @@ static int worker(int argc, char **argv)
         int rrc = dlock_lock_release(l);
         logline(fd, "R %d %llu %lld %lld %s\n", wid, (unsigned long long)tok,
                 (long long)rs, (long long)now_ns(), dlock_status_name(rrc));
+        /* CHAOS_PAUSE_MS: rest up to that long after a release, so that
+         * a contender of another process can take the lock. */
+        if (getenv("CHAOS_PAUSE_MS") != NULL && atoll(getenv("CHAOS_PAUSE_MS")))
+            sleep_ms(
+                (int64_t)(rnd() % (uint64_t)atoll(getenv("CHAOS_PAUSE_MS"))));
     }
     dlock_client_free(c);
     close(fd);
@@ -344,7 +362,8 @@ static int check(int argc, char **argv)
             stale++;
         /* A write whose reply was lost (timeout, dropped connection) may
          * or may not have been applied. */
-        if (v[i].wrc == DLOCK_EIO || v[i].wrc == DLOCK_ETIMEDOUT)
+        if (v[i].wrc == DLOCK_EIO || v[i].wrc == DLOCK_ETIMEDOUT ||
+            v[i].wrc == DLOCK_NOT_REPLICATED)
             maybe++;
         /* The same owner getting the same token again is a reentrant
          * acquire (its earlier release failed, e.g. the server was down):

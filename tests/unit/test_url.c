@@ -325,6 +325,119 @@ static void test_err_buffer(void **state)
     assert_int_equal(strlen(tiny), 3);
 }
 
+/* ---- redis+sentinel:// -------------------------------------------------- */
+
+static void sparse_ok(dlock__sentinel_url *su, const char *url)
+{
+    char err[DLOCK__ERRLEN] = "";
+    int r = dlock__sentinel_url_parse(su, url, err, sizeof err);
+    if (r != DLOCK_OK)
+        print_error("unexpected failure for %s: %s\n", url, err);
+    assert_int_equal(r, DLOCK_OK);
+}
+
+static void sparse_bad(const char *url, const char *want, const char *secret)
+{
+    dlock__sentinel_url su, zero;
+    char err[DLOCK__ERRLEN] = "";
+    int r;
+    memset(&su, 0x5a, sizeof su);
+    memset(&zero, 0, sizeof zero);
+    r = dlock__sentinel_url_parse(&su, url, err, sizeof err);
+    if (r != DLOCK_EINVAL)
+        print_error("expected EINVAL for \"%s\", got %d\n", url, r);
+    assert_int_equal(r, DLOCK_EINVAL);
+    if (want != NULL && strstr(err, want) == NULL)
+        print_error("message for \"%s\" is \"%s\", wanted \"%s\"\n", url, err,
+                    want);
+    if (want != NULL)
+        assert_non_null(strstr(err, want));
+    if (secret != NULL)
+        assert_null(strstr(err, secret));
+    assert_memory_equal(&su, &zero, sizeof su);
+}
+
+/* The forms of a sentinel URL: one or several sentinels, default port,
+ * IPv6, credentials for the data nodes, db, TLS. */
+static void test_sentinel_url(void **state)
+{
+    dlock__sentinel_url su;
+    (void)state;
+
+    assert_true(dlock__url_is_sentinel("redis+sentinel://h/m"));
+    assert_true(dlock__url_is_sentinel("REDISS+Sentinel://h/m"));
+    assert_false(dlock__url_is_sentinel("redis://h"));
+    assert_false(dlock__url_is_sentinel(NULL));
+
+    sparse_ok(&su, "redis+sentinel://127.0.0.1:26380/mymaster");
+    assert_int_equal(su.n, 1);
+    assert_false(su.tls);
+    assert_string_equal(su.sentinel[0].host, "127.0.0.1");
+    assert_int_equal(su.sentinel[0].port, 26380);
+    assert_int_equal(su.sentinel[0].kind, DLOCK__EP_TCP);
+    assert_string_equal(su.master, "mymaster");
+    assert_null(su.user);
+    assert_null(su.password);
+    assert_int_equal(su.db, 0);
+    dlock__sentinel_url_clear(&su);
+
+    sparse_ok(&su, "rediss+sentinel://app:p%2Fw@a,b:1,[::1]:7,[::1]/m%41?db=3");
+    assert_true(su.tls);
+    assert_int_equal(su.n, 4);
+    assert_string_equal(su.sentinel[0].host, "a");
+    assert_int_equal(su.sentinel[0].port, 26379);
+    assert_string_equal(su.sentinel[0].display, "a:26379");
+    assert_int_equal(su.sentinel[0].kind, DLOCK__EP_TLS);
+    assert_int_equal(su.sentinel[1].port, 1);
+    assert_string_equal(su.sentinel[2].host, "::1");
+    assert_int_equal(su.sentinel[2].port, 7);
+    assert_int_equal(su.sentinel[3].port, 26379);
+    assert_string_equal(su.sentinel[3].display, "[::1]:26379");
+    assert_string_equal(su.master, "mA");
+    assert_string_equal(su.user, "app");
+    assert_string_equal(su.password, "p/w");
+    assert_int_equal(su.db, 3);
+    dlock__sentinel_url_clear(&su);
+
+    /* Only a password; '@' and ':' raw in it. */
+    sparse_ok(&su, "redis+sentinel://:s@c:r@h/m");
+    assert_null(su.user);
+    assert_string_equal(su.password, "s@c:r");
+    dlock__sentinel_url_clear(&su);
+}
+
+/* Malformed sentinel URLs: each refused with a message that says what is
+ * wrong and never the password. */
+static void test_sentinel_url_bad(void **state)
+{
+    (void)state;
+    sparse_bad("redis://h/m", "expected redis+sentinel://", NULL);
+    sparse_bad("redis+sentinel://", "no master name", NULL);
+    sparse_bad("redis+sentinel://h", "no master name", NULL);
+    sparse_bad("redis+sentinel://h/", "no master name", NULL);
+    sparse_bad("redis+sentinel:///m", "no sentinel host", NULL);
+    sparse_bad("redis+sentinel://a,,b/m", "empty entry", NULL);
+    sparse_bad("redis+sentinel://a,/m", "empty entry", NULL);
+    sparse_bad("redis+sentinel://h:0/m", "bad port", NULL);
+    sparse_bad("redis+sentinel://h:99999/m", "bad port", NULL);
+    sparse_bad("redis+sentinel://h:/m", "empty port", NULL);
+    sparse_bad("redis+sentinel://[::1/m", "IPv6", NULL);
+    sparse_bad("redis+sentinel://h!x/m", "bad host name", NULL);
+    sparse_bad("redis+sentinel://h/m?db=x", "bad database", NULL);
+    sparse_bad("redis+sentinel://h/m?foo=1", "unknown parameter", NULL);
+    sparse_bad("redis+sentinel://h/m#x", "unexpected '#'", NULL);
+    sparse_bad("redis+sentinel://h/m%20x", "space or control", NULL);
+    sparse_bad("redis+sentinel://h/m%zz", "percent-encoding", NULL);
+    sparse_bad("redis+sentinel://h /m", "space or control", NULL);
+    sparse_bad("redis+sentinel://u:sekrit/x@h/m", "'@' after the hosts",
+               "sekrit");
+    sparse_bad("redis+sentinel://u:sekrit%zz@h/m", "percent-encoding",
+               "sekrit");
+    sparse_bad("redis+sentinel://u:sekrit@h:0/m", "bad port", "sekrit");
+    sparse_bad("redis+sentinel://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q/m",
+               "more than 16", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +449,8 @@ int main(void)
         cmocka_unit_test(test_scheme),
         cmocka_unit_test(test_no_password_in_messages),
         cmocka_unit_test(test_err_buffer),
+        cmocka_unit_test(test_sentinel_url),
+        cmocka_unit_test(test_sentinel_url_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

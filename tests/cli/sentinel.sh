@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# sentinel.sh - the tool on a Sentinel deployment (tests/fixtures/topology.sh:
+# a master, 2 replicas, 3 sentinels): -s redis+sentinel://... takes the lock
+# on the master; status reports the topology; a malformed URL and an
+# unknown master name are usage errors (64), a redis:// URL at a replica is
+# refused (69, nothing written there); --wait-replicas grants with the
+# replicas up and fails (69, no lock left) with them stopped.
+. "$(dirname "$0")/common.bash"
+. "$DLOCK_SRC/tests/fixtures/topology.sh"
+
+trap 'topo_sentinel_stop; cleanup' EXIT
+
+topo_sentinel_start || {
+    echo "FATAL: sentinel deployment did not start" >&2
+    exit 1
+}
+m=$(topo_sentinel_master_port)
+S="redis+sentinel://127.0.0.1:${TOPO_SENTINEL_PORTS[0]},127.0.0.1:${TOPO_SENTINEL_PORTS[1]},127.0.0.1:${TOPO_SENTINEL_PORTS[2]}/$TOPO_SENTINEL_NAME"
+replica=''
+for p in "${TOPO_DATA_PORTS[@]}"; do
+    [ "$p" != "$m" ] && replica=$p
+done
+
+expect_status 0 "run through the sentinels" \
+    "$DLOCK_BIN" run -s "$S" -n sk -- sh -c "redis-cli -p $m EXISTS 'dlock:{sk}'"
+check "the lock was on the master while COMMAND ran" file_has "$T/out" 1
+check "and is gone after" key_gone "$m" 'dlock:{sk}'
+
+expect_status 0 "status through the sentinels" "$DLOCK_BIN" status -s "$S" sk
+check "status names the master's role" file_has "$T/out" "role master"
+check "status counts the replicas" file_has "$T/out" "replicas 2"
+check "status shows min-replicas-to-write" \
+    file_has "$T/out" "min-replicas-to-write 0"
+check "status shows what each sentinel says" \
+    file_has "$T/out" "sentinel 127.0.0.1:${TOPO_SENTINEL_PORTS[0]}: master"
+check "status warns: replicas without --wait-replicas" \
+    file_has "$T/out" "warning:  .*no wait_replicas"
+expect_status 0 "status --json" "$DLOCK_BIN" status --json -s "$S" sk
+check "the JSON has the topology" file_has "$T/out" '"topology":\["client: Sentinel'
+
+expect_status 64 "a malformed sentinel URL" \
+    "$DLOCK_BIN" run -s "redis+sentinel://127.0.0.1:0/x" -n sk -- true
+check "says what is wrong" file_has "$T/err" "bad port"
+expect_status 64 "an unknown master name" \
+    "$DLOCK_BIN" run -s "redis+sentinel://127.0.0.1:${TOPO_SENTINEL_PORTS[0]}/nosuch" -n sk -- true
+check "says no sentinel knows it" file_has "$T/err" "no sentinel knows a master"
+expect_status 64 "--wait-replicas not a number" \
+    "$DLOCK_BIN" run -s "$S" --wait-replicas x -n sk -- true
+
+rcli "$replica" CONFIG SET replica-read-only no >/dev/null
+expect_status 77 "a redis:// URL at a replica" \
+    "$DLOCK_BIN" run -s "redis://127.0.0.1:$replica" -n rk -- true
+check "says it is a replica" file_has "$T/err" "is a replica"
+check "nothing written on the replica" key_gone "$replica" 'dlock:{rk}'
+rcli "$replica" CONFIG SET replica-read-only yes >/dev/null
+
+expect_status 0 "--wait-replicas 2 with both replicas up" \
+    "$DLOCK_BIN" run -s "$S" --wait-replicas 2 -n wk -- true
+pids=()
+for i in "${!TOPO_DATA_PORTS[@]}"; do
+    if [ "${TOPO_DATA_PORTS[$i]}" != "$m" ]; then
+        pids+=("$(cat "${TOPO_DATA_DIRS[$i]}/redis.pid")")
+    fi
+done
+kill -STOP "${pids[@]}"
+expect_status 69 "DLOCK_WAIT_REPLICAS=2 with the replicas stopped" \
+    env DLOCK_WAIT_REPLICAS=2 "$DLOCK_BIN" run -s "$S" --wait-replicas-timeout 0.3 -n wk -- true
+kill -CONT "${pids[@]}"
+check "says too few replicas acknowledged" file_has "$T/err" "given back"
+check "no lock left on the master" key_gone "$m" 'dlock:{wk}'
+
+finish
