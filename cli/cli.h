@@ -201,6 +201,13 @@ void cli_signals_child_reset(void);
 void cli_lost_cb(dlock_lock *lock, void *userdata);
 int cli_lost_seen(void);
 void cli_drain_pipe(void);
+/* The signal mask to sleep with: dlock's original one without the signals
+ * it handles, so that they arrive only inside ppoll(). */
+void cli_signals_wait_mask(sigset_t *m);
+/* Sleep with MASK until the self-pipe is written to (a signal, the lost
+ * callback) or LEFT ms have passed (-1: no limit), then empty the pipe.
+ * Returns 0, or -1 with errno set. Used by run.c and elect.c. */
+int cli_signals_sleep(const sigset_t *mask, int64_t left);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
 int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,

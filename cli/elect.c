@@ -153,33 +153,6 @@ static void ready_remove(const struct cli *o, int *done)
                 strerror(errno));
 }
 
-/* The signal mask to sleep with: the original one without the signals
- * dlock handles, so that they arrive only inside ppoll(). */
-static void wait_mask(sigset_t *m)
-{
-    const sigset_t *handled = cli_signals_set();
-
-    *m = *cli_signals_orig_mask();
-    for (int s = 1; s < NSIG; s++)
-        if (sigismember(handled, s) == 1)
-            sigdelset(m, s);
-}
-
-/* Sleep until the self-pipe is written to or LEFT ms passed (-1: no
- * limit), then empty it. 0, or -1 with errno set. */
-static int sleep_on_pipe(const sigset_t *mask, int64_t left)
-{
-    struct pollfd p = {cli_signals_pipe(), POLLIN, 0};
-    struct timespec ts;
-
-    ts.tv_sec = left / 1000;
-    ts.tv_nsec = (long)(left % 1000) * 1000000;
-    if (ppoll(&p, 1, left >= 0 ? &ts : NULL, mask) < 0 && errno != EINTR)
-        return -1;
-    cli_drain_pipe();
-    return 0;
-}
-
 /* The leadership was lost while COMMAND runs: the ready-file goes first
  * (this process no longer leads), then the --on-lost policy. */
 static void on_lost(const struct cli *o, struct cli_job *j, uint64_t epoch,
@@ -220,7 +193,7 @@ static int wait_job(const struct cli *o, struct cli_job *j, uint64_t epoch,
     int64_t kill_at = -1;
     int s;
 
-    wait_mask(&mask);
+    cli_signals_wait_mask(&mask);
     for (;;) {
         int64_t left = -1, now = cli_now_ms();
 
@@ -228,7 +201,7 @@ static int wait_job(const struct cli *o, struct cli_job *j, uint64_t epoch,
             left = kill_at > now ? kill_at - now : 0;
         if (j->exited && (left < 0 || left > 100))
             left = 100;
-        if (sleep_on_pipe(&mask, left) < 0)
+        if (cli_signals_sleep(&mask, left) < 0)
             return -1;
         while ((s = cli_signals_take()) != 0)
             cli_job_signal(j, s);
@@ -416,7 +389,7 @@ int cli_leader(const struct cli *o, dlock_client *c)
     }
     if (!o->watch)
         return cur.leading ? 0 : 1;
-    wait_mask(&mask);
+    cli_signals_wait_mask(&mask);
     for (;;) {
         rc = cli_cancelable(c, watch_fn, &w, &signo);
         if (signo != 0)
@@ -430,7 +403,7 @@ int cli_leader(const struct cli *o, dlock_client *c)
         if (!failing)
             cli_report(c, "leader", o->key, rc);
         failing = 1;
-        sleep_on_pipe(&mask, 500);
+        cli_signals_sleep(&mask, 500);
         if ((signo = cli_signals_take()) != 0)
             return 128 + signo;
     }

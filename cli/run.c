@@ -154,37 +154,6 @@ static int ends_hold(int s)
     return s != SIGUSR1 && s != SIGUSR2;
 }
 
-/* The signal mask to sleep with: dlock's original one without the signals
- * it handles, so that they arrive only inside ppoll(). */
-static void wait_mask(sigset_t *m)
-{
-    const sigset_t *handled = cli_signals_set();
-
-    *m = *cli_signals_orig_mask();
-    for (int s = 1; s < NSIG; s++)
-        if (sigismember(handled, s) == 1)
-            sigdelset(m, s);
-}
-
-/* Sleep until the self-pipe is written to (a signal, the lost callback),
- * or LEFT ms have passed (-1: no limit), then empty the pipe. Returns 0,
- * or -1 with errno set. */
-static int sleep_on_pipe(const sigset_t *mask, int64_t left)
-{
-    struct pollfd p;
-    struct timespec ts;
-
-    ts.tv_sec = left / 1000;
-    ts.tv_nsec = (long)(left % 1000) * 1000000;
-    p.fd = cli_signals_pipe();
-    p.events = POLLIN;
-    p.revents = 0;
-    if (ppoll(&p, 1, left >= 0 ? &ts : NULL, mask) < 0 && errno != EINTR)
-        return -1;
-    cli_drain_pipe();
-    return 0;
-}
-
 /*
  * Why the lease was lost, into BUF, as the library recorded it
  * (dlock_lock_lost_reason): renewals failed (the servers out of reach or
@@ -326,7 +295,7 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
     struct cli_job *j = &rs->job;
     int s;
 
-    wait_mask(&waitmask);
+    cli_signals_wait_mask(&waitmask);
     for (;;) {
         int64_t left = -1, now = cli_now_ms();
 
@@ -340,7 +309,7 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
         }
         if (j->exited && (left < 0 || left > 100))
             left = 100;
-        if (sleep_on_pipe(&waitmask, left) < 0)
+        if (cli_signals_sleep(&waitmask, left) < 0)
             return -1;
 
         while ((s = cli_signals_take()) != 0) {
@@ -509,9 +478,9 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
     }
     cli_format_ms(until - now, left_s, sizeof left_s);
     cli_verbose(o, "holding \"%s\" for %s more (--min-hold)", o->key, left_s);
-    wait_mask(&waitmask);
+    cli_signals_wait_mask(&waitmask);
     while ((now = cli_now_ms()) < until) {
-        if (sleep_on_pipe(&waitmask, until - now) < 0)
+        if (cli_signals_sleep(&waitmask, until - now) < 0)
             return -1;
         /* Children that left the job's group may still end: reap them. */
         if (cli_job_reap(o, &rs->job) < 0)

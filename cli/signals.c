@@ -374,3 +374,28 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     }
     return rc;
 }
+
+/* See cli.h. */
+void cli_signals_wait_mask(sigset_t *m)
+{
+    const sigset_t *set = cli_signals_set();
+
+    *m = *cli_signals_orig_mask();
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(set, s) == 1)
+            sigdelset(m, s);
+}
+
+/* See cli.h. */
+int cli_signals_sleep(const sigset_t *mask, int64_t left)
+{
+    struct pollfd p = {cli_signals_pipe(), POLLIN, 0};
+    struct timespec ts;
+
+    ts.tv_sec = left / 1000;
+    ts.tv_nsec = (long)(left % 1000) * 1000000;
+    if (ppoll(&p, 1, left >= 0 ? &ts : NULL, mask) < 0 && errno != EINTR)
+        return -1;
+    cli_drain_pipe();
+    return 0;
+}
