@@ -48,22 +48,24 @@ expect_status 1 "acquire -w 0.2 gives up" "$DLOCK_BIN" acquire -w 0.2 job
 # A first try slower than -w (the server sleeps for a second, from before
 # dlock starts) ends the wait too; it once became an endless wait.
 rcli "$P" DEBUG SLEEP 1 >/dev/null &
+sleeper=$!
 sleep 0.3
 expect_status 1 "-w 0.2 used up by a slow first try: gives up" \
     "$DLOCK_BIN" acquire -w 0.2 job
-wait
+wait "$sleeper"
 # --timeout (and DLOCK_TIMEOUT) bound each command: against a server
 # asleep for 1.5 s, 0.3 s fails with 69 and runs nothing, where the
 # default (2 s) would have waited the sleep out.
 rm -f "$T/ran"
 rcli "$P" DEBUG SLEEP 1.5 >/dev/null &
+sleeper=$!
 sleep 0.2
 expect_status 69 "--timeout 0.3 against a sleeping server: 69" \
     "$DLOCK_BIN" run --timeout 0.3 free1 -- touch "$T/ran"
 expect_status 69 "DLOCK_TIMEOUT=0.3 against a sleeping server: 69" \
     env DLOCK_TIMEOUT=0.3 "$DLOCK_BIN" run free2 -- touch "$T/ran"
 check "nothing ran with the short timeout" test ! -e "$T/ran"
-wait
+wait "$sleeper"
 # The server ran each timed-out acquire when it woke, and the client's
 # give-back right after it (same connection, so in order): free2 is free
 # again, not held for its 30 s lease by a client that has exited.
