@@ -6,7 +6,7 @@
  * once per (workload, strategy, node count), and aggregates the lines into
  * bench/results.json and a table. Modes:
  *
- *   dlock_bench w1 -s URL [-s URL...] [-S spin|notify|fair] [-n CYCLES]
+ *   dlock_bench w1 -s URL [-s URL...] [-S fair|notify|spin] [-n CYCLES]
  *                  [--floor] [--insecure]
  *       One client: acquire (lease 10 s) + release, CYCLES times, each
  *       cycle timed. --floor: the same two round trips with raw hiredis
@@ -712,8 +712,8 @@ int main(int argc, char **argv)
     int i;
 
     memset(&cf, 0, sizeof(cf));
-    cf.strategy = DLOCK_WAIT_NOTIFY;
-    cf.strategy_name = "notify";
+    cf.strategy = DLOCK_WAIT_FAIR; /* the library's default */
+    cf.strategy_name = "fair";
     cf.cycles = 10000;
     cf.procs = 8;
     cf.seconds = 5;

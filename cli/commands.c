@@ -119,8 +119,8 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
         }
         printf("token:    %llu%s\n", (unsigned long long)info.last_token,
                info.last_token == 0 ? " (never granted)" : "");
-        /* The library's count: processes waiting by notification (every
-         * `dlock run -w`) plus the fair-mode queue; -1 when the servers
+        /* The library's count: processes waiting by notification plus
+         * the fair-mode queue (every `dlock run -w`: fair is the default); -1 when the servers
          * could not say, and then 0 would claim what nobody knows. */
         if (info.waiters >= 0)
             printf("waiters:  %lld", (long long)info.waiters);

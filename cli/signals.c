@@ -366,6 +366,11 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if (*signo == 0)
         *signo = stop_signal_pending();
     if (rc == DLOCK_OK) {
+        /* The library's one warning of a wait that had to poll (the
+         * server's ACL refuses the lock's channels). */
+        const char *m = dlock_errmsg(c);
+        if (strncmp(m, "warning: ", 9) == 0)
+            cli_err("%s", m);
         cli_format_ms(cli_now_ms() - t0, took, sizeof took);
         for (size_t i = 0; i < o->nkeys; i++)
             cli_verbose(o, "acquired \"%s\" after %s, fencing token %llu",

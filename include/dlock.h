@@ -124,16 +124,23 @@ typedef enum dlock_wait_strategy {
      * one process waiting on one key send one contender to Redis.
      * Not fair: every release wakes one contender per waiting process
      * and one wins, so under heavy contention from many processes a
-     * waiter can starve until its deadline. Use DLOCK_WAIT_FAIR when
-     * order or bounded waiting matters. */
+     * waiter can starve until its deadline. The default before
+     * DLOCK_WAIT_FAIR became it. */
     DLOCK_WAIT_NOTIFY = 0,
     /* Retry with exponential backoff (spin_min_ms doubling up to
      * spin_max_ms) plus jitter, never sleeping past the remaining TTL. */
     DLOCK_WAIT_SPIN = 1,
-    /* Strict FIFO: waiters queue in Redis and the release hands the lock
-     * directly to the head of the queue. Single server only:
-     * dlock_client_new() refuses it with several servers (DLOCK_EINVAL).
-     * Acquirers of one name should all use it: others barge. */
+    /* The default. FIFO across processes, without a herd: waiters queue
+     * in Redis (one per process and key; the process's other threads
+     * wait their turn in-process) and a release serves only the first
+     * live one: with one server it hands the lock over (no acquire
+     * round trip), with several (Redlock) it wakes that waiter alone,
+     * which then acquires in one round trip. A waiter that died holds
+     * the others up for at most about 3 s. Acquirers of one name should
+     * all use it: others barge. Between hosts, Redlock serves waiters in
+     * the order of their wall clocks when they queued (keep clocks in
+     * step). Without pub/sub permission (ACL) waiters poll instead, and
+     * the first acquire that had to leaves a warning in dlock_errmsg(). */
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
@@ -211,7 +218,7 @@ typedef struct dlock_options {
      * are opened and closed on demand. */
     int pool_size;
 
-    dlock_wait_strategy wait_strategy; /* default DLOCK_WAIT_NOTIFY */
+    dlock_wait_strategy wait_strategy; /* default DLOCK_WAIT_FAIR */
     int64_t spin_min_ms;               /* default 1 */
     int64_t spin_max_ms;               /* default 128 */
 
@@ -367,7 +374,9 @@ DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
  * server answers or the lease has run out).
  * A reentrant acquire (the thread already holds NAME) sets the lease to
  * the new lease_ms and turns the watchdog on if asked; it never turns it
- * off.
+ * off. A success leaves dlock_errmsg() empty, except once per client for
+ * a warning ("warning: ...") when the wait had to poll because the server
+ * refuses the lock's pub/sub channels to this user.
  */
 DLOCK_EXPORT int dlock_lock_acquire(dlock_lock **out, dlock_client *client,
                                     const char *name, int64_t wait_ms,
@@ -528,6 +537,10 @@ DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
  *  - two servers found to be one (see servers in dlock_options);
  *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
  *    (ACL, renamed command): not checked, said so;
+ *  - a user that may not use the lock's pub/sub channels (ACL NOPERM,
+ *    Redis 7's default for new users): releases are not announced and
+ *    waiters poll; the finding names the rule that allows them
+ *    (&<prefix>:* or allchannels).
  *  - a master with replicas and no wait_replicas (a failover can lose a
  *    grant), fewer replicas connected than wait_replicas, a failover or
  *    restart seen recently, a sentinel that does not answer or that
@@ -756,8 +769,10 @@ DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
  * regardless (writers may then starve). A thread that reads NAME already
  * always gets in (waiting for the writer would deadlock it). Every reader
  * gets a fencing token from the same sequence as the writers', so a
- * resource can order them. opts as for dlock_lock_acquire_ex. The
- * client's DLOCK_WAIT_FAIR is refused for readers (DLOCK_EINVAL). Works
+ * resource can order them. opts as for dlock_lock_acquire_ex. Readers
+ * have no queue: with the client's DLOCK_WAIT_FAIR (the default) they
+ * wait by notification, and a last reader leaving wakes the first
+ * writer queued in fair mode. Works
  * with Redlock (a reader's majority and a writer's majority share a node
  * that refuses one of them).
  * Returns as dlock_lock_acquire_ex(), and DLOCK_EINVAL also when NAME is

@@ -24,7 +24,11 @@
 
 /* Fair mode: a queued waiter drops out this long after its last refresh,
  * and refreshes at a third of it. */
-#define FAIR_WAITER_TTL_MS 3000
+#define FAIR_WAITER_TTL_MS DLOCK__FAIR_WAITER_TTL_MS
+
+/* After the server refused our subscription (ACL NOPERM), waiters poll
+ * and do not ask again for this long. */
+#define NOSUB_RETRY_MS 10000
 
 /* The modes of the acquire script: plain, fair without joining the queue
  * (respects it), fair joining or refreshing its place in the queue. */
@@ -142,17 +146,19 @@ static void lock_keys(dlock__cmdbuf *b, const dlock__held *h, int nkeys)
 {
     dlock__cmd_key(b, h->k.key, h->k.keylen);
     dlock__cmd_key(b, h->k.fkey, h->k.fkeylen);
-    if (nkeys > 2) {
+    if (nkeys > 2)
         dlock__cmd_key(b, h->k.qkey, h->k.qkeylen);
+    if (nkeys > 3)
         dlock__cmd_key(b, h->k.qtkey, h->k.qtkeylen);
-    }
 }
 
-/* The acquire script's command for h in mode fair. Plain mode needs
- * neither the queue keys nor the fair arguments: they are left off the
- * hot path. */
+/* The acquire script's command for h in mode fair. Each mode sends only
+ * the keys and arguments it reads (acquire.lua lists them): a plain
+ * single-server acquire is 2 keys and 3 arguments, a fair try 3 and 4,
+ * which keeps the hot path short to send and parse. */
 static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                        const dlock__held *h, int64_t lease_ms, int fair)
+                        const dlock__held *h, int64_t lease_ms, int fair,
+                        uint64_t ticket)
 {
     int64_t hint = 0;
     if (c->ns.n > 1) {
@@ -165,21 +171,27 @@ static void acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
         hint = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
     }
     dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
-    lock_keys(b, h, fair && fair != PLAIN_WAITING ? 4 : 2);
+    lock_keys(b, h, fair == FAIR_QUEUE ? 4 : fair == FAIR_TRY ? 3 : 2);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, lease_ms);
     dlock__cmd_arg_i64(b, h->depth);
-    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-    dlock__cmd_arg_i64(b, hint);
+    if (fair != FAIR_NONE || hint != 0)
+        dlock__cmd_arg(b,
+                       fair == FAIR_QUEUE ? "2"
+                       : fair == FAIR_TRY ? "1"
+                                          : "0",
+                       1);
+    if (hint != 0 || fair == FAIR_QUEUE || fair == PLAIN_WAITING)
+        dlock__cmd_arg_i64(b, hint);
     if (fair == PLAIN_WAITING) {
         /* A waiting writer: readers holding the name let no new reader
          * in (acquire.lua, ARGV[8]). Not on the first try. */
         dlock__cmd_arg(b, "0", 1);
         dlock__cmd_arg(b, "0", 1);
         dlock__cmd_arg(b, "1", 1);
-    } else if (fair) {
+    } else if (fair == FAIR_QUEUE) {
         dlock__cmd_arg_i64(b, FAIR_WAITER_TTL_MS);
-        dlock__cmd_arg(b, fair == FAIR_QUEUE ? "2" : "1", 1);
+        dlock__cmd_arg_u64(b, ticket);
     }
     dlock__cmd_durable(c, &b->cmd);
 }
@@ -259,6 +271,43 @@ static int decide(dlock_client *c, dlock__held *h, int64_t lease_ms,
     }
 }
 
+/* Redlock: an acquire is certain once a majority granted (a failure is
+ * waited out: the nodes still out may have queued us, or granted). ud:
+ * the quorum. */
+static int granted_enough(const dlock__result *res, uint64_t waiting, int n,
+                          const void *ud)
+{
+    int i, ok = 0;
+    for (i = 0; i < n; i++)
+        if (!(waiting & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            acquire_kind(res[i].reply) == 1)
+            ok++;
+    return ok >= *(const int *)ud;
+}
+
+/* After a Redlock attempt: the connections of nodes not waited for stay
+ * with the hold (h->pins); returns the mask of those nodes. */
+static uint64_t keep_pins(dlock_client *c, dlock__held *h, dlock__conn **pins,
+                          const dlock__result *res)
+{
+    uint64_t pend = 0;
+    int i;
+    for (i = 0; i < c->ns.n; i++) {
+        if (res[i].pending)
+            pend |= 1ULL << i;
+        if (pins[i] != NULL && h->pins == NULL)
+            h->pins = calloc((size_t)c->ns.n, sizeof *h->pins);
+        if (pins[i] != NULL && h->pins != NULL) {
+            h->pins[i] = pins[i];
+        } else if (pins[i] != NULL) {
+            /* Out of memory: closed, which the server sees after the
+             * request (it reads before it notices the close). */
+            dlock__node_put(&c->ns, i, pins[i], 0);
+        }
+    }
+    return pend;
+}
+
 /* Bits set in m. */
 static int popcount64(uint64_t m)
 {
@@ -327,20 +376,24 @@ static int withdrawn_error(dlock_client *c, const dlock__held *h,
 
 /*
  * One acquire attempt on every node, in mode fair (FAIR_NONE, FAIR_TRY,
- * FAIR_QUEUE). Fills *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set),
+ * FAIR_QUEUE; ticket: the waiter's place in the queue, 0 for the
+ * server's clock). Fills *a. Returns DLOCK_OK, DLOCK_BUSY (a->pttl set),
  * DLOCK_NOT_OWNER (our earlier hold expired: reentrant acquire),
  * DLOCK_NO_QUORUM or an error. Whatever a failed attempt may have taken
- * is given back before it returns.
+ * is given back before it returns; a queued Redlock waiter goes back
+ * into the queue at its ticket there, so a split vote costs it nothing
+ * of its place.
  */
 static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
-                        int fair, attempt *a)
+                        int fair, uint64_t ticket, attempt *a)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__conn *pins[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
     dlock__tally t;
     dlock__verdict v;
     int64_t t0, elapsed;
-    uint64_t undo, mask, withdrawn;
+    uint64_t undo, mask, withdrawn, pend = 0;
     long long minacks = -1;
     int i, rc;
 
@@ -357,13 +410,35 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
             return lock_delay_error(c, h, left);
         }
     }
-    acquire_cmd(&b, c, h, lease_ms, fair);
+    acquire_cmd(&b, c, h, lease_ms, fair, ticket);
+    if (c->ns.n > 1) {
+        /* A node still out keeps its connection pinned to this hold, so
+         * that the hold's next request there (its release, an undo, a
+         * reentry) comes after it. */
+        memset(pins, 0, sizeof pins);
+        if (h->pins != NULL) {
+            memcpy(pins, h->pins, (size_t)c->ns.n * sizeof *pins);
+            free(h->pins);
+            h->pins = NULL;
+        }
+        b.cmd.pins = pins;
+        b.cmd.pin_out = 1;
+        /* Done as soon as a majority granted, but not with wait_replicas:
+         * a grant counts only once its WAIT answered, which is read last
+         * on the connection, so the early return is off then. */
+        if (c->ns.wait_replicas == 0) {
+            b.cmd.enough = granted_enough;
+            b.cmd.enough_ud = &c->ns.quorum;
+        }
+    }
     t0 = dlock__now_ms();
     /* The whole attempt ends within the command timeout (dlock.h): the
      * step, a retry on a fresh connection, the fencing round, the undo. */
     h->attempt_end_ms = t0 + c->opts.command_timeout_ms;
     dlock__run(c, mask, &b.cmd,
                dlock__deadline_by(c, lease_ms, h->attempt_end_ms), res);
+    if (c->ns.n > 1)
+        pend = keep_pins(c, h, pins, res);
     dlock__acquire_tally(&t, res, c->ns.n);
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
@@ -384,28 +459,40 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     a->split = c->ns.n > 1 && t.granted > 0;
     undo = dlock__acquire_undo_mask(&t, v, c->ns.n, h->depth);
     if (undo != 0)
-        dlock__undo_acquire(c, h, undo, h->depth + 1, t.tmax, lease_ms);
+        dlock__undo_acquire(c, h, undo, h->depth + 1, t.tmax, lease_ms,
+                            fair == FAIR_QUEUE && c->ns.n > 1 ? ticket : 0,
+                            (undo & t.unknown & ~pend) != 0);
+    else
+        dlock__held_drop_pins(c, h);
     return rc;
 }
 
-/* Fair mode, giving up (deadline or cancel): leave the queue; if the lock
- * was handed to us in the meantime, pass it on. Returns rc unchanged. */
+/* Fair mode, giving up (deadline or cancel): leave the queue on every
+ * node; where the lock was handed to us in the meantime, pass it on.
+ * Returns rc unchanged. */
 static int fair_leave(dlock_client *c, dlock__held *h, int rc)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
+    uint64_t mask = 0, tok = 0;
+    int i;
     dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
     lock_keys(&b, h, 4);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
-    dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
-    if (res[0].status == DLOCK_OK && dlock__elem_int(res[0].reply, 0) == 1) {
-        uint64_t tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
-        dlock__results_clear(res, c->ns.n);
-        dlock__undo_acquire(c, h, 1, 1, tok, DLOCK__FAIR_HANDOFF_MS);
-        return rc;
-    }
+    dlock__run(c, dlock__all_nodes(c), &b.cmd,
+               dlock__deadline_by(c, 0, h->attempt_end_ms), res);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].status == DLOCK_OK &&
+            dlock__elem_int(res[i].reply, 0) == 1) {
+            uint64_t t = (uint64_t)dlock__elem_int(res[i].reply, 1);
+            mask |= 1ULL << i;
+            if (t > tok)
+                tok = t;
+        }
     dlock__results_clear(res, c->ns.n);
+    if (mask != 0)
+        dlock__undo_acquire(c, h, mask, 1, tok, DLOCK__FAIR_HANDOFF_MS, 0, 0);
     return rc;
 }
 
@@ -436,6 +523,8 @@ typedef struct waiting {
     dlock__waiter *w;     /* subscription, NULL without */
     int round;            /* spin backoff round */
     int64_t pttl;         /* the holder's lease left, as last reported */
+    uint64_t ticket;      /* fair, Redlock: the place in every node's queue */
+    int polling;          /* notifications refused (ACL): polling instead */
     int64_t outage_since; /* first error of a retried streak, 0: none */
     int outage_rc;        /* its last error */
 } waiting;
@@ -496,9 +585,14 @@ static int sleep_notify(waiting *x, const attempt *a)
                      now + (x->pttl > 0 ? x->pttl : x->c->opts.spin_max_ms)));
 }
 
-/* Fair: stay queued, sleeping until the handoff message or the next
- * refresh of our place (a third of the waiter TTL). 1 when the lock was
- * handed to us (*a filled), 0 slept, DLOCK_CANCELED. */
+/* Fair: stay queued, sleeping until the handoff message (one server),
+ * our wake-up (Redlock: a majority of nodes freed the lock and have us
+ * first) or the next refresh of our place (a third of the waiter TTL).
+ * After a Redlock split vote, retry after a short jittered pause (or
+ * sooner when woken): the other side gives its nodes back at once.
+ * Without notifications (refused by ACL, or no subscription in time)
+ * poll with the spin backoff. 1 when the lock was handed to us (*a
+ * filled), 0 slept or woken (try again), DLOCK_CANCELED. */
 static int sleep_fair(waiting *x, attempt *a)
 {
     int64_t now = dlock__now_ms(), until, t, hl;
@@ -506,11 +600,18 @@ static int sleep_fair(waiting *x, attempt *a)
     until = now + (x->pttl > 0 ? x->pttl : FAIR_WAITER_TTL_MS / 3);
     if (until > now + FAIR_WAITER_TTL_MS / 3)
         until = now + FAIR_WAITER_TTL_MS / 3;
+    if (x->w == NULL || a->split) {
+        int64_t d = now + spin_delay(x->c, x->round++);
+        if (d < until)
+            until = d;
+    }
     if (x->w == NULL)
         return spin_sleep(x, until);
     rc = dlock__notify_wait_handoff(x->w, min_deadline(x->deadline, until));
     if (rc != 1)
         return rc;
+    if (!dlock__notify_handed(x->w))
+        return 0; /* woken: our turn to try */
     /* Handed to us by the release script: the lease it set is short until
      * we confirm (the watchdog does, at half of that lease). */
     t = dlock__now_ms();
@@ -532,15 +633,23 @@ static void wait_begin(waiting *x)
 {
     dlock_client *c = x->c;
     int fair = x->strategy == DLOCK_WAIT_FAIR;
-    int64_t sub_dl = dlock__now_ms() + c->opts.command_timeout_ms;
+    int64_t now = dlock__now_ms(), sub_dl = now + c->opts.command_timeout_ms;
+    int rc;
     if (x->strategy == DLOCK_WAIT_SPIN)
         return;
-    if (dlock__notify_begin(c, fair ? x->h->k.hchan : x->h->k.chan,
-                            fair ? x->h->k.hchanlen : x->h->k.chanlen,
-                            fair ? x->h->owner : NULL, &x->w,
-                            min_deadline(x->deadline, sub_dl),
-                            x->gen) != DLOCK_OK) {
+    if (atomic_load(&c->nopub) && now < atomic_load(&c->nosub_until_ms)) {
+        rc = DLOCK_EAUTH; /* refused moments ago: do not ask again yet */
+    } else {
+        rc = dlock__notify_begin(c, fair ? x->h->k.hchan : x->h->k.chan,
+                                 fair ? x->h->k.hchanlen : x->h->k.chanlen,
+                                 fair ? x->h->owner : NULL, &x->w,
+                                 min_deadline(x->deadline, sub_dl), x->gen);
+        if (rc == DLOCK_EAUTH)
+            atomic_store(&c->nosub_until_ms, now + NOSUB_RETRY_MS);
+    }
+    if (rc != DLOCK_OK) {
         x->w = NULL;
+        x->polling = rc == DLOCK_EAUTH;
         if (x->strategy == DLOCK_WAIT_NOTIFY)
             x->strategy = DLOCK_WAIT_SPIN;
     }
@@ -556,7 +665,7 @@ static int wait_may_try(waiting *x)
         return DLOCK_CANCELED;
     if (x->deadline >= 0 && dlock__now_ms() >= x->deadline)
         return DLOCK_TIMEDOUT;
-    if (x->strategy != DLOCK_WAIT_NOTIFY)
+    if (x->w == NULL || x->strategy == DLOCK_WAIT_SPIN)
         return 1;
     t = dlock__notify_turn(x->w, x->deadline);
     return t == 1 ? 1 : t == 0 ? DLOCK_TIMEDOUT : t;
@@ -566,11 +675,12 @@ static int wait_may_try(waiting *x)
  * The waiting loop after an attempt found the lock busy: attempt, and
  * between attempts sleep as the strategy says, until acquired, the
  * deadline, cancellation or an error. pttl: the holder's lease left as
- * the first attempt saw it (-1: unknown).
+ * the first attempt saw it (-1: unknown). *warn is set when it got the
+ * lock without notifications because the server's ACL refuses them.
  */
 static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
                         int64_t deadline, attempt *a, int64_t pttl,
-                        uint64_t gen)
+                        uint64_t gen, int *warn)
 {
     waiting x = {.c = c,
                  .h = h,
@@ -586,9 +696,19 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         rc = wait_may_try(&x);
         if (rc != 1)
             break;
-        rc = attempt_once(
-            c, h, lease_ms,
-            x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE : PLAIN_WAITING, a);
+        if (x.strategy == DLOCK_WAIT_FAIR && x.ticket == 0 && c->ns.n > 1) {
+            /* The place in the queue, the same on every node so that all
+             * serve the waiters in one order: the wall clock when this
+             * waiter first queues (after it got its process's turn). */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            x.ticket =
+                (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+        }
+        rc = attempt_once(c, h, lease_ms,
+                          x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE
+                                                        : PLAIN_WAITING,
+                          x.ticket, a);
         if (rc == DLOCK_LOCK_DELAY) {
             /* Wait the delay out (or until the deadline). */
             rc = spin_sleep(&x, dlock__now_ms() + a->pttl);
@@ -633,6 +753,8 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
     if (x.strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
         rc = fair_leave(c, h, rc);
     dlock__notify_end(x.w);
+    if (rc == DLOCK_OK && (x.polling || atomic_load(&c->nopub)))
+        *warn = 1;
     return rc;
 }
 
@@ -671,7 +793,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     char owner[DLOCK_OWNER_MAX];
     dlock__held *h;
     attempt a = {0};
-    int rc, fresh = 0;
+    int rc, fresh = 0, warn = 0, waited = 0;
     int64_t deadline, due;
     int64_t t_us = dlock__now_us(); /* metrics: time in this call */
     uint64_t gen;
@@ -757,20 +879,22 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         /* This process is contending for the lock again and is still
          * subscribed: queue at once, the try-only attempt would only add
          * a round trip. */
-        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen);
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen, &warn);
+        waited = 1;
     } else {
         rc = attempt_once(c, h, opts->lease_ms,
                           c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh
                               ? FAIR_TRY
                               : FAIR_NONE,
-                          &a);
+                          0, &a);
     }
-    if ((rc == DLOCK_LOCK_DELAY || outage_retryable(c, rc)) &&
+    if (!waited && (rc == DLOCK_LOCK_DELAY || outage_retryable(c, rc)) &&
         opts->wait_ms != 0) {
-        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen);
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, -1, gen, &warn);
     } else if (rc == DLOCK_BUSY && opts->wait_ms != 0) {
         atomic_fetch_add(&c->stats.busy, 1);
-        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, a.pttl, gen);
+        rc = acquire_wait(c, h, opts->lease_ms, deadline, &a, a.pttl, gen,
+                          &warn);
     } else if (rc == DLOCK_BUSY) {
         atomic_fetch_add(&c->stats.busy, 1);
     }
@@ -826,6 +950,13 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     t_us = dlock__now_us() - t_us;
     dlock__hist_add(&c->metrics.acquire_wait, t_us);
     dlock__event(c, DLOCK_EVENT_ACQUIRED, name, DLOCK_OK, t_us, h->token);
+    if (warn && !atomic_exchange(&c->nopub_warned, 1))
+        dlock__set_error(c, DLOCK_OK,
+                         "warning: the server refuses this user the lock's "
+                         "pub/sub channels (NOPERM), so waiters poll instead "
+                         "of being notified; allow them with the ACL rule "
+                         "&%s:* (or allchannels)",
+                         c->key_prefix);
     rc = dlock__handle_new(c, h, out);
     if (rc != DLOCK_OK)
         return rc; /* the lease runs out by itself */

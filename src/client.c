@@ -35,7 +35,7 @@ void dlock_options_init(dlock_options *o)
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 2000;
     o->pool_size = 4;
-    o->wait_strategy = DLOCK_WAIT_NOTIFY;
+    o->wait_strategy = DLOCK_WAIT_FAIR;
     o->spin_min_ms = 1;
     o->spin_max_ms = 128;
     o->drift_ppm = 10000;
@@ -94,9 +94,6 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
         o->wait_strategy != DLOCK_WAIT_FAIR)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "unknown wait_strategy %d", (int)o->wait_strategy);
-    if (o->wait_strategy == DLOCK_WAIT_FAIR && o->nservers > 1)
-        return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "the fair wait strategy needs a single server");
     if (o->spin_min_ms < 1 || o->spin_max_ms < o->spin_min_ms)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "need 1 <= spin_min_ms <= spin_max_ms");

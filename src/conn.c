@@ -35,6 +35,29 @@
  * (poll is level-triggered, so nothing is lost by stopping). */
 #define READ_ROUNDS 64
 
+/* A request given up on (see dlock__conn_abandon_eval): its EVAL form
+ * in RESP, or none. */
+struct dlock__stale {
+    struct dlock__stale *next;
+    char *eval;
+    size_t len;
+};
+
+/* Queue a stale entry (eval may be NULL); 0, or -1 out of memory. */
+static int stale_push(dlock__conn *c, char *eval, size_t len)
+{
+    struct dlock__stale *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return -1;
+    e->eval = eval;
+    e->len = len;
+    if (c->stale_tail != NULL)
+        c->stale_tail->next = e;
+    else
+        c->stale_head = e;
+    c->stale_tail = e;
+    return 0;
+}
 /*
  * Caps on what a peer may announce. hiredis 0.14's reader allocates an
  * array's element table as soon as it reads "*N\r\n", before any element
@@ -265,6 +288,12 @@ void dlock__conn_close(dlock__conn *c)
     }
     if (c->reader != NULL)
         redisReaderFree(c->reader);
+    while (c->stale_head != NULL) {
+        struct dlock__stale *e = c->stale_head;
+        c->stale_head = e->next;
+        free(e->eval);
+        free(e);
+    }
     free(c->out);
     free(c->peer);
     free(c);
@@ -280,22 +309,38 @@ static char *put_len(char *p, char prefix, size_t n)
     return p;
 }
 
-/* Format the command as RESP straight into the output queue. Our own
- * formatter rather than hiredis's redisFormatCommandArgv: that one
- * sprintf()s every length and made up close to half of the client's
- * instructions per lock cycle (callgrind). */
-int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
-                            const size_t *argvlen)
+/* An upper bound of the RESP size of a command. */
+static size_t resp_bound(int argc, const char **argv, const size_t *argvlen)
 {
-    size_t need, len = 3 + 20;
-    char *p;
+    size_t len = 3 + 20;
     int i;
-
-    if (argc <= 0)
-        return DLOCK_EINVAL;
     for (i = 0; i < argc; i++)
         len +=
             1 + 20 + 2 + (argvlen != NULL ? argvlen[i] : strlen(argv[i])) + 2;
+    return len;
+}
+
+/* Write the command as RESP at p; returns the new end. */
+static char *resp_write(char *p, int argc, const char **argv,
+                        const size_t *argvlen)
+{
+    int i;
+    p = put_len(p, '*', (size_t)argc);
+    for (i = 0; i < argc; i++) {
+        size_t n = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
+        p = put_len(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return p;
+}
+
+/* Make room for len more bytes of output. DLOCK_OK or DLOCK_ENOMEM. */
+static int out_reserve(dlock__conn *c, size_t len)
+{
+    size_t need;
     /* Reclaim what was already written before growing. Moving the unsent
      * bytes is fine even under a pending SSL_write retry: the context has
      * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER and the bytes stay the same. */
@@ -316,15 +361,22 @@ int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
         c->out = np;
         c->outcap = cap;
     }
-    p = put_len(c->out + c->outlen, '*', (size_t)argc);
-    for (i = 0; i < argc; i++) {
-        size_t n = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
-        p = put_len(p, '$', n);
-        memcpy(p, argv[i], n);
-        p += n;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
+    return DLOCK_OK;
+}
+
+/* Format the command as RESP straight into the output queue. Our own
+ * formatter rather than hiredis's redisFormatCommandArgv: that one
+ * sprintf()s every length and made up close to half of the client's
+ * instructions per lock cycle (callgrind). */
+int dlock__conn_append_argv(dlock__conn *c, int argc, const char **argv,
+                            const size_t *argvlen)
+{
+    char *p;
+    if (argc <= 0)
+        return DLOCK_EINVAL;
+    if (out_reserve(c, resp_bound(argc, argv, argvlen)) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    p = resp_write(c->out + c->outlen, argc, argv, argvlen);
     c->outlen = (size_t)(p - c->out);
     return DLOCK_OK;
 }
@@ -408,7 +460,28 @@ int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
         if (rep == NULL)
             return 0;
         if (c->stale > 0) { /* the answer to a request given up on */
+            struct dlock__stale *e = c->stale_head;
+            redisReply *r = rep;
             c->stale--;
+            if (e != NULL) {
+                c->stale_head = e->next;
+                if (c->stale_head == NULL)
+                    c->stale_tail = NULL;
+            }
+            if (e != NULL && e->eval != NULL && r->type == REDIS_REPLY_ERROR &&
+                strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+                out_reserve(c, e->len) == DLOCK_OK &&
+                stale_push(c, NULL, 0) == 0) {
+                /* Its effect must not be lost: send the source now, and
+                 * drop that answer too. The caller polls with
+                 * dlock__conn_events(), which asks to write it. */
+                memcpy(c->out + c->outlen, e->eval, e->len);
+                c->outlen += e->len;
+                c->stale++;
+            }
+            if (e != NULL)
+                free(e->eval);
+            free(e);
             freeReplyObject(rep);
             continue;
         }
@@ -417,10 +490,66 @@ int dlock__conn_pop_reply(dlock__conn *c, redisReply **out, char *err,
     }
 }
 
-/* See conn.h. */
+/* See conn.h. An entry that cannot be allocated only loses its EVAL
+ * form: the count is what keeps the answers in line. */
 int dlock__conn_abandon(dlock__conn *c)
 {
+    (void)stale_push(c, NULL, 0);
     return ++c->stale;
+}
+
+/* See conn.h. */
+int dlock__conn_abandon_eval(dlock__conn *c, int argc, const char **argv,
+                             const size_t *argvlen)
+{
+    size_t bound = resp_bound(argc, argv, argvlen);
+    char *buf = malloc(bound);
+    if (buf == NULL ||
+        stale_push(c, buf,
+                   (size_t)(resp_write(buf, argc, argv, argvlen) - buf)) != 0) {
+        free(buf);
+        dlock__conn_abandon(c);
+        return DLOCK_ENOMEM;
+    }
+    c->stale++;
+    return DLOCK_OK;
+}
+
+/* See conn.h. */
+int dlock__conn_unsettled(const dlock__conn *c)
+{
+    const struct dlock__stale *e;
+    if (c->dead)
+        return 0;
+    for (e = c->stale_head; e != NULL; e = e->next)
+        if (e->eval != NULL)
+            return 1;
+    return !dlock__conn_flushed(c);
+}
+
+/* See conn.h. deadline_ms 0: one pass without waiting. */
+void dlock__conn_settle(dlock__conn *c, int64_t deadline_ms)
+{
+    char err[DLOCK__ERRLEN];
+    int once = deadline_ms == 0;
+    while (dlock__conn_unsettled(c) &&
+           (once || dlock__now_ms() < deadline_ms)) {
+        struct pollfd p;
+        redisReply *rep;
+        p.fd = c->fd;
+        p.events = dlock__conn_events(c);
+        p.revents = 0;
+        if (poll(&p, 1, once ? 0 : dlock__ms_left(deadline_ms)) < 0 &&
+            errno != EINTR)
+            return;
+        if (p.revents != 0 &&
+            dlock__conn_progress(c, p.revents, err, sizeof err) != DLOCK_OK)
+            return;
+        while (dlock__conn_pop_reply(c, &rep, err, sizeof err) == 1)
+            freeReplyObject(rep); /* not ours: nobody asked on it */
+        if (once && p.revents == 0)
+            return;
+    }
 }
 
 /* Free replies[0..n) and set them NULL. */

@@ -53,6 +53,24 @@ int dlock__conn_flushed(const dlock__conn *c);
  * comes (Redis answers in order). Returns how many are unread now. */
 int dlock__conn_abandon(dlock__conn *c);
 
+/* dlock__conn_abandon() for a script request sent by SHA (EVALSHA) whose
+ * effect must not be lost: argv is its EVAL form (the source instead of
+ * the SHA). When the dropped answer is NOSCRIPT (script cache flushed,
+ * server restarted), the EVAL is queued on this connection at once, and
+ * its own answer dropped too. DLOCK_ENOMEM: abandoned without that. */
+int dlock__conn_abandon_eval(dlock__conn *c, int argc, const char **argv,
+                             const size_t *argvlen);
+
+/* 1 while an abandoned request may still have to be sent again (see
+ * dlock__conn_abandon_eval), so the connection should not be closed
+ * before dlock__conn_settle(). */
+int dlock__conn_unsettled(const dlock__conn *c);
+
+/* Read (and resend where needed) until no abandoned request may have to
+ * be sent again, or the monotonic deadline passes (0: only what can be
+ * done without waiting). Before closing a connection that is unsettled. */
+void dlock__conn_settle(dlock__conn *c, int64_t deadline_ms);
+
 /*
  * Blocking convenience over the above: write everything queued and
  * collect n replies into replies[0..n-1], before the monotonic deadline.

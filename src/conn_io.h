@@ -45,6 +45,9 @@ struct dlock__conn {
     uint64_t nread; /* bytes of reply stream received */
     char *peer;     /* ep->display */
     int stale;      /* replies still to come that nobody waits for */
+    /* The requests behind those replies, oldest first: one given up on
+     * may carry its EVAL form, sent when its answer is NOSCRIPT. */
+    struct dlock__stale *stale_head, *stale_tail;
     /* The reply reader's object functions: hiredis's own, wrapped by
      * conn.c to refuse replies above its caps (see conn.c). */
     redisReplyObjectFunctions fns;

@@ -64,6 +64,15 @@ struct dlock_client {
     struct dlock__notifier *notifier;
     struct dlock__watchdog *watchdog;
 
+    /* Notifications refused by the server's ACL (NOPERM on PUBLISH or
+     * SUBSCRIBE: the user has no channel permission): waiters poll
+     * instead, subscriptions are not tried again before nosub_until_ms,
+     * dlock_client_check() says so, and the first acquire that had to
+     * poll leaves one warning in dlock_errmsg() (nopub_warned). */
+    _Atomic int nopub;
+    _Atomic int64_t nosub_until_ms;
+    _Atomic int nopub_warned;
+
     dlock__stats stats;
 
     struct dlock__holder *holder; /* holder info (holder.c), NULL: off */

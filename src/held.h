@@ -22,7 +22,7 @@ typedef struct dlock__keys {
     char *key;   /* <prefix>:{<name>} */
     char *fkey;  /* <prefix>:{<name>}:f */
     char *chan;  /* <prefix>:{<name>}:c */
-    char *qkey;  /* <prefix>:{<name>}:q  fair queue (list) */
+    char *qkey;  /* <prefix>:{<name>}:q  fair queue (zset; semaphore: list) */
     char *qtkey; /* <prefix>:{<name>}:qt fair queue deadlines (zset) */
     char *hchan; /* <prefix>:{<name>}:c:<client id>: fair handoffs */
     size_t keylen, fkeylen, chanlen, qkeylen, qtkeylen, hchanlen;
@@ -74,6 +74,11 @@ typedef struct dlock__held {
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */
+    /* Redlock: pins[i] carries this hold's acquire to node i, given up
+     * on once a majority had granted (answer pending): the hold's next
+     * request to node i goes over it, behind the acquire. NULL: none.
+     * Only the holding thread uses it. */
+    struct dlock__conn **pins;
     /* The running acquire attempt's end (monotonic ms, -1: none): its
      * steps, the fencing round and the undo of a failed attempt end by it
      * (acquire.c). Read and written by the owner thread only. */
@@ -111,8 +116,12 @@ struct dlock_lock {
 dlock__held *dlock__held_new(dlock_client *c, const char *name,
                              const char *owner);
 
-/* Free a held record that is NEW or UNLINKED and unused. */
+/* Free a held record that is NEW or UNLINKED and unused (its pins
+ * dropped first). */
 void dlock__held_free(dlock__held *h);
+
+/* Give h's pinned connections (h->pins) back to the pool. */
+void dlock__held_drop_pins(dlock_client *c, dlock__held *h);
 
 /* A new undo entry for NAME and OWNER (not queued), or NULL. */
 dlock__undo *dlock__undo_new(dlock_client *c, const char *name,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chancheck.h"
 #include "cluster.h"
 #include "conn.h"
 #include "core.h"
@@ -513,6 +514,11 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
         for (k = 0; k < NREPLY; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
+        {
+            char msg[512];
+            if (dlock__check_channels(c, nodes[i], msg, sizeof msg))
+                finding(buf, len, &n, "%s", msg);
+        }
     }
     return n + dlock__health_warnings(c, buf, len);
 }

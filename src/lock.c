@@ -20,6 +20,20 @@
 #include "slot.h"
 #include "watchdog.h"
 
+/* Redlock: a release is settled once a majority confirmed it (answers
+ * 1 to 4). ud: the quorum. */
+static int release_enough(const dlock__result *res, uint64_t waiting, int n,
+                          const void *ud)
+{
+    int i, ok = 0;
+    for (i = 0; i < n; i++)
+        if (!(waiting & (1ULL << i)) && res[i].status == DLOCK_OK &&
+            res[i].reply->type == REDIS_REPLY_INTEGER &&
+            res[i].reply->integer >= 1 && res[i].reply->integer <= 4)
+            ok++;
+    return ok >= *(const int *)ud;
+}
+
 /* The release command of a semaphore permit (sem_release.lua: the freed
  * permit goes to the first live waiter, handed over in FIFO mode, else
  * woken) or a reader (rw_release.lua). Neither has reentry levels. */
@@ -45,17 +59,26 @@ static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_key(b, k->key, k->keylen);
     dlock__cmd_key(b, k->fkey, k->fkeylen);
     dlock__cmd_key(b, k->rkey, k->rkeylen);
+    dlock__cmd_key(b, k->qkey, k->qkeylen); /* wake a fair writer */
     dlock__cmd_arg(b, owner, strlen(owner));
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg(b, relid, relidlen);
 }
 
 /* Run release.lua for (owner, expected depth, token) on the nodes in
- * mask; the answers are left in res for the caller to read and clear.
- * undo: give back a maybe-taken lock, sent with the script's source. */
+ * mask (over pins[i] where set: a hold's pinned connections); the
+ * answers are left in res for the caller to read and clear. early: a
+ * release, done once a majority confirmed (an undo waits for every
+ * node: each answer settles one).
+ * eval: send the script's source (an undo retried after a send that got
+ * no answer).
+ * ticket > 0: a Redlock fair waiter's undo, back into the queue at that
+ * place. With one server the lock is handed to the first live fair
+ * waiter; with several, that waiter is only woken (it needs a majority). */
 static void run_release(dlock_client *c, const dlock__keys *k,
                         const char *owner, uint64_t mask, int depth,
-                        uint64_t token, int undo, int64_t deadline_ms,
+                        uint64_t token, int eval, uint64_t ticket,
+                        dlock__conn **pins, int early, int64_t deadline_ms,
                         dlock__result *res)
 {
     dlock__cmdbuf b;
@@ -69,8 +92,10 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     relid[n] = '\0';
     if (k->kind != DLOCK__KIND_LOCK) {
         shared_release_cmd(&b, c, k, owner, relid, n);
-        b.cmd.eval = undo;
-        dlock__run(c, mask, &b.cmd, dlock__deadline(c, 0), res);
+        b.cmd.eval = eval;
+        b.cmd.give_back = 1;
+        b.cmd.pins = pins;
+        dlock__run(c, mask, &b.cmd, deadline_ms, res);
         return;
     }
     dlock__cmd_begin(&b, DLOCK__S_RELEASE);
@@ -82,12 +107,26 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_i64(&b, depth);
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(&b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, relid, n);
-    if (c->ns.cluster != NULL)
-        dlock__cmd_arg(&b, "1", 1); /* sharded pub/sub: SPUBLISH */
-    b.cmd.eval = undo;
+    if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
+        dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);
+    if (ticket > 0) {
+        dlock__cmd_arg_u64(&b, ticket);
+        dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
+    }
+    b.cmd.eval = eval;
+    b.cmd.give_back = 1;
+    b.cmd.pins = pins;
+    if (c->ns.n > 1 && early) {
+        /* Done once a majority confirmed: the rest are given up on, and
+         * an answer NOSCRIPT among them makes their connection send the
+         * source (dlock__cmd.enough), so no node keeps the lock for
+         * want of a cached script. */
+        b.cmd.enough = release_enough;
+        b.cmd.enough_ud = &c->ns.quorum;
+    }
     dlock__run(c, mask, &b.cmd, deadline_ms, res);
 }
 
@@ -97,14 +136,16 @@ static void run_release(dlock_client *c, const dlock__keys *k,
  * reaches Redis after it) without waiting. */
 static uint64_t undo_send_by(dlock_client *c, const dlock__keys *k,
                              const char *owner, uint64_t mask, int depth,
-                             uint64_t token, int64_t deadline_ms)
+                             uint64_t token, uint64_t ticket, int eval,
+                             dlock__conn **pins, int64_t deadline_ms)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     int i;
 
     if (mask == 0)
         return 0;
-    run_release(c, k, owner, mask, depth, token, 1, deadline_ms, res);
+    run_release(c, k, owner, mask, depth, token, eval, ticket, pins, 0,
+                deadline_ms, res);
     /* Any answer settles a node (released, or nothing to release). */
     for (i = 0; i < c->ns.n; i++)
         if ((mask & (1ULL << i)) && res[i].status != DLOCK_EIO &&
@@ -117,9 +158,11 @@ static uint64_t undo_send_by(dlock_client *c, const dlock__keys *k,
 /* See lock.h. */
 uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           const char *owner, uint64_t mask, int depth,
-                          uint64_t token)
+                          uint64_t token, uint64_t ticket, int eval,
+                          dlock__conn **pins)
 {
-    return undo_send_by(c, k, owner, mask, depth, token, dlock__deadline(c, 0));
+    return undo_send_by(c, k, owner, mask, depth, token, ticket, eval, pins,
+                        dlock__deadline(c, 0));
 }
 
 /* Queue an undo for the watchdog thread to retry until the nodes in mask
@@ -143,12 +186,15 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
 }
 
 /* See lock.h. */
-void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token, int64_t lease_ms)
+void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                         int depth, uint64_t token, int64_t lease_ms,
+                         uint64_t ticket, int eval)
 {
     int64_t t0 = dlock__now_ms();
-    uint64_t left = undo_send_by(c, &h->k, h->owner, mask, depth, token,
-                                 dlock__deadline_by(c, 0, h->attempt_end_ms));
+    uint64_t left =
+        undo_send_by(c, &h->k, h->owner, mask, depth, token, ticket, eval,
+                     h->pins, dlock__deadline_by(c, 0, h->attempt_end_ms));
+    dlock__held_drop_pins(c, h);
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
 }
@@ -189,8 +235,10 @@ static void drop_handle(dlock_client *c, dlock__held *h, dlock_lock *l,
         h->life == DLOCK__HELD_UNLINKED && h->handles <= 0 && h->wd_refs == 0;
     pthread_mutex_unlock(&c->held_mu);
     free(l);
-    if (free_it)
+    if (free_it) {
+        dlock__held_drop_pins(c, h);
         dlock__held_free(h);
+    }
 }
 
 /* See dlock.h. */
@@ -228,18 +276,28 @@ int dlock_lock_release(dlock_lock *l)
                                 st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
                                 "release: the lock was already lost");
     }
-    run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0,
-                dlock__deadline(c, 0), res);
+    run_release(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token, 0, 0,
+                h->pins, 1, dlock__deadline(c, 0), res);
+    dlock__held_drop_pins(c, h);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].pending) {
+            /* Given up on with a majority confirmed: the watchdog's next
+             * look (within a second) settles what no thread reuses. */
+            dlock__watchdog_kick(c, dlock__now_ms() + 1000);
+            break;
+        }
     for (i = 0; i < c->ns.n; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK)
             continue;
-        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 4)
             dlock__malformed(&c->ns, res, i, "the release script");
         else if (r->integer > 0)
             confirmed++;
         else
             notowner++;
+        if (res[i].status == DLOCK_OK && r->integer == 4)
+            atomic_store(&c->nopub, 1); /* released; waiters must poll */
     }
     if (confirmed >= c->ns.quorum)
         rc = DLOCK_OK;
@@ -341,7 +399,7 @@ static int extend_by_slot(dlock_client *c, dlock__held **hs,
             gh[j - i] = hs[o[j].i];
             gl[j - i] = leases[o[j].i];
         }
-        dlock__extend_many(c, gh, gl, j - i, gok);
+        dlock__extend_many(c, gh, gl, j - i, gok, NULL);
         for (k = i; k < j; k++)
             ok[o[k].i] = gok[k - i];
     }
@@ -360,7 +418,8 @@ static int extend_by_slot(dlock_client *c, dlock__held **hs,
  * success.
  */
 static void extend_kind(dlock_client *c, dlock__held **hs,
-                        const int64_t *leases, int n, int *ok)
+                        const int64_t *leases, int n, int *ok,
+                        dlock__conn **pins)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     /* A reader's renewal names its lock hash and the readers' set; with
@@ -428,7 +487,8 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
                        .keylens = keylens,
                        .nargs = 2 * n,
                        .args = args,
-                       .arglens = arglens};
+                       .arglens = arglens,
+                       .pins = pins};
     dlock__cmd_durable(c, &cmd);
     t0 = dlock__now_ms();
     t0_us = dlock__now_us();
@@ -511,7 +571,8 @@ out:
 /* See lock.h. Locks, permits and readers are renewed by different
  * scripts: one call per kind present (per node). */
 void dlock__extend_many(dlock_client *c, dlock__held **hs,
-                        const int64_t *leases, int n, int *ok)
+                        const int64_t *leases, int n, int *ok,
+                        dlock__conn **pins)
 {
     dlock__held **sub;
     int64_t *sl;
@@ -521,7 +582,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
         ;
     if (i >= n) {
         if (n > 0)
-            extend_kind(c, hs, leases, n, ok);
+            extend_kind(c, hs, leases, n, ok, pins);
         return;
     }
     sub = calloc((size_t)n, sizeof *sub);
@@ -538,7 +599,7 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                 idx[m++] = i;
             }
         if (m > 0)
-            extend_kind(c, sub, sl, m, so);
+            extend_kind(c, sub, sl, m, so, NULL);
         for (i = 0; i < m; i++)
             ok[idx[i]] = so[i];
     }
@@ -565,7 +626,9 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
         return dlock__set_error(c, DLOCK_EINVAL, "lease_ms must be > 0");
     if (atomic_load(&h->state) == DLOCK_LOST)
         return dlock__set_error(c, DLOCK_LOST, "extend: the lease was lost");
-    dlock__extend_many(c, &h, &lease_ms, 1, &ok);
+    /* Over the hold's pinned connections: behind its acquire. */
+    dlock__extend_many(c, &h, &lease_ms, 1, &ok, h->pins);
+    dlock__held_drop_pins(c, h);
     if (ok == DLOCK_OK) {
         pthread_mutex_lock(&c->held_mu);
         h->lease_ms = lease_ms;

@@ -19,29 +19,53 @@
 #define DLOCK__FAIR_HANDOFF_MS 2000
 
 /* The fence hash outlives the last acquisition by this long (7 days);
- * see docs/design.md, "Fencing tokens". */
+ * see docs/design.md, "Fencing tokens". acquire.lua has it as a
+ * constant (RETAIN) to keep the hot path's command short. */
 #define DLOCK__FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
 
 /* A new handle for h: DLOCK_OK and *out, or DLOCK_ENOMEM (message set). */
 int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out);
 
 /* Extend hs[0..n-1] to leases[i] ms from now on their nodes in one call
- * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error. */
+ * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error. pins: the
+ * one hold's pinned connections (see dlock__held.pins), or NULL. (The
+ * watchdog's batches go over pooled connections: an extend that
+ * overtakes an acquire still out on a minority node finds no owner
+ * there, and that node keeps the acquire's lease, which the next
+ * renewal raises: the majority's leases are what count.) */
 void dlock__extend_many(dlock_client *c, dlock__held **hs,
-                        const int64_t *leases, int n, int *ok);
+                        const int64_t *leases, int n, int *ok,
+                        struct dlock__conn **pins);
+
+/* A fair waiter refreshes its place in the queue at a third of this; a
+ * waiter that stops refreshing drops out after it. */
+#define DLOCK__FAIR_WAITER_TTL_MS 3000
 
 /* Send release.lua for (owner, depth, token) on lock k to the nodes in
- * mask, with the script's source; returns the nodes that did not
- * answer. */
+ * mask (over pins[i] where set; pins may be NULL); returns the nodes that
+ * did not answer. ticket > 0: a Redlock
+ * fair waiter goes back into the queue at that place. eval: send the
+ * script's source, not its SHA (a retry of an undo whose first send got
+ * no answer: a late NOSCRIPT nobody reads would lose it). */
 uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                           const char *owner, uint64_t mask, int depth,
-                          uint64_t token);
+                          uint64_t token, uint64_t ticket, int eval,
+                          struct dlock__conn **pins);
 
 /* Give back what an acquire of h may have taken (depth, token) on the
- * nodes in mask: at once (waiting for answers no longer than the
- * attempt's end, h->attempt_end_ms), and for nodes that do not answer, again
- * from the watchdog thread until they answer or lease_ms has passed. */
-void dlock__undo_acquire(dlock_client *c, const dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token, int64_t lease_ms);
+ * nodes in mask: at once (waiting for answers no longer than the attempt's
+ * end, h->attempt_end_ms), and for nodes that do not answer, again from
+ * the watchdog thread with the script's source until they answer or
+ * lease_ms has passed. eval: send the source at once too; needed when a
+ * node did not answer the acquire (it may be stalled: the undo must not
+ * depend on a reply read later, and this process may be gone by then);
+ * nodes that answered get the SHA (a NOSCRIPT answer is retried with the
+ * source on the spot; no answer in time, by the watchdog). ticket: as
+ * for dlock__undo_send (the retries do not requeue: the waiter's next
+ * refresh does). Goes over h's pinned connections (h->pins: behind the
+ * acquire it undoes), which it gives back. */
+void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                         int depth, uint64_t token, int64_t lease_ms,
+                         uint64_t ticket, int eval);
 
 #endif /* DLOCK_LOCK_H */

@@ -115,7 +115,7 @@ void dlock__node_clear(dlock__node *n)
 /* See node.h. */
 void dlock__nodeset_free(dlock__nodeset *ns)
 {
-    int i;
+    int i, j;
     /* The topology's thread (Sentinel's watch) uses the nodes: stop it
      * first. */
     if (ns->topo_free != NULL)
@@ -123,6 +123,13 @@ void dlock__nodeset_free(dlock__nodeset *ns)
     ns->topo_free = NULL;
     if (ns->node != NULL) {
         for (i = 0; i < ns->n; i++) {
+            dlock__node *n = &ns->node[i];
+            /* A request given up on may still have to be resent
+             * (NOSCRIPT): give it that chance, bounded. */
+            for (j = 0; j < n->nidle; j++)
+                if (dlock__conn_unsettled(n->idle[j]))
+                    dlock__conn_settle(n->idle[j], dlock__now_ms() +
+                                                       ns->connect_timeout_ms);
             /* Sentinel's node has its mutex before its pool. */
             if (ns->node[i].idle == NULL && ns->kind == DLOCK__TOPO_SENTINEL)
                 pthread_mutex_destroy(&ns->node[i].mu);
@@ -144,20 +151,43 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
     return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
 }
 
+static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh);
+
+/* See node.h. */
+int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
+                       int64_t deadline_ms, char *err, size_t errlen,
+                       int *fresh)
+{
+    return node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen, fresh);
+}
+
 /* See node.h. A cluster's nodes are skipped like Redlock's: the next
  * route may find another master. */
 int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
                      int64_t deadline_ms, char *err, size_t errlen)
 {
+    int fresh;
+    return node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
+}
+
+/* dlock__node_take, and *fresh = 1 when the connection was opened now. */
+static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh)
+{
     int64_t now, dl;
     int rc;
 
+    *fresh = 0;
     pthread_mutex_lock(&n->mu);
     if (n->nidle > 0) {
         *out = n->idle[--n->nidle];
         pthread_mutex_unlock(&n->mu);
         return DLOCK_OK;
     }
+    *fresh = 1;
     now = dlock__now_ms();
     if ((ns->n > 1 || ns->cluster != NULL) && now < n->down_until_ms) {
         pthread_mutex_unlock(&n->mu);
@@ -198,6 +228,21 @@ int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
     return rc;
 }
 
+/* See node.h. Non-blocking reads and writes only, under the pool's
+ * mutex. */
+void dlock__nodes_settle(dlock__nodeset *ns)
+{
+    int i, j;
+    for (i = 0; i < ns->n; i++) {
+        dlock__node *n = &ns->node[i];
+        pthread_mutex_lock(&n->mu);
+        for (j = 0; j < n->nidle; j++)
+            if (dlock__conn_unsettled(n->idle[j]))
+                dlock__conn_settle(n->idle[j], 0);
+        pthread_mutex_unlock(&n->mu);
+    }
+}
+
 /* Return a connection to the pool if it is healthy (ok) and there is
  * room; close it otherwise. */
 void dlock__node_put(dlock__nodeset *ns, int i, dlock__conn *conn, int ok)
@@ -223,6 +268,11 @@ void dlock__node_give(dlock__nodeset *ns, dlock__node *n, dlock__conn *conn,
         }
         pthread_mutex_unlock(&n->mu);
     }
+    /* The pool is full: what can be settled without waiting is (a
+     * NOSCRIPT already answered gets its resend written before the close;
+     * the server reads it before it notices the close). */
+    if (conn != NULL && ok && dlock__conn_unsettled(conn))
+        dlock__conn_settle(conn, 0);
     dlock__conn_close(conn);
 }
 

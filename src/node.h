@@ -35,6 +35,11 @@ typedef struct dlock__node {
     dlock__conn **idle; /* stack of idle connections */
     int nidle;
     int64_t down_until_ms; /* after a failed connect: skip until then */
+    /* Scripts (bit DLOCK__S_*) this server is known to have cached: set
+     * by an answer, all cleared by a NOSCRIPT for one of them (its cache
+     * was flushed, or it restarted). A request given up on must not
+     * depend on a cache that may be empty (step.c). */
+    _Atomic uint64_t scripts_ok;
 
     /* Where to connect now: &ep, or the master a topology located
      * (Sentinel). An address once published is never freed before the
@@ -141,6 +146,17 @@ int dlock__node_init_ep(dlock__node *nd, dlock__endpoint *ep, int pool_size);
 
 /* Close nd's pooled connections and free what it owns. */
 void dlock__node_clear(dlock__node *nd);
+/* dlock__node_get that also says whether the connection was opened now
+ * (*fresh = 1: the server may have restarted since we last talked to it,
+ * so its script cache may be empty) rather than taken from the pool. */
+int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
+                       int64_t deadline_ms, char *err, size_t errlen,
+                       int *fresh);
+
+/* Without blocking: let every idle connection that carries a request
+ * given up on read its answers and resend where NOSCRIPT says so
+ * (dlock__conn_abandon_eval). For a background thread, now and then. */
+void dlock__nodes_settle(dlock__nodeset *ns);
 
 /* Node nd's address now, and its "host:port" for messages. */
 const dlock__endpoint *dlock__node_addr(const dlock__node *nd);

@@ -211,6 +211,13 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
             rc = DLOCK_CANCELED;
             break;
         }
+        if (__builtin_popcountll(ch->refused) > c->ns.n - c->ns.quorum) {
+            rc = dlock__set_error(c, DLOCK_EAUTH,
+                                  "SUBSCRIBE %s: NOPERM: this user may not "
+                                  "use the lock's channels",
+                                  ch->name);
+            break;
+        }
         if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) == ETIMEDOUT &&
             !subscribed_enough(c, ch)) {
             rc = dlock__set_error(c, DLOCK_ETIMEDOUT,
@@ -316,7 +323,8 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
             rc = DLOCK_CANCELED;
             break;
         }
-        if (fair && w->handed) {
+        if (fair && (w->handed || w->woken)) {
+            w->woken = 0; /* consumed: the next wait sleeps again */
             rc = 1;
             break;
         }
@@ -365,6 +373,18 @@ int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms)
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w)
 {
     return w->token;
+}
+
+/* See notify.h. Only this waiter's thread reads it after a wait returned,
+ * but the notifier sets it under mu. */
+int dlock__notify_handed(dlock__waiter *w)
+{
+    dlock__notifier *n = w->c->notifier;
+    int handed;
+    pthread_mutex_lock(&n->mu);
+    handed = w->handed;
+    pthread_mutex_unlock(&n->mu);
+    return handed;
 }
 
 /* See notify.h. Under mu: the subscriber sets handed under it. */

@@ -62,11 +62,18 @@ void dlock__notify_cancel(dlock_client *c);
 
 /* Fair mode: sleep until a handoff addressed to the owner id given to
  * dlock__notify_begin has arrived (1, also when it arrived before this
- * call; its token then in dlock__notify_handoff_token), until_ms (0), or
- * cancellation (DLOCK_CANCELED). */
+ * call; its token then in dlock__notify_handoff_token), or a majority of
+ * nodes woke it (1, see dlock__notify_handed), until_ms (0), or
+ * cancellation (DLOCK_CANCELED). A SUBSCRIBE refused by the server's ACL
+ * makes dlock__notify_begin return DLOCK_EAUTH. */
 int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms);
 uint64_t dlock__notify_handoff_token(const dlock__waiter *w);
 
+/* Fair mode: whether the wait that returned 1 found the lock handed over
+ * (1; one server), or only this waiter woken as the first in the queue
+ * of a majority of nodes that freed the lock (0; Redlock: it must now
+ * try, and no other waiter will). */
+int dlock__notify_handed(dlock__waiter *w);
 /* Forget the handoff recorded for w, so that the next
  * dlock__notify_wait_handoff sleeps again: a semaphore waiter woken to
  * try again ('h 0 OWNER', no permit handed) that did not get a permit. */

@@ -33,6 +33,7 @@ typedef struct chan {
     uint64_t sent;      /* SUBSCRIBE sent, not yet confirmed */
     uint64_t ok;        /* confirmed */
     uint64_t unsent;    /* UNSUBSCRIBE sent */
+    uint64_t refused;   /* SUBSCRIBE answered NOPERM (ACL): not resent */
     uint64_t gen;       /* bumped by every release message / lost link */
     int64_t idle_since; /* when refs fell to 0 (monotonic ms) */
     char seen[8][64];   /* ids of the last releases heard (Redlock echoes) */
@@ -52,6 +53,12 @@ struct dlock__waiter {
     const char *me; /* fair: the owner id it waits to be handed */
     int handed;
     uint64_t token;
+    /* Redlock fair: nodes that named this waiter first of a free lock
+     * ("w ID OWNER") for the release ID in wrel; woken once a majority
+     * did (then it tries, and only it). */
+    uint64_t wmask;
+    char wrel[64];
+    int woken;
 };
 
 typedef struct sub_link {

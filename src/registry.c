@@ -134,8 +134,22 @@ void dlock__held_free(dlock__held *h)
     assert(h->life == DLOCK__HELD_NEW || h->life == DLOCK__HELD_UNLINKED);
     assert(h->wd_refs == 0);
     assert(!(h->flags & DLOCK__HELD_CB));
+    assert(h->pins == NULL);
     free(h->lost_why);
     free(h);
+}
+
+/* See held.h. A pinned connection still carries the acquire's answer,
+ * which its next user drops. */
+void dlock__held_drop_pins(dlock_client *c, dlock__held *h)
+{
+    int i;
+    if (h->pins == NULL)
+        return;
+    for (i = 0; i < c->ns.n; i++)
+        dlock__node_put(&c->ns, i, h->pins[i], 1);
+    free(h->pins);
+    h->pins = NULL;
 }
 
 /* See held.h. */
@@ -201,6 +215,7 @@ void dlock__registry_clear(dlock_client *c)
     for (h = c->held; h != NULL; h = next) {
         next = h->next;
         h->life = DLOCK__HELD_UNLINKED;
+        dlock__held_drop_pins(c, h);
         dlock__held_free(h);
     }
     c->held = NULL;

@@ -236,7 +236,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
         undo = refused_undo_mask(c, res);
         dlock__results_clear(res, c->ns.n);
         if (undo != 0)
-            dlock__undo_acquire(c, h, undo, 1, 0, w->lease_ms);
+            dlock__undo_acquire(c, h, undo, 1, 0, w->lease_ms, 0, 1);
         return rc;
     }
     dlock__acquire_tally(&t, res, c->ns.n);
@@ -255,7 +255,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     g->split = c->ns.n > 1 && t.granted > 0;
     undo = dlock__acquire_undo_mask(&t, v, c->ns.n, 0);
     if (undo != 0)
-        dlock__undo_acquire(c, h, undo, 1, t.tmax, w->lease_ms);
+        dlock__undo_acquire(c, h, undo, 1, t.tmax, w->lease_ms, 0, 1);
     return rc;
 }
 
@@ -393,6 +393,11 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
                  .strategy = c->opts.wait_strategy,
                  .pttl = pttl};
     int rc, mode, sem = w->kind == DLOCK__KIND_PERMIT, t;
+
+    /* Readers have no queue: with the fair strategy (the default) they
+     * wait by notification. */
+    if (!sem && x.strategy == DLOCK_WAIT_FAIR)
+        x.strategy = DLOCK_WAIT_NOTIFY;
 
     wait_begin(&x);
     mode = wait_mode(&x);
@@ -619,11 +624,6 @@ int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *c, const char *name,
 
     if (rc != DLOCK_OK)
         return rc;
-    if (c->opts.wait_strategy == DLOCK_WAIT_FAIR)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "read %s: the fair wait strategy is not "
-                                "supported for readers",
-                                name);
     if (flags & ~(unsigned)DLOCK_RW_PREFER_READERS)
         return dlock__set_error(c, DLOCK_EINVAL, "read %s: unknown flags %#x",
                                 name, flags);
@@ -713,9 +713,9 @@ static void downgrade_undo(dlock_client *c, dlock__held *r, uint64_t mask,
                            uint64_t token, int64_t lease_ms)
 {
     r->k.kind = DLOCK__KIND_LOCK;
-    dlock__undo_acquire(c, r, mask, 1, token, lease_ms);
+    dlock__undo_acquire(c, r, mask, 1, token, lease_ms, 0, 1);
     r->k.kind = DLOCK__KIND_READ;
-    dlock__undo_acquire(c, r, mask, 1, token, lease_ms);
+    dlock__undo_acquire(c, r, mask, 1, token, lease_ms, 0, 1);
 }
 
 /* See dlock.h. The writer's record is detached first (renewal of it

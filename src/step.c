@@ -193,6 +193,7 @@ typedef struct slot {
     int state;
     int full;          /* EVAL sent after NOSCRIPT */
     int retried;       /* one fresh-connection retry used */
+    int fresh;         /* its connection was opened for this call */
     int skip;          /* replies to drop first (ASKING's +OK, the WAIT
                           after a NOSCRIPT) */
     redisReply *first; /* the script's reply while WAIT's is awaited */
@@ -256,6 +257,7 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
         int rc = DLOCK_OK;
         s->conn = NULL;
         s->skip = 0;
+        s->fresh = 1;
         if (c->ns->cluster == NULL)
             s->nd = &c->ns->node[i];
         else if (s->ask != NULL)
@@ -263,9 +265,21 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
         else
             rc = dlock__cluster_route(c->ns, cmd_slot(cmd), &s->nd, deadline_ms,
                                       r->err, sizeof r->err);
-        if (rc == DLOCK_OK)
+        if (rc == DLOCK_OK && c->ns->cluster == NULL && cmd->pins != NULL &&
+            cmd->pins[i] != NULL && !s->retried) {
+            /* The hold's own connection: its earlier request (given up
+             * on, answer pending) goes first. */
+            s->conn = cmd->pins[i];
+            cmd->pins[i] = NULL;
+            s->fresh = 0;
+        } else if (rc == DLOCK_OK && c->ns->cluster == NULL) {
+            rc = dlock__node_get_ex(c->ns, i, &s->conn, deadline_ms, r->err,
+                                    sizeof r->err, &s->fresh);
+        } else if (rc == DLOCK_OK) {
+            /* A cluster's master: counted as fresh (never given up on). */
             rc = dlock__node_take(c->ns, s->nd, &s->conn, deadline_ms, r->err,
                                   sizeof r->err);
+        }
         if (rc != DLOCK_OK) {
             s->conn = NULL;
             if (cluster_transient(c, rc)) {
@@ -440,6 +454,8 @@ static void slot_finish(fanout *c, int i, slot *s, callv *v,
     s->state = SLOT_DONE;
     dlock__node_give(c->ns, s->nd, s->conn, 1);
     s->conn = NULL;
+    if (rep->type != REDIS_REPLY_ERROR)
+        atomic_fetch_or(&s->nd->scripts_ok, 1ULL << cmd->script);
     if (rep->type == REDIS_REPLY_ERROR) {
         const char *why = "";
         if (strncmp(rep->str, "READONLY", 8) == 0 ||
@@ -502,6 +518,11 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
             strncmp(rep->str, "NOSCRIPT", 8) == 0) {
             static const char *const asking[1] = {"ASKING"};
             int rc = DLOCK_OK;
+            /* A script it ran before is gone: its cache was flushed (or it
+             * restarted), so no script of ours is known there any more. (A
+             * script it never ran proves nothing about the others.) */
+            if (atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script))
+                atomic_store(&s->nd->scripts_ok, 0);
             freeReplyObject(rep);
             s->full = 1;
             /* Still to come on this connection: the WAIT sent with the
@@ -528,6 +549,66 @@ static void slot_collect(fanout *c, int i, slot *s, callv *v,
         slot_finish(c, i, s, v, cmd, deadline_ms, r, rep);
         return;
     }
+}
+
+/* Give up on the request in flight on conn, keeping its EVAL form for a
+ * NOSCRIPT answer (dlock__conn_abandon_eval). */
+static void give_up_eval(fanout *c, callv *v, const dlock__cmd *cmd,
+                         dlock__conn *conn)
+{
+    const dlock__script *sc = &c->scripts[cmd->script];
+    v->argv[0] = "EVAL";
+    v->lens[0] = 4;
+    v->argv[1] = sc->src;
+    v->lens[1] = strlen(sc->src);
+    dlock__conn_abandon_eval(conn, v->argc, v->argv, v->lens);
+}
+
+/* The outcome is certain (cmd->enough): give up on the nodes still out.
+ * Their connections go to cmd->pins (pin_out), or back to the pool
+ * carrying the request's EVAL form for a NOSCRIPT answer. A node where a
+ * NOSCRIPT is likely is waited for all the same: one reached over a
+ * connection opened for this call (it may have restarted), or one not
+ * known to have this script cached (it never ran it, or answered
+ * NOSCRIPT to a script it had run since it last ran this one): an
+ * acquire given up on would then simply
+ * not happen there, a release would lie in the pool until its resend.
+ * Returns the nodes still waited for. */
+static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
+                             const dlock__cmd *cmd, dlock__result *res)
+{
+    uint64_t still = 0;
+    int i;
+    for (i = 0; i < c->ns->n; i++) {
+        slot *s = &slots[i];
+        if (s->state != SLOT_WAIT)
+            continue;
+        if (s->fresh || s->retried ||
+            !(atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script))) {
+            still |= 1ULL << i;
+            continue;
+        }
+        if (s->ident) /* INFO's answer is unread too */
+            dlock__conn_abandon(s->conn);
+        if (cmd->pin_out) {
+            dlock__conn_abandon(s->conn);
+            cmd->pins[i] = s->conn;
+        } else if (s->full) {
+            dlock__node_give(c->ns, s->nd, s->conn,
+                             dlock__conn_abandon(s->conn) <= MAX_STALE);
+        } else {
+            /* Kept whatever it carries: it must be able to resend. */
+            give_up_eval(c, v, cmd, s->conn);
+            dlock__node_give(c->ns, s->nd, s->conn, 1);
+        }
+        s->conn = NULL;
+        s->state = SLOT_DONE;
+        res[i].status = DLOCK_ETIMEDOUT;
+        res[i].pending = 1;
+        snprintf(res[i].err, sizeof res[i].err, "%s: not waited for",
+                 dlock__node_name(s->nd));
+    }
+    return still;
 }
 
 /* Two nodes are one server (ident.c): refuse every result of a step
@@ -572,6 +653,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         res[i].err[0] = '\0';
         res[i].status = DLOCK_EIO;
         res[i].sent = 0;
+        res[i].pending = 0;
         res[i].acks = -1;
     }
     if (cmd->wait_replicas > 0)
@@ -594,6 +676,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     for (;;) {
         int n = 0, r, k, later = 0;
         int64_t left, now = dlock__now_ms(), wake = deadline_ms;
+        uint64_t waiting = 0;
         for (i = 0; i < c->ns->n; i++) {
             if (slots[i].state == SLOT_BACKOFF && now >= slots[i].retry_at)
                 slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
@@ -616,6 +699,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             }
             if (slots[i].state != SLOT_WAIT)
                 continue;
+            waiting |= 1ULL << i;
             pfd[n].fd = dlock__conn_fd(slots[i].conn);
             pfd[n].events = dlock__conn_events(slots[i].conn);
             pfd[n].revents = 0;
@@ -623,6 +707,24 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         }
         if (n == 0 && later == 0)
             break;
+        /* No early return for a lock write with wait_replicas: a grant
+         * counts only once WAIT (read last on its connection) answered. */
+        if (cmd->enough != NULL && cmd->wait_replicas == 0 &&
+            cmd->enough(res, waiting, c->ns->n, cmd->enough_ud) &&
+            abandon_rest(c, slots, &v, cmd, res) == 0)
+            break;
+        if (waiting != 0 && n > 0) {
+            /* Some were given up on: poll only the ones still waited for. */
+            int k2 = 0;
+            for (k = 0; k < n; k++)
+                if (slots[idx[k]].state == SLOT_WAIT) {
+                    pfd[k2] = pfd[k];
+                    idx[k2++] = idx[k];
+                }
+            n = k2;
+            if (n == 0 && later == 0)
+                break;
+        }
         left = deadline_ms - dlock__now_ms();
         if (left <= 0) {
             for (i = 0; i < c->ns->n; i++)
@@ -636,19 +738,35 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                  * connection could be read first when a stalled server
                  * wakes. A connection with several unanswered requests is
                  * closed instead (the node looks dead). */
-                int unread = 0, left_replies = slots[i].ident + slots[i].skip +
-                                               (slots[i].first != NULL   ? 1
-                                                : cmd->wait_replicas > 0 ? 2
-                                                                         : 1);
+                int unread = 0, gave_eval = 0,
+                    left_replies = slots[i].ident + slots[i].skip;
+                /* In order: INFO's, ASKING's +OK (and the WAIT after a
+                 * NOSCRIPT), the script's, WAIT's. */
                 while (left_replies-- > 0)
                     unread = dlock__conn_abandon(slots[i].conn);
-                if (slots[i].first != NULL)
+                if (slots[i].first != NULL) {
+                    /* The script answered: only WAIT's is left. */
+                    unread = dlock__conn_abandon(slots[i].conn);
                     freeReplyObject(slots[i].first);
-                slots[i].first = NULL;
+                    slots[i].first = NULL;
+                } else {
+                    if (cmd->give_back && !slots[i].full) {
+                        /* A give-back answered NOSCRIPT late must still
+                         * be done: the connection then sends the
+                         * source. */
+                        give_up_eval(c, &v, cmd, slots[i].conn);
+                        gave_eval = 1;
+                    } else {
+                        unread = dlock__conn_abandon(slots[i].conn);
+                    }
+                    if (cmd->wait_replicas > 0)
+                        unread = dlock__conn_abandon(slots[i].conn);
+                }
                 dlock__node_give(c->ns, slots[i].nd, slots[i].conn,
-                                 unread <=
-                                     MAX_STALE + slots[i].ident +
-                                         (cmd->wait_replicas > 0 ? 2 : 0));
+                                 gave_eval ||
+                                     unread <=
+                                         MAX_STALE + slots[i].ident +
+                                             (cmd->wait_replicas > 0 ? 2 : 0));
                 slots[i].conn = NULL;
                 slots[i].state = SLOT_DONE;
                 res[i].status = DLOCK_ETIMEDOUT;

@@ -70,7 +70,9 @@ typedef struct dlock__result {
     int status;        /* DLOCK_OK when reply is set */
     redisReply *reply; /* owned; may be an error reply only for non-scripts */
     char err[DLOCK__ERRLEN];
-    int sent; /* the request may have reached the server */
+    int sent;    /* the request may have reached the server */
+    int pending; /* not waited for: the outcome was certain without it
+                  * (dlock__cmd.enough); status DLOCK_ETIMEDOUT */
     /* With cmd->wait_replicas: the replicas that acknowledged (WAIT's
      * answer), -1 when WAIT did not answer. */
     long long acks;
@@ -91,6 +93,28 @@ typedef struct dlock__cmd {
      * undo is also sent when the node set is refused for two entries
      * being one server (ident.c): it only gives back what we may hold. */
     int eval;
+    /* Optional, with several nodes: return as soon as enough(res, waiting,
+     * n, enough_ud) says the outcome is certain (waiting: the nodes still
+     * out; res holds the answers so far). The nodes still out are marked
+     * pending and their requests given up on: their connections go to
+     * pins with pin_out (the caller sends its next request for the same
+     * hold over them, so it cannot overtake this one), else back to the
+     * pool, where an answer NOSCRIPT makes the connection send the
+     * script's source (dlock__conn_abandon_eval): the request is never
+     * lost to a flushed script cache. */
+    int (*enough)(const struct dlock__result *res, uint64_t waiting, int n,
+                  const void *ud);
+    const void *enough_ud;
+    /* Optional: pins[i], when set, is the connection to use for node i
+     * (taken: set to NULL). pin_out: pending nodes' connections are left
+     * in pins (which must then be set). */
+    dlock__conn **pins;
+    int pin_out;
+    /* A give-back (a release or an undo: repeating it is harmless): when
+     * its answer is given up on (timeout), a NOSCRIPT arriving later still
+     * makes the connection send the source. Never for an acquire: its
+     * undo may already be queued behind it. */
+    int give_back;
     /* > 0: a lock write that must reach this many replicas: WAIT
      * wait_replicas wait_timeout_ms follows the script in the same round
      * trip (the step's deadline grows by wait_timeout_ms), and its answer
@@ -106,7 +130,7 @@ typedef struct dlock__cmd {
  * formatted in place: dlock__cmd_begin, then keys and arguments in order;
  * b->cmd is the command. b must stay where it is while cmd is used. */
 #define DLOCK__CMD_KEYS 4
-#define DLOCK__CMD_ARGS 8
+#define DLOCK__CMD_ARGS 10
 typedef struct dlock__cmdbuf {
     dlock__cmd cmd;
     const char *key[DLOCK__CMD_KEYS];

@@ -107,7 +107,7 @@ static void sync_link(dlock__notifier *n, int i)
         int here = home == -2 || home == i;
         int away = home >= 0 && home != i;
         if (ch->refs > 0 && here && !(ch->sent & bit) && !(ch->ok & bit) &&
-            !(ch->unsent & bit)) {
+            !(ch->unsent & bit) && !(ch->refused & bit)) {
             if (send_sub(n, i, ch, 1) == DLOCK_OK)
                 ch->sent |= bit;
         } else if ((ch->ok & bit) && !(ch->unsent & bit) &&
@@ -148,7 +148,8 @@ int dlock__sub_link_work(dlock__notifier *n, int i)
         int home = dlock__sub_chan_home(n, ch);
         if ((ch->sent | ch->unsent) & bit)
             return 1;
-        if (ch->refs > 0 && !(ch->ok & bit) && (home == -2 || home == i))
+        if (ch->refs > 0 && !(ch->ok & bit) && !(ch->refused & bit) &&
+            (home == -2 || home == i))
             return 1;
         if ((ch->ok & bit) && home >= 0 && home != i)
             return 1;
@@ -195,8 +196,58 @@ static void link_down(dlock__notifier *n, int i)
         ch->sent &= ~bit;
         ch->ok &= ~bit;
         ch->unsent &= ~bit;
+        ch->refused &= ~bit;
         ch->gen++;
         pthread_cond_broadcast(&ch->cv);
+    }
+}
+
+/* An error on link i: the answer to a SUBSCRIBE (our only commands on
+ * it). Returns 1 for NOPERM: the user may not use our channels (ACL channel rules are
+ * patterns, so one refusal stands for all of them): every pending
+ * subscription is refused, its waiters told, and the client polls
+ * instead (c->nopub). Caller holds mu. */
+static int on_noperm(dlock__notifier *n, int i, const redisReply *r)
+{
+    uint64_t bit = 1ULL << i;
+    chan *ch;
+    if (strncmp(r->str, "NOPERM", 6) != 0)
+        return 0;
+    atomic_store(&n->c->nopub, 1);
+    for (ch = n->chans; ch != NULL; ch = ch->next)
+        if (ch->sent & bit) {
+            ch->sent &= ~bit;
+            ch->refused |= bit;
+            pthread_cond_broadcast(&ch->cv);
+        }
+    return 1;
+}
+
+/* "w ID OWNER" from link i: node i has freed the lock and OWNER is the
+ * first live waiter in its queue (Redlock fair). Counted per release ID;
+ * a majority of nodes wakes that waiter alone. Caller holds mu. */
+static void on_wake(dlock__notifier *n, int i, chan *ch, const char *msg,
+                    size_t len)
+{
+    const char *sp = memchr(msg, ' ', len);
+    size_t idlen;
+    struct dlock__waiter *w;
+    if (sp == NULL || (idlen = (size_t)(sp - msg)) >= sizeof w->wrel)
+        return;
+    for (w = ch->waiters; w != NULL; w = w->next) {
+        if (w->me == NULL || strlen(w->me) != len - idlen - 1 ||
+            memcmp(w->me, sp + 1, len - idlen - 1) != 0)
+            continue;
+        if (strlen(w->wrel) != idlen || memcmp(w->wrel, msg, idlen) != 0) {
+            memcpy(w->wrel, msg, idlen);
+            w->wrel[idlen] = '\0';
+            w->wmask = 0;
+        }
+        w->wmask |= 1ULL << i;
+        if (__builtin_popcountll(w->wmask) >= n->c->ns.quorum) {
+            w->woken = 1;
+            pthread_cond_broadcast(&ch->cv);
+        }
     }
 }
 
@@ -236,6 +287,10 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
         ch->ok &= ~bit;
     } else if (strcmp(what, "message") == 0) {
         const redisReply *m = r->element[2];
+        if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'w') {
+            on_wake(n, i, ch, m->str + 2, m->len - 2);
+            return;
+        }
         if (m->type == REDIS_REPLY_STRING && m->len > 2 && m->str[0] == 'r' &&
             m->len < sizeof ch->seen[0]) {
             /* "r ID": with Redlock every node announces the release; wake
@@ -269,13 +324,15 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
  * here for that slot's channels is forgotten (sync_link sends it to the
  * new home). Anything else cannot be matched to a channel: 0, the link
  * is then taken down and everything subscribed again after a backoff.
- * Caller holds mu. */
+ * NOPERM first (on_noperm), in a cluster too. Caller holds mu. */
 static int on_error(dlock__notifier *n, int i, const redisReply *r)
 {
     uint64_t bit = 1ULL << i;
     dlock__node *to = NULL;
     int slot = -1;
     chan *ch;
+    if (on_noperm(n, i, r))
+        return 1; /* refused: the client polls */
     if (n->c->ns.cluster == NULL)
         return 1; /* not ours to judge: as before, ignored */
     if (dlock__cluster_redirect(&n->c->ns, dlock__cluster_node(&n->c->ns, i),

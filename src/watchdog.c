@@ -12,6 +12,12 @@
  * its next look does not wake it (dlock__watchdog_kick): with the 2 s
  * handoff lease, a fair hand-over costs the new holder no thread wake-up.
  *
+ * Each look also lets idle pooled connections read the answers to
+ * requests given up on (dlock__nodes_settle): a Redlock release returns
+ * once a majority confirmed, and a NOSCRIPT answer from a slower node must
+ * still make that connection send the script's source, even when no
+ * thread uses it again.
+ *
  * A renewal that finds the lock gone or owned by another, or renewals that
  * keep failing until the local validity (monotonic clock) has run out,
  * mark the lock LOST: its status says so, release reports it, and the
@@ -170,7 +176,7 @@ static int64_t round_once(dlock_client *c)
         return next;
 
     pthread_mutex_unlock(&c->held_mu);
-    dlock__extend_many(c, hs, leases, n, ok);
+    dlock__extend_many(c, hs, leases, n, ok, NULL);
     pthread_mutex_lock(&c->held_mu);
 
     now = dlock__now_ms();
@@ -213,8 +219,8 @@ static int undo_round(dlock_client *c)
     pthread_mutex_unlock(&c->held_mu);
     for (u = list; u != NULL; u = next) {
         next = u->next;
-        u->nodes =
-            dlock__undo_send(c, &u->k, u->owner, u->nodes, u->depth, u->token);
+        u->nodes = dlock__undo_send(c, &u->k, u->owner, u->nodes, u->depth,
+                                    u->token, 0, 1, NULL);
         now = dlock__now_ms();
         if (u->nodes != 0 && now < u->until_ms) {
             u->next = keep;
@@ -240,7 +246,14 @@ static void *watchdog_main(void *arg)
     watchdog *w = c->watchdog;
     pthread_mutex_lock(&c->held_mu);
     while (!w->stop) {
-        int64_t next = round_once(c);
+        int64_t next;
+        /* Requests given up on that a NOSCRIPT answer makes us send
+         * again (a Redlock release returned with a majority): if no
+         * thread has used their connection since, this pass does. */
+        pthread_mutex_unlock(&c->held_mu);
+        dlock__nodes_settle(&c->ns);
+        pthread_mutex_lock(&c->held_mu);
+        next = round_once(c);
         if (w->stop)
             break;
         if (undo_round(c)) {

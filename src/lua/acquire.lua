@@ -3,23 +3,36 @@
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released
--- KEYS[3]  the fair queue <prefix>:{<name>}:q    list of owner ids, oldest first
--- KEYS[4]  the fair queue deadlines <prefix>:{<name>}:qt   zset owner id -> server ms
---          after which the waiter counts as dead unless it refreshes
--- ARGV[1]  owner id ("<client id hex>:<thread id>")
+-- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
+--          served lowest first
+-- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
+--          id -> (server ms after which the waiter counts as dead unless it
+--          refreshes) * 2048 + the lease a handoff gives it, min(its lease,
+--          2000), which release.lua reads back (a waiter that dies while
+--          being handed the lock holds it no longer than it asked for)
+-- ARGV[1]  owner id ("<client id hex>:<thread id>:<hold>")
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  reentry depth the client believes this owner has now (0: a fresh acquire)
--- ARGV[4]  how long the fence hash outlives the last acquisition, ms
--- ARGV[5]  a token the client proposes (Redlock: the same on every node, so
---          that nodes whose counters are behind agree; 0 for none). It can
---          only raise a token, never lower it below last + 1.
--- ARGV[6]  fair mode: waiter time-to-live in ms (by the server's clock);
---          plain mode sends only KEYS[1..2] and ARGV[1..5]
--- ARGV[7]  mode: "0" plain (ignores the queue), "1" fair try (respects the
---          queue, does not join it), "2" fair queue (joins it, or refreshes
---          its place, when the lock cannot be had)
--- ARGV[8]  "1": the caller is waiting (mode "0" sends ARGV[6..8] only
---          then), so readers holding the lock are to let no new reader in
+-- ARGV[4]  mode (default "0"): "0" plain (ignores the queue), "1" fair try
+--          (busy while anyone is queued; does not join), "2" fair queue
+--          (joins the queue, or refreshes its place, when the lock cannot
+--          be had; takes a free lock when first among the live waiters)
+-- ARGV[5]  (optional) a token the client proposes (Redlock: the same on
+--          every node, so that nodes agree; 0 for none). It can only raise
+--          a token.
+-- ARGV[6]  mode 2: waiter time-to-live in ms (by the server's clock)
+-- ARGV[7]  mode 2: the waiter's ticket (its place; Redlock: the same on
+--          every node, so that every node serves the waiters in one
+--          order), 0 (one server) for the server's time in us
+-- ARGV[8]  (optional) "1": the caller is a waiting writer (modes "0" and
+--          "1" send ARGV[4..8] only then), so readers holding the lock are
+--          to let no new reader in
+-- The arguments that are rarely needed come last and are left off: a
+-- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
+-- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
+-- and a short command is cheaper to parse on every acquisition).
+-- The fence hash lives 7 days after the last acquisition
+-- (DLOCK__FENCE_RETENTION_MS in lock.h).
 --
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
@@ -39,56 +52,65 @@
 --
 -- Idempotent: a retry of the same request after a lost reply finds the count
 -- one above ARGV[3] and reports success again without counting twice.
--- Tokens: last + 1 while the fence hash lives; when it does not (new name,
--- or idle for ARGV[4] ms) the server time in microseconds, which is above
--- every token issued before (each acquisition takes more than a
--- microsecond). ARGV[5] can raise a token, never lower it.
+-- Tokens: max(last + 1, the server's time in us, ARGV[5]) on every grant:
+-- strictly above every token this node issued while it kept its fence hash,
+-- and above every token issued before by any node whose clock was not ahead
+-- of this one's (a promoted replica that missed the last increments, or a
+-- fence hash that expired).
 local owner = ARGV[1]
 local expect = tonumber(ARGV[3])
-local mode = ARGV[7] or '0'
+local mode = ARGV[4] or '0'
+local RETAIN = 604800000
+local t
+
+local function now()
+    if not t then
+        t = redis.call('TIME')
+    end
+    return t
+end
 
 -- Grant a fresh acquisition to owner; returns the reply.
 local function grant()
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    local tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
-    local want = tok
-    if tok == 1 then
-        local t = redis.call('TIME')
-        want = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local tm = now()
+    local tok = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+    if nxt > tok then
+        tok = nxt
     end
     local hint = tonumber(ARGV[5] or '0')
-    if hint > want then
-        want = hint
+    if hint > tok then
+        tok = hint
     end
-    if want ~= tok then
-        redis.call('HSET', KEYS[2], 'n', string.format('%d', want))
-    end
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
-    return {1, want, 1}
+    redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
+    redis.call('PEXPIRE', KEYS[2], RETAIN)
+    return {1, tok, 1}
 end
 
--- The common case first: a fresh acquire of a free lock nobody queues for.
-local held = redis.call('EXISTS', KEYS[1]) == 1
-if held and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
+-- The common case first: a fresh acquire of a free lock nobody queues for
+-- (a fair try asks about the lock and the queue in one call).
+if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+    return grant()
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl ~= -2 and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
     redis.call('HEXISTS', KEYS[1], '#w') == 1 then
     redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
-    held = false
+    pttl = -2
 end
-if expect == 0 and not held and
+if expect == 0 and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
 end
 local cur = 0
-if held then
+if pttl ~= -2 then
     cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 end
 if cur == expect + 1 then
+    -- A retry of an applied acquire, or a fair handoff found: confirm.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    if mode ~= '0' then
-        redis.call('LREM', KEYS[3], 0, owner)
-        redis.call('ZREM', KEYS[4], owner)
-    end
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), cur}
 end
 if cur ~= expect then
@@ -102,49 +124,62 @@ end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top).
 local function busy()
-    local pttl = redis.call('PTTL', KEYS[1])
     if (ARGV[8] == '1' or mode == '2') and
         redis.call('HEXISTS', KEYS[1], '#r') == 1 then
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        redis.call('HSET', KEYS[1], '#w', string.format('%d', now + pttl + 1000))
+        local bt = now()
+        local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
+        redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
     end
     return {0, pttl}
 end
-if mode == '0' then
+if mode == '0' or (mode == '1' and pttl ~= -2) then
     return busy()
 end
+if mode == '1' then
+    return {0, -2} -- free, but waiters are queued: they go first
+end
 
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if not held then
+local tm = now()
+local now_ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+if pttl == -2 then
     -- Free, but waiters are queued: those that stopped refreshing drop out
     -- when they reach the head; the first live one goes first. (While the
     -- lock is held, release.lua skips dead waiters when it hands over.)
-    local head = redis.call('LINDEX', KEYS[3], 0)
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     while head and head ~= owner do
         local dl = redis.call('ZSCORE', KEYS[4], head)
-        if dl and tonumber(dl) >= now_ms then
+        if dl and math.floor(tonumber(dl) / 2048) >= now_ms then
             break
         end
-        redis.call('LPOP', KEYS[3])
+        redis.call('ZREM', KEYS[3], head)
         redis.call('ZREM', KEYS[4], head)
-        head = redis.call('LINDEX', KEYS[3], 0)
+        head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     end
     if not head or head == owner then
         if head then
-            redis.call('LPOP', KEYS[3])
+            redis.call('ZREM', KEYS[3], owner)
             redis.call('ZREM', KEYS[4], owner)
         end
         return grant()
     end
 end
--- Join the queue, or refresh the place in it (ZADD counts new members).
-if mode == '2' and
-    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), owner) == 1 then
-    redis.call('RPUSH', KEYS[3], owner)
+-- Join the queue at the ticket's place, or refresh the deadline of the
+-- place held (NX: a ticket never moves).
+if mode == '2' then
+    local hl = tonumber(ARGV[2])
+    if hl > 2000 then
+        hl = 2000
+    end
+    redis.call('ZADD', KEYS[4],
+               string.format('%d', (now_ms + tonumber(ARGV[6])) * 2048 + hl),
+               owner)
+    local ticket = tonumber(ARGV[7] or '0')
+    if ticket <= 0 then
+        ticket = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    end
+    redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
 end
-if held then
+if pttl ~= -2 then
     return busy()
 end
 return {0, -2}

@@ -2,14 +2,14 @@
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash
--- KEYS[3]  the fair queue
+-- KEYS[3]  the fair queue (zset)
 -- KEYS[4]  the fair queue deadlines
 -- ARGV[1]  owner id
 --
 -- Returns {1, token} when the lock had been handed to this waiter in the
 -- meantime (the client then releases it, which hands it on), else {0}.
 local owner = ARGV[1]
-redis.call('LREM', KEYS[3], 0, owner)
+redis.call('ZREM', KEYS[3], owner)
 redis.call('ZREM', KEYS[4], owner)
 if redis.call('HEXISTS', KEYS[1], owner) == 1 then
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}

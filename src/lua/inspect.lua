@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash
--- KEYS[3]  the fair-mode queue (list of waiter ids)
+-- KEYS[3]  the fair-mode queue (zset of waiter ids)
 -- KEYS[4]  optional: the holder info hash (holder_set.lua)
 --
 -- Returns {pttl, {owner, count, ...}, last token, queue length}, and with
@@ -14,7 +14,7 @@
 local pttl = redis.call('PTTL', KEYS[1])
 local fields = redis.call('HGETALL', KEYS[1])
 local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
-local out = {pttl, fields, n, redis.call('LLEN', KEYS[3])}
+local out = {pttl, fields, n, redis.call('ZCARD', KEYS[3])}
 if KEYS[4] then
     local info = {}
     local o = redis.call('HGET', KEYS[4], 'o')

@@ -1,31 +1,124 @@
--- release.lua: give back one reentry level; at zero, hand the lock to the
--- first live fair-mode waiter if any are queued, else delete it; either way
--- announce it on the lock's channel.
+-- release.lua: give back one reentry level; at zero, pass the lock on to
+-- the first live fair-mode waiter if any are queued (hand it over, or wake
+-- that waiter alone), else delete it and announce the release on the
+-- lock's channel.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash
--- KEYS[3]  the fair queue (list of owner ids, oldest first)
--- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms)
+-- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
+-- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
+--          the waiter's handoff lease; see acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the reentry depth the client believes the owner has (>= 1)
 -- ARGV[3]  the lock's fencing token
 -- ARGV[4]  the pub/sub channel of the lock
--- ARGV[5]  handoff lease in ms: what a waiter handed the lock gets until it
---          confirms (extends) it
+-- ARGV[5]  handoff lease in ms: the first live waiter is made the owner
+--          with this lease (or the shorter one its deadline carries, see
+--          acquire.lua) until it confirms (extends) it; 0: the lock is
+--          deleted and only that waiter is woken (Redlock: a waiter needs
+--          a majority, which one node cannot hand it)
 -- ARGV[6]  how long the fence hash lives, ms
 -- ARGV[7]  an id of this release request, unique per client and request:
---          published with 'r' so that a process hearing the same release
---          from several Redlock nodes wakes once
+--          published so that a process hearing the same release from
+--          several Redlock nodes wakes once
+-- ARGV[8]  (optional) "1": announce with SPUBLISH (Redis Cluster's
+--          sharded pub/sub), else PUBLISH
+-- ARGV[9]  (optional) undo of a Redlock fair attempt short of a majority:
+--          the owner's ticket, to put it back in the queue at its place
+-- ARGV[10] (with ARGV[9]) the waiter time-to-live in ms
+--
+-- Messages (PUBLISH, or SPUBLISH with ARGV[8] "1")
+--   'r ID'              on ARGV[4]: released, nobody queued
+--   'h TOKEN OWNER'     on ARGV[4]:<OWNER's client id>: handed to OWNER
+--   'w ID OWNER'        on ARGV[4]:<OWNER's client id>: free, OWNER is first
+-- Only the process of the waiter named listens on ARGV[4]:<client id>.
 --
 -- Returns
---   1  released (published 'r ID'), or handed over (published 'h TOKEN OWNER'
---      on ARGV[4]:<the new owner's client id>, heard by its process only)
+--   1  released (or handed over, or the waiter woken) and announced
+--   4  the same, but the announcement was refused (the user may not
+--      publish: ACL channel permissions); waiters find out by polling
 --   2  one level given back, still held
 --   3  already done: a retry of a release whose reply was lost
---   0  not the owner (the lease expired, or another owner has it)
+--   0  not the owner (the lease expired, or another owner has it); the
+--      owner's queue entry, if it had one here, is dropped
 local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
+local handoff = tonumber(ARGV[5])
+local t, now_ms
+
+local function announce(ch, msg)
+    local r = redis.pcall(publish, ch, msg)
+    if type(r) == 'table' and r.err then
+        return 4
+    end
+    return 1
+end
+
+local function clock()
+    if not t then
+        t = redis.call('TIME')
+        now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+end
+
+-- The lock is free here: hand it to (or wake) the first live waiter, or
+-- announce the release. Returns 1 or 4, or 0 when nothing was announced
+-- and quiet is set.
+local function pass_on(quiet)
+    while true do
+        local head
+        if handoff > 0 then
+            head = redis.call('ZPOPMIN', KEYS[3])[1]
+        else
+            head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+        end
+        if not head then
+            break
+        end
+        clock()
+        local dl = tonumber(redis.call('ZSCORE', KEYS[4], head) or '0')
+        if math.floor(dl / 2048) >= now_ms then
+            if head == owner then
+                return 1 -- a requeued undo: the owner is first again
+            end
+            local ch = ARGV[4] .. ':' .. string.sub(head, 1, 32)
+            if handoff == 0 then
+                return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
+            end
+            redis.call('ZREM', KEYS[4], head)
+            redis.call('HSET', KEYS[1], head, 1)
+            local hl = dl % 2048
+            if hl <= 0 or hl > handoff then
+                hl = handoff
+            end
+            redis.call('PEXPIRE', KEYS[1], hl)
+            local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+            local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+            if nxt > tok then
+                tok = nxt
+            end
+            local stok = string.format('%d', tok)
+            redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
+            redis.call('PEXPIRE', KEYS[2], ARGV[6])
+            return announce(ch, 'h ' .. stok .. ' ' .. head)
+        end
+        if handoff == 0 then
+            redis.call('ZREM', KEYS[3], head)
+        end
+        redis.call('ZREM', KEYS[4], head)
+    end
+    if quiet then
+        return 0
+    end
+    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
+        -- A new field: the fence hash may be new too (it expired under a
+        -- hold longer than its retention): never leave it without a TTL.
+        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+    end
+    return announce(ARGV[4], 'r ' .. ARGV[7])
+end
+
 local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 if cur == expect then
     if cur > 1 then
@@ -33,41 +126,29 @@ if cur == expect then
         return 2
     end
     redis.call('DEL', KEYS[1])
-    local head = redis.call('LPOP', KEYS[3])
-    if head then
-        local t = redis.call('TIME')
-        local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        while head do
-            local dl = redis.call('ZSCORE', KEYS[4], head)
-            redis.call('ZREM', KEYS[4], head)
-            if dl and tonumber(dl) >= now_ms then
-                redis.call('HSET', KEYS[1], head, 1)
-                redis.call('PEXPIRE', KEYS[1], ARGV[5])
-                local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-                local tok = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
-                if now > tok then
-                    tok = now
-                end
-                local stok = string.format('%d', tok)
-                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
-                redis.call('PEXPIRE', KEYS[2], ARGV[6])
-                -- Only the new owner's process listens on this channel:
-                -- <channel>:<client id> (the owner id's first 32 chars).
-                redis.call(publish, ARGV[4] .. ':' .. string.sub(head, 1, 32),
-                           'h ' .. stok .. ' ' .. head)
-                return 1
-            end
-            head = redis.call('LPOP', KEYS[3])
-        end
+    local ticket = tonumber(ARGV[9] or '0')
+    if ticket > 0 then
+        clock()
+        redis.call('ZADD', KEYS[4],
+                   string.format('%d', (now_ms + tonumber(ARGV[10])) * 2048),
+                   owner)
+        redis.call('ZADD', KEYS[3], 'NX', ARGV[9], owner)
     end
-    redis.call('HSET', KEYS[2], 'r', ARGV[3])
-    redis.call(publish, ARGV[4], 'r ' .. (ARGV[7] or ''))
-    return 1
+    return pass_on(false)
 end
 if cur > 0 and cur == expect - 1 then
     return 3
 end
 if cur == 0 and expect == 1 and redis.call('HGET', KEYS[2], 'r') == ARGV[3] then
     return 3
+end
+-- Not the owner here. A Redlock waiter that won a majority elsewhere may
+-- still be queued on this node: take it out, and if it was first of a
+-- free lock, wake the next one.
+if cur == 0 and redis.call('ZREM', KEYS[3], owner) == 1 then
+    redis.call('ZREM', KEYS[4], owner)
+    if handoff == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+        pass_on(true)
+    end
 end
 return 0

@@ -5,6 +5,9 @@
 -- KEYS[1]  the lock hash (see rw_acquire.lua)
 -- KEYS[2]  the fence hash
 -- KEYS[3]  the readers (zset)
+-- KEYS[4]  (optional) the lock's fair queue (zset, see acquire.lua): the
+--          last reader out wakes its first writer ('w ID OWNER' on
+--          ARGV[2]:<OWNER's client id>), which then takes the lock
 -- ARGV[1]  owner id
 -- ARGV[2]  the lock's pub/sub channel
 -- ARGV[3]  an id of this release request ('r ID' is published)
@@ -44,5 +47,10 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
         redis.call('HDEL', KEYS[1], '#w')
     end
     redis.call('PUBLISH', ARGV[2], 'r ' .. ARGV[3])
+    local head = KEYS[4] and redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+    if head then
+        redis.pcall('PUBLISH', ARGV[2] .. ':' .. string.sub(head, 1, 32),
+                    'w ' .. ARGV[3] .. ' ' .. head)
+    end
 end
 return 1

@@ -116,22 +116,26 @@ static void notify_waiters(void **state)
     dlock_client_free(h);
 }
 
-/* Two threads of one process wait in fair mode: two queued waiters. */
+/* Two clients wait in fair mode: two queued waiters (a client queues
+ * one waiter per lock at a time, its other threads wait their turn
+ * inside the process). */
 static void fair_waiters(void **state)
 {
     const char *urls[1] = {srv.url};
     dlock_client *h = th_client(urls, 1, DLOCK_WAIT_FAIR, 0, 0);
-    dlock_client *p = th_client(urls, 1, DLOCK_WAIT_FAIR, 0, 0);
+    dlock_client *p1 = th_client(urls, 1, DLOCK_WAIT_FAIR, 0, 0);
+    dlock_client *p2 = th_client(urls, 1, DLOCK_WAIT_FAIR, 0, 0);
     dlock_lock *l = NULL;
     dlock_info info;
     static waiter w[2];
     int i;
     (void)state;
     assert_non_null(h);
-    assert_non_null(p);
+    assert_non_null(p1);
+    assert_non_null(p2);
     assert_int_equal(dlock_lock_acquire(&l, h, "wc-f", 0, 30000), DLOCK_OK);
-    start_waiter(&w[0], p, "wc-f");
-    start_waiter(&w[1], p, "wc-f");
+    start_waiter(&w[0], p1, "wc-f");
+    start_waiter(&w[1], p2, "wc-f");
     inspect_until(h, "wc-f", 2, &info);
     assert_int_equal(info.waiters, 2);
     assert_int_equal(info.fair_queue, 2);
@@ -141,7 +145,8 @@ static void fair_waiters(void **state)
         pthread_join(w[i].t, NULL);
         assert_int_equal(w[i].rc, DLOCK_OK);
     }
-    dlock_client_free(p);
+    dlock_client_free(p2);
+    dlock_client_free(p1);
     dlock_client_free(h);
 }
 

@@ -466,7 +466,7 @@ static void test_fair_order(void **state)
         th_sleep_ms(100);
     }
     th_sleep_ms(200);
-    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fair}:q"), NW);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{w-fair}:q"), NW);
     assert_int_equal(write(gfd, "g", 1), 1);
     assert_true(exited_ok(h));
     for (i = 0; i < NW; i++)
@@ -500,7 +500,7 @@ static void test_fair_killed_waiter(void **state)
     th_sleep_ms(200);
     next = fair_waiter("w-fairkill", 1, "test:fair:kill");
     th_sleep_ms(300);
-    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fairkill}:q"), 2);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{w-fairkill}:q"), 2);
     kill(dead, SIGKILL);
     waitpid(dead, NULL, 0);
     t_rel = th_now_ms();
@@ -560,7 +560,7 @@ static void test_fair_mutual_exclusion(void **state)
     assert_int_equal(atoll(r->str), NP * ITERS);
     freeReplyObject(r);
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{w-fairmx}"), 0);
-    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{w-fairmx}:q"), 0);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{w-fairmx}:q"), 0);
 }
 
 int main(void)
