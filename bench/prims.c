@@ -467,8 +467,6 @@ int run_rw(const struct conf *cf)
     double a;
     long viol;
 
-    if (cf->strategy == DLOCK_WAIT_FAIR)
-        die("%s", "rw: readers cannot wait fair (DLOCK_EINVAL)");
     memset(&k, 0, sizeof(k));
     snprintf(k.lock, sizeof k.lock, "bench:rw:%ld", (long)getpid());
     snprintf(k.counter, sizeof k.counter, "bench:rwc:%ld", (long)getpid());
