@@ -242,6 +242,16 @@ int cli_parse_code(const char *s, int *code);
 const char *cli_check_slot_name(const char *s);
 int64_t cli_wall_ms(void);
 int cli_parse_limit(const char *s, int64_t *out);
+/* COMMAND's environment, built before fork (the child may only make
+ * async-signal-safe calls): environ without the variables set[0..nset-1]
+ * name, plus those ("NAME=value" strings, malloc'ed, taken over: a NULL
+ * among them, as cli_strf() gives when out of memory, fails the call).
+ * NULL when out of memory (set's strings freed). Free with
+ * cli_env_free(env, nset). */
+char **cli_env_with(char **set, size_t nset);
+void cli_env_free(char **env, size_t nset);
+/* A formatted string in new memory, NULL when out of memory. */
+char *cli_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);

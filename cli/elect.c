@@ -54,57 +54,18 @@ static int campaign_fn(void *arg)
                           k->o->value != NULL ? k->o->value : "", &ao);
 }
 
-/*
- * COMMAND's environment: ours without DLOCK_KEY, DLOCK_FENCING_TOKEN and
- * DLOCK_LEADER_VALUE, plus those three for this leadership. Built before
- * fork (the child may only make async-signal-safe calls). NULL when out
- * of memory. Free with free_env().
- */
+/* COMMAND's environment: ours with DLOCK_KEY, DLOCK_FENCING_TOKEN and
+ * DLOCK_LEADER_VALUE set for this leadership (ENV_SET of them). NULL when
+ * out of memory. Free with cli_env_free(env, ENV_SET). */
+#define ENV_SET 3
 static char **leader_env(const struct cli *o, uint64_t epoch)
 {
-    size_t n = 0, j = 0;
-    char **env;
-
-    while (environ[n] != NULL)
-        n++;
-    env = calloc(n + 4, sizeof *env);
-    if (env == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "DLOCK_KEY=", 10) != 0 &&
-            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0 &&
-            strncmp(environ[i], "DLOCK_LEADER_VALUE=", 19) != 0)
-            env[j++] = environ[i];
-    if (asprintf(&env[j], "DLOCK_KEY=%s", o->key) < 0)
-        goto oom;
-    if (asprintf(&env[j + 1], "DLOCK_FENCING_TOKEN=%llu",
-                 (unsigned long long)epoch) < 0)
-        goto oom;
-    if (asprintf(&env[j + 2], "DLOCK_LEADER_VALUE=%s",
-                 o->value != NULL ? o->value : "") < 0)
-        goto oom;
-    return env;
-oom:
-    for (size_t k = j; k < j + 3; k++) {
-        free(env[k]);
-        env[k] = NULL;
-    }
-    free(env);
-    return NULL;
-}
-
-/* Free what leader_env() made (its three strings and the array). */
-static void free_env(char **env)
-{
-    size_t n = 0;
-
-    if (env == NULL)
-        return;
-    while (env[n] != NULL)
-        n++;
-    for (size_t k = n - 3; k < n; k++)
-        free(env[k]);
-    free(env);
+    char *set[ENV_SET] = {
+        cli_strf("DLOCK_KEY=%s", o->key),
+        cli_strf("DLOCK_FENCING_TOKEN=%llu", (unsigned long long)epoch),
+        cli_strf("DLOCK_LEADER_VALUE=%s", o->value != NULL ? o->value : ""),
+    };
+    return cli_env_with(set, ENV_SET);
 }
 
 /* Make the --ready-file: "EPOCH VALUE\n", written to a temporary name
@@ -281,7 +242,7 @@ int cli_elect(const struct cli *o, dlock_client *c)
     }
     memset(&job, 0, sizeof job);
     rc = cli_job_start(&job, o, envp, &exec_errno);
-    free_env(envp);
+    cli_env_free(envp, ENV_SET);
     if (rc < 0) {
         if (exec_errno != 0)
             cli_err("cannot execute '%s': %s", o->command[0],

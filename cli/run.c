@@ -51,67 +51,29 @@ static const char *sig_name(int sig)
  * first KEY and DLOCK_FENCING_TOKENS, every KEY's token in the order the
  * KEYs were given, separated by spaces. Built before fork because the
  * child may only make async-signal-safe calls. Returns NULL when out of
- * memory.
+ * memory. Free with cli_env_free(env, ENV_SET).
  */
+#define ENV_SET 3
 static char **child_env(const struct cli *o, dlock_lock **locks)
 {
-    size_t n = 0, j = 0, len;
-    char **env, *tokens;
-    FILE *f;
+    char *set[ENV_SET] = {NULL};
+    size_t len;
+    FILE *f = open_memstream(&set[0], &len);
 
-    while (environ[n] != NULL)
-        n++;
-    env = calloc(n + 4, sizeof *env);
-    if (env == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "DLOCK_KEY=", 10) != 0 &&
-            strncmp(environ[i], "DLOCK_FENCING_TOKEN=", 20) != 0 &&
-            strncmp(environ[i], "DLOCK_FENCING_TOKENS=", 21) != 0)
-            env[j++] = environ[i];
-    f = open_memstream(&tokens, &len);
-    if (f == NULL) {
-        free(env);
-        return NULL;
+    if (f != NULL) {
+        fputs("DLOCK_FENCING_TOKENS=", f);
+        for (size_t k = 0; k < o->nkeys; k++)
+            fprintf(f, "%s%llu", k > 0 ? " " : "",
+                    (unsigned long long)dlock_lock_token(locks[k]));
+        if (fclose(f) != 0) {
+            free(set[0]);
+            set[0] = NULL;
+        }
     }
-    fputs("DLOCK_FENCING_TOKENS=", f);
-    for (size_t k = 0; k < o->nkeys; k++)
-        fprintf(f, "%s%llu", k > 0 ? " " : "",
-                (unsigned long long)dlock_lock_token(locks[k]));
-    if (fclose(f) != 0) {
-        free(env);
-        return NULL;
-    }
-    env[j] = tokens;
-    if (asprintf(&env[j + 1], "DLOCK_KEY=%s", o->key) < 0) {
-        free(tokens);
-        free(env);
-        return NULL;
-    }
-    if (asprintf(&env[j + 2], "DLOCK_FENCING_TOKEN=%llu",
-                 (unsigned long long)dlock_lock_token(locks[0])) < 0) {
-        free(env[j + 1]);
-        free(tokens);
-        free(env);
-        return NULL;
-    }
-    return env;
-}
-
-/* Free what child_env() made (the three strings it added, and the
- * array). */
-static void free_env(char **env)
-{
-    size_t n = 0;
-
-    if (env == NULL)
-        return;
-    while (env[n] != NULL)
-        n++;
-    free(env[n - 1]);
-    free(env[n - 2]);
-    free(env[n - 3]);
-    free(env);
+    set[1] = cli_strf("DLOCK_KEY=%s", o->key);
+    set[2] = cli_strf("DLOCK_FENCING_TOKEN=%llu",
+                      (unsigned long long)dlock_lock_token(locks[0]));
+    return cli_env_with(set, ENV_SET);
 }
 
 /* The first of KEY's locks that is not held as far as this process knows
@@ -584,7 +546,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
     rs.kill_at = -1;
     rs.max_at = o->max_hold_ms > 0 ? t_acq + o->max_hold_ms : -1;
     rc = cli_job_start(&rs.job, o, envp, &exec_errno);
-    free_env(envp);
+    cli_env_free(envp, ENV_SET);
     if (rc < 0) {
         if (exec_errno != 0) {
             cli_err("cannot execute '%s': %s", o->command[0],

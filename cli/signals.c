@@ -297,6 +297,20 @@ int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg, int *signo)
     return rc;
 }
 
+/* acquire_keys() as a cli_cancelable() call. */
+struct keys_call {
+    const struct cli *o;
+    dlock_client *c;
+    const dlock_acquire_options *ao;
+    dlock_lock **out;
+};
+
+static int keys_call_fn(void *arg)
+{
+    struct keys_call *kc = arg;
+    return acquire_keys(kc->o, kc->c, kc->ao, kc->out);
+}
+
 /*
  * Acquire O->key (O->keys, all or nothing, when there are several) with
  * O's lease and wait, with the watchdog and the lost
@@ -311,9 +325,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo)
 {
     dlock_acquire_options ao;
-    struct canceler k;
     int64_t t0 = cli_now_ms(), left;
-    int rc, err;
+    int rc;
     char took[32];
 
     *signo = 0;
@@ -339,27 +352,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 return DLOCK_TIMEDOUT;
         }
         ao.wait_ms = left;
-        memset(&k, 0, sizeof k);
-        k.client = c;
-        if (pipe2(k.stop, O_CLOEXEC) < 0)
-            return DLOCK_ENOMEM;
-        err = pthread_create(&k.thread, NULL, canceler_main, &k);
-        if (err != 0) {
-            close(k.stop[0]);
-            close(k.stop[1]);
-            errno = err;
-            return DLOCK_ENOMEM;
-        }
-        rc = acquire_keys(o, c, &ao, out);
-        if (write(k.stop[1], "x", 1) < 0) {
-            /* Cannot happen on a fresh pipe; join would hang: detach. */
-            pthread_detach(k.thread);
-        } else {
-            pthread_join(k.thread, NULL);
-        }
-        close(k.stop[0]);
-        close(k.stop[1]);
-        *signo = k.signo;
+        struct keys_call kc = {o, c, &ao, out};
+        rc = cli_cancelable(c, keys_call_fn, &kc, signo);
         if (rc == DLOCK_BUSY)
             rc = DLOCK_TIMEDOUT;
     }

@@ -6,9 +6,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -277,4 +280,63 @@ int cli_parse_limit(const char *s, int64_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* See cli.h. */
+char **cli_env_with(char **set, size_t nset)
+{
+    size_t n = 0, j = 0, i, k;
+    char **env = NULL;
+
+    for (k = 0; k < nset; k++)
+        if (set[k] == NULL)
+            goto fail;
+    while (environ[n] != NULL)
+        n++;
+    env = calloc(n + nset + 1, sizeof *env);
+    if (env == NULL)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        for (k = 0; k < nset; k++) {
+            size_t len = strcspn(set[k], "=") + 1; /* "NAME=" */
+            if (strncmp(environ[i], set[k], len) == 0)
+                break;
+        }
+        if (k == nset)
+            env[j++] = environ[i];
+    }
+    for (k = 0; k < nset; k++)
+        env[j++] = set[k];
+    return env;
+fail:
+    for (k = 0; k < nset; k++)
+        free(set[k]);
+    return NULL;
+}
+
+/* See cli.h. */
+void cli_env_free(char **env, size_t nset)
+{
+    size_t n = 0;
+
+    if (env == NULL)
+        return;
+    while (env[n] != NULL)
+        n++;
+    for (size_t k = n - nset; k < n; k++)
+        free(env[k]);
+    free(env);
+}
+
+/* See cli.h. */
+char *cli_strf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return rc < 0 ? NULL : s;
 }

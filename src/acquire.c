@@ -44,13 +44,6 @@ typedef struct attempt {
     int split;      /* Redlock: some nodes granted, too few (undone) */
 } attempt;
 
-/* The lease a fair handoff gives until the new owner confirms. */
-static int64_t fair_handoff_lease(int64_t lease_ms)
-{
-    return lease_ms < DLOCK__FAIR_HANDOFF_MS ? lease_ms
-                                             : DLOCK__FAIR_HANDOFF_MS;
-}
-
 /* ---- the decision (pure) ------------------------------------------------ */
 
 /* Classify one node's acquire reply: 1 granted, 0 busy, -1 depth
@@ -615,7 +608,7 @@ static int sleep_fair(waiting *x, attempt *a)
     /* Handed to us by the release script: the lease it set is short until
      * we confirm (the watchdog does, at half of that lease). */
     t = dlock__now_ms();
-    hl = fair_handoff_lease(x->lease_ms);
+    hl = dlock__fair_handoff_lease(x->lease_ms);
     memset(a, 0, sizeof *a);
     a->token = dlock__notify_handoff_token(x->w);
     a->depth = 1;
@@ -794,7 +787,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     dlock__held *h;
     attempt a = {0};
     int rc, fresh = 0, warn = 0, waited = 0;
-    int64_t deadline, due;
+    int64_t deadline;
     int64_t t_us = dlock__now_us(); /* metrics: time in this call */
     uint64_t gen;
 
@@ -933,18 +926,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
     }
-    /* A fair handoff's short lease is confirmed at half of it: a critical
-     * section shorter than that never pays the round trip (and with the
-     * 2 s handoff lease the watchdog, which looks every second, need not
-     * be woken for it). A watchdog lock is renewed at a third. */
-    due = dlock__now_ms() + (h->confirm_pending
-                                 ? fair_handoff_lease(opts->lease_ms) / 2
-                                 : opts->lease_ms / 3);
-    h->next_renew_ms = due;
-    pthread_mutex_unlock(&c->held_mu);
-    atomic_fetch_add(&c->stats.acquisitions, 1);
-    if (h->watchdog || h->confirm_pending)
-        dlock__watchdog_kick(c, due);
+    dlock__held_started(c, h, opts->lease_ms);
     if (fresh)
         dlock__holder_record(c, h);
     t_us = dlock__now_us() - t_us;
@@ -957,15 +939,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
                          "of being notified; allow them with the ACL rule "
                          "&%s:* (or allchannels)",
                          c->key_prefix);
-    rc = dlock__handle_new(c, h, out);
-    if (rc != DLOCK_OK)
-        return rc; /* the lease runs out by itself */
-    if (opts->watchdog) {
-        pthread_mutex_lock(&c->held_mu);
-        h->wd_handle = *out;
-        pthread_mutex_unlock(&c->held_mu);
-    }
-    return DLOCK_OK;
+    return dlock__handle_give(c, h, opts->watchdog, out);
 }
 
 /* See dlock.h. */

@@ -211,6 +211,44 @@ int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out)
     return DLOCK_OK;
 }
 
+/* See lock.h. */
+int64_t dlock__fair_handoff_lease(int64_t lease_ms)
+{
+    return lease_ms < DLOCK__FAIR_HANDOFF_MS ? lease_ms
+                                             : DLOCK__FAIR_HANDOFF_MS;
+}
+
+/* See lock.h. A critical section shorter than half a fair handoff's
+ * lease never pays the confirming round trip (and with the 2 s handoff
+ * lease the watchdog, which looks every second, need not be woken). */
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms)
+{
+    int64_t due = dlock__now_ms() +
+                  (h->confirm_pending ? dlock__fair_handoff_lease(lease_ms) / 2
+                                      : lease_ms / 3);
+    int kick = h->watchdog || h->confirm_pending;
+    h->next_renew_ms = due;
+    pthread_mutex_unlock(&c->held_mu);
+    atomic_fetch_add(&c->stats.acquisitions, 1);
+    if (kick)
+        dlock__watchdog_kick(c, due);
+}
+
+/* See lock.h. */
+int dlock__handle_give(dlock_client *c, dlock__held *h, int watchdog,
+                       dlock_lock **out)
+{
+    int rc = dlock__handle_new(c, h, out);
+    if (rc != DLOCK_OK)
+        return rc; /* the lease runs out by itself */
+    if (watchdog) {
+        pthread_mutex_lock(&c->held_mu);
+        h->wd_handle = *out;
+        pthread_mutex_unlock(&c->held_mu);
+    }
+    return DLOCK_OK;
+}
+
 /* Drop handle l of h: one reentry level given back (or all of them when
  * gone); unlink h from the registry when no level is left, and free it
  * once no handle and no watchdog round uses it. */

@@ -26,6 +26,22 @@
 /* A new handle for h: DLOCK_OK and *out, or DLOCK_ENOMEM (message set). */
 int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out);
 
+/* The lease a fair handoff gives until the new owner confirms it:
+ * min(lease_ms, DLOCK__FAIR_HANDOFF_MS). */
+int64_t dlock__fair_handoff_lease(int64_t lease_ms);
+
+/* The common end of every successful acquire (locks, permits, readers).
+ * Call with c->held_mu held, after h's fields are set and h is linked:
+ * schedules h's first renewal (a fair handoff's short lease is confirmed
+ * at half of it, any other lease renewed at a third), unlocks held_mu,
+ * counts the acquisition and wakes the watchdog when it has to act. */
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms);
+
+/* Give the caller a new handle on h (see dlock__handle_new); a watchdog
+ * hold keeps it as the handle its renewals and on_lost callback name. */
+int dlock__handle_give(dlock_client *c, dlock__held *h, int watchdog,
+                       dlock_lock **out);
+
 /* Extend hs[0..n-1] to leases[i] ms from now on their nodes in one call
  * per node; ok[i] gets DLOCK_OK / DLOCK_NOT_OWNER / an error. pins: the
  * one hold's pinned connections (see dlock__held.pins), or NULL. (The

@@ -477,8 +477,6 @@ static int finish(dlock_client *c, dlock__held *h,
                   const dlock_acquire_options *o, const got *g,
                   dlock_lock **out)
 {
-    int64_t due;
-    int rc;
     pthread_mutex_lock(&c->held_mu);
     h->depth = 1;
     h->handles = 1;
@@ -490,26 +488,8 @@ static int finish(dlock_client *c, dlock__held *h,
     h->on_lost = o->on_lost;
     h->on_lost_ud = o->on_lost_userdata;
     dlock__held_link(c, h);
-    due = dlock__now_ms() + (h->confirm_pending
-                                 ? (o->lease_ms < DLOCK__FAIR_HANDOFF_MS
-                                        ? o->lease_ms
-                                        : DLOCK__FAIR_HANDOFF_MS) /
-                                       2
-                                 : o->lease_ms / 3);
-    h->next_renew_ms = due;
-    pthread_mutex_unlock(&c->held_mu);
-    atomic_fetch_add(&c->stats.acquisitions, 1);
-    if (h->watchdog || h->confirm_pending)
-        dlock__watchdog_kick(c, due);
-    rc = dlock__handle_new(c, h, out);
-    if (rc != DLOCK_OK)
-        return rc; /* the lease runs out by itself */
-    if (o->watchdog) {
-        pthread_mutex_lock(&c->held_mu);
-        h->wd_handle = *out;
-        pthread_mutex_unlock(&c->held_mu);
-    }
-    return DLOCK_OK;
+    dlock__held_started(c, h, o->lease_ms);
+    return dlock__handle_give(c, h, o->watchdog, out);
 }
 
 /* Acquire w of NAME: a fresh hold (permits and readers are never

@@ -27,6 +27,7 @@
 --   {0, pttl}      a writer holds it, or a writer waits (ARGV[5] '0'):
 --                  pttl = ms until its lease or mark runs out
 --   {-3, kind}     the name is a semaphore (or another Redis type)
+--@include next_token.luainc
 local owner = ARGV[1]
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'hash' then
@@ -81,18 +82,7 @@ if mark > 0 and mark <= now then
     redis.call('HDEL', KEYS[1], '#w')
 end
 
-local tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
-local want = tok
-if tok == 1 then
-    want = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local hint = tonumber(ARGV[4] or '0')
-if hint > want then
-    want = hint
-end
-if want ~= tok then
-    redis.call('HSET', KEYS[2], 'n', string.format('%d', want))
-end
+local want = next_token(t, tonumber(ARGV[4] or '0'))
 redis.call('HSET', KEYS[2], 't:' .. owner, string.format('%d', want))
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], now + lease, owner)

@@ -36,6 +36,7 @@
 -- them over (the waiter becomes a holder with the handoff lease and a
 -- token; 'h TOKEN OWNER' is published on ARGV[7]:<its client id>), the
 -- other modes wake one waiter per free permit ('h 0 OWNER') to try again.
+--@include next_token.luainc
 local owner = ARGV[1]
 local limit = tonumber(ARGV[3])
 local mode = ARGV[5]
@@ -50,7 +51,10 @@ if kind ~= 's' and redis.call('EXISTS', KEYS[2]) == 1 then
     return {-3, 'lock'}
 end
 local stored = redis.call('ZSCORE', KEYS[1], '#')
-if stored and tonumber(stored) ~= limit then
+if stored and tonumber(stored) ~= limit and
+    not redis.call('ZSCORE', KEYS[1], owner) then
+    -- (A holder, or a waiter a raised limit handed a permit to, goes on
+    -- to the confirmation below whatever limit it expected.)
     return {-2, tonumber(stored)}
 end
 
@@ -86,12 +90,7 @@ if not stored then
 end
 
 local function token()
-    local tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
-    if tok == 1 then
-        tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-    end
-    return tok
+    return next_token(t, nil)
 end
 
 local function unqueue(m)

@@ -15,6 +15,8 @@
 --
 -- Returns {1, old limit (0: new)} or {-3, kind}: the name is used by
 -- another kind of lock (nothing done).
+--@include next_token.luainc
+--@include sem_pass.luainc
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'zset' then
     return {-3, ty == 'hash' and 'lock' or ty}
@@ -35,27 +37,5 @@ redis.call('PEXPIRE', KEYS[2], keep)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local free = limit - redis.call('ZCOUNT', KEYS[1],
-                                '(' .. string.format('%d', now), '+inf')
-local head = free > 0 and redis.call('LPOP', KEYS[3])
-while head do
-    local dl = redis.call('ZSCORE', KEYS[4], head)
-    redis.call('ZREM', KEYS[4], head)
-    if dl and tonumber(dl) >= now then
-        local tok = 0
-        if ARGV[5] == '1' then
-            tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
-            if tok == 1 then
-                tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-                redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-            end
-            redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), head)
-            redis.call('HSET', KEYS[2], 't:' .. head, string.format('%d', tok))
-        end
-        redis.call('PUBLISH', ARGV[3] .. ':' .. string.sub(head, 1, 32),
-                   'h ' .. string.format('%d', tok) .. ' ' .. head)
-        free = free - 1
-    end
-    head = free > 0 and redis.call('LPOP', KEYS[3])
-end
+pass_permits(limit, now, t, ARGV[5], ARGV[4], ARGV[3], keep)
 return {1, old}

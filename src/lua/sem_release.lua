@@ -19,6 +19,8 @@
 --   3  already released: a retry whose first reply was lost (the holder
 --      stays a tombstone for 60 s after its release)
 --   0  not a holder: its lease had run out, or the name is not a semaphore
+--@include next_token.luainc
+--@include sem_pass.luainc
 local owner = ARGV[1]
 if ARGV[6] == '1' then
     redis.call('LREM', KEYS[3], 0, owner)
@@ -50,30 +52,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('%d', -now), '(0')
 
 -- Pass free permits on to live waiters, oldest first.
 local limit = tonumber(redis.call('ZSCORE', KEYS[1], '#') or '0')
-local free = limit - redis.call('ZCOUNT', KEYS[1],
-                                '(' .. string.format('%d', now), '+inf')
-local head = free > 0 and redis.call('LPOP', KEYS[3])
-while head do
-    local dl = redis.call('ZSCORE', KEYS[4], head)
-    redis.call('ZREM', KEYS[4], head)
-    if dl and tonumber(dl) >= now then
-        local tok = 0
-        if ARGV[4] == '1' then
-            tok = redis.call('HINCRBY', KEYS[2], 'n', 1)
-            if tok == 1 then
-                tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-                redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-            end
-            redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), head)
-            redis.call('HSET', KEYS[2], 't:' .. head, string.format('%d', tok))
-            redis.call('PEXPIRE', KEYS[2], ARGV[5])
-        end
-        redis.call('PUBLISH', ARGV[2] .. ':' .. string.sub(head, 1, 32),
-                   'h ' .. string.format('%d', tok) .. ' ' .. head)
-        free = free - 1
-    end
-    head = free > 0 and redis.call('LPOP', KEYS[3])
-end
+pass_permits(limit, now, t, ARGV[4], ARGV[3], ARGV[2], ARGV[5])
 if released then
     return 1
 end

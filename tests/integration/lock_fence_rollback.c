@@ -189,12 +189,135 @@ static void test_release_keeps_ttl(void **state)
     dlock_client_free(c);
 }
 
+/* The semaphore and the read-write lock's readers take their tokens
+ * from the same counter and by the same formula (the shared piece
+ * src/lua/next_token.luainc): a permit taken by a try, a permit handed
+ * to a queued waiter by a release (sem_release.lua) and by a raised
+ * limit (sem_limit.lua), and a reader's token, each after a roll-back,
+ * are above the last token. (A waiter handed a permit by a raised limit
+ * takes it although it asked with the old limit.) */
+typedef struct sem_waiter {
+    dlock_client *c;
+    const char *name;
+    int64_t limit;
+    int rc;
+    uint64_t token;
+} sem_waiter;
+
+static void *sem_waiter_main(void *arg)
+{
+    sem_waiter *w = arg;
+    dlock_acquire_options o;
+    dlock_lock *l;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = 10000;
+    o.lease_ms = 10000;
+    w->rc = dlock_sem_acquire(&l, w->c, w->name, w->limit, &o);
+    if (w->rc == DLOCK_OK) {
+        w->token = dlock_lock_token(l);
+        dlock_lock_release(l);
+    }
+    return NULL;
+}
+
+static uint64_t permit_token(dlock_client *c, const char *name,
+                             dlock_lock **keep)
+{
+    dlock_acquire_options o;
+    dlock_lock *l;
+    uint64_t t;
+    dlock_acquire_options_init(&o);
+    o.lease_ms = 10000;
+    assert_int_equal(dlock_sem_acquire(&l, c, name, 1, &o), DLOCK_OK);
+    t = dlock_lock_token(l);
+    if (keep != NULL)
+        *keep = l;
+    else
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    return t;
+}
+
+static void sem_wait_queued(const char *name)
+{
+    int64_t end = th_now_ms() + 5000;
+    while (th_cmd_int(&srv, "LLEN dlock:{%s}:q", name) != 1 &&
+           th_now_ms() < end)
+        th_sleep_ms(5);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{%s}:q", name), 1);
+}
+
+static void test_shared_paths(void **state)
+{
+    dlock_client *a = client_for(DLOCK_WAIT_FAIR);
+    dlock_client *b = client_for(DLOCK_WAIT_FAIR);
+    sem_waiter w = {b, "fr-sem", 1, -1, 0};
+    dlock_acquire_options o;
+    dlock_lock *l;
+    pthread_t t;
+    uint64_t t1, t2;
+    int64_t old;
+    int pass;
+    (void)state;
+
+    /* A try. */
+    t1 = permit_token(a, "fr-sem", NULL);
+    roll_back("fr-sem", t1 - 5);
+    t2 = permit_token(a, "fr-sem", NULL);
+    fprintf(stderr, "permit: %llu, after roll-back: %llu\n",
+            (unsigned long long)t1, (unsigned long long)t2);
+    assert_true(t2 > t1);
+
+    /* Handed over by a release (pass 0) and by a raised limit (pass 1). */
+    for (pass = 0; pass < 2; pass++) {
+        t1 = permit_token(a, "fr-sem", &l);
+        w.rc = -1;
+        w.limit = 1;
+        assert_int_equal(pthread_create(&t, NULL, sem_waiter_main, &w), 0);
+        sem_wait_queued("fr-sem");
+        roll_back("fr-sem", t1 - 5);
+        if (pass == 0)
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        else
+            assert_int_equal(dlock_sem_set_limit(a, "fr-sem", 2, &old),
+                             DLOCK_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        fprintf(stderr, "permit handed over by %s: %llu -> %llu\n",
+                pass == 0 ? "a release" : "a raised limit",
+                (unsigned long long)t1, (unsigned long long)w.token);
+        assert_true(w.token > t1);
+        if (pass == 1) {
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+            assert_int_equal(dlock_sem_set_limit(a, "fr-sem", 1, &old),
+                             DLOCK_OK);
+            assert_int_equal(old, 2);
+        }
+    }
+
+    /* A reader. */
+    dlock_acquire_options_init(&o);
+    o.lease_ms = 10000;
+    assert_int_equal(dlock_rw_acquire_shared(&l, a, "fr-rw", 0, &o), DLOCK_OK);
+    t1 = dlock_lock_token(l);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    roll_back("fr-rw", t1 - 5);
+    assert_int_equal(dlock_rw_acquire_shared(&l, a, "fr-rw", 0, &o), DLOCK_OK);
+    t2 = dlock_lock_token(l);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    fprintf(stderr, "reader: %llu, after roll-back: %llu\n",
+            (unsigned long long)t1, (unsigned long long)t2);
+    assert_true(t2 > t1);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_try_paths),
         cmocka_unit_test(test_queue_paths),
         cmocka_unit_test(test_release_keeps_ttl),
+        cmocka_unit_test(test_shared_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
