@@ -3,7 +3,10 @@
  *
  * The tool is a client of include/dlock.h only. Its files call downward:
  *
- *   dlock.c      parses the command line, makes the client, dispatches
+ *   dlock.c      makes the client, dispatches to the subcommand
+ *   args.c       the command line and DLOCK_SERVERS: which options each
+ *                subcommand takes, their values checked, KEYs, COMMAND
+ *   usage.c      the --help text and usage errors
  *   run.c        `dlock run`: holds a lock while a child process runs
  *   commands.c   status, acquire, release, extend
  *   elect.c      `dlock elect`: COMMAND runs while this process leads;
@@ -235,6 +238,21 @@ int cli_cmd_limit(const struct cli *o, dlock_client *c);
 int cli_shared_status(const struct cli *o, dlock_client *c, int *done);
 void cli_shared_readers(const struct cli *o, dlock_client *c);
 int64_t cli_shared_reader_count(const struct cli *o, dlock_client *c);
+
+/* args.c: parse argv for subcommand o->cmd (argv[0] is its name).
+ * Returns 0, CLI_EX_USAGE after printing the problem, or -1 for
+ * "--help/--version printed: exit 0". */
+int cli_parse_args(struct cli *o, int argc, char **argv);
+/* 1 when S (blanks first ignored) is a redis+cluster:// or
+ * rediss+cluster:// URL. */
+int cli_is_cluster_url(const char *s);
+
+/* usage.c */
+void cli_print_usage(void);
+/* Report a usage error ("dlock CMD: ...", then a pointer to --help) and
+ * return the status for it (CLI_EX_USAGE). CMD may be NULL. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* util.c */
 int cli_parse_seconds(const char *s, int64_t *ms, const char **why);

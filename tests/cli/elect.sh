@@ -123,6 +123,18 @@ sleep 1.5
 # The end: stop everything, then check the log.
 for k in "${!ELECT[@]}"; do kill -TERM "${ELECT[$k]}" 2>/dev/null; done
 for k in "${!ELECT[@]}"; do wait_pid "${ELECT[$k]}" 20; done
+# Nobody leads once every contender has stopped — but not always at once:
+# a contender that exited with an I/O error while the server was down (it
+# could not leave the fair queue) is a dead waiter, and a release that
+# reaches its queue entry before that entry's waiter time-to-live ends
+# hands the lock to it; the lock is then held, with no value proclaimed,
+# for at most the lease that contender asked for (1 s here). The watch
+# runs on until then: it must print "none" at the end.
+no_leader() { ! "$DLOCK_BIN" leader e >/dev/null 2>&1; }
+t0=$(now_ms)
+check "nobody leads within a lease of the last contender stopping" \
+    wait_until 5 no_leader
+echo "info: nobody led $(($(now_ms) - t0)) ms after all contenders stopped"
 sleep 0.3
 kill -TERM "$watch_pid"
 wait_pid "$watch_pid" 10
@@ -151,17 +163,6 @@ check "leader --watch printed every epoch that ran (missing:$missing)" \
 check "the watch printed 'none' when nobody led" grep -qx none "$T/watch"
 
 # leader: exit statuses and JSON.
-# Nobody leads once every contender has stopped — but not always at once:
-# a contender that exited with an I/O error while the server was down (it
-# could not leave the fair queue) is a dead waiter, and a release that
-# reaches its queue entry before that entry's waiter time-to-live ends
-# hands the lock to it; the lock is then held, with no value proclaimed,
-# for at most the lease that contender asked for (1 s here).
-no_leader() { ! "$DLOCK_BIN" leader e >/dev/null 2>&1; }
-t0=$(now_ms)
-check "nobody leads within a lease of the last contender stopping" \
-    wait_until 5 no_leader
-echo "info: nobody led $(($(now_ms) - t0)) ms after all contenders stopped"
 expect_status 1 "leader: nobody leads now" "$DLOCK_BIN" leader e
 check "prints none" grep -qx none "$T/out"
 spawn_bg "$DLOCK_BIN" elect --value 'h:1 "x"' j -- sleep 30
