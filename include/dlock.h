@@ -252,8 +252,11 @@ typedef struct dlock_options {
     /* Durability. wait_replicas > 0: every lock write (acquire, extend,
      * fenced set) is followed, in the same round trip, by WAIT
      * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
-     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first). Default 0
-     * (no WAIT); wait_replicas_timeout_ms default 1000. */
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first); a lock
+     * handed over by a fair release is confirmed the same way before the
+     * acquire returns. In a Redis Cluster, WAIT runs on the master of the
+     * lock's slot. Default 0 (no WAIT); wait_replicas_timeout_ms default
+     * 1000. */
     int wait_replicas;
     int64_t wait_replicas_timeout_ms;
 
@@ -263,7 +266,9 @@ typedef struct dlock_options {
      * long (DLOCK_LOCK_DELAY; a waiting acquire waits it out), at least
      * the longest lease this client has taken: a lock the old master
      * granted and the new one never saw has expired by then. -1 (the
-     * default): 30000 with Sentinel, off otherwise; 0: off. */
+     * default): 30000 with Sentinel, off otherwise; 0: off. In a Redis
+     * Cluster each master has its own delay (a restart, or a replica
+     * promoted from a master this client saw): only its slots wait. */
     int64_t lock_delay_ms;
 
     /* Holder info (issue 21): with holder_info = 1, every fresh hold also

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "acquire.h"
+#include "cluster_delay.h"
 #include "core.h"
 #include "held.h"
 #include "holder.h"
@@ -333,7 +334,8 @@ static uint64_t withdraw_grants(dlock_client *c, const dlock__held *h,
     uint64_t out = 0;
     int i;
     if (h->depth == 0)
-        out = t->gmask & dlock__nodes_delayed(&c->ns, NULL);
+        out =
+            t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
     for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
         if (!(t->gmask & (1ULL << i)))
             continue;
@@ -355,7 +357,7 @@ static int withdrawn_error(dlock_client *c, const dlock__held *h,
                            uint64_t withdrawn, long long minacks, attempt *a)
 {
     int64_t left;
-    if (dlock__nodes_delayed(&c->ns, &left) & withdrawn) {
+    if (dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left) & withdrawn) {
         a->pttl = left;
         return lock_delay_error(c, h, left);
     }
@@ -396,7 +398,8 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
         /* The lock-delay: no fresh grant from a master that may have
          * forgotten grants (failover, restart). */
         int64_t left;
-        uint64_t delayed = dlock__nodes_delayed(&c->ns, &left);
+        uint64_t delayed =
+            dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
         mask &= ~delayed;
         if (delayed != 0 && popcount64(mask) < c->ns.quorum) {
             a->pttl = left;
@@ -618,6 +621,37 @@ static int sleep_fair(waiting *x, attempt *a)
     return 1;
 }
 
+/* A lock handed over by the holder's release script (fair, one server)
+ * came without WAIT, which only the acquirer's own writes carry: with
+ * wait_replicas, confirm it at once (the extend to the full lease, WAITed
+ * like every lock write) before it counts. Too few acknowledgements give
+ * it back: DLOCK_NOT_REPLICATED, as for an acquire. */
+static int confirm_handed(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                          attempt *a)
+{
+    dlock__held *hs[1] = {h};
+    int64_t leases[1] = {lease_ms};
+    int ok;
+    if (c->ns.wait_replicas == 0)
+        return DLOCK_OK;
+    dlock__extend_many(c, hs, leases, 1, &ok, NULL);
+    if (ok == DLOCK_OK) {
+        h->confirm_pending = 0;
+        a->valid_until = atomic_load(&h->valid_until_ms);
+        return DLOCK_OK;
+    }
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__undo_acquire(c, h, 1, 1, a->token, lease_ms, 0, 0);
+    if (ok != DLOCK_NOT_REPLICATED)
+        return ok; /* the extend's message says why */
+    return dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                            "acquire %s: handed over by the holder's release, "
+                            "but fewer than the %d replicas asked for "
+                            "acknowledged it within %" PRId64 " ms: given back",
+                            h->k.name, c->ns.wait_replicas,
+                            c->ns.wait_timeout_ms);
+}
+
 /* Subscribe before the next attempt, so that a release between it and
  * the sleep is not missed. Without a subscription (server refuses,
  * timeout) spinning still finds the lock, only later; a fair waiter still
@@ -735,7 +769,7 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         else
             rc = sleep_notify(&x, a);
         if (x.strategy == DLOCK_WAIT_FAIR && rc == 1) {
-            rc = DLOCK_OK;
+            rc = confirm_handed(c, h, lease_ms, a);
             break;
         }
         if (rc < 0)

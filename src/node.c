@@ -29,14 +29,6 @@ struct dlock__retired {
     dlock__endpoint *ep;
 };
 
-/* What INFO server replication said. */
-typedef struct ident {
-    int role; /* DLOCK__ROLE_* */
-    char run_id[41];
-    char replid[41];
-    char master[80]; /* replica: "host:port" of its master */
-} ident;
-
 /* See node.h. */
 uint64_t dlock__nodes_all(const dlock__nodeset *ns)
 {
@@ -182,6 +174,13 @@ static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
 
     *fresh = 0;
     pthread_mutex_lock(&n->mu);
+    if (ns->open_checked != NULL && atomic_load(&n->replica)) {
+        /* Opened while it was a replica (a cluster seed): it may be a
+         * master now, and only a new connection's check can tell whether
+         * it was promoted (the lock-delay). */
+        while (n->nidle > 0)
+            dlock__conn_close(n->idle[--n->nidle]);
+    }
     if (n->nidle > 0) {
         *out = n->idle[--n->nidle];
         pthread_mutex_unlock(&n->mu);
@@ -209,6 +208,8 @@ static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
     if (ns->cluster == NULL && ns->node != NULL && n >= ns->node &&
         n < ns->node + ns->n)
         rc = dlock__node_open(ns, (int)(n - ns->node), out, dl, err, errlen);
+    else if (ns->open_checked != NULL)
+        rc = ns->open_checked(ns, n, out, dl, err, errlen);
     else
         rc = dlock__conn_open(out, dlock__node_addr(n), ns->tls, dl, err,
                               errlen);
@@ -317,11 +318,9 @@ static void info_field(const char *s, size_t len, const char *field, char *buf,
     }
 }
 
-/* Ask c's server INFO server replication and fill *id. An error reply
- * (ACL, renamed command) or an answer of another shape leaves the role
- * unknown: DLOCK_OK. A failed round trip is the error. */
-static int identify(dlock__conn *c, ident *id, int64_t deadline_ms, char *err,
-                    size_t errlen)
+/* See node.h. */
+int dlock__node_identify(dlock__conn *c, dlock__srvinfo *id,
+                         int64_t deadline_ms, char *err, size_t errlen)
 {
     const char *argv[3] = {"INFO", "server", "replication"};
     redisReply *r = NULL;
@@ -340,6 +339,8 @@ static int identify(dlock__conn *c, ident *id, int64_t deadline_ms, char *err,
         info_field(r->str, r->len, "run_id", id->run_id, sizeof id->run_id);
         info_field(r->str, r->len, "master_replid", id->replid,
                    sizeof id->replid);
+        info_field(r->str, r->len, "master_replid2", id->replid2,
+                   sizeof id->replid2);
         info_field(r->str, r->len, "master_host", host, sizeof host);
         info_field(r->str, r->len, "master_port", port, sizeof port);
         if (strcmp(mode, "sentinel") == 0)
@@ -367,17 +368,17 @@ static int64_t delay_for(dlock__nodeset *ns)
     return l > d ? l : d;
 }
 
-/* Remember the identity of node i's server; when it differs from the last
- * one seen, start the lock-delay (unless every grant was WAIT-covered). */
-static void note_identity(dlock__nodeset *ns, int i, const ident *id)
+/* See node.h. */
+void dlock__node_note(dlock__nodeset *ns, dlock__node *n,
+                      const dlock__srvinfo *id, int promoted)
 {
-    dlock__node *n = &ns->node[i];
     int64_t d;
     if (id->role != DLOCK__ROLE_MASTER || id->run_id[0] == '\0')
         return;
     pthread_mutex_lock(&n->mu);
-    if (n->run_id[0] != '\0' && (strcmp(n->run_id, id->run_id) != 0 ||
-                                 strcmp(n->replid, id->replid) != 0)) {
+    if (n->run_id[0] != '\0' ? strcmp(n->run_id, id->run_id) != 0 ||
+                                   strcmp(n->replid, id->replid) != 0
+                             : promoted) {
         n->changes++;
         n->changed_at_ms = dlock__now_ms();
         d = ns->wait_replicas > 0 ? 0 : delay_for(ns);
@@ -396,11 +397,11 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
                         dlock__conn **out, int64_t deadline_ms, char *master_of,
                         size_t mlen, char *err, size_t errlen)
 {
-    ident id;
+    dlock__srvinfo id;
     int rc = dlock__conn_open(out, ep, ns->tls, deadline_ms, err, errlen);
     if (rc != DLOCK_OK)
         return rc;
-    rc = identify(*out, &id, deadline_ms, err, errlen);
+    rc = dlock__node_identify(*out, &id, deadline_ms, err, errlen);
     if (rc == DLOCK_ETIMEDOUT)
         dlock__fail(err, errlen, rc, "%s: no answer in time", ep->display);
     if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA && master_of != NULL)
@@ -431,7 +432,7 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
         *out = NULL;
         return rc;
     }
-    note_identity(ns, i, &id);
+    dlock__node_note(ns, &ns->node[i], &id, 0);
     return DLOCK_OK;
 }
 

@@ -27,6 +27,16 @@ enum {
     DLOCK__ROLE_SENTINEL
 };
 
+/* What a server's INFO server replication says (dlock__node_identify). */
+typedef struct dlock__srvinfo {
+    int role; /* DLOCK__ROLE_* */
+    char run_id[41];
+    char replid[41];  /* master_replid */
+    char replid2[41]; /* master_replid2: the history it continued when it
+                         was promoted ("000..." when never) */
+    char master[80];  /* replica: "host:port" of its master */
+} dlock__srvinfo;
+
 /* One server: its address and a pool of idle connections. */
 typedef struct dlock__node {
     dlock__endpoint ep; /* as configured (Sentinel: the first master
@@ -80,6 +90,14 @@ typedef enum dlock__topology {
 struct dlock__nodeset;
 struct dlock__cluster;
 
+/* A topology's check of a new connection to a node that is not one of
+ * the set's (a cluster's table, cluster_delay.c): open it to nd's
+ * address and check it before its first use. DLOCK_OK or an error with
+ * err set (*out NULL). */
+typedef int (*dlock__open_fn)(struct dlock__nodeset *ns, dlock__node *nd,
+                              dlock__conn **out, int64_t deadline_ms, char *err,
+                              size_t errlen);
+
 /* A topology that finds node i's address at run time (Sentinel): find
  * it and publish it (dlock__node_adopt) before the deadline. DLOCK_OK
  * or an error with err set. */
@@ -107,6 +125,10 @@ typedef struct dlock__nodeset {
     dlock__locate_fn locate;
     void (*topo_free)(struct dlock__nodeset *ns);
     void *topo;
+    /* Cluster with a lock-delay: every new connection to a node of the
+     * table goes through it (NULL: opened as it is). A node whose check
+     * said replica keeps no idle connection: it may be promoted. */
+    dlock__open_fn open_checked;
 
     /* Durability and the lock-delay (options wait_replicas,
      * wait_replicas_timeout_ms, lock_delay_ms resolved; 0: off). */
@@ -184,6 +206,20 @@ int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
 int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
                       int64_t deadline_ms, char *master_of, size_t mlen,
                       char *err, size_t errlen);
+
+/* Ask conn's server INFO server replication and fill *id. An error
+ * reply (ACL, renamed command) or an answer of another shape leaves the
+ * role unknown: DLOCK_OK. A failed round trip is the error. */
+int dlock__node_identify(dlock__conn *conn, dlock__srvinfo *id,
+                         int64_t deadline_ms, char *err, size_t errlen);
+
+/* Remember the identity id of nd's server when it is a master. The
+ * lock-delay of nd starts (unless the client uses wait_replicas) when
+ * it differs from the last one seen at nd (a restart, or a failover to
+ * this address), or, at nd's first sight, when promoted is 1 (the
+ * caller found that it was promoted from a master this client saw). */
+void dlock__node_note(dlock__nodeset *ns, dlock__node *nd,
+                      const dlock__srvinfo *id, int promoted);
 
 /* The master behind node i may have moved (an error that a failover
  * explains: READONLY, LOADING, a dropped or refused connection): locate

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "cluster.h"
+#include "cluster_delay.h"
 #include "ident.h"
 #include "node.h"
 #include "sentinel.h"
@@ -69,6 +70,10 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
         rc = dlock__cluster_fill(ns, o, err, errlen);
         if (rc != DLOCK_OK)
             return rc;
+        /* The lock-delay per master: only without WAIT (with it, every
+         * grant a promoted replica could have missed was refused). */
+        if (ns->lock_delay_ms > 0 && ns->wait_replicas == 0)
+            ns->open_checked = dlock__cluster_open_checked;
         return fill_tls(ns, o, err, errlen);
     }
     ns->n = (int)o->nservers;
