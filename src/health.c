@@ -259,6 +259,16 @@ static void describe(dlock_client *c, sink *s)
     if (c->ns.kind == DLOCK__TOPO_SENTINEL)
         dlock__sentinel_report(
             &c->ns, dlock__now_ms() + c->opts.command_timeout_ms, add, s);
+    /* A cluster's masters fail over by themselves (replication is
+     * asynchronous): without WAIT or a lock-delay a grant can be lost
+     * with its master and granted again by the promoted replica. */
+    if (c->ns.kind == DLOCK__TOPO_CLUSTER && c->ns.wait_replicas == 0 &&
+        c->ns.lock_delay_ms <= 0)
+        add(s, WARN,
+            "Redis Cluster without wait_replicas or a lock-delay: a "
+            "master's failover can lose a granted lock and grant it again "
+            "(set wait_replicas / --wait-replicas N, or lock_delay_ms / "
+            "--lock-delay)");
     /* A cluster's node set is one virtual node (its masters change with
      * the slot map): its nodes are not described here. */
     for (i = 0; i < c->ns.n && c->ns.cluster == NULL; i++)

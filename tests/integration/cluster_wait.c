@@ -232,6 +232,30 @@ static void test_wait_grants(void **state)
     dlock_client_free(c);
 }
 
+/* dlock_client_check warns of a cluster client with neither WAIT nor a
+ * lock-delay (a failover can grant a lock twice), and of no other. */
+static void test_check_warns(void **state)
+{
+    static const struct {
+        int wait;
+        int64_t delay;
+        int warned;
+    } cases[] = {{0, -2, 1}, {0, 0, 1}, {1, -2, 0}, {0, 20000, 0}};
+    char buf[2048];
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dlock_client *c = cwclient(cases[i].wait, cases[i].delay);
+        assert_true(dlock_client_check(c, buf, sizeof buf) >= 0);
+        fprintf(stderr, "wait %d, delay %lld: %s\n", cases[i].wait,
+                (long long)cases[i].delay, buf);
+        assert_int_equal(strstr(buf, "without wait_replicas or a lock-delay") !=
+                             NULL,
+                         cases[i].warned);
+        dlock_client_free(c);
+    }
+}
+
 /* ---- (b) the slot's replica stopped ------------------------------------- */
 
 static void test_replica_stopped(void **state)
@@ -685,6 +709,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_grants),
+        cmocka_unit_test(test_check_warns),
         cmocka_unit_test(test_replica_stopped),
         cmocka_unit_test(test_handoff_waits),
         cmocka_unit_test(test_kill_master_wait),
