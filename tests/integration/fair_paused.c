@@ -8,7 +8,8 @@
  * (the chaos suite's multi_chaos saw dlock_lock_acquire_all return such a
  * lock as valid, with an old token, while another worker held it). It
  * waits on, and gets the lock only after the other holder releases, with
- * a newer token, and the server names it the owner.
+ * a newer token, and the server names it the owner. The same for a
+ * semaphore's permit handed to a FIFO waiter.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -50,10 +51,19 @@ typedef struct report {
     int64_t valid;  /* its validity then, ms */
 } report;
 
+/* Take NAME: a lock, or a permit of a semaphore of limit 1 when SEM. */
+static int take(dlock_lock **l, dlock_client *c, const char *name, int sem,
+                const dlock_acquire_options *ao)
+{
+    return sem ? dlock_sem_acquire(l, c, name, 1, ao)
+               : dlock_lock_acquire_ex(l, c, name, ao);
+}
+
 /* The waiter, a child: on a byte from go, wait (fair, lease 600 ms) for
- * NAME; report whether the server names it the owner. Exits non-zero on
- * anything unexpected (a forked child must not use cmocka). */
-static void waiter(const char *name, int go, int done)
+ * NAME; report whether the server names it the owner (a lock; for a
+ * permit: whether its lease is still there). Exits non-zero on anything
+ * unexpected (a forked child must not use cmocka). */
+static void waiter(const char *name, int sem, int go, int done)
 {
     const char *url = th_url(&srv);
     dlock_client *c;
@@ -72,12 +82,15 @@ static void waiter(const char *name, int go, int done)
     ao.lease_ms = 600;
     ao.wait_ms = 30000;
     memset(&r, 0, sizeof r);
-    r.rc = dlock_lock_acquire_ex(&l, c, name, &ao);
+    r.rc = take(&l, c, name, sem, &ao);
     if (r.rc == DLOCK_OK) {
         r.token = dlock_lock_token(l);
         r.valid = dlock_lock_validity_ms(l);
-        r.owner = dlock_lock_inspect(c, name, &info) == DLOCK_OK &&
-                  strcmp(info.owner, dlock_lock_owner(l)) == 0;
+        if (sem)
+            r.owner = dlock_lock_extend(l, 600) == DLOCK_OK;
+        else
+            r.owner = dlock_lock_inspect(c, name, &info) == DLOCK_OK &&
+                      strcmp(info.owner, dlock_lock_owner(l)) == 0;
     }
     if (write(done, &r, sizeof r) != (ssize_t)sizeof r)
         _exit(4);
@@ -86,22 +99,25 @@ static void waiter(const char *name, int go, int done)
     _exit(0);
 }
 
-/* Wait until someone is queued for NAME (bounded). */
-static void wait_queued(dlock_client *c, const char *name)
+/* Wait until someone is queued for NAME (bounded): the fair queue of a
+ * lock (<prefix>:{NAME}:q) or of a semaphore (a list). */
+static void wait_queued(const char *name)
 {
-    dlock_info info;
     for (int i = 0; i < 500; i++) {
-        assert_int_equal(dlock_lock_inspect(c, name, &info), DLOCK_OK);
-        if (info.waiters > 0)
+        redisReply *r = th_cmd(&srv, "TYPE dlock:{%s}:q", name);
+        int there;
+        assert_non_null(r);
+        there = strcmp(r->str, "none") != 0;
+        freeReplyObject(r);
+        if (there)
             return;
         th_sleep_ms(10);
     }
     fail_msg("nobody queued for %s", name);
 }
 
-static void test_stale_handoff_not_taken(void **state)
+static void stale_handoff_not_taken(const char *name, int sem)
 {
-    const char *name = "fp:lock";
     int go[2], done[2], st;
     struct pollfd pfd;
     dlock_client *c1, *c2;
@@ -109,7 +125,6 @@ static void test_stale_handoff_not_taken(void **state)
     dlock_acquire_options ao;
     report r;
     pid_t pid;
-    (void)state;
 
     /* Forked before this process has a client (and its threads). */
     assert_int_equal(pipe(go), 0);
@@ -119,7 +134,7 @@ static void test_stale_handoff_not_taken(void **state)
     if (pid == 0) {
         close(go[1]);
         close(done[0]);
-        waiter(name, go[0], done[1]);
+        waiter(name, sem, go[0], done[1]);
     }
     close(go[0]);
     close(done[1]);
@@ -132,9 +147,9 @@ static void test_stale_handoff_not_taken(void **state)
     assert_non_null(c2);
     dlock_acquire_options_init(&ao);
     ao.lease_ms = 30000;
-    assert_int_equal(dlock_lock_acquire_ex(&l1, c1, name, &ao), DLOCK_OK);
+    assert_int_equal(take(&l1, c1, name, sem, &ao), DLOCK_OK);
     assert_int_equal(write(go[1], "g", 1), 1);
-    wait_queued(c1, name);
+    wait_queued(name);
 
     /* Freeze the waiter, then release: the lock is handed to it with a
      * 600 ms lease it cannot confirm. */
@@ -142,7 +157,7 @@ static void test_stale_handoff_not_taken(void **state)
     assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
     /* Once that lease lapsed another client gets the lock. */
     ao.wait_ms = 10000;
-    assert_int_equal(dlock_lock_acquire_ex(&l2, c2, name, &ao), DLOCK_OK);
+    assert_int_equal(take(&l2, c2, name, sem, &ao), DLOCK_OK);
 
     /* The waiter resumes with the old handoff message in its socket. It
      * may not return while l2 is held: if it does, the server must name
@@ -179,10 +194,23 @@ static void test_stale_handoff_not_taken(void **state)
     dlock_client_free(c2);
 }
 
+static void test_lock(void **state)
+{
+    (void)state;
+    stale_handoff_not_taken("fp:lock", 0);
+}
+
+static void test_semaphore(void **state)
+{
+    (void)state;
+    stale_handoff_not_taken("fp:sem", 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stale_handoff_not_taken),
+        cmocka_unit_test(test_lock),
+        cmocka_unit_test(test_semaphore),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
