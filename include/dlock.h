@@ -860,7 +860,10 @@ DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
  * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
  * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
  * the leases of the first locks run while the call waits for the later
- * ones.
+ * ones: once all are taken the call checks each, and if one has run out
+ * (or was lost: the process paused) it gives all back and takes them
+ * again while the wait allows, else returns DLOCK_TIMEDOUT. So on
+ * DLOCK_OK every lock is valid.
  */
 DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
                                         const char *const *names, size_t n,
