@@ -464,7 +464,7 @@ DLOCK_EXPORT int dlock_with_lock(dlock_client *client, const char *name,
 /*
  * Fenced write: store VALUE under the Redis key KEY (un-prefixed, as the
  * caller names it) only if TOKEN is >= the highest token any fenced write
- * to KEY has carried, and record TOKEN. KEY holds a hash with fields
+ * (or dlock_fenced_read) of KEY has carried, and record TOKEN. KEY holds a hash with fields
  * "value" and "fence". Returns DLOCK_OK, DLOCK_STALE (older token:
  * nothing changed), or an error class. With several servers the write
  * goes to the first one: the fenced value does not get Redlock's tolerance
@@ -865,7 +865,10 @@ DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
  * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
  * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
  * the leases of the first locks run while the call waits for the later
- * ones.
+ * ones: once all are taken the call checks each, and if one has run out
+ * (or was lost: the process paused) it gives all back and takes them
+ * again while the wait allows, else returns DLOCK_TIMEDOUT. So on
+ * DLOCK_OK every lock is valid.
  */
 DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
                                         const char *const *names, size_t n,
@@ -970,6 +973,28 @@ DLOCK_EXPORT int dlock_leader(dlock_client *client, const char *name,
 DLOCK_EXPORT int dlock_leader_wait(dlock_client *client, const char *name,
                                    const dlock_leader_info *known,
                                    int64_t wait_ms, dlock_leader_info *out);
+
+/*
+ * Fenced read: the read of a read-modify-write under a lock. Read the
+ * fenced value KEY (as dlock_fenced_get) and, in the same step, make
+ * TOKEN (the lock's, 1 to 2^53) the highest token KEY has seen, so that
+ * from then on dlock_fenced_set refuses every older token. Without it a
+ * holder paused past its lease can still write between a newer holder's
+ * read and that holder's write (nothing newer has been written yet), and
+ * the newer holder's write then loses that update; with it the paused
+ * holder's write is refused (DLOCK_STALE). Read and write with the same
+ * token. *value (malloc'd, NUL-terminated, free() it) and *len: the
+ * value, *value NULL when KEY has none; *fence: the highest token seen
+ * (TOKEN when read). Returns DLOCK_OK; DLOCK_STALE (TOKEN is older than
+ * *fence: a newer holder has read or written; nothing read, nothing
+ * changed); DLOCK_NOT_REPLICATED (with wait_replicas: read and raised on
+ * the master, *value filled, but fewer replicas acknowledged it); or
+ * DLOCK_EINVAL or an error class (*value NULL). Like the other fenced
+ * calls it goes to the first server only.
+ */
+DLOCK_EXPORT int dlock_fenced_read(dlock_client *client, const char *key,
+                                   uint64_t token, char **value, size_t *len,
+                                   uint64_t *fence);
 
 #ifdef __cplusplus
 }

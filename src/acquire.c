@@ -39,7 +39,8 @@ enum { FAIR_NONE, FAIR_TRY, FAIR_QUEUE, PLAIN_WAITING };
 typedef struct attempt {
     uint64_t token;
     int depth;
-    int64_t pttl; /* BUSY: how long the holder's lease still runs */
+    int64_t pttl;   /* BUSY: how long the holder's lease still runs */
+    uint64_t nbusy; /* BUSY, fair queue: the last token granted then */
     int64_t valid_until;
     uint64_t nodes; /* nodes that granted */
     int split;      /* Redlock: some nodes granted, too few (undone) */
@@ -95,6 +96,8 @@ void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n)
             t->busy++;
             if (p > 0 && (t->pttl < 0 || p < t->pttl))
                 t->pttl = p;
+            if (r->elements > 2 && (uint64_t)dlock__elem_int(r, 2) > t->nbusy)
+                t->nbusy = (uint64_t)dlock__elem_int(r, 2);
         } else if (k == -1) {
             t->gone++;
         } else {
@@ -441,6 +444,7 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
             dlock__malformed(&c->ns, res, i, "the acquire script");
     withdrawn = withdraw_grants(c, h, &t, res, &minacks);
     a->pttl = t.pttl;
+    a->nbusy = t.nbusy;
     a->depth = t.depth;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
@@ -519,6 +523,8 @@ typedef struct waiting {
     dlock__waiter *w;     /* subscription, NULL without */
     int round;            /* spin backoff round */
     int64_t pttl;         /* the holder's lease left, as last reported */
+    int64_t sent;         /* when the last attempt was sent (monotonic) */
+    uint64_t nbusy;       /* fair: the last token granted, as it saw */
     uint64_t ticket;      /* fair, Redlock: the place in every node's queue */
     int polling;          /* notifications refused (ACL): polling instead */
     int64_t outage_since; /* first error of a retried streak, 0: none */
@@ -581,6 +587,26 @@ static int sleep_notify(waiting *x, const attempt *a)
                      now + (x->pttl > 0 ? x->pttl : x->c->opts.spin_max_ms)));
 }
 
+/* A handoff message for us (one server), read after our last attempt:
+ * when may we take it without asking the server? The release that handed
+ * it set a lease of hl from its own time, which we do not know: the
+ * message may have waited in our socket while this process was paused
+ * (SIGSTOP, a VM freeze), for longer than hl. Only two things are sure.
+ * A token not above the last one granted when our attempt ran (nbusy)
+ * was granted before that attempt, which would have confirmed it had it
+ * still been ours: it has lapsed. A newer one was granted after the
+ * attempt was sent (x->sent), so its lease runs at least until x->sent +
+ * hl. Returns the validity end from that, or -1 when the handoff is
+ * stale or too little of it is left to use (the next attempt confirms
+ * it with a full lease if it is still ours). */
+static int64_t handoff_valid_until(const waiting *x, uint64_t token, int64_t hl)
+{
+    int64_t until = x->sent + hl - dlock__drift(x->c, hl);
+    if (token <= x->nbusy || until - dlock__now_ms() < hl / 4)
+        return -1;
+    return until;
+}
+
 /* Fair: stay queued, sleeping until the handoff message (one server),
  * our wake-up (Redlock: a majority of nodes freed the lock and have us
  * first) or the next refresh of our place (a third of the waiter TTL).
@@ -591,7 +617,8 @@ static int sleep_notify(waiting *x, const attempt *a)
  * filled), 0 slept or woken (try again), DLOCK_CANCELED. */
 static int sleep_fair(waiting *x, attempt *a)
 {
-    int64_t now = dlock__now_ms(), until, t, hl;
+    int64_t now = dlock__now_ms(), until, hl, valid;
+    uint64_t tok;
     int rc;
     until = now + (x->pttl > 0 ? x->pttl : FAIR_WAITER_TTL_MS / 3);
     if (until > now + FAIR_WAITER_TTL_MS / 3)
@@ -609,14 +636,17 @@ static int sleep_fair(waiting *x, attempt *a)
     if (!dlock__notify_handed(x->w))
         return 0; /* woken: our turn to try */
     /* Handed to us by the release script: the lease it set is short until
-     * we confirm (the watchdog does, at half of that lease). */
-    t = dlock__now_ms();
+     * we confirm (the watchdog does, at half of what is left of it). */
     hl = dlock__fair_handoff_lease(x->lease_ms);
+    tok = dlock__notify_handoff_token(x->w);
+    valid = handoff_valid_until(x, tok, hl);
+    if (valid < 0)
+        return 0; /* try again: the attempt confirms it if still ours */
     memset(a, 0, sizeof *a);
-    a->token = dlock__notify_handoff_token(x->w);
+    a->token = tok;
     a->depth = 1;
     a->nodes = 1;
-    a->valid_until = t + hl - dlock__drift(x->c, hl);
+    a->valid_until = valid;
     x->h->confirm_pending = 1;
     return 1;
 }
@@ -732,6 +762,11 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
             x.ticket =
                 (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
         }
+        if (x.strategy == DLOCK_WAIT_FAIR && x.w != NULL)
+            /* A handoff read from now on came after this attempt was
+             * sent, or is older than the token it reports (nbusy). */
+            dlock__notify_handoff_reset(x.w);
+        x.sent = dlock__now_ms();
         rc = attempt_once(c, h, lease_ms,
                           x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE
                                                         : PLAIN_WAITING,
@@ -762,6 +797,7 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         atomic_fetch_add(&c->stats.waits, 1);
         if (a->pttl > 0)
             x.pttl = a->pttl;
+        x.nbusy = a->nbusy;
         if (x.strategy == DLOCK_WAIT_SPIN)
             rc = sleep_spin(&x);
         else if (x.strategy == DLOCK_WAIT_FAIR)
@@ -960,7 +996,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
         h->on_lost = opts->on_lost;
         h->on_lost_ud = opts->on_lost_userdata;
     }
-    dlock__held_started(c, h, opts->lease_ms);
+    dlock__held_started(c, h, opts->lease_ms, a.valid_until);
     if (fresh)
         dlock__holder_record(c, h);
     t_us = dlock__now_us() - t_us;

@@ -28,6 +28,8 @@ typedef struct dlock__tally {
     int tokens_differ; /* granting nodes returned different tokens */
     int depth;         /* the depth a granting node reported */
     int64_t pttl;      /* busy: the shortest lease left, -1 if none */
+    uint64_t nbusy;    /* busy, fair queue mode: the highest last token
+                        * granted the busy nodes reported (0: none) */
 } dlock__tally;
 
 /* What an attempt comes to. */

@@ -218,14 +218,14 @@ int64_t dlock__fair_handoff_lease(int64_t lease_ms)
                                              : DLOCK__FAIR_HANDOFF_MS;
 }
 
-/* See lock.h. A critical section shorter than half a fair handoff's
- * lease never pays the confirming round trip (and with the 2 s handoff
+/* See lock.h. A critical section shorter than half of what is left of a
+ * fair handoff's lease never pays the confirming round trip (and with the 2 s handoff
  * lease the watchdog, which looks every second, need not be woken). */
-void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms)
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                         int64_t valid_until)
 {
-    int64_t due = dlock__now_ms() +
-                  (h->confirm_pending ? dlock__fair_handoff_lease(lease_ms) / 2
-                                      : lease_ms / 3);
+    int64_t due = dlock__now_ms();
+    due += h->confirm_pending ? (valid_until - due) / 2 : lease_ms / 3;
     int kick = h->watchdog || h->confirm_pending;
     h->next_renew_ms = due;
     pthread_mutex_unlock(&c->held_mu);

@@ -32,10 +32,12 @@ int64_t dlock__fair_handoff_lease(int64_t lease_ms);
 
 /* The common end of every successful acquire (locks, permits, readers).
  * Call with c->held_mu held, after h's fields are set and h is linked:
- * schedules h's first renewal (a fair handoff's short lease is confirmed
- * at half of it, any other lease renewed at a third), unlocks held_mu,
- * counts the acquisition and wakes the watchdog when it has to act. */
-void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms);
+ * schedules h's first renewal (a fair handoff's short lease, valid until
+ * valid_until, is confirmed at half of what is left of it; any other
+ * lease renewed at a third), unlocks held_mu, counts the acquisition and
+ * wakes the watchdog when it has to act. */
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                         int64_t valid_until);
 
 /* Give the caller a new handle on h (see dlock__handle_new); a watchdog
  * hold keeps it as the handle its renewals and on_lost callback name. */

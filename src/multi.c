@@ -7,7 +7,10 @@
  * other waits for (a cycle of waits would need one of them to take a
  * smaller name after a larger one). When a lock cannot be had, those
  * already taken are released in reverse order before returning: a caller
- * never keeps a partial set.
+ * never keeps a partial set. Nor a set with a lapsed member: the first
+ * leases run while the call waits for later names, so once all are taken
+ * each is checked, and if one ran out (no watchdog and a long wait, or
+ * the process was paused) all are given back and taken again.
  *
  * This is ordered acquisition with rollback over the public lock calls,
  * which is correct on every topology (one server, Redlock, and later
@@ -75,16 +78,69 @@ static int check_names(dlock_client *c, const char *const *names, size_t n,
     return DLOCK_OK;
 }
 
+/* One pass: take names[idx[0..n-1]] in that order, each with what is
+ * left until deadline (-1: wait_ms alone). On failure release what was
+ * taken, newest first, and return the status with the name in the
+ * message. */
+static int take_all(dlock_lock **out, dlock_client *c, const char *const *names,
+                    const size_t *idx, size_t n,
+                    const dlock_acquire_options *ao, int64_t deadline)
+{
+    char why[DLOCK__MSGLEN];
+    size_t k;
+    int rc = DLOCK_OK;
+
+    for (k = 0; k < n; k++) {
+        dlock_acquire_options one = *ao;
+
+        if (deadline >= 0) {
+            one.wait_ms = deadline - dlock__now_ms();
+            if (one.wait_ms <= 0) {
+                rc = dlock__set_error(c, DLOCK_TIMEDOUT,
+                                      "gave up waiting for the lock");
+                break;
+            }
+        }
+        rc = dlock_lock_acquire_ex(&out[idx[k]], c, names[idx[k]], &one);
+        if (rc != DLOCK_OK)
+            break;
+    }
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+    if (rc == DLOCK_BUSY && ao->wait_ms != 0)
+        rc = DLOCK_TIMEDOUT; /* the deadline fell between two waits */
+    snprintf(why, sizeof why, "%s", dlock_errmsg(c));
+    /* Roll back: every lock taken so far, newest first. */
+    for (size_t j = k; j-- > 0;) {
+        dlock_lock_release(out[idx[j]]);
+        out[idx[j]] = NULL;
+    }
+    return dlock__set_error(c, rc, "acquire \"%s\" (%zu of %zu): %s",
+                            names[idx[k]], k + 1, n,
+                            *why != '\0' ? why : dlock_strerror(rc));
+}
+
+/* The first lock of out (in the order idx) that is no longer surely held
+ * (validity used up, or lost), or n when all are. The first locks' leases
+ * run while the pass waits for later ones: without the watchdog they can
+ * run out, and a process paused meanwhile loses them even with it. */
+static size_t first_lapsed(dlock_lock *const *out, const size_t *idx, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (dlock_lock_validity_ms(out[idx[k]]) <= 0 ||
+            dlock_lock_status(out[idx[k]]) != DLOCK_OK)
+            return k;
+    return n;
+}
+
 /* See dlock.h. */
 int dlock_lock_acquire_all(dlock_lock **out, dlock_client *c,
                            const char *const *names, size_t n,
                            const dlock_acquire_options *opts)
 {
-    size_t idx[DLOCK_MULTI_MAX];
+    size_t idx[DLOCK_MULTI_MAX], k;
     dlock_acquire_options ao;
-    char why[DLOCK__MSGLEN];
     int64_t deadline;
-    size_t k;
     int rc;
 
     if (c == NULL)
@@ -101,34 +157,27 @@ int dlock_lock_acquire_all(dlock_lock **out, dlock_client *c,
     else
         dlock_acquire_options_init(&ao);
     deadline = ao.wait_ms > 0 ? dlock__now_ms() + ao.wait_ms : -1;
-    for (k = 0; k < n; k++) {
-        dlock_acquire_options one = ao;
-
-        if (deadline >= 0) {
-            one.wait_ms = deadline - dlock__now_ms();
-            if (one.wait_ms <= 0) {
-                rc = dlock__set_error(c, DLOCK_TIMEDOUT,
-                                      "gave up waiting for the lock");
-                break;
-            }
-        }
-        rc = dlock_lock_acquire_ex(&out[idx[k]], c, names[idx[k]], &one);
+    for (;;) {
+        rc = take_all(out, c, names, idx, n, &ao, deadline);
         if (rc != DLOCK_OK)
-            break;
+            return rc;
+        k = first_lapsed(out, idx, n);
+        if (k == n)
+            return DLOCK_OK;
+        /* Never hand out a set with a lapsed member: give all back, and
+         * take them again while the wait allows. */
+        for (size_t j = n; j-- > 0;) {
+            dlock_lock_release(out[idx[j]]);
+            out[idx[j]] = NULL;
+        }
+        if (ao.wait_ms == 0 || (deadline >= 0 && dlock__now_ms() >= deadline))
+            return dlock__set_error(
+                c, DLOCK_TIMEDOUT,
+                "acquire \"%s\" (%zu of %zu): its lease ran out while the "
+                "call waited for the later names (a longer lease or the "
+                "watchdog helps)",
+                names[idx[k]], k + 1, n);
     }
-    if (rc == DLOCK_OK)
-        return DLOCK_OK;
-    if (rc == DLOCK_BUSY && ao.wait_ms != 0)
-        rc = DLOCK_TIMEDOUT; /* the deadline fell between two waits */
-    snprintf(why, sizeof why, "%s", dlock_errmsg(c));
-    /* Roll back: every lock taken so far, newest first. */
-    for (size_t j = k; j-- > 0;) {
-        dlock_lock_release(out[idx[j]]);
-        out[idx[j]] = NULL;
-    }
-    return dlock__set_error(c, rc, "acquire \"%s\" (%zu of %zu): %s",
-                            names[idx[k]], k + 1, n,
-                            *why != '\0' ? why : dlock_strerror(rc));
 }
 
 /* See dlock.h. */

@@ -55,7 +55,8 @@ typedef struct want {
 /* What an attempt got. */
 typedef struct got {
     uint64_t token;
-    int64_t pttl; /* busy: when the first lease ends, -1 unknown */
+    int64_t pttl;   /* busy: when the first lease ends, -1 unknown */
+    uint64_t nbusy; /* busy, queued: the last token granted then */
     int64_t valid_until;
     uint64_t nodes;
     int split; /* Redlock: some nodes granted, too few (undone) */
@@ -244,6 +245,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
     g->pttl = t.pttl;
+    g->nbusy = t.nbusy;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, 0,
                                w->lease_ms - elapsed -
@@ -293,6 +295,8 @@ typedef struct waiting {
     dlock__waiter *sub;
     int round;
     int64_t pttl;
+    int64_t sent;   /* when the last attempt was sent (monotonic) */
+    uint64_t nbusy; /* the last token granted, as it saw */
 } waiting;
 
 /* The earlier of the caller's deadline and until. */
@@ -328,7 +332,7 @@ static int sleep_spin(waiting *x)
  * again, DLOCK_CANCELED. */
 static int sleep_sem(waiting *x, got *g)
 {
-    int64_t now = dlock__now_ms(), step = WAITER_TTL_MS / 3, hl;
+    int64_t now = dlock__now_ms(), step = WAITER_TTL_MS / 3, hl, valid;
     uint64_t tok;
     int rc;
     if (x->pttl > 0 && x->pttl < step)
@@ -342,13 +346,23 @@ static int sleep_sem(waiting *x, got *g)
         return 0;
     }
     /* Handed over (FIFO): the handoff lease holds until the watchdog
-     * confirms it at half of it. */
+     * confirms it at half of what is left. It was set by the handing
+     * script at a time we do not know (this process may have been paused
+     * with the message unread for longer than hl): a token not above the
+     * last one granted when our attempt ran (nbusy) is older than that
+     * attempt, which would have confirmed it had it still been ours; a
+     * newer one was granted after the attempt was sent, so its lease runs
+     * at least until x->sent + hl. With too little of that left the next
+     * attempt confirms it (with a full lease), if it is still ours. */
     hl = x->w->lease_ms < DLOCK__FAIR_HANDOFF_MS ? x->w->lease_ms
                                                  : DLOCK__FAIR_HANDOFF_MS;
+    valid = x->sent + hl - dlock__drift(x->c, hl);
+    if (tok <= x->nbusy || valid - dlock__now_ms() < hl / 4)
+        return 0;
     memset(g, 0, sizeof *g);
     g->token = tok;
     g->nodes = 1;
-    g->valid_until = dlock__now_ms() + hl - dlock__drift(x->c, hl);
+    g->valid_until = valid;
     x->h->confirm_pending = 1;
     return 1;
 }
@@ -417,12 +431,18 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
                 break;
             }
         }
+        if (sem && x.sub != NULL)
+            /* A handoff read from now on came after this attempt was
+             * sent, or is older than the token it reports (nbusy). */
+            dlock__notify_handoff_reset(x.sub);
+        x.sent = dlock__now_ms();
         rc = attempt(c, h, w, mode, g);
         if (rc != DLOCK_BUSY)
             break;
         atomic_fetch_add(&c->stats.busy, 1);
         atomic_fetch_add(&c->stats.waits, 1);
         x.pttl = g->pttl;
+        x.nbusy = g->nbusy;
         if (x.strategy == DLOCK_WAIT_SPIN || g->split) {
             rc = sleep_spin(&x);
         } else if (sem) {
@@ -488,7 +508,7 @@ static int finish(dlock_client *c, dlock__held *h,
     h->on_lost = o->on_lost;
     h->on_lost_ud = o->on_lost_userdata;
     dlock__held_link(c, h);
-    dlock__held_started(c, h, o->lease_ms);
+    dlock__held_started(c, h, o->lease_ms, g->valid_until);
     return dlock__handle_give(c, h, o->watchdog, out);
 }
 

@@ -47,6 +47,10 @@
 --   {0, pttl}          not acquired (queued in mode 2); pttl = the holder's
 --                      remaining lease in ms (-2: free, but a live waiter is
 --                      ahead in the queue)
+--   {0, pttl, n}       the same in mode 2, with n = the last token granted:
+--                      a handoff whose token is not above n was made before
+--                      this call (and has lapsed, or this call would have
+--                      confirmed it), so the waiter must not take it
 --   {-1, depth}        the owner's count on the server is not what the client
 --                      believes (0: its earlier hold expired): nothing changed
 --
@@ -130,6 +134,9 @@ local function busy()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
     end
+    if mode == '2' then
+        return {0, pttl, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+    end
     return {0, pttl}
 end
 if mode == '0' or (mode == '1' and pttl ~= -2) then
@@ -182,4 +189,4 @@ end
 if pttl ~= -2 then
     return busy()
 end
-return {0, -2}
+return {0, -2, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}

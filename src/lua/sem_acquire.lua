@@ -28,6 +28,10 @@
 --   {0, pttl}       none free (queued in modes 2, 3); pttl = ms until the
 --                   first holder's lease ends (-2: free permits are kept
 --                   for live waiters ahead in the FIFO queue)
+--   {0, pttl, n}    the same in modes 2, 3, with n = the last token
+--                   granted: a handoff whose token is not above n was made
+--                   before this call (and has lapsed, or this call would
+--                   have confirmed it), so the waiter must not take it
 --   {-2, limit}     the semaphore exists with another limit: nothing done
 --   {-3, kind}      the name is used by another kind of lock ('lock' or a
 --                   Redis type name): nothing done
@@ -159,13 +163,19 @@ if mode == '2' or mode == '3' then
     redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[6]) * 2)
 end
 keep(0)
+local function busy(pttl)
+    if mode == '2' or mode == '3' then
+        return {0, pttl, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+    end
+    return {0, pttl}
+end
 if free > 0 then
-    return {0, -2}
+    return busy(-2)
 end
 local first = redis.call('ZRANGEBYSCORE', KEYS[1],
                          '(' .. string.format('%d', now), '+inf',
                          'WITHSCORES', 'LIMIT', 0, 1)
 if first[2] then
-    return {0, tonumber(first[2]) - now}
+    return busy(tonumber(first[2]) - now)
 end
-return {0, -1}
+return busy(-1)

@@ -11,10 +11,11 @@
  *       read the fenced resource, hold, write it with the permit's token.
  *   rw URLS NAME WID LOG SECS LEASE HOLD INDIR r|w
  *       r: read-lock NAME and read the counter; w: lock NAME (the writer)
- *       and add one to the counter with a fenced write.
+ *       and add one to the counter: a fenced read, a fenced write.
  *   multi URLS NAME WID LOG SECS LEASE HOLD INDIR ROUNDS
  *       ROUNDS times: all of a random subset of the locks NAME-a..NAME-d,
- *       asked for in a random order; add one to each key's counter.
+ *       asked for in a random order; add one to each key's counter (a
+ *       fenced read, a fenced write, each with that key's token).
  *   elect URLS NAME WID LOG SECS LEASE HOLD INDIR
  *       campaign for NAME; while leading, write "wid:epoch:n" to the
  *       fenced log with the epoch every 20..HOLD ms for a random term,
@@ -247,13 +248,20 @@ static void log_release(const wk *w, const char *key, uint64_t tok, int64_t rs,
             dlock_status_name(rrc));
 }
 
-/* Read the fenced counter RES: its value (0 when none) and status. */
-static int read_counter(const wk *w, const char *res, long long *out)
+/* Read the fenced counter RES: its value (0 when none) and status. With
+ * a token (TOK > 0: the read of a read-modify-write) the read is
+ * dlock_fenced_read, which makes TOK the counter's floor: a holder paused
+ * past its lease that resumes after this read has its write refused,
+ * rather than accepted and then overwritten by ours (a lost update,
+ * multi_chaos seed 1453); DLOCK_STALE when a newer holder read first. */
+static int read_counter(const wk *w, const char *res, uint64_t tok,
+                        long long *out)
 {
     char *val = NULL;
     size_t len = 0;
     uint64_t fence = 0;
-    int rc = dlock_fenced_get(w->c, res, &val, &len, &fence);
+    int rc = tok > 0 ? dlock_fenced_read(w->c, res, tok, &val, &len, &fence)
+                     : dlock_fenced_get(w->c, res, &val, &len, &fence);
     *out = rc == DLOCK_OK && val ? atoll(val) : 0;
     free(val);
     return rc;
@@ -288,7 +296,7 @@ static int sem_worker(int argc, char **argv)
         log_enter(&w, "-", l, call, enter, w.watchdog);
         wk_inside(&w, 1);
         long long seen;
-        read_counter(&w, res, &seen);
+        read_counter(&w, res, 0, &seen);
         sleep_ms(rnd_in(0, w.hold));
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)dlock_lock_token(l));
@@ -333,7 +341,9 @@ static int rw_worker(int argc, char **argv)
         log_enter(&w, "-", l, call, enter, w.watchdog);
         wk_inside(&w, 1);
         long long counter;
-        int grc = read_counter(&w, res, &counter);
+        /* Readers only look; the writer's read is fenced. */
+        int grc = read_counter(&w, res, w.kind == 'w' ? dlock_lock_token(l) : 0,
+                               &counter);
         sleep_ms(rnd_in(0, w.hold));
         if (w.kind == 'w' && grc == DLOCK_OK) {
             char v[32];
@@ -403,7 +413,8 @@ static int multi_worker(int argc, char **argv)
         long long counter[4];
         int grc[4];
         for (int k = 0; k < n; k++)
-            grc[k] = read_counter(&w, res[idx[k]], &counter[k]);
+            grc[k] = read_counter(&w, res[idx[k]], dlock_lock_token(ls[k]),
+                                  &counter[k]);
         sleep_ms(rnd_in(0, w.hold));
         for (int k = 0; k < n; k++) {
             if (grc[k] != DLOCK_OK)

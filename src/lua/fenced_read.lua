@@ -1,0 +1,19 @@
+-- fenced_read.lua: read a fenced value under a token, and make that token
+-- the resource's floor: from then on fenced_set.lua refuses every older
+-- token. The read of a read-modify-write, so that a holder paused past its
+-- lease cannot write between a newer holder's read and its write.
+--
+-- KEYS[1]  the resource hash: field 'value', field 'fence' (highest token seen)
+-- ARGV[1]  the reader's fencing token
+--
+-- Returns {1, value or nil, token} read (the fence is now the token);
+-- {0, nil, fence} refused: the token is older than fence, nothing changed.
+local tok = tonumber(ARGV[1])
+local fence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+if tok < fence then
+    return {0, false, fence}
+end
+if tok > fence then
+    redis.call('HSET', KEYS[1], 'fence', ARGV[1])
+end
+return {1, redis.call('HGET', KEYS[1], 'value'), tok}
