@@ -27,21 +27,7 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
-}
+#include "fixture.h"
 
 /* What the waiter reports when its acquire returned. */
 typedef struct report {

@@ -21,9 +21,7 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-static pid_t main_pid;
+#include "fixture.h"
 
 /* A client for the server under test with the given strategy. */
 static dlock_client *client_for(const th_server *s, int strategy,
@@ -35,20 +33,6 @@ static dlock_client *client_for(const th_server *s, int strategy,
         _exit(9); /* a forked child must not longjmp into cmocka */
     assert_non_null(c);
     return c;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    main_pid = getpid();
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
 }
 
 /* ---- mutual exclusion: a deliberate non-atomic GET / SET under the lock */

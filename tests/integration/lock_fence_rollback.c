@@ -21,28 +21,11 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
-}
+#include "fixture.h"
 
 static dlock_client *client_for(int strategy)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c = th_client(&url, 1, strategy, 0, 0);
-    assert_non_null(c);
-    return c;
+    return fixture_client(strategy, 0, 0);
 }
 
 /* Set NAME's fence counter back to older (or delete it when 0), as a

@@ -18,28 +18,11 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
+#include "fixture.h"
 
 static dlock_client *client(void)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0);
-    assert_non_null(c);
-    return c;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
+    return fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
 }
 
 /* Is NAME held by anyone, as the server says? */

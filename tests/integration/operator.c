@@ -21,8 +21,7 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
+#include "fixture.h"
 
 /* A client for srv; with a label, it records holder info. */
 static dlock_client *client(const char *label, int64_t pid,
@@ -43,19 +42,6 @@ static dlock_client *client(const char *label, int64_t pid,
     o.on_event_userdata = ud;
     assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
     return c;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
 }
 
 /* ---- holder info ------------------------------------------------------- */

@@ -24,32 +24,11 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-static pid_t main_pid;
+#include "fixture.h"
 
 static dlock_client *client(void)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0);
-    if (c == NULL && getpid() != main_pid)
-        _exit(9);
-    assert_non_null(c);
-    return c;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    main_pid = getpid();
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
+    return fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
 }
 
 static dlock_acquire_options opts(int64_t wait_ms, int64_t lease_ms, int wd)

@@ -25,37 +25,16 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-static pid_t main_pid;
+#include "fixture.h"
 
 static dlock_client *client_s(int strategy)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c = th_client(&url, 1, strategy, 0, 0);
-    if (c == NULL && getpid() != main_pid)
-        _exit(9);
-    assert_non_null(c);
-    return c;
+    return fixture_client(strategy, 0, 0);
 }
 
 static dlock_client *client(void)
 {
     return client_s(DLOCK_WAIT_NOTIFY);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    main_pid = getpid();
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
 }
 
 static int sem(dlock_lock **l, dlock_client *c, const char *name, int64_t limit,

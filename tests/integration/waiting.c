@@ -28,32 +28,11 @@
 
 #include "dlock.h"
 #include "harness.h"
-
-static th_server srv;
-static pid_t main_pid;
+#include "fixture.h"
 
 static dlock_client *client_for(int strategy)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c = th_client(&url, 1, strategy, 0, 0);
-    if (c == NULL && getpid() != main_pid)
-        _exit(9); /* a forked child must not longjmp into cmocka */
-    assert_non_null(c);
-    return c;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    main_pid = getpid();
-    return th_server_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
+    return fixture_client(strategy, 0, 0);
 }
 
 /* A waiter thread: acquire NAME with wait_ms, note when it returned. */
