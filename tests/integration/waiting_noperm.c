@@ -65,6 +65,22 @@ static dlock_client *nochan_client(int strategy)
     return c;
 }
 
+/* Wait (bounded) until client c has found a lock busy at least once: its
+ * waiter is then waiting, not about to find the lock free (a fixed sleep
+ * is not enough on a loaded machine). */
+static void wait_busy(dlock_client *c)
+{
+    dlock_stats st;
+    int64_t end = th_now_ms() + 10000;
+    do {
+        dlock_client_stats(c, &st);
+        if (st.busy > 0)
+            return;
+        th_sleep_ms(5);
+    } while (th_now_ms() < end);
+    fail_msg("the waiter never tried");
+}
+
 typedef struct waiter {
     dlock_client *c;
     const char *name;
@@ -104,6 +120,7 @@ static void test_release_and_wait(void **state)
         assert_int_equal(dlock_lock_acquire(&l, a, "np-lock", 0, 10000),
                          DLOCK_OK);
         assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+        wait_busy(b);
         th_sleep_ms(300);
         t_rel = th_now_ms();
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -136,6 +153,8 @@ static void test_one_warning(void **state)
         assert_int_equal(dlock_lock_acquire(&l, a, "np-once", 0, 10000),
                          DLOCK_OK);
         assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+        if (k == 0)
+            wait_busy(b);
         th_sleep_ms(100);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         pthread_join(t, NULL);
