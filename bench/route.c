@@ -93,8 +93,11 @@ static size_t route_master(struct route *r, const char *host, int port)
     return r->n++;
 }
 
-/* Fill the slot table from CLUSTER SLOTS asked of c. */
-static void route_slots(struct route *r, redisContext *seed)
+/* Fill the slot table from CLUSTER SLOTS asked of seed, at seed_host.
+ * A master whose address is "" (one that never met another node does not
+ * know its own IP) is the seed's host, as the specification says. */
+static void route_slots(struct route *r, redisContext *seed,
+                        const char *seed_host)
 {
     redisReply *rep = cmd(seed, 1, "CLUSTER SLOTS");
     size_t i, covered = 0;
@@ -112,7 +115,8 @@ static void route_slots(struct route *r, redisContext *seed)
         if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 || lo < 0 ||
             hi > 16383 || lo > hi)
             die("%s", "unexpected CLUSTER SLOTS entry");
-        k = route_master(r, m->element[0]->str, (int)m->element[1]->integer);
+        k = route_master(r, m->element[0]->len ? m->element[0]->str : seed_host,
+                         (int)m->element[1]->integer);
         for (s = lo; s <= hi; s++)
             r->slot[s] = (unsigned char)k;
         covered += (size_t)(hi - lo + 1);
@@ -135,7 +139,7 @@ void route_open(struct route *r, const char *url)
         redisContext *seed;
         split_hp(url + 16, host, sizeof(host), &port);
         seed = connect_hp(host, port);
-        route_slots(r, seed);
+        route_slots(r, seed, host);
         redisFree(seed);
         return;
     }
