@@ -41,6 +41,13 @@ struct conf {
     int prefer_readers;
     int64_t writer_wait_ms;
     int64_t writer_gap_us;
+    /* Topologies (bench/topology): the server dlock_bench's own commands
+     * (counters, INFO) go to when -s is a redis+sentinel:// URL (-r, the
+     * master's redis:// URL); WAIT after every lock write
+     * (--wait-replicas); the many-keys workload's key count (-k). */
+    const char *raw_url;
+    int wait_replicas;
+    long nkeys;
 };
 
 /* Redis-side totals, summed over the servers (see redis_stats()). */
@@ -61,6 +68,26 @@ dlock_client *make_client(const struct conf *cf);
 int cmp_i64(const void *a, const void *b);
 int64_t pct(const int64_t *v, size_t n, double q);
 struct rstats redis_stats(const struct conf *cf);
+
+/* route.c: raw connections routed by hash slot (Cluster) or to -r. */
+#define ROUTE_MAX 16
+struct route {
+    redisContext *c[ROUTE_MAX];
+    char host[ROUTE_MAX][256];
+    int port[ROUTE_MAX];
+    size_t n;
+    unsigned char slot[16384];
+};
+unsigned route_slot(const char *key);
+void route_open(struct route *r, const char *url);
+redisContext *route_for(struct route *r, const char *key);
+size_t route_index(const struct route *r, const char *key);
+void route_close(struct route *r);
+const char *raw_url(const struct conf *cf);
+redisContext *raw_connect_key(const struct conf *cf, const char *key);
+
+/* keys.c: `dlock_bench keys`, many keys (across a cluster's masters). */
+int run_keys(const struct conf *cf);
 
 /* prims.c: `dlock_bench sem` and `dlock_bench rw`. */
 int run_sem(const struct conf *cf);

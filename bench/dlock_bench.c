@@ -34,8 +34,21 @@
  *                  [--prefer-readers] [-t SECONDS]
  *       The semaphore and the read-write lock: see prims.c.
  *
- * Raw hiredis connections use the first URL, which must be
- * redis://host:port (no password) for --floor and for the counter.
+ *   dlock_bench keys -s URL [-S ...] [-p PROCS] [-k KEYS] [-t SECONDS]
+ *       Many keys: PROCS processes, each looping over keys drawn at random
+ *       from KEYS (bench/topology: across a cluster's masters), each
+ *       cycle W2's: acquire, GET and SET of a counter beside the lock (the
+ *       lock's name as its hash tag, so on the lock's master), release.
+ *       See keys.c.
+ *
+ * Any mode: --wait-replicas N sets the client's wait_replicas (WAIT N
+ * after every lock write); -r URL names the server of dlock_bench's own
+ * commands when -s is a redis+sentinel:// URL (the master's redis://).
+ *
+ * Raw hiredis connections use the first URL (or -r), which must be
+ * redis://host:port (no password) for --floor and for the counter; with
+ * redis+cluster:// the counters and INFO go to the masters serving them
+ * (route.c).
  * Exit status: 0 when the run completed (whatever the numbers), 1 when it
  * could not run, 3 when updates were lost (or, sem and rw, when more
  * holders than allowed were inside at once).
@@ -251,6 +264,7 @@ dlock_client *make_client(const struct conf *cf)
     o.wait_strategy = cf->strategy;
     o.tls_insecure = cf->insecure;
     o.command_timeout_ms = 10000;
+    o.wait_replicas = cf->wait_replicas;
     if (dlock_client_new(&c, &o, err, sizeof(err)) != DLOCK_OK)
         die("dlock_client_new: %s", err);
     return c;
@@ -395,39 +409,56 @@ static int run_w1(const struct conf *cf)
     return 0;
 }
 
+/* Add one server's INFO cpu (used_cpu_sys + used_cpu_user, in µs) and
+ * INFO commandstats calls (INFO itself excluded) to st. */
+static void add_info(redisContext *c, struct rstats *st)
+{
+    redisReply *r;
+    const char *p;
+
+    r = cmd(c, 1, "INFO cpu");
+    if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
+        st->cpu_us += strtod(p + 13, NULL) * 1e6;
+    if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
+        st->cpu_us += strtod(p + 14, NULL) * 1e6;
+    freeReplyObject(r);
+    r = cmd(c, 1, "INFO commandstats");
+    for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
+        const char *q = strstr(p, ":calls=");
+        if (q == NULL)
+            break;
+        if (strncmp(p, "cmdstat_info:", 13) != 0)
+            st->calls += strtod(q + 7, NULL);
+    }
+    freeReplyObject(r);
+}
+
 /* Redis-side totals over every server: CPU (used_cpu_sys + used_cpu_user,
  * in µs) and commands executed (INFO commandstats calls, commands run by
  * scripts included, INFO itself excluded). Servers that are not plain
- * redis:// (TLS, unix) are skipped. */
+ * redis:// (TLS, unix) are skipped. A cluster counts every master (not
+ * the replicas); a Sentinel deployment the -r master. */
 struct rstats redis_stats(const struct conf *cf)
 {
     struct rstats st = {0, 0};
     size_t i;
 
+    if (cf->raw_url != NULL ||
+        strncmp(cf->servers[0], "redis+cluster://", 16) == 0) {
+        struct route r;
+        route_open(&r, raw_url(cf));
+        for (i = 0; i < r.n; i++)
+            add_info(r.c[i], &st);
+        route_close(&r);
+        return st;
+    }
     for (i = 0; i < cf->nservers; i++) {
         redisContext *c;
-        redisReply *r;
-        const char *p;
 
-        if (strncmp(cf->servers[i], "redis://", 8) != 0 &&
-            strncmp(cf->servers[i], "redis+cluster://", 16) != 0)
+        if (strncmp(cf->servers[i], "redis://", 8) != 0)
             continue;
         c = raw_connect_url(cf->servers[i]);
-        r = cmd(c, 1, "INFO cpu");
-        if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
-            st.cpu_us += strtod(p + 13, NULL) * 1e6;
-        if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
-            st.cpu_us += strtod(p + 14, NULL) * 1e6;
-        freeReplyObject(r);
-        r = cmd(c, 1, "INFO commandstats");
-        for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
-            const char *q = strstr(p, ":calls=");
-            if (q == NULL)
-                break;
-            if (strncmp(p, "cmdstat_info:", 13) != 0)
-                st.calls += strtod(q + 7, NULL);
-        }
-        freeReplyObject(r);
+        add_info(c, &st);
         redisFree(c);
     }
     return st;
@@ -439,7 +470,7 @@ static void w2_worker(const struct conf *cf, struct shared *sh, int id,
                       struct rec *recs, uint64_t cap, const char *key,
                       const char *counter)
 {
-    redisContext *rc = raw_connect(cf);
+    redisContext *rc = raw_connect_key(cf, counter);
     dlock_client *dc = NULL;
     struct wstat *w = &sh->w[id];
     struct fan raw = {.n = 0};
@@ -556,7 +587,7 @@ static int run_w2(const struct conf *cf)
         die("mmap: %s", strerror(errno));
     snprintf(key, sizeof(key), "bench:w2:%ld", (long)getpid());
     snprintf(counter, sizeof(counter), "bench:counter:%ld", (long)getpid());
-    rc = raw_connect(cf);
+    rc = raw_connect_key(cf, counter);
     cmd(rc, 0, "DEL %s", counter);
     fflush(NULL);
     for (i = 0; i < procs; i++) {
@@ -702,7 +733,10 @@ static void usage(void)
             "       [-n cycles] [-p procs] [-t seconds] [-H handoff_file] "
             "[--floor] [--paired] [--insecure]\n"
             "       [-l limit] [-W writers] [-w writer_wait_ms] "
-            "[-g writer_gap_us] [--prefer-readers]\n");
+            "[-g writer_gap_us] [--prefer-readers]\n"
+            "       dlock_bench keys -s URL [-k keys] [-p procs] "
+            "[-t seconds] [-S ...]\n"
+            "       (any mode) [-r RAW_URL] [--wait-replicas N]\n");
     exit(1);
 }
 
@@ -719,6 +753,7 @@ int main(int argc, char **argv)
     cf.seconds = 5;
     cf.limit = 4;
     cf.writer_wait_ms = WAIT_MS;
+    cf.nkeys = 1000;
     if (argc < 2)
         usage();
     cf.mode = argv[1];
@@ -771,6 +806,12 @@ int main(int argc, char **argv)
             cf.writer_wait_ms = atol(v);
         else if (strcmp(a, "-g") == 0)
             cf.writer_gap_us = atol(v);
+        else if (strcmp(a, "-r") == 0)
+            cf.raw_url = v;
+        else if (strcmp(a, "--wait-replicas") == 0)
+            cf.wait_replicas = atoi(v);
+        else if (strcmp(a, "-k") == 0)
+            cf.nkeys = atol(v);
         else
             usage();
     }
@@ -778,7 +819,7 @@ int main(int argc, char **argv)
         cf.procs > MAX_PROCS || cf.seconds <= 0 || cf.limit < 1 ||
         cf.limit > MAX_PROCS || cf.writers < 0 ||
         cf.procs + cf.writers > MAX_PROCS || cf.writer_wait_ms < 1 ||
-        cf.writer_gap_us < 0)
+        cf.writer_gap_us < 0 || cf.wait_replicas < 0 || cf.nkeys < 1)
         usage();
     signal(SIGPIPE, SIG_IGN);
     if (strcmp(cf.mode, "w1") == 0)
@@ -789,6 +830,8 @@ int main(int argc, char **argv)
         return run_sem(&cf);
     if (strcmp(cf.mode, "rw") == 0)
         return run_rw(&cf);
+    if (strcmp(cf.mode, "keys") == 0)
+        return run_keys(&cf);
     usage();
     return 1;
 }
