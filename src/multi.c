@@ -184,7 +184,7 @@ int dlock_lock_acquire_all(dlock_lock **out, dlock_client *c,
 int dlock_lock_release_all(dlock_lock **locks, size_t n)
 {
     size_t idx[DLOCK_MULTI_MAX];
-    const char *names[DLOCK_MULTI_MAX];
+    const char *names[DLOCK_MULTI_MAX] = {NULL};
     int rcs[DLOCK_MULTI_MAX];
     size_t m = 0;
 

@@ -144,8 +144,10 @@ static void watch_start(sentinel *s);
 static void note(char *sum, size_t len, const char *text)
 {
     size_t used = strlen(sum);
-    if (used + 3 < len)
-        snprintf(sum + used, len - used, "%s%s", used ? "; " : "", text);
+    int n = 0;
+    if (used + 3 < len) /* cut where it does not fit: n says how much */
+        n = snprintf(sum + used, len - used, "%s%s", used ? "; " : "", text);
+    (void)n;
 }
 
 /* An address the sentinels named, and how many named it. */
