@@ -143,11 +143,19 @@ static void watch_start(sentinel *s);
 /* Append "; text" to the summary sum (len bytes), as far as it fits. */
 static void note(char *sum, size_t len, const char *text)
 {
-    size_t used = strlen(sum);
-    int n = 0;
-    if (used + 3 < len) /* cut where it does not fit: n says how much */
-        n = snprintf(sum + used, len - used, "%s%s", used ? "; " : "", text);
-    (void)n;
+    size_t used = strlen(sum), room, tl;
+    if (used + 3 >= len)
+        return;
+    if (used > 0) {
+        memcpy(sum + used, "; ", 2);
+        used += 2;
+    }
+    room = len - used - 1;
+    tl = strlen(text);
+    if (tl > room)
+        tl = room; /* cut where it does not fit */
+    memcpy(sum + used, text, tl);
+    sum[used + tl] = '\0';
 }
 
 /* An address the sentinels named, and how many named it. */

@@ -587,7 +587,7 @@ int dlock_sem_acquire(dlock_lock **out, dlock_client *c, const char *name,
 {
     dlock_acquire_options defaults;
     want w = {.kind = DLOCK__KIND_PERMIT, .limit = limit};
-    int found, rc = check_common(out, c, name, &found);
+    int found = -1, rc = check_common(out, c, name, &found);
 
     if (rc != DLOCK_OK)
         return rc;
@@ -620,7 +620,7 @@ int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *c, const char *name,
 {
     dlock_acquire_options defaults;
     want w = {.kind = DLOCK__KIND_READ};
-    int found, rc = check_common(out, c, name, &found);
+    int found = -1, rc = check_common(out, c, name, &found);
 
     if (rc != DLOCK_OK)
         return rc;

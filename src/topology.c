@@ -79,7 +79,7 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
     ns->n = (int)o->nservers;
     ns->kind = ns->n > 1 ? DLOCK__TOPO_REDLOCK : DLOCK__TOPO_STANDALONE;
     ns->quorum = ns->n / 2 + 1;
-    ns->node = calloc((size_t)ns->n, sizeof *ns->node);
+    ns->node = calloc(o->nservers, sizeof *ns->node); /* 1..DLOCK_MAX_SERVERS */
     if (ns->node == NULL)
         return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     for (i = 0; i < ns->n; i++) {
