@@ -77,7 +77,10 @@ dpkg --root="$R" --force-depends --force-script-chrootless \
     cat "$T/dpkg.log"
     fail "dpkg -i into an empty root"
 }
-dpkg --root="$R" -s dlock | grep -q '^Status: install ok installed' ||
+# (Output taken whole first: with pipefail, grep -q closing the pipe
+# early could fail the writer with SIGPIPE, and the check with it.)
+st=$(dpkg --root="$R" -s dlock)
+grep -q '^Status: install ok installed' <<<"$st" ||
     fail "dpkg does not list dlock as installed in the root"
 
 libdir=$(dirname "$(find "$R/usr/lib" -name 'libdlock.so.0' | head -n1)")
@@ -86,7 +89,8 @@ export LD_LIBRARY_PATH=$libdir
 ver=$("$R/usr/bin/dlock" --version)
 echo "installed: $ver"
 # The installed tool resolves the installed library, not the build tree's.
-ldd "$R/usr/bin/dlock" | grep -q "$libdir/libdlock.so.0" ||
+libs=$(ldd "$R/usr/bin/dlock")
+grep -q "$libdir/libdlock.so.0" <<<"$libs" ||
     fail "the installed dlock does not load the installed libdlock"
 
 eval "$(bash tests/fixtures/redis.sh start)"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "core.h"
 #include "health.h"
@@ -89,7 +90,7 @@ static void replica_lags(const redisReply *r, nodeinfo *ni)
 }
 
 /* Ask node i; fills *ni (ni->answered 0 with ni->err on failure). */
-static void ask_node(dlock_client *c, int i, nodeinfo *ni)
+static void ask_node(dlock_client *c, dlock__node *nd, nodeinfo *ni)
 {
     const char *cmds[6][3] = {{"INFO", "replication", NULL},
                               {"INFO", "persistence", NULL},
@@ -107,7 +108,7 @@ static void ask_node(dlock_client *c, int i, nodeinfo *ni)
     ni->replicas = -1;
     for (attempt = 0, rc = DLOCK_EIO; attempt < 2 && rc != DLOCK_OK;
          attempt++) {
-        rc = dlock__node_get(&c->ns, i, &conn, dl, ni->err, sizeof ni->err);
+        rc = dlock__node_take(&c->ns, nd, &conn, dl, ni->err, sizeof ni->err);
         for (k = 0; rc == DLOCK_OK && k < 6; k++)
             rc = dlock__conn_append_argv(conn, cmds[k][2] ? 3 : 2, cmds[k],
                                          NULL);
@@ -115,7 +116,7 @@ static void ask_node(dlock_client *c, int i, nodeinfo *ni)
             rc = dlock__conn_roundtrip(conn, 6, r, dl, -1, ni->err,
                                        sizeof ni->err);
         if (conn != NULL)
-            dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+            dlock__node_give(&c->ns, nd, conn, rc == DLOCK_OK);
         conn = NULL;
     }
     if (rc != DLOCK_OK)
@@ -165,10 +166,9 @@ static void add(void *ctx, int warn, const char *line)
     s->buf[used + l + 1] = '\0';
 }
 
-/* What the client has seen of node i: identity changes, lock-delay. */
-static void seen_lines(dlock_client *c, int i, sink *s)
+/* What the client has seen of node nd: identity changes, lock-delay. */
+static void seen_lines(dlock__node *nd, sink *s)
 {
-    dlock__node *nd = &c->ns.node[i];
     char line[512];
     int64_t now = dlock__now_ms(), changed, until;
     int changes;
@@ -188,17 +188,17 @@ static void seen_lines(dlock_client *c, int i, sink *s)
     add(s, until > now || now - changed < 60000 ? BOTH : FACT, line);
 }
 
-/* Describe node i into s; warnings for what weakens the lock. */
-static void node_lines(dlock_client *c, int i, sink *s)
+/* Describe node nd into s; warnings for what weakens the lock. */
+static void node_lines(dlock_client *c, dlock__node *nd, sink *s)
 {
-    const char *host = dlock__node_name(&c->ns.node[i]);
+    const char *host = dlock__node_name(nd);
     char line[768];
     nodeinfo ni;
-    ask_node(c, i, &ni);
+    ask_node(c, nd, &ni);
     if (!ni.answered) {
         snprintf(line, sizeof line, "%s: topology not known: %s", host, ni.err);
         add(s, BOTH, line);
-        seen_lines(c, i, s);
+        seen_lines(nd, s);
         return;
     }
     snprintf(line, sizeof line,
@@ -231,7 +231,7 @@ static void node_lines(dlock_client *c, int i, sink *s)
                  host, c->ns.wait_replicas, ni.replicas);
         add(s, WARN, line);
     }
-    seen_lines(c, i, s);
+    seen_lines(nd, s);
 }
 
 /* The client's own durability settings. */
@@ -269,10 +269,27 @@ static void describe(dlock_client *c, sink *s)
             "master's failover can lose a granted lock and grant it again "
             "(set wait_replicas / --wait-replicas N, or lock_delay_ms / "
             "--lock-delay)");
-    /* A cluster's node set is one virtual node (its masters change with
-     * the slot map): its nodes are not described here. */
-    for (i = 0; i < c->ns.n && c->ns.cluster == NULL; i++)
-        node_lines(c, i, s);
+    if (c->ns.cluster == NULL) {
+        for (i = 0; i < c->ns.n; i++)
+            node_lines(c, &c->ns.node[i], s);
+        return;
+    }
+    /* A cluster's node set is one virtual node: its masters are those of
+     * the slot map, read now. */
+    {
+        dlock__node *m[DLOCK_MAX_SERVERS];
+        char err[DLOCK__ERRLEN] = "", line[DLOCK__ERRLEN + 64];
+        int n;
+        if (dlock__cluster_refresh(&c->ns,
+                                   dlock__now_ms() + c->opts.command_timeout_ms,
+                                   err, sizeof err) != DLOCK_OK) {
+            snprintf(line, sizeof line, "cluster: slot map not read: %s", err);
+            add(s, BOTH, line);
+        }
+        n = dlock__cluster_masters(&c->ns, m, DLOCK_MAX_SERVERS);
+        for (i = 0; i < n; i++)
+            node_lines(c, m[i], s);
+    }
 }
 
 /* See dlock.h. */

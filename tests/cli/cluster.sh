@@ -74,6 +74,10 @@ check "one server, not a Redlock of two" file_has "$T/err" "server 1 of 1"
 expect_status 0 "dlock status through the cluster" \
     "$DLOCK_BIN" status -s "$CURL" cl-st
 check "status shows the holder" file_has "$T/out" "$(cut -d' ' -f1 "$T/owner")"
+check "status describes the 3 masters, each with its replica" \
+    test "$(grep -c 'role master; replicas 1' "$T/out")" = 3
+check "status warns of a cluster without WAIT or a lock-delay" \
+    file_has "$T/out" "without wait_replicas or a lock-delay"
 
 # ---- waking by sharded pub/sub: the holder's lease is 60 s, the wait
 # at most 20 s: only the release message can let the waiter in.

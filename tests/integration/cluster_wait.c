@@ -254,6 +254,21 @@ static void test_check_warns(void **state)
                          cases[i].warned);
         dlock_client_free(c);
     }
+    /* The report describes each master of the slot map (3 here, each
+     * with its replica). */
+    {
+        dlock_client *c = cwclient(1, -2);
+        const char *p = buf;
+        int masters = 0;
+        assert_true(dlock_client_topology(c, buf, sizeof buf) > 0);
+        fprintf(stderr, "%s", buf);
+        while ((p = strstr(p, "role master; replicas 1")) != NULL) {
+            masters++;
+            p++;
+        }
+        assert_int_equal(masters, 3);
+        dlock_client_free(c);
+    }
 }
 
 /* ---- (b) the slot's replica stopped ------------------------------------- */
