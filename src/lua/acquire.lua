@@ -95,18 +95,21 @@ if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 t
     return grant()
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if pttl ~= -2 and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
-    redis.call('HEXISTS', KEYS[1], '#w') == 1 then
-    redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
-    pttl = -2
+-- The fields the rest needs, in one call: this owner's count, a waiting
+-- writer's mark, readers (absent fields are false).
+local cur, readers = 0, false
+if pttl ~= -2 then
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
+    cur = tonumber(f[1] or '0')
+    readers = f[3]
+    if expect == 0 and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
+        redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
+        pttl = -2
+    end
 end
 if expect == 0 and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
-end
-local cur = 0
-if pttl ~= -2 then
-    cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 end
 if cur == expect + 1 then
     -- A retry of an applied acquire, or a fair handoff found: confirm.
@@ -124,8 +127,7 @@ end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top).
 local function busy()
-    if (ARGV[8] == '1' or mode == '2') and
-        redis.call('HEXISTS', KEYS[1], '#r') == 1 then
+    if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
