@@ -2,7 +2,8 @@
 -- mode, respecting (and optionally joining) the queue of waiters.
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
--- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released
+-- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released,
+--          e = server ms its TTL was last renewed to (below)
 -- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
 --          served lowest first
 -- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
@@ -31,8 +32,13 @@
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
 -- and a short command is cheaper to parse on every acquisition).
--- The fence hash lives 7 days after the last acquisition
--- (DLOCK__FENCE_RETENTION_MS in lock.h).
+-- The fence hash lives at least RETAIN (7 days, DLOCK__FENCE_RETENTION_MS
+-- in lock.h) after the last acquisition, and at most twice that: a grant
+-- that finds less than RETAIN left (field e = the server ms its TTL runs
+-- to, as the last renewal set it) renews it to 2 * RETAIN, so only about
+-- one grant in RETAIN pays for the PEXPIRE. Every script that sets the
+-- fence hash's TTL sets 2 * RETAIN, never less, so e is never later than
+-- the real expiry.
 --
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
@@ -70,13 +76,16 @@ local function now()
     return t
 end
 
--- Grant a fresh acquisition to owner; returns the reply.
+-- Grant a fresh acquisition to owner; returns the reply. The fence hash's
+-- retention is renewed only when it has less than RETAIN left (its field
+-- e: see the top), so most grants leave its TTL alone.
 local function grant()
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     local tm = now()
     local tok = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-    local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+    local f = redis.call('HMGET', KEYS[2], 'n', 'e')
+    local nxt = tonumber(f[1] or '0') + 1
     if nxt > tok then
         tok = nxt
     end
@@ -84,8 +93,15 @@ local function grant()
     if hint > tok then
         tok = hint
     end
-    redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-    redis.call('PEXPIRE', KEYS[2], RETAIN)
+    local stok = string.format('%d', tok)
+    local now_ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    if tonumber(f[2] or '0') < now_ms + RETAIN then
+        redis.call('HSET', KEYS[2], 'n', stok, 'e',
+                   string.format('%d', now_ms + 2 * RETAIN))
+        redis.call('PEXPIRE', KEYS[2], 2 * RETAIN)
+    else
+        redis.call('HSET', KEYS[2], 'n', stok)
+    end
     return {1, tok, 1}
 end
 

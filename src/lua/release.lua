@@ -4,7 +4,7 @@
 -- lock's channel.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the fence hash
+-- KEYS[2]  the fence hash (n, r, e: see acquire.lua)
 -- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
 -- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
 --          the waiter's handoff lease; see acquire.lua)
@@ -17,7 +17,8 @@
 --          acquire.lua) until it confirms (extends) it; 0: the lock is
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
--- ARGV[6]  how long the fence hash lives, ms
+-- ARGV[6]  the fence hash's retention, ms: it lives at least this long
+--          after the last grant, at most twice (acquire.lua, field e)
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
@@ -45,6 +46,7 @@ local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
 local handoff = tonumber(ARGV[5])
+local retain = tonumber(ARGV[6])
 local t, now_ms
 
 local function announce(ch, msg)
@@ -94,13 +96,21 @@ local function pass_on(quiet)
             end
             redis.call('PEXPIRE', KEYS[1], hl)
             local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-            local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+            local f = redis.call('HMGET', KEYS[2], 'n', 'e')
+            local nxt = tonumber(f[1] or '0') + 1
             if nxt > tok then
                 tok = nxt
             end
             local stok = string.format('%d', tok)
-            redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
-            redis.call('PEXPIRE', KEYS[2], ARGV[6])
+            if tonumber(f[2] or '0') < now_ms + retain then
+                -- Renewed only when less than the retention is left (see
+                -- acquire.lua: field e).
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok, 'e',
+                           string.format('%d', now_ms + 2 * retain))
+                redis.call('PEXPIRE', KEYS[2], 2 * retain)
+            else
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
+            end
             return announce(ch, 'h ' .. stok .. ' ' .. head)
         end
         if handoff == 0 then
@@ -114,7 +124,8 @@ local function pass_on(quiet)
     if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
-        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+        -- Twice the retention, as every renewal: never below its field e.
+        redis.call('PEXPIRE', KEYS[2], 2 * retain)
     end
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
