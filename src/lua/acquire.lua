@@ -40,16 +40,6 @@
 -- fence hash's TTL sets 2 * RETAIN, never less, so e is never later than
 -- the real expiry.
 --
--- The waiters' mark: '#n' in the lock hash tells release.lua that someone
--- waits for this hold to end (a fair waiter queued, a notify waiter or a
--- reader subscribed, an election observer), so it must pass the lock on
--- or announce the release; without it a release does neither (no queue
--- to look at, nothing to publish). A waiting attempt (mode "2", or
--- ARGV[8] "1") that finds the lock held by an owner sets it; a grant from
--- the queue sets it (others may be queued behind), and so does a
--- hand-over (release.lua). It goes with the hash (release, expiry). Never
--- set where readers hold the name.
---
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
 -- "1", or mode "2") that finds readers sets '#w' = server ms until which
@@ -89,12 +79,8 @@ end
 -- Grant a fresh acquisition to owner; returns the reply. The fence hash's
 -- retention is renewed only when it has less than RETAIN left (its field
 -- e: see the top), so most grants leave its TTL alone.
-local function grant(mark)
-    if mark then
-        redis.call('HSET', KEYS[1], owner, 1, '#n', 1)
-    else
-        redis.call('HSET', KEYS[1], owner, 1)
-    end
+local function grant()
+    redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     local tm = now()
     local tok = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
@@ -126,13 +112,12 @@ if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 t
 end
 local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
--- writer's mark, readers, the waiters' mark (absent fields are false).
-local cur, readers, marked = 0, false, false
+-- writer's mark, readers (absent fields are false).
+local cur, readers = 0, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#n')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
     cur = tonumber(f[1] or '0')
     readers = f[3]
-    marked = f[4]
     if expect == 0 and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
         redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
         pttl = -2
@@ -156,18 +141,12 @@ if cur > 0 then
     return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
 end
 
--- Busy: a waiting attempt marks the hold (the waiters' mark), or where
--- readers hold the name, sets the waiting writer's mark (see the top).
+-- Busy: a waiting writer that finds readers marks itself (see the top).
 local function busy()
-    if ARGV[8] ~= '1' and mode ~= '2' then
-        return {0, pttl}
-    end
-    if readers then
+    if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
-    elseif not marked then
-        redis.call('HSET', KEYS[1], '#n', 1)
     end
     return {0, pttl}
 end
@@ -199,8 +178,7 @@ if pttl == -2 then
             redis.call('ZREM', KEYS[3], owner)
             redis.call('ZREM', KEYS[4], owner)
         end
-        -- Others may still be queued behind us: the release must look.
-        return grant(head ~= nil)
+        return grant()
     end
 end
 -- Join the queue at the ticket's place, or refresh the deadline of the

@@ -21,16 +21,6 @@ local holders = redis.call('HKEYS', KEYS[1])
 if #holders == 0 then
     return {0}
 end
--- An observer waits for this hold to end: mark it so that its release is
--- announced (acquire.lua: the waiters' mark). A replica refuses writes,
--- hence pcall: the look still answers.
-local marked = false
-for _, f in ipairs(holders) do
-    marked = marked or f == '#n'
-end
-if not marked and string.sub(holders[1], 1, 1) ~= '#' then
-    redis.pcall('HSET', KEYS[1], '#n', 1)
-end
 local l = redis.call('HMGET', KEYS[2], 'o', 'e', 'v', 's')
 if l[1] and redis.call('HEXISTS', KEYS[1], l[1]) == 1 then
     return {1, l[1], l[2] or '0', l[3] or '', l[4] or '0', pttl}

@@ -1,9 +1,7 @@
 -- release.lua: give back one reentry level; at zero, pass the lock on to
 -- the first live fair-mode waiter if any are queued (hand it over, or wake
 -- that waiter alone), else delete it and announce the release on the
--- lock's channel. All of that only when the hold carries the waiters'
--- mark ('#n', acquire.lua: someone waits); without it the lock is deleted
--- and nothing is looked at or published.
+-- lock's channel.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the fence hash (n, r, e: see acquire.lua)
@@ -31,15 +29,13 @@
 -- ARGV[10] (with ARGV[9]) the waiter time-to-live in ms
 --
 -- Messages (PUBLISH, or SPUBLISH with ARGV[8] "1")
---   'r ID'              on ARGV[4]: released, nobody queued (only when
---                       the hold was marked: someone waits)
+--   'r ID'              on ARGV[4]: released, nobody queued
 --   'h TOKEN OWNER'     on ARGV[4]:<OWNER's client id>: handed to OWNER
 --   'w ID OWNER'        on ARGV[4]:<OWNER's client id>: free, OWNER is first
 -- Only the process of the waiter named listens on ARGV[4]:<client id>.
 --
 -- Returns
 --   1  released (or handed over, or the waiter woken) and announced
---      (when the hold was marked)
 --   4  the same, but the announcement was refused (the user may not
 --      publish: ACL channel permissions); waiters find out by polling
 --   2  one level given back, still held
@@ -68,16 +64,6 @@ local function clock()
     end
 end
 
--- Remember that this hold's token was released (a retry finds it).
-local function record()
-    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
-        -- A new field: the fence hash may be new too (it expired under a
-        -- hold longer than its retention): never leave it without a TTL.
-        -- Twice the retention, as every renewal: never below its field e.
-        redis.call('PEXPIRE', KEYS[2], 2 * retain)
-    end
-end
-
 -- The lock is free here: hand it to (or wake) the first live waiter, or
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
 -- and quiet is set.
@@ -103,7 +89,7 @@ local function pass_on(quiet)
                 return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
             end
             redis.call('ZREM', KEYS[4], head)
-            redis.call('HSET', KEYS[1], head, 1, '#n', 1)
+            redis.call('HSET', KEYS[1], head, 1)
             local hl = dl % 2048
             if hl <= 0 or hl > handoff then
                 hl = handoff
@@ -135,12 +121,16 @@ local function pass_on(quiet)
     if quiet then
         return 0
     end
-    record()
+    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
+        -- A new field: the fence hash may be new too (it expired under a
+        -- hold longer than its retention): never leave it without a TTL.
+        -- Twice the retention, as every renewal: never below its field e.
+        redis.call('PEXPIRE', KEYS[2], 2 * retain)
+    end
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 
-local f = redis.call('HMGET', KEYS[1], owner, '#n')
-local cur = tonumber(f[1] or '0')
+local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 if cur == expect then
     if cur > 1 then
         redis.call('HINCRBY', KEYS[1], owner, -1)
@@ -155,13 +145,7 @@ if cur == expect then
                    owner)
         redis.call('ZADD', KEYS[3], 'NX', ARGV[9], owner)
     end
-    if f[2] or ticket > 0 then
-        return pass_on(false)
-    end
-    -- Nobody marked the hold (acquire.lua: the waiters' mark): no queue
-    -- to look at, nobody to tell.
-    record()
-    return 1
+    return pass_on(false)
 end
 if cur > 0 and cur == expect - 1 then
     return 3

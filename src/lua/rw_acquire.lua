@@ -65,21 +65,10 @@ if mine and tonumber(mine) > now then
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
-local writer, marked = false, false
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-    if f == '#n' then
-        marked = true
-    elseif string.sub(f, 1, 1) ~= '#' then
-        writer = true
+    if string.sub(f, 1, 1) ~= '#' then
+        return {0, pttl} -- a writer holds it
     end
-end
-if writer then
-    -- A writer holds it: mark the hold so that its release is announced
-    -- (acquire.lua: the waiters' mark).
-    if not marked then
-        redis.call('HSET', KEYS[1], '#n', 1)
-    end
-    return {0, pttl}
 end
 local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
 if mark > now and ARGV[5] ~= '1' then

@@ -29,10 +29,7 @@ end
 if depth > 1 then
     return -1
 end
--- The waiters' mark (acquire.lua) goes with the writer: a hash left
--- with only marks must be free for the next writer, and this script
--- announces the downgrade anyway.
-redis.call('HDEL', KEYS[1], owner, '#n')
+redis.call('HDEL', KEYS[1], owner)
 redis.call('HSET', KEYS[1], '#r', '1')
 if redis.call('PTTL', KEYS[1]) < lease then
     redis.call('PEXPIRE', KEYS[1], lease)
