@@ -82,20 +82,23 @@ end
 local function grant()
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    -- (Each string converted once: tonumber is strtod, a large part of
+    -- what a script costs Redis beyond its calls.)
     local tm = now()
-    local tok = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    local sec, us = tonumber(tm[1]), tonumber(tm[2])
+    local tok = sec * 1000000 + us
     local f = redis.call('HMGET', KEYS[2], 'n', 'e')
-    local nxt = tonumber(f[1] or '0') + 1
+    local nxt = f[1] and tonumber(f[1]) + 1 or 1
     if nxt > tok then
         tok = nxt
     end
-    local hint = tonumber(ARGV[5] or '0')
+    local hint = ARGV[5] and tonumber(ARGV[5]) or 0
     if hint > tok then
         tok = hint
     end
     local stok = string.format('%d', tok)
-    local now_ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-    if tonumber(f[2] or '0') < now_ms + RETAIN then
+    local now_ms = sec * 1000 + math.floor(us / 1000)
+    if not f[2] or tonumber(f[2]) < now_ms + RETAIN then
         redis.call('HSET', KEYS[2], 'n', stok, 'e',
                    string.format('%d', now_ms + 2 * RETAIN))
         redis.call('PEXPIRE', KEYS[2], 2 * RETAIN)
@@ -116,7 +119,7 @@ local pttl = redis.call('PTTL', KEYS[1])
 local cur, readers = 0, false
 if pttl ~= -2 then
     local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
-    cur = tonumber(f[1] or '0')
+    cur = f[1] and tonumber(f[1]) or 0
     readers = f[3]
     if expect == 0 and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
         redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
@@ -158,7 +161,8 @@ if mode == '1' then
 end
 
 local tm = now()
-local now_ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local sec, us = tonumber(tm[1]), tonumber(tm[2])
+local now_ms = sec * 1000 + math.floor(us / 1000)
 if pttl == -2 then
     -- Free, but waiters are queued: those that stopped refreshing drop out
     -- when they reach the head; the first live one goes first. (While the
@@ -191,11 +195,11 @@ if mode == '2' then
     redis.call('ZADD', KEYS[4],
                string.format('%d', (now_ms + tonumber(ARGV[6])) * 2048 + hl),
                owner)
-    local ticket = tonumber(ARGV[7] or '0')
-    if ticket <= 0 then
-        ticket = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    local ticket = ARGV[7]
+    if not ticket or ticket == '0' then
+        ticket = string.format('%d', sec * 1000000 + us)
     end
-    redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
+    redis.call('ZADD', KEYS[3], 'NX', ticket, owner)
 end
 if pttl ~= -2 then
     return busy()

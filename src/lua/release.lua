@@ -45,9 +45,7 @@
 local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
-local handoff = tonumber(ARGV[5])
-local retain = tonumber(ARGV[6])
-local t, now_ms
+local t, sec, us, now_ms, handoff, retain
 
 local function announce(ch, msg)
     local r = redis.pcall(publish, ch, msg)
@@ -57,10 +55,19 @@ local function announce(ch, msg)
     return 1
 end
 
+-- The handoff lease and the fence retention, converted when needed: each
+-- tonumber of a string is a strtod, a good part of what a script costs
+-- Redis beyond its calls (not on a reentrant release, nor on a retry).
+local function args()
+    handoff = handoff or tonumber(ARGV[5])
+    retain = retain or tonumber(ARGV[6])
+end
+
 local function clock()
     if not t then
         t = redis.call('TIME')
-        now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        sec, us = tonumber(t[1]), tonumber(t[2])
+        now_ms = sec * 1000 + math.floor(us / 1000)
     end
 end
 
@@ -68,6 +75,7 @@ end
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
 -- and quiet is set.
 local function pass_on(quiet)
+    args()
     while true do
         local head
         if handoff > 0 then
@@ -95,14 +103,14 @@ local function pass_on(quiet)
                 hl = handoff
             end
             redis.call('PEXPIRE', KEYS[1], hl)
-            local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+            local tok = sec * 1000000 + us
             local f = redis.call('HMGET', KEYS[2], 'n', 'e')
-            local nxt = tonumber(f[1] or '0') + 1
+            local nxt = f[1] and tonumber(f[1]) + 1 or 1
             if nxt > tok then
                 tok = nxt
             end
             local stok = string.format('%d', tok)
-            if tonumber(f[2] or '0') < now_ms + retain then
+            if not f[2] or tonumber(f[2]) < now_ms + retain then
                 -- Renewed only when less than the retention is left (see
                 -- acquire.lua: field e).
                 redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok, 'e',
@@ -130,14 +138,15 @@ local function pass_on(quiet)
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 
-local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
+local cur = redis.call('HGET', KEYS[1], owner)
+cur = cur and tonumber(cur) or 0
 if cur == expect then
     if cur > 1 then
         redis.call('HINCRBY', KEYS[1], owner, -1)
         return 2
     end
     redis.call('DEL', KEYS[1])
-    local ticket = tonumber(ARGV[9] or '0')
+    local ticket = ARGV[9] and tonumber(ARGV[9]) or 0
     if ticket > 0 then
         clock()
         redis.call('ZADD', KEYS[4],
@@ -158,6 +167,7 @@ end
 -- free lock, wake the next one.
 if cur == 0 and redis.call('ZREM', KEYS[3], owner) == 1 then
     redis.call('ZREM', KEYS[4], owner)
+    args()
     if handoff == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
         pass_on(true)
     end
