@@ -24,8 +24,8 @@
 #include "harness.h"
 
 /* The budgets: Redis commands per step, script internals counted. */
-#define CYCLE_BUDGET 13   /* fair try that takes a free lock + release */
-#define JOIN_BUDGET 11    /* busy try + SUBSCRIBE + queueing attempt */
+#define CYCLE_BUDGET 13    /* fair try that takes a free lock + release */
+#define JOIN_BUDGET 11     /* busy try + SUBSCRIBE + queueing attempt */
 #define HANDOVER_BUDGET 12 /* a release that hands to the next waiter */
 
 #define RETAIN_MS 604800000LL /* DLOCK__FENCE_RETENTION_MS */
@@ -224,8 +224,8 @@ static long long server_ms(void)
 static void age_fence(const char *name)
 {
     long long left = RETAIN_MS - 3600000;
-    redisReply *r = th_cmd(&srv, "HSET dlock:{%s}:f e %lld", name,
-                           server_ms() + left);
+    redisReply *r =
+        th_cmd(&srv, "HSET dlock:{%s}:f e %lld", name, server_ms() + left);
     assert_non_null(r);
     freeReplyObject(r);
     assert_int_equal(th_cmd_int(&srv, "PEXPIRE dlock:{%s}:f %lld", name, left),
