@@ -2,7 +2,8 @@
 -- mode, respecting (and optionally joining) the queue of waiters.
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
--- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released
+-- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released,
+--          e = server ms its TTL was last renewed to (below)
 -- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
 --          served lowest first
 -- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
@@ -31,8 +32,13 @@
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
 -- and a short command is cheaper to parse on every acquisition).
--- The fence hash lives 7 days after the last acquisition
--- (DLOCK__FENCE_RETENTION_MS in lock.h).
+-- The fence hash lives at least RETAIN (7 days, DLOCK__FENCE_RETENTION_MS
+-- in lock.h) after the last acquisition, and at most twice that: a grant
+-- that finds less than RETAIN left (field e = the server ms its TTL runs
+-- to, as the last renewal set it) renews it to 2 * RETAIN, so only about
+-- one grant in RETAIN pays for the PEXPIRE. Every script that sets the
+-- fence hash's TTL sets 2 * RETAIN, never less, so e is never later than
+-- the real expiry.
 --
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
@@ -74,22 +80,35 @@ local function now()
     return t
 end
 
--- Grant a fresh acquisition to owner; returns the reply.
+-- Grant a fresh acquisition to owner; returns the reply. The fence hash's
+-- retention is renewed only when it has less than RETAIN left (its field
+-- e: see the top), so most grants leave its TTL alone.
 local function grant()
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    -- (Each string converted once: tonumber is strtod, a large part of
+    -- what a script costs Redis beyond its calls.)
     local tm = now()
-    local tok = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-    local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+    local sec, us = tonumber(tm[1]), tonumber(tm[2])
+    local tok = sec * 1000000 + us
+    local f = redis.call('HMGET', KEYS[2], 'n', 'e')
+    local nxt = f[1] and tonumber(f[1]) + 1 or 1
     if nxt > tok then
         tok = nxt
     end
-    local hint = tonumber(ARGV[5] or '0')
+    local hint = ARGV[5] and tonumber(ARGV[5]) or 0
     if hint > tok then
         tok = hint
     end
-    redis.call('HSET', KEYS[2], 'n', string.format('%d', tok))
-    redis.call('PEXPIRE', KEYS[2], RETAIN)
+    local stok = string.format('%d', tok)
+    local now_ms = sec * 1000 + math.floor(us / 1000)
+    if not f[2] or tonumber(f[2]) < now_ms + RETAIN then
+        redis.call('HSET', KEYS[2], 'n', stok, 'e',
+                   string.format('%d', now_ms + 2 * RETAIN))
+        redis.call('PEXPIRE', KEYS[2], 2 * RETAIN)
+    else
+        redis.call('HSET', KEYS[2], 'n', stok)
+    end
     return {1, tok, 1}
 end
 
@@ -99,18 +118,21 @@ if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 t
     return grant()
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if pttl ~= -2 and expect == 0 and redis.call('HLEN', KEYS[1]) == 1 and
-    redis.call('HEXISTS', KEYS[1], '#w') == 1 then
-    redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
-    pttl = -2
+-- The fields the rest needs, in one call: this owner's count, a waiting
+-- writer's mark, readers (absent fields are false).
+local cur, readers = 0, false
+if pttl ~= -2 then
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
+    cur = f[1] and tonumber(f[1]) or 0
+    readers = f[3]
+    if expect == 0 and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
+        redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
+        pttl = -2
+    end
 end
 if expect == 0 and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
-end
-local cur = 0
-if pttl ~= -2 then
-    cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
 end
 if cur == expect + 1 then
     -- A retry of an applied acquire, or a fair handoff found: confirm.
@@ -128,8 +150,7 @@ end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top).
 local function busy()
-    if (ARGV[8] == '1' or mode == '2') and
-        redis.call('HEXISTS', KEYS[1], '#r') == 1 then
+    if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
@@ -147,7 +168,8 @@ if mode == '1' then
 end
 
 local tm = now()
-local now_ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local sec, us = tonumber(tm[1]), tonumber(tm[2])
+local now_ms = sec * 1000 + math.floor(us / 1000)
 if pttl == -2 then
     -- Free, but waiters are queued: those that stopped refreshing drop out
     -- when they reach the head; the first live one goes first. (While the
@@ -180,11 +202,11 @@ if mode == '2' then
     redis.call('ZADD', KEYS[4],
                string.format('%d', (now_ms + tonumber(ARGV[6])) * 2048 + hl),
                owner)
-    local ticket = tonumber(ARGV[7] or '0')
-    if ticket <= 0 then
-        ticket = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    local ticket = ARGV[7]
+    if not ticket or ticket == '0' then
+        ticket = string.format('%d', sec * 1000000 + us)
     end
-    redis.call('ZADD', KEYS[3], 'NX', string.format('%d', ticket), owner)
+    redis.call('ZADD', KEYS[3], 'NX', ticket, owner)
 end
 if pttl ~= -2 then
     return busy()

@@ -5,7 +5,8 @@
 --
 -- KEYS[1]  the fence hash
 -- ARGV[1]  the token
--- ARGV[2]  how long the fence hash lives, ms
+-- ARGV[2]  the fence hash's retention, ms: its TTL is set to twice it,
+--          as every renewal does (acquire.lua, field e)
 --
 -- Returns the counter after the call (>= ARGV[1]).
 local want = tonumber(ARGV[1])
@@ -14,5 +15,5 @@ if n < want then
     redis.call('HSET', KEYS[1], 'n', ARGV[1])
     n = want
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))
 return n

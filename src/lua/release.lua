@@ -4,7 +4,7 @@
 -- lock's channel.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the fence hash
+-- KEYS[2]  the fence hash (n, r, e: see acquire.lua)
 -- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
 -- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
 --          the waiter's handoff lease; see acquire.lua)
@@ -17,7 +17,8 @@
 --          acquire.lua) until it confirms (extends) it; 0: the lock is
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
--- ARGV[6]  how long the fence hash lives, ms
+-- ARGV[6]  the fence hash's retention, ms: it lives at least this long
+--          after the last grant, at most twice (acquire.lua, field e)
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
@@ -44,8 +45,7 @@
 local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local expect = tonumber(ARGV[2])
-local handoff = tonumber(ARGV[5])
-local t, now_ms
+local t, sec, us, now_ms, handoff, retain
 
 local function announce(ch, msg)
     local r = redis.pcall(publish, ch, msg)
@@ -55,10 +55,19 @@ local function announce(ch, msg)
     return 1
 end
 
+-- The handoff lease and the fence retention, converted when needed: each
+-- tonumber of a string is a strtod, a good part of what a script costs
+-- Redis beyond its calls (not on a reentrant release, nor on a retry).
+local function args()
+    handoff = handoff or tonumber(ARGV[5])
+    retain = retain or tonumber(ARGV[6])
+end
+
 local function clock()
     if not t then
         t = redis.call('TIME')
-        now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        sec, us = tonumber(t[1]), tonumber(t[2])
+        now_ms = sec * 1000 + math.floor(us / 1000)
     end
 end
 
@@ -66,6 +75,7 @@ end
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
 -- and quiet is set.
 local function pass_on(quiet)
+    args()
     while true do
         local head
         if handoff > 0 then
@@ -93,14 +103,22 @@ local function pass_on(quiet)
                 hl = handoff
             end
             redis.call('PEXPIRE', KEYS[1], hl)
-            local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-            local nxt = tonumber(redis.call('HGET', KEYS[2], 'n') or '0') + 1
+            local tok = sec * 1000000 + us
+            local f = redis.call('HMGET', KEYS[2], 'n', 'e')
+            local nxt = f[1] and tonumber(f[1]) + 1 or 1
             if nxt > tok then
                 tok = nxt
             end
             local stok = string.format('%d', tok)
-            redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
-            redis.call('PEXPIRE', KEYS[2], ARGV[6])
+            if not f[2] or tonumber(f[2]) < now_ms + retain then
+                -- Renewed only when less than the retention is left (see
+                -- acquire.lua: field e).
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok, 'e',
+                           string.format('%d', now_ms + 2 * retain))
+                redis.call('PEXPIRE', KEYS[2], 2 * retain)
+            else
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
+            end
             return announce(ch, 'h ' .. stok .. ' ' .. head)
         end
         if handoff == 0 then
@@ -114,19 +132,21 @@ local function pass_on(quiet)
     if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
-        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+        -- Twice the retention, as every renewal: never below its field e.
+        redis.call('PEXPIRE', KEYS[2], 2 * retain)
     end
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 
-local cur = tonumber(redis.call('HGET', KEYS[1], owner) or '0')
+local cur = redis.call('HGET', KEYS[1], owner)
+cur = cur and tonumber(cur) or 0
 if cur == expect then
     if cur > 1 then
         redis.call('HINCRBY', KEYS[1], owner, -1)
         return 2
     end
     redis.call('DEL', KEYS[1])
-    local ticket = tonumber(ARGV[9] or '0')
+    local ticket = ARGV[9] and tonumber(ARGV[9]) or 0
     if ticket > 0 then
         clock()
         redis.call('ZADD', KEYS[4],
@@ -147,6 +167,7 @@ end
 -- free lock, wake the next one.
 if cur == 0 and redis.call('ZREM', KEYS[3], owner) == 1 then
     redis.call('ZREM', KEYS[4], owner)
+    args()
     if handoff == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
         pass_on(true)
     end

@@ -84,7 +84,8 @@ end
 
 local want = next_token(t, tonumber(ARGV[4] or '0'))
 redis.call('HSET', KEYS[2], 't:' .. owner, string.format('%d', want))
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+-- Twice the retention, as every renewal (acquire.lua, field e).
+redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3]))
 redis.call('ZADD', KEYS[3], now + lease, owner)
 redis.call('HSET', KEYS[1], '#r', '1')
 cover()

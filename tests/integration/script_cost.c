@@ -1,0 +1,289 @@
+/*
+ * script_cost.c - what the default (fair) path costs Redis, counted: the
+ * commands a step runs on the server (INFO commandstats: the EVALSHA and
+ * every call inside the script) for an uncontended cycle, a queueing
+ * waiter and a release that hands over, each against a budget (issue
+ * 18: Redis commands per acquisition). Counts, not times: the numbers do
+ * not move with the machine's load. And the fence hash's retention,
+ * which grants renew only when less than 7 days are left (acquire.lua,
+ * field e): after a renewal it has more than 7 days, and a stale e is
+ * renewed by a plain grant and by a hand-over alike.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+/* The budgets: Redis commands per step, script internals counted. */
+#define CYCLE_BUDGET 13    /* fair try that takes a free lock + release */
+#define JOIN_BUDGET 11     /* busy try + SUBSCRIBE + queueing attempt */
+#define HANDOVER_BUDGET 12 /* a release that hands to the next waiter */
+
+#define RETAIN_MS 604800000LL /* DLOCK__FENCE_RETENTION_MS */
+
+static th_server srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return th_server_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_server_stop(&srv);
+    return 0;
+}
+
+/* INFO commandstats as name -> calls. */
+typedef struct stats {
+    int n;
+    char name[64][32];
+    long long calls[64];
+} stats;
+
+/* Commands this test itself sends while it measures, not counted: INFO
+ * (the snapshots, and every new connection's check) and ZCARD (polls). */
+static int ignored(const char *name)
+{
+    return strcmp(name, "info") == 0 || strcmp(name, "zcard") == 0;
+}
+
+static void snap(stats *s)
+{
+    redisReply *r = th_cmd(&srv, "INFO commandstats");
+    const char *p;
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    s->n = 0;
+    for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL && s->n < 64;) {
+        char name[32];
+        long long calls;
+        p += 8;
+        if (sscanf(p, "%31[^:]:calls=%lld", name, &calls) != 2)
+            continue;
+        snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
+        s->calls[s->n++] = calls;
+    }
+    freeReplyObject(r);
+}
+
+static long long calls_of(const stats *s, const char *name)
+{
+    int i;
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->name[i], name) == 0)
+            return s->calls[i];
+    return 0;
+}
+
+/* The commands run between a and b (all but the ignored ones), printed
+ * per command under LABEL; *evalsha gets the EVALSHA count. */
+static long long delta(const char *label, const stats *a, const stats *b,
+                       long long *evalsha)
+{
+    long long total = 0;
+    int i;
+    printf("%s:", label);
+    for (i = 0; i < b->n; i++) {
+        long long d = b->calls[i] - calls_of(a, b->name[i]);
+        if (d == 0 || ignored(b->name[i]))
+            continue;
+        printf(" %s=%lld", b->name[i], d);
+        total += d;
+    }
+    printf(" (total %lld)\n", total);
+    *evalsha = calls_of(b, "evalsha") - calls_of(a, "evalsha");
+    return total;
+}
+
+static dlock_client *client(void)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c = th_client(&url, 1, DLOCK_WAIT_FAIR, 0, 0);
+    assert_non_null(c);
+    return c;
+}
+
+/* An uncontended cycle of the default strategy: the try that takes the
+ * free lock and the release, 2 scripts. The name's first cycle creates
+ * its fence hash (and renews its retention); the second is measured. */
+static void test_uncontended_cycle(void **state)
+{
+    dlock_client *c = client();
+    dlock_lock *l;
+    stats a, b;
+    long long n, es;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    snap(&a);
+    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    snap(&b);
+    n = delta("uncontended cycle", &a, &b, &es);
+    assert_int_equal(es, 2);
+    assert_true(n <= CYCLE_BUDGET);
+    dlock_client_free(c);
+}
+
+typedef struct waiter {
+    dlock_client *c;
+    const char *name;
+    dlock_lock *l;
+    int rc;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_lock_acquire(&w->l, w->c, w->name, 20000, 10000);
+    return NULL;
+}
+
+/* Wait (bounded) until NAME's fair queue holds n waiters. */
+static void await_queued(const char *name, long long n)
+{
+    int64_t end = th_now_ms() + 10000;
+    while (th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name) != n) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(1);
+    }
+}
+
+/*
+ * Contended: a waiter's way into the queue (the try that finds the lock
+ * busy, the subscription, the queueing attempt) and the release that
+ * hands the lock to it. A waiter refreshes its place every second and a
+ * handed lock is confirmed after one: a step that shows a script more
+ * than expected met one of those, and is measured again (at most 5
+ * times) rather than counted.
+ */
+static void test_contended(void **state)
+{
+    int tries;
+    (void)state;
+    for (tries = 0; tries < 5; tries++) {
+        dlock_client *ca = client(), *cb = client();
+        dlock_lock *la;
+        waiter w = {.c = cb, .name = "sc-busy"};
+        pthread_t t;
+        stats s0, s1, s2;
+        long long join, hand, es_join, es_hand;
+
+        assert_int_equal(dlock_lock_acquire(&la, ca, "sc-busy", 0, 10000),
+                         DLOCK_OK);
+        snap(&s0);
+        assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+        await_queued("sc-busy", 1);
+        snap(&s1);
+        assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        snap(&s2);
+        assert_int_equal(w.rc, DLOCK_OK);
+        assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+        dlock_client_free(ca);
+        dlock_client_free(cb);
+        join = delta("busy try, subscribe, queue", &s0, &s1, &es_join);
+        hand = delta("release handing over", &s1, &s2, &es_hand);
+        if (es_join != 2 || es_hand != 1)
+            continue; /* a refresh or a confirm ran meanwhile */
+        assert_true(join <= JOIN_BUDGET);
+        assert_true(hand <= HANDOVER_BUDGET);
+        return;
+    }
+    fail_msg("no undisturbed measurement in 5 tries");
+}
+
+/* The server's clock in ms. */
+static long long server_ms(void)
+{
+    redisReply *r = th_cmd(&srv, "TIME");
+    long long ms;
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* Make NAME's fence hash look renewed 7 days and an hour ago: its TTL
+ * and its e an hour short of the retention. */
+static void age_fence(const char *name)
+{
+    long long left = RETAIN_MS - 3600000;
+    redisReply *r =
+        th_cmd(&srv, "HSET dlock:{%s}:f e %lld", name, server_ms() + left);
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(th_cmd_int(&srv, "PEXPIRE dlock:{%s}:f %lld", name, left),
+                     1);
+}
+
+/* The fence hash's TTL is above the retention, and e is not later than
+ * the real expiry. */
+static void assert_retained(const char *name)
+{
+    long long pttl = th_cmd_int(&srv, "PTTL dlock:{%s}:f", name);
+    long long now = server_ms();
+    redisReply *r = th_cmd(&srv, "HGET dlock:{%s}:f e", name);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_true(pttl > RETAIN_MS);
+    assert_true(atoll(r->str) <= now + pttl + 1000);
+    freeReplyObject(r);
+}
+
+/* Retention: renewed to twice the retention when less than it is left,
+ * by a grant and by a hand-over; a release never shortens it below e. */
+static void test_fence_retention(void **state)
+{
+    dlock_client *ca = client(), *cb = client();
+    dlock_lock *la;
+    waiter w = {.c = cb, .name = "sc-keep"};
+    pthread_t t;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, ca, "sc-keep", 0, 10000),
+                     DLOCK_OK);
+    assert_retained("sc-keep");
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_retained("sc-keep"); /* the first release adds r: TTL kept */
+
+    age_fence("sc-keep");
+    assert_int_equal(dlock_lock_acquire(&la, ca, "sc-keep", 0, 10000),
+                     DLOCK_OK);
+    assert_retained("sc-keep");
+
+    age_fence("sc-keep");
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    await_queued("sc-keep", 1);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK); /* hands over */
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_retained("sc-keep");
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_client_free(ca);
+    dlock_client_free(cb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uncontended_cycle),
+        cmocka_unit_test(test_contended),
+        cmocka_unit_test(test_fence_retention),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
