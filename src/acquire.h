@@ -28,6 +28,8 @@ typedef struct dlock__tally {
     int tokens_differ; /* granting nodes returned different tokens */
     int depth;         /* the depth a granting node reported */
     int64_t pttl;      /* busy: the shortest lease left, -1 if none */
+    int ahead;         /* a node said: free, but a live fair waiter is
+                        * ahead of this one in its queue (-2) */
 } dlock__tally;
 
 /* What an attempt comes to. */
