@@ -531,6 +531,7 @@ typedef struct waiting {
     int polling;          /* notifications refused (ACL): polling instead */
     int64_t outage_since; /* first error of a retried streak, 0: none */
     int outage_rc;        /* its last error */
+    int64_t sent_ms;      /* when the last attempt was sent (monotonic) */
 } waiting;
 
 /* The jittered spin delay for round n: uniform in [d/2, d], d doubling
@@ -623,14 +624,27 @@ static int sleep_fair(waiting *x, attempt *a)
     if (!dlock__notify_handed(x->w))
         return 0; /* woken: our turn to try */
     /* Handed to us by the release script: the lease it set is short until
-     * we confirm (the watchdog does, at half of that lease). */
+     * we confirm (the watchdog does, at half of that lease). That lease
+     * started when the release ran, which was after our last attempt
+     * (that attempt would have found and confirmed the handoff
+     * otherwise) but may have been long before the message arrived: a
+     * message held up by packet loss, or a process paused while it
+     * waited (F7 in docs/reliability.md). So the validity counts from
+     * the last attempt's sending; when less than half the handoff lease
+     * is left that way, confirm with an attempt instead (one round trip;
+     * it finds the lock ours and extends it to the lease, or, if the
+     * handoff lease ran out, tries afresh). */
     t = dlock__now_ms();
     hl = fair_handoff_lease(x->lease_ms);
+    if (x->sent_ms + hl - dlock__drift(x->c, hl) - t < hl / 2) {
+        dlock__notify_handoff_reset(x->w);
+        return 0;
+    }
     memset(a, 0, sizeof *a);
     a->token = dlock__notify_handoff_token(x->w);
     a->depth = 1;
     a->nodes = 1;
-    a->valid_until = t + hl - dlock__drift(x->c, hl);
+    a->valid_until = x->sent_ms + hl - dlock__drift(x->c, hl);
     x->h->confirm_pending = 1;
     return 1;
 }
@@ -715,6 +729,7 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
             x.ticket =
                 (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
         }
+        x.sent_ms = dlock__now_ms();
         rc = attempt_once(c, h, lease_ms,
                           x.strategy == DLOCK_WAIT_FAIR ? FAIR_QUEUE
                                                         : PLAIN_WAITING,

@@ -293,6 +293,7 @@ typedef struct waiting {
     dlock__waiter *sub;
     int round;
     int64_t pttl;
+    int64_t sent_ms; /* when the last attempt was sent (monotonic) */
 } waiting;
 
 /* The earlier of the caller's deadline and until. */
@@ -342,13 +343,20 @@ static int sleep_sem(waiting *x, got *g)
         return 0;
     }
     /* Handed over (FIFO): the handoff lease holds until the watchdog
-     * confirms it at half of it. */
+     * confirms it at half of it. It started after our last attempt, but
+     * maybe long before the message arrived (as the fair lock's, see
+     * sleep_fair in acquire.c): count from the attempt's sending, and
+     * confirm with an attempt when less than half of it is left so. */
     hl = x->w->lease_ms < DLOCK__FAIR_HANDOFF_MS ? x->w->lease_ms
                                                  : DLOCK__FAIR_HANDOFF_MS;
+    if (x->sent_ms + hl - dlock__drift(x->c, hl) - dlock__now_ms() < hl / 2) {
+        dlock__notify_handoff_reset(x->sub);
+        return 0;
+    }
     memset(g, 0, sizeof *g);
     g->token = tok;
     g->nodes = 1;
-    g->valid_until = dlock__now_ms() + hl - dlock__drift(x->c, hl);
+    g->valid_until = x->sent_ms + hl - dlock__drift(x->c, hl);
     x->h->confirm_pending = 1;
     return 1;
 }
@@ -417,6 +425,7 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
                 break;
             }
         }
+        x.sent_ms = dlock__now_ms();
         rc = attempt(c, h, w, mode, g);
         if (rc != DLOCK_BUSY)
             break;
