@@ -41,6 +41,7 @@ typedef struct attempt {
     int depth;
     int64_t pttl;   /* BUSY: how long the holder's lease still runs */
     uint64_t nbusy; /* BUSY, fair queue: the last token granted then */
+    int ahead;      /* BUSY: free, but another live fair waiter is first */
     int64_t valid_until;
     uint64_t nodes; /* nodes that granted */
     int split;      /* Redlock: some nodes granted, too few (undone) */
@@ -96,6 +97,8 @@ void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n)
             t->busy++;
             if (p > 0 && (t->pttl < 0 || p < t->pttl))
                 t->pttl = p;
+            else if (p == -2)
+                t->ahead = 1;
             if (r->elements > 2 && (uint64_t)dlock__elem_int(r, 2) > t->nbusy)
                 t->nbusy = (uint64_t)dlock__elem_int(r, 2);
         } else if (k == -1) {
@@ -445,6 +448,7 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     withdrawn = withdraw_grants(c, h, &t, res, &minacks);
     a->pttl = t.pttl;
     a->nbusy = t.nbusy;
+    a->ahead = t.ahead;
     a->depth = t.depth;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
@@ -612,18 +616,24 @@ static int64_t handoff_valid_until(const waiting *x, uint64_t token, int64_t hl)
  * first) or the next refresh of our place (a third of the waiter TTL).
  * After a Redlock split vote, retry after a short jittered pause (or
  * sooner when woken): the other side gives its nodes back at once.
- * Without notifications (refused by ACL, or no subscription in time)
- * poll with the spin backoff. 1 when the lock was handed to us (*a
- * filled), 0 slept or woken (try again), DLOCK_CANCELED. */
+ * When the lock was free but another live waiter is ahead, also retry
+ * after the spin backoff: nobody hands over a free lock, and a waiter
+ * ahead that gives up (its deadline, a cancel) or stops refreshing
+ * (dead) wakes nobody; sleeping a whole refresh period then stalls the
+ * queue, for good when the waits are no longer than that period (F6 in
+ * docs/reliability.md). Without notifications (refused by ACL, or no
+ * subscription in time) poll with the spin backoff. 1 when the lock was
+ * handed to us (*a filled), 0 slept or woken (try again),
+ * DLOCK_CANCELED. */
 static int sleep_fair(waiting *x, attempt *a)
 {
     int64_t now = dlock__now_ms(), until, hl, valid;
     uint64_t tok;
     int rc;
-    until = now + (x->pttl > 0 ? x->pttl : FAIR_WAITER_TTL_MS / 3);
+    until = now + (x->pttl > 0 && !a->ahead ? x->pttl : FAIR_WAITER_TTL_MS / 3);
     if (until > now + FAIR_WAITER_TTL_MS / 3)
         until = now + FAIR_WAITER_TTL_MS / 3;
-    if (x->w == NULL || a->split) {
+    if (x->w == NULL || a->split || a->ahead) {
         int64_t d = now + spin_delay(x->c, x->round++);
         if (d < until)
             until = d;

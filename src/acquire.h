@@ -30,6 +30,8 @@ typedef struct dlock__tally {
     int64_t pttl;      /* busy: the shortest lease left, -1 if none */
     uint64_t nbusy;    /* busy, fair queue mode: the highest last token
                         * granted the busy nodes reported (0: none) */
+    int ahead;         /* a node said: free, but a live fair waiter is
+                        * ahead of this one in its queue (-2) */
 } dlock__tally;
 
 /* What an attempt comes to. */

@@ -9,8 +9,9 @@
  *             E wid token enter_ns validity_ms
  *             X wid token enter_ns exit_ns valid read_fence ws_ns wc_ns wrc
  *             R wid token start_ns end_ns release_status
- *           and acquire failures as "F wid status". Options after the
- *           positional arguments: strategy=notify|spin|fair, ca=PATH.
+ *           and acquire failures as "F wid status start_ns end_ns".
+ *           Options after the positional arguments:
+ *           strategy=notify|spin|fair, ca=PATH.
  *   check   read worker logs and fail on a safety violation (see check()).
  *   try     one acquire against the given servers; prints the status name
  *           (Redlock quorum scenarios).
@@ -180,9 +181,11 @@ static int worker(int argc, char **argv)
         ao.lease_ms = lease;
         ao.watchdog = wd;
         dlock_lock *l = NULL;
+        int64_t asked = now_ns();
         int rc = dlock_lock_acquire_ex(&l, c, name, &ao);
         if (rc != DLOCK_OK) {
-            logline(fd, "F %d %s\n", wid, dlock_status_name(rc));
+            logline(fd, "F %d %s %lld %lld\n", wid, dlock_status_name(rc),
+                    (long long)asked, (long long)now_ns());
             sleep_ms(1 + (int64_t)(rnd() % 20));
             continue;
         }

@@ -18,6 +18,11 @@
 #                 20..150 ms for a term of 0.3..2.5 s, then resigns; an
 #                 observer follows dlock_leader_wait
 #
+# These four wait with the library's default strategy (fair since issue
+# 18); notify_sem_chaos, notify_rw_chaos, notify_multi_chaos and
+# notify_elect_chaos are the same with DLOCK_WAIT_NOTIFY (CHAOS_STRATEGY
+# in the workers' environment).
+#
 # One server with appendfsync always. Per round one fault, cycling through
 # the six classes from a random start (6 rounds cover each once):
 #   kill9      SIGKILL of a worker inside (a replacement starts)
@@ -167,11 +172,15 @@ prim_left() {
     return $n
 }
 
-# prim_scenario KIND NAME: see the top of the file.
+# prim_scenario KIND NAME [STRATEGY]: see the top of the file. The
+# workers wait by STRATEGY (notify, spin, fair; default: the library's,
+# fair).
 prim_scenario() {
     local PKIND=$1 PNAME=$2 r v hung=0 out i note='' counters=() keys=() opid=''
     want "$PNAME" || return 0
-    local PB=$bdir/chaos_prims WSTRAT=notify TRANSPORT=tcp
+    local CHAOS_STRATEGY=${3:-}
+    export CHAOS_STRATEGY
+    local PB=$bdir/chaos_prims WSTRAT=${3:-fair} TRANSPORT=tcp
     local PIN=$work/$PNAME.in PFAULTS=$work/$PNAME.faults PLOGS=() PROLE=()
     local PLIMIT=3 PROUNDS=0 PHOLD=300 PNEXT=4 PBOUND=$lease
     start_servers 1 --aof || {

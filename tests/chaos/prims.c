@@ -126,6 +126,14 @@ static dlock_client *make_client(const char *url, int64_t timeout_ms)
     o.nservers = 1;
     o.connect_timeout_ms = timeout_ms;
     o.command_timeout_ms = timeout_ms;
+    /* CHAOS_STRATEGY=notify|spin|fair; unset: the library's default. */
+    const char *st = getenv("CHAOS_STRATEGY");
+    if (st != NULL && !strcmp(st, "notify"))
+        o.wait_strategy = DLOCK_WAIT_NOTIFY;
+    else if (st != NULL && !strcmp(st, "spin"))
+        o.wait_strategy = DLOCK_WAIT_SPIN;
+    else if (st != NULL && !strcmp(st, "fair"))
+        o.wait_strategy = DLOCK_WAIT_FAIR;
     dlock_client *c = NULL;
     char err[256] = "";
     int rc = dlock_client_new(&c, &o, err, sizeof err);
