@@ -18,20 +18,16 @@
 #include <string.h>
 
 #include "core.h"
+#include "held.h"
 
 /* Check the arguments; DLOCK_OK or DLOCK_EINVAL with the message set. */
 static int check_args(const dlock_client *c, const char *key, uint64_t token,
                       char **value, size_t *len, uint64_t *fence)
 {
-    size_t n;
+    int rc = dlock__check_key(c, key);
 
-    if (key == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "key is NULL");
-    n = strlen(key);
-    if (n == 0 || n > DLOCK_KEY_MAX)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "key must be 1 to %d bytes (got %zu)",
-                                DLOCK_KEY_MAX, n);
+    if (rc != DLOCK_OK)
+        return rc;
     if (value == NULL || len == NULL || fence == NULL)
         return dlock__set_error(c, DLOCK_EINVAL, "NULL out-parameter");
     if (token == 0 || token > (1ULL << 53))

@@ -153,5 +153,7 @@ void dlock__owner_id(dlock_client *c, char *buf, size_t len);
 
 /* Check a lock name; DLOCK_OK or DLOCK_EINVAL with the message set. */
 int dlock__check_name(const dlock_client *c, const char *name);
+/* Check a resource key of the fenced calls, the same way. */
+int dlock__check_key(const dlock_client *c, const char *key);
 
 #endif /* DLOCK_HELD_H */

@@ -22,20 +22,6 @@
 #include "shared_info.h"
 #include "waiters.h"
 
-/* Check a resource key for the fenced calls. */
-static int check_key(const dlock_client *c, const char *key)
-{
-    size_t n;
-    if (key == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "key is NULL");
-    n = strlen(key);
-    if (n == 0 || n > DLOCK_KEY_MAX)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "key must be 1 to %d bytes (got %zu)",
-                                DLOCK_KEY_MAX, n);
-    return DLOCK_OK;
-}
-
 /* See dlock.h. */
 int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
                      const void *value, size_t len)
@@ -46,7 +32,7 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
 
     if (c == NULL)
         return DLOCK_EINVAL;
-    rc = check_key(c, key);
+    rc = dlock__check_key(c, key);
     if (rc != DLOCK_OK)
         return rc;
     if (value == NULL && len > 0)
@@ -100,7 +86,7 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
 
     if (c == NULL)
         return DLOCK_EINVAL;
-    rc = check_key(c, key);
+    rc = dlock__check_key(c, key);
     if (rc != DLOCK_OK)
         return rc;
     if (value == NULL || len == NULL || fence == NULL)

@@ -247,16 +247,29 @@ void dlock__owner_id(dlock_client *c, char *buf, size_t len)
     *p = '\0';
 }
 
+/* Check a caller's string: not NULL, 1 to max bytes; what names it. */
+static int check_text(const dlock_client *c, const char *what, const char *s,
+                      int max)
+{
+    size_t n;
+    if (s == NULL)
+        return dlock__set_error(c, DLOCK_EINVAL, "%s is NULL", what);
+    n = strlen(s);
+    if (n == 0 || n > (size_t)max)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "%s must be 1 to %d bytes (got %zu)", what, max,
+                                n);
+    return DLOCK_OK;
+}
+
 /* See held.h. */
 int dlock__check_name(const dlock_client *c, const char *name)
 {
-    size_t n;
-    if (name == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "lock name is NULL");
-    n = strlen(name);
-    if (n == 0 || n > DLOCK_NAME_MAX)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "lock name must be 1 to %d bytes (got %zu)",
-                                DLOCK_NAME_MAX, n);
-    return DLOCK_OK;
+    return check_text(c, "lock name", name, DLOCK_NAME_MAX);
+}
+
+/* See held.h. */
+int dlock__check_key(const dlock_client *c, const char *key)
+{
+    return check_text(c, "key", key, DLOCK_KEY_MAX);
 }
