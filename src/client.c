@@ -288,21 +288,3 @@ void dlock_client_cancel(dlock_client *c)
     pthread_mutex_unlock(&c->wait_mu);
     dlock__notify_cancel(c);
 }
-
-/* See dlock.h. */
-void dlock_client_stats(const dlock_client *c, dlock_stats *s)
-{
-    if (s == NULL)
-        return;
-    memset(s, 0, sizeof *s);
-    if (c == NULL)
-        return;
-    s->requests = atomic_load(&c->stats.requests);
-    s->acquisitions = atomic_load(&c->stats.acquisitions);
-    s->busy = atomic_load(&c->stats.busy);
-    s->waits = atomic_load(&c->stats.waits);
-    s->wakeups = atomic_load(&c->stats.wakeups);
-    s->renewals = atomic_load(&c->stats.renewals);
-    s->lost = atomic_load(&c->stats.lost);
-    s->reconnects = atomic_load(&c->stats.reconnects);
-}

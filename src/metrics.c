@@ -1,5 +1,5 @@
 /*
- * metrics.c - the operator's numbers beyond dlock_client_stats(): three
+ * metrics.c - the operator's numbers: the counters (dlock_client_stats), three
  * latency histograms (acquire wait, hold time, renewal round trip) and an
  * event callback (acquired, busy, waited, renewed, lost, released, with
  * name and durations), so that a program can export to Prometheus or
@@ -25,6 +25,24 @@ static const int64_t bounds_us[DLOCK_HIST_BUCKETS - 1] = {
     10000,     25000,     50000,     100000,     250000,     500000,
     1000000,   2500000,   5000000,   10000000,   25000000,   50000000,
     100000000, 250000000, 500000000, 1000000000, 2500000000, 5000000000LL};
+
+/* See dlock.h. */
+void dlock_client_stats(const dlock_client *c, dlock_stats *s)
+{
+    if (s == NULL)
+        return;
+    memset(s, 0, sizeof *s);
+    if (c == NULL)
+        return;
+    s->requests = atomic_load(&c->stats.requests);
+    s->acquisitions = atomic_load(&c->stats.acquisitions);
+    s->busy = atomic_load(&c->stats.busy);
+    s->waits = atomic_load(&c->stats.waits);
+    s->wakeups = atomic_load(&c->stats.wakeups);
+    s->renewals = atomic_load(&c->stats.renewals);
+    s->lost = atomic_load(&c->stats.lost);
+    s->reconnects = atomic_load(&c->stats.reconnects);
+}
 
 /* See dlock.h. */
 int64_t dlock_histogram_bound_us(int i)
