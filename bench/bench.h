@@ -59,17 +59,20 @@ struct rstats {
 /* The compare-and-delete script of the floors. */
 extern const char *bench_del_script;
 
+/* common.c */
 int64_t now_ns(void);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+redisContext *raw_connect_url(const char *url);
 redisContext *raw_connect(const struct conf *cf);
 redisReply *cmd(redisContext *c, int keep, const char *fmt, ...);
 void load_script(redisContext *c, char *sha);
 dlock_client *make_client(const struct conf *cf);
 int cmp_i64(const void *a, const void *b);
 int64_t pct(const int64_t *v, size_t n, double q);
-struct rstats redis_stats(const struct conf *cf);
 
-/* route.c: raw connections routed by hash slot (Cluster) or to -r. */
+/* route.c: raw connections routed by hash slot (Cluster) or to -r, and
+ * Redis's own counters summed over the servers (INFO commandstats, cpu). */
+struct rstats redis_stats(const struct conf *cf);
 #define ROUTE_MAX 16
 struct route {
     redisContext *c[ROUTE_MAX];

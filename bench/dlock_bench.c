@@ -68,10 +68,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *bench_del_script =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "return redis.call('del', KEYS[1]) else return 0 end";
-
 /* One acquisition as seen by the worker that made it. */
 struct rec {
     int64_t acq_ns;
@@ -94,95 +90,6 @@ struct shared {
     int64_t end_ns;
     struct wstat w[MAX_PROCS];
 };
-
-/* Nanoseconds on CLOCK_MONOTONIC. */
-int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Print a message and exit 1: the run could not be made. */
-void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fprintf(stderr, "dlock_bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-/* Connect with raw hiredis to one server (redis://host:port, or the
- * first seed of redis+cluster://host:port,...: bench/cluster runs a
- * cluster of one master, which serves every key). */
-static redisContext *raw_connect_url(const char *url)
-{
-    char host[256], first[300];
-    const char *u = url, *colon;
-    int port;
-    redisContext *c;
-    struct timeval tv = {5, 0};
-
-    if (strncmp(u, "redis+cluster://", 16) == 0) {
-        snprintf(first, sizeof first, "%.*s", (int)strcspn(u + 16, ","),
-                 u + 16);
-        u = first;
-    } else if (strncmp(u, "redis://", 8) != 0) {
-        die("raw connection needs redis://host:port, not %s", u);
-    } else {
-        u += 8;
-    }
-    colon = strrchr(u, ':');
-    if (colon == NULL || (size_t)(colon - u) >= sizeof(host))
-        die("bad URL %s", url);
-    memcpy(host, u, (size_t)(colon - u));
-    host[colon - u] = '\0';
-    port = atoi(colon + 1);
-    c = redisConnectWithTimeout(host, port, tv);
-    if (c == NULL || c->err)
-        die("connect: %s", c ? c->errstr : "out of memory");
-    redisSetTimeout(c, tv);
-    return c;
-}
-
-/* Connect with raw hiredis to the first server. */
-redisContext *raw_connect(const struct conf *cf)
-{
-    return raw_connect_url(cf->servers[0]);
-}
-
-/* Run one command; exit when the connection fails. The reply is freed
- * unless keep is set. */
-redisReply *cmd(redisContext *c, int keep, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        die("redis: %s", c->errstr);
-    if (r->type == REDIS_REPLY_ERROR)
-        die("redis error: %s", r->str);
-    if (!keep) {
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* Load the compare-and-delete script; its SHA goes to sha (41 bytes). */
-void load_script(redisContext *c, char *sha)
-{
-    redisReply *r = cmd(c, 1, "SCRIPT LOAD %s", bench_del_script);
-    snprintf(sha, 41, "%s", r->str);
-    freeReplyObject(r);
-}
 
 /*
  * The floor's lock: raw hiredis connections to every server. With one
@@ -249,43 +156,6 @@ static size_t fan_call(struct fan *f, const char *fmt, ...)
         freeReplyObject(r);
     }
     return ok;
-}
-
-/* Make a client for the configured servers and strategy. */
-dlock_client *make_client(const struct conf *cf)
-{
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256] = "";
-
-    dlock_options_init(&o);
-    o.servers = cf->servers;
-    o.nservers = cf->nservers;
-    o.wait_strategy = cf->strategy;
-    o.tls_insecure = cf->insecure;
-    o.command_timeout_ms = 10000;
-    o.wait_replicas = cf->wait_replicas;
-    if (dlock_client_new(&c, &o, err, sizeof(err)) != DLOCK_OK)
-        die("dlock_client_new: %s", err);
-    return c;
-}
-
-int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Percentile q (0..1) of a sorted array, nearest rank. */
-int64_t pct(const int64_t *v, size_t n, double q)
-{
-    size_t i;
-    if (n == 0)
-        return 0;
-    i = (size_t)(q * (double)n);
-    if (i >= n)
-        i = n - 1;
-    return v[i];
 }
 
 /* One W1 side: a raw connection (the floor) or a dlock client. */
@@ -407,61 +277,6 @@ static int run_w1(const struct conf *cf)
         free(side[k].lat);
     }
     return 0;
-}
-
-/* Add one server's INFO cpu (used_cpu_sys + used_cpu_user, in µs) and
- * INFO commandstats calls (INFO itself excluded) to st. */
-static void add_info(redisContext *c, struct rstats *st)
-{
-    redisReply *r;
-    const char *p;
-
-    r = cmd(c, 1, "INFO cpu");
-    if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
-        st->cpu_us += strtod(p + 13, NULL) * 1e6;
-    if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
-        st->cpu_us += strtod(p + 14, NULL) * 1e6;
-    freeReplyObject(r);
-    r = cmd(c, 1, "INFO commandstats");
-    for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
-        const char *q = strstr(p, ":calls=");
-        if (q == NULL)
-            break;
-        if (strncmp(p, "cmdstat_info:", 13) != 0)
-            st->calls += strtod(q + 7, NULL);
-    }
-    freeReplyObject(r);
-}
-
-/* Redis-side totals over every server: CPU (used_cpu_sys + used_cpu_user,
- * in µs) and commands executed (INFO commandstats calls, commands run by
- * scripts included, INFO itself excluded). Servers that are not plain
- * redis:// (TLS, unix) are skipped. A cluster counts every master (not
- * the replicas); a Sentinel deployment the -r master. */
-struct rstats redis_stats(const struct conf *cf)
-{
-    struct rstats st = {0, 0};
-    size_t i;
-
-    if (cf->raw_url != NULL ||
-        strncmp(cf->servers[0], "redis+cluster://", 16) == 0) {
-        struct route r;
-        route_open(&r, raw_url(cf));
-        for (i = 0; i < r.n; i++)
-            add_info(r.c[i], &st);
-        route_close(&r);
-        return st;
-    }
-    for (i = 0; i < cf->nservers; i++) {
-        redisContext *c;
-
-        if (strncmp(cf->servers[i], "redis://", 8) != 0)
-            continue;
-        c = raw_connect_url(cf->servers[i]);
-        add_info(c, &st);
-        redisFree(c);
-    }
-    return st;
 }
 
 /* One W2 worker: loop the cycle until the deadline, stamping each

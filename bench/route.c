@@ -191,3 +191,58 @@ redisContext *raw_connect_key(const struct conf *cf, const char *key)
     route_close(&r);
     return c;
 }
+
+/* Add one server's INFO cpu (used_cpu_sys + used_cpu_user, in µs) and
+ * INFO commandstats calls (INFO itself excluded) to st. */
+static void add_info(redisContext *c, struct rstats *st)
+{
+    redisReply *r;
+    const char *p;
+
+    r = cmd(c, 1, "INFO cpu");
+    if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
+        st->cpu_us += strtod(p + 13, NULL) * 1e6;
+    if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
+        st->cpu_us += strtod(p + 14, NULL) * 1e6;
+    freeReplyObject(r);
+    r = cmd(c, 1, "INFO commandstats");
+    for (p = r->str; (p = strstr(p, "cmdstat_")) != NULL; p++) {
+        const char *q = strstr(p, ":calls=");
+        if (q == NULL)
+            break;
+        if (strncmp(p, "cmdstat_info:", 13) != 0)
+            st->calls += strtod(q + 7, NULL);
+    }
+    freeReplyObject(r);
+}
+
+/* Redis-side totals over every server: CPU (used_cpu_sys + used_cpu_user,
+ * in µs) and commands executed (INFO commandstats calls, commands run by
+ * scripts included, INFO itself excluded). Servers that are not plain
+ * redis:// (TLS, unix) are skipped. A cluster counts every master (not
+ * the replicas); a Sentinel deployment the -r master. */
+struct rstats redis_stats(const struct conf *cf)
+{
+    struct rstats st = {0, 0};
+    size_t i;
+
+    if (cf->raw_url != NULL ||
+        strncmp(cf->servers[0], "redis+cluster://", 16) == 0) {
+        struct route r;
+        route_open(&r, raw_url(cf));
+        for (i = 0; i < r.n; i++)
+            add_info(r.c[i], &st);
+        route_close(&r);
+        return st;
+    }
+    for (i = 0; i < cf->nservers; i++) {
+        redisContext *c;
+
+        if (strncmp(cf->servers[i], "redis://", 8) != 0)
+            continue;
+        c = raw_connect_url(cf->servers[i]);
+        add_info(c, &st);
+        redisFree(c);
+    }
+    return st;
+}
