@@ -20,8 +20,9 @@
  * (messages may have been lost) and the thread reconnects with backoff and
  * subscribes again.
  *
- * Direct reading (one server): when a thread is the only waiter of the
- * client, it reads the subscriber connection itself instead of sleeping
+ * Direct reading (one server, or the slot's master in a Redis Cluster):
+ * when a thread is the only waiter of the client, it reads the subscriber
+ * connection its channel is on itself instead of sleeping
  * until the notifier thread has read a message and woken it. That saves
  * a thread wake-up on every hand-over, the critical path of a contended
  * lock. The link is then "direct": the notifier thread leaves it alone
@@ -58,6 +59,7 @@ int dlock__notify_init(dlock_client *c)
     if (n == NULL)
         return DLOCK_ENOMEM;
     n->links = calloc((size_t)dlock__links_max(&c->ns), sizeof *n->links);
+    n->dlink = -1;
     n->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     n->reader_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (n->links == NULL || n->wake_fd < 0 || n->reader_fd < 0) {
@@ -195,11 +197,11 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     ch->waiters = w;
     if (++n->nwaiters > 1)
         dlock__sub_giveback(n); /* several waiters: the thread reads for all */
-    if (n->links[0].direct && n->reader == NULL) {
+    if (n->dlink >= 0 && n->reader == NULL) {
         /* A parked link: take in what arrived while nobody read it (this
          * process's own releases, say) before the wait starts counting
          * releases, so that none of them wakes it. */
-        dlock__sub_pump(n, 0, POLLIN);
+        dlock__sub_pump(n, n->dlink, POLLIN);
     }
     if (!subscribed_enough(c, ch)) {
         dlock__sub_giveback(n);
@@ -263,33 +265,45 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
     return rc;
 }
 
-/* Can waiter w read the subscriber connection itself? Only with one
- * server, as the client's only waiter, and while the link has no
- * subscription business for the notifier thread. Caller holds mu. */
-static int direct_ok(dlock__notifier *n, const dlock__waiter *w)
+/* The one link waiter w's messages come on: 0 with one server, the
+ * master of its channel's slot in a cluster; -1 with Redlock (several
+ * links) or while the slot map does not know. Caller holds mu. */
+static int waiter_link(dlock__notifier *n, const dlock__waiter *w)
 {
-    return n->c->ns.n == 1 && n->c->ns.cluster == NULL && n->nwaiters == 1 &&
-           n->links[0].conn != NULL && (n->reader == NULL || n->reader == w) &&
-           !dlock__sub_link_work(n, 0);
+    if (n->c->ns.cluster == NULL)
+        return n->c->ns.n == 1 ? 0 : -1;
+    return dlock__sub_chan_home(n, w->ch);
 }
 
-/* One wait step of a direct reader: poll the subscriber connection (and
- * reader_fd) until something arrives or until_ms, then hand the pushes
- * to on_push. Called and returns with mu held. */
-static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
+/* Can waiter w read its subscriber connection (link li) itself? Only as
+ * the client's only waiter, while that link has no subscription business
+ * for the notifier thread and no other link is direct. Caller holds mu. */
+static int direct_ok(dlock__notifier *n, const dlock__waiter *w, int li)
 {
-    sub_link *l = &n->links[0];
+    return li >= 0 && n->nwaiters == 1 && n->links[li].conn != NULL &&
+           (n->reader == NULL || n->reader == w) &&
+           (n->dlink < 0 || n->dlink == li) && !dlock__sub_link_work(n, li);
+}
+
+/* One wait step of a direct reader of link li: poll the subscriber
+ * connection (and reader_fd) until something arrives or until_ms, then
+ * hand the pushes to on_push. Called and returns with mu held. */
+static void direct_step(dlock__notifier *n, dlock__waiter *w, int li,
+                        int64_t until_ms)
+{
+    sub_link *l = &n->links[li];
     dlock__conn *conn = l->conn;
     struct pollfd pfd[2];
     int64_t left;
 
     if (!l->direct) {
         l->direct = 1;
+        n->dlink = li;
         dlock__sub_poke(
             n->wake_fd); /* it drops the connection from its poll set */
     }
     n->reader = w;
-    if (dlock__sub_read(n, 0) > 0) /* already buffered (TLS records) */
+    if (dlock__sub_read(n, li) > 0) /* already buffered (TLS records) */
         return;
     left = until_ms - dlock__now_ms();
     if (left < 0)
@@ -308,7 +322,7 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int64_t until_ms)
     if (n->reader != w || l->conn != conn || !l->direct)
         return; /* taken back meanwhile */
     if (pfd[0].revents != 0)
-        dlock__sub_pump(n, 0, pfd[0].revents);
+        dlock__sub_pump(n, li, pfd[0].revents);
 }
 
 /* Sleep on the channel until pred says stop; shared by the two waits. */
@@ -316,7 +330,7 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
 {
     dlock__notifier *n = w->c->notifier;
     chan *ch = w->ch;
-    int rc = 0;
+    int rc = 0, li;
     pthread_mutex_lock(&n->mu);
     for (;;) {
         if (atomic_load(&w->c->cancel_gen) != w->cancel_gen) {
@@ -334,11 +348,14 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
         }
         if (dlock__now_ms() >= until_ms)
             break;
-        if (direct_ok(n, w)) {
-            direct_step(n, w, until_ms);
+        li = waiter_link(n, w);
+        if (n->reader == NULL && n->dlink >= 0 && n->dlink != li)
+            dlock__sub_giveback(n); /* parked, but not the link we need */
+        if (direct_ok(n, w, li)) {
+            direct_step(n, w, li, until_ms);
             continue;
         }
-        if (n->reader == w || (n->links[0].direct && n->reader == NULL))
+        if (n->reader == w || (n->dlink >= 0 && n->reader == NULL))
             dlock__sub_giveback(n); /* nobody would read a parked link */
         dlock__cond_wait_until(&ch->cv, &n->mu, until_ms);
     }
@@ -346,7 +363,8 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
         /* Keep the link parked for this process's next wait, unless
          * others need the thread to read for them. */
         n->reader = NULL;
-        if (n->nwaiters > 1 || dlock__sub_link_work(n, 0))
+        if (n->nwaiters > 1 || n->dlink < 0 ||
+            dlock__sub_link_work(n, n->dlink))
             dlock__sub_giveback(n);
     }
     w->seen = ch->gen;

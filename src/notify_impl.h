@@ -78,6 +78,8 @@ struct dlock__notifier {
     int reader_fd;         /* wakes n->reader (eventfd) */
     int nwaiters;          /* waiters of every channel */
     dlock__waiter *reader; /* the waiter reading a direct link, if any */
+    int dlink;             /* the direct (read or parked) link, -1: none;
+                            * at most one link is direct at a time */
     chan *chans;
     sub_link *links;
 };

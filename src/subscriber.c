@@ -164,9 +164,10 @@ int dlock__sub_link_work(dlock__notifier *n, int i)
  * notices and goes back to sleeping on its channel. Caller holds mu. */
 void dlock__sub_giveback(dlock__notifier *n)
 {
-    if (!n->links[0].direct)
+    if (n->dlink < 0 || !n->links[n->dlink].direct)
         return;
-    n->links[0].direct = 0;
+    n->links[n->dlink].direct = 0;
+    n->dlink = -1;
     if (n->reader != NULL) {
         n->reader = NULL;
         dlock__sub_poke(n->reader_fd);
@@ -183,6 +184,7 @@ static void link_down(dlock__notifier *n, int i)
     chan *ch;
     if (l->direct) {
         l->direct = 0;
+        n->dlink = -1;
         n->reader = NULL;
         wake_thread(n); /* it reconnects */
     }
