@@ -24,45 +24,21 @@
 #include "harness.h"
 
 #define NS 5
-
-static th_server srv[NS];
-static pid_t main_pid;
+#define FIXTURE_NS NS
+#define FIXTURE_AOF_ALWAYS
+#include "fixture_n.h"
 
 /* A Redlock client over all 5 servers. */
 static dlock_client *rl_client(int64_t cmd_timeout)
 {
     const char *urls[NS];
     dlock_client *c;
-    int i;
-    for (i = 0; i < NS; i++)
-        urls[i] = th_url(&srv[i]);
+    fixture_urls(urls);
     c = th_client(urls, NS, DLOCK_WAIT_NOTIFY, cmd_timeout, cmd_timeout);
     if (c == NULL && getpid() != main_pid)
         _exit(9); /* a forked child must not longjmp into cmocka */
     assert_non_null(c);
     return c;
-}
-
-static int setup(void **state)
-{
-    th_server_opts so = {0};
-    int i;
-    (void)state;
-    main_pid = getpid();
-    so.aof_always = 1;
-    for (i = 0; i < NS; i++)
-        if (th_server_start(&srv[i], &so) != 0)
-            return -1;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < NS; i++)
-        th_server_stop(&srv[i]);
-    return 0;
 }
 
 static void restart(int i)

@@ -25,17 +25,15 @@
 #include "harness.h"
 
 #define NS 5
-
-static th_server srv[NS];
+#define FIXTURE_NS NS
+#include "fixture_n.h"
 
 /* A Redlock client; with a long command timeout, a stalled node would
  * hold up a call that waits for every node for lease/10 (10 s below). */
 static dlock_client *rl_client(void)
 {
     const char *urls[NS];
-    int i;
-    for (i = 0; i < NS; i++)
-        urls[i] = th_url(&srv[i]);
+    fixture_urls(urls);
     return th_client(urls, NS, DLOCK_WAIT_FAIR, 30000, 2000);
 }
 
@@ -58,25 +56,6 @@ static void *cycle_main(void *arg)
     }
     __atomic_store_n(&y->done, 1, __ATOMIC_SEQ_CST);
     return NULL;
-}
-
-static int setup(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < NS; i++)
-        if (th_server_start(&srv[i], NULL) != 0)
-            return -1;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < NS; i++)
-        th_server_stop(&srv[i]);
-    return 0;
 }
 
 /* Wait (bounded) until KEY is gone on server i; 1 when it is. */
@@ -142,10 +121,8 @@ static void test_noscript_after_return(void **state)
     dlock_client *c;
     dlock_lock *l;
     redisReply *r;
-    int i;
     (void)state;
-    for (i = 0; i < NS; i++)
-        urls[i] = th_url(&srv[i]);
+    fixture_urls(urls);
     c = th_client(urls, NS, DLOCK_WAIT_FAIR, 300, 2000);
     assert_non_null(c);
     assert_int_equal(dlock_lock_acquire(&l, c, "early-b", 0, 30000), DLOCK_OK);

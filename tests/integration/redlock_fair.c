@@ -26,9 +26,8 @@
 #include "harness.h"
 
 #define NS 5
-
-static th_server srv[NS];
-static pid_t main_pid;
+#define FIXTURE_NS NS
+#include "fixture_n.h"
 
 /* A Redlock client over all 5 servers with the default wait strategy. */
 static dlock_client *rl_client(void)
@@ -37,9 +36,7 @@ static dlock_client *rl_client(void)
     dlock_options o;
     dlock_client *c = NULL;
     char err[256];
-    int i;
-    for (i = 0; i < NS; i++)
-        urls[i] = th_url(&srv[i]);
+    fixture_urls(urls);
     dlock_options_init(&o);
     o.servers = urls;
     o.nservers = NS;
@@ -51,26 +48,6 @@ static dlock_client *rl_client(void)
     }
     assert_non_null(c);
     return c;
-}
-
-static int setup(void **state)
-{
-    int i;
-    (void)state;
-    main_pid = getpid();
-    for (i = 0; i < NS; i++)
-        if (th_server_start(&srv[i], NULL) != 0)
-            return -1;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < NS; i++)
-        th_server_stop(&srv[i]);
-    return 0;
 }
 
 static int exited_ok(pid_t p)

@@ -25,32 +25,11 @@
 
 #include "dlock.h"
 #include "harness.h"
+#define FIXTURE_NS 3
+#include "fixture_n.h"
 
 #define TIMEOUT_MS 1000
 #define BOUND_MS (TIMEOUT_MS + TIMEOUT_MS / 2)
-
-static th_server srv[3];
-
-static int setup(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < 3; i++)
-        if (th_server_start(&srv[i], NULL) != 0)
-            return -1;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    int i;
-    (void)state;
-    for (i = 0; i < 3; i++) {
-        th_server_resume(&srv[i]);
-        th_server_stop(&srv[i]);
-    }
-    return 0;
-}
 
 /* Wait (bounded) until KEY is gone from s; 1 if it is. */
 static int key_gone(const th_server *s, const char *key)
