@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define MAX_SERVERS 16
 #define MAX_PROCS 256
@@ -69,6 +70,10 @@ void load_script(redisContext *c, char *sha);
 dlock_client *make_client(const struct conf *cf);
 int cmp_i64(const void *a, const void *b);
 int64_t pct(const int64_t *v, size_t n, double q);
+/* Wait for every worker pids[0..procs-1] (0: none); those still running
+ * past deadline (CLOCK_MONOTONIC ns) are killed with SIGKILL. Returns how
+ * many were killed (hung). */
+int reap_workers(pid_t *pids, int procs, int64_t deadline);
 
 /* route.c: raw connections routed by hash slot (Cluster) or to -r, and
  * Redis's own counters summed over the servers (INFO commandstats, cpu). */

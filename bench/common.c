@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,4 +144,32 @@ int64_t pct(const int64_t *v, size_t n, double q)
     if (i >= n)
         i = n - 1;
     return v[i];
+}
+
+/* See bench.h. */
+int reap_workers(pid_t *pids, int procs, int64_t deadline)
+{
+    int i, alive, hung = 0;
+
+    do {
+        alive = 0;
+        for (i = 0; i < procs; i++) {
+            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == 0)
+                alive++;
+            else
+                pids[i] = 0;
+        }
+        if (alive && now_ns() > deadline) {
+            for (i = 0; i < procs; i++)
+                if (pids[i] > 0) {
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], NULL, 0);
+                    hung++;
+                }
+            alive = 0;
+        }
+        if (alive)
+            usleep(2000);
+    } while (alive);
+    return hung;
 }

@@ -390,7 +390,7 @@ static int run_w2(const struct conf *cf)
     char key[64], counter[64];
     struct rstats st0, st1;
     long long final = 0;
-    int i, alive, hung = 0;
+    int i, hung;
     redisContext *rc;
     redisReply *r;
 
@@ -422,26 +422,7 @@ static int run_w2(const struct conf *cf)
     /* Bounded wait: a worker stuck past the deadline plus twice the wait
      * bound is reported as hung and killed. */
     deadline = sh->end_ns + 2LL * WAIT_MS * 1000000 + 5000000000LL;
-    do {
-        alive = 0;
-        for (i = 0; i < procs; i++) {
-            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == 0)
-                alive++;
-            else
-                pids[i] = 0;
-        }
-        if (alive && now_ns() > deadline) {
-            for (i = 0; i < procs; i++)
-                if (pids[i] > 0) {
-                    kill(pids[i], SIGKILL);
-                    waitpid(pids[i], NULL, 0);
-                    hung++;
-                }
-            alive = 0;
-        }
-        if (alive)
-            usleep(2000);
-    } while (alive);
+    hung = reap_workers(pids, procs, deadline);
     st1 = redis_stats(cf);
     r = cmd(rc, 1, "GET %s", counter);
     if (r->type == REDIS_REPLY_STRING)

@@ -122,35 +122,6 @@ static void keys_worker(const struct conf *cf, struct kshared *sh, int id,
     _exit(0);
 }
 
-/* Wait for every worker; one still running past deadline is killed and
- * counted. Returns how many were killed. */
-static int reap(pid_t *pids, int procs, int64_t deadline)
-{
-    int i, alive, hung = 0;
-
-    do {
-        alive = 0;
-        for (i = 0; i < procs; i++) {
-            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == 0)
-                alive++;
-            else
-                pids[i] = 0;
-        }
-        if (alive && now_ns() > deadline) {
-            for (i = 0; i < procs; i++)
-                if (pids[i] > 0) {
-                    kill(pids[i], SIGKILL);
-                    waitpid(pids[i], NULL, 0);
-                    hung++;
-                }
-            alive = 0;
-        }
-        if (alive)
-            usleep(2000);
-    } while (alive);
-    return hung;
-}
-
 /* Sum of every counter of this run, deleting them; per-master sums go to
  * per (the route's master order). */
 static long long sum_counters(const struct conf *cf, long run, long long *per)
@@ -257,8 +228,8 @@ int run_keys(const struct conf *cf)
     t_start = now_ns();
     sh->end_ns = t_start + (int64_t)(cf->seconds * 1e9);
     atomic_store(&sh->go, 1);
-    hung =
-        reap(pids, procs, sh->end_ns + 2LL * WAIT_MS * 1000000 + 5000000000LL);
+    hung = reap_workers(pids, procs,
+                        sh->end_ns + 2LL * WAIT_MS * 1000000 + 5000000000LL);
     st1 = redis_stats(cf);
     d.cpu_us = st1.cpu_us - st0.cpu_us;
     d.calls = st1.calls - st0.calls;

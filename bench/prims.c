@@ -293,7 +293,7 @@ static void run_workers(const struct conf *cf, struct prun *p,
     pid_t pids[MAX_PROCS];
     int64_t t_start, t_end = 0, deadline;
     struct rstats st0, st1;
-    int i, alive;
+    int i;
 
     fflush(NULL);
     for (i = 0; i < p->nproc; i++) {
@@ -312,26 +312,7 @@ static void run_workers(const struct conf *cf, struct prun *p,
     atomic_store(&p->sh->go, 1);
     deadline = p->sh->end_ns + (2LL * WAIT_MS + cf->writer_wait_ms) * 1000000 +
                5000000000LL;
-    do {
-        alive = 0;
-        for (i = 0; i < p->nproc; i++) {
-            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == 0)
-                alive++;
-            else
-                pids[i] = 0;
-        }
-        if (alive && now_ns() > deadline) {
-            for (i = 0; i < p->nproc; i++)
-                if (pids[i] > 0) {
-                    kill(pids[i], SIGKILL);
-                    waitpid(pids[i], NULL, 0);
-                    p->hung++;
-                }
-            alive = 0;
-        }
-        if (alive)
-            usleep(2000);
-    } while (alive);
+    p->hung += reap_workers(pids, p->nproc, deadline);
     st1 = redis_stats(cf);
     for (i = 0; i < p->nproc; i++)
         if (p->sh->w[i].finish_ns > t_end)
