@@ -8,7 +8,8 @@
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f: n = last token, k = 's'
 --          (the name is a semaphore), t:<owner> = each holder's token
 -- KEYS[3]  the waiters' queue <prefix>:{<name>}:q (list, oldest first)
--- KEYS[4]  the waiters' deadlines <prefix>:{<name>}:qt (zset owner -> ms)
+-- KEYS[4]  the waiters' deadlines <prefix>:{<name>}:qt (zset owner ->
+--          deadline in server ms * 2048 + the waiter's handoff lease)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  the limit N the caller expects (1 .. 1000000)
@@ -20,7 +21,8 @@
 -- ARGV[6]  waiter time-to-live in ms (by the server's clock)
 -- ARGV[7]  the handoff channel prefix <prefix>:{<name>}:c (a waiter of
 --          client C listens on ARGV[7]:C)
--- ARGV[8]  handoff lease in ms (a permit handed to a FIFO waiter)
+-- ARGV[8]  this waiter's handoff lease in ms (< 2048: how long a permit
+--          handed to it is held until it confirms)
 --
 -- Returns
 --   {1, token, 1}   acquired (also: a retry of an applied acquire, or a
@@ -120,13 +122,13 @@ local function fill(n)
     local head = redis.call('LINDEX', KEYS[3], 0)
     while n > 0 and head and head ~= owner do
         redis.call('LPOP', KEYS[3])
-        local dl = redis.call('ZSCORE', KEYS[4], head)
+        local sc = tonumber(redis.call('ZSCORE', KEYS[4], head) or '0')
         redis.call('ZREM', KEYS[4], head)
-        if dl and tonumber(dl) >= now then
+        if math.floor(sc / 2048) >= now then
             local tok = 0
             if fifo then
                 tok = token()
-                redis.call('ZADD', KEYS[1], now + tonumber(ARGV[8]), head)
+                redis.call('ZADD', KEYS[1], now + sc % 2048, head)
                 redis.call('HSET', KEYS[2], 't:' .. head, string.format('%d', tok))
             end
             redis.call('PUBLISH', ARGV[7] .. ':' .. string.sub(head, 1, 32),
@@ -156,7 +158,7 @@ if free > 0 and (not ahead or ahead == owner) then
 end
 
 if mode == '2' or mode == '3' then
-    if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[6]), owner) == 1 then
+    if redis.call('ZADD', KEYS[4], string.format('%d', (now + tonumber(ARGV[6])) * 2048 + tonumber(ARGV[8])), owner) == 1 then
         redis.call('RPUSH', KEYS[3], owner)
     end
     redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[6]) * 2)

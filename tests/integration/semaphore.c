@@ -517,6 +517,52 @@ static void test_release_idempotent(void **state)
     dlock_client_free(c);
 }
 
+/* F5 for permits: a permit handed (FIFO) to a waiter that then never
+ * confirms (stopped here) is held for that waiter's handoff lease, min(its
+ * lease, 2 s), not a fixed 2 s: the server's deadline for it, read right
+ * after the release, is at most the waiter's 400 ms lease away. */
+static void test_handoff_lease(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR);
+    dlock_lock *l;
+    redisReply *r, *t;
+    long long now, left = -1;
+    int status;
+    size_t i;
+    pid_t kid;
+    (void)state;
+    assert_int_equal(sem(&l, a, "s:hl", 1, 0, 10000, 0), DLOCK_OK);
+    kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        dlock_client *b = client_s(DLOCK_WAIT_FAIR);
+        dlock_lock *m;
+        _exit(sem(&m, b, "s:hl", 1, 10000, 400, 0) == DLOCK_OK ? 0 : 1);
+    }
+    while (queued(a, "s:hl") < 1)
+        th_sleep_ms(5);
+    kill(kid, SIGSTOP);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    r = th_cmd(&srv, "ZRANGE dlock:{s:hl} 0 -1 WITHSCORES");
+    t = th_cmd(&srv, "TIME");
+    assert_non_null(r);
+    assert_non_null(t);
+    now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    for (i = 0; i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, "#") != 0 &&
+            atoll(r->element[i + 1]->str) > now)
+            left = atoll(r->element[i + 1]->str) - now;
+    freeReplyObject(r);
+    freeReplyObject(t);
+    fprintf(stderr, "permit handed to a stopped waiter: held %lld ms more\n",
+            left);
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+    assert_true(left > 0);
+    assert_true(left <= 400);
+    dlock_client_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_renew_and_lost),
         cmocka_unit_test(test_release_idempotent),
+        cmocka_unit_test(test_handoff_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
