@@ -26,7 +26,8 @@
 --
 -- Returns
 --   {1, token, 1}   acquired (also: a retry of an applied acquire, or a
---                   permit handed to this owner, confirmed: lease ARGV[2])
+--                   permit handed to this owner, confirmed: lease ARGV[2]
+--                   and a fresh token, see the confirmation below)
 --   {0, pttl}       none free (queued in modes 2, 3); pttl = ms until the
 --                   first holder's lease ends (-2: free permits are kept
 --                   for live waiters ahead in the FIFO queue)
@@ -104,14 +105,22 @@ local function unqueue(m)
     redis.call('ZREM', KEYS[4], m)
 end
 
--- A retry of an applied acquire, or a permit handed to us: confirm.
+-- A permit handed to us, or a retry of an applied acquire: confirm it,
+-- with a fresh token. Whoever gets here has not used the permit: a waiter
+-- that read its handoff too late to use it (or whose attempt crossed the
+-- handoff), or a retry whose first reply was lost. Meanwhile others may
+-- have been granted permits (tokens above the handoff's) and used them;
+-- a token issued now, when this holder can first act, keeps tokens in
+-- the order in which holders could act (F9 in docs/reliability.md).
 local mine = redis.call('ZSCORE', KEYS[1], owner)
 if mine and tonumber(mine) > now then
     local lease = tonumber(ARGV[2])
+    local tok = token()
     redis.call('ZADD', KEYS[1], now + lease, owner)
+    redis.call('HSET', KEYS[2], 't:' .. owner, string.format('%d', tok))
     unqueue(owner)
     keep(lease)
-    return {1, tonumber(redis.call('HGET', KEYS[2], 't:' .. owner) or '0'), 1}
+    return {1, tok, 1}
 end
 
 local free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', now), '+inf')
