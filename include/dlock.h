@@ -733,7 +733,10 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * refused (DLOCK_EINVAL, the message names the stored one): change it
  * with dlock_sem_set_limit(). opts as for dlock_lock_acquire_ex (NULL:
  * try once, 30 s lease, no watchdog). The permit's fencing token is
- * strictly greater than every earlier permit's of NAME.
+ * strictly greater than every earlier permit's of NAME: than that of
+ * every permit granted before this call's last request to the server was
+ * sent (a permit handed to a waiter that could not take it in time is
+ * confirmed by that request, with a new token).
  * Waiting wakes no herd: a freed permit wakes one waiter. With the
  * client's DLOCK_WAIT_NOTIFY the woken waiter tries again (a newcomer may
  * take the permit first); with DLOCK_WAIT_FAIR waiters are served in FIFO

@@ -81,7 +81,7 @@ static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, mode);
         dlock__cmd_arg_i64(b, WAITER_TTL_MS);
         dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
-        dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+        dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
         return;
     }
     dlock__cmd_begin(b, DLOCK__S_RW_ACQUIRE);

@@ -8,7 +8,8 @@
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f: n = last token, k = 's'
 --          (the name is a semaphore), t:<owner> = each holder's token
 -- KEYS[3]  the waiters' queue <prefix>:{<name>}:q (list, oldest first)
--- KEYS[4]  the waiters' deadlines <prefix>:{<name>}:qt (zset owner -> ms)
+-- KEYS[4]  the waiters' deadlines <prefix>:{<name>}:qt (zset owner ->
+--          deadline in server ms * 2048 + the waiter's handoff lease)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  the limit N the caller expects (1 .. 1000000)
@@ -20,11 +21,13 @@
 -- ARGV[6]  waiter time-to-live in ms (by the server's clock)
 -- ARGV[7]  the handoff channel prefix <prefix>:{<name>}:c (a waiter of
 --          client C listens on ARGV[7]:C)
--- ARGV[8]  handoff lease in ms (a permit handed to a FIFO waiter)
+-- ARGV[8]  this waiter's handoff lease in ms (< 2048: how long a permit
+--          handed to it is held until it confirms)
 --
 -- Returns
 --   {1, token, 1}   acquired (also: a retry of an applied acquire, or a
---                   permit handed to this owner, confirmed: lease ARGV[2])
+--                   permit handed to this owner, confirmed: lease ARGV[2]
+--                   and a fresh token, see the confirmation below)
 --   {0, pttl}       none free (queued in modes 2, 3); pttl = ms until the
 --                   first holder's lease ends (-2: free permits are kept
 --                   for live waiters ahead in the FIFO queue)
@@ -102,14 +105,22 @@ local function unqueue(m)
     redis.call('ZREM', KEYS[4], m)
 end
 
--- A retry of an applied acquire, or a permit handed to us: confirm.
+-- A permit handed to us, or a retry of an applied acquire: confirm it,
+-- with a fresh token. Whoever gets here has not used the permit: a waiter
+-- that read its handoff too late to use it (or whose attempt crossed the
+-- handoff), or a retry whose first reply was lost. Meanwhile others may
+-- have been granted permits (tokens above the handoff's) and used them;
+-- a token issued now, when this holder can first act, keeps tokens in
+-- the order in which holders could act (F9 in docs/reliability.md).
 local mine = redis.call('ZSCORE', KEYS[1], owner)
 if mine and tonumber(mine) > now then
     local lease = tonumber(ARGV[2])
+    local tok = token()
     redis.call('ZADD', KEYS[1], now + lease, owner)
+    redis.call('HSET', KEYS[2], 't:' .. owner, string.format('%d', tok))
     unqueue(owner)
     keep(lease)
-    return {1, tonumber(redis.call('HGET', KEYS[2], 't:' .. owner) or '0'), 1}
+    return {1, tok, 1}
 end
 
 local free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', now), '+inf')
@@ -120,13 +131,13 @@ local function fill(n)
     local head = redis.call('LINDEX', KEYS[3], 0)
     while n > 0 and head and head ~= owner do
         redis.call('LPOP', KEYS[3])
-        local dl = redis.call('ZSCORE', KEYS[4], head)
+        local sc = tonumber(redis.call('ZSCORE', KEYS[4], head) or '0')
         redis.call('ZREM', KEYS[4], head)
-        if dl and tonumber(dl) >= now then
+        if math.floor(sc / 2048) >= now then
             local tok = 0
             if fifo then
                 tok = token()
-                redis.call('ZADD', KEYS[1], now + tonumber(ARGV[8]), head)
+                redis.call('ZADD', KEYS[1], now + sc % 2048, head)
                 redis.call('HSET', KEYS[2], 't:' .. head, string.format('%d', tok))
             end
             redis.call('PUBLISH', ARGV[7] .. ':' .. string.sub(head, 1, 32),
@@ -156,7 +167,7 @@ if free > 0 and (not ahead or ahead == owner) then
 end
 
 if mode == '2' or mode == '3' then
-    if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[6]), owner) == 1 then
+    if redis.call('ZADD', KEYS[4], string.format('%d', (now + tonumber(ARGV[6])) * 2048 + tonumber(ARGV[8])), owner) == 1 then
         redis.call('RPUSH', KEYS[3], owner)
     end
     redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[6]) * 2)

@@ -10,7 +10,7 @@
 -- ARGV[1]  the new limit (1 .. 1000000)
 -- ARGV[2]  how long the semaphore outlives its last use, ms
 -- ARGV[3]  the handoff channel prefix <prefix>:{<name>}:c
--- ARGV[4]  handoff lease in ms
+-- ARGV[4]  unused (was the handoff lease; each waiter's is in KEYS[4])
 -- ARGV[5]  '1': FIFO handoffs, '0': wake waiters
 --
 -- Returns {1, old limit (0: new)} or {-3, kind}: the name is used by
@@ -37,5 +37,5 @@ redis.call('PEXPIRE', KEYS[2], keep)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-pass_permits(limit, now, t, ARGV[5], ARGV[4], ARGV[3], keep)
+pass_permits(limit, now, t, ARGV[5], ARGV[3], keep)
 return {1, old}

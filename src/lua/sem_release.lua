@@ -7,7 +7,7 @@
 -- KEYS[4]  the waiters' deadlines (zset)
 -- ARGV[1]  owner id
 -- ARGV[2]  the handoff channel prefix <prefix>:{<name>}:c
--- ARGV[3]  handoff lease in ms
+-- ARGV[3]  unused (was the handoff lease; each waiter's is in KEYS[4])
 -- ARGV[4]  '1': FIFO (hand the permit to the first live waiter), '0': wake
 --          the first live waiter ('h 0 OWNER') to try again
 -- ARGV[5]  how long the semaphore outlives its last use, ms
@@ -52,7 +52,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('%d', -now), '(0')
 
 -- Pass free permits on to live waiters, oldest first.
 local limit = tonumber(redis.call('ZSCORE', KEYS[1], '#') or '0')
-pass_permits(limit, now, t, ARGV[4], ARGV[3], ARGV[2], ARGV[5])
+pass_permits(limit, now, t, ARGV[4], ARGV[2], ARGV[5])
 if released then
     return 1
 end

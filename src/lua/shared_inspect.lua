@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  the lock hash or the semaphore zset <prefix>:{<name>}
 -- KEYS[2]  the fence hash
--- KEYS[3]  the waiters' deadlines (semaphore: zset owner -> server ms)
+-- KEYS[3]  the waiters' deadlines (semaphore: zset owner -> deadline in
+--          server ms * 2048 + handoff lease, see sem_acquire.lua)
 -- KEYS[4]  the readers' zset (read-write lock)
 -- ARGV[1]  at most this many holders are listed
 -- ARGV[2]  an owner id to look for beyond that list ("" for none)
@@ -57,7 +58,8 @@ if ty == 'hash' then
 end
 local queued = 0
 if kind == 2 then
-    queued = redis.call('ZCOUNT', KEYS[3], string.format('%d', now), '+inf')
+    queued = redis.call('ZCOUNT', KEYS[3], string.format('%d', now * 2048),
+                        '+inf')
 end
 return {kind, limit, count, list, queued,
         tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), mark, found, ftok}

@@ -205,7 +205,13 @@ static void wk_inside(const wk *w, int in)
  * earliest: the call's start, or, for a hold the watchdog has not renewed
  * yet (renewed ones move their validity on), what its validity tells:
  * validity = lease - drift - (now - sent), with the default drift (1 %
- * + 2 ms) and 2 ms for rounding. */
+ * + 2 ms) and 2 ms for rounding. The library promises a token above
+ * every hold granted before that send (docs/design.md, "Which grants the
+ * tokens order"): a handoff taken from its message counts from the
+ * waiter's attempt before the release that granted it; one confirmed by
+ * a later attempt counts from that attempt, and a permit gets a fresh
+ * token there (F9: it kept the handoff's, granted before holds that
+ * entered first, which the token check then reported). */
 static void log_enter(const wk *w, const char *key, dlock_lock *l, int64_t call,
                       int64_t enter, int renewed)
 {

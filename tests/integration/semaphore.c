@@ -517,6 +517,130 @@ static void test_release_idempotent(void **state)
     dlock_client_free(c);
 }
 
+/* F5 for permits: a permit handed (FIFO) to a waiter that then never
+ * confirms (stopped here) is held for that waiter's handoff lease, min(its
+ * lease, 2 s), not a fixed 2 s: the server's deadline for it, read right
+ * after the release, is at most the waiter's 400 ms lease away. */
+static void test_handoff_lease(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR);
+    dlock_lock *l;
+    redisReply *r, *t;
+    long long now, left = -1;
+    int status;
+    size_t i;
+    pid_t kid;
+    (void)state;
+    assert_int_equal(sem(&l, a, "s:hl", 1, 0, 10000, 0), DLOCK_OK);
+    kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        dlock_client *b = client_s(DLOCK_WAIT_FAIR);
+        dlock_lock *m;
+        _exit(sem(&m, b, "s:hl", 1, 10000, 400, 0) == DLOCK_OK ? 0 : 1);
+    }
+    while (queued(a, "s:hl") < 1)
+        th_sleep_ms(5);
+    kill(kid, SIGSTOP);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    r = th_cmd(&srv, "ZRANGE dlock:{s:hl} 0 -1 WITHSCORES");
+    t = th_cmd(&srv, "TIME");
+    assert_non_null(r);
+    assert_non_null(t);
+    now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    for (i = 0; i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, "#") != 0 &&
+            atoll(r->element[i + 1]->str) > now)
+            left = atoll(r->element[i + 1]->str) - now;
+    freeReplyObject(r);
+    freeReplyObject(t);
+    fprintf(stderr, "permit handed to a stopped waiter: held %lld ms more\n",
+            left);
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+    assert_true(left > 0);
+    assert_true(left <= 400);
+    dlock_client_free(a);
+}
+
+/* F9: a permit handed (FIFO) to a waiter that reads the handoff too late
+ * to use it (stopped here: less than a quarter of its handoff lease left
+ * by its own count when it resumes) is confirmed by the waiter's next
+ * attempt. Meanwhile a permit freed after the handoff went to another
+ * client, which could use it first. The confirmed permit must carry a
+ * fresh token, above that one, not the handoff's (which is below it). */
+static void test_late_handoff_token(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR);
+    dlock_lock *l1, *l2, *l3;
+    dlock_shared_info info;
+    redisReply *r;
+    unsigned long long handed, other, got = 0;
+    int fds[2], status, rc = -100;
+    int64_t stopped;
+    char buf[64] = "";
+    ssize_t n, off = 0;
+    pid_t kid;
+    (void)state;
+    assert_int_equal(sem(&l1, a, "s:late", 2, 0, 30000, 0), DLOCK_OK);
+    assert_int_equal(sem(&l2, a, "s:late", 2, 0, 30000, 0), DLOCK_OK);
+    assert_int_equal(pipe(fds), 0);
+    kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        /* Lease 5 s: its handoff lease is 2 s. */
+        dlock_client *b = client_s(DLOCK_WAIT_FAIR);
+        dlock_lock *m = NULL;
+        int got_rc = sem(&m, b, "s:late", 2, 20000, 5000, 0);
+        int k = snprintf(buf, sizeof buf, "%d %llu\n", got_rc,
+                         got_rc == DLOCK_OK
+                             ? (unsigned long long)dlock_lock_token(m)
+                             : 0ULL);
+        close(fds[0]);
+        _exit(write(fds[1], buf, (size_t)k) == k ? 0 : 1);
+    }
+    close(fds[1]);
+    while (queued(a, "s:late") < 1)
+        th_sleep_ms(5);
+    kill(kid, SIGSTOP);
+    stopped = th_now_ms();
+    /* The waiter's last attempt was sent before this: by its count the
+     * handoff's 2 s run from then. The release comes 1 s later, so the
+     * server holds the permit for it until 3 s after the stop. */
+    th_sleep_ms(1000);
+    assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
+    r = th_cmd(&srv, "HGET dlock:{s:late}:f n");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    handed = strtoull(r->str, NULL, 10);
+    freeReplyObject(r);
+    assert_int_equal(dlock_shared_inspect(a, "s:late", &info, NULL, 0),
+                     DLOCK_OK);
+    assert_int_equal(info.holders, 2); /* handed over: l2 and the waiter */
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    assert_int_equal(sem(&l3, a, "s:late", 2, 0, 30000, 0), DLOCK_OK);
+    other = dlock_lock_token(l3);
+    assert_true(other > handed);
+    /* Resume it 1.7 s after the stop: under 0.5 s of its 2 s left by its
+     * count (it confirms with an attempt), 1.3 s left on the server. */
+    th_sleep_ms(stopped + 1700 - th_now_ms());
+    kill(kid, SIGCONT);
+    while (off < (ssize_t)sizeof buf - 1 &&
+           (n = read(fds[0], buf + off, sizeof buf - 1 - (size_t)off)) > 0)
+        off += n;
+    buf[off] = '\0';
+    close(fds[0]);
+    waitpid(kid, &status, 0);
+    assert_int_equal(sscanf(buf, "%d %llu", &rc, &got), 2);
+    fprintf(stderr,
+            "handoff token %llu, granted meanwhile %llu, confirmed %llu\n",
+            handed, other, got);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(got > other);
+    assert_int_equal(dlock_lock_release(l3), DLOCK_OK);
+    dlock_client_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +654,8 @@ int main(void)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_renew_and_lost),
         cmocka_unit_test(test_release_idempotent),
+        cmocka_unit_test(test_handoff_lease),
+        cmocka_unit_test(test_late_handoff_token),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
