@@ -206,6 +206,9 @@ static void call_error(batch *b, int j, dlock__node *nd, redisReply *rep)
             atomic_store(&nd->scripts_ok, 0);
         cl->full = 1;
         cl->state = C_TODO;
+        r->status = DLOCK_ESERVER; /* stands if no time is left to resend */
+        snprintf(r->err, sizeof r->err, "%s: %s", dlock__node_name(nd),
+                 rep->str);
         freeReplyObject(rep);
         return;
     }
