@@ -743,7 +743,9 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * order, the freed permit handed to the oldest live one (as the fair lock
  * does); DLOCK_WAIT_SPIN polls.
  * Returns DLOCK_OK with *out set, or DLOCK_BUSY (wait_ms == 0 and no
- * permit free), DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
+ * permit free), DLOCK_LOCK_DELAY (wait_ms == 0 and the master changed
+ * within the lock-delay, as for a lock; a waiting acquire waits it out),
+ * DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
  * another limit stored, NAME used as a lock, or a client with several
  * servers: a semaphore over Redlock's majorities could admit more than
  * LIMIT holders, see docs/design.md), or an error class.

@@ -1,8 +1,9 @@
 /*
  * lock.c - a held lock: its handle, release (all levels or one), detach,
  * extend (one lock, or every due lock in one call per node for the
- * watchdog), the accessors, and the undo that gives back what an acquire
- * may have taken.
+ * watchdog; in a cluster one call per slot, all sent at once through
+ * cluster_batch.c), the accessors, and the undo that gives back what an
+ * acquire may have taken.
  *
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers. The
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_batch.h"
 #include "core.h"
 #include "held.h"
 #include "holder.h"
@@ -375,166 +377,120 @@ void dlock_lock_detach(dlock_lock *l)
     drop_handle(l->client, l->held, l, 1);
 }
 
-/* ---- Redis Cluster: one renewal call per slot ---------------------------- */
+/* ---- extend: one renewal call ------------------------------------------- */
 
-/* A lock and its slot, for sorting a renewal round by slot. */
-typedef struct by_slot {
-    uint16_t slot;
-    int i;
-} by_slot;
+/* One renewal call: the extend script of one kind over some locks, with
+ * the keys and arguments it points to (owned). */
+typedef struct ext_call {
+    dlock__cmd cmd;
+    const char **keys;
+    size_t *keylens;
+    char *ikeys;
+    const char **args;
+    size_t *arglens;
+    char (*sl)[24];
+    int64_t maxlease;
+} ext_call;
 
-static int by_slot_cmp(const void *a, const void *b)
+/* Free what ext_build allocated (e zeroed: nothing). */
+static void ext_free(ext_call *e)
 {
-    const by_slot *x = a, *y = b;
-    if (x->slot != y->slot)
-        return x->slot < y->slot ? -1 : 1;
-    return x->i - y->i;
+    free(e->ikeys);
+    free(e->keys);
+    free(e->keylens);
+    free(e->args);
+    free(e->arglens);
+    free(e->sl);
+    memset(e, 0, sizeof *e);
 }
 
 /*
- * In a cluster one script call may only touch keys of one slot (else
- * CROSSSLOT): split hs[0..n-1] into runs of one slot and extend each run
- * with one call. Returns 1 when it did (ok[] filled), 0 when every lock is
- * in one slot (or out of memory: the caller's one call then reports
- * CROSSSLOT rather than nothing).
+ * Build the renewal call of locks hs[0..n-1] (all of one kind) to their
+ * leases: extend.lua (holder_extend.lua with holder info), sem_extend.lua
+ * or rw_extend.lua, one key (a reader: two) and two arguments per lock,
+ * a lock write (WAIT with wait_replicas). DLOCK_OK or DLOCK_ENOMEM (e
+ * freed).
  */
-static int extend_by_slot(dlock_client *c, dlock__held **hs,
-                          const int64_t *leases, int n, int *ok)
+static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
+                     const int64_t *leases, int n, dlock__conn **pins)
 {
-    by_slot *o;
-    dlock__held **gh;
-    int64_t *gl;
-    int *gok;
-    int i, j, k;
-
-    if (c->ns.cluster == NULL || n < 2)
-        return 0;
-    o = malloc((size_t)n * sizeof *o);
-    gh = malloc((size_t)n * sizeof *gh);
-    gl = malloc((size_t)n * sizeof *gl);
-    gok = malloc((size_t)n * sizeof *gok);
-    if (o == NULL || gh == NULL || gl == NULL || gok == NULL) {
-        free(o);
-        free(gh);
-        free(gl);
-        free(gok);
-        return 0;
-    }
-    for (i = 0; i < n; i++) {
-        o[i].slot = dlock__key_slot(hs[i]->k.key, hs[i]->k.keylen);
-        o[i].i = i;
-    }
-    qsort(o, (size_t)n, sizeof *o, by_slot_cmp);
-    if (o[0].slot == o[n - 1].slot) {
-        free(o);
-        free(gh);
-        free(gl);
-        free(gok);
-        return 0;
-    }
-    for (i = 0; i < n; i = j) {
-        for (j = i; j < n && o[j].slot == o[i].slot; j++) {
-            gh[j - i] = hs[o[j].i];
-            gl[j - i] = leases[o[j].i];
-        }
-        dlock__extend_many(c, gh, gl, j - i, gok, NULL);
-        for (k = i; k < j; k++)
-            ok[o[k].i] = gok[k - i];
-    }
-    free(o);
-    free(gh);
-    free(gl);
-    free(gok);
-    return 1;
-}
-
-/*
- * Extend the leases of locks h[0..n-1] (all on the same client, all of
- * one kind) to their lease_ms from now on every node holding them, in
- * one script call per node. ok[i] is set to DLOCK_OK, DLOCK_NOT_OWNER (a
- * majority says it is gone) or an error class; valid_until is updated on
- * success.
- */
-static void extend_kind(dlock_client *c, dlock__held **hs,
-                        const int64_t *leases, int n, int *ok,
-                        dlock__conn **pins)
-{
-    dlock__result res[DLOCK_MAX_SERVERS];
     /* A reader's renewal names its lock hash and the readers' set; with
      * holder info, a lock's info keys follow the lock keys (holder.c). */
     int kind = hs[0]->k.kind, per = kind == DLOCK__KIND_READ ? 2 : 1;
     int info = kind == DLOCK__KIND_LOCK && dlock__holder_on(c);
     int nk = info ? 2 * n : n * per;
-    const char **keys = calloc((size_t)nk, sizeof *keys);
-    size_t *keylens = calloc((size_t)nk, sizeof *keylens);
-    char *ikeys = NULL, *ik;
-    const char **args = calloc((size_t)n * 2, sizeof *args);
-    size_t *arglens = calloc((size_t)n * 2, sizeof *arglens);
-    char(*sl)[24] = calloc((size_t)n, sizeof *sl);
-    int64_t t0, t0_us, maxlease = 0;
-    int i, j, answered = 0;
-    dlock__cmd cmd;
+    int i;
 
-    if (extend_by_slot(c, hs, leases, n, ok))
-        goto out;
-    if (keys == NULL || keylens == NULL || args == NULL || arglens == NULL ||
-        sl == NULL) {
-        for (i = 0; i < n; i++)
-            ok[i] = DLOCK_ENOMEM;
-        goto out;
+    memset(e, 0, sizeof *e);
+    e->keys = calloc((size_t)nk, sizeof *e->keys);
+    e->keylens = calloc((size_t)nk, sizeof *e->keylens);
+    e->args = calloc((size_t)n * 2, sizeof *e->args);
+    e->arglens = calloc((size_t)n * 2, sizeof *e->arglens);
+    e->sl = calloc((size_t)n, sizeof *e->sl);
+    if (e->keys == NULL || e->keylens == NULL || e->args == NULL ||
+        e->arglens == NULL || e->sl == NULL) {
+        ext_free(e);
+        return DLOCK_ENOMEM;
     }
     for (i = 0; i < n; i++) {
-        keys[per * i] = hs[i]->k.key;
-        keylens[per * i] = hs[i]->k.keylen;
+        e->keys[per * i] = hs[i]->k.key;
+        e->keylens[per * i] = hs[i]->k.keylen;
         if (per == 2) {
-            keys[2 * i + 1] = hs[i]->k.rkey;
-            keylens[2 * i + 1] = hs[i]->k.rkeylen;
+            e->keys[2 * i + 1] = hs[i]->k.rkey;
+            e->keylens[2 * i + 1] = hs[i]->k.rkeylen;
         }
-        dlock__fmt_i64(sl[i], leases[i]);
-        args[2 * i] = hs[i]->owner;
-        arglens[2 * i] = strlen(hs[i]->owner);
-        args[2 * i + 1] = sl[i];
-        arglens[2 * i + 1] = strlen(sl[i]);
-        if (leases[i] > maxlease)
-            maxlease = leases[i];
+        dlock__fmt_i64(e->sl[i], leases[i]);
+        e->args[2 * i] = hs[i]->owner;
+        e->arglens[2 * i] = strlen(hs[i]->owner);
+        e->args[2 * i + 1] = e->sl[i];
+        e->arglens[2 * i + 1] = strlen(e->sl[i]);
+        if (leases[i] > e->maxlease)
+            e->maxlease = leases[i];
     }
     if (info) {
         size_t total = 0;
+        char *ik;
         for (i = 0; i < n; i++)
             total += hs[i]->k.keylen + sizeof DLOCK__HOLDER_SUFFIX;
-        ik = ikeys = malloc(total);
-        if (ikeys == NULL) {
-            for (i = 0; i < n; i++)
-                ok[i] = DLOCK_ENOMEM;
-            goto out;
+        ik = e->ikeys = malloc(total);
+        if (e->ikeys == NULL) {
+            ext_free(e);
+            return DLOCK_ENOMEM;
         }
         for (i = 0; i < n; i++) {
-            keys[n + i] = ik;
-            keylens[n + i] =
+            e->keys[n + i] = ik;
+            e->keylens[n + i] =
                 dlock__holder_key(ik, hs[i]->k.key, hs[i]->k.keylen);
-            ik += keylens[n + i] + 1;
+            ik += e->keylens[n + i] + 1;
         }
     }
-    cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
-                                 : kind == DLOCK__KIND_PERMIT
-                                     ? DLOCK__S_SEM_EXTEND
-                                 : kind == DLOCK__KIND_READ ? DLOCK__S_RW_EXTEND
-                                                            : DLOCK__S_EXTEND,
-                       .nkeys = nk,
-                       .keys = keys,
-                       .keylens = keylens,
-                       .nargs = 2 * n,
-                       .args = args,
-                       .arglens = arglens,
-                       .pins = pins};
-    dlock__cmd_durable(c, &cmd);
-    t0 = dlock__now_ms();
-    t0_us = dlock__now_us();
-    answered = dlock__run(c, dlock__all_nodes(c), &cmd,
-                          dlock__deadline(c, maxlease), res);
-    t0_us = dlock__now_us() - t0_us; /* the round trip */
-    if (answered > 0)
-        dlock__hist_add(&c->metrics.renewal, t0_us);
+    e->cmd = (dlock__cmd){.script =
+                              info ? DLOCK__S_HOLDER_EXTEND
+                              : kind == DLOCK__KIND_PERMIT ? DLOCK__S_SEM_EXTEND
+                              : kind == DLOCK__KIND_READ   ? DLOCK__S_RW_EXTEND
+                                                           : DLOCK__S_EXTEND,
+                          .nkeys = nk,
+                          .keys = e->keys,
+                          .keylens = e->keylens,
+                          .nargs = 2 * n,
+                          .args = e->args,
+                          .arglens = e->arglens,
+                          .pins = pins};
+    dlock__cmd_durable(c, &e->cmd);
+    return DLOCK_OK;
+}
+
+/*
+ * Read the answers res (one per node of c) to the renewal call of locks
+ * hs[0..n-1], sent at t0 (monotonic ms), answered after rtt_us: ok[i] is
+ * DLOCK_OK (valid_until updated), DLOCK_NOT_OWNER (a majority says it is
+ * gone), DLOCK_NOT_REPLICATED or an error class.
+ */
+static void ext_judge(dlock_client *c, dlock__held **hs, const int64_t *leases,
+                      int n, int *ok, dlock__result *res, int64_t t0,
+                      int64_t rtt_us)
+{
+    int i, j;
     for (j = 0; j < c->ns.n; j++) {
         const redisReply *r = res[j].reply;
         size_t k;
@@ -572,8 +528,8 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;
-            dlock__event(c, DLOCK_EVENT_RENEWED, hs[i]->k.name, DLOCK_OK, t0_us,
-                         hs[i]->token);
+            dlock__event(c, DLOCK_EVENT_RENEWED, hs[i]->k.name, DLOCK_OK,
+                         rtt_us, hs[i]->token);
         } else if (no > c->ns.n - c->ns.quorum) {
             ok[i] = DLOCK_NOT_OWNER;
         } else if (unacked > 0 && yes + unacked >= c->ns.quorum) {
@@ -596,14 +552,164 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
                 c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM, "extend");
         }
     }
+}
+
+/*
+ * Extend the leases of locks h[0..n-1] (all on the same client, all of
+ * one kind, in a cluster all of one slot) to their lease_ms from now on
+ * every node holding them, in one script call per node. ok[i] as
+ * ext_judge says.
+ */
+static void extend_kind(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, int *ok,
+                        dlock__conn **pins)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    ext_call e;
+    int64_t t0, t0_us;
+    int i, answered;
+
+    if (ext_build(c, &e, hs, leases, n, pins) != DLOCK_OK) {
+        for (i = 0; i < n; i++)
+            ok[i] = DLOCK_ENOMEM;
+        return;
+    }
+    t0 = dlock__now_ms();
+    t0_us = dlock__now_us();
+    answered = dlock__run(c, dlock__all_nodes(c), &e.cmd,
+                          dlock__deadline(c, e.maxlease), res);
+    t0_us = dlock__now_us() - t0_us; /* the round trip */
+    if (answered > 0)
+        dlock__hist_add(&c->metrics.renewal, t0_us);
+    ext_judge(c, hs, leases, n, ok, res, t0, t0_us);
     dlock__results_clear(res, c->ns.n);
-out:
-    free(ikeys);
-    free(keys);
-    free(keylens);
-    free(args);
-    free(arglens);
-    free(sl);
+    ext_free(&e);
+}
+
+/* ---- Redis Cluster: one round over every master at once ----------------- */
+
+/* A lock of a round, for sorting it by kind and slot. */
+typedef struct by_slot {
+    int kind;
+    uint16_t slot;
+    int i;
+} by_slot;
+
+static int by_slot_cmp(const void *a, const void *b)
+{
+    const by_slot *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind - y->kind;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->i - y->i;
+}
+
+/* The arrays of one cluster round (ext_round), freed at once. */
+typedef struct round_bufs {
+    by_slot *o;
+    dlock__held **gh;
+    int64_t *gl;
+    int *gok, *start;
+    ext_call *calls;
+    dlock__cmd *cmds;
+    dlock__result *res;
+} round_bufs;
+
+static void round_bufs_free(round_bufs *r, int ncalls)
+{
+    int g;
+    for (g = 0; r->calls != NULL && g < ncalls; g++)
+        ext_free(&r->calls[g]);
+    free(r->o);
+    free(r->gh);
+    free(r->gl);
+    free(r->gok);
+    free(r->start);
+    free(r->calls);
+    free(r->cmds);
+    free(r->res);
+}
+
+/*
+ * In a cluster one script call may only touch keys of one slot (else
+ * CROSSSLOT), and each kind has its own script: group hs[0..n-1] by kind
+ * and slot, one renewal call per group, and send all the calls at once
+ * (cluster_batch.c: each master's calls pipelined behind one WAIT, every
+ * master at the same time), so that a round costs one round trip and at
+ * most one WAIT timeout however many masters and slots it spans. Returns
+ * 1 when it did (ok[] filled), 0 when there is only one group (or out of
+ * memory: the caller's one call per kind then reports CROSSSLOT rather
+ * than nothing).
+ */
+static int extend_cluster(dlock_client *c, dlock__held **hs,
+                          const int64_t *leases, int n, int *ok)
+{
+    round_bufs r = {0};
+    int i, g, m = 0, built = 0;
+    int64_t t0, t0_us, maxlease = 0;
+
+    r.o = malloc((size_t)n * sizeof *r.o);
+    r.gh = malloc((size_t)n * sizeof *r.gh);
+    r.gl = malloc((size_t)n * sizeof *r.gl);
+    r.gok = malloc((size_t)n * sizeof *r.gok);
+    r.start = malloc(((size_t)n + 1) * sizeof *r.start);
+    if (r.o == NULL || r.gh == NULL || r.gl == NULL || r.gok == NULL ||
+        r.start == NULL) {
+        round_bufs_free(&r, 0);
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        r.o[i].kind = hs[i]->k.kind;
+        r.o[i].slot = dlock__key_slot(hs[i]->k.key, hs[i]->k.keylen);
+        r.o[i].i = i;
+    }
+    qsort(r.o, (size_t)n, sizeof *r.o, by_slot_cmp);
+    for (i = 0; i < n; i++) {
+        r.gh[i] = hs[r.o[i].i];
+        r.gl[i] = leases[r.o[i].i];
+        if (i == 0 || r.o[i].kind != r.o[i - 1].kind ||
+            r.o[i].slot != r.o[i - 1].slot)
+            r.start[m++] = i;
+    }
+    r.start[m] = n;
+    if (m < 2) {
+        round_bufs_free(&r, 0);
+        return 0;
+    }
+    r.calls = calloc((size_t)m, sizeof *r.calls);
+    r.cmds = calloc((size_t)m, sizeof *r.cmds);
+    r.res = calloc((size_t)m, sizeof *r.res);
+    for (g = 0; r.calls != NULL && r.cmds != NULL && r.res != NULL && g < m;
+         g++, built++) {
+        if (ext_build(c, &r.calls[g], r.gh + r.start[g], r.gl + r.start[g],
+                      r.start[g + 1] - r.start[g], NULL) != DLOCK_OK)
+            break;
+        r.cmds[g] = r.calls[g].cmd;
+        if (r.calls[g].maxlease > maxlease)
+            maxlease = r.calls[g].maxlease;
+    }
+    if (built < m) {
+        round_bufs_free(&r, built);
+        return 0;
+    }
+    t0 = dlock__now_ms();
+    t0_us = dlock__now_us();
+    dlock__cluster_exec_many(&c->ns, c->scripts, r.cmds, m,
+                             dlock__deadline(c, maxlease), r.res);
+    t0_us = dlock__now_us() - t0_us; /* the round trip */
+    for (g = 0; g < m; g++) {
+        int k = r.start[g], cnt = r.start[g + 1] - k;
+        if (r.res[g].status == DLOCK_OK)
+            dlock__hist_add(&c->metrics.renewal, t0_us);
+        /* A cluster's node set is one node: res + g is a call's answers. */
+        ext_judge(c, r.gh + k, r.gl + k, cnt, r.gok + k, r.res + g, t0, t0_us);
+        dlock__results_clear(r.res + g, 1);
+    }
+    for (i = 0; i < n; i++)
+        ok[r.o[i].i] = r.gok[i];
+    round_bufs_free(&r, m);
+    return 1;
 }
 
 /* See lock.h. Locks, permits and readers are renewed by different
@@ -616,6 +722,9 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
     int64_t *sl;
     int *so, *idx, kind, i, m;
 
+    if (c->ns.cluster != NULL && pins == NULL && n > 1 &&
+        extend_cluster(c, hs, leases, n, ok))
+        return;
     for (i = 1; i < n && hs[i]->k.kind == hs[0]->k.kind; i++)
         ;
     if (i >= n) {

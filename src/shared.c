@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "acquire.h"
+#include "cluster_delay.h"
 #include "core.h"
 #include "held.h"
 #include "lock.h"
@@ -209,9 +210,56 @@ static uint64_t refused_undo_mask(const dlock_client *c,
     return m;
 }
 
+/* ---- the lock-delay (as a lock's: acquire.c) ----------------------------- */
+
+/* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
+static int delay_error(dlock_client *c, const dlock__held *h, int64_t left_ms)
+{
+    return dlock__set_error(c, DLOCK_LOCK_DELAY,
+                            "acquire %s: the master changed (failover or "
+                            "restart) and may have forgotten locks: no new "
+                            "grant for %" PRId64 " ms more (lock-delay)",
+                            h->k.name, left_ms);
+}
+
+/* The nodes an attempt may ask: all but those in their lock-delay (a
+ * master that may have forgotten permits or readers it granted). 0 when
+ * too few are left for a quorum (g->pttl: the delay left). */
+static uint64_t delay_mask(dlock_client *c, const dlock__held *h, got *g)
+{
+    int64_t left = 0;
+    uint64_t m = dlock__all_nodes(c),
+             d = dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
+    int i, n = 0;
+    m &= ~d;
+    for (i = 0; i < c->ns.n; i++)
+        n += (m >> i) & 1;
+    if (d == 0 || n >= c->ns.quorum)
+        return m;
+    g->pttl = left;
+    return 0;
+}
+
+/* Grants of nodes whose lock-delay began during the attempt (its new
+ * connection saw a new master) do not count: they move to t->unknown,
+ * so that the undo gives them back. Returns the nodes withdrawn. */
+static uint64_t delay_withdraw(dlock_client *c, const dlock__held *h,
+                               dlock__tally *t)
+{
+    uint64_t w =
+        t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
+    uint64_t m;
+    for (m = w; m != 0; m &= m - 1)
+        t->granted--;
+    t->gmask &= ~w;
+    t->unknown |= w;
+    return w;
+}
+
 /*
  * One attempt on every node. DLOCK_OK (*g filled), DLOCK_BUSY (g->pttl),
- * DLOCK_EINVAL (another limit or kind), DLOCK_NO_QUORUM or an error.
+ * DLOCK_LOCK_DELAY (g->pttl: the delay left), DLOCK_EINVAL (another limit
+ * or kind), DLOCK_NO_QUORUM or an error.
  * Whatever a failed attempt may have taken is given back before it
  * returns (the lock's undo, with this kind's release script).
  */
@@ -223,15 +271,17 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     dlock__tally t;
     dlock__verdict v;
     int64_t t0, elapsed;
-    uint64_t undo;
+    uint64_t undo, mask, withdrawn;
     int i, rc;
 
     memset(g, 0, sizeof *g);
     g->pttl = -1;
+    mask = delay_mask(c, h, g);
+    if (mask == 0)
+        return delay_error(c, h, g->pttl);
     attempt_cmd(&b, c, h, w, mode);
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, w->lease_ms),
-               res);
+    dlock__run(c, mask, &b.cmd, dlock__deadline(c, w->lease_ms), res);
     rc = refusal(c, h, w, res);
     if (rc != DLOCK_OK) {
         undo = refused_undo_mask(c, res);
@@ -244,13 +294,19 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
+    withdrawn = delay_withdraw(c, h, &t);
     g->pttl = t.pttl;
     g->nbusy = t.nbusy;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, 0,
                                w->lease_ms - elapsed -
                                    dlock__drift(c, w->lease_ms));
-    rc = decide(c, h, w, &t, v, t0, res, g);
+    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY) {
+        dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &g->pttl);
+        rc = delay_error(c, h, g->pttl);
+    } else {
+        rc = decide(c, h, w, &t, v, t0, res, g);
+    }
     dlock__results_clear(res, c->ns.n);
     if (rc == DLOCK_OK)
         return DLOCK_OK;
@@ -317,6 +373,22 @@ static int sleep_spin(waiting *x)
     if (x->pttl > 0 && now + x->pttl < until)
         until = now + x->pttl;
     until = cap(x, until);
+    pthread_mutex_lock(&c->wait_mu);
+    while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
+        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
+    if (atomic_load(&c->cancel_gen) != x->gen)
+        rc = DLOCK_CANCELED;
+    pthread_mutex_unlock(&c->wait_mu);
+    return rc;
+}
+
+/* The lock-delay: sleep until it is over (x->pttl from now) on the
+ * client's cancel condition, never past the deadline. 0, DLOCK_CANCELED. */
+static int sleep_delay(waiting *x)
+{
+    dlock_client *c = x->c;
+    int64_t until = cap(x, dlock__now_ms() + x->pttl);
+    int rc = 0;
     pthread_mutex_lock(&c->wait_mu);
     while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
         dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
@@ -437,6 +509,13 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
             dlock__notify_handoff_reset(x.sub);
         x.sent = dlock__now_ms();
         rc = attempt(c, h, w, mode, g);
+        if (rc == DLOCK_LOCK_DELAY) { /* wait it out, as a lock does */
+            x.pttl = g->pttl;
+            rc = sleep_delay(&x);
+            if (rc < 0)
+                break;
+            continue;
+        }
         if (rc != DLOCK_BUSY)
             break;
         atomic_fetch_add(&c->stats.busy, 1);
@@ -541,6 +620,8 @@ static int acquire_shared(dlock_lock **out, dlock_client *c, const char *name,
         atomic_fetch_add(&c->stats.busy, 1);
         if (o->wait_ms != 0)
             rc = shared_wait(c, h, w, deadline, gen, g.pttl, &g);
+    } else if (rc == DLOCK_LOCK_DELAY && o->wait_ms != 0) {
+        rc = shared_wait(c, h, w, deadline, gen, g.pttl, &g);
     }
     if (rc != DLOCK_OK) {
         dlock__held_free(h);

@@ -1,0 +1,175 @@
+/*
+ * cluster_delay_shared.c - the lock-delay for semaphore permits and
+ * readers on a real Redis Cluster (six nodes, three masters with a replica
+ * each, tests/harness/topology.h).
+ *
+ * A client with lock_delay_ms set (and no wait_replicas) that saw a master
+ * takes a permit and a reader there and gives them back; a CLUSTER
+ * FAILOVER then promotes the master's replica (a new master for the
+ * slots, which may lack grants of the old one). A permit or a reader of
+ * those slots tried at once is refused with DLOCK_LOCK_DELAY ("...
+ * (lock-delay)"), and no permit or reader is left on the server (a grant
+ * made by the very attempt whose connection saw the new master is given
+ * back); another master's slots grant at once; a waiting acquire waits
+ * the delay out and gets its permit or reader.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+#include "topology.h"
+
+static th_cluster cl;
+static char url[1024];
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_cluster_start(&cl) != 0)
+        return -1;
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
+             cl.nodes[0].port, cl.nodes[1].port);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_cluster_stop(&cl);
+    return 0;
+}
+
+/* A cluster client with this lock-delay and no WAIT. */
+static dlock_client *dclient(int64_t lock_delay_ms)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *urls[1] = {url};
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 1;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 2000;
+    o.lock_delay_ms = lock_delay_ms;
+    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* A name (prefix-N) whose key the master on port serves (want 1), or
+ * another master serves (want 0). */
+static void name_at(char *buf, size_t len, const char *prefix, int port,
+                    int want)
+{
+    int i;
+    for (i = 0; i < 1000; i++) {
+        char key[96];
+        snprintf(buf, len, "%s-%d", prefix, i);
+        snprintf(key, sizeof key, "dlock:{%s}", buf);
+        if ((th_cluster_key_port(&cl, key, strlen(key)) == port) == want)
+            return;
+    }
+    fail_msg("no name for port %d", port);
+}
+
+static void opts(dlock_acquire_options *o, int64_t wait_ms)
+{
+    dlock_acquire_options_init(o);
+    o->wait_ms = wait_ms;
+    o->lease_ms = 2000;
+}
+
+/* A try of a permit (rw 0) or a reader (rw 1) of name. */
+static int try_one(dlock_client *c, const char *name, int rw, int64_t wait_ms,
+                   dlock_lock **l)
+{
+    dlock_acquire_options o;
+    opts(&o, wait_ms);
+    *l = NULL;
+    return rw ? dlock_rw_acquire_shared(l, c, name, 0, &o)
+              : dlock_sem_acquire(l, c, name, 2, &o);
+}
+
+/* Holders of name on the servers now. */
+static int64_t holders(dlock_client *c, const char *name)
+{
+    dlock_shared_info si;
+    assert_int_equal(dlock_shared_inspect(c, name, &si, NULL, 0), DLOCK_OK);
+    return si.holders;
+}
+
+static void test_shared_lock_delay(void **state)
+{
+    dlock_client *c = dclient(5000);
+    char sem[64], rw[64], other[64];
+    dlock_lock *l = NULL;
+    int port, k, rc;
+    (void)state;
+    port = th_cluster_slot_port(&cl, 0);
+    name_at(sem, sizeof sem, "sd-sem", port, 1);
+    name_at(rw, sizeof rw, "sd-rw", port, 1);
+    name_at(other, sizeof other, "sd-other", port, 0);
+
+    /* The client sees every master involved (their identities). */
+    for (k = 0; k < 2; k++) {
+        assert_int_equal(try_one(c, k ? rw : sem, k, 0, &l), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    assert_int_equal(try_one(c, other, 0, 0, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    assert_int_equal(
+        th_cluster_failover(&cl, th_cluster_replica_port(&cl, port)), 0);
+    assert_int_not_equal(th_cluster_slot_port(&cl, 0), port);
+    /* Refused while the delay runs: a try of a permit, then of a reader
+     * (the first call may still meet the cluster settling: retried). */
+    for (k = 0; k < 2; k++) {
+        const char *name = k ? rw : sem;
+        int64_t end = th_now_ms() + 4000;
+        do {
+            rc = try_one(c, name, k, 0, &l);
+            if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
+                th_sleep_ms(100);
+        } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK && th_now_ms() < end);
+        if (rc != DLOCK_LOCK_DELAY)
+            print_error("%s: expected LOCK_DELAY, got %s: %s\n", name,
+                        dlock_status_name(rc), dlock_errmsg(c));
+        assert_int_equal(rc, DLOCK_LOCK_DELAY);
+        assert_null(l);
+        assert_non_null(strstr(dlock_errmsg(c), "(lock-delay)"));
+        assert_int_equal(holders(c, name), 0);
+    }
+    /* Another master's slots grant at once. */
+    assert_int_equal(try_one(c, other, 0, 0, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* A waiting acquire waits the delay out. */
+    for (k = 0; k < 2; k++) {
+        const char *name = k ? rw : sem;
+        rc = try_one(c, name, k, 30000, &l);
+        if (rc != DLOCK_OK)
+            print_error("%s: %s: %s\n", name, dlock_status_name(rc),
+                        dlock_errmsg(c));
+        assert_int_equal(rc, DLOCK_OK);
+        assert_int_equal(holders(c, name), 1);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shared_lock_delay),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
