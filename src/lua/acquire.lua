@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock hash  <prefix>:{<name>}      field = owner id, value = reentry count
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f    n = last token granted, r = last token released,
---          e = server ms its TTL was last renewed to (below)
+--          d = the server second from which a grant renews its TTL (below)
 -- KEYS[3]  fair modes: the queue <prefix>:{<name>}:q   zset owner id -> ticket,
 --          served lowest first
 -- KEYS[4]  fair queue mode: the queue deadlines <prefix>:{<name>}:qt   zset owner
@@ -34,11 +34,20 @@
 -- and a short command is cheaper to parse on every acquisition).
 -- The fence hash lives at least RETAIN (7 days, DLOCK__FENCE_RETENTION_MS
 -- in lock.h) after the last acquisition, and at most twice that: a grant
--- that finds less than RETAIN left (field e = the server ms its TTL runs
--- to, as the last renewal set it) renews it to 2 * RETAIN, so only about
--- one grant in RETAIN pays for the PEXPIRE. Every script that sets the
--- fence hash's TTL sets 2 * RETAIN, never less, so e is never later than
--- the real expiry.
+-- at or after its field d (the server second from which less than RETAIN
+-- is left, as the last renewal set it) renews it to 2 * RETAIN and sets d
+-- to RETAIN from now, so only about one grant in RETAIN pays for the
+-- PEXPIRE. Every script that sets the fence hash's TTL sets 2 * RETAIN,
+-- never less, so d is never later than it should be. (Versions before
+-- kept the field e, the TTL's end in ms, instead: a hash written by them
+-- has no d and is renewed by the next grant.)
+-- Text throughout the common paths: turning text into a number (strtod)
+-- or back (sprintf) is a large part of what a script costs Redis beyond
+-- its calls, so counts are compared as text, the token is made as text
+-- (text_token.luainc; replies carry it as a bulk string), and numbers are
+-- made only where arithmetic is needed. The fresh grant (grant.luainc) is
+-- put in twice, at the top for the common case and as grant() for the
+-- rest, so that the common case sets up nothing else.
 --
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
@@ -67,10 +76,17 @@
 -- and above every token issued before by any node whose clock was not ahead
 -- of this one's (a promoted replica that missed the last increments, or a
 -- fence hash that expired).
+-- The common case first, before anything else is set up: a fresh fair
+-- try of a free lock nobody queues for (one EXISTS of lock and queue).
+if ARGV[3] == '0' and ARGV[4] == '1' and
+    redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+    local tm = redis.call('TIME')
+--@include grant.luainc
+end
+
 local owner = ARGV[1]
-local expect = tonumber(ARGV[3])
+local expect = ARGV[3]
 local mode = ARGV[4] or '0'
-local RETAIN = 604800000
 local t
 
 local function now()
@@ -80,43 +96,13 @@ local function now()
     return t
 end
 
--- Grant a fresh acquisition to owner; returns the reply. The fence hash's
--- retention is renewed only when it has less than RETAIN left (its field
--- e: see the top), so most grants leave its TTL alone.
+-- Grant a fresh acquisition to owner; returns the reply (the token as
+-- text: see text_token.luainc).
 local function grant()
-    redis.call('HSET', KEYS[1], owner, 1)
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    -- (Each string converted once: tonumber is strtod, a large part of
-    -- what a script costs Redis beyond its calls.)
     local tm = now()
-    local sec, us = tonumber(tm[1]), tonumber(tm[2])
-    local tok = sec * 1000000 + us
-    local f = redis.call('HMGET', KEYS[2], 'n', 'e')
-    local nxt = f[1] and tonumber(f[1]) + 1 or 1
-    if nxt > tok then
-        tok = nxt
-    end
-    local hint = ARGV[5] and tonumber(ARGV[5]) or 0
-    if hint > tok then
-        tok = hint
-    end
-    local stok = string.format('%d', tok)
-    local now_ms = sec * 1000 + math.floor(us / 1000)
-    if not f[2] or tonumber(f[2]) < now_ms + RETAIN then
-        redis.call('HSET', KEYS[2], 'n', stok, 'e',
-                   string.format('%d', now_ms + 2 * RETAIN))
-        redis.call('PEXPIRE', KEYS[2], 2 * RETAIN)
-    else
-        redis.call('HSET', KEYS[2], 'n', stok)
-    end
-    return {1, tok, 1}
+--@include grant.luainc
 end
 
--- The common case first: a fresh acquire of a free lock nobody queues for
--- (a fair try asks about the lock and the queue in one call).
-if expect == 0 and mode == '1' and redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
-    return grant()
-end
 local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
 -- writer's mark, readers (absent fields are false).
@@ -125,19 +111,20 @@ if pttl ~= -2 then
     local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
     cur = f[1] and tonumber(f[1]) or 0
     readers = f[3]
-    if expect == 0 and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
+    if expect == '0' and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
         redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
         pttl = -2
     end
 end
-if expect == 0 and pttl == -2 and
+if expect == '0' and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
 end
+expect = tonumber(expect)
 if cur == expect + 1 then
     -- A retry of an applied acquire, or a fair handoff found: confirm.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), cur}
+    return {1, redis.call('HGET', KEYS[2], 'n') or '0', cur}
 end
 if cur ~= expect then
     return {-1, cur}
@@ -145,7 +132,7 @@ end
 if cur > 0 then
     local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0'), depth}
+    return {1, redis.call('HGET', KEYS[2], 'n') or '0', depth}
 end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top).
@@ -156,7 +143,7 @@ local function busy()
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
     end
     if mode == '2' then
-        return {0, pttl, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+        return {0, pttl, redis.call('HGET', KEYS[2], 'n') or '0'}
     end
     return {0, pttl}
 end
@@ -211,4 +198,4 @@ end
 if pttl ~= -2 then
     return busy()
 end
-return {0, -2, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+return {0, -2, redis.call('HGET', KEYS[2], 'n') or '0'}

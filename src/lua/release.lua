@@ -4,7 +4,7 @@
 -- lock's channel.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the fence hash (n, r, e: see acquire.lua)
+-- KEYS[2]  the fence hash (n, r, d: see acquire.lua)
 -- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
 -- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
 --          the waiter's handoff lease; see acquire.lua)
@@ -18,7 +18,7 @@
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
 -- ARGV[6]  the fence hash's retention, ms: it lives at least this long
---          after the last grant, at most twice (acquire.lua, field e)
+--          after the last grant, at most twice (acquire.lua, field d)
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
@@ -44,7 +44,6 @@
 --      owner's queue entry, if it had one here, is dropped
 local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
-local expect = tonumber(ARGV[2])
 local t, sec, us, now_ms, handoff, retain
 
 local function announce(ch, msg)
@@ -57,7 +56,7 @@ end
 
 -- The handoff lease and the fence retention, converted when needed: each
 -- tonumber of a string is a strtod, a good part of what a script costs
--- Redis beyond its calls (not on a reentrant release, nor on a retry).
+-- Redis beyond its calls (see acquire.lua: strings on the common paths).
 local function args()
     handoff = handoff or tonumber(ARGV[5])
     retain = retain or tonumber(ARGV[6])
@@ -75,10 +74,10 @@ end
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
 -- and quiet is set.
 local function pass_on(quiet)
-    args()
+    local hand = ARGV[5] ~= '0'
     while true do
         local head
-        if handoff > 0 then
+        if hand then
             head = redis.call('ZPOPMIN', KEYS[3])[1]
         else
             head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
@@ -93,35 +92,31 @@ local function pass_on(quiet)
                 return 1 -- a requeued undo: the owner is first again
             end
             local ch = ARGV[4] .. ':' .. string.sub(head, 1, 32)
-            if handoff == 0 then
+            if not hand then
                 return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
             end
             redis.call('ZREM', KEYS[4], head)
-            redis.call('HSET', KEYS[1], head, 1)
+            redis.call('HSET', KEYS[1], head, '1')
+            args()
             local hl = dl % 2048
             if hl <= 0 or hl > handoff then
                 hl = handoff
             end
             redis.call('PEXPIRE', KEYS[1], hl)
-            local tok = sec * 1000000 + us
-            local f = redis.call('HMGET', KEYS[2], 'n', 'e')
-            local nxt = f[1] and tonumber(f[1]) + 1 or 1
-            if nxt > tok then
-                tok = nxt
-            end
-            local stok = string.format('%d', tok)
-            if not f[2] or tonumber(f[2]) < now_ms + retain then
+            local tm = t
+--@include text_token.luainc
+            if renew then
                 -- Renewed only when less than the retention is left (see
-                -- acquire.lua: field e).
-                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok, 'e',
-                           string.format('%d', now_ms + 2 * retain))
+                -- acquire.lua: field d).
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', tok, 'd',
+                           string.format('%d', sec + math.floor(retain / 1000)))
                 redis.call('PEXPIRE', KEYS[2], 2 * retain)
             else
-                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', stok)
+                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', tok)
             end
-            return announce(ch, 'h ' .. stok .. ' ' .. head)
+            return announce(ch, 'h ' .. tok .. ' ' .. head)
         end
-        if handoff == 0 then
+        if not hand then
             redis.call('ZREM', KEYS[3], head)
         end
         redis.call('ZREM', KEYS[4], head)
@@ -132,16 +127,17 @@ local function pass_on(quiet)
     if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
-        -- Twice the retention, as every renewal: never below its field e.
+        -- Twice the retention, as every renewal: never below its field d.
+        args()
         redis.call('PEXPIRE', KEYS[2], 2 * retain)
     end
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 
-local cur = redis.call('HGET', KEYS[1], owner)
-cur = cur and tonumber(cur) or 0
-if cur == expect then
-    if cur > 1 then
+-- (The counts compared as text first: both are plain decimals.)
+local cur = redis.call('HGET', KEYS[1], owner) or '0'
+if cur == ARGV[2] then
+    if cur ~= '1' then
         redis.call('HINCRBY', KEYS[1], owner, -1)
         return 2
     end
@@ -156,6 +152,8 @@ if cur == expect then
     end
     return pass_on(false)
 end
+cur = tonumber(cur)
+local expect = tonumber(ARGV[2])
 if cur > 0 and cur == expect - 1 then
     return 3
 end
@@ -167,8 +165,7 @@ end
 -- free lock, wake the next one.
 if cur == 0 and redis.call('ZREM', KEYS[3], owner) == 1 then
     redis.call('ZREM', KEYS[4], owner)
-    args()
-    if handoff == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+    if ARGV[5] == '0' and redis.call('EXISTS', KEYS[1]) == 0 then
         pass_on(true)
     end
 end

@@ -6,7 +6,7 @@
  * 18: Redis commands per acquisition). Counts, not times: the numbers do
  * not move with the machine's load. And the fence hash's retention,
  * which grants renew only when less than 7 days are left (acquire.lua,
- * field e): after a renewal it has more than 7 days, and a stale e is
+ * field d): after a renewal it has more than 7 days, and a stale d is
  * renewed by a plain grant and by a hand-over alike.
  */
 #include <pthread.h>
@@ -209,35 +209,36 @@ static long long server_ms(void)
     return ms;
 }
 
-/* Make NAME's fence hash look renewed 7 days and an hour ago: its TTL
- * and its e an hour short of the retention. */
+/* Make NAME's fence hash look renewed 7 days and an hour ago: its TTL an
+ * hour short of the retention, and its d (the server second from which a
+ * grant renews it) an hour past. */
 static void age_fence(const char *name)
 {
     long long left = RETAIN_MS - 3600000;
-    redisReply *r =
-        th_cmd(&srv, "HSET dlock:{%s}:f e %lld", name, server_ms() + left);
+    redisReply *r = th_cmd(&srv, "HSET dlock:{%s}:f d %lld", name,
+                           server_ms() / 1000 - 3600);
     assert_non_null(r);
     freeReplyObject(r);
     assert_int_equal(th_cmd_int(&srv, "PEXPIRE dlock:{%s}:f %lld", name, left),
                      1);
 }
 
-/* The fence hash's TTL is above the retention, and e is not later than
- * the real expiry. */
+/* The fence hash's TTL is above the retention, and d is not later than
+ * the moment less than the retention is left. */
 static void assert_retained(const char *name)
 {
     long long pttl = th_cmd_int(&srv, "PTTL dlock:{%s}:f", name);
     long long now = server_ms();
-    redisReply *r = th_cmd(&srv, "HGET dlock:{%s}:f e", name);
+    redisReply *r = th_cmd(&srv, "HGET dlock:{%s}:f d", name);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     assert_true(pttl > RETAIN_MS);
-    assert_true(atoll(r->str) <= now + pttl + 1000);
+    assert_true(atoll(r->str) * 1000 <= now + pttl - RETAIN_MS + 1000);
     freeReplyObject(r);
 }
 
 /* Retention: renewed to twice the retention when less than it is left,
- * by a grant and by a hand-over; a release never shortens it below e. */
+ * by a grant and by a hand-over; a release never shortens it below d. */
 static void test_fence_retention(void **state)
 {
     dlock_client *ca = client(), *cb = client();

@@ -120,14 +120,18 @@ static void test_sleep_until(void **state)
     assert_int_equal(dlock__sleep_until(t0 - 5, -1), 0);
 }
 
-/* The embedded text is the file's text, byte for byte. */
-static void check_embedded(const char *name, const char *embedded)
+/* The text of src/lua/NAME (with its pieces put in, as
+ * cmake/embed_lua.cmake does: a line "--@include PIECE" is replaced by the
+ * text of src/lua/PIECE), malloc'ed. */
+static char *script_text(const char *name, int depth)
 {
     char path[512];
     FILE *f;
     long n;
-    char *buf;
-    snprintf(path, sizeof path, "%s/src/lua/%s.lua", DLOCK_SOURCE_DIR, name);
+    char *buf, *out, *p, *line;
+    size_t cap, len = 0;
+    assert_true(depth <= 4);
+    snprintf(path, sizeof path, "%s/src/lua/%s", DLOCK_SOURCE_DIR, name);
     f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -137,8 +141,46 @@ static void check_embedded(const char *name, const char *embedded)
     assert_non_null(buf);
     assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
     fclose(f);
-    assert_string_equal(buf, embedded);
+    cap = (size_t)n + 1;
+    out = calloc(1, cap);
+    assert_non_null(out);
+    for (line = buf; *line != '\0'; line = p) {
+        const char *tag = "--@include ";
+        char *nl = strchr(line, '\n'), *piece = NULL, *at = strstr(line, tag);
+        size_t keep;
+        p = nl != NULL ? nl + 1 : line + strlen(line);
+        keep = (size_t)(p - line);
+        if (at != NULL && at < p && nl != NULL) {
+            *nl = '\0';
+            piece = script_text(at + strlen(tag), depth + 1);
+            *nl = '\n';
+            keep = (size_t)(at - line);
+        }
+        cap += piece != NULL ? strlen(piece) : 0;
+        out = realloc(out, cap);
+        assert_non_null(out);
+        memcpy(out + len, line, keep);
+        len += keep;
+        if (piece != NULL) {
+            memcpy(out + len, piece, strlen(piece));
+            len += strlen(piece);
+            free(piece);
+        }
+        out[len] = '\0';
+    }
     free(buf);
+    return out;
+}
+
+/* The embedded text is the file's text with its pieces, byte for byte. */
+static void check_embedded(const char *name, const char *embedded)
+{
+    char file[128];
+    char *text;
+    snprintf(file, sizeof file, "%s.lua", name);
+    text = script_text(file, 0);
+    assert_string_equal(text, embedded);
+    free(text);
 }
 
 static void test_scripts_embedded(void **state)
@@ -153,6 +195,7 @@ static void test_scripts_embedded(void **state)
     check_embedded("fenced_get", dlock__lua_fenced_get);
     check_embedded("inspect", dlock__lua_inspect);
     check_embedded("fair_leave", dlock__lua_fair_leave);
+    check_embedded("sem_release", dlock__lua_sem_release);
     /* SHA1("return 1"), as Redis's SCRIPT LOAD reports it. */
     dlock__sha1_hex("return 1", sha);
     assert_string_equal(sha, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
