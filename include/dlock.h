@@ -250,13 +250,14 @@ typedef struct dlock_options {
     const char *sentinel_password;
 
     /* Durability. wait_replicas > 0: every lock write (acquire, extend,
-     * fenced set) is followed, in the same round trip, by WAIT
+     * fenced set; also a semaphore permit's or a reader's acquire, a
+     * downgrade) is followed, in the same round trip, by WAIT
      * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
      * DLOCK_NOT_REPLICATED (an acquire's grant is undone first); a lock
-     * handed over by a fair release is confirmed the same way before the
-     * acquire returns. In a Redis Cluster, WAIT runs on the master of the
-     * lock's slot. Default 0 (no WAIT); wait_replicas_timeout_ms default
-     * 1000. */
+     * (or permit) handed over by a fair release is confirmed the same way
+     * before the acquire returns. In a Redis Cluster, WAIT runs on the
+     * master of the lock's slot. Default 0 (no WAIT);
+     * wait_replicas_timeout_ms default 1000. */
     int wait_replicas;
     int64_t wait_replicas_timeout_ms;
 
@@ -745,7 +746,9 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * Returns DLOCK_OK with *out set, or DLOCK_BUSY (wait_ms == 0 and no
  * permit free), DLOCK_LOCK_DELAY (wait_ms == 0 and the master changed
  * within the lock-delay, as for a lock; a waiting acquire waits it out),
- * DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
+ * DLOCK_NOT_REPLICATED (wait_replicas: the permit, also one handed over,
+ * reached too few replicas; it is given back), DLOCK_TIMEDOUT,
+ * DLOCK_CANCELED, DLOCK_EINVAL (bad limit,
  * another limit stored, NAME used as a lock, or a client with several
  * servers: a semaphore over Redlock's majorities could admit more than
  * LIMIT holders, see docs/design.md), or an error class.
@@ -785,7 +788,9 @@ DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
  * writer queued in fair mode. Works
  * with Redlock (a reader's majority and a writer's majority share a node
  * that refuses one of them).
- * Returns as dlock_lock_acquire_ex(), and DLOCK_EINVAL also when NAME is
+ * Returns as dlock_lock_acquire_ex() (with wait_replicas also
+ * DLOCK_NOT_REPLICATED: the read lease reached too few replicas and is
+ * given back), and DLOCK_EINVAL also when NAME is
  * a semaphore, or this thread holds NAME exclusively (use
  * dlock_rw_downgrade()). Upgrading is refused: dlock_lock_acquire() of a
  * NAME this thread reads returns DLOCK_EINVAL (two readers upgrading wait
@@ -802,8 +807,9 @@ DLOCK_EXPORT int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *client,
  * with the same owner id, token, lease and watchdog. Returns DLOCK_OK,
  * DLOCK_EINVAL (LOCK is not an exclusive hold, or was re-entered: the
  * other levels would lose their lock), DLOCK_NOT_OWNER (the lease had run
- * out; nothing is held), DLOCK_LOST, or an error class (then both the
- * write and the read hold are given back: nothing is held).
+ * out; nothing is held), DLOCK_LOST, DLOCK_NOT_REPLICATED (wait_replicas:
+ * the read lease reached too few replicas) or an error class (then both
+ * the write and the read hold are given back: nothing is held).
  */
 DLOCK_EXPORT int dlock_rw_downgrade(dlock_lock **out, dlock_lock *lock);
 

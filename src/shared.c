@@ -65,7 +65,8 @@ typedef struct got {
 
 /* ---- one attempt -------------------------------------------------------- */
 
-/* The acquire command of w for h in (semaphore) mode. */
+/* The acquire command of w for h in (semaphore) mode: a lock write (WAIT
+ * after it with wait_replicas, as a lock's acquire). */
 static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__held *h, const want *w, int mode)
 {
@@ -83,6 +84,7 @@ static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, WAITER_TTL_MS);
         dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
         dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+        dlock__cmd_durable(c, &b->cmd);
         return;
     }
     dlock__cmd_begin(b, DLOCK__S_RW_ACQUIRE);
@@ -103,6 +105,7 @@ static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg(b, "0", 1);
     }
     dlock__cmd_arg(b, w->ignore_mark ? "1" : "0", 1);
+    dlock__cmd_durable(c, &b->cmd);
 }
 
 /* The scripts' refusals: {-2, limit} another limit is stored, {-3, kind}
@@ -240,26 +243,62 @@ static uint64_t delay_mask(dlock_client *c, const dlock__held *h, got *g)
     return 0;
 }
 
-/* Grants of nodes whose lock-delay began during the attempt (its new
- * connection saw a new master) do not count: they move to t->unknown,
- * so that the undo gives them back. Returns the nodes withdrawn. */
-static uint64_t delay_withdraw(dlock_client *c, const dlock__held *h,
-                               dlock__tally *t)
+/* Bits set in m. */
+static int popcount64(uint64_t m)
 {
-    uint64_t w =
+    int n = 0;
+    for (; m != 0; m &= m - 1)
+        n++;
+    return n;
+}
+
+/* Withdraw the grants that may not last, as a lock's attempt does: those
+ * of a node whose lock-delay began during the attempt (its new
+ * connection saw a new master), and those too few replicas acknowledged
+ * (wait_replicas). They move to t->unknown, so that the undo gives them
+ * back. Returns the nodes withdrawn; *minacks is the fewest
+ * acknowledgements a grant had (-1: none counted). */
+static uint64_t withdraw(dlock_client *c, const dlock__held *h, dlock__tally *t,
+                         const dlock__result *res, long long *minacks)
+{
+    uint64_t out =
         t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
-    uint64_t m;
-    for (m = w; m != 0; m &= m - 1)
-        t->granted--;
-    t->gmask &= ~w;
-    t->unknown |= w;
-    return w;
+    int i;
+    for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
+        if (!(t->gmask & (1ULL << i)))
+            continue;
+        if (*minacks < 0 || res[i].acks < *minacks)
+            *minacks = res[i].acks;
+        if (res[i].acks < c->ns.wait_replicas)
+            out |= 1ULL << i;
+    }
+    t->gmask &= ~out;
+    t->granted -= popcount64(out);
+    t->unknown |= out;
+    return out;
+}
+
+/* The status of an attempt that failed because grants were withdrawn:
+ * DLOCK_LOCK_DELAY (g->pttl: the delay left) or DLOCK_NOT_REPLICATED. */
+static int withdrawn_error(dlock_client *c, const dlock__held *h,
+                           uint64_t withdrawn, long long minacks, got *g)
+{
+    if (dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &g->pttl) & withdrawn)
+        return delay_error(c, h, g->pttl);
+    g->pttl = -1;
+    return dlock__set_error(
+        c, DLOCK_NOT_REPLICATED,
+        "acquire %s: granted, but %lld of the %d replicas asked for "
+        "acknowledged it within %" PRId64 " ms: given back",
+        h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
+        c->ns.wait_timeout_ms);
 }
 
 /*
  * One attempt on every node. DLOCK_OK (*g filled), DLOCK_BUSY (g->pttl),
- * DLOCK_LOCK_DELAY (g->pttl: the delay left), DLOCK_EINVAL (another limit
- * or kind), DLOCK_NO_QUORUM or an error.
+ * DLOCK_LOCK_DELAY (g->pttl: the delay left), DLOCK_NOT_REPLICATED (with
+ * wait_replicas: granted, too few replicas acknowledged it), DLOCK_EINVAL
+ * (another limit or kind), DLOCK_NO_QUORUM or an error.
  * Whatever a failed attempt may have taken is given back before it
  * returns (the lock's undo, with this kind's release script).
  */
@@ -272,6 +311,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     dlock__verdict v;
     int64_t t0, elapsed;
     uint64_t undo, mask, withdrawn;
+    long long minacks = -1;
     int i, rc;
 
     memset(g, 0, sizeof *g);
@@ -294,19 +334,17 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
-    withdrawn = delay_withdraw(c, h, &t);
+    withdrawn = withdraw(c, h, &t, res, &minacks);
     g->pttl = t.pttl;
     g->nbusy = t.nbusy;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, 0,
                                w->lease_ms - elapsed -
                                    dlock__drift(c, w->lease_ms));
-    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY) {
-        dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &g->pttl);
-        rc = delay_error(c, h, g->pttl);
-    } else {
+    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY)
+        rc = withdrawn_error(c, h, withdrawn, minacks, g);
+    else
         rc = decide(c, h, w, &t, v, t0, res, g);
-    }
     dlock__results_clear(res, c->ns.n);
     if (rc == DLOCK_OK)
         return DLOCK_OK;
@@ -439,6 +477,39 @@ static int sleep_sem(waiting *x, got *g)
     return 1;
 }
 
+/* A permit handed over by a holder's release (FIFO) or a raised limit
+ * came without WAIT, which only the acquirer's own writes carry: with
+ * wait_replicas, confirm it at once (the extend to the full lease, WAITed
+ * like every lock write) before it counts, as a fair lock's handoff is
+ * (acquire.c). Too few acknowledgements give it back (passed on to the
+ * next waiter): DLOCK_NOT_REPLICATED, as for an acquire. DLOCK_OK (*g's
+ * validity updated) or the extend's status. */
+static int confirm_handed(dlock_client *c, dlock__held *h, const want *w,
+                          got *g)
+{
+    dlock__held *hs[1] = {h};
+    int64_t leases[1] = {w->lease_ms};
+    int ok;
+    if (c->ns.wait_replicas == 0)
+        return DLOCK_OK;
+    dlock__extend_many(c, hs, leases, 1, &ok, NULL);
+    if (ok == DLOCK_OK) {
+        h->confirm_pending = 0;
+        g->valid_until = atomic_load(&h->valid_until_ms);
+        return DLOCK_OK;
+    }
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__undo_acquire(c, h, 1, 1, g->token, w->lease_ms, 0, 0);
+    if (ok != DLOCK_NOT_REPLICATED)
+        return ok; /* the extend's message says why */
+    return dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                            "acquire %s: a permit handed over by a release, "
+                            "but fewer than the %d replicas asked for "
+                            "acknowledged it within %" PRId64 " ms: given back",
+                            h->k.name, c->ns.wait_replicas,
+                            c->ns.wait_timeout_ms);
+}
+
 /* Subscribe before the next attempt: a semaphore waiter to its process's
  * handoff channel (as the owner a wake names), a reader to the lock's
  * channel. Without a subscription, spin. */
@@ -527,7 +598,7 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
         } else if (sem) {
             rc = sleep_sem(&x, g);
             if (rc == 1) {
-                rc = DLOCK_OK;
+                rc = confirm_handed(c, h, w, g);
                 break;
             }
         } else {
@@ -810,7 +881,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     dlock__held *h, *r;
     dlock__cmdbuf b;
     char relid[64];
-    int i, ok = 0, no = 0, rc;
+    int i, ok = 0, no = 0, unacked = 0, rc;
     uint64_t token, granted = 0, unknown = 0;
     int64_t t0;
 
@@ -856,6 +927,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     dlock__cmd_arg_i64(&b, o.lease_ms);
     dlock__cmd_arg(&b, r->k.chan, r->k.chanlen);
     dlock__cmd_arg(&b, relid, strlen(relid));
+    dlock__cmd_durable(c, &b.cmd); /* it grants a read lease */
     t0 = dlock__now_ms();
     dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, o.lease_ms),
                res);
@@ -863,6 +935,13 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
         if (res[i].status != DLOCK_OK) {
             if (res[i].sent)
                 unknown |= 1ULL << i;
+        } else if (res[i].reply->type == REDIS_REPLY_INTEGER &&
+                   res[i].reply->integer == 1 && c->ns.wait_replicas > 0 &&
+                   res[i].acks < c->ns.wait_replicas) {
+            /* Too few replicas have the read lease: a failover could
+             * lose it (and keep the writer's older lease). */
+            unacked++;
+            unknown |= 1ULL << i;
         } else if (res[i].reply->type == REDIS_REPLY_INTEGER &&
                    res[i].reply->integer == 1) {
             ok++;
@@ -887,6 +966,14 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
                               "downgrade %s: not the owner (the lease had "
                               "run out)",
                               r->k.name);
+    else if (unacked > 0 && ok + unacked >= c->ns.quorum)
+        rc = dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                              "downgrade %s: done, but fewer than the %d "
+                              "replicas asked for acknowledged it within "
+                              "%" PRId64 " ms: the write and read holds are "
+                              "given back",
+                              r->k.name, c->ns.wait_replicas,
+                              c->ns.wait_timeout_ms);
     else
         rc = dlock__fail_step(c, res, dlock__all_nodes(c),
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,

@@ -1,0 +1,294 @@
+/*
+ * shared_replicated.c - wait_replicas (WAIT) for semaphore permits and
+ * read-write locks' readers, on a real master with one replica (two
+ * throwaway redis-servers, the second REPLICAOF the first; the client
+ * names the master alone, as a plain single-server client does).
+ *
+ * (a) wait_replicas 1, the replica running: a permit and a reader are
+ *     granted, and each is on the replica when its acquire returns.
+ * (b) the replica SIGSTOPped: a permit try, a waiting permit acquire, a
+ *     reader try and a waiting reader acquire all return
+ *     DLOCK_NOT_REPLICATED at once, and nothing is left held on the
+ *     master (no permit, no reader).
+ * (c) a permit handed over (FIFO) by the holder's release to a queued
+ *     waiter while the replica is stopped: the release carries no WAIT,
+ *     so the waiter confirms it with WAIT before its acquire returns; it
+ *     returns DLOCK_NOT_REPLICATED and the permit is given back.
+ * (d) a writer downgraded to a reader while the replica is stopped:
+ *     DLOCK_NOT_REPLICATED, and neither the write hold nor the read lease
+ *     is left.
+ * After each stop the replica is resumed and the same acquires succeed.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+
+static th_server master, replica;
+
+/* WAIT's timeout: each refusal while the replica is stopped costs it. */
+#define WAIT_MS 300
+
+/* Bounded waits for the servers (liveness, not timing). */
+#define LIVE_MS 20000
+
+static int setup(void **state)
+{
+    char link[32] = "";
+    redisReply *r;
+    int64_t end;
+    (void)state;
+    if (th_server_start(&master, NULL) != 0 ||
+        th_server_start(&replica, NULL) != 0)
+        return -1;
+    r = th_cmd(&replica, "REPLICAOF 127.0.0.1 %d", master.port);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    end = th_now_ms() + LIVE_MS;
+    while (th_now_ms() < end) {
+        r = th_cmd(&replica, "INFO replication");
+        if (r != NULL && r->type == REDIS_REPLY_STRING &&
+            strstr(r->str, "master_link_status:up") != NULL)
+            strcpy(link, "up");
+        if (r != NULL)
+            freeReplyObject(r);
+        if (link[0] != '\0' &&
+            th_cmd_int(&master, "WAIT 1 %d", 1000) == 1) /* it acks */
+            return 0;
+        th_sleep_ms(50);
+    }
+    fprintf(stderr, "the replica did not come up\n");
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_server_stop(&replica);
+    th_server_stop(&master);
+    return 0;
+}
+
+/* A client of the master with wait_replicas (the default fair waiting). */
+static dlock_client *wclient(int wait_replicas)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *urls[1] = {master.url};
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 1;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 2000;
+    o.wait_replicas = wait_replicas;
+    o.wait_replicas_timeout_ms = WAIT_MS;
+    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* A permit of semaphore name (limit 1) or a reader of lock name (rw). */
+static int take(dlock_client *c, const char *name, int rw, int64_t wait_ms,
+                dlock_lock **l)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = wait_ms;
+    o.lease_ms = 10000;
+    *l = NULL;
+    return rw ? dlock_rw_acquire_shared(l, c, name, 0, &o)
+              : dlock_sem_acquire(l, c, name, 1, &o);
+}
+
+/* Live permits of semaphore name (rw 0), or readers of lock name (rw 1),
+ * on server s: members of the zset with a deadline ahead (the limit's
+ * member '#' has a small score, tombstones negative ones). */
+static long long held_on(const th_server *s, const char *name, int rw)
+{
+    redisReply *t = th_cmd(s, "TIME");
+    long long now, n;
+    assert_non_null(t);
+    now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    n = th_cmd_int(
+        s, rw ? "ZCOUNT dlock:{%s}:r %lld +inf" : "ZCOUNT dlock:{%s} %lld +inf",
+        name, now);
+    return n;
+}
+
+/* Does server s have a write hold on lock name (its hash's owner)? */
+static long long writer_on(const th_server *s, const char *name)
+{
+    redisReply *r = th_cmd(s, "HGETALL dlock:{%s}", name);
+    long long n = 0;
+    size_t i;
+    assert_non_null(r);
+    for (i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (r->element[i]->str[0] != '#') /* '#r', '#w': readers' marks */
+            n++;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Each test starts with the replica running (an earlier test that failed
+ * may have left it stopped). */
+static void replica_running(void)
+{
+    th_server_resume(&replica);
+    assert_int_equal(th_cmd_int(&master, "WAIT 1 %d", LIVE_MS), 1);
+}
+
+static void expect_not_replicated(dlock_client *c, int rc, dlock_lock *l,
+                                  const char *what)
+{
+    if (rc != DLOCK_NOT_REPLICATED)
+        print_error("%s: expected NOT_REPLICATED, got %s: %s\n", what,
+                    dlock_status_name(rc), dlock_errmsg(c));
+    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
+    assert_null(l);
+}
+
+/* (a) */
+static void test_granted_with_replica(void **state)
+{
+    dlock_client *c = wclient(1);
+    dlock_lock *l;
+    int rw;
+    (void)state;
+    replica_running();
+    for (rw = 0; rw < 2; rw++) {
+        const char *name = rw ? "sr-a-rw" : "sr-a-sem";
+        assert_int_equal(take(c, name, rw, 0, &l), DLOCK_OK);
+        /* WAIT 1 answered before the acquire returned: the replica has
+         * the grant now. */
+        assert_int_equal(held_on(&replica, name, rw), 1);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    dlock_client_free(c);
+}
+
+/* (b), for a permit (rw 0) or a reader (rw 1). */
+static void refused_while_replica_stopped(int rw)
+{
+    dlock_client *c = wclient(1);
+    const char *name = rw ? "sr-b-rw" : "sr-b-sem";
+    dlock_lock *l;
+    int k, rc;
+    replica_running();
+    th_server_pause(&replica);
+    for (k = 0; k < 2; k++) { /* a try, then a waiting acquire */
+        rc = take(c, name, rw, k ? 5000 : 0, &l);
+        expect_not_replicated(c, rc, l, name);
+        assert_non_null(strstr(dlock_errmsg(c), "replicas"));
+        assert_int_equal(held_on(&master, name, rw), 0);
+    }
+    th_server_resume(&replica);
+    assert_int_equal(take(c, name, rw, 5000, &l), DLOCK_OK);
+    assert_int_equal(held_on(&replica, name, rw), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+static void test_permit_refused_while_replica_stopped(void **state)
+{
+    (void)state;
+    refused_while_replica_stopped(0);
+}
+
+static void test_reader_refused_while_replica_stopped(void **state)
+{
+    (void)state;
+    refused_while_replica_stopped(1);
+}
+
+/* A waiter of test (c), on its own thread and client. */
+typedef struct waiter {
+    dlock_client *c;
+    dlock_lock *l;
+    int rc;
+} waiter;
+
+static void *wait_permit(void *p)
+{
+    waiter *w = p;
+    w->rc = take(w->c, "sr-c-sem", 0, LIVE_MS, &w->l);
+    return NULL;
+}
+
+/* (c) */
+static void test_handoff_while_replica_stopped(void **state)
+{
+    dlock_client *a = wclient(1);
+    waiter w = {.c = wclient(1)};
+    dlock_lock *l;
+    pthread_t t;
+    int64_t end;
+    (void)state;
+    replica_running();
+    assert_int_equal(take(a, "sr-c-sem", 0, 0, &l), DLOCK_OK);
+    assert_int_equal(pthread_create(&t, NULL, wait_permit, &w), 0);
+    /* Queued (FIFO): the release hands the permit to it. */
+    end = th_now_ms() + LIVE_MS;
+    while (th_cmd_int(&master, "LLEN dlock:{sr-c-sem}:q") < 1 &&
+           th_now_ms() < end)
+        th_sleep_ms(20);
+    assert_int_equal(th_cmd_int(&master, "LLEN dlock:{sr-c-sem}:q"), 1);
+    th_server_pause(&replica);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    expect_not_replicated(w.c, w.rc, w.l, "handed permit");
+    assert_int_equal(held_on(&master, "sr-c-sem", 0), 0);
+    th_server_resume(&replica);
+    assert_int_equal(take(w.c, "sr-c-sem", 0, 5000, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(w.c);
+    dlock_client_free(a);
+}
+
+/* (d) */
+static void test_downgrade_while_replica_stopped(void **state)
+{
+    dlock_client *c = wclient(1);
+    dlock_lock *l, *r = NULL;
+    int rc;
+    (void)state;
+    replica_running();
+    assert_int_equal(dlock_lock_acquire(&l, c, "sr-d-rw", 0, 10000), DLOCK_OK);
+    assert_int_equal(writer_on(&replica, "sr-d-rw"), 1);
+    th_server_pause(&replica);
+    rc = dlock_rw_downgrade(&r, l);
+    expect_not_replicated(c, rc, r, "downgrade");
+    assert_int_equal(held_on(&master, "sr-d-rw", 1), 0);
+    assert_int_equal(writer_on(&master, "sr-d-rw"), 0);
+    th_server_resume(&replica);
+    assert_int_equal(dlock_lock_acquire(&l, c, "sr-d-rw", 5000, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_rw_downgrade(&r, l), DLOCK_OK);
+    assert_int_equal(held_on(&replica, "sr-d-rw", 1), 1);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_granted_with_replica),
+        cmocka_unit_test(test_permit_refused_while_replica_stopped),
+        cmocka_unit_test(test_reader_refused_while_replica_stopped),
+        cmocka_unit_test(test_handoff_while_replica_stopped),
+        cmocka_unit_test(test_downgrade_while_replica_stopped),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
