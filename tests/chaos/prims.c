@@ -220,6 +220,17 @@ static void wk_failed(const wk *w, int rc)
     chaos_sleep_ms(chaos_rnd_in(1, 20));
 }
 
+/* Enter the hold L of the worker's one name (key "-"), asked for at CALL
+ * (RENEWED: see log_enter): its E line, then into INDIR. Returns the
+ * entry time. */
+static int64_t wk_enter(const wk *w, dlock_lock *l, int64_t call, int renewed)
+{
+    int64_t enter = chaos_now_ns();
+    log_enter(w, "-", l, call, enter, renewed);
+    wk_inside(w, 1);
+    return enter;
+}
+
 /* Leave the hold L of the worker's one name (key "-") entered at ENTER:
  * out of INDIR, its X line, then the release and its R line. */
 static void wk_leave(const wk *w, dlock_lock *l, int64_t enter)
@@ -270,9 +281,7 @@ static int sem_worker(int argc, char **argv)
             wk_failed(&w, rc);
             continue;
         }
-        int64_t enter = chaos_now_ns();
-        log_enter(&w, "-", l, call, enter, w.watchdog);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, w.watchdog);
         long long seen;
         read_counter(&w, res, 0, &seen);
         chaos_sleep_ms(chaos_rnd_in(0, w.r.hold));
@@ -306,9 +315,7 @@ static int rw_worker(int argc, char **argv)
             wk_failed(&w, rc);
             continue;
         }
-        int64_t enter = chaos_now_ns();
-        log_enter(&w, "-", l, call, enter, w.watchdog);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, w.watchdog);
         long long counter;
         /* Readers only look; the writer's read is fenced. */
         int grc = read_counter(&w, res, w.kind == 'w' ? dlock_lock_token(l) : 0,
@@ -429,9 +436,7 @@ static int elect_worker(int argc, char **argv)
         }
         dlock_lock *l = dlock_election_lock(e);
         uint64_t ep = dlock_election_epoch(e);
-        int64_t enter = chaos_now_ns();
-        log_enter(&w, "-", l, call, enter, 1);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, 1);
         terms++;
         int64_t term_end = enter + chaos_rnd_in(300, 2500) * 1000000;
         /* The first act of a new leader is a write: from then on the
