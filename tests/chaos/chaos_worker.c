@@ -25,39 +25,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "chaos_common.h"
 #include "harness.h"
-
-/* CLOCK_MONOTONIC in nanoseconds: comparable across processes. */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t rnd(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v)
-        v = (uint64_t)now_ns() * 6364136223846793005ULL;
-    return v;
-}
 
 /* Split a comma-separated list of URLs into a NULL-terminated array. */
 static size_t split_urls(char *list, const char **out, size_t max)
@@ -80,18 +56,15 @@ static int parse_wopts(int argc, char **argv, wopts *w)
     w->strategy = DLOCK_WAIT_NOTIFY;
     w->ca = NULL;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "strategy=notify"))
-            w->strategy = DLOCK_WAIT_NOTIFY;
-        else if (!strcmp(argv[i], "strategy=spin"))
-            w->strategy = DLOCK_WAIT_SPIN;
-        else if (!strcmp(argv[i], "strategy=fair"))
-            w->strategy = DLOCK_WAIT_FAIR;
-        else if (!strncmp(argv[i], "ca=", 3))
+        if (!strncmp(argv[i], "strategy=", 9) &&
+            chaos_strategy(argv[i] + 9, &w->strategy) == 0)
+            continue;
+        if (!strncmp(argv[i], "ca=", 3)) {
             w->ca = argv[i] + 3;
-        else {
-            fprintf(stderr, "chaos_worker: unknown option %s\n", argv[i]);
-            return -1;
+            continue;
         }
+        fprintf(stderr, "chaos_worker: unknown option %s\n", argv[i]);
+        return -1;
     }
     return 0;
 }
@@ -119,29 +92,7 @@ static dlock_client *make_client(char *urls, int64_t timeout_ms, const wopts *w)
         o.wait_replicas = atoi(e);
     if ((e = getenv("CHAOS_LOCK_DELAY_MS")) != NULL)
         o.lock_delay_ms = atoll(e);
-    dlock_client *c = NULL;
-    char err[256] = "";
-    int rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK) {
-        fprintf(stderr, "chaos_worker: client: %s: %s\n", dlock_status_name(rc),
-                err);
-        return NULL;
-    }
-    return c;
-}
-
-/* Write the line to fd in one write(2), so a kill -9 leaves whole lines. */
-static void logline(int fd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void logline(int fd, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof buf && write(fd, buf, (size_t)n) < 0)
-        perror("chaos_worker: log");
+    return chaos_client(&o);
 }
 
 /*
@@ -157,42 +108,38 @@ static int worker(int argc, char **argv)
                         "HOLD_MS WATCHDOG HOLDERFILE [strategy=S] [ca=F]\n");
         return 2;
     }
-    const char *name = argv[3];
-    int wid = atoi(argv[4]);
-    int fd = open(argv[5], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int64_t until = now_ns() + atoll(argv[6]) * 1000000000LL;
-    int64_t lease = atoll(argv[7]), hold = atoll(argv[8]);
+    chaos_wk r;
+    if (chaos_wk_open(&r, argv) != 0)
+        return 2;
+    const char *name = r.name;
+    int wid = r.wid, fd = r.fd;
+    int64_t until = r.until, lease = r.lease, hold = r.hold;
     int wd = atoi(argv[9]);
     const char *holderfile = argv[10];
     char key[600];
     snprintf(key, sizeof key, "chaos:{%s}:counter", name);
-    if (fd < 0) {
-        perror("chaos_worker: open log");
-        return 2;
-    }
-    dlock_client *c = make_client(argv[2], 300, &w);
+    dlock_client *c = make_client(r.urls, 300, &w);
     if (!c)
         return 2;
-    signal(SIGPIPE, SIG_IGN);
-    for (int i = 0; i < 100000 && now_ns() < until; i++) {
+    for (int i = 0; i < 100000 && chaos_now_ns() < until; i++) {
         dlock_acquire_options ao;
         dlock_acquire_options_init(&ao);
         ao.wait_ms = 1000;
         ao.lease_ms = lease;
         ao.watchdog = wd;
         dlock_lock *l = NULL;
-        int64_t asked = now_ns();
+        int64_t asked = chaos_now_ns();
         int rc = dlock_lock_acquire_ex(&l, c, name, &ao);
         if (rc != DLOCK_OK) {
-            logline(fd, "F %d %s %lld %lld\n", wid, dlock_status_name(rc),
-                    (long long)asked, (long long)now_ns());
-            sleep_ms(1 + (int64_t)(rnd() % 20));
+            chaos_log(fd, "F %d %s %lld %lld\n", wid, dlock_status_name(rc),
+                      (long long)asked, (long long)chaos_now_ns());
+            chaos_sleep_ms(1 + (int64_t)(chaos_rnd() % 20));
             continue;
         }
-        int64_t enter = now_ns();
+        int64_t enter = chaos_now_ns();
         uint64_t tok = dlock_lock_token(l);
-        logline(fd, "E %d %llu %lld %lld\n", wid, (unsigned long long)tok,
-                (long long)enter, (long long)dlock_lock_validity_ms(l));
+        chaos_log(fd, "E %d %llu %lld %lld\n", wid, (unsigned long long)tok,
+                  (long long)enter, (long long)dlock_lock_validity_ms(l));
         if (holderfile[0] != '-') {
             char tmp[600], pid[32];
             snprintf(tmp, sizeof tmp, "%s.%d", holderfile, wid);
@@ -216,33 +163,34 @@ static int worker(int argc, char **argv)
         /* CHAOS_HOLD_FIXED: hold exactly HOLD_MS (a holder that must
          * still be inside when a failover is over). */
         if (hold > 0)
-            sleep_ms(getenv("CHAOS_HOLD_FIXED") != NULL
-                         ? hold
-                         : (int64_t)(rnd() % (uint64_t)hold));
-        int64_t ws = now_ns(), wc = ws;
+            chaos_sleep_ms(getenv("CHAOS_HOLD_FIXED") != NULL
+                               ? hold
+                               : (int64_t)(chaos_rnd() % (uint64_t)hold));
+        int64_t ws = chaos_now_ns(), wc = ws;
         int wrc = grc;
         if (grc == DLOCK_OK) {
             char nv[32];
             int n = snprintf(nv, sizeof nv, "%lld", counter + 1);
             wrc = dlock_fenced_set(c, key, tok, nv, (size_t)n);
-            wc = now_ns();
+            wc = chaos_now_ns();
         }
         int valid =
             dlock_lock_validity_ms(l) > 0 && dlock_lock_status(l) == DLOCK_OK;
-        int64_t exitt = now_ns();
-        logline(fd, "X %d %llu %lld %lld %d %llu %lld %lld %d\n", wid,
-                (unsigned long long)tok, (long long)enter, (long long)exitt,
-                valid, (unsigned long long)fence, (long long)ws, (long long)wc,
-                wrc);
-        int64_t rs = now_ns();
+        int64_t exitt = chaos_now_ns();
+        chaos_log(fd, "X %d %llu %lld %lld %d %llu %lld %lld %d\n", wid,
+                  (unsigned long long)tok, (long long)enter, (long long)exitt,
+                  valid, (unsigned long long)fence, (long long)ws,
+                  (long long)wc, wrc);
+        int64_t rs = chaos_now_ns();
         int rrc = dlock_lock_release(l);
-        logline(fd, "R %d %llu %lld %lld %s\n", wid, (unsigned long long)tok,
-                (long long)rs, (long long)now_ns(), dlock_status_name(rrc));
+        chaos_log(fd, "R %d %llu %lld %lld %s\n", wid, (unsigned long long)tok,
+                  (long long)rs, (long long)chaos_now_ns(),
+                  dlock_status_name(rrc));
         /* CHAOS_PAUSE_MS: rest up to that long after a release, so that
          * a contender of another process can take the lock. */
         if (getenv("CHAOS_PAUSE_MS") != NULL && atoll(getenv("CHAOS_PAUSE_MS")))
-            sleep_ms(
-                (int64_t)(rnd() % (uint64_t)atoll(getenv("CHAOS_PAUSE_MS"))));
+            chaos_sleep_ms((int64_t)(chaos_rnd() % (uint64_t)atoll(getenv(
+                                                       "CHAOS_PAUSE_MS"))));
     }
     dlock_client_free(c);
     close(fd);
@@ -531,7 +479,7 @@ static void against_fake(const char *mode)
         th_fake_server_stop(port);
         return;
     }
-    int64_t t0 = now_ns();
+    int64_t t0 = chaos_now_ns();
     alarm(20);
     dlock_lock *l = NULL;
     int rc = dlock_lock_acquire(&l, c, "x", 0, 1000);
@@ -559,7 +507,7 @@ static void against_fake(const char *mode)
     rc = dlock_lock_adopt(&l, c, "x", "a:b", 1);
     EXPECT(rc != DLOCK_OK && known(rc), "adopt vs fake");
     alarm(0);
-    int64_t ms = (now_ns() - t0) / 1000000;
+    int64_t ms = (chaos_now_ns() - t0) / 1000000;
     EXPECT(ms < 10000, "calls vs fake server took too long");
     printf("fake %-9s ok in %lld ms (%s)\n", mode, (long long)ms,
            dlock_errmsg(c));
@@ -786,7 +734,7 @@ static int proxy(int argc, char **argv)
     snprintf(lpath, sizeof lpath, "%s.sock", argv[2]);
     paddr_of(&lst, tgt.family == AF_UNIX ? lpath : "0");
     const char *delayfile = argv[4];
-    int64_t until = now_ns() + atoll(argv[5]) * 1000000000LL;
+    int64_t until = chaos_now_ns() + atoll(argv[5]) * 1000000000LL;
     signal(SIGPIPE, SIG_IGN);
     if (tgt.family == AF_UNIX)
         unlink(lpath);
@@ -811,8 +759,8 @@ static int proxy(int argc, char **argv)
     for (int i = 0; i < MAXC; i++)
         cs_[i].fd[0] = cs_[i].fd[1] = -1;
     int64_t delay = 0, next_read = 0;
-    while (now_ns() < until) {
-        int64_t now = now_ns();
+    while (chaos_now_ns() < until) {
+        int64_t now = chaos_now_ns();
         if (now >= next_read) {
             delay = read_delay_ms(delayfile);
             next_read = now + 50000000LL;
@@ -843,7 +791,7 @@ static int proxy(int argc, char **argv)
         int tmo = (int)((wake - now) / 1000000) + 1;
         if (poll(pfd, (nfds_t)n, tmo) < 0 && errno != EINTR)
             break;
-        now = now_ns();
+        now = chaos_now_ns();
         if (pfd[0].revents & POLLIN) {
             int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             int slot = -1;

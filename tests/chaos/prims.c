@@ -58,61 +58,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-/* CLOCK_MONOTONIC in nanoseconds: comparable across processes. */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t rnd(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v)
-        v = (uint64_t)now_ns() * 6364136223846793005ULL;
-    return v;
-}
-
-/* A random number in [lo, hi]. */
-static int64_t rnd_in(int64_t lo, int64_t hi)
-{
-    return hi <= lo ? lo : lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
-}
-
-/* Write the line to fd in one write(2). */
-static void logline(int fd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void logline(int fd, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof buf && write(fd, buf, (size_t)n) < 0)
-        perror("chaos_prims: log");
-}
+#include "chaos_common.h"
 
 /* ---- workers ------------------------------------------------------------ */
 
-/* What every worker mode shares. */
+/* What every worker mode shares: the common prologue's arguments and
+ * log (r), and the primitives' own. */
 typedef struct wk {
-    const char *name, *indir;
-    int wid, fd;
+    chaos_wk r;
+    const char *indir;
     int watchdog; /* sem, rw: odd workers renew by the watchdog */
-    int64_t until, lease, hold;
     dlock_client *c;
     char kind; /* p r w m l */
 } wk;
@@ -126,23 +84,12 @@ static dlock_client *make_client(const char *url, int64_t timeout_ms)
     o.nservers = 1;
     o.connect_timeout_ms = timeout_ms;
     o.command_timeout_ms = timeout_ms;
-    /* CHAOS_STRATEGY=notify|spin|fair; unset: the library's default. */
+    /* CHAOS_STRATEGY=notify|spin|fair; unset (or another name): the
+     * library's default. */
     const char *st = getenv("CHAOS_STRATEGY");
-    if (st != NULL && !strcmp(st, "notify"))
-        o.wait_strategy = DLOCK_WAIT_NOTIFY;
-    else if (st != NULL && !strcmp(st, "spin"))
-        o.wait_strategy = DLOCK_WAIT_SPIN;
-    else if (st != NULL && !strcmp(st, "fair"))
-        o.wait_strategy = DLOCK_WAIT_FAIR;
-    dlock_client *c = NULL;
-    char err[256] = "";
-    int rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK) {
-        fprintf(stderr, "chaos_prims: client: %s: %s\n", dlock_status_name(rc),
-                err);
-        return NULL;
-    }
-    return c;
+    if (st != NULL)
+        (void)chaos_strategy(st, &o.wait_strategy);
+    return chaos_client(&o);
 }
 
 /* argv: MODE URLS NAME WID LOG SECS LEASE HOLD INDIR ...; 0 or -1. */
@@ -151,46 +98,38 @@ static int wk_open(wk *w, int argc, char **argv, char kind)
     if (argc < 10)
         return -1;
     memset(w, 0, sizeof *w);
-    w->name = argv[3];
-    w->wid = atoi(argv[4]);
-    w->fd = open(argv[5], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    w->until = now_ns() + atoll(argv[6]) * 1000000000LL;
-    w->lease = atoll(argv[7]);
-    w->hold = atoll(argv[8]);
+    if (chaos_wk_open(&w->r, argv) != 0)
+        return -1;
     w->indir = argv[9];
     w->kind = kind;
-    w->watchdog = w->wid % 2;
-    if (w->fd < 0) {
-        perror("chaos_prims: open log");
-        return -1;
-    }
-    w->c = make_client(argv[2], 300);
+    w->watchdog = w->r.wid % 2;
+    w->c = make_client(w->r.urls, 300);
     if (!w->c)
         return -1;
-    signal(SIGPIPE, SIG_IGN);
-    logline(w->fd, "P %d %d %lld\n", w->wid, (int)getpid(),
-            (long long)now_ns());
+    chaos_log(w->r.fd, "P %d %d %lld\n", w->r.wid, (int)getpid(),
+              (long long)chaos_now_ns());
     return 0;
 }
 
 static void wk_close(wk *w, int rounds)
 {
-    logline(w->fd, "D %d %d %lld\n", w->wid, rounds, (long long)now_ns());
+    chaos_log(w->r.fd, "D %d %d %lld\n", w->r.wid, rounds,
+              (long long)chaos_now_ns());
     dlock_client_free(w->c);
-    close(w->fd);
+    close(w->r.fd);
 }
 
 /* INDIR/in.KIND.WID: holds the pid while inside (the driver's victims). */
 static void wk_inside(const wk *w, int in)
 {
     char path[600], tmp[620], pid[32];
-    snprintf(path, sizeof path, "%s/in.%c.%d", w->indir, w->kind, w->wid);
+    snprintf(path, sizeof path, "%s/in.%c.%d", w->indir, w->kind, w->r.wid);
     if (!in) {
         unlink(path);
         return;
     }
     /* Hidden: the driver's glob in.?.* must not see it half-written. */
-    snprintf(tmp, sizeof tmp, "%s/.in.%c.%d", w->indir, w->kind, w->wid);
+    snprintf(tmp, sizeof tmp, "%s/.in.%c.%d", w->indir, w->kind, w->r.wid);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
@@ -217,12 +156,12 @@ static void log_enter(const wk *w, const char *key, dlock_lock *l, int64_t call,
 {
     int64_t validity = dlock_lock_validity_ms(l), sent = call;
     int64_t by_validity =
-        enter - (w->lease - (w->lease / 100 + 2) - validity + 2) * 1000000;
+        enter - (w->r.lease - (w->r.lease / 100 + 2) - validity + 2) * 1000000;
     if (!renewed && by_validity > sent)
         sent = by_validity;
-    logline(w->fd, "E %d %c %s %llu %lld %lld %lld\n", w->wid, w->kind, key,
-            (unsigned long long)dlock_lock_token(l), (long long)sent,
-            (long long)enter, (long long)validity);
+    chaos_log(w->r.fd, "E %d %c %s %llu %lld %lld %lld\n", w->r.wid, w->kind,
+              key, (unsigned long long)dlock_lock_token(l), (long long)sent,
+              (long long)enter, (long long)validity);
 }
 
 static int still_valid(dlock_lock *l)
@@ -235,31 +174,72 @@ static int still_valid(dlock_lock *l)
 static int fenced_write(const wk *w, const char *key, dlock_lock *l,
                         const char *res, uint64_t tok, const char *value)
 {
-    int64_t ws = now_ns();
+    int64_t ws = chaos_now_ns();
     int wrc = dlock_fenced_set(w->c, res, tok, value, strlen(value));
-    int64_t wc = now_ns();
-    logline(w->fd, "A %d %s %llu %lld %lld %d %lld %lld\n", w->wid, key,
-            (unsigned long long)tok, (long long)ws, (long long)wc, wrc,
-            (long long)now_ns(),
-            (long long)(dlock_lock_status(l) == DLOCK_OK
-                            ? dlock_lock_validity_ms(l)
-                            : 0));
+    int64_t wc = chaos_now_ns();
+    chaos_log(w->r.fd, "A %d %s %llu %lld %lld %d %lld %lld\n", w->r.wid, key,
+              (unsigned long long)tok, (long long)ws, (long long)wc, wrc,
+              (long long)chaos_now_ns(),
+              (long long)(dlock_lock_status(l) == DLOCK_OK
+                              ? dlock_lock_validity_ms(l)
+                              : 0));
     return wrc;
 }
 
 static void log_exit(const wk *w, const char *key, dlock_lock *l, int64_t enter)
 {
-    logline(w->fd, "X %d %s %llu %lld %lld %d\n", w->wid, key,
-            (unsigned long long)dlock_lock_token(l), (long long)enter,
-            (long long)now_ns(), still_valid(l));
+    chaos_log(w->r.fd, "X %d %s %llu %lld %lld %d\n", w->r.wid, key,
+              (unsigned long long)dlock_lock_token(l), (long long)enter,
+              (long long)chaos_now_ns(), still_valid(l));
 }
 
 static void log_release(const wk *w, const char *key, uint64_t tok, int64_t rs,
                         int rrc)
 {
-    logline(w->fd, "R %d %s %llu %lld %lld %s\n", w->wid, key,
-            (unsigned long long)tok, (long long)rs, (long long)now_ns(),
-            dlock_status_name(rrc));
+    chaos_log(w->r.fd, "R %d %s %llu %lld %lld %s\n", w->r.wid, key,
+              (unsigned long long)tok, (long long)rs, (long long)chaos_now_ns(),
+              dlock_status_name(rrc));
+}
+
+/* The options of a worker's acquire: wait WAIT_MS, the worker's lease,
+ * the watchdog as given. */
+static dlock_acquire_options wk_opts(const wk *w, int64_t wait_ms, int wd)
+{
+    dlock_acquire_options ao;
+    dlock_acquire_options_init(&ao);
+    ao.wait_ms = wait_ms;
+    ao.lease_ms = w->r.lease;
+    ao.watchdog = wd;
+    return ao;
+}
+
+/* A failed acquire: its F line, then a pause of 1..20 ms. */
+static void wk_failed(const wk *w, int rc)
+{
+    chaos_log(w->r.fd, "F %d %s\n", w->r.wid, dlock_status_name(rc));
+    chaos_sleep_ms(chaos_rnd_in(1, 20));
+}
+
+/* Enter the hold L of the worker's one name (key "-"), asked for at CALL
+ * (RENEWED: see log_enter): its E line, then into INDIR. Returns the
+ * entry time. */
+static int64_t wk_enter(const wk *w, dlock_lock *l, int64_t call, int renewed)
+{
+    int64_t enter = chaos_now_ns();
+    log_enter(w, "-", l, call, enter, renewed);
+    wk_inside(w, 1);
+    return enter;
+}
+
+/* Leave the hold L of the worker's one name (key "-") entered at ENTER:
+ * out of INDIR, its X line, then the release and its R line. */
+static void wk_leave(const wk *w, dlock_lock *l, int64_t enter)
+{
+    wk_inside(w, 0);
+    log_exit(w, "-", l, enter);
+    uint64_t tok = dlock_lock_token(l);
+    int64_t rs = chaos_now_ns();
+    log_release(w, "-", tok, rs, dlock_lock_release(l));
 }
 
 /* Read the fenced counter RES: its value (0 when none) and status. With
@@ -290,36 +270,25 @@ static int sem_worker(int argc, char **argv)
         return 2;
     int64_t limit = atoll(argv[10]);
     char res[600];
-    snprintf(res, sizeof res, "chaos:{%s}:res", w.name);
+    snprintf(res, sizeof res, "chaos:{%s}:res", w.r.name);
     int i;
-    for (i = 0; i < 100000 && now_ns() < w.until; i++) {
-        dlock_acquire_options ao;
-        dlock_acquire_options_init(&ao);
-        ao.wait_ms = 1000;
-        ao.lease_ms = w.lease;
-        ao.watchdog = w.watchdog;
+    for (i = 0; i < 100000 && chaos_now_ns() < w.r.until; i++) {
+        dlock_acquire_options ao = wk_opts(&w, 1000, w.watchdog);
         dlock_lock *l = NULL;
-        int64_t call = now_ns();
-        int rc = dlock_sem_acquire(&l, w.c, w.name, limit, &ao);
+        int64_t call = chaos_now_ns();
+        int rc = dlock_sem_acquire(&l, w.c, w.r.name, limit, &ao);
         if (rc != DLOCK_OK) {
-            logline(w.fd, "F %d %s\n", w.wid, dlock_status_name(rc));
-            sleep_ms(rnd_in(1, 20));
+            wk_failed(&w, rc);
             continue;
         }
-        int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter, w.watchdog);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, w.watchdog);
         long long seen;
         read_counter(&w, res, 0, &seen);
-        sleep_ms(rnd_in(0, w.hold));
+        chaos_sleep_ms(chaos_rnd_in(0, w.r.hold));
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)dlock_lock_token(l));
         fenced_write(&w, "-", l, res, dlock_lock_token(l), v);
-        wk_inside(&w, 0);
-        log_exit(&w, "-", l, enter);
-        uint64_t tok = dlock_lock_token(l);
-        int64_t rs = now_ns();
-        log_release(&w, "-", tok, rs, dlock_lock_release(l));
+        wk_leave(&w, l, enter);
     }
     wk_close(&w, i);
     return 0;
@@ -333,46 +302,35 @@ static int rw_worker(int argc, char **argv)
         wk_open(&w, argc, argv, argv[10][0]) != 0)
         return 2;
     char res[600];
-    snprintf(res, sizeof res, "chaos:{%s}:counter", w.name);
+    snprintf(res, sizeof res, "chaos:{%s}:counter", w.r.name);
     int i;
-    for (i = 0; i < 100000 && now_ns() < w.until; i++) {
-        dlock_acquire_options ao;
-        dlock_acquire_options_init(&ao);
-        ao.wait_ms = 1000;
-        ao.lease_ms = w.lease;
-        ao.watchdog = w.watchdog;
+    for (i = 0; i < 100000 && chaos_now_ns() < w.r.until; i++) {
+        dlock_acquire_options ao = wk_opts(&w, 1000, w.watchdog);
         dlock_lock *l = NULL;
-        int64_t call = now_ns();
+        int64_t call = chaos_now_ns();
         int rc = w.kind == 'r'
-                     ? dlock_rw_acquire_shared(&l, w.c, w.name, 0, &ao)
-                     : dlock_lock_acquire_ex(&l, w.c, w.name, &ao);
+                     ? dlock_rw_acquire_shared(&l, w.c, w.r.name, 0, &ao)
+                     : dlock_lock_acquire_ex(&l, w.c, w.r.name, &ao);
         if (rc != DLOCK_OK) {
-            logline(w.fd, "F %d %s\n", w.wid, dlock_status_name(rc));
-            sleep_ms(rnd_in(1, 20));
+            wk_failed(&w, rc);
             continue;
         }
-        int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter, w.watchdog);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, w.watchdog);
         long long counter;
         /* Readers only look; the writer's read is fenced. */
         int grc = read_counter(&w, res, w.kind == 'w' ? dlock_lock_token(l) : 0,
                                &counter);
-        sleep_ms(rnd_in(0, w.hold));
+        chaos_sleep_ms(chaos_rnd_in(0, w.r.hold));
         if (w.kind == 'w' && grc == DLOCK_OK) {
             char v[32];
             snprintf(v, sizeof v, "%lld", counter + 1);
             fenced_write(&w, "-", l, res, dlock_lock_token(l), v);
         }
-        wk_inside(&w, 0);
-        log_exit(&w, "-", l, enter);
-        uint64_t tok = dlock_lock_token(l);
-        int64_t rs = now_ns();
-        log_release(&w, "-", tok, rs, dlock_lock_release(l));
+        wk_leave(&w, l, enter);
         /* Writers pause between holds: readers get their turns too
          * (writers are preferred while they wait). */
         if (w.kind == 'w')
-            sleep_ms(rnd_in(0, w.hold));
+            chaos_sleep_ms(chaos_rnd_in(0, w.r.hold));
     }
     wk_close(&w, i);
     return 0;
@@ -386,41 +344,37 @@ static int multi_worker(int argc, char **argv)
     if (argc < 11 || wk_open(&w, argc, argv, 'm') != 0)
         return 2;
     int rounds = atoi(argv[10]), done = 0;
-    int64_t hard = w.until + 15000000000LL;
+    int64_t hard = w.r.until + 15000000000LL;
     static const char *const keys[4] = {"a", "b", "c", "d"};
     char names[4][600], res[4][640];
     for (int k = 0; k < 4; k++) {
-        snprintf(names[k], sizeof names[k], "%s-%s", w.name, keys[k]);
+        snprintf(names[k], sizeof names[k], "%s-%s", w.r.name, keys[k]);
         snprintf(res[k], sizeof res[k], "chaos:{%.599s}:counter", names[k]);
     }
-    for (int tries = 0; done < rounds && tries < 100000 && now_ns() < hard;
-         tries++) {
+    for (int tries = 0;
+         done < rounds && tries < 100000 && chaos_now_ns() < hard; tries++) {
         /* A random non-empty subset in a random order. */
-        int idx[4] = {0, 1, 2, 3}, n = (int)rnd_in(1, 4);
+        int idx[4] = {0, 1, 2, 3}, n = (int)chaos_rnd_in(1, 4);
         for (int k = 3; k > 0; k--) {
-            int j = (int)rnd_in(0, k), t = idx[k];
+            int j = (int)chaos_rnd_in(0, k), t = idx[k];
             idx[k] = idx[j];
             idx[j] = t;
         }
         const char *pick[4];
         for (int k = 0; k < n; k++)
             pick[k] = names[idx[k]];
-        dlock_acquire_options ao;
-        dlock_acquire_options_init(&ao);
         /* Long enough that a deadlock shows as a worker that does not
-         * finish its rounds, not as a timeout it retries after. */
-        ao.wait_ms = 10000;
-        ao.lease_ms = w.lease;
-        ao.watchdog = 1; /* the first leases run while waiting for more */
+         * finish its rounds, not as a timeout it retries after; the
+         * watchdog: the first leases run while waiting for more. */
+        dlock_acquire_options ao = wk_opts(&w, 10000, 1);
         dlock_lock *ls[4] = {NULL, NULL, NULL, NULL};
-        int64_t call = now_ns();
+        int64_t call = chaos_now_ns();
         int rc = dlock_lock_acquire_all(ls, w.c, pick, (size_t)n, &ao);
         if (rc != DLOCK_OK) {
-            logline(w.fd, "F %d %s\n", w.wid, dlock_status_name(rc));
-            sleep_ms(rnd_in(1, 20));
+            wk_failed(&w, rc);
             continue;
         }
-        int64_t enter = now_ns();
+        int64_t enter = chaos_now_ns();
         for (int k = 0; k < n; k++)
             log_enter(&w, keys[idx[k]], ls[k], call, enter, 1);
         wk_inside(&w, 1);
@@ -429,7 +383,7 @@ static int multi_worker(int argc, char **argv)
         for (int k = 0; k < n; k++)
             grc[k] = read_counter(&w, res[idx[k]], dlock_lock_token(ls[k]),
                                   &counter[k]);
-        sleep_ms(rnd_in(0, w.hold));
+        chaos_sleep_ms(chaos_rnd_in(0, w.r.hold));
         for (int k = 0; k < n; k++) {
             if (grc[k] != DLOCK_OK)
                 continue;
@@ -446,7 +400,7 @@ static int multi_worker(int argc, char **argv)
         }
         /* One by one (not release_all) to log each key's outcome. */
         for (int k = 0; k < n; k++) {
-            int64_t rs = now_ns();
+            int64_t rs = chaos_now_ns();
             log_release(&w, keys[idx[k]], tok[k], rs,
                         dlock_lock_release(ls[k]));
         }
@@ -464,49 +418,44 @@ static int elect_worker(int argc, char **argv)
     if (wk_open(&w, argc, argv, 'l') != 0)
         return 2;
     char res[600], val[64];
-    snprintf(res, sizeof res, "chaos:{%s}:log", w.name);
-    snprintf(val, sizeof val, "w%d", w.wid);
+    snprintf(res, sizeof res, "chaos:{%s}:log", w.r.name);
+    snprintf(val, sizeof val, "w%d", w.r.wid);
     int terms = 0;
-    for (int i = 0; i < 100000 && now_ns() < w.until; i++) {
-        dlock_acquire_options ao;
-        dlock_acquire_options_init(&ao);
+    for (int i = 0; i < 100000 && chaos_now_ns() < w.r.until; i++) {
         /* Until the run ends: a follower leads next only because the
          * library woke it (a release, or the dead leader's lease end),
          * never because its own wait ran out and it tried again. */
-        ao.wait_ms = (w.until - now_ns()) / 1000000 + 1;
-        ao.lease_ms = w.lease;
+        dlock_acquire_options ao =
+            wk_opts(&w, (w.r.until - chaos_now_ns()) / 1000000 + 1, 0);
         dlock_election *e = NULL;
-        int64_t call = now_ns();
-        int rc = dlock_campaign(&e, w.c, w.name, val, &ao);
+        int64_t call = chaos_now_ns();
+        int rc = dlock_campaign(&e, w.c, w.r.name, val, &ao);
         if (rc != DLOCK_OK) {
-            logline(w.fd, "F %d %s\n", w.wid, dlock_status_name(rc));
-            sleep_ms(rnd_in(1, 20));
+            wk_failed(&w, rc);
             continue;
         }
         dlock_lock *l = dlock_election_lock(e);
         uint64_t ep = dlock_election_epoch(e);
-        int64_t enter = now_ns();
-        log_enter(&w, "-", l, call, enter, 1);
-        wk_inside(&w, 1);
+        int64_t enter = wk_enter(&w, l, call, 1);
         terms++;
-        int64_t term_end = enter + rnd_in(300, 2500) * 1000000;
+        int64_t term_end = enter + chaos_rnd_in(300, 2500) * 1000000;
         /* The first act of a new leader is a write: from then on the
          * fence refuses every older epoch. */
         for (int n = 0; n < 1000; n++) {
             char v[96];
-            snprintf(v, sizeof v, "%d:%llu:%d", w.wid, (unsigned long long)ep,
+            snprintf(v, sizeof v, "%d:%llu:%d", w.r.wid, (unsigned long long)ep,
                      n);
             fenced_write(&w, "-", l, res, ep, v);
             if (dlock_election_status(e) != DLOCK_OK ||
-                dlock_lock_validity_ms(l) <= 0 || now_ns() >= term_end)
+                dlock_lock_validity_ms(l) <= 0 || chaos_now_ns() >= term_end)
                 break;
-            sleep_ms(rnd_in(20, w.hold));
+            chaos_sleep_ms(chaos_rnd_in(20, w.r.hold));
         }
         wk_inside(&w, 0);
         log_exit(&w, "-", l, enter);
-        int64_t rs = now_ns();
+        int64_t rs = chaos_now_ns();
         log_release(&w, "-", ep, rs, dlock_election_resign(e));
-        sleep_ms(rnd_in(0, 200));
+        chaos_sleep_ms(chaos_rnd_in(0, 200));
     }
     wk_close(&w, terms);
     return 0;
@@ -518,7 +467,7 @@ static int observe(int argc, char **argv)
     if (argc < 6)
         return 2;
     int fd = open(argv[4], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int64_t until = now_ns() + atoll(argv[5]) * 1000000000LL;
+    int64_t until = chaos_now_ns() + atoll(argv[5]) * 1000000000LL;
     dlock_client *c = make_client(argv[2], 300);
     if (fd < 0 || !c)
         return 2;
@@ -526,17 +475,17 @@ static int observe(int argc, char **argv)
     dlock_leader_info known, cur;
     memset(&known, 0, sizeof known);
     int have = 0;
-    for (int i = 0; i < 100000 && now_ns() < until; i++) {
+    for (int i = 0; i < 100000 && chaos_now_ns() < until; i++) {
         int rc =
             dlock_leader_wait(c, argv[3], have ? &known : NULL, 1000, &cur);
         if (rc != DLOCK_OK && rc != DLOCK_TIMEDOUT) {
-            sleep_ms(50);
+            chaos_sleep_ms(50);
             continue;
         }
         if (!have || rc == DLOCK_OK)
-            logline(fd, "O %lld %d %llu %s\n", (long long)now_ns(), cur.leading,
-                    (unsigned long long)cur.epoch,
-                    cur.owner[0] ? cur.owner : "-");
+            chaos_log(fd, "O %lld %d %llu %s\n", (long long)chaos_now_ns(),
+                      cur.leading, (unsigned long long)cur.epoch,
+                      cur.owner[0] ? cur.owner : "-");
         known = cur;
         have = 1;
     }
@@ -557,10 +506,10 @@ static int sig(int argc, char **argv)
     int fd = open(argv[4], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (!s || fd < 0)
         return 2;
-    int64_t t = now_ns();
+    int64_t t = chaos_now_ns();
     int rc = kill((pid_t)atoi(argv[3]), s);
     if (rc == 0)
-        logline(fd, "K %s %s %lld\n", argv[2], argv[3], (long long)t);
+        chaos_log(fd, "K %s %s %lld\n", argv[2], argv[3], (long long)t);
     close(fd);
     return rc == 0 ? 0 : 1;
 }

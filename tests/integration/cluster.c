@@ -32,6 +32,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_waiter.h"
 #include "topology.h"
 
 static th_cluster cl;
@@ -377,19 +378,16 @@ static void test_renew_many_slots(void **state)
 
 /* ---- waiting ------------------------------------------------------------ */
 
-typedef struct waiter {
-    dlock_client *c;
-    const char *name;
-    int rc;
-    dlock_lock *l;
-    pthread_t t;
-} waiter;
-
-static void *waiter_main(void *arg)
+/* A waiter thread that waits up to 20 s (lease 10 s) and keeps the lock
+ * for the test (w.l). */
+static void start_waiter(th_waiter *w, dlock_client *c, const char *name)
 {
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(&w->l, w->c, w->name, 20000, 10000);
-    return NULL;
+    *w = (th_waiter){.c = c,
+                     .name = name,
+                     .wait_ms = 20000,
+                     .lease_ms = 10000,
+                     .hold_ms = TH_WAITER_KEEP};
+    assert_int_equal(th_waiter_start(w), 0);
 }
 
 /* A waiter gets the lock on release although the holder's lease (60 s)
@@ -400,10 +398,10 @@ static void wakeup(int strategy, const char *name)
     dlock_client *holder = cclient(DLOCK_WAIT_NOTIFY, 0);
     dlock_client *wc = cclient(strategy, 0);
     dlock_lock *l = NULL;
-    waiter w = {wc, name, -99, NULL, 0};
+    th_waiter w;
     dlock_stats st;
     assert_int_equal(dlock_lock_acquire(&l, holder, name, 0, 60000), DLOCK_OK);
-    assert_int_equal(pthread_create(&w.t, NULL, waiter_main, &w), 0);
+    start_waiter(&w, wc, name);
     /* Until the waiter has gone to sleep (bounded). */
     for (int i = 0; i < 200; i++) {
         dlock_client_stats(wc, &st);
@@ -413,7 +411,7 @@ static void wakeup(int strategy, const char *name)
     }
     th_sleep_ms(100);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     if (w.rc != DLOCK_OK)
         fprintf(stderr, "waiter: %s\n", dlock_strerror(w.rc));
     assert_int_equal(w.rc, DLOCK_OK);
@@ -541,12 +539,12 @@ static void test_migrate_waiter(void **state)
     int slot = th_cluster_keyslot(&cl, key, strlen(key));
     int from = th_cluster_slot_port(&cl, slot);
     dlock_lock *l = NULL;
-    waiter w = {wc, "c-migw", -99, NULL, 0};
+    th_waiter w;
     dlock_stats st;
     (void)state;
     assert_int_equal(dlock_lock_acquire(&l, holder, "c-migw", 0, 60000),
                      DLOCK_OK);
-    assert_int_equal(pthread_create(&w.t, NULL, waiter_main, &w), 0);
+    start_waiter(&w, wc, "c-migw");
     for (int i = 0; i < 200; i++) {
         dlock_client_stats(wc, &st);
         if (st.waits > 0)
@@ -556,7 +554,7 @@ static void test_migrate_waiter(void **state)
     assert_int_equal(th_cluster_migrate_slot(&cl, slot, other_master(from)), 0);
     th_sleep_ms(500); /* the waiter retries, sleeps, resubscribes */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
     dlock_client_free(holder);

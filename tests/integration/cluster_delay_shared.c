@@ -25,6 +25,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_replication.h"
 #include "topology.h"
 
 static th_cluster cl;
@@ -71,15 +72,8 @@ static dlock_client *dclient(int64_t lock_delay_ms)
 static void name_at(char *buf, size_t len, const char *prefix, int port,
                     int want)
 {
-    int i;
-    for (i = 0; i < 1000; i++) {
-        char key[96];
-        snprintf(buf, len, "%s-%d", prefix, i);
-        snprintf(key, sizeof key, "dlock:{%s}", buf);
-        if ((th_cluster_key_port(&cl, key, strlen(key)) == port) == want)
-            return;
-    }
-    fail_msg("no name for port %d", port);
+    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
+        fail_msg("no name for port %d", port);
 }
 
 static void opts(dlock_acquire_options *o, int64_t wait_ms)

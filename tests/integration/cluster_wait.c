@@ -41,6 +41,9 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_pairfile.h"
+#include "th_replication.h"
+#include "th_waiter.h"
 #include "topology.h"
 
 static th_cluster cl;
@@ -57,21 +60,8 @@ static int64_t wait_timeout_ms = 500;
 static dlock_client *client_with(int wait_replicas, int64_t lock_delay_ms,
                                  char *err, size_t errlen)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    o.wait_replicas = wait_replicas;
-    o.wait_replicas_timeout_ms = wait_timeout_ms;
-    if (lock_delay_ms >= -1)
-        o.lock_delay_ms = lock_delay_ms;
-    if (dlock_client_new(&c, &o, err, errlen) != DLOCK_OK)
-        return NULL;
-    return c;
+    return th_durable_client(url, wait_replicas, wait_timeout_ms, lock_delay_ms,
+                             err, errlen, NULL);
 }
 
 static dlock_client *cwclient(int wait_replicas, int64_t lock_delay_ms)
@@ -95,15 +85,8 @@ static int key_port(const char *key)
 static void name_at(char *buf, size_t len, const char *prefix, int port,
                     int want)
 {
-    int i;
-    for (i = 0; i < 1000; i++) {
-        char key[96];
-        snprintf(buf, len, "%s-%d", prefix, i);
-        snprintf(key, sizeof key, "dlock:{%s}", buf);
-        if ((key_port(key) == port) == want)
-            return;
-    }
-    fail_msg("no name for port %d", port);
+    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
+        fail_msg("no name for port %d", port);
 }
 
 /* The master serving lock NAME now, and a replica of it. */
@@ -135,25 +118,14 @@ static int has_lock(const th_server *s, const char *name)
     return n;
 }
 
-/* 16 MB under a key the master m serves: while m's replica is stopped,
- * its socket buffers fill and what m writes next waits in m's output
- * buffer (and dies with m). Returns the key used. */
+/* 16 MB under a key the master m serves (th_ballast): while m's replica
+ * is stopped, its socket buffers fill and what m writes next waits in
+ * m's output buffer (and dies with m). Returns the key used. */
 static void ballast(th_server *m, char *key, size_t keylen)
 {
-    size_t blen = 16u << 20;
-    char *b = calloc(1, blen);
-    redisReply *r;
-    int i;
-    for (i = 0; i < 1000; i++) {
-        snprintf(key, keylen, "cw-ballast-%d", i);
-        if (key_port(key) == m->port)
-            break;
-    }
-    assert_non_null(b);
-    r = th_cmd(m, "SET %s %b", key, b, blen);
-    assert_non_null(r);
-    freeReplyObject(r);
-    free(b);
+    assert_int_equal(
+        th_cluster_pick(&cl, key, keylen, "cw-ballast", 0, m->port, 1), 0);
+    assert_int_equal(th_ballast(m, key), 0);
 }
 
 /* After the master m was killed: wait until r answers ROLE master, start
@@ -287,7 +259,7 @@ static void test_replica_stopped(void **state)
     dlock_lock *l = NULL, *held = NULL, *other = NULL;
     char oname[64];
     th_server *m, *r;
-    int i, rc;
+    int rc;
     (void)state;
     m = master_of("cw-b");
     r = replica_of(m);
@@ -314,11 +286,8 @@ static void test_replica_stopped(void **state)
     {
         /* The fenced value's own key on m (not a lock key). */
         char fk[64];
-        for (i = 0; i < 1000; i++) {
-            snprintf(fk, sizeof fk, "cw-b-fv-%d", i);
-            if (key_port(fk) == m->port)
-                break;
-        }
+        assert_int_equal(
+            th_cluster_pick(&cl, fk, sizeof fk, "cw-b-fv", 0, m->port, 1), 0);
         assert_int_equal(
             dlock_fenced_set(c, fk, dlock_lock_token(held), "v", 1),
             DLOCK_NOT_REPLICATED);
@@ -333,22 +302,6 @@ static void test_replica_stopped(void **state)
     assert_int_equal(th_cluster_wait_ok(&cl, 60000), 0);
 }
 
-/* A fair waiter in another client, acquiring NAME for up to 20 s. */
-typedef struct waiter {
-    dlock_client *c;
-    const char *name;
-    int rc;
-    dlock_lock *l;
-    pthread_t t;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(&w->l, w->c, w->name, 20000, 10000);
-    return NULL;
-}
-
 /* A fair handoff is made by the holder's release script, which carries
  * no WAIT: the waiter confirms it with WAIT before its acquire returns,
  * so with the replica stopped it gets NOT_REPLICATED, not a lock the
@@ -357,19 +310,24 @@ static void test_handoff_waits(void **state)
 {
     dlock_client *c1 = cwclient(1, -2), *c2 = cwclient(1, -2);
     dlock_lock *l = NULL;
-    waiter w = {.c = c2, .name = "cw-hand"};
+    /* A fair waiter in another client, acquiring for up to 20 s. */
+    th_waiter w = {.c = c2,
+                   .name = "cw-hand",
+                   .wait_ms = 20000,
+                   .lease_ms = 10000,
+                   .hold_ms = TH_WAITER_KEEP};
     th_server *m = master_of("cw-hand"), *r = replica_of(m);
     int64_t end;
     (void)state;
     assert_int_equal(dlock_lock_acquire(&l, c1, "cw-hand", 0, 30000), DLOCK_OK);
-    assert_int_equal(pthread_create(&w.t, NULL, waiter_main, &w), 0);
+    assert_int_equal(th_waiter_start(&w), 0);
     end = th_now_ms() + 10000;
     while (th_cmd_int(m, "ZCARD dlock:{cw-hand}:q") != 1 && th_now_ms() < end)
         th_sleep_ms(20);
     assert_int_equal(th_cmd_int(m, "ZCARD dlock:{cw-hand}:q"), 1);
     th_server_pause(r);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(pthread_join(w.t, NULL), 0);
+    assert_int_equal(th_waiter_join(&w), 0);
     th_server_resume(r);
     if (w.rc != DLOCK_NOT_REPLICATED)
         print_error("handed lock: %s\n", dlock_status_name(w.rc));
@@ -414,34 +372,19 @@ static void drop(const char *what)
     unlink(p);
 }
 
+/* The resource (th_pairfile.h). */
 static int read_pair(long long *count, unsigned long long *t)
 {
     char p[320];
-    FILE *f;
-    int ok;
     path_of(p, sizeof p, "resource");
-    *count = 0;
-    *t = 0;
-    f = fopen(p, "r");
-    if (f == NULL)
-        return -1;
-    ok = fscanf(f, "%lld %llu", count, t) == 2;
-    fclose(f);
-    return ok ? 0 : -1;
+    return th_pair_read(p, count, t);
 }
 
 static void write_pair(long long count, unsigned long long t)
 {
-    char p[320], tmp[340];
-    FILE *f;
+    char p[320];
     path_of(p, sizeof p, "resource");
-    snprintf(tmp, sizeof tmp, "%s.%d", p, (int)getpid());
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return;
-    fprintf(f, "%lld %llu\n", count, t);
-    fclose(f);
-    rename(tmp, p);
+    th_pair_write(p, count, t);
 }
 
 #define CHILDREN 3
@@ -503,16 +446,9 @@ static void child_main(int wait_replicas, int idx)
 
 static long long wait_count(long long target, int64_t timeout_ms)
 {
-    long long n = 0;
-    unsigned long long t;
-    int64_t end = th_now_ms() + timeout_ms;
-    do {
-        read_pair(&n, &t);
-        if (n >= target)
-            break;
-        th_sleep_ms(50);
-    } while (th_now_ms() < end);
-    return n;
+    char p[320];
+    path_of(p, sizeof p, "resource");
+    return th_pair_wait(p, target, timeout_ms);
 }
 
 /* Wait (bounded) for file what. 1 when it appeared. */
@@ -696,12 +632,7 @@ static void test_lock_delay_per_master(void **state)
     (void)dlock_lock_release(l);
     /* The client refuses to grant it again on the promoted replica. */
     t0 = th_now_ms();
-    do {
-        rc = dlock_lock_acquire(&l2, c, "cw-d", 0, 8000);
-        if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
-            th_sleep_ms(100);
-    } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
-             th_now_ms() - t0 < 10000);
+    rc = th_try_until_delay(&l2, c, "cw-d", 8000, 10000);
     if (rc != DLOCK_LOCK_DELAY)
         print_error("expected LOCK_DELAY, got %s: %s\n", dlock_status_name(rc),
                     dlock_errmsg(c));

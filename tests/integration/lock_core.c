@@ -22,6 +22,7 @@
 #include "dlock.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_procs.h"
 
 /* A client for the server under test with the given strategy. */
 static dlock_client *client_for(const th_server *s, int strategy,
@@ -109,41 +110,28 @@ static void test_threads_fair(void **state)
     run_threads(DLOCK_WAIT_FAIR, "mx-threads-fair");
 }
 
+/* A client of srv with the strategy *arg (a th_client_fn). */
+static dlock_client *strategy_client(void *arg)
+{
+    return client_for(&srv, *(const int *)arg, 0);
+}
+
 /* Processes: each child makes its own client (never share one across a
  * fork) and increments; the parent checks nothing was lost. */
 static void run_processes(int strategy, const char *name)
 {
     enum { NP = 4, ITERS = 25 };
-    pid_t pids[NP];
-    int i, bad = 0;
+    const th_contend k = {.client = strategy_client,
+                          .client_arg = &strategy,
+                          .name = name,
+                          .wait_ms = 20000,
+                          .lease_ms = 10000,
+                          .procs = NP,
+                          .iters = ITERS,
+                          .counter_srv = &srv,
+                          .counter_key = "test:counter:procs"};
     th_cmd_int(&srv, "DEL test:counter:procs");
-    for (i = 0; i < NP; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            dlock_client *c = client_for(&srv, strategy, 0);
-            int k, fail = 0;
-            for (k = 0; k < ITERS; k++) {
-                dlock_lock *l;
-                if (dlock_lock_acquire(&l, c, name, 20000, 10000) != DLOCK_OK) {
-                    fail = 1;
-                    continue;
-                }
-                if (th_rmw(&srv, "test:counter:procs") != 0)
-                    fail = 1;
-                if (dlock_lock_release(l) != DLOCK_OK)
-                    fail = 1;
-            }
-            dlock_client_free(c);
-            _exit(fail);
-        }
-    }
-    for (i = 0; i < NP; i++) {
-        int st;
-        waitpid(pids[i], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            bad++;
-    }
-    assert_int_equal(bad, 0);
+    assert_int_equal(th_contend_run(&k), 0);
     {
         redisReply *r = th_cmd(&srv, "GET test:counter:procs");
         assert_non_null(r);

@@ -27,6 +27,7 @@
 #define FIXTURE_NS NS
 #define FIXTURE_AOF_ALWAYS
 #include "fixture_n.h"
+#include "th_procs.h"
 
 /* A Redlock client over all 5 servers. */
 static dlock_client *rl_client(int64_t cmd_timeout)
@@ -39,6 +40,13 @@ static dlock_client *rl_client(int64_t cmd_timeout)
         _exit(9); /* a forked child must not longjmp into cmocka */
     assert_non_null(c);
     return c;
+}
+
+/* rl_client(0) as a th_client_fn (arg unused). */
+static dlock_client *rl_client_fn(void *arg)
+{
+    (void)arg;
+    return rl_client(0);
 }
 
 static void restart(int i)
@@ -69,47 +77,19 @@ static int acquire_retry(dlock_lock **l, dlock_client *c, const char *name,
 static void test_mutual_exclusion(void **state)
 {
     enum { NP = 4, ITERS = 25 };
-    pid_t pids[NP];
-    int i, bad = 0;
+    const th_contend k = {.client = rl_client_fn,
+                          .name = "rl-mx",
+                          .wait_ms = 30000,
+                          .lease_ms = 10000,
+                          .procs = NP,
+                          .iters = ITERS,
+                          .counter_srv = &srv[0],
+                          .counter_key = "test:rl:counter"};
+    int i;
     redisReply *r;
     (void)state;
     th_cmd_int(&srv[0], "DEL test:rl:counter");
-    for (i = 0; i < NP; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            dlock_client *c = rl_client(0);
-            int k, fail = 0;
-            for (k = 0; k < ITERS; k++) {
-                dlock_lock *l;
-                int rc = dlock_lock_acquire(&l, c, "rl-mx", 30000, 10000);
-                if (rc != DLOCK_OK) {
-                    fprintf(stderr, "acquire: %s (%s)\n", dlock_strerror(rc),
-                            dlock_errmsg(c));
-                    fail = 1;
-                    continue;
-                }
-                if (th_rmw(&srv[0], "test:rl:counter") != 0) {
-                    fprintf(stderr, "rmw failed\n");
-                    fail = 1;
-                }
-                rc = dlock_lock_release(l);
-                if (rc != DLOCK_OK) {
-                    fprintf(stderr, "release: %s (%s)\n", dlock_strerror(rc),
-                            dlock_errmsg(c));
-                    fail = 1;
-                }
-            }
-            dlock_client_free(c);
-            _exit(fail);
-        }
-    }
-    for (i = 0; i < NP; i++) {
-        int st;
-        waitpid(pids[i], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            bad++;
-    }
-    assert_int_equal(bad, 0);
+    assert_int_equal(th_contend_run(&k), 0);
     r = th_cmd(&srv[0], "GET test:rl:counter");
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);

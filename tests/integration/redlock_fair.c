@@ -24,18 +24,21 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_procs.h"
 
 #define NS 5
 #define FIXTURE_NS NS
 #include "fixture_n.h"
 
-/* A Redlock client over all 5 servers with the default wait strategy. */
-static dlock_client *rl_client(void)
+/* A Redlock client over all 5 servers with the default wait strategy
+ * (a th_client_fn: arg unused). */
+static dlock_client *rl_client(void *arg)
 {
     const char *urls[NS];
     dlock_options o;
     dlock_client *c = NULL;
     char err[256];
+    (void)arg;
     fixture_urls(urls);
     dlock_options_init(&o);
     o.servers = urls;
@@ -50,63 +53,40 @@ static dlock_client *rl_client(void)
     return c;
 }
 
-static int exited_ok(pid_t p)
-{
-    int st;
-    if (waitpid(p, &st, 0) != p)
-        return 0;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-/* The holder process: acquire, write a byte, wait for a byte, release. */
+/* The holder process (th_proc_holder) with a Redlock client. */
 static pid_t holder(const char *name, int *ready_fd, int *go_fd)
 {
-    int rp[2], gp[2];
-    pid_t p;
-    assert_int_equal(pipe(rp), 0);
-    assert_int_equal(pipe(gp), 0);
-    p = fork();
-    if (p == 0) {
-        dlock_client *c = rl_client();
-        dlock_lock *l;
-        char b = 'r';
-        close(rp[0]);
-        close(gp[1]);
-        if (dlock_lock_acquire(&l, c, name, 0, 30000) != DLOCK_OK)
-            _exit(3);
-        if (write(rp[1], &b, 1) != 1 || read(gp[0], &b, 1) != 1)
-            _exit(4);
-        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
-    }
-    close(rp[1]);
-    close(gp[0]);
-    *ready_fd = rp[0];
-    *go_fd = gp[1];
+    pid_t p = th_proc_holder(rl_client, NULL, name, ready_fd, go_fd);
+    assert_true(p > 0);
     return p;
+}
+
+/* A waiter's record: RPUSH "<idx>:<token>:<wakeups>" onto the list arg
+ * on server 0. */
+static void record_grant(dlock_client *c, dlock_lock *l, int idx, void *arg)
+{
+    dlock_stats st;
+    redisReply *r;
+    dlock_client_stats(c, &st);
+    r = th_cmd(&srv[0], "RPUSH %s %d:%llu:%llu", (const char *)arg, idx,
+               (unsigned long long)dlock_lock_token(l),
+               (unsigned long long)st.wakeups);
+    if (r != NULL)
+        freeReplyObject(r);
 }
 
 /* A waiter process: acquire (wait 30 s), RPUSH "<idx>:<token>:<wakeups>"
- * onto LIST on server 0, hold briefly, release. */
+ * onto LIST on server 0, hold briefly (20 ms), release. */
 static pid_t waiter(const char *name, int idx, const char *list)
 {
-    pid_t p = fork();
-    if (p == 0) {
-        dlock_client *c = rl_client();
-        dlock_lock *l;
-        dlock_stats st;
-        redisReply *r;
-        if (dlock_lock_acquire(&l, c, name, 30000, 5000) != DLOCK_OK)
-            _exit(3);
-        dlock_client_stats(c, &st);
-        r = th_cmd(&srv[0], "RPUSH %s %d:%llu:%llu", list, idx,
-                   (unsigned long long)dlock_lock_token(l),
-                   (unsigned long long)st.wakeups);
-        if (r != NULL)
-            freeReplyObject(r);
-        th_sleep_ms(20);
-        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
-    }
-    return p;
+    const th_proc_waiter w = {.client = rl_client,
+                              .name = name,
+                              .wait_ms = 30000,
+                              .lease_ms = 5000,
+                              .hold_ms = 20,
+                              .record = record_grant,
+                              .record_arg = (void *)list};
+    return th_proc_waiter_start(&w, idx);
 }
 
 /* Arrival order is service order, on every node; each hand-over wakes one
@@ -132,9 +112,9 @@ static void test_order_and_one_wakeup(void **state)
     for (i = 0; i < NS; i++)
         assert_int_equal(th_cmd_int(&srv[i], "ZCARD dlock:{rl-fair}:q"), NW);
     assert_int_equal(write(gfd, "g", 1), 1);
-    assert_true(exited_ok(h));
+    assert_true(th_exited_ok(h));
     for (i = 0; i < NW; i++)
-        assert_true(exited_ok(w[i]));
+        assert_true(th_exited_ok(w[i]));
     r = th_cmd(&srv[0], "LRANGE test:rlfair:order 0 -1");
     assert_non_null(r);
     assert_int_equal(r->elements, NW);
@@ -159,50 +139,41 @@ static void test_order_and_one_wakeup(void **state)
     close(gfd);
 }
 
+/* A contender's step inside each hold: RPUSH its token onto
+ * test:rlfair:toks (after its increment, so the list is in grant order). */
+static int push_token(dlock_client *c, dlock_lock *l, void *arg)
+{
+    redisReply *x = th_cmd(&srv[0], "RPUSH test:rlfair:toks %llu",
+                           (unsigned long long)dlock_lock_token(l));
+    (void)c;
+    (void)arg;
+    if (x == NULL)
+        return -1;
+    freeReplyObject(x);
+    return 0;
+}
+
 /* 8 processes contend: the counter never loses an update, tokens only
  * grow (each is recorded with the counter value it wrote), nobody times
  * out and everybody gets its share. */
 static void test_contention(void **state)
 {
     enum { NP = 8, ITERS = 15 };
-    pid_t p[NP];
-    int i, bad = 0;
+    const th_contend k = {.client = rl_client,
+                          .name = "rl-fair-mx",
+                          .wait_ms = 20000,
+                          .lease_ms = 10000,
+                          .procs = NP,
+                          .iters = ITERS,
+                          .counter_srv = &srv[0],
+                          .counter_key = "test:rlfair:n",
+                          .inside = push_token};
+    int i;
     unsigned long long last = 0;
     redisReply *r;
     (void)state;
     th_cmd_int(&srv[0], "DEL test:rlfair:n test:rlfair:toks");
-    for (i = 0; i < NP; i++) {
-        p[i] = fork();
-        if (p[i] == 0) {
-            dlock_client *c = rl_client();
-            int k, fail = 0;
-            for (k = 0; k < ITERS; k++) {
-                dlock_lock *l;
-                redisReply *x;
-                if (dlock_lock_acquire(&l, c, "rl-fair-mx", 20000, 10000) !=
-                    DLOCK_OK) {
-                    fail = 1;
-                    continue;
-                }
-                if (th_rmw(&srv[0], "test:rlfair:n") != 0)
-                    fail = 1;
-                x = th_cmd(&srv[0], "RPUSH test:rlfair:toks %llu",
-                           (unsigned long long)dlock_lock_token(l));
-                if (x == NULL)
-                    fail = 1;
-                else
-                    freeReplyObject(x);
-                if (dlock_lock_release(l) != DLOCK_OK)
-                    fail = 1;
-            }
-            dlock_client_free(c);
-            _exit(fail);
-        }
-    }
-    for (i = 0; i < NP; i++)
-        if (!exited_ok(p[i]))
-            bad++;
-    assert_int_equal(bad, 0);
+    assert_int_equal(th_contend_run(&k), 0);
     r = th_cmd(&srv[0], "GET test:rlfair:n");
     assert_non_null(r);
     assert_int_equal(atoll(r->str), NP * ITERS);
@@ -245,8 +216,8 @@ static void test_killed_waiter(void **state)
     kill(dead, SIGKILL);
     waitpid(dead, NULL, 0);
     assert_int_equal(write(gfd, "g", 1), 1);
-    assert_true(exited_ok(h));
-    assert_true(exited_ok(next));
+    assert_true(th_exited_ok(h));
+    assert_true(th_exited_ok(next));
     r = th_cmd(&srv[0], "LRANGE test:rlfair:kill 0 -1");
     assert_non_null(r);
     assert_int_equal(r->elements, 1);

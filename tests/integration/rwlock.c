@@ -25,6 +25,7 @@
 #include "dlock.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_waiter.h"
 
 static dlock_client *client(void)
 {
@@ -41,6 +42,22 @@ static dlock_acquire_options opts(int64_t wait_ms, int64_t lease_ms, int wd)
     return o;
 }
 
+/* A reader and a writer in th_acquire_fn's shape (for waiter threads
+ * too): no watchdog. */
+static int reader_acq(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    dlock_acquire_options o = opts(wait_ms, lease_ms, 0);
+    return dlock_rw_acquire_shared(l, c, name, 0, &o);
+}
+
+static int writer_acq(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    dlock_acquire_options o = opts(wait_ms, lease_ms, 0);
+    return dlock_lock_acquire_ex(l, c, name, &o);
+}
+
 static int rd(dlock_lock **l, dlock_client *c, const char *name, unsigned flags,
               int64_t wait_ms)
 {
@@ -51,8 +68,7 @@ static int rd(dlock_lock **l, dlock_client *c, const char *name, unsigned flags,
 static int wr(dlock_lock **l, dlock_client *c, const char *name,
               int64_t wait_ms)
 {
-    dlock_acquire_options o = opts(wait_ms, 10000, 0);
-    return dlock_lock_acquire_ex(l, c, name, &o);
+    return writer_acq(l, c, name, wait_ms, 10000);
 }
 
 /* Readers share; a writer waits for them, and they for it. */
@@ -90,47 +106,23 @@ static void test_exclusion(void **state)
     dlock_client_free(b);
 }
 
-/* A writer waiting in another thread. */
-typedef struct wthread {
-    dlock_client *c;
-    const char *name;
-    atomic_int got;
-    int rc;
-    int64_t hold_ms;
-} wthread;
-
-static void *writer_main(void *arg)
+/* A reader or writer waiting in another thread (wait 20 s, lease 10 s),
+ * holding for hold_ms once in. */
+static th_waiter waiter_of(dlock_client *c, const char *name, int writer,
+                           int64_t hold_ms)
 {
-    wthread *t = arg;
-    dlock_lock *l;
-    t->rc = wr(&l, t->c, t->name, 20000);
-    if (t->rc == DLOCK_OK) {
-        atomic_store(&t->got, 1);
-        th_sleep_ms(t->hold_ms);
-        dlock_lock_release(l);
-    }
-    return NULL;
+    return (th_waiter){.c = c,
+                       .name = name,
+                       .wait_ms = 20000,
+                       .lease_ms = 10000,
+                       .acquire = writer ? writer_acq : reader_acq,
+                       .hold_ms = hold_ms};
 }
 
-static void *reader_main(void *arg)
-{
-    wthread *t = arg;
-    dlock_lock *l;
-    t->rc = rd(&l, t->c, t->name, 0, 20000);
-    if (t->rc == DLOCK_OK) {
-        atomic_store(&t->got, 1);
-        th_sleep_ms(t->hold_ms);
-        dlock_lock_release(l);
-    }
-    return NULL;
-}
-
+/* How long a writer has been waiting on NAME (-1: unknown). */
 static int64_t writer_mark(dlock_client *c, const char *name)
 {
-    dlock_shared_info info;
-    if (dlock_shared_inspect(c, name, &info, NULL, 0) != DLOCK_OK)
-        return -1;
-    return info.writer_waiting_ms;
+    return th_shared_info(c, name).writer_waiting_ms;
 }
 
 /* Writer preference: a waiting writer keeps new readers out (a reader
@@ -140,12 +132,11 @@ static void test_writer_preference(void **state)
 {
     dlock_client *a = client(), *b = client(), *wc = client();
     dlock_lock *r1, *r2, *r3;
-    wthread w = {.c = wc, .name = "rw:pref", .hold_ms = 200};
-    pthread_t th;
+    th_waiter w = waiter_of(wc, "rw:pref", 1, 200);
     int64_t t0;
     (void)state;
     assert_int_equal(rd(&r1, a, "rw:pref", 0, 0), DLOCK_OK);
-    assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+    assert_int_equal(th_waiter_start(&w), 0);
     t0 = th_now_ms();
     while (writer_mark(a, "rw:pref") <= 0 && th_now_ms() - t0 < 10000)
         th_sleep_ms(5);
@@ -164,7 +155,7 @@ static void test_writer_preference(void **state)
     assert_int_equal(rd(&r2, b, "rw:pref", 0, 5000), DLOCK_OK);
     assert_int_equal(atomic_load(&w.got), 1);
     assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
-    pthread_join(th, NULL);
+    th_waiter_join(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     dlock_client_free(wc);
     dlock_client_free(b);
@@ -177,14 +168,13 @@ static void test_downgrade_upgrade(void **state)
 {
     dlock_client *a = client(), *b = client();
     dlock_lock *w, *r, *x, *w2;
-    wthread t = {.c = b, .name = "rw:down", .hold_ms = 0};
-    pthread_t th;
+    th_waiter t = waiter_of(b, "rw:down", 0, 0);
     uint64_t tok;
     int64_t t0;
     (void)state;
     assert_int_equal(wr(&w, a, "rw:down", 0), DLOCK_OK);
     tok = dlock_lock_token(w);
-    assert_int_equal(pthread_create(&th, NULL, reader_main, &t), 0);
+    assert_int_equal(th_waiter_start(&t), 0);
     th_sleep_ms(100);
     assert_int_equal(atomic_load(&t.got), 0);
     assert_int_equal(dlock_rw_downgrade(&r, w), DLOCK_OK);
@@ -194,7 +184,7 @@ static void test_downgrade_upgrade(void **state)
     while (atomic_load(&t.got) == 0 && th_now_ms() - t0 < 10000)
         th_sleep_ms(5);
     assert_int_equal(atomic_load(&t.got), 1);
-    pthread_join(th, NULL);
+    th_waiter_join(&t);
     assert_int_equal(wr(&x, b, "rw:down", 0), DLOCK_BUSY);
     /* Upgrade: refused, not a deadlock. */
     assert_int_equal(wr(&x, a, "rw:down", 1000), DLOCK_EINVAL);

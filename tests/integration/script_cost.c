@@ -23,6 +23,7 @@
 #include "dlock.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_waiter.h"
 
 /* The budgets: Redis commands per step, script internals counted. */
 #define CYCLE_BUDGET 13 /* fair try that takes a free lock + release */
@@ -129,18 +130,15 @@ static void test_uncontended_cycle(void **state)
     dlock_client_free(c);
 }
 
-typedef struct waiter {
-    dlock_client *c;
-    const char *name;
-    dlock_lock *l;
-    int rc;
-} waiter;
-
-static void *waiter_main(void *arg)
+/* A waiter thread that waits up to 20 s (lease 10 s) and keeps the lock
+ * for the test (w.l). */
+static th_waiter keeping_waiter(dlock_client *c, const char *name)
 {
-    waiter *w = arg;
-    w->rc = dlock_lock_acquire(&w->l, w->c, w->name, 20000, 10000);
-    return NULL;
+    return (th_waiter){.c = c,
+                       .name = name,
+                       .wait_ms = 20000,
+                       .lease_ms = 10000,
+                       .hold_ms = TH_WAITER_KEEP};
 }
 
 /* Wait (bounded) until NAME's fair queue holds n waiters. */
@@ -168,19 +166,18 @@ static void test_contended(void **state)
     for (tries = 0; tries < 5; tries++) {
         dlock_client *ca = client(), *cb = client();
         dlock_lock *la;
-        waiter w = {.c = cb, .name = "sc-busy"};
-        pthread_t t;
+        th_waiter w = keeping_waiter(cb, "sc-busy");
         stats s0, s1, s2;
         long long join, hand, es_join, es_hand;
 
         assert_int_equal(dlock_lock_acquire(&la, ca, "sc-busy", 0, 10000),
                          DLOCK_OK);
         snap(&s0);
-        assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+        assert_int_equal(th_waiter_start(&w), 0);
         await_queued("sc-busy", 1);
         snap(&s1);
         assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(th_waiter_join(&w), 0);
         snap(&s2);
         assert_int_equal(w.rc, DLOCK_OK);
         assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
@@ -243,8 +240,7 @@ static void test_fence_retention(void **state)
 {
     dlock_client *ca = client(), *cb = client();
     dlock_lock *la;
-    waiter w = {.c = cb, .name = "sc-keep"};
-    pthread_t t;
+    th_waiter w = keeping_waiter(cb, "sc-keep");
     (void)state;
     assert_int_equal(dlock_lock_acquire(&la, ca, "sc-keep", 0, 10000),
                      DLOCK_OK);
@@ -258,10 +254,10 @@ static void test_fence_retention(void **state)
     assert_retained("sc-keep");
 
     age_fence("sc-keep");
-    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    assert_int_equal(th_waiter_start(&w), 0);
     await_queued("sc-keep", 1);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK); /* hands over */
-    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(th_waiter_join(&w), 0);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_retained("sc-keep");
     assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);

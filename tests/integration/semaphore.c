@@ -26,6 +26,7 @@
 #include "dlock.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_waiter.h"
 
 static dlock_client *client_s(int strategy)
 {
@@ -336,38 +337,36 @@ static void test_paused_fenced(void **state)
     freeReplyObject(r);
 }
 
-/* Waiter threads for the wake-one and FIFO tests. */
-typedef struct wctx {
-    dlock_client *c;
-    const char *name;
-    int id;
-    atomic_int *order; /* where the next acquirer writes its id */
-    int *seq;
-    atomic_int *done;
-    int hold_ms;
-    int rc;
-} wctx;
-
-static void *waiter_main(void *arg)
+/* A permit of NAME (limit 1, no watchdog) in th_acquire_fn's shape. */
+static int sem1(dlock_lock **l, dlock_client *c, const char *name,
+                int64_t wait_ms, int64_t lease_ms)
 {
-    wctx *w = arg;
-    dlock_lock *l;
-    w->rc = sem(&l, w->c, w->name, 1, 30000, 10000, 0);
-    if (w->rc == DLOCK_OK) {
-        w->seq[atomic_fetch_add(w->order, 1)] = w->id;
-        atomic_fetch_add(w->done, 1);
-        th_sleep_ms(w->hold_ms);
-        dlock_lock_release(l);
-    }
-    return NULL;
+    return sem(l, c, name, 1, wait_ms, lease_ms, 0);
 }
 
+/* Waiter I of the wake-one and FIFO tests: wait up to 30 s for a permit
+ * of NAME, note the arrival order (seq, order) and count itself in done,
+ * hold for hold_ms, release. */
+static th_waiter sem_waiter(dlock_client *c, const char *name, int i,
+                            atomic_int *order, int *seq, atomic_int *done,
+                            int64_t hold_ms)
+{
+    return (th_waiter){.c = c,
+                       .name = name,
+                       .wait_ms = 30000,
+                       .lease_ms = 10000,
+                       .acquire = sem1,
+                       .hold_ms = hold_ms,
+                       .id = i,
+                       .order = order,
+                       .seq = seq,
+                       .entered = done};
+}
+
+/* How many wait for a permit of NAME (-1: unknown). */
 static int64_t queued(dlock_client *c, const char *name)
 {
-    dlock_shared_info info;
-    if (dlock_shared_inspect(c, name, &info, NULL, 0) != DLOCK_OK)
-        return -1;
-    return info.waiters;
+    return th_shared_info(c, name).waiters;
 }
 
 /* A freed permit wakes one waiter, not all of them: the waiting client
@@ -377,8 +376,7 @@ static void test_wake_one(void **state)
     enum { K = 6 };
     dlock_client *h = client(), *c = client();
     dlock_lock *l;
-    pthread_t th[K];
-    wctx w[K];
+    th_waiter w[K];
     atomic_int order = 0, done = 0;
     int seq[K], i;
     dlock_stats s0, s1;
@@ -386,14 +384,8 @@ static void test_wake_one(void **state)
     (void)state;
     assert_int_equal(sem(&l, h, "s:wake", 1, 0, 30000, 0), DLOCK_OK);
     for (i = 0; i < K; i++) {
-        w[i] = (wctx){.c = c,
-                      .name = "s:wake",
-                      .id = i,
-                      .order = &order,
-                      .seq = seq,
-                      .done = &done,
-                      .hold_ms = 1000};
-        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+        w[i] = sem_waiter(c, "s:wake", i, &order, seq, &done, 1000);
+        assert_int_equal(th_waiter_start(&w[i]), 0);
     }
     t0 = th_now_ms();
     while (queued(h, "s:wake") < K && th_now_ms() - t0 < 20000)
@@ -412,7 +404,7 @@ static void test_wake_one(void **state)
     assert_int_equal(atomic_load(&done), 1);
     assert_int_equal(s1.wakeups - s0.wakeups, 1);
     for (i = 0; i < K; i++) {
-        pthread_join(th[i], NULL);
+        th_waiter_join(&w[i]);
         assert_int_equal(w[i].rc, DLOCK_OK);
     }
     dlock_client_free(c);
@@ -426,22 +418,15 @@ static void test_fifo(void **state)
     dlock_client *h = client_s(DLOCK_WAIT_FAIR);
     dlock_client *c = client_s(DLOCK_WAIT_FAIR);
     dlock_lock *l;
-    pthread_t th[K];
-    wctx w[K];
+    th_waiter w[K];
     atomic_int order = 0, done = 0;
     int seq[K], i;
     int64_t t0;
     (void)state;
     assert_int_equal(sem(&l, h, "s:fifo", 1, 0, 30000, 0), DLOCK_OK);
     for (i = 0; i < K; i++) {
-        w[i] = (wctx){.c = c,
-                      .name = "s:fifo",
-                      .id = i,
-                      .order = &order,
-                      .seq = seq,
-                      .done = &done,
-                      .hold_ms = 20};
-        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+        w[i] = sem_waiter(c, "s:fifo", i, &order, seq, &done, 20);
+        assert_int_equal(th_waiter_start(&w[i]), 0);
         t0 = th_now_ms();
         while (queued(h, "s:fifo") < i + 1 && th_now_ms() - t0 < 20000)
             th_sleep_ms(5);
@@ -449,7 +434,7 @@ static void test_fifo(void **state)
     }
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (i = 0; i < K; i++) {
-        pthread_join(th[i], NULL);
+        th_waiter_join(&w[i]);
         assert_int_equal(w[i].rc, DLOCK_OK);
     }
     for (i = 0; i < K; i++)

@@ -27,6 +27,8 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_pairfile.h"
+#include "th_replication.h"
 #include "topology.h"
 
 static th_sentinel sent;
@@ -34,25 +36,13 @@ static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
 static char tmpdir[256];
 
 /* A client for url with these durability settings (lock_delay_ms -2:
- * leave the default). */
+ * leave the default; WAIT timeout 500 ms). */
 static dlock_client *client_with(const char *url, int wait_replicas,
                                  int64_t lock_delay_ms, char *err,
                                  size_t errlen, int *rc)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    o.wait_replicas = wait_replicas;
-    o.wait_replicas_timeout_ms = 500;
-    if (lock_delay_ms >= -1)
-        o.lock_delay_ms = lock_delay_ms;
-    *rc = dlock_client_new(&c, &o, err, errlen);
-    return c;
+    return th_durable_client(url, wait_replicas, 500, lock_delay_ms, err,
+                             errlen, rc);
 }
 
 static dlock_client *sclient(int wait_replicas, int64_t lock_delay_ms)
@@ -311,9 +301,7 @@ static void test_wait_replicas(void **state)
     assert_int_equal(k, DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
 
-    for (k = 0; k < TH_SENTINEL_DATA; k++)
-        if (sent.data[k].port != mp)
-            th_server_pause(&sent.data[k]);
+    th_sentinel_pause_replicas(&sent, mp);
     t0 = th_now_ms();
     assert_int_equal(dlock_lock_acquire(&l, c, "s-wait", 0, 10000),
                      DLOCK_NOT_REPLICATED);
@@ -326,9 +314,7 @@ static void test_wait_replicas(void **state)
     assert_int_equal(master_has_lock("s-wait"), 0);
     print_message("NOT_REPLICATED after %lld ms\n",
                   (long long)(th_now_ms() - t0));
-    for (k = 0; k < TH_SENTINEL_DATA; k++)
-        if (sent.data[k].port != mp)
-            th_server_resume(&sent.data[k]);
+    th_sentinel_resume_replicas(&sent, mp);
     dlock_client_free(c);
     assert_int_equal(th_sentinel_settle(&sent, TH_TOPO_WAIT_MS), 0);
 }
@@ -336,36 +322,10 @@ static void test_wait_replicas(void **state)
 /* ---- mutual exclusion across processes through failovers --------------- */
 
 /* The shared resource: a file "COUNT TOKEN" that only a holder may
- * read-modify-write. */
+ * read-modify-write (th_pairfile.h), and the stop file, in tmpdir. */
 static void resource_path(char *buf, size_t len, const char *what)
 {
     snprintf(buf, len, "%s/%s", tmpdir, what);
-}
-
-static int read_pair(const char *path, long long *count, unsigned long long *t)
-{
-    FILE *f = fopen(path, "r");
-    int ok;
-    *count = 0;
-    *t = 0;
-    if (f == NULL)
-        return 0;
-    ok = fscanf(f, "%lld %llu", count, t) == 2;
-    fclose(f);
-    return ok ? 0 : -1;
-}
-
-static void write_pair(const char *path, long long count, unsigned long long t)
-{
-    char tmp[400];
-    FILE *f;
-    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return;
-    fprintf(f, "%lld %llu\n", count, t);
-    fclose(f);
-    rename(tmp, path);
 }
 
 /* A child: take the lock again and again until the stop file appears;
@@ -397,11 +357,11 @@ static void child_main(int wait_replicas, int idx)
             th_sleep_ms(20);
             continue;
         }
-        if (read_pair(res, &n, &last) == 0) {
+        if (th_pair_read(res, &n, &last) == 0) {
             if (dlock_lock_token(l) <= last)
                 backwards++;
             usleep(300);
-            write_pair(res, n + 1, dlock_lock_token(l));
+            th_pair_write(res, n + 1, dlock_lock_token(l));
             mine++;
         }
         dlock_lock_release(l);
@@ -423,17 +383,8 @@ static void child_main(int wait_replicas, int idx)
 static long long wait_count(long long target, int64_t timeout_ms)
 {
     char res[320];
-    long long n = 0;
-    unsigned long long t;
-    int64_t end = th_now_ms() + timeout_ms;
     resource_path(res, sizeof res, "resource");
-    do {
-        read_pair(res, &n, &t);
-        if (n >= target)
-            break;
-        th_sleep_ms(50);
-    } while (th_now_ms() < end);
-    return n;
+    return th_pair_wait(res, target, timeout_ms);
 }
 
 /* Run the children while disrupt() moves the master; then check: work
@@ -452,7 +403,7 @@ static void mutex_across(int wait_replicas, int (*disrupt)(th_sentinel *),
     resource_path(res, sizeof res, "resource");
     resource_path(stop, sizeof stop, "stop");
     unlink(stop);
-    write_pair(res, 0, 0);
+    th_pair_write(res, 0, 0);
     for (i = 0; i < CHILDREN; i++) {
         pids[i] = fork();
         assert_true(pids[i] >= 0);
@@ -466,7 +417,7 @@ static void mutex_across(int wait_replicas, int (*disrupt)(th_sentinel *),
     assert_true(newport > 0);
     print_message("%s: new master %d after %lld ms\n", what, newport,
                   (long long)(th_now_ms() - t0));
-    read_pair(res, &before, &t);
+    th_pair_read(res, &before, &t);
     after = wait_count(before + 30, 40000);
     print_message("%s: %lld critical sections before the move, %lld in the "
                   "%lld ms after\n",
@@ -488,7 +439,7 @@ static void mutex_across(int wait_replicas, int (*disrupt)(th_sentinel *),
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         total += mine;
     }
-    read_pair(res, &n, &t);
+    th_pair_read(res, &n, &t);
     if (n != total)
         print_error("%s: %lld updates counted, %lld made: mutual exclusion "
                     "broken\n",
@@ -537,35 +488,21 @@ static void test_lock_delay(void **state)
     dlock_client *c = sclient(0, 3000);
     dlock_lock *l = NULL, *l2 = NULL;
     th_server *m;
-    int mp, k, rc;
+    int mp, rc;
     int64_t t0;
     (void)state;
     assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
     mp = th_sentinel_master_port(&sent);
     m = th_sentinel_node(&sent, mp);
-    for (k = 0; k < TH_SENTINEL_DATA; k++)
-        if (sent.data[k].port != mp)
-            th_server_pause(&sent.data[k]);
-    {
-        /* A stopped replica's socket still takes what the master sends
-         * on loopback: 16 MB of ballast fill it, and the grant then waits
-         * in the master's output buffer and dies with it. */
-        size_t blen = 16u << 20;
-        char *ballast = calloc(1, blen);
-        redisReply *r;
-        assert_non_null(ballast);
-        r = th_cmd(m, "SET ballast %b", ballast, blen);
-        assert_non_null(r);
-        freeReplyObject(r);
-        free(ballast);
-    }
+    th_sentinel_pause_replicas(&sent, mp);
+    /* The replicas' links full: the grant waits in the master's output
+     * buffer and dies with it. */
+    assert_int_equal(th_ballast(m, "ballast"), 0);
     /* A lease longer than the failover: if the grant had reached the
      * promoted replica, the key would still be there. */
     assert_int_equal(dlock_lock_acquire(&l, c, "s-delay", 0, 20000), DLOCK_OK);
     th_server_kill9(m);
-    for (k = 0; k < TH_SENTINEL_DATA; k++)
-        if (sent.data[k].port != mp)
-            th_server_resume(&sent.data[k]);
+    th_sentinel_resume_replicas(&sent, mp);
     assert_true(th_sentinel_wait_master(&sent, mp, TH_TOPO_WAIT_MS) > 0);
     /* The new master never saw the grant. */
     assert_int_equal(master_has_lock("s-delay"), 0);
@@ -574,12 +511,7 @@ static void test_lock_delay(void **state)
     t0 = th_now_ms();
     /* The client finds the new master (its pooled connection is dead)
      * and refuses: a try gets LOCK_DELAY, without a lock left. */
-    do {
-        rc = dlock_lock_acquire(&l2, c, "s-delay", 0, 8000);
-        if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
-            th_sleep_ms(100);
-    } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
-             th_now_ms() - t0 < 10000);
+    rc = th_try_until_delay(&l2, c, "s-delay", 8000, 10000);
     if (rc != DLOCK_LOCK_DELAY)
         print_error("expected LOCK_DELAY, got %s: %s\n", dlock_status_name(rc),
                     dlock_errmsg(c));

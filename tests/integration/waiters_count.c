@@ -18,6 +18,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_waiter.h"
 
 static th_server srv;
 
@@ -36,30 +37,12 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A thread that waits for NAME on client C, then releases it. */
-typedef struct waiter {
-    dlock_client *c;
-    const char *name;
-    int rc;
-    pthread_t t;
-} waiter;
-
-static void *wait_main(void *arg)
+/* A thread that waits for NAME on client C (30 s, lease 30 s), then
+ * releases it. */
+static void start_waiter(th_waiter *w, dlock_client *c, const char *name)
 {
-    waiter *w = arg;
-    dlock_lock *l = NULL;
-    w->rc = dlock_lock_acquire(&l, w->c, w->name, 30000, 30000);
-    if (l != NULL)
-        dlock_lock_release(l);
-    return NULL;
-}
-
-static void start_waiter(waiter *w, dlock_client *c, const char *name)
-{
-    w->c = c;
-    w->name = name;
-    w->rc = 1;
-    assert_int_equal(pthread_create(&w->t, NULL, wait_main, w), 0);
+    *w = (th_waiter){.c = c, .name = name, .wait_ms = 30000, .lease_ms = 30000};
+    assert_int_equal(th_waiter_start(w), 0);
 }
 
 /* Inspect NAME on c until `waiters` is want (bounded: the waiters need a
@@ -89,7 +72,7 @@ static void notify_waiters(void **state)
     dlock_client *p2 = th_client(urls, 1, DLOCK_WAIT_NOTIFY, 0, 0);
     dlock_lock *l = NULL;
     dlock_info info;
-    static waiter w[3]; /* outlives a failed assertion */
+    static th_waiter w[3]; /* outlives a failed assertion */
     int i;
     (void)state;
     assert_non_null(h);
@@ -108,7 +91,7 @@ static void notify_waiters(void **state)
     assert_int_equal(info.fair_queue, 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (i = 0; i < 3; i++) {
-        pthread_join(w[i].t, NULL);
+        th_waiter_join(&w[i]);
         assert_int_equal(w[i].rc, DLOCK_OK);
     }
     dlock_client_free(p2);
@@ -127,7 +110,7 @@ static void fair_waiters(void **state)
     dlock_client *p2 = th_client(urls, 1, DLOCK_WAIT_FAIR, 0, 0);
     dlock_lock *l = NULL;
     dlock_info info;
-    static waiter w[2];
+    static th_waiter w[2];
     int i;
     (void)state;
     assert_non_null(h);
@@ -142,7 +125,7 @@ static void fair_waiters(void **state)
     assert_int_equal(info.notify_waiters, 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     for (i = 0; i < 2; i++) {
-        pthread_join(w[i].t, NULL);
+        th_waiter_join(&w[i]);
         assert_int_equal(w[i].rc, DLOCK_OK);
     }
     dlock_client_free(p2);

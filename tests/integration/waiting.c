@@ -29,42 +29,22 @@
 #include "dlock.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_procs.h"
+#include "th_waiter.h"
 
 static dlock_client *client_for(int strategy)
 {
     return fixture_client(strategy, 0, 0);
 }
 
-/* A waiter thread: acquire NAME with wait_ms, note when it returned. */
-typedef struct waiter {
-    dlock_client *c;
-    const char *name;
-    int64_t wait_ms;
-    int rc;
-    int64_t done_ms;
-    pthread_t t;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    dlock_lock *l = NULL;
-    w->rc = dlock_lock_acquire(&l, w->c, w->name, w->wait_ms, 10000);
-    w->done_ms = th_now_ms();
-    if (l != NULL)
-        dlock_lock_release(l);
-    return NULL;
-}
-
-static void start_waiter(waiter *w, dlock_client *c, const char *name,
+/* A waiter thread: acquire NAME with wait_ms (lease 10 s), note when it
+ * returned (done_ms), release at once. */
+static void start_waiter(th_waiter *w, dlock_client *c, const char *name,
                          int64_t wait_ms)
 {
-    w->c = c;
-    w->name = name;
-    w->wait_ms = wait_ms;
-    w->rc = 1;
-    w->done_ms = 0;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
+    *w = (th_waiter){
+        .c = c, .name = name, .wait_ms = wait_ms, .lease_ms = 10000};
+    assert_int_equal(th_waiter_start(w), 0);
 }
 
 /* ---- notify ------------------------------------------------------------ */
@@ -74,7 +54,7 @@ static void test_notify_wakeup(void **state)
     dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
     dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
     dlock_lock *l;
-    waiter w;
+    th_waiter w;
     dlock_stats st;
     int64_t t_rel;
     (void)state;
@@ -83,7 +63,7 @@ static void test_notify_wakeup(void **state)
     th_sleep_ms(400);
     t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     /* Woken by the release, not by the 30 s lease or 20 s deadline. */
     assert_true(w.done_ms - t_rel < 2000);
@@ -128,7 +108,7 @@ static void test_subscriber_killed(void **state)
     dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
     dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
     dlock_lock *l;
-    waiter w;
+    th_waiter w;
     int64_t t_rel;
     redisReply *r;
     (void)state;
@@ -145,7 +125,7 @@ static void test_subscriber_killed(void **state)
     th_sleep_ms(200);
     t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     fprintf(stderr, "subscriber kill: waiter %s %lld ms after release\n",
             dlock_status_name(w.rc), (long long)(w.done_ms - t_rel));
     assert_int_equal(w.rc, DLOCK_OK);
@@ -245,7 +225,7 @@ static void direct_handover(int strategy)
     dlock_client *h = client_for(strategy);
     dlock_client *c = client_for(strategy);
     dlock_lock *l1, *l2;
-    waiter w[3];
+    th_waiter w[3];
     int64_t t_rel;
     int i;
     assert_int_equal(dlock_lock_acquire(&l1, h, "w-direct-1", 0, 30000),
@@ -262,7 +242,7 @@ static void direct_handover(int strategy)
     assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
     for (i = 0; i < 3; i++) {
-        pthread_join(w[i].t, NULL);
+        th_waiter_join(&w[i]);
         assert_int_equal(w[i].rc, DLOCK_OK);
         assert_true(w[i].done_ms - t_rel < 5000);
     }
@@ -273,7 +253,7 @@ static void direct_handover(int strategy)
     th_sleep_ms(300);
     t_rel = th_now_ms();
     assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
-    pthread_join(w[0].t, NULL);
+    th_waiter_join(&w[0]);
     assert_int_equal(w[0].rc, DLOCK_OK);
     assert_true(w[0].done_ms - t_rel < 5000);
     dlock_client_free(h);
@@ -304,7 +284,7 @@ static void test_stale_releases_no_wakeup(void **state)
     dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
     dlock_lock *l, *x;
     dlock_stats a, b;
-    waiter w;
+    th_waiter w;
     int i;
     (void)state;
     /* A first wait subscribes c to the lock's channel. */
@@ -312,7 +292,7 @@ static void test_stale_releases_no_wakeup(void **state)
     start_waiter(&w, c, "w-stale", 20000);
     th_sleep_ms(200);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     /* c's own releases, announced while nobody of c waits. */
     for (i = 0; i < 10; i++) {
@@ -325,7 +305,7 @@ static void test_stale_releases_no_wakeup(void **state)
     start_waiter(&w, c, "w-stale", 20000);
     th_sleep_ms(300);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     dlock_client_stats(c, &b);
     fprintf(stderr, "stale: waits %llu wakeups %llu requests %llu\n",
@@ -345,7 +325,7 @@ static void test_cancel(void **state)
     dlock_client *h = client_for(DLOCK_WAIT_NOTIFY);
     dlock_client *c = client_for(DLOCK_WAIT_NOTIFY);
     dlock_lock *l, *x;
-    waiter w;
+    th_waiter w;
     int64_t t0;
     (void)state;
     assert_int_equal(dlock_lock_acquire(&l, h, "w-cancel", 0, 30000), DLOCK_OK);
@@ -353,7 +333,7 @@ static void test_cancel(void **state)
     th_sleep_ms(300);
     t0 = th_now_ms();
     dlock_client_cancel(c);
-    pthread_join(w.t, NULL);
+    th_waiter_join(&w);
     fprintf(stderr, "cancel: waiter %s %lld ms after dlock_client_cancel\n",
             dlock_status_name(w.rc), (long long)(w.done_ms - t0));
     if (w.rc != DLOCK_CANCELED || w.done_ms - t0 >= 2000)
@@ -373,60 +353,45 @@ static void test_cancel(void **state)
 
 /* ---- fair mode across processes ----------------------------------------- */
 
-/* The holder process: acquire (fair), write a byte, wait for a byte,
- * release. */
+/* A fair client (a th_client_fn for the forked processes; arg unused). */
+static dlock_client *fair_client(void *arg)
+{
+    (void)arg;
+    return client_for(DLOCK_WAIT_FAIR);
+}
+
+/* The holder process (th_proc_holder) with a fair client. */
 static pid_t fair_holder(const char *name, int *ready_fd, int *go_fd)
 {
-    int rp[2], gp[2];
-    pid_t p;
-    assert_int_equal(pipe(rp), 0);
-    assert_int_equal(pipe(gp), 0);
-    p = fork();
-    if (p == 0) {
-        dlock_client *c = client_for(DLOCK_WAIT_FAIR);
-        dlock_lock *l;
-        char b = 'r';
-        close(rp[0]);
-        close(gp[1]);
-        if (dlock_lock_acquire(&l, c, name, 0, 30000) != DLOCK_OK)
-            _exit(3);
-        if (write(rp[1], &b, 1) != 1 || read(gp[0], &b, 1) != 1)
-            _exit(4);
-        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
-    }
-    close(rp[1]);
-    close(gp[0]);
-    *ready_fd = rp[0];
-    *go_fd = gp[1];
+    pid_t p = th_proc_holder(fair_client, NULL, name, ready_fd, go_fd);
+    assert_true(p > 0);
     return p;
+}
+
+/* A fair waiter's record: RPUSH "<idx>:<monotonic ms>" onto the list
+ * arg. */
+static void record_time(dlock_client *c, dlock_lock *l, int idx, void *arg)
+{
+    redisReply *r = th_cmd(&srv, "RPUSH %s %d:%lld", (const char *)arg, idx,
+                           (long long)th_now_ms());
+    (void)c;
+    (void)l;
+    if (r != NULL)
+        freeReplyObject(r);
 }
 
 /* A fair waiter process: acquire (wait 30 s), RPUSH its index and the
- * monotonic time onto LIST, hold briefly, release. */
+ * monotonic time onto LIST, hold briefly (30 ms), release. */
 static pid_t fair_waiter(const char *name, int idx, const char *list)
 {
-    pid_t p = fork();
-    if (p == 0) {
-        dlock_client *c = client_for(DLOCK_WAIT_FAIR);
-        dlock_lock *l;
-        redisReply *r;
-        if (dlock_lock_acquire(&l, c, name, 30000, 5000) != DLOCK_OK)
-            _exit(3);
-        r = th_cmd(&srv, "RPUSH %s %d:%lld", list, idx, (long long)th_now_ms());
-        if (r != NULL)
-            freeReplyObject(r);
-        th_sleep_ms(30);
-        _exit(dlock_lock_release(l) == DLOCK_OK ? 0 : 5);
-    }
-    return p;
-}
-
-static int exited_ok(pid_t p)
-{
-    int st;
-    if (waitpid(p, &st, 0) != p)
-        return 0;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    const th_proc_waiter w = {.client = fair_client,
+                              .name = name,
+                              .wait_ms = 30000,
+                              .lease_ms = 5000,
+                              .hold_ms = 30,
+                              .record = record_time,
+                              .record_arg = (void *)list};
+    return th_proc_waiter_start(&w, idx);
 }
 
 static void test_fair_order(void **state)
@@ -447,9 +412,9 @@ static void test_fair_order(void **state)
     th_sleep_ms(200);
     assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{w-fair}:q"), NW);
     assert_int_equal(write(gfd, "g", 1), 1);
-    assert_true(exited_ok(h));
+    assert_true(th_exited_ok(h));
     for (i = 0; i < NW; i++)
-        assert_true(exited_ok(w[i]));
+        assert_true(th_exited_ok(w[i]));
     r = th_cmd(&srv, "LRANGE test:fair:order 0 -1");
     assert_non_null(r);
     assert_int_equal(r->elements, NW);
@@ -484,8 +449,8 @@ static void test_fair_killed_waiter(void **state)
     waitpid(dead, NULL, 0);
     t_rel = th_now_ms();
     assert_int_equal(write(gfd, "g", 1), 1);
-    assert_true(exited_ok(h));
-    assert_true(exited_ok(next));
+    assert_true(th_exited_ok(h));
+    assert_true(th_exited_ok(next));
     r = th_cmd(&srv, "LRANGE test:fair:kill 0 -1");
     assert_non_null(r);
     assert_int_equal(r->elements, 1);
@@ -503,36 +468,18 @@ static void test_fair_killed_waiter(void **state)
 static void test_fair_mutual_exclusion(void **state)
 {
     enum { NP = 4, ITERS = 20 };
-    pid_t p[NP];
-    int i, bad = 0;
+    const th_contend k = {.client = fair_client,
+                          .name = "w-fairmx",
+                          .wait_ms = 30000,
+                          .lease_ms = 10000,
+                          .procs = NP,
+                          .iters = ITERS,
+                          .counter_srv = &srv,
+                          .counter_key = "test:fair:mx"};
     redisReply *r;
     (void)state;
     th_cmd_int(&srv, "DEL test:fair:mx");
-    for (i = 0; i < NP; i++) {
-        p[i] = fork();
-        if (p[i] == 0) {
-            dlock_client *c = client_for(DLOCK_WAIT_FAIR);
-            int k, fail = 0;
-            for (k = 0; k < ITERS; k++) {
-                dlock_lock *l;
-                if (dlock_lock_acquire(&l, c, "w-fairmx", 30000, 10000) !=
-                    DLOCK_OK) {
-                    fail = 1;
-                    continue;
-                }
-                if (th_rmw(&srv, "test:fair:mx") != 0)
-                    fail = 1;
-                if (dlock_lock_release(l) != DLOCK_OK)
-                    fail = 1;
-            }
-            dlock_client_free(c);
-            _exit(fail);
-        }
-    }
-    for (i = 0; i < NP; i++)
-        if (!exited_ok(p[i]))
-            bad++;
-    assert_int_equal(bad, 0);
+    assert_int_equal(th_contend_run(&k), 0);
     r = th_cmd(&srv, "GET test:fair:mx");
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);

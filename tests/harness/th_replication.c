@@ -1,0 +1,108 @@
+/*
+ * th_replication.c - stalling replication, picking names by master, the
+ * lock-delay retry and the durable client of the topology tests (see
+ * th_replication.h for each one's contract).
+ */
+#include "th_replication.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* SIGSTOP or SIGCONT the replicas of the master on master_port. */
+static void signal_replicas(th_sentinel *t, int master_port, int pause)
+{
+    int k;
+    for (k = 0; k < TH_SENTINEL_DATA; k++) {
+        if (t->data[k].port == master_port)
+            continue;
+        if (pause)
+            th_server_pause(&t->data[k]);
+        else
+            th_server_resume(&t->data[k]);
+    }
+}
+
+void th_sentinel_pause_replicas(th_sentinel *t, int master_port)
+{
+    signal_replicas(t, master_port, 1);
+}
+
+void th_sentinel_resume_replicas(th_sentinel *t, int master_port)
+{
+    signal_replicas(t, master_port, 0);
+}
+
+int th_ballast(const th_server *m, const char *key)
+{
+    size_t blen = 16u << 20;
+    char *b = calloc(1, blen);
+    redisReply *r;
+    int ok;
+    if (b == NULL) {
+        fprintf(stderr, "th_ballast: out of memory\n");
+        return -1;
+    }
+    r = th_cmd(m, "SET %s %b", key, b, blen);
+    free(b);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        fprintf(stderr, "th_ballast: SET %s on port %d: %s\n", key, m->port,
+                r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
+                                                          : "no answer");
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
+                    const char *prefix, int lock_key, int port, int want)
+{
+    int i;
+    for (i = 0; i < 1000; i++) {
+        char key[128];
+        snprintf(buf, len, "%s-%d", prefix, i);
+        snprintf(key, sizeof key, lock_key ? "dlock:{%s}" : "%s", buf);
+        if ((th_cluster_key_port(c, key, strlen(key)) == port) == want)
+            return 0;
+    }
+    fprintf(stderr, "th_cluster_pick: no %s-N for port %d\n", prefix, port);
+    return -1;
+}
+
+int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
+                       int64_t lease_ms, int64_t timeout_ms)
+{
+    int64_t t0 = th_now_ms();
+    int rc;
+    do {
+        rc = dlock_lock_acquire(l, c, name, 0, lease_ms);
+        if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
+            th_sleep_ms(100);
+    } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
+             th_now_ms() - t0 < timeout_ms);
+    return rc;
+}
+
+dlock_client *th_durable_client(const char *url, int wait_replicas,
+                                int64_t wait_timeout_ms, int64_t lock_delay_ms,
+                                char *err, size_t errlen, int *rc)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *urls[1] = {url};
+    int st;
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 1;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    o.wait_replicas = wait_replicas;
+    o.wait_replicas_timeout_ms = wait_timeout_ms;
+    if (lock_delay_ms >= -1)
+        o.lock_delay_ms = lock_delay_ms;
+    st = dlock_client_new(&c, &o, err, errlen);
+    if (rc != NULL)
+        *rc = st;
+    return st == DLOCK_OK ? c : NULL;
+}

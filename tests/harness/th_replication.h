@@ -1,0 +1,57 @@
+/*
+ * th_replication.h - what the Sentinel and Cluster tests do to
+ * replication and to the slots (th_replication.c): stop a master's
+ * replicas and fill their links (so that a grant reaches the master only
+ * and dies with it), pick names that a given master serves, retry a try
+ * across a failover until the lock-delay answers, and make a client for
+ * a topology URL with durability settings.
+ */
+#ifndef DLOCK_TEST_TH_REPLICATION_H
+#define DLOCK_TEST_TH_REPLICATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock.h"
+#include "harness.h"
+#include "topology.h"
+
+/* SIGSTOP (pause) or SIGCONT (resume) every data node of t but the one
+ * on master_port: the master's replicas. */
+void th_sentinel_pause_replicas(th_sentinel *t, int master_port);
+void th_sentinel_resume_replicas(th_sentinel *t, int master_port);
+
+/* Ballast: SET key to 16 MB of zeros on m. A stopped replica's socket
+ * still takes what its master sends on loopback; this much fills it, so
+ * that what the master writes next (a grant) waits in the master's
+ * output buffer and dies with the master. 0, or -1 (on stderr). */
+int th_ballast(const th_server *m, const char *key);
+
+/* Write prefix-N into buf (len bytes) for the first N in 0..999 whose
+ * key is served by the master on port (want 1) or by another master
+ * (want 0). The key is buf itself (lock_key 0), or the key of the lock
+ * named buf, dlock:{buf} (lock_key 1). 0, or -1 when no N fits. */
+int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
+                    const char *prefix, int lock_key, int port, int want);
+
+/* After a failover that lost a grant: try NAME (wait 0, lease_ms) again
+ * and again until the client answers DLOCK_LOCK_DELAY or DLOCK_OK; any
+ * other status (the client still finding the new master) is retried
+ * after 100 ms, for up to timeout_ms. Returns the last status (*l set
+ * on DLOCK_OK). */
+int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
+                       int64_t lease_ms, int64_t timeout_ms);
+
+/* lock_delay_ms: leave the library's default (any value below -1). */
+#define TH_DEFAULT_LOCK_DELAY (-2)
+
+/* A client of the one topology URL url (redis+sentinel:// or
+ * redis+cluster://) with connect and command timeouts of 1 s,
+ * wait_replicas with WAIT timeout wait_timeout_ms, and lock_delay_ms
+ * (below -1, TH_DEFAULT_LOCK_DELAY: the default). NULL on failure, with the
+ * status in *rc (when rc is not NULL) and the detail in err. */
+dlock_client *th_durable_client(const char *url, int wait_replicas,
+                                int64_t wait_timeout_ms, int64_t lock_delay_ms,
+                                char *err, size_t errlen, int *rc);
+
+#endif /* DLOCK_TEST_TH_REPLICATION_H */

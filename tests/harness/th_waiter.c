@@ -1,0 +1,60 @@
+/*
+ * th_waiter.c - the waiter thread (see th_waiter.h for its contract).
+ */
+#include "th_waiter.h"
+
+#include <string.h>
+
+#include "harness.h"
+
+/* The thread: acquire, record the entry, hold and release (or keep). */
+static void *waiter_main(void *arg)
+{
+    th_waiter *w = arg;
+    th_acquire_fn acquire = w->acquire ? w->acquire : dlock_lock_acquire;
+    dlock_lock *l = NULL;
+    w->rc = acquire(&l, w->c, w->name, w->wait_ms, w->lease_ms);
+    w->done_ms = th_now_ms();
+    if (w->rc == DLOCK_OK) {
+        if (w->order != NULL)
+            w->seq[atomic_fetch_add(w->order, 1)] = w->id;
+        if (w->entered != NULL)
+            atomic_fetch_add(w->entered, 1);
+        atomic_store(&w->got, 1);
+    }
+    if (w->hold_ms == TH_WAITER_KEEP) {
+        w->l = l;
+        return NULL;
+    }
+    if (l != NULL) {
+        if (w->hold_ms > 0)
+            th_sleep_ms(w->hold_ms);
+        dlock_lock_release(l);
+    }
+    return NULL;
+}
+
+int th_waiter_start(th_waiter *w)
+{
+    w->rc = 1; /* not a status: the acquire has not returned */
+    atomic_store(&w->got, 0);
+    w->done_ms = 0;
+    w->l = NULL;
+    return pthread_create(&w->t, NULL, waiter_main, w);
+}
+
+int th_waiter_join(th_waiter *w)
+{
+    return pthread_join(w->t, NULL);
+}
+
+dlock_shared_info th_shared_info(dlock_client *c, const char *name)
+{
+    dlock_shared_info info;
+    if (dlock_shared_inspect(c, name, &info, NULL, 0) != DLOCK_OK) {
+        memset(&info, 0, sizeof info);
+        info.kind = -1;
+        info.limit = info.holders = info.waiters = info.writer_waiting_ms = -1;
+    }
+    return info;
+}

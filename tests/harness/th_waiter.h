@@ -1,0 +1,67 @@
+/*
+ * th_waiter.h - the waiter thread of the integration tests: an acquire
+ * run in another thread while the test's own thread holds the name,
+ * releases it, stops a server or inspects the queue (th_waiter.c).
+ *
+ * One struct, filled by the test, then th_waiter_start(). The thread
+ * acquires; on success it records its entry (got, and optionally its id
+ * in a shared arrival order), then either holds for hold_ms and releases,
+ * or (hold_ms TH_WAITER_KEEP) leaves the lock to the test in l. The test
+ * reads rc, got and done_ms after th_waiter_join(), or polls got with
+ * atomic_load() before.
+ */
+#ifndef DLOCK_TEST_TH_WAITER_H
+#define DLOCK_TEST_TH_WAITER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "dlock.h"
+
+/* How a waiter acquires: dlock_lock_acquire()'s shape, so a test wraps
+ * any other kind of acquire (a reader, a permit) in a function of this
+ * type. */
+typedef int (*th_acquire_fn)(dlock_lock **out, dlock_client *c,
+                             const char *name, int64_t wait_ms,
+                             int64_t lease_ms);
+
+/* hold_ms: keep the lock (in l) for the test to release. */
+#define TH_WAITER_KEEP (-1)
+
+typedef struct th_waiter {
+    /* Set by the test. */
+    dlock_client *c;
+    const char *name;
+    int64_t wait_ms;       /* the acquire's wait (-1: forever) */
+    int64_t lease_ms;      /* its lease */
+    th_acquire_fn acquire; /* NULL: dlock_lock_acquire */
+    int64_t hold_ms;       /* once in: hold, release; or TH_WAITER_KEEP */
+    /* Optional, shared by a group of waiters: on entry the thread writes
+     * id at seq[(*order)++] (arrival order), then adds 1 to *entered. */
+    int id;
+    atomic_int *order;
+    int *seq;
+    atomic_int *entered;
+    /* Set by the thread. */
+    int rc;          /* the acquire's status */
+    atomic_int got;  /* 1 once it holds (rc is DLOCK_OK) */
+    int64_t done_ms; /* th_now_ms() when the acquire returned */
+    dlock_lock *l;   /* the hold, with TH_WAITER_KEEP (else NULL) */
+    pthread_t t;
+} th_waiter;
+
+/* Start the thread (w must stay in place until th_waiter_join). Clears
+ * the thread's outputs first. 0, or pthread_create's error. */
+int th_waiter_start(th_waiter *w);
+
+/* Join the thread: 0, or pthread_join's error. */
+int th_waiter_join(th_waiter *w);
+
+/* What dlock_shared_inspect() says of NAME through c (no holder list),
+ * for a test waiting until its waiters are queued; when the inspect
+ * fails, kind and the counts (limit, holders, waiters,
+ * writer_waiting_ms) are -1. */
+dlock_shared_info th_shared_info(dlock_client *c, const char *name);
+
+#endif /* DLOCK_TEST_TH_WAITER_H */
