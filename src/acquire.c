@@ -22,6 +22,7 @@
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
+#include "withdraw.h"
 
 /* Fair mode: a queued waiter drops out this long after its last refresh,
  * and refreshes at a third of it. */
@@ -308,73 +309,6 @@ static uint64_t keep_pins(dlock_client *c, dlock__held *h, dlock__conn **pins,
     return pend;
 }
 
-/* Bits set in m. */
-static int popcount64(uint64_t m)
-{
-    int n = 0;
-    for (; m != 0; m &= m - 1)
-        n++;
-    return n;
-}
-
-/* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
-static int lock_delay_error(dlock_client *c, const dlock__held *h,
-                            int64_t left_ms)
-{
-    return dlock__set_error(c, DLOCK_LOCK_DELAY,
-                            "acquire %s: the master changed (failover or "
-                            "restart) and may have forgotten locks: no new "
-                            "grant for %" PRId64 " ms more (lock-delay)",
-                            h->k.name, left_ms);
-}
-
-/* Withdraw the grants that may not last: those too few replicas
- * acknowledged (wait_replicas), and those of a node whose lock-delay
- * began during the attempt (its connection found a new master). They move
- * to t->unknown, so that the undo gives them back. Returns the withdrawn
- * nodes; *minacks is the fewest acknowledgements seen. */
-static uint64_t withdraw_grants(dlock_client *c, const dlock__held *h,
-                                dlock__tally *t, const dlock__result *res,
-                                long long *minacks)
-{
-    uint64_t out = 0;
-    int i;
-    if (h->depth == 0)
-        out =
-            t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
-    for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
-        if (!(t->gmask & (1ULL << i)))
-            continue;
-        if (*minacks < 0 || res[i].acks < *minacks)
-            *minacks = res[i].acks;
-        if (res[i].acks < c->ns.wait_replicas)
-            out |= 1ULL << i;
-    }
-    if (out == 0)
-        return 0;
-    t->gmask &= ~out;
-    t->granted -= popcount64(out);
-    t->unknown |= out;
-    return out;
-}
-
-/* The status of an attempt that failed because grants were withdrawn. */
-static int withdrawn_error(dlock_client *c, const dlock__held *h,
-                           uint64_t withdrawn, long long minacks, attempt *a)
-{
-    int64_t left;
-    if (dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left) & withdrawn) {
-        a->pttl = left;
-        return lock_delay_error(c, h, left);
-    }
-    return dlock__set_error(
-        c, DLOCK_NOT_REPLICATED,
-        "acquire %s: granted, but %lld of the %d replicas asked for "
-        "acknowledged it within %" PRId64 " ms: given back",
-        h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
-        c->ns.wait_timeout_ms);
-}
-
 /*
  * One acquire attempt on every node, in mode fair (FAIR_NONE, FAIR_TRY,
  * FAIR_QUEUE; ticket: the waiter's place in the queue, 0 for the
@@ -407,9 +341,9 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
         uint64_t delayed =
             dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
         mask &= ~delayed;
-        if (delayed != 0 && popcount64(mask) < c->ns.quorum) {
+        if (delayed != 0 && __builtin_popcountll(mask) < c->ns.quorum) {
             a->pttl = left;
-            return lock_delay_error(c, h, left);
+            return dlock__lock_delay_error(c, h, left);
         }
     }
     acquire_cmd(&b, c, h, lease_ms, fair, ticket);
@@ -445,7 +379,7 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
-    withdrawn = withdraw_grants(c, h, &t, res, &minacks);
+    withdrawn = dlock__withdraw_grants(c, h, h->depth == 0, &t, res, &minacks);
     a->pttl = t.pttl;
     a->nbusy = t.nbusy;
     a->ahead = t.ahead;
@@ -454,7 +388,7 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     v = dlock__acquire_verdict(&t, c->ns.quorum, h->depth,
                                lease_ms - elapsed - dlock__drift(c, lease_ms));
     if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY)
-        rc = withdrawn_error(c, h, withdrawn, minacks, a);
+        rc = dlock__withdrawn_error(c, h, withdrawn, minacks, &a->pttl);
     else
         rc = decide(c, h, lease_ms, &t, v, t0, elapsed, res, a);
     dlock__results_clear(res, c->ns.n);

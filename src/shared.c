@@ -37,6 +37,7 @@
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
+#include "withdraw.h"
 
 /* A queued semaphore waiter drops out this long after its last refresh
  * and refreshes at a third of it (as the fair lock's waiters). */
@@ -215,16 +216,6 @@ static uint64_t refused_undo_mask(const dlock_client *c,
 
 /* ---- the lock-delay (as a lock's: acquire.c) ----------------------------- */
 
-/* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
-static int delay_error(dlock_client *c, const dlock__held *h, int64_t left_ms)
-{
-    return dlock__set_error(c, DLOCK_LOCK_DELAY,
-                            "acquire %s: the master changed (failover or "
-                            "restart) and may have forgotten locks: no new "
-                            "grant for %" PRId64 " ms more (lock-delay)",
-                            h->k.name, left_ms);
-}
-
 /* The nodes an attempt may ask: all but those in their lock-delay (a
  * master that may have forgotten permits or readers it granted). 0 when
  * too few are left for a quorum (g->pttl: the delay left). */
@@ -241,57 +232,6 @@ static uint64_t delay_mask(dlock_client *c, const dlock__held *h, got *g)
         return m;
     g->pttl = left;
     return 0;
-}
-
-/* Bits set in m. */
-static int popcount64(uint64_t m)
-{
-    int n = 0;
-    for (; m != 0; m &= m - 1)
-        n++;
-    return n;
-}
-
-/* Withdraw the grants that may not last, as a lock's attempt does: those
- * of a node whose lock-delay began during the attempt (its new
- * connection saw a new master), and those too few replicas acknowledged
- * (wait_replicas). They move to t->unknown, so that the undo gives them
- * back. Returns the nodes withdrawn; *minacks is the fewest
- * acknowledgements a grant had (-1: none counted). */
-static uint64_t withdraw(dlock_client *c, const dlock__held *h, dlock__tally *t,
-                         const dlock__result *res, long long *minacks)
-{
-    uint64_t out =
-        t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
-    int i;
-    for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
-        if (!(t->gmask & (1ULL << i)))
-            continue;
-        if (*minacks < 0 || res[i].acks < *minacks)
-            *minacks = res[i].acks;
-        if (res[i].acks < c->ns.wait_replicas)
-            out |= 1ULL << i;
-    }
-    t->gmask &= ~out;
-    t->granted -= popcount64(out);
-    t->unknown |= out;
-    return out;
-}
-
-/* The status of an attempt that failed because grants were withdrawn:
- * DLOCK_LOCK_DELAY (g->pttl: the delay left) or DLOCK_NOT_REPLICATED. */
-static int withdrawn_error(dlock_client *c, const dlock__held *h,
-                           uint64_t withdrawn, long long minacks, got *g)
-{
-    if (dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &g->pttl) & withdrawn)
-        return delay_error(c, h, g->pttl);
-    g->pttl = -1;
-    return dlock__set_error(
-        c, DLOCK_NOT_REPLICATED,
-        "acquire %s: granted, but %lld of the %d replicas asked for "
-        "acknowledged it within %" PRId64 " ms: given back",
-        h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
-        c->ns.wait_timeout_ms);
 }
 
 /*
@@ -318,7 +258,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     g->pttl = -1;
     mask = delay_mask(c, h, g);
     if (mask == 0)
-        return delay_error(c, h, g->pttl);
+        return dlock__lock_delay_error(c, h, g->pttl);
     attempt_cmd(&b, c, h, w, mode);
     t0 = dlock__now_ms();
     dlock__run(c, mask, &b.cmd, dlock__deadline(c, w->lease_ms), res);
@@ -334,17 +274,19 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     for (i = 0; i < c->ns.n; i++)
         if (t.bad & (1ULL << i))
             dlock__malformed(&c->ns, res, i, "the acquire script");
-    withdrawn = withdraw(c, h, &t, res, &minacks);
+    withdrawn = dlock__withdraw_grants(c, h, 1, &t, res, &minacks);
     g->pttl = t.pttl;
     g->nbusy = t.nbusy;
     elapsed = dlock__now_ms() - t0;
     v = dlock__acquire_verdict(&t, c->ns.quorum, 0,
                                w->lease_ms - elapsed -
                                    dlock__drift(c, w->lease_ms));
-    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY)
-        rc = withdrawn_error(c, h, withdrawn, minacks, g);
-    else
+    if (withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY) {
+        g->pttl = -1;
+        rc = dlock__withdrawn_error(c, h, withdrawn, minacks, &g->pttl);
+    } else {
         rc = decide(c, h, w, &t, v, t0, res, g);
+    }
     dlock__results_clear(res, c->ns.n);
     if (rc == DLOCK_OK)
         return DLOCK_OK;

@@ -1,0 +1,65 @@
+/*
+ * withdraw.c - which grants of an attempt may not last, and the status
+ * that says so (see withdraw.h). A grant is kept only when it can be
+ * trusted to outlive a failover: its node's master did not change during
+ * the attempt (lock-delay), and, with wait_replicas, enough replicas
+ * acknowledged it before the answer came.
+ */
+#include <inttypes.h>
+
+#include "cluster_delay.h"
+#include "withdraw.h"
+
+/* See withdraw.h. */
+uint64_t dlock__withdraw_grants(dlock_client *c, const dlock__held *h,
+                                int fresh, dlock__tally *t,
+                                const dlock__result *res, long long *minacks)
+{
+    uint64_t out = 0;
+    int i;
+    if (fresh)
+        out =
+            t->gmask & dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, NULL);
+    for (i = 0; i < c->ns.n && c->ns.wait_replicas > 0; i++) {
+        if (!(t->gmask & (1ULL << i)))
+            continue;
+        if (*minacks < 0 || res[i].acks < *minacks)
+            *minacks = res[i].acks;
+        if (res[i].acks < c->ns.wait_replicas)
+            out |= 1ULL << i;
+    }
+    if (out == 0)
+        return 0;
+    t->gmask &= ~out;
+    t->granted -= __builtin_popcountll(out);
+    t->unknown |= out;
+    return out;
+}
+
+/* See withdraw.h. */
+int dlock__lock_delay_error(dlock_client *c, const dlock__held *h,
+                            int64_t left_ms)
+{
+    return dlock__set_error(c, DLOCK_LOCK_DELAY,
+                            "acquire %s: the master changed (failover or "
+                            "restart) and may have forgotten locks: no new "
+                            "grant for %" PRId64 " ms more (lock-delay)",
+                            h->k.name, left_ms);
+}
+
+/* See withdraw.h. */
+int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
+                           uint64_t withdrawn, long long minacks, int64_t *pttl)
+{
+    int64_t left;
+    if (dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left) & withdrawn) {
+        *pttl = left;
+        return dlock__lock_delay_error(c, h, left);
+    }
+    return dlock__set_error(
+        c, DLOCK_NOT_REPLICATED,
+        "acquire %s: granted, but %lld of the %d replicas asked for "
+        "acknowledged it within %" PRId64 " ms: given back",
+        h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
+        c->ns.wait_timeout_ms);
+}

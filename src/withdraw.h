@@ -1,0 +1,41 @@
+/*
+ * withdraw.h - which grants of an attempt may not last (withdraw.c): a
+ * grant too few replicas acknowledged (wait_replicas), or one from a node
+ * whose lock-delay began during the attempt. Locks (acquire.c) and
+ * permits and readers (shared.c) judge their grants by the same rule and
+ * say so with the same words. Above acquire.h (the tally) and
+ * cluster_delay.h.
+ */
+#ifndef DLOCK_WITHDRAW_H
+#define DLOCK_WITHDRAW_H
+
+#include <stdint.h>
+
+#include "acquire.h"
+#include "core.h"
+#include "held.h"
+
+/* Take the grants of t that may not last out of it: those of a node whose
+ * lock-delay for h's key is running (only when fresh: a reentry's grant
+ * stands, the hold is older than the delay), and, with wait_replicas,
+ * those fewer replicas acknowledged (res[i].acks). They move to
+ * t->unknown, so that the attempt's undo gives them back. Returns the
+ * nodes withdrawn (0: none); *minacks (set to -1 by the caller) becomes
+ * the fewest acknowledgements a grant had. */
+uint64_t dlock__withdraw_grants(dlock_client *c, const dlock__held *h,
+                                int fresh, dlock__tally *t,
+                                const dlock__result *res, long long *minacks);
+
+/* The status, with its message, of an attempt whose grants were
+ * withdrawn: DLOCK_LOCK_DELAY (*pttl set to the delay left) when a
+ * withdrawn node is in its lock-delay, else DLOCK_NOT_REPLICATED (*pttl
+ * untouched). */
+int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
+                           uint64_t withdrawn, long long minacks,
+                           int64_t *pttl);
+
+/* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
+int dlock__lock_delay_error(dlock_client *c, const dlock__held *h,
+                            int64_t left_ms);
+
+#endif
