@@ -333,19 +333,11 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     int i, rc;
 
     memset(a, 0, sizeof *a);
-    mask = dlock__all_nodes(c);
-    if (h->depth == 0) {
-        /* The lock-delay: no fresh grant from a master that may have
-         * forgotten grants (failover, restart). */
-        int64_t left;
-        uint64_t delayed =
-            dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
-        mask &= ~delayed;
-        if (delayed != 0 && __builtin_popcountll(mask) < c->ns.quorum) {
-            a->pttl = left;
-            return dlock__lock_delay_error(c, h, left);
-        }
-    }
+    /* The lock-delay: no fresh grant from a master that may have
+     * forgotten grants (failover, restart). */
+    mask = dlock__askable_nodes(c, h, h->depth == 0, &a->pttl);
+    if (mask == 0)
+        return dlock__lock_delay_error(c, h, a->pttl);
     acquire_cmd(&b, c, h, lease_ms, fair, ticket);
     if (c->ns.n > 1) {
         /* A node still out keeps its connection pinned to this hold, so

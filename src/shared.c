@@ -216,24 +216,6 @@ static uint64_t refused_undo_mask(const dlock_client *c,
 
 /* ---- the lock-delay (as a lock's: acquire.c) ----------------------------- */
 
-/* The nodes an attempt may ask: all but those in their lock-delay (a
- * master that may have forgotten permits or readers it granted). 0 when
- * too few are left for a quorum (g->pttl: the delay left). */
-static uint64_t delay_mask(dlock_client *c, const dlock__held *h, got *g)
-{
-    int64_t left = 0;
-    uint64_t m = dlock__all_nodes(c),
-             d = dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
-    int i, n = 0;
-    m &= ~d;
-    for (i = 0; i < c->ns.n; i++)
-        n += (m >> i) & 1;
-    if (d == 0 || n >= c->ns.quorum)
-        return m;
-    g->pttl = left;
-    return 0;
-}
-
 /*
  * One attempt on every node. DLOCK_OK (*g filled), DLOCK_BUSY (g->pttl),
  * DLOCK_LOCK_DELAY (g->pttl: the delay left), DLOCK_NOT_REPLICATED (with
@@ -256,7 +238,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
 
     memset(g, 0, sizeof *g);
     g->pttl = -1;
-    mask = delay_mask(c, h, g);
+    mask = dlock__askable_nodes(c, h, 1, &g->pttl);
     if (mask == 0)
         return dlock__lock_delay_error(c, h, g->pttl);
     attempt_cmd(&b, c, h, w, mode);

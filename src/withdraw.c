@@ -11,6 +11,23 @@
 #include "withdraw.h"
 
 /* See withdraw.h. */
+uint64_t dlock__askable_nodes(dlock_client *c, const dlock__held *h, int fresh,
+                              int64_t *left_ms)
+{
+    uint64_t mask = dlock__all_nodes(c), delayed;
+    int64_t left = 0;
+    if (!fresh)
+        return mask;
+    delayed = dlock__delayed_for(&c->ns, h->k.key, h->k.keylen, &left);
+    mask &= ~delayed;
+    if (delayed != 0 && __builtin_popcountll(mask) < c->ns.quorum) {
+        *left_ms = left;
+        return 0;
+    }
+    return mask;
+}
+
+/* See withdraw.h. */
 uint64_t dlock__withdraw_grants(dlock_client *c, const dlock__held *h,
                                 int fresh, dlock__tally *t,
                                 const dlock__result *res, long long *minacks)

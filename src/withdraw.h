@@ -15,6 +15,13 @@
 #include "core.h"
 #include "held.h"
 
+/* The nodes an attempt for h may ask: all, less (when fresh: a new hold,
+ * not a reentry) those whose master is in its lock-delay (it may have
+ * forgotten grants: a failover or restart). 0 when too few are left for a
+ * quorum; *left_ms is then the delay still to run. */
+uint64_t dlock__askable_nodes(dlock_client *c, const dlock__held *h, int fresh,
+                              int64_t *left_ms);
+
 /* Take the grants of t that may not last out of it: those of a node whose
  * lock-delay for h's key is running (only when fresh: a reentry's grant
  * stands, the hold is older than the delay), and, with wait_replicas,
