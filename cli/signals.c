@@ -318,26 +318,17 @@ static int is_outage(int rc)
     return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM;
 }
 
-/*
- * The wait of cli_acquire, after a first try found the lock held: wait
- * for the rest of -w (T0 is when the acquisition started) in the library,
- * cancelable by a signal. When the servers stop answering during the
- * wait, try again every half second to 2 seconds for as long as the wait
- * lasts (-w, or for ever), saying so once: a server restarting must not
- * end every waiter at once. Returns the last attempt's status (the
- * outage's when the wait ended during it).
- */
-static int wait_through_outages(const struct cli *o, dlock_client *c,
-                                dlock_acquire_options *ao, dlock_lock **out,
-                                int64_t t0, int *signo)
+/* See cli.h. */
+int cli_wait_through_outages(const struct cli *o, dlock_client *c,
+                             int (*fn)(void *arg), void *arg, int64_t *wait_ms,
+                             int64_t t0, int *signo)
 {
-    struct keys_call kc = {o, c, ao, out};
     int64_t left, pause = 500;
     int rc, said = 0;
     sigset_t mask;
 
     for (;;) {
-        rc = cli_cancelable(c, keys_call_fn, &kc, signo);
+        rc = cli_cancelable(c, fn, arg, signo);
         if (rc == DLOCK_BUSY)
             rc = DLOCK_TIMEDOUT;
         if (!is_outage(rc) || *signo != 0)
@@ -356,9 +347,9 @@ static int wait_through_outages(const struct cli *o, dlock_client *c,
             return DLOCK_CANCELED;
         pause = pause * 2 > 2000 ? 2000 : pause * 2;
         if (o->wait_ms >= 0) {
-            ao->wait_ms = o->wait_ms - (cli_now_ms() - t0);
-            if (ao->wait_ms <= 0)
-                ao->wait_ms = 0; /* one last try */
+            *wait_ms = o->wait_ms - (cli_now_ms() - t0);
+            if (*wait_ms <= 0)
+                *wait_ms = 0; /* one last try */
         }
     }
 }
@@ -404,7 +395,9 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 return DLOCK_TIMEDOUT;
         }
         ao.wait_ms = left;
-        rc = wait_through_outages(o, c, &ao, out, t0, signo);
+        struct keys_call kc = {o, c, &ao, out};
+        rc = cli_wait_through_outages(o, c, keys_call_fn, &kc, &ao.wait_ms, t0,
+                                      signo);
     }
     if (*signo == 0)
         *signo = stop_signal_pending();

@@ -6,7 +6,8 @@
 # not exit 69 at the first failed attempt. A wait that ends while the
 # server is still down exits 69 (not the conflict code, which would say
 # the lock was held), and a signal during the outage ends the wait with
-# 128 + its number. Nothing runs without the lock.
+# 128 + its number. A follower of `dlock elect` waits through it too.
+# Nothing runs without the lock.
 . "$(dirname "$0")/common.bash"
 
 start_redis --aof
@@ -82,8 +83,30 @@ check "nothing ran" test ! -e "$T/ran-w3"
 kill -9 "$HOLDER" 2>/dev/null
 wait "$HOLDER" 2>/dev/null
 
+# ---- elect: a follower waits through the restart too, then leads.
+eval "$(bash "$FIXTURE" restart "$REDIS_DIR")"
+rm -f "$T/leading" "$T/go-el"
+spawn_bg "$DLOCK_BIN" elect -l 60 "${S[@]}" ow-el -- sh -c \
+    'touch "$1/leading"; while [ ! -e "$1/go-el" ]; do sleep 0.05; done' \
+    sh "$T"
+leader=$BG
+wait_until 10 test -e "$T/leading" || fail "the leader did not start"
+spawn_bg_err "$T/f.err" "$DLOCK_BIN" elect -w 60 "${S[@]}" ow-el -- \
+    touch "$T/ran-follower"
+follower=$BG
+sleep 0.3
+restart_server "$T/f.err"
+check "the follower still waits after the restart" running "$follower"
+touch "$T/go-el"
+wait_pid "$leader" 30
+wait_pid "$follower" 30
+check "the follower led once the leader was done (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 0
+check "its command ran" test -e "$T/ran-follower"
+
 # ---- the first attempt failing is still a failure at once (a typo, a
 # server that is not there): nothing to wait for yet.
+bash "$FIXTURE" kill9 "$REDIS_DIR"
 expect_status 69 "no server at the first attempt: 69 at once" \
     "$DLOCK_BIN" run -w 60 "${S[@]}" ow4 -- touch "$T/ran-w4"
 check "nothing ran" test ! -e "$T/ran-w4"
