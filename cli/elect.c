@@ -297,8 +297,10 @@ int cli_elect(const struct cli *o, dlock_client *c)
 }
 
 /* Print one leader line: "EPOCH VALUE" or "none"; with --json an
- * object. */
-static void print_leader(const struct cli *o, const dlock_leader_info *li)
+ * object. 0, or the exit status 74 after saying why it could not be
+ * written (SIGPIPE is ignored: a reader of --watch that went away shows
+ * as EPIPE here, and must end the watch). */
+static int print_leader(const struct cli *o, const dlock_leader_info *li)
 {
     if (o->json) {
         fputs("{\"name\":", stdout);
@@ -319,7 +321,11 @@ static void print_leader(const struct cli *o, const dlock_leader_info *li)
     } else {
         puts("none");
     }
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing to stdout: %s", strerror(errno));
+        return 74;
+    }
+    return 0;
 }
 
 /* What one wait of --watch needs. */
@@ -359,8 +365,8 @@ int cli_leader(const struct cli *o, dlock_client *c)
         failing = 1;
         memset(&cur, 0, sizeof cur);
         cur.leading = -1; /* unknown: anything that comes is a change */
-    } else {
-        print_leader(o, &cur);
+    } else if (print_leader(o, &cur) != 0) {
+        return 74;
     }
     if (!o->watch)
         return cur.leading ? 0 : 1;
@@ -370,7 +376,8 @@ int cli_leader(const struct cli *o, dlock_client *c)
         if (signo != 0)
             return 128 + signo;
         if (rc == DLOCK_OK) {
-            print_leader(o, &next);
+            if (print_leader(o, &next) != 0)
+                return 74;
             cur = next;
             failing = 0;
             continue;
