@@ -311,11 +311,13 @@ static int keys_call_fn(void *arg)
     return acquire_keys(kc->o, kc->c, kc->ao, kc->out);
 }
 
-/* The servers could not be reached (or no majority of them): an outage
- * that may end (a restart, a network cut), not an answer. */
-static int is_outage(int rc)
+/* The servers could not be reached (or no majority of them), or one is
+ * not ready (LOADING its data after a restart, MASTERDOWN: the library's
+ * message says "not ready"): an outage that may end, not an answer. */
+static int is_outage(dlock_client *c, int rc)
 {
-    return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM;
+    return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
+           (rc == DLOCK_ESERVER && strstr(dlock_errmsg(c), ": not ready: "));
 }
 
 /* See cli.h. */
@@ -331,7 +333,7 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
         rc = cli_cancelable(c, fn, arg, signo);
         if (rc == DLOCK_BUSY)
             rc = DLOCK_TIMEDOUT;
-        if (!is_outage(rc) || *signo != 0)
+        if (!is_outage(c, rc) || *signo != 0)
             return rc;
         left = o->wait_ms < 0 ? pause : o->wait_ms - (cli_now_ms() - t0);
         if (left <= 0)

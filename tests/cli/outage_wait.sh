@@ -6,7 +6,9 @@
 # not exit 69 at the first failed attempt. A wait that ends while the
 # server is still down exits 69 (not the conflict code, which would say
 # the lock was held), and a signal during the outage ends the wait with
-# 128 + its number. A follower of `dlock elect` waits through it too.
+# 128 + its number. A follower of `dlock elect` waits through it too, and
+# a server that answers LOADING while it reads its data back is an outage
+# as well.
 # Nothing runs without the lock.
 . "$(dirname "$0")/common.bash"
 
@@ -103,6 +105,40 @@ wait_pid "$follower" 30
 check "the follower led once the leader was done (got $WAIT_STATUS)" \
     test "$WAIT_STATUS" = 0
 check "its command ran" test -e "$T/ran-follower"
+
+# ---- a restart that loads its data for seconds (the server answers
+# LOADING meanwhile: key-load-delay makes 2000 keys take ~4 s, and
+# loading-process-events-interval-bytes makes it answer during that) is an
+# outage too, not an answer that ends the wait.
+start_redis --aof --conf "key-load-delay 2000" \
+    --conf "loading-process-events-interval-bytes 1024"
+L_DIR=$REDIS_DIR L_PORT=$REDIS_PORT
+S=(-s "$REDIS_URL")
+rcli "$L_PORT" DEBUG POPULATE 2000 >/dev/null
+rcli "$L_PORT" BGREWRITEAOF >/dev/null
+rewritten() {
+    ! rcli "$L_PORT" INFO persistence | grep -Eq \
+        'aof_rewrite_in_progress:1|aof_rewrite_scheduled:1'
+}
+wait_until 20 rewritten || fail "the AOF rewrite did not finish"
+hold ow-load
+spawn_bg_err "$T/wl.err" "$DLOCK_BIN" run -w 60 "${S[@]}" ow-load -- \
+    touch "$T/ran-wl"
+waiter=$BG
+sleep 0.3
+bash "$FIXTURE" kill9 "$L_DIR"
+wait_until 20 file_has "$T/wl.err" "trying again while the wait lasts" ||
+    fail "the waiter did not say that it tries again"
+# restart returns once the server answers PING, after its loading.
+eval "$(bash "$FIXTURE" restart "$L_DIR")"
+check "the waiter still waits after the server loaded its data" \
+    running "$waiter"
+[ -s "$T/wl.err" ] && sed 's/^/  waiter: /' "$T/wl.err"
+touch "$T/go-ow-load"
+wait_pid "$HOLDER" 30
+wait_pid "$waiter" 30
+check "the waiter ran once the holder was done (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 0
 
 # ---- the first attempt failing is still a failure at once (a typo, a
 # server that is not there): nothing to wait for yet.
