@@ -215,6 +215,17 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
 int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
                    int *signo);
+/* The wait that follows a first try which found the lock (or the
+ * leadership) taken: FN(ARG) waits in the library for *WAIT_MS, as a
+ * cli_cancelable call. When the servers stop answering during it (EIO,
+ * ETIMEDOUT, NO_QUORUM), say so once and call FN again every 0.5 to 2 s,
+ * with *WAIT_MS set to what is left of O's -w counted from T0, while the
+ * wait lasts. Returns FN's last status (BUSY as TIMEDOUT; the outage's
+ * when the wait ended during it; CANCELED when a signal came, *signo
+ * set). */
+int cli_wait_through_outages(const struct cli *o, dlock_client *c,
+                             int (*fn)(void *arg), void *arg, int64_t *wait_ms,
+                             int64_t t0, int *signo);
 
 /* check.c, list.c */
 int cli_parse_token(const char *s, uint64_t *token);

@@ -69,6 +69,15 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
     opts.tls_key_file =
         o->tls_key != NULL ? o->tls_key : env_nonempty("DLOCK_TLS_KEY");
     opts.tls_insecure = o->insecure;
+    if ((opts.tls_cert_file == NULL) != (opts.tls_key_file == NULL))
+        return cli_usage_error(
+            o->cmd_name,
+            "%s without %s: a client certificate needs its "
+            "private key",
+            opts.tls_cert_file != NULL ? "--cert (or DLOCK_TLS_CERT)"
+                                       : "--key (or DLOCK_TLS_KEY)",
+            opts.tls_cert_file != NULL ? "--key (or DLOCK_TLS_KEY)"
+                                       : "--cert (or DLOCK_TLS_CERT)");
     timeout_ms = o->timeout_ms;
     if (timeout_ms == 0 && (env = env_nonempty("DLOCK_TIMEOUT")) != NULL) {
         const char *why = NULL;

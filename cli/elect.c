@@ -39,6 +39,7 @@ struct campaign {
     const struct cli *o;
     dlock_client *c;
     dlock_election *e;
+    int64_t wait_ms; /* this call's wait: 0 for the first try */
 };
 
 static int campaign_fn(void *arg)
@@ -47,7 +48,7 @@ static int campaign_fn(void *arg)
     dlock_acquire_options ao;
 
     dlock_acquire_options_init(&ao);
-    ao.wait_ms = k->o->wait_ms;
+    ao.wait_ms = k->wait_ms;
     ao.lease_ms = k->o->lease_ms;
     ao.on_lost = cli_lost_cb;
     return dlock_campaign(&k->e, k->c, k->o->key,
@@ -203,7 +204,8 @@ static int job_code(const struct cli_job *j)
  */
 int cli_elect(const struct cli *o, dlock_client *c)
 {
-    struct campaign k = {o, c, NULL};
+    struct campaign k = {o, c, NULL, 0};
+    int64_t t0 = cli_now_ms();
     struct cli_job job;
     uint64_t epoch;
     char **envp;
@@ -211,7 +213,19 @@ int cli_elect(const struct cli *o, dlock_client *c)
 
     cli_verbose(o, "campaigning for \"%s\" with value \"%s\"", o->key,
                 o->value != NULL ? o->value : "");
+    /* A first try, then the wait: servers that stop answering during the
+     * wait (a restart) are tried again while it lasts; a first try that
+     * cannot reach them fails at once. */
     rc = cli_cancelable(c, campaign_fn, &k, &signo);
+    if ((rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT) && signo == 0 &&
+        o->wait_ms != 0) {
+        k.wait_ms = o->wait_ms < 0 ? -1 : o->wait_ms - (cli_now_ms() - t0);
+        if (k.wait_ms != 0)
+            rc = o->wait_ms >= 0 && k.wait_ms < 0
+                     ? DLOCK_TIMEDOUT
+                     : cli_wait_through_outages(o, c, campaign_fn, &k,
+                                                &k.wait_ms, t0, &signo);
+    }
     if (signo != 0) {
         dlock_election_resign(k.e);
         cli_verbose(o, "SIG%s while campaigning for \"%s\": giving up",
@@ -283,8 +297,10 @@ int cli_elect(const struct cli *o, dlock_client *c)
 }
 
 /* Print one leader line: "EPOCH VALUE" or "none"; with --json an
- * object. */
-static void print_leader(const struct cli *o, const dlock_leader_info *li)
+ * object. 0, or the exit status 74 after saying why it could not be
+ * written (SIGPIPE is ignored: a reader of --watch that went away shows
+ * as EPIPE here, and must end the watch). */
+static int print_leader(const struct cli *o, const dlock_leader_info *li)
 {
     if (o->json) {
         fputs("{\"name\":", stdout);
@@ -305,7 +321,11 @@ static void print_leader(const struct cli *o, const dlock_leader_info *li)
     } else {
         puts("none");
     }
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_err("writing to stdout: %s", strerror(errno));
+        return 74;
+    }
+    return 0;
 }
 
 /* What one wait of --watch needs. */
@@ -345,8 +365,8 @@ int cli_leader(const struct cli *o, dlock_client *c)
         failing = 1;
         memset(&cur, 0, sizeof cur);
         cur.leading = -1; /* unknown: anything that comes is a change */
-    } else {
-        print_leader(o, &cur);
+    } else if (print_leader(o, &cur) != 0) {
+        return 74;
     }
     if (!o->watch)
         return cur.leading ? 0 : 1;
@@ -356,7 +376,8 @@ int cli_leader(const struct cli *o, dlock_client *c)
         if (signo != 0)
             return 128 + signo;
         if (rc == DLOCK_OK) {
-            print_leader(o, &next);
+            if (print_leader(o, &next) != 0)
+                return 74;
             cur = next;
             failing = 0;
             continue;

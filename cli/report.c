@@ -6,6 +6,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -54,9 +55,18 @@ int cli_exit_for(const struct cli *o, int rc)
     case DLOCK_NOT_OWNER:
     case DLOCK_LOST:
         return o->lost_code;
-    case DLOCK_NO_QUORUM:
     case DLOCK_EIO:
     case DLOCK_ETIMEDOUT:
+        /* cron(8) and systemd start jobs without the login shell's
+         * environment: a DLOCK_SERVERS set there is missing, and the
+         * default server is tried instead. Say so. */
+        if (o->servers_from != NULL && strcmp(o->servers_from, "default") == 0)
+            cli_err("no -s was given and DLOCK_SERVERS is not set, so the "
+                    "default server %s was used (cron and systemd do not "
+                    "read a login shell's environment)",
+                    CLI_DEFAULT_SERVER);
+        return CLI_EX_UNAVAILABLE;
+    case DLOCK_NO_QUORUM:
     case DLOCK_EPROTO:
     case DLOCK_ESERVER:
     case DLOCK_ETLS:

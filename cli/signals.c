@@ -311,6 +311,51 @@ static int keys_call_fn(void *arg)
     return acquire_keys(kc->o, kc->c, kc->ao, kc->out);
 }
 
+/* The servers could not be reached (or no majority of them), or one is
+ * not ready (LOADING its data after a restart, MASTERDOWN: the library's
+ * message says "not ready"): an outage that may end, not an answer. */
+static int is_outage(dlock_client *c, int rc)
+{
+    return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
+           (rc == DLOCK_ESERVER && strstr(dlock_errmsg(c), ": not ready: "));
+}
+
+/* See cli.h. */
+int cli_wait_through_outages(const struct cli *o, dlock_client *c,
+                             int (*fn)(void *arg), void *arg, int64_t *wait_ms,
+                             int64_t t0, int *signo)
+{
+    int64_t left, pause = 500;
+    int rc, said = 0;
+    sigset_t mask;
+
+    for (;;) {
+        rc = cli_cancelable(c, fn, arg, signo);
+        if (rc == DLOCK_BUSY)
+            rc = DLOCK_TIMEDOUT;
+        if (!is_outage(c, rc) || *signo != 0)
+            return rc;
+        left = o->wait_ms < 0 ? pause : o->wait_ms - (cli_now_ms() - t0);
+        if (left <= 0)
+            return rc;
+        if (!said) {
+            cli_err("\"%s\": %s (%s): trying again while the wait lasts",
+                    o->key, dlock_strerror(rc), dlock_errmsg(c));
+            said = 1;
+        }
+        cli_signals_wait_mask(&mask);
+        cli_signals_sleep(&mask, left < pause ? left : pause);
+        if ((*signo = stop_signal_pending()) != 0)
+            return DLOCK_CANCELED;
+        pause = pause * 2 > 2000 ? 2000 : pause * 2;
+        if (o->wait_ms >= 0) {
+            *wait_ms = o->wait_ms - (cli_now_ms() - t0);
+            if (*wait_ms <= 0)
+                *wait_ms = 0; /* one last try */
+        }
+    }
+}
+
 /*
  * Acquire O->key (O->keys, all or nothing, when there are several) with
  * O's lease and wait, with the watchdog and the lost
@@ -353,9 +398,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
         }
         ao.wait_ms = left;
         struct keys_call kc = {o, c, &ao, out};
-        rc = cli_cancelable(c, keys_call_fn, &kc, signo);
-        if (rc == DLOCK_BUSY)
-            rc = DLOCK_TIMEDOUT;
+        rc = cli_wait_through_outages(o, c, keys_call_fn, &kc, &ao.wait_ms, t0,
+                                      signo);
     }
     if (*signo == 0)
         *signo = stop_signal_pending();

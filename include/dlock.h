@@ -78,7 +78,8 @@ extern "C" {
  * (the server refuses what we ask whoever asks again: an ACL without the
  * right to run EVALSHA/EVAL or to touch the lock's keys (NOPERM), a
  * read-only replica (READONLY), EVAL renamed or disabled (unknown
- * command)) do not: fix the configuration. With several servers, these
+ * command), a database the server does not have (the URL's /DB: SELECT
+ * refused)) do not: fix the configuration. With several servers, these
  * are returned when so many servers refused that no majority is left.
  */
 #define DLOCK_STATUS_LIST(X)                                                   \

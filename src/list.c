@@ -5,7 +5,8 @@
  *
  * Keys are found with SCAN (never KEYS: it blocks the server) on every
  * node of the node set: one server, each Redlock node (a lock held on
- * some of them is found on any), and, for Cluster, every master. Names
+ * some of them is found on any), and, for Cluster, every master of the
+ * slot map (read when the listing starts). Names
  * found on several nodes are listed once, sorted; each is then inspected
  * across the nodes like dlock_lock_inspect (majority rules for Redlock).
  *
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "core.h"
 
@@ -107,10 +109,11 @@ static int take_key(const dlock_client *c, const kind *k, const char *key,
     return names_add(out, key + head, len - slen - 1 - head);
 }
 
-/* SCAN node i for keys matching PATTERN of TYPE to the end, adding the
- * names of kind k to out. DLOCK_OK or an error (message set). */
-static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
-                     names *out)
+/* SCAN node nd (of the node set, or a cluster master) for keys matching
+ * PATTERN of TYPE to the end, adding the names of kind k to out. DLOCK_OK
+ * or an error (message set). */
+static int scan_node(dlock_client *c, dlock__node *nd, const kind *k,
+                     const char *pat, names *out)
 {
     char cursor[32] = "0", err[DLOCK__ERRLEN] = "";
     int64_t deadline;
@@ -125,20 +128,20 @@ static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
         size_t j;
 
         deadline = dlock__now_ms() + c->opts.command_timeout_ms;
-        rc = dlock__node_get(&c->ns, i, &conn, deadline, err, sizeof err);
+        rc = dlock__node_take(&c->ns, nd, &conn, deadline, err, sizeof err);
         if (rc == DLOCK_OK)
             rc = dlock__conn_append_argv(conn, 8, argv, NULL);
         if (rc == DLOCK_OK)
             rc = dlock__conn_roundtrip(conn, 1, &r, deadline, -1, err,
                                        sizeof err);
         if (conn != NULL)
-            dlock__node_put(&c->ns, i, conn, rc == DLOCK_OK);
+            dlock__node_give(&c->ns, nd, conn, rc == DLOCK_OK);
         if (rc != DLOCK_OK)
             return dlock__set_error(c, rc, "list: %s", err);
         atomic_fetch_add(&c->stats.requests, 1);
         if (r->type == REDIS_REPLY_ERROR) {
             rc = dlock__set_error(c, DLOCK_ESERVER, "list: %s: SCAN: %.200s",
-                                  dlock__node_name(&c->ns.node[i]), r->str);
+                                  dlock__node_name(nd), r->str);
             freeReplyObject(r);
             return rc;
         }
@@ -149,7 +152,7 @@ static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
             freeReplyObject(r);
             return dlock__set_error(c, DLOCK_EPROTO,
                                     "list: %s: unexpected reply to SCAN",
-                                    dlock__node_name(&c->ns.node[i]));
+                                    dlock__node_name(nd));
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len);
         cursor[r->element[0]->len] = '\0';
@@ -164,20 +167,51 @@ static int scan_node(dlock_client *c, int i, const kind *k, const char *pat,
     return rc;
 }
 
+/* The nodes to scan, into nodes: the node set's, or in a cluster every
+ * master of the slot map, read now (a cluster's node set has one virtual
+ * node, its first seed, which holds only the locks of its own slots).
+ * Sets *need to how many must be scanned. The count, or an error. */
+static int scan_nodes(dlock_client *c, dlock__node **nodes, int *need)
+{
+    char err[DLOCK__ERRLEN] = "";
+    int i, n, rc;
+
+    if (c->ns.cluster == NULL) {
+        for (i = 0; i < c->ns.n; i++)
+            nodes[i] = &c->ns.node[i];
+        *need = c->ns.quorum;
+        return c->ns.n;
+    }
+    rc = dlock__cluster_refresh(
+        &c->ns, dlock__now_ms() + c->opts.command_timeout_ms, err, sizeof err);
+    n = dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS);
+    if (rc != DLOCK_OK && n == 0)
+        return dlock__set_error(c, rc, "list: cluster slot map: %s", err);
+    /* A lock lives on one master only: each must be scanned. */
+    *need = n;
+    return n;
+}
+
 /* The names of kind k matching PATTERN on every node, sorted, each once.
  * With Redlock a node that cannot be scanned is skipped while a majority
- * can be (a lock held on a majority is on one of them). */
+ * can be (a lock held on a majority is on one of them); in a cluster
+ * every master must be. */
 static int find_names(dlock_client *c, const kind *k, const char *pattern,
                       names *out)
 {
-    char *pat = scan_pattern(c, pattern, k);
-    int i, ok = 0, rc = DLOCK_OK, last = DLOCK_OK;
+    dlock__node *nodes[DLOCK_MAX_SERVERS];
+    char *pat;
+    int i, n, need = 0, ok = 0, rc = DLOCK_OK, last = DLOCK_OK;
     size_t r, w;
 
+    n = scan_nodes(c, nodes, &need);
+    if (n < 0)
+        return n;
+    pat = scan_pattern(c, pattern, k);
     if (pat == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-    for (i = 0; i < c->ns.n; i++) {
-        rc = scan_node(c, i, k, pat, out);
+    for (i = 0; i < n; i++) {
+        rc = scan_node(c, nodes[i], k, pat, out);
         if (rc == DLOCK_ENOMEM)
             break;
         if (rc == DLOCK_OK)
@@ -188,12 +222,13 @@ static int find_names(dlock_client *c, const kind *k, const char *pattern,
     free(pat);
     if (rc == DLOCK_ENOMEM)
         return rc;
-    if (ok < c->ns.quorum)
-        return c->ns.n == 1 ? last
-                            : dlock__set_error(c, DLOCK_NO_QUORUM,
-                                               "list: %d of %d servers could "
-                                               "be scanned",
-                                               ok, c->ns.n);
+    if (ok < need)
+        return n == 1 || c->ns.cluster != NULL
+                   ? last
+                   : dlock__set_error(c, DLOCK_NO_QUORUM,
+                                      "list: %d of %d servers could "
+                                      "be scanned",
+                                      ok, n);
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_str);
     for (r = 0, w = 0; r < out->n; r++) {

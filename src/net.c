@@ -322,9 +322,27 @@ static void scrub_copy(char *dst, size_t dstlen, const char *s, size_t len,
     }
 }
 
+/* The status for SELECT's error reply: a database the server does not
+ * have (the URL's /DB out of range) or SELECT refused (cluster mode, an
+ * ACL) is a configuration no retry cures, DLOCK_EREFUSED; a server not
+ * ready yet (LOADING, BUSY, MASTERDOWN) may answer later,
+ * DLOCK_ESERVER. */
+static int select_error_code(const char *msg, size_t len)
+{
+    static const char *const later[] = {"LOADING", "BUSY", "MASTERDOWN",
+                                        "TRYAGAIN"};
+    size_t i;
+    for (i = 0; i < sizeof later / sizeof later[0]; i++)
+        if (len >= strlen(later[i]) &&
+            memcmp(msg, later[i], strlen(later[i])) == 0)
+            return DLOCK_ESERVER;
+    return dlock__server_error_code(msg, len) == DLOCK_EAUTH ? DLOCK_EAUTH
+                                                             : DLOCK_EREFUSED;
+}
+
 /* Append AUTH / SELECT as configured and check their replies: AUTH must
  * say OK (else DLOCK_EAUTH with the server's words), SELECT too (else
- * DLOCK_ESERVER). */
+ * select_error_code's status). */
 static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
                  char *err, size_t errlen)
 {
@@ -385,11 +403,7 @@ static int login(dlock__conn *c, const dlock__endpoint *ep, int64_t deadline_ms,
             r = dlock__fail(err, errlen, DLOCK_EAUTH, "AUTH to %s: %s", c->peer,
                             text);
         else if (x->type == REDIS_REPLY_ERROR && i == isel)
-            r = dlock__fail(err, errlen,
-                            dlock__server_error_code(x->str, x->len) ==
-                                    DLOCK_EREFUSED
-                                ? DLOCK_EREFUSED
-                                : DLOCK_ESERVER,
+            r = dlock__fail(err, errlen, select_error_code(x->str, x->len),
                             "SELECT %d on %s: %s", ep->db, c->peer, text);
         else
             r = dlock__fail(err, errlen, DLOCK_EPROTO,

@@ -21,6 +21,7 @@
 
 #include "cluster.h"
 #include "ident.h"
+#include "opener.h"
 #include "step.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
@@ -180,7 +181,7 @@ static int callv_send(fanout *c, dlock__conn *conn, callv *v,
     return rc;
 }
 
-enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE, SLOT_BACKOFF };
+enum { SLOT_IDLE, SLOT_WAIT, SLOT_DONE, SLOT_BACKOFF, SLOT_OPENING };
 
 /* Redirections (MOVED, ASK) one call follows in a cluster before the
  * last one is reported as an error. */
@@ -205,6 +206,8 @@ typedef struct slot {
                           says more than a timeout it ends in */
     int64_t retry_at;  /* SLOT_BACKOFF: start again then */
     int ident;         /* INFO server sent before the call, answer pending */
+    dlock__conn *pre;  /* SLOT_OPENING: the connection opener.c opened for
+                          this call, used by slot_start */
 } slot;
 
 /* The slot of a call's keys (all of one call share it). */
@@ -272,6 +275,9 @@ static int slot_start(fanout *c, int i, slot *s, callv *v,
             s->conn = cmd->pins[i];
             cmd->pins[i] = NULL;
             s->fresh = 0;
+        } else if (rc == DLOCK_OK && s->pre != NULL) {
+            s->conn = s->pre; /* opened for this call (opener.c) */
+            s->pre = NULL;
         } else if (rc == DLOCK_OK && c->ns->cluster == NULL) {
             rc = dlock__node_get_ex(c->ns, i, &s->conn, deadline_ms, r->err,
                                     sizeof r->err, &s->fresh);
@@ -633,6 +639,78 @@ static int refuse_same_server(const dlock__nodeset *ns, const dlock__cmd *cmd,
     return 1;
 }
 
+/* Several servers: open the connections the call lacks all at once
+ * (opener.c), so that a node that does not answer holds up no other; the
+ * nodes being opened wait in SLOT_OPENING, the others start now. Returns
+ * the opener (NULL: every node started here, as with one server). */
+static dlock__opener *start_all(fanout *c, slot *slots, callv *v,
+                                const dlock__cmd *cmd, uint64_t mask,
+                                int64_t deadline_ms, dlock__result *res)
+{
+    uint64_t pinned = 0, opening;
+    dlock__opener *op;
+    int i;
+    for (i = 0; cmd->pins != NULL && i < c->ns->n; i++)
+        if (cmd->pins[i] != NULL)
+            pinned |= 1ULL << i;
+    op = dlock__opener_start(c->ns, mask & ~pinned, deadline_ms);
+    opening = dlock__opener_nodes(op);
+    for (i = 0; i < c->ns->n; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        if (opening & (1ULL << i))
+            slots[i].state = SLOT_OPENING;
+        else
+            slot_start(c, i, &slots[i], v, cmd, deadline_ms, &res[i]);
+    }
+    return op;
+}
+
+/* Start the nodes whose connection the opener has opened since the last
+ * look; one whose open failed is done, with that error. Returns the
+ * nodes still being opened. */
+static uint64_t take_opened(fanout *c, dlock__opener *op, slot *slots, callv *v,
+                            const dlock__cmd *cmd, int64_t deadline_ms,
+                            dlock__result *res)
+{
+    dlock__conn *conn;
+    int i, rc;
+    if (op == NULL)
+        return 0;
+    dlock__opener_ack(op);
+    for (i = 0; i < c->ns->n; i++) {
+        if (slots[i].state != SLOT_OPENING ||
+            !dlock__opener_take(op, i, &conn, &rc, res[i].err,
+                                sizeof res[i].err))
+            continue;
+        if (rc != DLOCK_OK) {
+            slots[i].state = SLOT_DONE;
+            res[i].status = rc;
+            continue;
+        }
+        slots[i].pre = conn;
+        slots[i].state = SLOT_IDLE;
+        slot_start(c, i, &slots[i], v, cmd, deadline_ms, &res[i]);
+    }
+    return dlock__opener_nodes(op);
+}
+
+/* The step ends with nodes still being opened: nothing was sent to them
+ * (their connections go to the pool when they open). */
+static void give_up_opening(fanout *c, slot *slots, dlock__result *res,
+                            const char *why)
+{
+    int i;
+    for (i = 0; i < c->ns->n; i++) {
+        if (slots[i].state != SLOT_OPENING)
+            continue;
+        slots[i].state = SLOT_DONE;
+        res[i].status = DLOCK_ETIMEDOUT;
+        snprintf(res[i].err, sizeof res[i].err, "%s: %s",
+                 dlock__node_name(&c->ns->node[i]), why);
+    }
+}
+
 /* See step.h. */
 int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res)
@@ -640,8 +718,9 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
     fanout f = {ns, scripts};
     fanout *c = &f;
     slot slots[DLOCK_MAX_SERVERS];
-    struct pollfd pfd[DLOCK_MAX_SERVERS];
+    struct pollfd pfd[DLOCK_MAX_SERVERS + 1]; /* + the opener's */
     int idx[DLOCK_MAX_SERVERS];
+    dlock__opener *op;
     callv v;
     int i, nok = 0, rc;
 
@@ -669,14 +748,14 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             }
         return 0;
     }
-    for (i = 0; i < c->ns->n; i++)
-        if (mask & (1ULL << i))
-            slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
+    op = start_all(c, slots, &v, cmd, mask, deadline_ms, res);
 
     for (;;) {
-        int n = 0, r, k, later = 0;
+        int n = 0, r, k, later = 0, opening;
         int64_t left, now = dlock__now_ms(), wake = deadline_ms;
-        uint64_t waiting = 0;
+        uint64_t waiting = 0, open_mask;
+        open_mask = take_opened(c, op, slots, &v, cmd, deadline_ms, res);
+        opening = open_mask != 0;
         for (i = 0; i < c->ns->n; i++) {
             if (slots[i].state == SLOT_BACKOFF && now >= slots[i].retry_at)
                 slot_start(c, i, &slots[i], &v, cmd, deadline_ms, &res[i]);
@@ -705,7 +784,9 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
             pfd[n].revents = 0;
             idx[n++] = i;
         }
-        if (n == 0 && later == 0)
+        /* A node still being opened may yet answer. */
+        waiting |= open_mask;
+        if (n == 0 && later == 0 && !opening)
             break;
         /* No early return for a lock write with wait_replicas: a grant
          * counts only once WAIT (read last on its connection) answered. */
@@ -722,7 +803,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                     idx[k2++] = idx[k];
                 }
             n = k2;
-            if (n == 0 && later == 0)
+            if (n == 0 && later == 0 && !opening)
                 break;
         }
         left = deadline_ms - dlock__now_ms();
@@ -776,11 +857,17 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                          dlock__node_name(slots[i].nd));
                 dlock__cluster_stale(c->ns);
             }
+            give_up_opening(c, slots, res, "no answer in time (connecting)");
             break;
         }
         if (wake - dlock__now_ms() < left)
             left = wake - dlock__now_ms() < 0 ? 0 : wake - dlock__now_ms();
-        r = poll(pfd, (nfds_t)n, left > 60000 ? 60000 : (int)left);
+        if (opening) {
+            pfd[n].fd = dlock__opener_fd(op);
+            pfd[n].events = POLLIN;
+            pfd[n].revents = 0;
+        }
+        r = poll(pfd, (nfds_t)(n + opening), left > 60000 ? 60000 : (int)left);
         if (r < 0 && errno != EINTR)
             break;
         for (k = 0; k < n && r > 0; k++) {
@@ -793,6 +880,9 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i], rc);
         }
     }
+    /* The outcome was certain before these opened (or poll failed). */
+    give_up_opening(c, slots, res, "not waited for (connecting)");
+    dlock__opener_finish(op);
     if (v.argv != v.argv_small) {
         free(v.argv);
         free(v.lens);

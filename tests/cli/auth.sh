@@ -81,5 +81,12 @@ check "nothing ran without the certificate" test ! -e "$T/ran-nocert"
 expect_status 64 "--cert without --key: usage error" \
     "$DLOCK_BIN" run --cacert "$REDIS_CA" --cert "$REDIS_CERTS/client.pem" \
     -s "$tls" c -- true
+check "the message names the options, not the library's" \
+    file_has "$T/err" "--cert (or DLOCK_TLS_CERT) without --key"
+expect_status 64 "DLOCK_TLS_KEY without a certificate: usage error" \
+    env DLOCK_TLS_KEY="$REDIS_CERTS/client.key" \
+    "$DLOCK_BIN" run --cacert "$REDIS_CA" -s "$tls" c -- true
+check "it says the key needs --cert" \
+    file_has "$T/err" "--key (or DLOCK_TLS_KEY) without --cert"
 
 finish

@@ -79,6 +79,32 @@ check "status describes the 3 masters, each with its replica" \
 check "status warns of a cluster without WAIT or a lock-delay" \
     file_has "$T/out" "without wait_replicas or a lock-delay"
 
+# ---- dlock list: a lock on every master, whichever node is the seed
+# (the node set's one node is the first seed, which holds only its own
+# slots' locks).
+ls_names=() ls_ports=""
+for i in $(seq 1 100); do
+    p=$(key_port "dlock:{cl-ls$i}")
+    case " $ls_ports " in *" $p "*) continue ;; esac
+    ls_ports="$ls_ports $p"
+    ls_names+=("cl-ls$i")
+    [ "${#ls_names[@]}" = 3 ] && break
+done
+check "three names on three masters" [ "${#ls_names[@]}" = 3 ]
+for k in "${ls_names[@]}"; do
+    "$DLOCK_BIN" acquire -s "$CURL" -l 60 "$k" >/dev/null 2>"$T/acq.err" ||
+        fail "dlock acquire $k: $(cat "$T/acq.err")"
+done
+expect_status 0 "dlock list through the cluster" \
+    "$DLOCK_BIN" list -s "$CURL" 'cl-ls*'
+for k in "${ls_names[@]}"; do
+    check "list shows $k (on 127.0.0.1:$(key_port "dlock:{$k}"))" \
+        grep -q "^$k  held by" "$T/out"
+done
+expect_status 0 "dlock list --json through the cluster" \
+    "$DLOCK_BIN" list --json -s "$CURL" 'cl-ls*'
+check "one JSON line per lock" test "$(grep -c '"kind":"lock"' "$T/out")" = 3
+
 # ---- waking by sharded pub/sub: the holder's lease is 60 s, the wait
 # at most 20 s: only the release message can let the waiter in.
 spawn_bg "$DLOCK_BIN" run -s "$CURL" -l 60 cl-w -- sleep 1.5

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # refused.sh - a server that refuses what dlock asks, whoever asks again
 # (an ACL without EVALSHA/EVAL or without the lock's keys, a read-only
-# replica), exits 77 like refused credentials, not 69 ("no server
-# reachable"): a wrapper that retries on 69 must not retry a
-# misconfiguration forever. COMMAND never runs. `dlock status` on the
+# replica, a database the server does not have), exits 77 like refused
+# credentials, not 69 ("no server reachable"): a wrapper that retries on
+# 69 must not retry a misconfiguration forever. COMMAND never runs. `dlock status` on the
 # replica warns that it is one.
 . "$(dirname "$0")/common.bash"
 
@@ -13,6 +13,13 @@ P=$REDIS_PORT
 start_redis --conf "replicaof 127.0.0.1 $P"
 R=$REDIS_PORT
 
+expect_status 77 "a database the server does not have (/99): 77" \
+    "$DLOCK_BIN" run -s "redis://127.0.0.1:$P/99" k -- touch "$T/ran"
+check "the message names it" grep -q 'SELECT 99.*out of range' "$T/err"
+expect_status 77 "acquire: the same" \
+    "$DLOCK_BIN" acquire -s "redis://127.0.0.1:$P/99" k
+expect_status 0 "a database the server has (/1)" \
+    "$DLOCK_BIN" run -s "redis://127.0.0.1:$P/1" k -- true
 expect_status 77 "ACL without EVALSHA: 77" \
     env DLOCK_PASSWORD=pw "$DLOCK_BIN" run --user noeval \
     -s "redis://127.0.0.1:$P" k -- touch "$T/ran"
