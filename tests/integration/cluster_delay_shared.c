@@ -25,7 +25,9 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
 #include "th_replication.h"
+#include "th_shared.h"
 #include "topology.h"
 
 static th_cluster cl;
@@ -36,8 +38,7 @@ static int setup(void **state)
     (void)state;
     if (th_cluster_start(&cl) != 0)
         return -1;
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[0].port, cl.nodes[1].port);
+    th_cluster_url(&cl, 0, 1, url, sizeof url);
     return 0;
 }
 
@@ -51,18 +52,12 @@ static int teardown(void **state)
 /* A cluster client with this lock-delay and no WAIT. */
 static dlock_client *dclient(int64_t lock_delay_ms)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.lock_delay_ms = lock_delay_ms;
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        print_error("client: %s\n", err);
+    th_durable d;
+    dlock_client *c;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.lock_delay_ms = lock_delay_ms;
+    c = th_durable_new(url, &d, NULL, 0, NULL);
     assert_non_null(c);
     return c;
 }
@@ -76,22 +71,11 @@ static void name_at(char *buf, size_t len, const char *prefix, int port,
         fail_msg("no name for port %d", port);
 }
 
-static void opts(dlock_acquire_options *o, int64_t wait_ms)
-{
-    dlock_acquire_options_init(o);
-    o->wait_ms = wait_ms;
-    o->lease_ms = 2000;
-}
-
-/* A try of a permit (rw 0) or a reader (rw 1) of name. */
+/* A try of a permit (rw 0, limit 2) or a reader (rw 1) of name. */
 static int try_one(dlock_client *c, const char *name, int rw, int64_t wait_ms,
                    dlock_lock **l)
 {
-    dlock_acquire_options o;
-    opts(&o, wait_ms);
-    *l = NULL;
-    return rw ? dlock_rw_acquire_shared(l, c, name, 0, &o)
-              : dlock_sem_acquire(l, c, name, 2, &o);
+    return th_shared_take(l, c, name, rw, 2, wait_ms, 2000);
 }
 
 /* Holders of name on the servers now. */

@@ -33,6 +33,8 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
+#include "th_replication.h"
 #include "topology.h"
 
 #define MAXL 16
@@ -81,8 +83,7 @@ static int setup(void **state)
     (void)state;
     if (th_cluster_start(&cl) != 0)
         return -1;
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[0].port, cl.nodes[1].port);
+    th_cluster_url(&cl, 0, 1, url, sizeof url);
     return 0;
 }
 
@@ -97,20 +98,14 @@ static int teardown(void **state)
  * counts events. */
 static dlock_client *rclient(int64_t wait_ms)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.wait_replicas = 1;
-    o.wait_replicas_timeout_ms = wait_ms;
-    o.on_event = on_event;
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        print_error("client: %s\n", err);
+    th_durable d;
+    dlock_client *c;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = wait_ms;
+    d.on_event = on_event;
+    c = th_durable_new(url, &d, NULL, 0, NULL);
     assert_non_null(c);
     return c;
 }
@@ -210,7 +205,7 @@ static void test_stalled_replica(void **state)
         a[i] = take(c, names[i], 8000);
     b = take(c, names[6], 1500);
 
-    rep = th_cluster_node(&cl, th_cluster_replica_port(&cl, ports[0]));
+    rep = th_cluster_replica(&cl, ports[0]);
     assert_non_null(rep);
     th_server_pause(rep);
     for (i = 0; i < 6; i++)
