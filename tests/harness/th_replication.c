@@ -70,18 +70,26 @@ int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
     return -1;
 }
 
-int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
-                       int64_t lease_ms, int64_t timeout_ms)
+int th_try_until_delay_fn(dlock_lock **l, dlock_client *c, const char *name,
+                          th_acquire_fn acquire, int64_t lease_ms,
+                          int64_t timeout_ms)
 {
     int64_t t0 = th_now_ms();
     int rc;
     do {
-        rc = dlock_lock_acquire(l, c, name, 0, lease_ms);
+        rc = acquire(l, c, name, 0, lease_ms);
         if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
             th_sleep_ms(100);
     } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
              th_now_ms() - t0 < timeout_ms);
     return rc;
+}
+
+int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
+                       int64_t lease_ms, int64_t timeout_ms)
+{
+    return th_try_until_delay_fn(l, c, name, dlock_lock_acquire, lease_ms,
+                                 timeout_ms);
 }
 
 void th_durable_init(th_durable *d)

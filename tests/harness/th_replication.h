@@ -14,6 +14,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_waiter.h"
 #include "topology.h"
 
 /* SIGSTOP (pause) or SIGCONT (resume) every data node of t but the one
@@ -41,6 +42,12 @@ int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
  * on DLOCK_OK). */
 int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
                        int64_t lease_ms, int64_t timeout_ms);
+
+/* th_try_until_delay with another kind of acquire (acquire, called with
+ * wait 0 and lease_ms: a permit, a reader). */
+int th_try_until_delay_fn(dlock_lock **l, dlock_client *c, const char *name,
+                          th_acquire_fn acquire, int64_t lease_ms,
+                          int64_t timeout_ms);
 
 /* lock_delay_ms: leave the library's default (any value below -1). */
 #define TH_DEFAULT_LOCK_DELAY (-2)

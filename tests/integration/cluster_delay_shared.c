@@ -62,20 +62,24 @@ static dlock_client *dclient(int64_t lock_delay_ms)
     return c;
 }
 
-/* A name (prefix-N) whose key the master on port serves (want 1), or
- * another master serves (want 0). */
-static void name_at(char *buf, size_t len, const char *prefix, int port,
-                    int want)
-{
-    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
-        fail_msg("no name for port %d", port);
-}
-
 /* A try of a permit (rw 0, limit 2) or a reader (rw 1) of name. */
 static int try_one(dlock_client *c, const char *name, int rw, int64_t wait_ms,
                    dlock_lock **l)
 {
     return th_shared_take(l, c, name, rw, 2, wait_ms, 2000);
+}
+
+/* The same tries in th_acquire_fn's shape (th_try_until_delay_fn). */
+static int try_permit(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    return th_shared_take(l, c, name, 0, 2, wait_ms, lease_ms);
+}
+
+static int try_reader(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    return th_shared_take(l, c, name, 1, 2, wait_ms, lease_ms);
 }
 
 /* Holders of name on the servers now. */
@@ -94,9 +98,12 @@ static void test_shared_lock_delay(void **state)
     int port, k, rc;
     (void)state;
     port = th_cluster_slot_port(&cl, 0);
-    name_at(sem, sizeof sem, "sd-sem", port, 1);
-    name_at(rw, sizeof rw, "sd-rw", port, 1);
-    name_at(other, sizeof other, "sd-other", port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, sem, sizeof sem, "sd-sem", 1, port, 1), 0);
+    assert_int_equal(th_cluster_pick(&cl, rw, sizeof rw, "sd-rw", 1, port, 1),
+                     0);
+    assert_int_equal(
+        th_cluster_pick(&cl, other, sizeof other, "sd-other", 1, port, 0), 0);
 
     /* The client sees every master involved (their identities). */
     for (k = 0; k < 2; k++) {
@@ -113,12 +120,9 @@ static void test_shared_lock_delay(void **state)
      * (the first call may still meet the cluster settling: retried). */
     for (k = 0; k < 2; k++) {
         const char *name = k ? rw : sem;
-        int64_t end = th_now_ms() + 4000;
-        do {
-            rc = try_one(c, name, k, 0, &l);
-            if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
-                th_sleep_ms(100);
-        } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK && th_now_ms() < end);
+        l = NULL;
+        rc = th_try_until_delay_fn(&l, c, name, k ? try_reader : try_permit,
+                                   2000, 4000);
         if (rc != DLOCK_LOCK_DELAY)
             print_error("%s: expected LOCK_DELAY, got %s: %s\n", name,
                         dlock_status_name(rc), dlock_errmsg(c));

@@ -69,15 +69,6 @@ static dlock_client *wclient(void)
     return c;
 }
 
-/* A name (prefix-N) whose key the master on port serves (want 1), or
- * another master serves (want 0). */
-static void name_at(char *buf, size_t len, const char *prefix, int port,
-                    int want)
-{
-    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
-        fail_msg("no name for port %d", port);
-}
-
 /* A permit of semaphore name (limit 1) or a reader of lock name (rw). */
 static int take(dlock_client *c, const char *name, int rw, int64_t wait_ms,
                 dlock_lock **l)
@@ -106,10 +97,14 @@ static void test_cluster_shared_wait(void **state)
     r = th_cluster_replica(&cl, port);
     assert_non_null(m);
     assert_non_null(r);
-    name_at(sem, sizeof sem, "csw-sem", port, 1);
-    name_at(rw, sizeof rw, "csw-rw", port, 1);
-    name_at(hand, sizeof hand, "csw-hand", port, 1);
-    name_at(other, sizeof other, "csw-other", port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, sem, sizeof sem, "csw-sem", 1, port, 1), 0);
+    assert_int_equal(th_cluster_pick(&cl, rw, sizeof rw, "csw-rw", 1, port, 1),
+                     0);
+    assert_int_equal(
+        th_cluster_pick(&cl, hand, sizeof hand, "csw-hand", 1, port, 1), 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, other, sizeof other, "csw-other", 1, port, 0), 0);
 
     /* A holder, and a FIFO waiter queued behind it, before the stall. */
     assert_int_equal(take(c, hand, 0, 0, &h), DLOCK_OK);

@@ -76,15 +76,6 @@ static dlock_client *cwclient(int wait_replicas, int64_t lock_delay_ms)
     return c;
 }
 
-/* A name (prefix-N) whose lock key's slot the master on port serves
- * (want 1), or another master serves (want 0). */
-static void name_at(char *buf, size_t len, const char *prefix, int port,
-                    int want)
-{
-    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
-        fail_msg("no name for port %d", port);
-}
-
 /* The master serving lock NAME now, and a replica of it. */
 static th_server *master_of(const char *name)
 {
@@ -285,7 +276,9 @@ static void test_replica_stopped(void **state)
             DLOCK_NOT_REPLICATED);
     }
     /* Another master's slots are not affected. */
-    name_at(oname, sizeof oname, "cw-b-other", m->port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, oname, sizeof oname, "cw-b-other", 1, m->port, 0),
+        0);
     assert_int_equal(dlock_lock_acquire(&other, c, oname, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     th_server_resume(r);
@@ -608,7 +601,9 @@ static void test_lock_delay_per_master(void **state)
     (void)state;
     m = master_of("cw-d");
     r = replica_of(m);
-    name_at(oname, sizeof oname, "cw-d-other", m->port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, oname, sizeof oname, "cw-d-other", 1, m->port, 0),
+        0);
     /* The client sees both masters (their identities). */
     assert_int_equal(dlock_lock_acquire(&o, c, oname, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
