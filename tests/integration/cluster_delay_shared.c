@@ -30,36 +30,16 @@
 #include "th_shared.h"
 #include "topology.h"
 
-static th_cluster cl;
-static char url[1024];
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_cluster_start(&cl) != 0)
-        return -1;
-    th_cluster_url(&cl, 0, 1, url, sizeof url);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_cluster_stop(&cl);
-    return 0;
-}
+#include "fixture_cluster.h"
 
 /* A cluster client with this lock-delay and no WAIT. */
 static dlock_client *dclient(int64_t lock_delay_ms)
 {
     th_durable d;
-    dlock_client *c;
     th_durable_init(&d);
     d.command_timeout_ms = 2000;
     d.lock_delay_ms = lock_delay_ms;
-    c = th_durable_new(url, &d, NULL, 0, NULL);
-    assert_non_null(c);
-    return c;
+    return fixture_durable(&d);
 }
 
 /* A try of a permit (rw 0, limit 2) or a reader (rw 1) of name. */

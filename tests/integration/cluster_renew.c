@@ -39,8 +39,7 @@
 
 #define MAXL 16
 
-static th_cluster cl;
-static char url[1024];
+#include "fixture_cluster.h"
 
 /* RENEWED events per lock name (the watchdog thread counts, the test
  * reads). */
@@ -78,36 +77,17 @@ static int track(const char *name)
     return nseen++;
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    if (th_cluster_start(&cl) != 0)
-        return -1;
-    th_cluster_url(&cl, 0, 1, url, sizeof url);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_cluster_stop(&cl);
-    return 0;
-}
-
 /* A cluster client with wait_replicas 1 (WAIT timeout wait_ms) that
  * counts events. */
 static dlock_client *rclient(int64_t wait_ms)
 {
     th_durable d;
-    dlock_client *c;
     th_durable_init(&d);
     d.command_timeout_ms = 2000;
     d.wait_replicas = 1;
     d.wait_timeout_ms = wait_ms;
     d.on_event = on_event;
-    c = th_durable_new(url, &d, NULL, 0, NULL);
-    assert_non_null(c);
-    return c;
+    return fixture_durable(&d);
 }
 
 /* A name (prefix-N) whose key's slot the master on port serves and that

@@ -30,8 +30,7 @@
 #include "th_waiter.h"
 #include "topology.h"
 
-static th_cluster cl;
-static char url[1024];
+#include "fixture_cluster.h"
 
 /* WAIT's timeout: each refusal while the replica is stopped costs it. */
 #define WAIT_MS 300
@@ -39,34 +38,15 @@ static char url[1024];
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 20000
 
-static int setup(void **state)
-{
-    (void)state;
-    if (th_cluster_start(&cl) != 0)
-        return -1;
-    th_cluster_url(&cl, 0, 1, url, sizeof url);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_cluster_stop(&cl);
-    return 0;
-}
-
 /* A cluster client with wait_replicas 1 (the default fair waiting). */
 static dlock_client *wclient(void)
 {
     th_durable d;
-    dlock_client *c;
     th_durable_init(&d);
     d.command_timeout_ms = 2000;
     d.wait_replicas = 1;
     d.wait_timeout_ms = WAIT_MS;
-    c = th_durable_new(url, &d, NULL, 0, NULL);
-    assert_non_null(c);
-    return c;
+    return fixture_durable(&d);
 }
 
 /* A permit of semaphore name (limit 1) or a reader of lock name (rw). */
