@@ -70,13 +70,14 @@ int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
     return -1;
 }
 
-int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
-                       int64_t lease_ms, int64_t timeout_ms)
+int th_try_until_delay_fn(dlock_lock **l, dlock_client *c, const char *name,
+                          th_acquire_fn acquire, int64_t lease_ms,
+                          int64_t timeout_ms)
 {
     int64_t t0 = th_now_ms();
     int rc;
     do {
-        rc = dlock_lock_acquire(l, c, name, 0, lease_ms);
+        rc = acquire(l, c, name, 0, lease_ms);
         if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
             th_sleep_ms(100);
     } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK &&
@@ -84,25 +85,100 @@ int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
     return rc;
 }
 
-dlock_client *th_durable_client(const char *url, int wait_replicas,
-                                int64_t wait_timeout_ms, int64_t lock_delay_ms,
-                                char *err, size_t errlen, int *rc)
+int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
+                       int64_t lease_ms, int64_t timeout_ms)
+{
+    return th_try_until_delay_fn(l, c, name, dlock_lock_acquire, lease_ms,
+                                 timeout_ms);
+}
+
+void th_durable_init(th_durable *d)
+{
+    d->wait_replicas = 0;
+    d->wait_timeout_ms = 1000;
+    d->lock_delay_ms = TH_DEFAULT_LOCK_DELAY;
+    d->command_timeout_ms = 1000;
+    d->on_event = NULL;
+}
+
+dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
+                             size_t errlen, int *rc)
 {
     dlock_options o;
     dlock_client *c = NULL;
     const char *urls[1] = {url};
+    char buf[256];
     int st;
     dlock_options_init(&o);
     o.servers = urls;
     o.nservers = 1;
     o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    o.wait_replicas = wait_replicas;
-    o.wait_replicas_timeout_ms = wait_timeout_ms;
-    if (lock_delay_ms >= -1)
-        o.lock_delay_ms = lock_delay_ms;
+    o.command_timeout_ms = d->command_timeout_ms;
+    o.wait_replicas = d->wait_replicas;
+    o.wait_replicas_timeout_ms = d->wait_timeout_ms;
+    if (d->lock_delay_ms >= -1)
+        o.lock_delay_ms = d->lock_delay_ms;
+    o.on_event = d->on_event;
+    if (err == NULL) {
+        err = buf;
+        errlen = sizeof buf;
+    }
     st = dlock_client_new(&c, &o, err, errlen);
+    if (st != DLOCK_OK && err == buf)
+        fprintf(stderr, "th_durable_new: %s: %s\n", url, err);
     if (rc != NULL)
         *rc = st;
     return st == DLOCK_OK ? c : NULL;
+}
+
+dlock_client *th_durable_client(const char *url, int wait_replicas,
+                                int64_t wait_timeout_ms, int64_t lock_delay_ms,
+                                char *err, size_t errlen, int *rc)
+{
+    th_durable d;
+    th_durable_init(&d);
+    d.wait_replicas = wait_replicas;
+    d.wait_timeout_ms = wait_timeout_ms;
+    d.lock_delay_ms = lock_delay_ms;
+    return th_durable_new(url, &d, err, errlen, rc);
+}
+
+int th_replica_link(th_server *replica, const th_server *master,
+                    int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    redisReply *r = th_cmd(replica, "REPLICAOF 127.0.0.1 %d", master->port);
+    int up = 0;
+    if (r == NULL) {
+        fprintf(stderr, "th_replica_link: no answer to REPLICAOF\n");
+        return -1;
+    }
+    freeReplyObject(r);
+    while (th_now_ms() < end) {
+        r = th_cmd(replica, "INFO replication");
+        if (r != NULL && r->type == REDIS_REPLY_STRING &&
+            strstr(r->str, "master_link_status:up") != NULL)
+            up = 1;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (up && th_cmd_int(master, "WAIT 1 %d", 1000) == 1) /* it acks */
+            return 0;
+        th_sleep_ms(50);
+    }
+    fprintf(stderr,
+            "th_replica_link: port %d did not come up as a replica "
+            "of %d\n",
+            replica->port, master->port);
+    return -1;
+}
+
+int th_not_replicated(dlock_client *c, int rc, const dlock_lock *l,
+                      const char *what)
+{
+    if (rc == DLOCK_NOT_REPLICATED && l == NULL)
+        return 0;
+    fprintf(stderr, "%s: expected NOT_REPLICATED and no lock, got %s%s: %s\n",
+            what, dlock_status_name(rc), l != NULL ? " and a lock" : "",
+            dlock_errmsg(c));
+    return -1;
 }

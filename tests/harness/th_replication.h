@@ -14,6 +14,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_waiter.h"
 #include "topology.h"
 
 /* SIGSTOP (pause) or SIGCONT (resume) every data node of t but the one
@@ -42,8 +43,33 @@ int th_cluster_pick(const th_cluster *c, char *buf, size_t len,
 int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
                        int64_t lease_ms, int64_t timeout_ms);
 
+/* th_try_until_delay with another kind of acquire (acquire, called with
+ * wait 0 and lease_ms: a permit, a reader). */
+int th_try_until_delay_fn(dlock_lock **l, dlock_client *c, const char *name,
+                          th_acquire_fn acquire, int64_t lease_ms,
+                          int64_t timeout_ms);
+
 /* lock_delay_ms: leave the library's default (any value below -1). */
 #define TH_DEFAULT_LOCK_DELAY (-2)
+
+/* A test client's settings beyond its one URL (th_durable_new). Start
+ * from th_durable_init(), then set what the test needs. */
+typedef struct th_durable {
+    int wait_replicas;          /* WAIT for this many (init: 0, no WAIT) */
+    int64_t wait_timeout_ms;    /* WAIT's timeout (init: 1000) */
+    int64_t lock_delay_ms;      /* init: TH_DEFAULT_LOCK_DELAY */
+    int64_t command_timeout_ms; /* init: 1000 (connect: always 1000) */
+    dlock_event_cb on_event;    /* init: NULL (no events) */
+} th_durable;
+
+void th_durable_init(th_durable *d);
+
+/* A client of the one URL url (a redis:// server or a redis+sentinel://
+ * or redis+cluster:// topology) with connect timeout 1 s and d's
+ * settings. NULL on failure, with the status in *rc (when rc is not
+ * NULL) and the detail in err (err NULL: on stderr). */
+dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
+                             size_t errlen, int *rc);
 
 /* A client of the one topology URL url (redis+sentinel:// or
  * redis+cluster://) with connect and command timeouts of 1 s,
@@ -53,5 +79,17 @@ int th_try_until_delay(dlock_lock **l, dlock_client *c, const char *name,
 dlock_client *th_durable_client(const char *url, int wait_replicas,
                                 int64_t wait_timeout_ms, int64_t lock_delay_ms,
                                 char *err, size_t errlen, int *rc);
+
+/* Make replica a replica of master (REPLICAOF) and wait, at most
+ * timeout_ms, until its link is up and master's WAIT 1 counts it. 0, or
+ * -1 (on stderr). */
+int th_replica_link(th_server *replica, const th_server *master,
+                    int64_t timeout_ms);
+
+/* Was an acquire refused for want of replicas: rc DLOCK_NOT_REPLICATED
+ * and no lock (l NULL)? 0; else -1, with what (the caller's name for it),
+ * rc and the client's message on stderr. */
+int th_not_replicated(dlock_client *c, int rc, const dlock_lock *l,
+                      const char *what);
 
 #endif /* DLOCK_TEST_TH_REPLICATION_H */

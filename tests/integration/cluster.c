@@ -32,6 +32,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
 #include "th_waiter.h"
 #include "topology.h"
 
@@ -47,8 +48,7 @@ static int setup(void **state)
         return -1;
     /* Two seeds: the first a replica, so the map must come from what a
      * node says, not from the seed being a master. */
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[5].port, cl.nodes[0].port);
+    th_cluster_url(&cl, 5, 0, url, sizeof url);
     return 0;
 }
 

@@ -25,73 +25,41 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
 #include "th_replication.h"
+#include "th_shared.h"
 #include "topology.h"
 
-static th_cluster cl;
-static char url[1024];
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_cluster_start(&cl) != 0)
-        return -1;
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[0].port, cl.nodes[1].port);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_cluster_stop(&cl);
-    return 0;
-}
+#include "fixture_cluster.h"
 
 /* A cluster client with this lock-delay and no WAIT. */
 static dlock_client *dclient(int64_t lock_delay_ms)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.lock_delay_ms = lock_delay_ms;
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        print_error("client: %s\n", err);
-    assert_non_null(c);
-    return c;
+    th_durable d;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.lock_delay_ms = lock_delay_ms;
+    return fixture_durable(&d);
 }
 
-/* A name (prefix-N) whose key the master on port serves (want 1), or
- * another master serves (want 0). */
-static void name_at(char *buf, size_t len, const char *prefix, int port,
-                    int want)
-{
-    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
-        fail_msg("no name for port %d", port);
-}
-
-static void opts(dlock_acquire_options *o, int64_t wait_ms)
-{
-    dlock_acquire_options_init(o);
-    o->wait_ms = wait_ms;
-    o->lease_ms = 2000;
-}
-
-/* A try of a permit (rw 0) or a reader (rw 1) of name. */
+/* A try of a permit (rw 0, limit 2) or a reader (rw 1) of name. */
 static int try_one(dlock_client *c, const char *name, int rw, int64_t wait_ms,
                    dlock_lock **l)
 {
-    dlock_acquire_options o;
-    opts(&o, wait_ms);
-    *l = NULL;
-    return rw ? dlock_rw_acquire_shared(l, c, name, 0, &o)
-              : dlock_sem_acquire(l, c, name, 2, &o);
+    return th_shared_take(l, c, name, rw, 2, wait_ms, 2000);
+}
+
+/* The same tries in th_acquire_fn's shape (th_try_until_delay_fn). */
+static int try_permit(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    return th_shared_take(l, c, name, 0, 2, wait_ms, lease_ms);
+}
+
+static int try_reader(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    return th_shared_take(l, c, name, 1, 2, wait_ms, lease_ms);
 }
 
 /* Holders of name on the servers now. */
@@ -110,9 +78,12 @@ static void test_shared_lock_delay(void **state)
     int port, k, rc;
     (void)state;
     port = th_cluster_slot_port(&cl, 0);
-    name_at(sem, sizeof sem, "sd-sem", port, 1);
-    name_at(rw, sizeof rw, "sd-rw", port, 1);
-    name_at(other, sizeof other, "sd-other", port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, sem, sizeof sem, "sd-sem", 1, port, 1), 0);
+    assert_int_equal(th_cluster_pick(&cl, rw, sizeof rw, "sd-rw", 1, port, 1),
+                     0);
+    assert_int_equal(
+        th_cluster_pick(&cl, other, sizeof other, "sd-other", 1, port, 0), 0);
 
     /* The client sees every master involved (their identities). */
     for (k = 0; k < 2; k++) {
@@ -129,12 +100,9 @@ static void test_shared_lock_delay(void **state)
      * (the first call may still meet the cluster settling: retried). */
     for (k = 0; k < 2; k++) {
         const char *name = k ? rw : sem;
-        int64_t end = th_now_ms() + 4000;
-        do {
-            rc = try_one(c, name, k, 0, &l);
-            if (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK)
-                th_sleep_ms(100);
-        } while (rc != DLOCK_LOCK_DELAY && rc != DLOCK_OK && th_now_ms() < end);
+        l = NULL;
+        rc = th_try_until_delay_fn(&l, c, name, k ? try_reader : try_permit,
+                                   2000, 4000);
         if (rc != DLOCK_LOCK_DELAY)
             print_error("%s: expected LOCK_DELAY, got %s: %s\n", name,
                         dlock_status_name(rc), dlock_errmsg(c));

@@ -33,12 +33,13 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
+#include "th_replication.h"
 #include "topology.h"
 
 #define MAXL 16
 
-static th_cluster cl;
-static char url[1024];
+#include "fixture_cluster.h"
 
 /* RENEWED events per lock name (the watchdog thread counts, the test
  * reads). */
@@ -76,43 +77,17 @@ static int track(const char *name)
     return nseen++;
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    if (th_cluster_start(&cl) != 0)
-        return -1;
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[0].port, cl.nodes[1].port);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_cluster_stop(&cl);
-    return 0;
-}
-
 /* A cluster client with wait_replicas 1 (WAIT timeout wait_ms) that
  * counts events. */
 static dlock_client *rclient(int64_t wait_ms)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {url};
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.wait_replicas = 1;
-    o.wait_replicas_timeout_ms = wait_ms;
-    o.on_event = on_event;
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        print_error("client: %s\n", err);
-    assert_non_null(c);
-    return c;
+    th_durable d;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = wait_ms;
+    d.on_event = on_event;
+    return fixture_durable(&d);
 }
 
 /* A name (prefix-N) whose key's slot the master on port serves and that
@@ -210,7 +185,7 @@ static void test_stalled_replica(void **state)
         a[i] = take(c, names[i], 8000);
     b = take(c, names[6], 1500);
 
-    rep = th_cluster_node(&cl, th_cluster_replica_port(&cl, ports[0]));
+    rep = th_cluster_replica(&cl, ports[0]);
     assert_non_null(rep);
     th_server_pause(rep);
     for (i = 0; i < 6; i++)

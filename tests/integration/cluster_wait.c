@@ -41,6 +41,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_cluster.h"
 #include "th_pairfile.h"
 #include "th_replication.h"
 #include "th_waiter.h"
@@ -75,34 +76,17 @@ static dlock_client *cwclient(int wait_replicas, int64_t lock_delay_ms)
     return c;
 }
 
-static int key_port(const char *key)
-{
-    return th_cluster_key_port(&cl, key, strlen(key));
-}
-
-/* A name (prefix-N) whose lock key's slot the master on port serves
- * (want 1), or another master serves (want 0). */
-static void name_at(char *buf, size_t len, const char *prefix, int port,
-                    int want)
-{
-    if (th_cluster_pick(&cl, buf, len, prefix, 1, port, want) != 0)
-        fail_msg("no name for port %d", port);
-}
-
 /* The master serving lock NAME now, and a replica of it. */
 static th_server *master_of(const char *name)
 {
-    char key[96];
-    th_server *m;
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    m = th_cluster_node(&cl, key_port(key));
+    th_server *m = th_cluster_lock_master(&cl, name);
     assert_non_null(m);
     return m;
 }
 
 static th_server *replica_of(const th_server *m)
 {
-    th_server *r = th_cluster_node(&cl, th_cluster_replica_port(&cl, m->port));
+    th_server *r = th_cluster_replica(&cl, m->port);
     assert_non_null(r);
     return r;
 }
@@ -157,8 +141,7 @@ static int setup(void **state)
     (void)state;
     if (th_cluster_start(&cl) != 0)
         return -1;
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d",
-             cl.nodes[0].port, cl.nodes[1].port);
+    th_cluster_url(&cl, 0, 1, url, sizeof url);
     return th_tempdir(tmpdir, sizeof tmpdir, "clwait");
 }
 
@@ -293,7 +276,9 @@ static void test_replica_stopped(void **state)
             DLOCK_NOT_REPLICATED);
     }
     /* Another master's slots are not affected. */
-    name_at(oname, sizeof oname, "cw-b-other", m->port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, oname, sizeof oname, "cw-b-other", 1, m->port, 0),
+        0);
     assert_int_equal(dlock_lock_acquire(&other, c, oname, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     th_server_resume(r);
@@ -616,7 +601,9 @@ static void test_lock_delay_per_master(void **state)
     (void)state;
     m = master_of("cw-d");
     r = replica_of(m);
-    name_at(oname, sizeof oname, "cw-d-other", m->port, 0);
+    assert_int_equal(
+        th_cluster_pick(&cl, oname, sizeof oname, "cw-d-other", 1, m->port, 0),
+        0);
     /* The client sees both masters (their identities). */
     assert_int_equal(dlock_lock_acquire(&o, c, oname, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);

@@ -19,7 +19,6 @@
  *     is left.
  * After each stop the replica is resumed and the same acquires succeed.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +31,9 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_replication.h"
+#include "th_shared.h"
+#include "th_waiter.h"
 
 static th_server master, replica;
 
@@ -43,32 +45,11 @@ static th_server master, replica;
 
 static int setup(void **state)
 {
-    char link[32] = "";
-    redisReply *r;
-    int64_t end;
     (void)state;
     if (th_server_start(&master, NULL) != 0 ||
         th_server_start(&replica, NULL) != 0)
         return -1;
-    r = th_cmd(&replica, "REPLICAOF 127.0.0.1 %d", master.port);
-    if (r == NULL)
-        return -1;
-    freeReplyObject(r);
-    end = th_now_ms() + LIVE_MS;
-    while (th_now_ms() < end) {
-        r = th_cmd(&replica, "INFO replication");
-        if (r != NULL && r->type == REDIS_REPLY_STRING &&
-            strstr(r->str, "master_link_status:up") != NULL)
-            strcpy(link, "up");
-        if (r != NULL)
-            freeReplyObject(r);
-        if (link[0] != '\0' &&
-            th_cmd_int(&master, "WAIT 1 %d", 1000) == 1) /* it acks */
-            return 0;
-        th_sleep_ms(50);
-    }
-    fprintf(stderr, "the replica did not come up\n");
-    return -1;
+    return th_replica_link(&replica, &master, LIVE_MS);
 }
 
 static int teardown(void **state)
@@ -82,19 +63,13 @@ static int teardown(void **state)
 /* A client of the master with wait_replicas (the default fair waiting). */
 static dlock_client *wclient(int wait_replicas)
 {
-    dlock_options o;
-    dlock_client *c = NULL;
-    const char *urls[1] = {master.url};
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.wait_replicas = wait_replicas;
-    o.wait_replicas_timeout_ms = WAIT_MS;
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        print_error("client: %s\n", err);
+    th_durable d;
+    dlock_client *c;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.wait_replicas = wait_replicas;
+    d.wait_timeout_ms = WAIT_MS;
+    c = th_durable_new(master.url, &d, NULL, 0, NULL);
     assert_non_null(c);
     return c;
 }
@@ -103,29 +78,7 @@ static dlock_client *wclient(int wait_replicas)
 static int take(dlock_client *c, const char *name, int rw, int64_t wait_ms,
                 dlock_lock **l)
 {
-    dlock_acquire_options o;
-    dlock_acquire_options_init(&o);
-    o.wait_ms = wait_ms;
-    o.lease_ms = 10000;
-    *l = NULL;
-    return rw ? dlock_rw_acquire_shared(l, c, name, 0, &o)
-              : dlock_sem_acquire(l, c, name, 1, &o);
-}
-
-/* Live permits of semaphore name (rw 0), or readers of lock name (rw 1),
- * on server s: members of the zset with a deadline ahead (the limit's
- * member '#' has a small score, tombstones negative ones). */
-static long long held_on(const th_server *s, const char *name, int rw)
-{
-    redisReply *t = th_cmd(s, "TIME");
-    long long now, n;
-    assert_non_null(t);
-    now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-    freeReplyObject(t);
-    n = th_cmd_int(
-        s, rw ? "ZCOUNT dlock:{%s}:r %lld +inf" : "ZCOUNT dlock:{%s} %lld +inf",
-        name, now);
-    return n;
+    return th_shared_take(l, c, name, rw, 1, wait_ms, 10000);
 }
 
 /* Does server s have a write hold on lock name (its hash's owner)? */
@@ -150,16 +103,6 @@ static void replica_running(void)
     assert_int_equal(th_cmd_int(&master, "WAIT 1 %d", LIVE_MS), 1);
 }
 
-static void expect_not_replicated(dlock_client *c, int rc, dlock_lock *l,
-                                  const char *what)
-{
-    if (rc != DLOCK_NOT_REPLICATED)
-        print_error("%s: expected NOT_REPLICATED, got %s: %s\n", what,
-                    dlock_status_name(rc), dlock_errmsg(c));
-    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
-    assert_null(l);
-}
-
 /* (a) */
 static void test_granted_with_replica(void **state)
 {
@@ -173,7 +116,7 @@ static void test_granted_with_replica(void **state)
         assert_int_equal(take(c, name, rw, 0, &l), DLOCK_OK);
         /* WAIT 1 answered before the acquire returned: the replica has
          * the grant now. */
-        assert_int_equal(held_on(&replica, name, rw), 1);
+        assert_int_equal(th_shared_held(&replica, name, rw), 1);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     }
     dlock_client_free(c);
@@ -190,13 +133,13 @@ static void refused_while_replica_stopped(int rw)
     th_server_pause(&replica);
     for (k = 0; k < 2; k++) { /* a try, then a waiting acquire */
         rc = take(c, name, rw, k ? 5000 : 0, &l);
-        expect_not_replicated(c, rc, l, name);
+        assert_int_equal(th_not_replicated(c, rc, l, name), 0);
         assert_non_null(strstr(dlock_errmsg(c), "replicas"));
-        assert_int_equal(held_on(&master, name, rw), 0);
+        assert_int_equal(th_shared_held(&master, name, rw), 0);
     }
     th_server_resume(&replica);
     assert_int_equal(take(c, name, rw, 5000, &l), DLOCK_OK);
-    assert_int_equal(held_on(&replica, name, rw), 1);
+    assert_int_equal(th_shared_held(&replica, name, rw), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_client_free(c);
 }
@@ -213,32 +156,23 @@ static void test_reader_refused_while_replica_stopped(void **state)
     refused_while_replica_stopped(1);
 }
 
-/* A waiter of test (c), on its own thread and client. */
-typedef struct waiter {
-    dlock_client *c;
-    dlock_lock *l;
-    int rc;
-} waiter;
-
-static void *wait_permit(void *p)
-{
-    waiter *w = p;
-    w->rc = take(w->c, "sr-c-sem", 0, LIVE_MS, &w->l);
-    return NULL;
-}
-
 /* (c) */
 static void test_handoff_while_replica_stopped(void **state)
 {
     dlock_client *a = wclient(1);
-    waiter w = {.c = wclient(1)};
+    /* The waiter, on its own thread and client; it keeps what it gets. */
+    th_waiter w = {.c = wclient(1),
+                   .name = "sr-c-sem",
+                   .wait_ms = LIVE_MS,
+                   .lease_ms = 10000,
+                   .acquire = th_permit1_acquire,
+                   .hold_ms = TH_WAITER_KEEP};
     dlock_lock *l;
-    pthread_t t;
     int64_t end;
     (void)state;
     replica_running();
     assert_int_equal(take(a, "sr-c-sem", 0, 0, &l), DLOCK_OK);
-    assert_int_equal(pthread_create(&t, NULL, wait_permit, &w), 0);
+    assert_int_equal(th_waiter_start(&w), 0);
     /* Queued (FIFO): the release hands the permit to it. */
     end = th_now_ms() + LIVE_MS;
     while (th_cmd_int(&master, "LLEN dlock:{sr-c-sem}:q") < 1 &&
@@ -247,9 +181,9 @@ static void test_handoff_while_replica_stopped(void **state)
     assert_int_equal(th_cmd_int(&master, "LLEN dlock:{sr-c-sem}:q"), 1);
     th_server_pause(&replica);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    expect_not_replicated(w.c, w.rc, w.l, "handed permit");
-    assert_int_equal(held_on(&master, "sr-c-sem", 0), 0);
+    assert_int_equal(th_waiter_join(&w), 0);
+    assert_int_equal(th_not_replicated(w.c, w.rc, w.l, "handed permit"), 0);
+    assert_int_equal(th_shared_held(&master, "sr-c-sem", 0), 0);
     th_server_resume(&replica);
     assert_int_equal(take(w.c, "sr-c-sem", 0, 5000, &l), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -269,14 +203,14 @@ static void test_downgrade_while_replica_stopped(void **state)
     assert_int_equal(writer_on(&replica, "sr-d-rw"), 1);
     th_server_pause(&replica);
     rc = dlock_rw_downgrade(&r, l);
-    expect_not_replicated(c, rc, r, "downgrade");
-    assert_int_equal(held_on(&master, "sr-d-rw", 1), 0);
+    assert_int_equal(th_not_replicated(c, rc, r, "downgrade"), 0);
+    assert_int_equal(th_shared_held(&master, "sr-d-rw", 1), 0);
     assert_int_equal(writer_on(&master, "sr-d-rw"), 0);
     th_server_resume(&replica);
     assert_int_equal(dlock_lock_acquire(&l, c, "sr-d-rw", 5000, 10000),
                      DLOCK_OK);
     assert_int_equal(dlock_rw_downgrade(&r, l), DLOCK_OK);
-    assert_int_equal(held_on(&replica, "sr-d-rw", 1), 1);
+    assert_int_equal(th_shared_held(&replica, "sr-d-rw", 1), 1);
     assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     dlock_client_free(c);
 }
