@@ -587,37 +587,6 @@ static int sleep_fair(waiting *x, attempt *a)
     return 1;
 }
 
-/* A lock handed over by the holder's release script (fair, one server)
- * came without WAIT, which only the acquirer's own writes carry: with
- * wait_replicas, confirm it at once (the extend to the full lease, WAITed
- * like every lock write) before it counts. Too few acknowledgements give
- * it back: DLOCK_NOT_REPLICATED, as for an acquire. */
-static int confirm_handed(dlock_client *c, dlock__held *h, int64_t lease_ms,
-                          attempt *a)
-{
-    dlock__held *hs[1] = {h};
-    int64_t leases[1] = {lease_ms};
-    int ok;
-    if (c->ns.wait_replicas == 0)
-        return DLOCK_OK;
-    dlock__extend_many(c, hs, leases, 1, &ok, NULL);
-    if (ok == DLOCK_OK) {
-        h->confirm_pending = 0;
-        a->valid_until = atomic_load(&h->valid_until_ms);
-        return DLOCK_OK;
-    }
-    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
-    dlock__undo_acquire(c, h, 1, 1, a->token, lease_ms, 0, 0);
-    if (ok != DLOCK_NOT_REPLICATED)
-        return ok; /* the extend's message says why */
-    return dlock__set_error(c, DLOCK_NOT_REPLICATED,
-                            "acquire %s: handed over by the holder's release, "
-                            "but fewer than the %d replicas asked for "
-                            "acknowledged it within %" PRId64 " ms: given back",
-                            h->k.name, c->ns.wait_replicas,
-                            c->ns.wait_timeout_ms);
-}
-
 /* Subscribe before the next attempt, so that a release between it and
  * the sleep is not missed. Without a subscription (server refuses,
  * timeout) spinning still finds the lock, only later; a fair waiter still
@@ -741,7 +710,9 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         else
             rc = sleep_notify(&x, a);
         if (x.strategy == DLOCK_WAIT_FAIR && rc == 1) {
-            rc = confirm_handed(c, h, lease_ms, a);
+            rc =
+                dlock__confirm_handed(c, h, lease_ms, a->token, &a->valid_until,
+                                      "handed over by the holder's release");
             break;
         }
         if (rc < 0)

@@ -401,39 +401,6 @@ static int sleep_sem(waiting *x, got *g)
     return 1;
 }
 
-/* A permit handed over by a holder's release (FIFO) or a raised limit
- * came without WAIT, which only the acquirer's own writes carry: with
- * wait_replicas, confirm it at once (the extend to the full lease, WAITed
- * like every lock write) before it counts, as a fair lock's handoff is
- * (acquire.c). Too few acknowledgements give it back (passed on to the
- * next waiter): DLOCK_NOT_REPLICATED, as for an acquire. DLOCK_OK (*g's
- * validity updated) or the extend's status. */
-static int confirm_handed(dlock_client *c, dlock__held *h, const want *w,
-                          got *g)
-{
-    dlock__held *hs[1] = {h};
-    int64_t leases[1] = {w->lease_ms};
-    int ok;
-    if (c->ns.wait_replicas == 0)
-        return DLOCK_OK;
-    dlock__extend_many(c, hs, leases, 1, &ok, NULL);
-    if (ok == DLOCK_OK) {
-        h->confirm_pending = 0;
-        g->valid_until = atomic_load(&h->valid_until_ms);
-        return DLOCK_OK;
-    }
-    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
-    dlock__undo_acquire(c, h, 1, 1, g->token, w->lease_ms, 0, 0);
-    if (ok != DLOCK_NOT_REPLICATED)
-        return ok; /* the extend's message says why */
-    return dlock__set_error(c, DLOCK_NOT_REPLICATED,
-                            "acquire %s: a permit handed over by a release, "
-                            "but fewer than the %d replicas asked for "
-                            "acknowledged it within %" PRId64 " ms: given back",
-                            h->k.name, c->ns.wait_replicas,
-                            c->ns.wait_timeout_ms);
-}
-
 /* Subscribe before the next attempt: a semaphore waiter to its process's
  * handoff channel (as the owner a wake names), a reader to the lock's
  * channel. Without a subscription, spin. */
@@ -522,7 +489,9 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
         } else if (sem) {
             rc = sleep_sem(&x, g);
             if (rc == 1) {
-                rc = confirm_handed(c, h, w, g);
+                rc = dlock__confirm_handed(c, h, w->lease_ms, g->token,
+                                           &g->valid_until,
+                                           "a permit handed over by a release");
                 break;
             }
         } else {

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 
 #include "cluster_delay.h"
+#include "lock.h"
 #include "withdraw.h"
 
 /* See withdraw.h. */
@@ -79,4 +80,31 @@ int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
         "acknowledged it within %" PRId64 " ms: given back",
         h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
         c->ns.wait_timeout_ms);
+}
+
+/* See withdraw.h. */
+int dlock__confirm_handed(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                          uint64_t token, int64_t *valid_until,
+                          const char *what)
+{
+    dlock__held *hs[1] = {h};
+    int64_t leases[1] = {lease_ms};
+    int ok;
+    if (c->ns.wait_replicas == 0)
+        return DLOCK_OK;
+    dlock__extend_many(c, hs, leases, 1, &ok, NULL);
+    if (ok == DLOCK_OK) {
+        h->confirm_pending = 0;
+        *valid_until = atomic_load(&h->valid_until_ms);
+        return DLOCK_OK;
+    }
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__undo_acquire(c, h, 1, 1, token, lease_ms, 0, 0);
+    if (ok != DLOCK_NOT_REPLICATED)
+        return ok; /* the extend's message says why */
+    return dlock__set_error(
+        c, DLOCK_NOT_REPLICATED,
+        "acquire %s: %s, but fewer than the %d replicas "
+        "asked for acknowledged it within %" PRId64 " ms: given back",
+        h->k.name, what, c->ns.wait_replicas, c->ns.wait_timeout_ms);
 }

@@ -45,4 +45,17 @@ int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
 int dlock__lock_delay_error(dlock_client *c, const dlock__held *h,
                             int64_t left_ms);
 
+/* A grant handed over by a release script (a fair lock's handoff, a
+ * permit passed on) came without WAIT, which only the acquirer's own
+ * writes carry: with wait_replicas, confirm it at once (the extend to the
+ * full lease_ms, WAITed like every lock write) before it counts. Too few
+ * acknowledgements give it back (token: its token; a lock or permit given
+ * back is passed on to the next waiter): DLOCK_NOT_REPLICATED, its
+ * message naming what (e.g. "a permit handed over by a release").
+ * DLOCK_OK (*valid_until updated), or the extend's status. Without
+ * wait_replicas: DLOCK_OK at once. */
+int dlock__confirm_handed(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                          uint64_t token, int64_t *valid_until,
+                          const char *what);
+
 #endif
