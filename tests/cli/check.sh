@@ -62,7 +62,7 @@ B_DIR=$REDIS_DIR B_PORT=$REDIS_PORT B_URL=$REDIS_URL
 start_redis
 C_PORT=$REDIS_PORT C_URL=$REDIS_URL
 S=(-s "redis://127.0.0.1:$P" -s "$B_URL" -s "$C_URL")
-expect_status 0 "Redlock acquire" "$DLOCK_BIN" acquire "${S[@]}" -l 60 rl
+check "Redlock acquire, held on all three" take_on_all rl "$P" "$B_PORT" "$C_PORT"
 read -r _ rtok <"$T/out"
 expect_status 0 "Redlock check" "$DLOCK_BIN" check "${S[@]}" rl "$rtok"
 rcli "$P" DEL 'dlock:{rl}' >/dev/null

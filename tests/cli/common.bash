@@ -102,6 +102,28 @@ rcli() {
     timeout 10 redis-cli -h 127.0.0.1 -p "$port" "$@"
 }
 
+# take_on_all NAME PORT...: `dlock acquire "${S[@]}" -l 60 NAME` (its
+# output in $T/out) until every server at PORT... holds it, clearing it
+# everywhere before each try: a Redlock acquire returns once a majority
+# granted, so a server that answered late may not hold it, and a test
+# that starts from "held on all" must make it so. Fails after 20 tries.
+take_on_all() {
+    local name=$1 i port all
+    shift
+    for i in $(seq 20); do
+        for port in "$@"; do
+            rcli "$port" DEL "dlock:{$name}" >/dev/null
+        done
+        "$DLOCK_BIN" acquire "${S[@]}" -l 60 "$name" >"$T/out" || continue
+        all=1
+        for port in "$@"; do
+            [ "$(rcli "$port" EXISTS "dlock:{$name}")" = 1 ] || all=0
+        done
+        [ "$all" = 1 ] && return 0
+    done
+    return 1
+}
+
 # key_gone PORT KEY: the Redis key does not exist on the server at PORT.
 key_gone() {
     [ "$(rcli "$1" EXISTS "$2")" = 0 ]

@@ -102,23 +102,7 @@ B_DIR=$REDIS_DIR B_PORT=$REDIS_PORT B_URL=$REDIS_URL
 start_redis
 C_DIR=$REDIS_DIR C_PORT=$REDIS_PORT C_URL=$REDIS_URL
 S=(-s "redis://127.0.0.1:$P" -s "$B_URL" -s "$C_URL")
-# A Redlock acquire returns once a majority granted, so a server that
-# answered late may not hold it: take it again (after clearing it
-# everywhere) until all three do, so that the state below is the one meant.
-rl_on_all() {
-    local i port
-    for i in $(seq 20); do
-        for port in "$P" "$B_PORT" "$C_PORT"; do
-            rcli "$port" DEL 'dlock:{rl:one}' >/dev/null
-        done
-        "$DLOCK_BIN" acquire "${S[@]}" -l 60 rl:one >/dev/null || continue
-        [ "$(rcli "$P" EXISTS 'dlock:{rl:one}')" = 1 ] &&
-            [ "$(rcli "$B_PORT" EXISTS 'dlock:{rl:one}')" = 1 ] &&
-            [ "$(rcli "$C_PORT" EXISTS 'dlock:{rl:one}')" = 1 ] && return 0
-    done
-    return 1
-}
-check "Redlock acquire, held on all three" rl_on_all
+check "Redlock acquire, held on all three" take_on_all rl:one "$P" "$B_PORT" "$C_PORT"
 # Held on the second and third servers only (the first lost it).
 rcli "$P" DEL 'dlock:{rl:one}' >/dev/null
 expect_status 0 "Redlock list 'rl:*'" "$DLOCK_BIN" list "${S[@]}" 'rl:*'
