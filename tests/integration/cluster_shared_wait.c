@@ -32,8 +32,9 @@
 
 #include "fixture_cluster.h"
 
-/* WAIT's timeout: each refusal while the replica is stopped costs it. */
-#define WAIT_MS 300
+/* WAIT's timeout: each refusal while the replica is stopped costs it;
+ * with a healthy replica it must be ample on a loaded machine (TSan). */
+#define WAIT_MS 1000
 
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 20000
