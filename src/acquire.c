@@ -480,16 +480,8 @@ static int64_t min_deadline(int64_t deadline, int64_t until)
  * condition. 0 slept, DLOCK_CANCELED. */
 static int spin_sleep(waiting *x, int64_t until)
 {
-    dlock_client *c = x->c;
-    int rc = 0;
-    until = min_deadline(x->deadline, until);
-    pthread_mutex_lock(&c->wait_mu);
-    while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
-        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
-    if (atomic_load(&c->cancel_gen) != x->gen)
-        rc = DLOCK_CANCELED;
-    pthread_mutex_unlock(&c->wait_mu);
-    return rc;
+    return dlock__sleep_cancelable(x->c, x->gen,
+                                   min_deadline(x->deadline, until));
 }
 
 /* Spin: back off with jitter, never past the holder's lease. */

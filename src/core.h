@@ -99,6 +99,22 @@ static inline int dlock__set_error(const dlock_client *c, int code,
     return code;
 }
 
+/* Sleep until until (monotonic ms) on c's cancel condition: 0 when the
+ * time came, DLOCK_CANCELED when dlock_client_cancel moved the generation
+ * away from gen (the one the wait started in). */
+static inline int dlock__sleep_cancelable(dlock_client *c, uint64_t gen,
+                                          int64_t until)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->wait_mu);
+    while (atomic_load(&c->cancel_gen) == gen && dlock__now_ms() < until)
+        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
+    if (atomic_load(&c->cancel_gen) != gen)
+        rc = DLOCK_CANCELED;
+    pthread_mutex_unlock(&c->wait_mu);
+    return rc;
+}
+
 /* The mask of every node of c. */
 static inline uint64_t dlock__all_nodes(const dlock_client *c)
 {

@@ -329,35 +329,19 @@ static int sleep_spin(waiting *x)
 {
     dlock_client *c = x->c;
     int64_t now = dlock__now_ms(), until;
-    int rc = 0;
     until = now + dlock__backoff_ms(c->opts.spin_min_ms, c->opts.spin_max_ms,
                                     x->round++);
     if (x->pttl > 0 && now + x->pttl < until)
         until = now + x->pttl;
-    until = cap(x, until);
-    pthread_mutex_lock(&c->wait_mu);
-    while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
-        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
-    if (atomic_load(&c->cancel_gen) != x->gen)
-        rc = DLOCK_CANCELED;
-    pthread_mutex_unlock(&c->wait_mu);
-    return rc;
+    return dlock__sleep_cancelable(c, x->gen, cap(x, until));
 }
 
 /* The lock-delay: sleep until it is over (x->pttl from now) on the
  * client's cancel condition, never past the deadline. 0, DLOCK_CANCELED. */
 static int sleep_delay(waiting *x)
 {
-    dlock_client *c = x->c;
-    int64_t until = cap(x, dlock__now_ms() + x->pttl);
-    int rc = 0;
-    pthread_mutex_lock(&c->wait_mu);
-    while (atomic_load(&c->cancel_gen) == x->gen && dlock__now_ms() < until)
-        dlock__cond_wait_until(&c->wait_cv, &c->wait_mu, until);
-    if (atomic_load(&c->cancel_gen) != x->gen)
-        rc = DLOCK_CANCELED;
-    pthread_mutex_unlock(&c->wait_mu);
-    return rc;
+    return dlock__sleep_cancelable(x->c, x->gen,
+                                   cap(x, dlock__now_ms() + x->pttl));
 }
 
 /* A queued semaphore waiter sleeps until a wake or handoff for it, or its
