@@ -4,7 +4,8 @@
  * whose connect just timed out is skipped for a moment with Redlock), give
  * it back, free the set. Who the nodes are is topology.c's business (and
  * sentinel.c's, which moves a node's address through dlock__node_adopt);
- * what runs on them, step.c's.
+ * what runs on them, the engine's
+ * (src/engine/).
  *
  * Every new connection asks its server INFO server replication: a replica
  * or a sentinel is refused (a lock must never be taken on a replica,
@@ -409,7 +410,7 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
     if (rc == DLOCK_OK && ns->locate == NULL) {
         /* A fixed server: a replica is remembered, not refused here, so
          * that inspecting and checking it work; lock writes are refused
-         * in step.c (DLOCK_EREFUSED: no retry turns it into a master). */
+         * in the engine (DLOCK_EREFUSED: no retry turns it into a master). */
         dlock__node *n = &ns->node[i];
         pthread_mutex_lock(&n->mu);
         snprintf(n->master_of, sizeof n->master_of, "%s", id.master);

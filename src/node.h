@@ -48,7 +48,7 @@ typedef struct dlock__node {
     /* Scripts (bit DLOCK__S_*) this server is known to have cached: set
      * by an answer, all cleared by a NOSCRIPT for one of them (its cache
      * was flushed, or it restarted). A request given up on must not
-     * depend on a cache that may be empty (step.c). */
+     * depend on a cache that may be empty (the engine). */
     _Atomic uint64_t scripts_ok;
 
     /* Where to connect now: &ep, or the master a topology located
@@ -68,7 +68,7 @@ typedef struct dlock__node {
     _Atomic int64_t delay_until_ms;
     /* A fixed server (redis://) whose INFO says it is a replica: its
      * connections are kept (status and check work there) but no lock
-     * write is sent to it (step.c); master_of (mu) names its master. */
+     * write is sent to it (the engine); master_of (mu) names its master. */
     _Atomic int replica;
     char master_of[80];
 

@@ -7,7 +7,8 @@
  * DEBUG SLEEP) would spend the whole deadline before the next node is even
  * asked, and every step would fail although a majority is fine. Here each
  * missing connection is opened by a thread of its own while the step
- * drives the nodes that are ready. Above node.h; used by step.c.
+ * drives the nodes that are ready. Above node.h; used by the engine
+ * (src/engine/call.c).
  */
 #ifndef DLOCK_OPENER_H
 #define DLOCK_OPENER_H

@@ -1,6 +1,7 @@
 /*
  * step.h - one step of a lock operation: a script run on a set of nodes
- * in parallel, and the reading of the answers (step.c). The scripts are
+ * in parallel, and the reading of the answers: the engine (call.h: the
+ * state machine; loop.c: dlock__exec; reply.c; script.c). The scripts are
  * listed once, in DLOCK__SCRIPT_LIST; commands are built with
  * dlock__cmdbuf or designated initialisers. Above the node set (node.h)
  * and the error channel (errors.h).
