@@ -95,6 +95,10 @@ void dlock__sub_chan_free(chan *ch);
 /* The channel NAME, or NULL. Caller holds mu. */
 chan *dlock__sub_chan_find(dlock__notifier *n, const char *name, size_t len);
 
+/* Milliseconds until a lingering channel is due to be unsubscribed (0:
+ * now), -1 when none lingers. Caller holds mu. */
+int64_t dlock__sub_linger_left(const dlock__notifier *n, int64_t now);
+
 /* 1 when link i has subscription business for the thread. Caller holds
  * mu. */
 int dlock__sub_link_work(dlock__notifier *n, int i);
