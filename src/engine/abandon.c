@@ -69,7 +69,8 @@ static void abandon_call(dlock__call *k, int j)
  * this one): an acquire given up on would then simply not happen there,
  * a release would lie in the pool until its resend. No early return for
  * a lock write with wait_replicas: a grant counts only once WAIT (read
- * last on its connection) answered.
+ * last on its connection) answered. The nodes still being opened are
+ * given up on too (dlock__call_finish: nothing was sent to them).
  */
 int dlock__call_enough(dlock__call *k)
 {
@@ -85,8 +86,6 @@ int dlock__call_enough(dlock__call *k)
         return 0;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
-        if (c->state == C_OPENING)
-            still |= 1ULL << j; /* may yet answer */
         if (c->state != C_SENT)
             continue;
         if (c->fresh || c->retried ||

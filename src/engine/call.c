@@ -517,12 +517,17 @@ static void advance(dlock__call *k)
     } while (k->changed);
 }
 
-/* 1 while a call is not done. */
+/* 1 while a call is not done, or a lane still expects a reply (WAIT's
+ * after a call that ended with an error or moved on): read, it lets the
+ * connection go back to its pool. */
 static int busy(const dlock__call *k)
 {
     int j;
     for (j = 0; j < k->m; j++)
         if (k->cl[j].state != C_DONE)
+            return 1;
+    for (j = 0; j < k->nl; j++)
+        if (k->ln[j].conn != NULL)
             return 1;
     return 0;
 }
@@ -659,10 +664,11 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
     }
     k->npidx = 0;
     advance(k);
-    if (busy(k) && !dlock__call_enough(k) && dlock__now_ms() < k->deadline)
-        return 0;
-    if (busy(k))
+    if (busy(k) && !dlock__call_enough(k)) {
+        if (dlock__now_ms() < k->deadline)
+            return 0;
         dlock__call_expire(k);
+    }
     dlock__call_finish(k);
     return 1;
 }

@@ -35,7 +35,8 @@ enum {
     A_MOVED,    /* MOVED to server 1 */
     A_ASK,      /* ASK to server 1 */
     A_NEEDASK,  /* :2 after ASKING on the connection, else MOVED to 0 */
-    A_SILENT    /* nothing, ever */
+    A_SILENT,   /* nothing, ever */
+    A_ERR       /* an error reply (ERR boom) */
 };
 
 #define NSRV 3
@@ -54,7 +55,7 @@ typedef struct srv {
     int wait_ack; /* WAIT's answer */
     peer conn[NCONN];
     /* Counted commands. */
-    int evalsha, eval, wait, asking;
+    int evalsha, eval, wait, asking, accepts;
 } srv;
 
 static srv srvs[NSRV];
@@ -130,6 +131,9 @@ static void answer_script(srv *v, peer *p, int full, const char *key, char *out,
         break;
     case A_SILENT:
         out[0] = '\0';
+        break;
+    case A_ERR:
+        snprintf(out, len, "-ERR boom\r\n");
         break;
     default:
         snprintf(out, len, ":1\r\n");
@@ -245,6 +249,9 @@ static void *run(void *arg)
                 continue;
             }
             int fd = accept(who[i]->lfd, NULL, NULL);
+            pthread_mutex_lock(&mu);
+            who[i]->accepts += fd >= 0;
+            pthread_mutex_unlock(&mu);
             for (c = 0; fd >= 0 && c < NCONN; c++)
                 if (who[i]->conn[c].fd < 0) {
                     who[i]->conn[c].fd = fd;
@@ -537,6 +544,33 @@ static void test_batch_noscript(void **state)
     dlock_client_free(c);
 }
 
+/* An error reply to a lock write with WAIT: the call ends with the
+ * server's error, and WAIT's answer is still read, so the connection goes
+ * back to the pool (the next call needs no new one). */
+static void test_error_then_wait(void **state)
+{
+    dlock_client *c = client(1, 0);
+    dlock__cmdbuf b;
+    dlock__result res[1];
+    dlock__cmd cmd = cmd_k(&b);
+    int i;
+    (void)state;
+    srvs[0].mode = A_ERR;
+    cmd.wait_replicas = 1;
+    cmd.wait_timeout_ms = 100;
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(dlock__exec(&c->ns, c->scripts, 1, &cmd,
+                                     dlock__now_ms() + 2000, res),
+                         0);
+        assert_int_equal(res[0].status, DLOCK_ESERVER);
+        assert_non_null(strstr(res[0].err, "ERR boom"));
+        dlock__results_clear(res, 1);
+    }
+    assert_int_equal(count(0, &srvs[0].wait), 2);
+    assert_int_equal(count(0, &srvs[0].accepts), 1);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_moved_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_then_wait, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
