@@ -334,23 +334,56 @@ static dlock_client *client(int n, int cluster)
     return c;
 }
 
-/* A script call on key "k" (the fake servers run nothing). */
-static dlock__cmd cmd_k(dlock__cmdbuf *b)
+/* Run one script call on key "k" (the fake servers run nothing) on the
+ * nodes of mask of c, with WAIT for w replicas when w > 0, within ms.
+ * Returns dlock__exec's count; res gets the outcomes. */
+static int exec_k(dlock_client *c, uint64_t mask, int w, int64_t ms,
+                  dlock__result *res)
 {
-    dlock__cmd_begin(b, DLOCK__S_INSPECT);
-    dlock__cmd_key(b, "k", 1);
-    dlock__cmd_arg_i64(b, 42);
-    return b->cmd;
+    dlock__cmdbuf b;
+    dlock__cmd_begin(&b, DLOCK__S_INSPECT);
+    dlock__cmd_key(&b, "k", 1);
+    dlock__cmd_arg_i64(&b, 42);
+    b.cmd.wait_replicas = w;
+    b.cmd.wait_timeout_ms = 100;
+    return dlock__exec(&c->ns, c->scripts, mask, &b.cmd, dlock__now_ms() + ms,
+                       res);
 }
 
-/* Counted commands of server k, read under the servers' lock. */
-static int count(int k, const int *field)
+/* Run three such calls at once on a cluster client seeded by server 0
+ * (each with WAIT for w replicas) and check that each succeeded with
+ * acks. */
+static void batch_k(int w, long long acks, dlock__result *res)
+{
+    dlock_client *c = client(1, 1);
+    dlock__cmdbuf b[3];
+    dlock__cmd cmds[3];
+    int j;
+    for (j = 0; j < 3; j++) {
+        dlock__cmd_begin(&b[j], DLOCK__S_INSPECT);
+        dlock__cmd_key(&b[j], "k", 1);
+        b[j].cmd.wait_replicas = w;
+        b[j].cmd.wait_timeout_ms = 100;
+        cmds[j] = b[j].cmd;
+    }
+    assert_int_equal(dlock__cluster_exec_many(&c->ns, c->scripts, cmds, 3,
+                                              dlock__now_ms() + 2000, res),
+                     3);
+    for (j = 0; j < 3; j++) {
+        assert_int_equal(res[j].status, DLOCK_OK);
+        assert_int_equal(res[j].acks, acks);
+    }
+    dlock__results_clear(res, 3);
+    dlock_client_free(c);
+}
+
+/* Counted commands of a server, read under the servers' lock. */
+static int count(const int *field)
 {
     int v;
     pthread_mutex_lock(&mu);
     v = *field;
     pthread_mutex_unlock(&mu);
-    (void)k;
     return v;
 }
 
@@ -359,18 +392,13 @@ static int count(int k, const int *field)
 static void test_noscript(void **state)
 {
     dlock_client *c = client(1, 0);
-    dlock__cmdbuf b;
     dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
     (void)state;
     srvs[0].mode = A_NOSCRIPT;
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 1, &cmd, dlock__now_ms() + 2000, res),
-        1);
-    assert_int_equal(res[0].status, DLOCK_OK);
+    assert_int_equal(exec_k(c, 1, 0, 2000, res), 1);
     assert_int_equal(res[0].reply->integer, 1);
-    assert_int_equal(count(0, &srvs[0].evalsha), 1);
-    assert_int_equal(count(0, &srvs[0].eval), 1);
+    assert_int_equal(count(&srvs[0].evalsha), 1);
+    assert_int_equal(count(&srvs[0].eval), 1);
     dlock__results_clear(res, 1);
     dlock_client_free(c);
 }
@@ -380,21 +408,14 @@ static void test_noscript(void **state)
 static void test_wait_short_after_noscript(void **state)
 {
     dlock_client *c = client(1, 0);
-    dlock__cmdbuf b;
     dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
     (void)state;
     srvs[0].mode = A_NOSCRIPT;
     srvs[0].wait_ack = 1;
-    cmd.wait_replicas = 2;
-    cmd.wait_timeout_ms = 100;
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 1, &cmd, dlock__now_ms() + 2000, res),
-        1);
-    assert_int_equal(res[0].status, DLOCK_OK);
+    assert_int_equal(exec_k(c, 1, 2, 2000, res), 1);
     assert_int_equal(res[0].reply->integer, 1);
     assert_int_equal(res[0].acks, 1);
-    assert_int_equal(count(0, &srvs[0].wait), 2);
+    assert_int_equal(count(&srvs[0].wait), 2);
     dlock__results_clear(res, 1);
     dlock_client_free(c);
 }
@@ -404,14 +425,10 @@ static void test_wait_short_after_noscript(void **state)
 static void test_silent_node(void **state)
 {
     dlock_client *c = client(3, 0);
-    dlock__cmdbuf b;
     dlock__result res[3];
-    dlock__cmd cmd = cmd_k(&b);
     (void)state;
     srvs[2].mode = A_SILENT;
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 7, &cmd, dlock__now_ms() + 300, res),
-        2);
+    assert_int_equal(exec_k(c, 7, 0, 300, res), 2);
     assert_int_equal(res[0].status, DLOCK_OK);
     assert_int_equal(res[1].status, DLOCK_OK);
     assert_int_equal(res[2].status, DLOCK_ETIMEDOUT);
@@ -421,127 +438,67 @@ static void test_silent_node(void **state)
     dlock_client_free(c);
 }
 
-/* MOVED: the call goes to the node named and its answer is the result. */
-static void test_moved(void **state)
+/* MOVED: the call goes to the node named and its answer is the result;
+ * ASK: ASKING, then the call, on the node named (which refuses it
+ * without ASKING); a MOVED loop ends after MAX_HOPS redirections with the
+ * last one as the error. */
+static void test_redirects(void **state)
 {
-    dlock_client *c = client(1, 1);
-    dlock__cmdbuf b;
-    dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
+    static const int mode0[3] = {A_MOVED, A_ASK, A_MOVED};
+    static const int mode1[3] = {A_OK, A_NEEDASK, A_NEEDASK};
+    static const int want[3] = {1, 2, 0};
+    int t;
     (void)state;
-    srvs[0].mode = A_MOVED;
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 1, &cmd, dlock__now_ms() + 2000, res),
-        1);
-    assert_int_equal(res[0].status, DLOCK_OK);
-    assert_int_equal(count(0, &srvs[0].evalsha), 1);
-    assert_int_equal(count(1, &srvs[1].evalsha), 1);
-    dlock__results_clear(res, 1);
-    dlock_client_free(c);
-}
-
-/* ASK: ASKING, then the call, on the node named (which refuses it
- * without ASKING); the map is not changed by it. */
-static void test_ask(void **state)
-{
-    dlock_client *c = client(1, 1);
-    dlock__cmdbuf b;
-    dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
-    (void)state;
-    srvs[0].mode = A_ASK;
-    srvs[1].mode = A_NEEDASK;
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 1, &cmd, dlock__now_ms() + 2000, res),
-        1);
-    assert_int_equal(res[0].status, DLOCK_OK);
-    assert_int_equal(res[0].reply->integer, 2);
-    assert_int_equal(count(1, &srvs[1].asking), 1);
-    dlock__results_clear(res, 1);
-    dlock_client_free(c);
-}
-
-/* Redirections in a loop end after MAX_HOPS with the last one as the
- * error (a node that keeps answering MOVED to itself). */
-static void test_moved_loop(void **state)
-{
-    dlock_client *c = client(1, 1);
-    dlock__cmdbuf b;
-    dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
-    (void)state;
-    srvs[0].mode = A_MOVED;
-    srvs[1].mode = A_NEEDASK; /* MOVED back to 0 */
-    assert_int_equal(
-        dlock__exec(&c->ns, c->scripts, 1, &cmd, dlock__now_ms() + 2000, res),
-        0);
-    assert_int_equal(res[0].status, DLOCK_ESERVER);
-    assert_non_null(strstr(res[0].err, "MOVED"));
-    assert_int_equal(count(0, &srvs[0].evalsha) + count(1, &srvs[1].evalsha),
-                     6);
-    dlock__results_clear(res, 1);
-    dlock_client_free(c);
+    for (t = 0; t < 3; t++) {
+        dlock_client *c = client(1, 1);
+        dlock__result res[1];
+        pthread_mutex_lock(&mu);
+        srvs[0].mode = mode0[t];
+        srvs[1].mode = mode1[t]; /* A_NEEDASK: MOVED back to 0 */
+        srvs[0].evalsha = srvs[1].evalsha = srvs[1].asking = 0;
+        cluster_owner = 0;
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(exec_k(c, 1, 0, 2000, res), want[t] != 0);
+        if (want[t] != 0)
+            assert_int_equal(res[0].reply->integer, want[t]);
+        if (t == 0)
+            assert_int_equal(count(&srvs[0].evalsha), 1);
+        if (t == 1)
+            assert_int_equal(count(&srvs[1].asking), 1);
+        if (t == 2) {
+            assert_int_equal(res[0].status, DLOCK_ESERVER);
+            assert_non_null(strstr(res[0].err, "MOVED"));
+            assert_int_equal(count(&srvs[0].evalsha) + count(&srvs[1].evalsha),
+                             6);
+        }
+        dlock__results_clear(res, 1);
+        dlock_client_free(c);
+    }
 }
 
 /* A cluster batch: the calls of one master share one connection behind
- * one WAIT; a call answered NOSCRIPT is sent again with its source, and
- * each call gets that WAIT's acks. */
+ * one WAIT, and each call gets that WAIT's acks. */
 static void test_batch_one_wait(void **state)
 {
-    dlock_client *c = client(1, 1);
-    dlock__cmdbuf b[3];
-    dlock__cmd cmds[3];
     dlock__result res[3];
-    int j;
     (void)state;
-    for (j = 0; j < 3; j++) {
-        cmds[j] = cmd_k(&b[j]);
-        cmds[j].wait_replicas = 1;
-        cmds[j].wait_timeout_ms = 100;
-    }
     srvs[0].wait_ack = 1;
-    assert_int_equal(dlock__cluster_exec_many(&c->ns, c->scripts, cmds, 3,
-                                              dlock__now_ms() + 2000, res),
-                     3);
-    for (j = 0; j < 3; j++) {
-        assert_int_equal(res[j].status, DLOCK_OK);
-        assert_int_equal(res[j].acks, 1);
-    }
-    assert_int_equal(count(0, &srvs[0].evalsha), 3);
-    assert_int_equal(count(0, &srvs[0].wait), 1);
-    dlock__results_clear(res, 3);
-    dlock_client_free(c);
+    batch_k(1, 1, res);
+    assert_int_equal(count(&srvs[0].evalsha), 3);
+    assert_int_equal(count(&srvs[0].wait), 1);
 }
 
 /* A cluster batch whose master lost its scripts: every call is sent again
  * with its source, and each gets the acks of a WAIT that followed it. */
 static void test_batch_noscript(void **state)
 {
-    dlock_client *c = client(1, 1);
-    dlock__cmdbuf b[3];
-    dlock__cmd cmds[3];
     dlock__result res[3];
-    int j;
     (void)state;
-    for (j = 0; j < 3; j++) {
-        cmds[j] = cmd_k(&b[j]);
-        cmds[j].wait_replicas = 2;
-        cmds[j].wait_timeout_ms = 100;
-    }
     srvs[0].mode = A_NOSCRIPT;
     srvs[0].wait_ack = 1;
-    assert_int_equal(dlock__cluster_exec_many(&c->ns, c->scripts, cmds, 3,
-                                              dlock__now_ms() + 2000, res),
-                     3);
-    for (j = 0; j < 3; j++) {
-        assert_int_equal(res[j].status, DLOCK_OK);
-        assert_int_equal(res[j].reply->integer, 1);
-        assert_int_equal(res[j].acks, 1);
-    }
-    assert_int_equal(count(0, &srvs[0].evalsha), 3);
-    assert_int_equal(count(0, &srvs[0].eval), 3);
-    dlock__results_clear(res, 3);
-    dlock_client_free(c);
+    batch_k(2, 1, res);
+    assert_int_equal(count(&srvs[0].evalsha), 3);
+    assert_int_equal(count(&srvs[0].eval), 3);
 }
 
 /* An error reply to a lock write with WAIT: the call ends with the
@@ -550,24 +507,18 @@ static void test_batch_noscript(void **state)
 static void test_error_then_wait(void **state)
 {
     dlock_client *c = client(1, 0);
-    dlock__cmdbuf b;
     dlock__result res[1];
-    dlock__cmd cmd = cmd_k(&b);
     int i;
     (void)state;
     srvs[0].mode = A_ERR;
-    cmd.wait_replicas = 1;
-    cmd.wait_timeout_ms = 100;
     for (i = 0; i < 2; i++) {
-        assert_int_equal(dlock__exec(&c->ns, c->scripts, 1, &cmd,
-                                     dlock__now_ms() + 2000, res),
-                         0);
+        assert_int_equal(exec_k(c, 1, 1, 2000, res), 0);
         assert_int_equal(res[0].status, DLOCK_ESERVER);
         assert_non_null(strstr(res[0].err, "ERR boom"));
         dlock__results_clear(res, 1);
     }
-    assert_int_equal(count(0, &srvs[0].wait), 2);
-    assert_int_equal(count(0, &srvs[0].accepts), 1);
+    assert_int_equal(count(&srvs[0].wait), 2);
+    assert_int_equal(count(&srvs[0].accepts), 1);
     dlock_client_free(c);
 }
 
@@ -578,9 +529,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_short_after_noscript, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_silent_node, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_moved, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ask, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_moved_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redirects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_then_wait, setup, teardown),
