@@ -156,14 +156,15 @@ void dlock__call_expire(dlock__call *k)
     dlock__call_unopened(k, DLOCK_ETIMEDOUT, "no answer in time (connecting)");
 }
 
-/* See call_impl.h. Nothing was sent to them (their connections go to the
- * pool when they open). */
+/* See call_impl.h. Nothing was sent to them; their opens are closed. */
 void dlock__call_unopened(dlock__call *k, int rc, const char *why)
 {
     int j;
     for (j = 0; j < k->m; j++) {
         if (k->cl[j].state != C_OPENING)
             continue;
+        dlock__node_opening_free(k->cl[j].open);
+        k->cl[j].open = NULL;
         snprintf(k->res[j].err, sizeof k->res[j].err, "%s: %s",
                  dlock__node_name(&k->ns->node[j]), why);
         dlock__call_end(k, j, rc);
@@ -191,15 +192,14 @@ int dlock__call_same_server(dlock__call *k)
     return 1;
 }
 
-/* See call_impl.h. The end: connections not taken from the opener go to their pools, a
- * cluster that kept refusing says so, one server counted twice refuses
- * everything; the results are final. */
+/* See call_impl.h. The end: connections opened and not used go to their
+ * pools (opens not finished are closed), a cluster that kept refusing
+ * says so, one server counted twice refuses everything; the results are
+ * final. */
 void dlock__call_finish(dlock__call *k)
 {
     int j, l;
     dlock__call_unopened(k, DLOCK_ETIMEDOUT, "not waited for (connecting)");
-    dlock__opener_finish(k->op);
-    k->op = NULL;
     for (l = 0; l < k->nl; l++)
         if (k->ln[l].conn != NULL) /* cancelled: given up on */
             dlock__lane_release(k, l, 0);
@@ -209,6 +209,8 @@ void dlock__call_finish(dlock__call *k)
         if (k->cl[j].first != NULL)
             freeReplyObject(k->cl[j].first);
         k->cl[j].first = NULL;
+        dlock__node_opening_free(k->cl[j].open);
+        k->cl[j].open = NULL;
         if (k->cl[j].pre != NULL)
             dlock__node_give(k->ns, &k->ns->node[j], k->cl[j].pre, 1);
         k->cl[j].pre = NULL;

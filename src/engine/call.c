@@ -4,7 +4,7 @@
  * round over many slots of a cluster.
  *
  * A call j (one command for one target) is IDLE (to send), OPENING (its
- * connection is being opened by opener.c), SENT (written on a lane),
+ * new connection is being opened, node_open.c), SENT (written on a lane),
  * BACKOFF (a cluster asked to wait) or DONE (res[j] final). A lane is
  * one connection to one node with the replies it expects, in order:
  * INFO server's (a Redlock node being identified, ident.c), ASKING's +OK
@@ -29,7 +29,6 @@
 #include "call_impl.h"
 #include "cluster.h"
 #include "ident.h"
-#include "opener.h"
 #include "script.h"
 
 /* A failure worth waiting out in a cluster: the node may be gone and its
@@ -165,15 +164,11 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
         ;
     if (l == k->nl) {
         lane *ln = realloc(k->ln, (size_t)(k->nl + 1) * sizeof *ln);
-        int *p = ln == NULL ? NULL
-                            : realloc(k->pidx, (size_t)(k->nl + 2) * sizeof *p);
-        if (ln != NULL)
-            k->ln = ln;
-        if (p == NULL) {
+        if (ln == NULL) {
             dlock__node_give(k->ns, nd, conn, 1);
             return -1;
         }
-        k->pidx = p;
+        k->ln = ln;
         memset(&k->ln[k->nl++], 0, sizeof *ln);
     }
     k->ln[l].nd = nd;
@@ -193,8 +188,8 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
 }
 
 /* A fixed set's connection for call j: the hold's own (a pin: its
- * earlier request, given up on, goes first), the one opener.c opened for
- * it, or one from the pool. */
+ * earlier request, given up on, goes first), the one opened (or taken)
+ * for it at the start, or one from the pool. */
 static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
 {
     ecall *c = &k->cl[j];
@@ -208,6 +203,7 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
     }
     if (c->pre != NULL) {
         *conn = c->pre;
+        *fresh = c->pre_fresh;
         c->pre = NULL;
         return DLOCK_OK;
     }
@@ -468,27 +464,31 @@ static void lane_collect(dlock__call *k, int l)
         dlock__lane_release(k, l, 1);
 }
 
-/* Start the calls whose connection opener.c has opened since the last
- * look; one whose open failed is done, with that error. */
-static void take_opened(dlock__call *k)
+/* Call j's open went one step (revents, 0: none); once done, the call
+ * goes with that connection, or ends with the open's error. The open's
+ * own deadline (the connect timeout) ends it as dlock__node_get_ex would
+ * have. */
+static void open_step(dlock__call *k, int j, short revents)
 {
-    dlock__conn *conn;
-    int j, rc;
-    if (k->op == NULL)
+    ecall *c = &k->cl[j];
+    dlock__result *r = &k->res[j];
+    dlock__conn *conn = NULL;
+    int rc = dlock__node_opening_step(c->open, revents, &conn, r->err,
+                                      sizeof r->err);
+    if (rc == DLOCK__OPEN_AGAIN &&
+        dlock__now_ms() >= dlock__node_opening_deadline(c->open))
+        rc = dlock__node_opening_timeout(c->open, r->err, sizeof r->err);
+    if (rc == DLOCK__OPEN_AGAIN)
         return;
-    dlock__opener_ack(k->op);
-    for (j = 0; j < k->m; j++) {
-        if (k->cl[j].state != C_OPENING ||
-            !dlock__opener_take(k->op, j, &conn, &rc, k->res[j].err,
-                                sizeof k->res[j].err))
-            continue;
-        if (rc != DLOCK_OK) {
-            dlock__call_end(k, j, rc);
-            continue;
-        }
-        k->cl[j].pre = conn;
-        k->cl[j].state = C_IDLE;
+    dlock__node_opening_free(c->open);
+    c->open = NULL;
+    if (rc != DLOCK_OK) {
+        dlock__call_end(k, j, rc);
+        return;
     }
+    c->pre = conn;
+    c->pre_fresh = 1;
+    c->state = C_IDLE;
 }
 
 /* Send what is due, read what has come, until nothing changes. */
@@ -498,7 +498,6 @@ static void advance(dlock__call *k)
     do {
         int64_t now = dlock__now_ms();
         k->changed = 0;
-        take_opened(k);
         for (j = 0; j < k->m; j++) {
             if (k->cl[j].state == C_BACKOFF && now >= k->cl[j].retry_at)
                 k->cl[j].state = C_IDLE;
@@ -532,12 +531,33 @@ static int busy(const dlock__call *k)
     return 0;
 }
 
-/* The calls' initial states; a fixed set's missing connections start
- * opening at once (opener.c), so that a node that does not answer holds
- * up no other. */
+/* A Redlock's missing connections start opening at once, so that a node
+ * that does not answer holds up no other (one server, Sentinel and
+ * Cluster open as they go). */
+static void opens_start(dlock__call *k, uint64_t nodes)
+{
+    int j;
+    if (k->ns->n < 2 || k->ns->cluster != NULL || k->ns->locate != NULL)
+        return;
+    for (j = 0; j < k->m; j++) {
+        ecall *c = &k->cl[j];
+        int rc;
+        if (!(nodes & (1ULL << j)))
+            continue;
+        rc = dlock__node_opening_start(&c->open, k->ns, j, k->deadline, &c->pre,
+                                       &c->pre_fresh, k->res[j].err,
+                                       sizeof k->res[j].err);
+        if (rc == DLOCK__OPEN_AGAIN)
+            c->state = C_OPENING;
+        else if (rc != DLOCK_OK)
+            dlock__call_end(k, j, rc);
+    }
+}
+
+/* The calls' initial states. */
 static void calls_init(dlock__call *k, const dlock__cmd *cmds)
 {
-    uint64_t pinned = 0, opening;
+    uint64_t pinned = 0;
     int j;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
@@ -549,13 +569,8 @@ static void calls_init(dlock__call *k, const dlock__cmd *cmds)
         if (k->fixed && cmds[0].pins != NULL && cmds[0].pins[j] != NULL)
             pinned |= 1ULL << j;
     }
-    if (!k->fixed)
-        return;
-    k->op = dlock__opener_start(k->ns, k->mask & ~pinned, k->deadline);
-    opening = dlock__opener_nodes(k->op);
-    for (j = 0; j < k->m; j++)
-        if (opening & (1ULL << j))
-            k->cl[j].state = C_OPENING;
+    if (k->fixed)
+        opens_start(k, k->mask & ~pinned);
 }
 
 /* See call.h. */
@@ -591,11 +606,6 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
                        .fixed = fixed,
                        .deadline = deadline_ms};
     *out = k;
-    k->pidx = malloc(sizeof *k->pidx); /* grown with the lanes */
-    if (k->pidx == NULL) {
-        dlock__call_cancel(k, DLOCK_ENOMEM, "out of memory");
-        return DLOCK_OK;
-    }
     if (n == 0 || (fixed && m < 1)) {
         dlock__call_finish(k);
         return DLOCK_OK;
@@ -617,36 +627,6 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
 }
 
 /* See call.h. */
-int dlock__call_pollfds(dlock__call *k, struct pollfd *pfd, int max,
-                        int64_t *wake_ms)
-{
-    int n = 0, l, j, opening = 0;
-    *wake_ms = k->deadline;
-    for (j = 0; j < k->m; j++) {
-        if (k->cl[j].state == C_BACKOFF && k->cl[j].retry_at < *wake_ms)
-            *wake_ms = k->cl[j].retry_at;
-        opening |= k->cl[j].state == C_OPENING;
-    }
-    for (l = 0; l <= k->nl; l++) {
-        int fd;
-        short ev = POLLIN;
-        if (l < k->nl && k->ln[l].conn == NULL)
-            continue;
-        if (l == k->nl && !(opening && k->op != NULL))
-            break;
-        fd =
-            l < k->nl ? dlock__conn_fd(k->ln[l].conn) : dlock__opener_fd(k->op);
-        if (l < k->nl)
-            ev = dlock__conn_events(k->ln[l].conn);
-        if (n < max)
-            pfd[n] = (struct pollfd){.fd = fd, .events = ev, .revents = 0};
-        k->pidx[n++] = l < k->nl ? l : -1;
-    }
-    k->npidx = n;
-    return n;
-}
-
-/* See call.h. */
 int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
 {
     int i;
@@ -655,6 +635,8 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
     for (i = 0; i < n && i < k->npidx; i++) {
         char err[DLOCK__ERRLEN];
         int l = k->pidx[i], rc;
+        if (l < 0 && k->cl[-1 - l].state == C_OPENING)
+            open_step(k, -1 - l, pfd[i].revents);
         if (pfd[i].revents == 0 || l < 0 || k->ln[l].conn == NULL)
             continue;
         rc = dlock__conn_progress(k->ln[l].conn, pfd[i].revents, err,

@@ -8,7 +8,7 @@
  * (one retry on a fresh one), WAIT after a lock write, the early return
  * once the outcome is certain (dlock__cmd.enough), the hold's own
  * connections (pins), and the requests given up on. Above node.h,
- * cluster.h, ident.h, opener.h and conn.h; it knows calls and results,
+ * cluster.h, ident.h, node.h (node_open.c) and conn.h; it knows calls and results,
  * not locks.
  */
 #ifndef DLOCK_CALL_H

@@ -8,7 +8,7 @@
 #define DLOCK_CALL_IMPL_H
 
 #include "call.h"
-#include "opener.h"
+#include "node.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
 #define MAX_STALE 2
@@ -40,19 +40,21 @@ typedef struct ecall {
     const dlock__cmd *cmd;
     int node; /* fixed set: its node; cluster: -1 (routed by slot) */
     int state;
-    int lane;          /* SENT: its lane */
-    int full;          /* send the source (EVAL): it answered NOSCRIPT */
-    int retried;       /* one fresh-connection retry used */
-    int fresh;         /* sent on a connection opened for it */
-    int hops;          /* redirections followed in a row */
-    int tries;         /* rounds of waiting for the cluster */
-    int lost;          /* sent on a connection that then failed: it may
+    int lane;         /* SENT: its lane */
+    int full;         /* send the source (EVAL): it answered NOSCRIPT */
+    int retried;      /* one fresh-connection retry used */
+    int fresh;        /* sent on a connection opened for it */
+    int hops;         /* redirections followed in a row */
+    int tries;        /* rounds of waiting for the cluster */
+    int lost;         /* sent on a connection that then failed: it may
                           have run */
-    dlock__node *ask;  /* an ASK named this node: ASKING, then the call */
-    dlock__conn *pre;  /* opened for it by opener.c */
-    redisReply *first; /* the script's reply while WAIT's is awaited */
-    int64_t retry_at;  /* BACKOFF: go again then */
-    char refused[128]; /* the last TRYAGAIN / CLUSTERDOWN, which says
+    dlock__node *ask; /* an ASK named this node: ASKING, then the call */
+    dlock__node_opening *open; /* OPENING: its connection being opened */
+    dlock__conn *pre;          /* opened (or taken from the pool) for it */
+    int pre_fresh;             /* pre was opened for it */
+    redisReply *first;         /* the script's reply while WAIT's is awaited */
+    int64_t retry_at;          /* BACKOFF: go again then */
+    char refused[128];         /* the last TRYAGAIN / CLUSTERDOWN, which says
                           more than the timeout it ends in */
 } ecall;
 
@@ -65,10 +67,9 @@ struct dlock__call {
     int m;
     lane *ln;
     int nl;
-    int *pidx; /* what each descriptor of the last pollfds is: a lane,
-                  or -1 the opener */
-    int npidx;
-    dlock__opener *op;
+    int *pidx; /* what each descriptor of the last pollfds is: a lane
+                  l (l >= 0), or call j's open (-1 - j) */
+    int npidx, pcap;
     uint64_t mask;
     int fixed;   /* a fixed node set: call i is node i */
     int wait;    /* WAIT after each batch written on a lane */

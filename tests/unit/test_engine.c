@@ -36,7 +36,8 @@ enum {
     A_ASK,      /* ASK to server 1 */
     A_NEEDASK,  /* :2 after ASKING on the connection, else MOVED to 0 */
     A_SILENT,   /* nothing, ever */
-    A_ERR       /* an error reply (ERR boom) */
+    A_ERR,      /* an error reply (ERR boom) */
+    A_MUTE      /* nothing to anything, INFO on a new connection too */
 };
 
 #define NSRV 3
@@ -147,7 +148,9 @@ static void answer(srv *v, peer *p, int argc, char **argv)
     int k = (int)(v - srvs), asking = p->asking;
     p->asking = 0;
     out[0] = '\0';
-    if (strcasecmp(argv[0], "INFO") == 0) {
+    if (v->mode == A_MUTE) {
+        return;
+    } else if (strcasecmp(argv[0], "INFO") == 0) {
         char body[200];
         snprintf(body, sizeof body,
                  "# Server\r\nrun_id:%040d\r\nredis_version:7.2.0\r\n"
@@ -438,6 +441,25 @@ static void test_silent_node(void **state)
     dlock_client_free(c);
 }
 
+/* A node that accepts the connection but never answers (not even the
+ * INFO of a new connection): the others are asked and answer meanwhile,
+ * and the step ends by its deadline with that node still connecting. */
+static void test_mute_node(void **state)
+{
+    dlock_client *c = client(3, 0);
+    dlock__result res[3];
+    (void)state;
+    srvs[1].mode = A_MUTE;
+    assert_int_equal(exec_k(c, 7, 0, 300, res), 2);
+    assert_int_equal(res[0].status, DLOCK_OK);
+    assert_int_equal(res[2].status, DLOCK_OK);
+    assert_int_equal(res[1].status, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(res[1].err, "connecting"));
+    assert_int_equal(res[1].sent, 0);
+    dlock__results_clear(res, 3);
+    dlock_client_free(c);
+}
+
 /* MOVED: the call goes to the node named and its answer is the result;
  * ASK: ASKING, then the call, on the node named (which refuses it
  * without ASKING); a MOVED loop ends after MAX_HOPS redirections with the
@@ -529,6 +551,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_short_after_noscript, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_silent_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mute_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redirects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
