@@ -659,8 +659,15 @@ class Client:
         holds NAME now."""
         held = Held(self, _b(name), "lock")
         out = c_void_p()
-        self._call(self._lib.dlock_lock_adopt, byref(out), held._bname,
-                   _b(owner, "owner"), token)
+        bowner = _b(owner, "owner")
+        ptr = self._enter()
+        try:
+            rc = self._lib.dlock_lock_adopt(byref(out), ptr, held._bname,
+                                            bowner, token)
+            if rc != OK:
+                raise self._error(ptr, rc)
+        finally:
+            self._leave()
         held._ptr = out.value
         return held
 
