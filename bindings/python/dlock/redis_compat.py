@@ -28,7 +28,9 @@ Where redis-py and dlock differ, this layer follows redis-py:
   of never. extend() and reacquire() still refuse such a lock, as
   redis-py does.
 - With thread_local=False the token is shared by all threads, and any
-  of them may release (as in redis-py).
+  of them may release (as in redis-py). With thread_local=True, another
+  thread's release() raises LockError ("Cannot release an unlocked
+  lock"), where redis-py 4.3 raises AttributeError.
 
 What differs anyway, and cannot be hidden:
 - The lock is not the Redis key NAME: dlock keeps it under
@@ -325,7 +327,7 @@ class Lock:
 
     def owned(self) -> bool:
         """True when the lock is held under this Lock's token."""
-        token = self.local.token
+        token = getattr(self.local, "token", None)
         if token is None:
             return False
         try:
@@ -338,7 +340,7 @@ class Lock:
 
     def _take_held(self) -> Optional[Held]:
         held = getattr(self.local, "held", None)
-        token = self.local.token
+        token = getattr(self.local, "token", None)
         if held is not None and held._ptr is not None and \
                 held.owner.encode() == (token.encode()
                                         if isinstance(token, str) else token):
@@ -360,7 +362,7 @@ class Lock:
     def release(self) -> None:
         """Release the lock. LockError when this Lock does not hold it;
         LockNotOwnedError when it is no longer ours (expired, taken)."""
-        token = self.local.token
+        token = getattr(self.local, "token", None)
         if token is None:
             raise LockError("Cannot release an unlocked lock")
         self.local.token = None
@@ -396,7 +398,7 @@ class Lock:
         """Add additional_time seconds to the lease left (replace_ttl:
         set the lease to it). LockError for an unheld lock or one with
         timeout=None; LockNotOwnedError when it is no longer ours."""
-        if self.local.token is None:
+        if getattr(self.local, "token", None) is None:
             raise LockError("Cannot extend an unlocked lock")
         if self.timeout is None:
             raise LockError("Cannot extend a lock with no timeout")
@@ -412,7 +414,7 @@ class Lock:
 
     def reacquire(self) -> bool:
         """Set the lease back to timeout seconds."""
-        if self.local.token is None:
+        if getattr(self.local, "token", None) is None:
             raise LockError("Cannot reacquire an unlocked lock")
         if self.timeout is None:
             raise LockError("Cannot reacquire a lock with no timeout")
