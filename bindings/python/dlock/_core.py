@@ -344,7 +344,9 @@ class Client:
         self._gen = _fork_gen
         self._calls = 0
         self._closing = False
-        self._cv = threading.Condition(threading.Lock())
+        # _mu guards _ptr, _calls and _closing; _cv (on _mu) wakes close().
+        self._mu = threading.Lock()
+        self._cv = threading.Condition(self._mu)
         lib = _lib()
         self._lib = lib
 
@@ -469,14 +471,14 @@ class Client:
             raise DlockError("this Client was made before fork(): a "
                              "child process must create its own Client",
                              -20, "EINVAL")
-        with self._cv:
+        with self._mu:
             if self._ptr is None or self._closing:
                 raise DlockError("the Client is closed", -20, "EINVAL")
             self._calls += 1
             return self._ptr
 
     def _leave(self) -> None:
-        with self._cv:
+        with self._mu:
             self._calls -= 1
             if self._closing and self._calls == 0:
                 self._cv.notify_all()
