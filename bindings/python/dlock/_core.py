@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import threading
 import weakref
 from ctypes import byref, c_char_p, c_int64, c_size_t, c_uint64, c_void_p
@@ -292,6 +293,8 @@ class FencedValue:
 _clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
 _WAIT_STRATEGIES = {"notify": 0, "spin": 1, "fair": 2}
+# A number of seconds as the tool takes it (fullmatch).
+_SECONDS_RE = re.compile(r"(?=\.?[0-9])[0-9]*(\.[0-9]*)?([eE][-+]?[0-9]+)?")
 
 
 class Client:
@@ -386,7 +389,7 @@ class Client:
             wait_replicas_timeout = self._env_seconds(
                 "DLOCK_WAIT_REPLICAS_TIMEOUT")
         if lock_delay is None and env and _env("DLOCK_LOCK_DELAY"):
-            lock_delay = self._env_seconds("DLOCK_LOCK_DELAY")
+            lock_delay = self._env_seconds("DLOCK_LOCK_DELAY", True)
 
         o = _ffi.Options()
         lib.dlock_options_init(byref(o))
@@ -453,16 +456,18 @@ class Client:
         _clients.add(self)
 
     @staticmethod
-    def _env_seconds(var: str) -> float:
+    def _env_seconds(var: str, zero_ok: bool = False) -> float:
+        """$VAR as the tool reads it: a plain number of seconds (digits,
+        an optional fraction and exponent; no sign, no blanks), more
+        than 0 unless zero_ok."""
         v = _env(var) or ""
-        try:
+        f = -1.0
+        if _SECONDS_RE.fullmatch(v):
             f = float(v)
-        except ValueError:
-            f = -1.0
-        if not f > 0 or f != f or f == float("inf"):
+        if f < 0 or f == float("inf") or (f == 0 and not zero_ok):
             raise _errors.InvalidArgument(
-                "%s %r: not a number of seconds more than 0" % (var, v),
-                -20, "EINVAL")
+                "%s %r: not a number of seconds%s" %
+                (var, v, "" if zero_ok else " more than 0"), -20, "EINVAL")
         return f
 
     # -- call accounting: close() waits for these to return

@@ -350,8 +350,16 @@ def test_environment_like_the_cli(server, prefix, monkeypatch, rpy):
     with pytest.raises(dlock.InvalidArgument, match="DLOCK_SERVERS"):
         dlock.Client()
     monkeypatch.setenv("DLOCK_SERVERS", server.url)
-    monkeypatch.setenv("DLOCK_TIMEOUT", "soon")
-    with pytest.raises(dlock.InvalidArgument, match="DLOCK_TIMEOUT"):
+    monkeypatch.setenv("DLOCK_LOCK_DELAY", "0")  # off: allowed
+    monkeypatch.setenv("DLOCK_TIMEOUT", "1.5")
+    dlock.Client().close()
+    for bad in ("soon", "5s", " 5", "-1", "0"):
+        monkeypatch.setenv("DLOCK_TIMEOUT", bad)
+        with pytest.raises(dlock.InvalidArgument, match="DLOCK_TIMEOUT"):
+            dlock.Client()
+    monkeypatch.setenv("DLOCK_TIMEOUT", "1")
+    monkeypatch.setenv("DLOCK_WAIT_REPLICAS", "two")
+    with pytest.raises(dlock.InvalidArgument, match="DLOCK_WAIT_REPLICAS"):
         dlock.Client()
 
 
