@@ -345,6 +345,19 @@ class Client:
                  env: bool = True) -> None:
         self._ptr: Optional[int] = None
         self._gen = _fork_gen
+        # What made it, for _clone() (dlock.redis_compat's extra owners).
+        self._made_with = dict(
+            username=username, password=password, prefix=prefix,
+            timeout=timeout, connect_timeout=connect_timeout,
+            command_timeout=command_timeout, pool_size=pool_size,
+            wait_strategy=wait_strategy, tls_ca_file=tls_ca_file,
+            tls_ca_dir=tls_ca_dir, tls_server_name=tls_server_name,
+            tls_cert_file=tls_cert_file, tls_key_file=tls_key_file,
+            tls_insecure=tls_insecure, sentinel_username=sentinel_username,
+            sentinel_password=sentinel_password, wait_replicas=wait_replicas,
+            wait_replicas_timeout=wait_replicas_timeout,
+            lock_delay=lock_delay, holder_info=holder_info,
+            holder_label=holder_label, env=env)
         self._calls = 0
         self._closing = False
         # _mu guards _ptr, _calls and _closing; _cv (on _mu) wakes close().
@@ -454,6 +467,11 @@ class Client:
         tls_insecure), or ""."""
         self.servers: Tuple[str, ...] = tuple(urls)
         _clients.add(self)
+
+    def _clone(self) -> "Client":
+        """Another client made as this one was: the same servers and
+        settings, another owner."""
+        return Client(list(self.servers), **self._made_with)
 
     @staticmethod
     def _env_seconds(var: str, zero_ok: bool = False) -> float:
@@ -840,9 +858,12 @@ class Held:
     """One held lock, semaphore permit or read lease.
 
     Release it once: held.release(), or use it as a context manager.
-    Use it from one thread at a time. A Held dropped without release is
-    detached (the lock stays held until its lease runs out, renewal
-    stops)."""
+    Use it from one thread at a time, and release it before the thread
+    that acquired it ends: the library tells threads apart by
+    pthread_self(), which a thread started later may be given, and that
+    thread would then re-enter the lock as if it held it. A Held dropped
+    without release is detached (the lock stays held until its lease
+    runs out, renewal stops)."""
 
     __slots__ = ("_client", "_ptr", "_bname", "kind", "_token", "_cb_key",
                  "_ao", "__weakref__")

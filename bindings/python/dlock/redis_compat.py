@@ -212,24 +212,28 @@ def _from_redis_py(r: Any) -> Tuple[Any, Any]:
                    "tls_insecure": kw.get("ssl_cert_reqs") in ("none", 0)}
     user = kw.get("username")
     password = kw.get("password")
-    key = ("redis-py", url, user, password, tuple(sorted(tls.items())))
+    # redis-py's socket timeouts (seconds; None: its default, none) as
+    # dlock's; dlock's defaults (2 s) where redis-py has none.
+    times = {}
+    if kw.get("socket_connect_timeout"):
+        times["connect_timeout"] = float(kw["socket_connect_timeout"])
+    if kw.get("socket_timeout"):
+        times["command_timeout"] = float(kw["socket_timeout"])
+    key = ("redis-py", url, user, password, tuple(sorted(tls.items())),
+           tuple(sorted(times.items())))
 
     def make() -> Client:
         return Client(url, username=user, password=password, env=False,
-                      **tls)
+                      **tls, **times)
     return key, make
 
 
 def _pool_for(r: Any) -> _Pool:
     """The pool for R: a dlock.Client (the first owner; further owners
-    are clients of its servers with the environment's settings), a URL,
-    or a redis-py client."""
+    are clients made as it was), a URL, or a redis-py client."""
     if isinstance(r, Client):
         key: Any = ("client", id(r))
-        servers = list(r.servers)
-
-        def make() -> Client:
-            return Client(servers)
+        make = r._clone
     elif isinstance(r, str):
         key = ("url", r)
 

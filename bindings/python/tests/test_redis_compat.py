@@ -229,3 +229,13 @@ def test_no_timeout_lock_is_renewed(rpy, name):
 def test_bad_name_is_lock_error(rpy):
     with pytest.raises(rx.LockError):
         Lock(rpy, "").acquire(blocking=False)
+
+
+def test_second_owner_made_like_the_dlock_client(client, name):
+    """The second owner a non-reentrant acquire needs is made with the
+    given Client's settings (its key prefix here), so both name one
+    lock."""
+    a = Lock(client, name, timeout=5)
+    assert a.acquire()
+    assert not Lock(client, name, timeout=5).acquire(blocking=False)
+    a.release()
