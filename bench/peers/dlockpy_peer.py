@@ -71,14 +71,7 @@ def dlock_w2_worker(a, key, counter, ready_w, go_r, out_w):
 
 
 def main():
-    import argparse
-    p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["w1", "w2"])
-    p.add_argument("-s", dest="server", required=True)
-    p.add_argument("-n", dest="cycles", type=int, default=10000)
-    p.add_argument("-p", dest="procs", type=int, default=8)
-    p.add_argument("-t", dest="seconds", type=float, default=5)
-    a = p.parse_args()
+    a = rp.parser().parse_args()
     a.sleep = 0  # not used by dlock (kept for the shared JSON line)
     if a.mode == "w1":
         return rp.run_w1(a, dlock_w1_cycle, "dlock-py", "fair")

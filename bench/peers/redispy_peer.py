@@ -202,7 +202,8 @@ def run_w2(a, worker=w2_worker, peer="redis-py", strategy="redis-py"):
     return 3 if acq != final else 0
 
 
-def main():
+def parser():
+    """The command line (dlockpy_peer.py takes the same)."""
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["w1", "w2"])
     p.add_argument("-s", dest="server", required=True)
@@ -210,7 +211,11 @@ def main():
     p.add_argument("-p", dest="procs", type=int, default=8)
     p.add_argument("-t", dest="seconds", type=float, default=5)
     p.add_argument("--sleep", type=float, default=0.1)
-    a = p.parse_args()
+    return p
+
+
+def main():
+    a = parser().parse_args()
     return run_w1(a) if a.mode == "w1" else run_w2(a)
 
 

@@ -179,6 +179,18 @@ def _in_lost_callback() -> bool:
     return getattr(_tls, "lost_ptr", None) is not None
 
 
+def _finish(end: Callable[[], Any], exc_type: Any) -> None:
+    """A `with` block's end: END() (a release, a resign). Its failure is
+    raised only when the block raised nothing: the block's own exception
+    matters more, and without one a failed release says the work was not
+    protected all along."""
+    try:
+        end()
+    except DlockError:
+        if exc_type is None:
+            raise
+
+
 # --------------------------------------------------------- data classes
 
 
@@ -1057,15 +1069,8 @@ class Held:
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self._ptr is None:
-            return
-        try:
-            self.release()
-        except DlockError:
-            # The body's own exception matters more; without one, a failed
-            # release says the work was not protected all along.
-            if exc_type is None:
-                raise
+        if self._ptr is not None:
+            _finish(self.release, exc_type)
 
     def __del__(self) -> None:
         if self._ptr is None:
@@ -1086,7 +1091,28 @@ class Held:
 # ------------------------------------------------------- lock objects
 
 
-class _Acquirable:
+class _WithStack:
+    """As a context manager: acquire() on entry (what it gives is the
+    `as` target), released on exit. Entries nest per thread."""
+
+    _stack: threading.local
+
+    def acquire(self, *, wait: Any = ...) -> Any:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        held = self.acquire()
+        st = getattr(self._stack, "v", None)
+        if st is None:
+            st = self._stack.v = []
+        st.append(held)
+        return held
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.v.pop().__exit__(*exc)
+
+
+class _Acquirable(_WithStack):
     """A lock to acquire, with its options: acquire() gives a Held, and
     as a context manager it acquires on entry (giving the Held) and
     releases on exit. Entries nest per thread."""
@@ -1105,20 +1131,6 @@ class _Acquirable:
     @property
     def name(self) -> str:
         return _s(self._bname)
-
-    def acquire(self, *, wait: Any = ...) -> Held:
-        raise NotImplementedError
-
-    def __enter__(self) -> Held:
-        held = self.acquire()
-        st = getattr(self._stack, "v", None)
-        if st is None:
-            st = self._stack.v = []
-        st.append(held)
-        return held
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stack.v.pop().__exit__(*exc)
 
     def __repr__(self) -> str:
         return "<dlock.%s %r>" % (type(self).__name__, self.name)
@@ -1269,15 +1281,12 @@ class HeldAll(Sequence[Held]):
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        try:
-            self.release()
-        except DlockError:
-            if exc_type is None:
-                raise
+        _finish(self.release, exc_type)
 
 
-class MultiLock:
-    """Several locks taken all or nothing (Client.lock_all)."""
+class MultiLock(_WithStack):
+    """Several locks taken all or nothing (Client.lock_all): acquire()
+    gives a HeldAll; `with` gives it too and releases them all."""
 
     def __init__(self, client: Client, names: Sequence[Name], *,
                  lease: float = 30.0, wait: Optional[float] = None,
@@ -1337,17 +1346,6 @@ class MultiLock:
             # The first Held carries the key; the others keep a share so
             # that the callback stays while any is held.
         return HeldAll(c, helds)
-
-    def __enter__(self) -> HeldAll:
-        held = self.acquire()
-        st = getattr(self._stack, "v", None)
-        if st is None:
-            st = self._stack.v = []
-        st.append(held)
-        return held
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stack.v.pop().__exit__(*exc)
 
 
 # ---------------------------------------------------------------- election
@@ -1440,13 +1438,8 @@ class Leadership:
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self._ptr is None:
-            return
-        try:
-            self.resign()
-        except DlockError:
-            if exc_type is None:
-                raise
+        if self._ptr is not None:
+            _finish(self.resign, exc_type)
 
     def __del__(self) -> None:
         # No detach for an election: resign, unless the client is gone.

@@ -68,63 +68,39 @@ Number = Union[int, float]
 NO_TIMEOUT_LEASE = 30.0
 
 
-class LockError(_rx.LockError, _errors.DlockError):
+# Each is a dlock.DlockError first (its message, code and name) and the
+# redis-py exception its users catch.
+class LockError(_errors.DlockError, _rx.LockError):
     """redis-py's LockError (also a dlock.DlockError)."""
 
-    def __init__(self, message: str = "") -> None:
-        _rx.LockError.__init__(self, message)
-        self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
-
-class LockNotOwnedError(_rx.LockNotOwnedError, LockError):
+class LockNotOwnedError(LockError, _rx.LockNotOwnedError):
     """redis-py's LockNotOwnedError: the lock is (no longer) ours."""
 
 
-class ConnectionError(_rx.ConnectionError, _errors.DlockError):
+class ConnectionError(_errors.DlockError, _rx.ConnectionError):
     """redis-py's ConnectionError: a server could not be reached."""
 
-    def __init__(self, message: str = "") -> None:
-        _rx.ConnectionError.__init__(self, message)
-        self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
-
-class TimeoutError(_rx.TimeoutError, _errors.DlockError):
+class TimeoutError(_errors.DlockError, _rx.TimeoutError):
     """redis-py's TimeoutError: a server did not answer in time."""
 
-    def __init__(self, message: str = "") -> None:
-        _rx.TimeoutError.__init__(self, message)
-        self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
-
-class AuthenticationError(_rx.AuthenticationError, _errors.DlockError):
+class AuthenticationError(_errors.DlockError, _rx.AuthenticationError):
     """redis-py's AuthenticationError: credentials refused."""
-
-    def __init__(self, message: str = "") -> None:
-        _rx.AuthenticationError.__init__(self, message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _translate(e: _errors.DlockError) -> Exception:
-    """A dlock failure as the redis-py exception its users catch."""
+    """A dlock failure as the redis-py exception its users catch (the
+    library's message, code and name kept)."""
+    cls: Any = LockError
     if isinstance(e, (_errors.ConnectionFailed, _errors.NoQuorum)):
-        return ConnectionError(str(e))
-    if isinstance(e, _errors.ServerTimeout):
-        return TimeoutError(str(e))
-    if isinstance(e, _errors.AuthError):
-        return AuthenticationError(str(e))
-    return LockError(str(e))
+        cls = ConnectionError
+    elif isinstance(e, _errors.ServerTimeout):
+        cls = TimeoutError
+    elif isinstance(e, _errors.AuthError):
+        cls = AuthenticationError
+    return cls(str(e), e.code, e.name)
 
 
 # ------------------------------------------------------------ client pools
@@ -312,8 +288,6 @@ class Lock:
                                    None)
         except (_errors.Busy, _errors.TimedOut):
             return False
-        except _errors.InvalidArgument as e:
-            raise LockError(str(e)) from e
         except _errors.DlockError as e:
             raise _translate(e) from e
         self._pool.taken(key, i)

@@ -434,13 +434,8 @@ def test_fork_child_must_make_its_own_client(client, server, prefix):
         os.write(w, "|".join(out).encode())
         os._exit(0)
     os.close(w)
-    data = b""
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        data += b
-    os.close(r)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
     os.waitpid(pid, 0)
     assert data.decode() == "refused|own client 1"
     with client.lock("job", wait=0):  # the parent's client still works
