@@ -373,7 +373,9 @@ class Client:
         self._calls = 0
         self._closing = False
         # _mu guards _ptr, _calls and _closing; _cv (on _mu) wakes close().
-        self._mu = threading.Lock()
+        # Reentrant: the cyclic GC may run a Held's __del__ (a detach,
+        # which enters here) on a thread that is inside it already.
+        self._mu = threading.RLock()
         self._cv = threading.Condition(self._mu)
         lib = _lib()
         self._lib = lib

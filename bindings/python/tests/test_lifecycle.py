@@ -104,3 +104,25 @@ def test_exit_in_a_forked_child_leaves_the_parents_client(server, prefix):
     assert "child refused: this Client was made before fork()" in out
     assert "child status 0" in out
     assert "parent holds True" in out
+
+
+def test_cyclic_gc_inside_the_client_does_not_deadlock(client):
+    """A Held in a reference cycle is freed by the cyclic GC, which may
+    run inside the client's own bookkeeping on the same thread; its
+    __del__ (a detach) enters that bookkeeping again."""
+    class Box:
+        pass
+    b = Box()
+    b.me = b
+    b.held = client.acquire("job", lease=30)
+    del b
+    done = threading.Event()
+
+    def collect_inside():
+        with client._mu:
+            gc.collect()
+        done.set()
+    t = threading.Thread(target=collect_inside, daemon=True)
+    t.start()
+    assert done.wait(WAIT), "the GC's detach deadlocked on the client"
+    assert client.inspect("job").held  # detached, not released
