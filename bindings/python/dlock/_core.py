@@ -643,7 +643,12 @@ class Client:
         is found lost (watchdog locks); keep it short, do not release
         there. held.lost tells the same without a callback.
         Reentrant per thread: the thread holding NAME gets it again (each
-        acquisition its own Held, each released once)."""
+        acquisition its own Held, each released once).
+
+        A waiting acquire waits inside the library with the GIL released:
+        other threads run, but Ctrl-C (KeyboardInterrupt) is seen only
+        when it returns. Give a finite wait, or call client.cancel() from
+        another thread, where that matters."""
         return Lock(self, name, lease=lease, wait=wait, watchdog=watchdog,
                     on_lost=on_lost)
 
