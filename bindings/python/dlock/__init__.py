@@ -30,6 +30,7 @@ semaphores, read-write locks, several locks at once, leader election.
     lead = client.election("svc").campaign("host:8080")  # blocks to win
     client.fenced_set("data", held.token, b"v")      # dlock.Stale if old
     client.inspect("job"); client.list("job*"); client.check()
+    client.stats(); client.metrics()                  # counters, histograms
 
 Durations are seconds (floats). wait: None waits as long as it takes
 (the default, like threading.Lock), 0 tries once (Busy), t > 0 waits at
@@ -48,10 +49,10 @@ The asyncio API needs libdlock's event-loop interface (issue 32's
 second part) and is not here yet.
 """
 from ._core import (Client, Election, FencedValue, Held, HeldAll,
-                    HolderInfo, LeaderInfo, Leadership, ListEntry, Lock,
-                    LockInfo, MultiLock, ReadLock, RWLock, Semaphore,
-                    SharedHolder, SharedInfo, library_path, library_version,
-                    strerror)
+                    Histogram, HolderInfo, LeaderInfo, Leadership, ListEntry,
+                    Lock, LockInfo, Metrics, MultiLock, ReadLock, RWLock,
+                    Semaphore, SharedHolder, SharedInfo, library_path,
+                    library_version, strerror)
 from ._errors import (AuthError, Busy, Canceled, ConnectionFailed,
                       DlockError, InvalidArgument, LockDelay, Lost, NoQuorum,
                       NotOwner, NotReplicated, OutOfMemory, ProtocolError,
@@ -64,6 +65,7 @@ __all__ = [
     "Client", "Lock", "Semaphore", "RWLock", "ReadLock", "MultiLock",
     "Election", "Leadership", "Held", "HeldAll", "LockInfo", "HolderInfo",
     "ListEntry", "SharedInfo", "SharedHolder", "LeaderInfo", "FencedValue",
+    "Metrics", "Histogram",
     "library_path", "library_version", "strerror",
     "DlockError", "Busy", "TimedOut", "NotOwner", "Lost", "Canceled",
     "Stale", "NoQuorum", "NotReplicated", "LockDelay", "InvalidArgument",

@@ -293,6 +293,28 @@ class LeaderInfo:
 
 
 @dataclass(frozen=True)
+class Histogram:
+    """A latency histogram (Client.metrics): count and sum of the values,
+    and per bucket (upper bound in seconds, inf for the last; values v
+    with previous bound < v <= bound) how many; not cumulative."""
+    count: int
+    sum: float
+    """Seconds."""
+    buckets: List[Tuple[float, int]]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Client.metrics(): the counters of stats() and three histograms:
+    acquire_wait (time in successful acquires, waiting included), hold
+    (acquisition to last release) and renewal (renewal round trips)."""
+    stats: Dict[str, int]
+    acquire_wait: Histogram
+    hold: Histogram
+    renewal: Histogram
+
+
+@dataclass(frozen=True)
 class FencedValue:
     """A fenced value: its bytes (None when the key has none) and the
     highest fencing token the key has seen (0: never written)."""
@@ -626,6 +648,26 @@ class Client:
         finally:
             self._leave()
         return {n: getattr(st, n) for n, _ in _ffi.Stats._fields_}
+
+    def metrics(self) -> Metrics:
+        """A snapshot of the counters and latency histograms, for export
+        to Prometheus or OpenTelemetry (dlock_client_metrics)."""
+        m = _ffi.Metrics()
+        ptr = self._enter()
+        try:
+            self._lib.dlock_client_metrics(ptr, byref(m))
+        finally:
+            self._leave()
+        bounds = [self._lib.dlock_histogram_bound_us(i)
+                  for i in range(_ffi.HIST_BUCKETS)]
+        upper = [b / 1e6 if b >= 0 else float("inf") for b in bounds]
+
+        def hist(h: _ffi.Histogram) -> Histogram:
+            return Histogram(h.count, h.sum_us / 1e6,
+                             list(zip(upper, list(h.bucket))))
+        return Metrics({n: getattr(m.stats, n) for n, _ in
+                        _ffi.Stats._fields_},
+                       hist(m.acquire_wait), hist(m.hold), hist(m.renewal))
 
     # -- acquiring
     def lock(self, name: Name, *, lease: float = 30.0,

@@ -88,6 +88,28 @@ class Stats(Structure):
         "lost", "reconnects")]
 
 
+HIST_BUCKETS = 25
+
+
+class Histogram(Structure):
+    """struct dlock_histogram."""
+    _fields_ = [
+        ("count", c_uint64),
+        ("sum_us", c_uint64),
+        ("bucket", c_uint64 * HIST_BUCKETS),
+    ]
+
+
+class Metrics(Structure):
+    """struct dlock_metrics."""
+    _fields_ = [
+        ("stats", Stats),
+        ("acquire_wait", Histogram),
+        ("hold", Histogram),
+        ("renewal", Histogram),
+    ]
+
+
 class Info(Structure):
     """struct dlock_info."""
     _fields_ = [
@@ -161,6 +183,8 @@ STRUCTS = {
     "dlock_options": Options,
     "dlock_acquire_options": AcquireOptions,
     "dlock_stats": Stats,
+    "dlock_histogram": Histogram,
+    "dlock_metrics": Metrics,
     "dlock_info": Info,
     "dlock_list_entry": ListEntry,
     "dlock_holder": Holder,
@@ -181,6 +205,8 @@ _SIGS = {
     "dlock_client_id": (c_char_p, [_P]),
     "dlock_client_cancel": (None, [_P]),
     "dlock_client_stats": (None, [_P, POINTER(Stats)]),
+    "dlock_client_metrics": (None, [_P, POINTER(Metrics)]),
+    "dlock_histogram_bound_us": (c_int64, [c_int]),
     "dlock_acquire_options_init": (None, [POINTER(AcquireOptions)]),
     "dlock_lock_acquire": (c_int, [_PP, _P, c_char_p, c_int64, c_int64]),
     "dlock_lock_acquire_ex": (c_int, [_PP, _P, c_char_p,

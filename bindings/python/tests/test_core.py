@@ -337,6 +337,12 @@ def test_list_check_topology_stats(server, prefix):
         assert any(c.topology())
         st = c.stats()
         assert st["acquisitions"] >= 2 and set(st) >= {"requests", "lost"}
+        m = c.metrics()
+        assert m.stats["acquisitions"] >= 2
+        assert m.hold.count == 2 == sum(n for _, n in m.hold.buckets)
+        assert m.acquire_wait.count >= 2 and m.acquire_wait.sum > 0
+        assert m.hold.buckets[0][0] == 0.0001
+        assert m.hold.buckets[-1][0] == float("inf")
 
 
 def test_environment_like_the_cli(server, prefix, monkeypatch, rpy):
