@@ -48,7 +48,7 @@ thread: release from the thread that acquired.
 The asyncio API needs libdlock's event-loop interface (issue 32's
 second part) and is not here yet.
 """
-from ._core import (Client, Election, FencedValue, Held, HeldAll,
+from ._core import (Client, Election, Event, FencedValue, Held, HeldAll,
                     Histogram, HolderInfo, LeaderInfo, Leadership, ListEntry,
                     Lock, LockInfo, Metrics, MultiLock, ReadLock, RWLock,
                     Semaphore, SharedHolder, SharedInfo, library_path,
@@ -65,7 +65,7 @@ __all__ = [
     "Client", "Lock", "Semaphore", "RWLock", "ReadLock", "MultiLock",
     "Election", "Leadership", "Held", "HeldAll", "LockInfo", "HolderInfo",
     "ListEntry", "SharedInfo", "SharedHolder", "LeaderInfo", "FencedValue",
-    "Metrics", "Histogram",
+    "Metrics", "Histogram", "Event",
     "library_path", "library_version", "strerror",
     "DlockError", "Busy", "TimedOut", "NotOwner", "Lost", "Canceled",
     "Stale", "NoQuorum", "NotReplicated", "LockDelay", "InvalidArgument",

@@ -293,6 +293,20 @@ class LeaderInfo:
 
 
 @dataclass(frozen=True)
+class Event:
+    """One event of a client (Client(on_event=...)): kind is "acquired",
+    "busy", "waited", "renewed", "lost" or "released"; status the
+    outcome's code (0, or e.g. -2 TIMEDOUT for "waited"); duration in
+    seconds (see dlock.h: time in the call, waited, held, round trip);
+    token the fencing token (0 when none)."""
+    kind: str
+    name: str
+    status: int
+    duration: float
+    token: int
+
+
+@dataclass(frozen=True)
 class Histogram:
     """A latency histogram (Client.metrics): count and sum of the values,
     and per bucket (upper bound in seconds, inf for the last; values v
@@ -325,6 +339,8 @@ class FencedValue:
 # --------------------------------------------------------------- client
 
 _clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+# Event callbacks of C clients left running (a close that gave up).
+_kept_alive: List[Any] = []
 
 _WAIT_STRATEGIES = {"notify": 0, "spin": 1, "fair": 2}
 # A number of seconds as the tool takes it (fullmatch).
@@ -347,6 +363,12 @@ class Client:
     DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT and DLOCK_LOCK_DELAY
     (seconds), DLOCK_SENTINEL_USER, DLOCK_SENTINEL_PASSWORD. Durations are
     seconds (floats). wait_strategy: "fair" (default), "notify" or "spin".
+
+    on_event(event): called with an Event for every acquisition, busy
+    answer, given-up wait, renewal, loss and release of this client, on
+    the thread where it happens (the acquiring or releasing thread, the
+    watchdog's for renewals and losses). Keep it short; it must not
+    acquire or release locks of this client.
 
     Connections are made on first use. Close the client (close(), or use
     it as a context manager) when done; locks still held are then left
@@ -376,6 +398,7 @@ class Client:
                  lock_delay: Optional[float] = None,
                  holder_info: bool = False,
                  holder_label: Optional[str] = None,
+                 on_event: Optional[Callable[["Event"], Any]] = None,
                  env: bool = True) -> None:
         self._ptr: Optional[int] = None
         self._gen = _fork_gen
@@ -391,8 +414,9 @@ class Client:
             sentinel_password=sentinel_password, wait_replicas=wait_replicas,
             wait_replicas_timeout=wait_replicas_timeout,
             lock_delay=lock_delay, holder_info=holder_info,
-            holder_label=holder_label, env=env)
+            holder_label=holder_label, on_event=on_event, env=env)
         self._calls = 0
+        self._event_cb: Any = None
         self._closing = False
         # _mu guards _ptr, _calls and _closing; _cv (on _mu) wakes close().
         # Reentrant: the cyclic GC may run a Held's __del__ (a detach,
@@ -490,6 +514,18 @@ class Client:
             o.lock_delay_ms = _ms(lock_delay, "lock_delay", False)
         o.holder_info = int(bool(holder_info))
         o.holder_label = cstr(holder_label)
+        if on_event is not None:
+            if not callable(on_event):
+                raise TypeError("on_event must be callable")
+            names = {t: _s(lib.dlock_event_name(t)) for t in range(1, 7)}
+
+            def tramp(ev: Any, _ud: Any) -> None:
+                e = ev.contents
+                on_event(Event(names.get(e.type, "unknown"), _s(e.name),
+                               e.status, e.duration_us / 1e6, e.token))
+            # Kept by the client until the C client is freed.
+            self._event_cb = _ffi.EVENT_CB(tramp)
+            o.on_event = self._event_cb
 
         out = c_void_p()
         err = ctypes.create_string_buffer(512)
@@ -590,7 +626,10 @@ class Client:
                 self._cv.wait(0.05)
                 waited += 0.05
                 if limit is not None and waited > limit:
-                    return False  # leave it: a call is stuck inside
+                    # Leave it: a call is stuck inside. Its event
+                    # callback must outlive this object then.
+                    _kept_alive.append(self._event_cb)
+                    return False
             self._ptr = None
         _clients.discard(self)
         self._lib.dlock_client_free(ptr)

@@ -29,6 +29,21 @@ VALUE_MAX = 1024
 RW_PREFER_READERS = 0x1
 
 
+class Event(Structure):
+    """struct dlock_event."""
+    _fields_ = [
+        ("type", c_int),
+        ("name", c_char_p),
+        ("status", c_int),
+        ("duration_us", c_int64),
+        ("token", c_uint64),
+    ]
+
+
+# void (*dlock_event_cb)(const dlock_event *ev, void *userdata)
+EVENT_CB = ctypes.CFUNCTYPE(None, POINTER(Event), c_void_p)
+
+
 class Options(Structure):
     """struct dlock_options."""
     _fields_ = [
@@ -60,7 +75,7 @@ class Options(Structure):
         ("holder_info", c_int),
         ("holder_label", c_char_p),
         ("holder_pid", c_int64),
-        ("on_event", c_void_p),
+        ("on_event", EVENT_CB),
         ("on_event_userdata", c_void_p),
     ]
 
@@ -181,6 +196,7 @@ class LeaderInfo(Structure):
 
 STRUCTS = {
     "dlock_options": Options,
+    "dlock_event": Event,
     "dlock_acquire_options": AcquireOptions,
     "dlock_stats": Stats,
     "dlock_histogram": Histogram,
@@ -198,6 +214,7 @@ _SIGS = {
     "dlock_strerror": (c_char_p, [c_int]),
     "dlock_status_name": (c_char_p, [c_int]),
     "dlock_version": (c_char_p, []),
+    "dlock_event_name": (c_char_p, [c_int]),
     "dlock_options_init": (None, [POINTER(Options)]),
     "dlock_client_new": (c_int, [_PP, POINTER(Options), c_char_p, c_size_t]),
     "dlock_client_free": (None, [_P]),

@@ -456,3 +456,18 @@ def test_help_is_useful():
     assert dlock.library_version()
     assert os.path.exists(dlock.library_path()) or \
         "libdlock" in dlock.library_path()
+
+
+def test_events(server, prefix):
+    seen = []
+    with dlock.Client(server.url, prefix=prefix, env=False,
+                      on_event=seen.append) as c:
+        with c.lock("job") as h:
+            token = h.token
+            assert isinstance(in_thread(lambda: c.acquire("job", wait=0))
+                              ["e"], dlock.Busy)
+        kinds = [(e.kind, e.name) for e in seen]
+        assert kinds == [("acquired", "job"), ("busy", "job"),
+                         ("released", "job")]
+        assert seen[0].token == token and seen[2].status == 0
+        assert seen[2].duration >= 0
