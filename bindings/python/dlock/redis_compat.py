@@ -249,7 +249,17 @@ class Lock:
                            else SimpleNamespace())
         self.local.token = None
         self._bname = _core._b(name)
-        self._pool = _pool_for(redis)
+        self._pool_of: Optional[_Pool] = _pool_for(redis)
+        self._pool_gen = _core._fork_gen
+
+    @property
+    def _pool(self) -> _Pool:
+        """The clients to take the lock through: after a fork() those of
+        the child (made there), as redis-py's Lock reconnects there."""
+        if self._pool_gen != _core._fork_gen or self._pool_of is None:
+            self._pool_of = _pool_for(self.redis)
+            self._pool_gen = _core._fork_gen
+        return self._pool_of
 
     def __enter__(self) -> "Lock":
         if self.acquire():

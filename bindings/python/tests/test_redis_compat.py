@@ -239,3 +239,29 @@ def test_second_owner_made_like_the_dlock_client(client, name):
     assert a.acquire()
     assert not Lock(client, name, timeout=5).acquire(blocking=False)
     a.release()
+
+
+def test_lock_made_before_fork_works_in_the_child(server, name):
+    """redis-py's Lock reconnects in a forked child; so does this one
+    (with clients of the child's own)."""
+    import os
+    a = Lock(server.url, name, timeout=5)
+    assert a.acquire()
+    a.release()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = a.acquire(blocking=False)
+            a.release()
+            os.write(w, b"ok" if ok else b"not acquired")
+        except BaseException as e:  # noqa: B902 - reported to the parent
+            os.write(w, repr(e).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    assert out == b"ok"
+    assert a.acquire(blocking=False)  # the parent's clients still work
+    a.release()
