@@ -6,8 +6,9 @@
 --
 -- KEYS[1]  the lock hash <prefix>:{<name>}: a writer's owner id -> depth;
 --          '#r' while readers hold it; '#w' = server ms until which a
---          waiting writer keeps new readers out. Its TTL covers the
---          longest reader lease.
+--          waiting writer keeps new readers out. Its TTL is the longest
+--          live reader's lease left (rw_cover.luainc): an expired reader
+--          never keeps a writer out.
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f: n = last token (shared by
 --          readers and writers, so a resource can order them),
 --          t:<owner> = a reader's token
@@ -28,6 +29,7 @@
 --                  pttl = ms until its lease or mark runs out
 --   {-3, kind}     the name is a semaphore (or another Redis type)
 --@include next_token.luainc
+--@include rw_cover.luainc
 local owner = ARGV[1]
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'hash' then
@@ -48,14 +50,10 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], string.format('%d', -now), '(0')
 
 local lease = tonumber(ARGV[2])
--- The hash and the readers' set outlive every reader's lease.
+-- The hash lives as long as the longest live reader, the readers' set
+-- 60 s more.
 local function cover()
-    if redis.call('PTTL', KEYS[1]) < lease then
-        redis.call('PEXPIRE', KEYS[1], lease)
-    end
-    if redis.call('PTTL', KEYS[3]) < lease + 60000 then
-        redis.call('PEXPIRE', KEYS[3], lease + 60000)
-    end
+    rw_cover(KEYS[1], KEYS[3], now)
 end
 
 local mine = redis.call('ZSCORE', KEYS[3], owner)

@@ -235,6 +235,36 @@ static void test_reader_crash(void **state)
     dlock_client_free(c);
 }
 
+/* Issue 29 item 2: the lock is the writers' as soon as the last live
+ * reader's lease has ended, however long a lease an earlier reader took
+ * (the hash kept the longest lease any reader ever had). Readers without
+ * renewal: a long one that leaves, a short one that lapses. */
+static void test_expired_reader_frees(void **state)
+{
+    dlock_client *c = client(), *wc = client();
+    dlock_lock *r1, *r2, *w;
+    dlock_acquire_options o = opts(0, 30000, 0);
+    int64_t t0;
+    (void)state;
+    assert_int_equal(dlock_rw_acquire_shared(&r1, c, "rw:lapse", 0, &o),
+                     DLOCK_OK);
+    o.lease_ms = 300;
+    assert_int_equal(dlock_rw_acquire_shared(&r2, c, "rw:lapse", 0, &o),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    t0 = th_now_ms();
+    while (th_shared_info(c, "rw:lapse").holders > 0 &&
+           th_now_ms() - t0 < 10000)
+        th_sleep_ms(10);
+    assert_int_equal(th_shared_info(c, "rw:lapse").holders, 0);
+    /* No live reader: a writer's try gets in at once. */
+    assert_int_equal(wr(&w, wc, "rw:lapse", 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r2), DLOCK_NOT_OWNER);
+    dlock_client_free(wc);
+    dlock_client_free(c);
+}
+
 static void on_lost(dlock_lock *l, void *ud)
 {
     (void)l;
@@ -402,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_downgrade_upgrade),
         cmocka_unit_test(test_reader_crash),
         cmocka_unit_test(test_reader_renew_lost),
+        cmocka_unit_test(test_expired_reader_frees),
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_checker),
     };
