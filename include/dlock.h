@@ -777,9 +777,9 @@ DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
  * Acquire the read-write lock NAME shared (as a reader). Readers hold it
  * together; a writer is whoever holds NAME with dlock_lock_acquire(),
  * which waits for the readers to leave. Writer preference by default: a
- * waiting writer keeps new readers out until it has had the lock (a
- * writer that died while waiting keeps them out at most the readers'
- * longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
+ * waiting writer keeps new readers out until it has had the lock or
+ * given up (a writer that died while waiting keeps them out at most the
+ * readers' longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
  * regardless (writers may then starve). A thread that reads NAME already
  * always gets in (waiting for the writer would deadlock it). Every reader
  * gets a fencing token from the same sequence as the writers', so a

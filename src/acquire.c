@@ -21,6 +21,7 @@
 #include "holder.h"
 #include "lock.h"
 #include "notify.h"
+#include "rw_leave.h"
 #include "watchdog.h"
 #include "withdraw.h"
 
@@ -714,6 +715,8 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         rc = x.outage_rc; /* its message is the thread's: say the cause */
     if (x.strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
         rc = fair_leave(c, h, rc);
+    if (rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED)
+        dlock__rw_leave(c, h); /* a waiting writer's mark goes with it */
     dlock__notify_end(x.w);
     if (rc == DLOCK_OK && (x.polling || atomic_load(&c->nopub)))
         *warn = 1;

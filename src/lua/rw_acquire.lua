@@ -6,7 +6,8 @@
 --
 -- KEYS[1]  the lock hash <prefix>:{<name>}: a writer's owner id -> depth;
 --          '#r' while readers hold it; '#w' = server ms until which a
---          waiting writer keeps new readers out. Its TTL is the longest
+--          waiting writer keeps new readers out (the latest of the
+--          writers' own marks '#w:<owner>', see rw_leave.lua). Its TTL is the longest
 --          live reader's lease left (rw_cover.luainc): an expired reader
 --          never keeps a writer out.
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f: n = last token (shared by
@@ -77,7 +78,7 @@ if mark > now and ARGV[5] ~= '1' then
     return {0, pttl}
 end
 if mark > 0 and mark <= now then
-    redis.call('HDEL', KEYS[1], '#w')
+    rw_unmark(KEYS[1])
 end
 
 local want = next_token(t, tonumber(ARGV[4] or '0'))

@@ -47,7 +47,7 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
     redis.call('HDEL', KEYS[1], '#r')
     local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
     if mark <= now then
-        redis.call('HDEL', KEYS[1], '#w')
+        rw_unmark(KEYS[1])
     end
     redis.call('PUBLISH', ARGV[2], 'r ' .. ARGV[3])
     local head = KEYS[4] and redis.call('ZRANGE', KEYS[4], 0, 0)[1]

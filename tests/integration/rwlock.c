@@ -162,6 +162,54 @@ static void test_writer_preference(void **state)
     dlock_client_free(a);
 }
 
+/* Issue 29 item 12: a writer that gives up (its wait runs out) takes its
+ * mark with it: new readers get in at once, not after the readers' lease
+ * + 1 s. Another writer still waiting keeps them out. Both waiting
+ * strategies: notify (the plain waiting writer) and fair (queued). */
+static void writer_leaves(int strategy, const char *name)
+{
+    dlock_client *a = client(), *b = client(), *wc = client();
+    dlock_client *wf = fixture_client(strategy, 0, 0);
+    dlock_lock *r1, *r2, *w;
+    th_waiter w2 = waiter_of(wc, name, 1, 0);
+    int64_t t0;
+    assert_int_equal(rd(&r1, a, name, 0, 0), DLOCK_OK);
+    /* A lone writer gives up: its mark goes with it. */
+    assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
+    assert_int_equal(writer_mark(a, name), 0);
+    assert_int_equal(rd(&r2, b, name, 0, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
+    /* Another writer waits: one giving up leaves that one's mark. */
+    assert_int_equal(th_waiter_start(&w2), 0);
+    t0 = th_now_ms();
+    while (writer_mark(a, name) <= 0 && th_now_ms() - t0 < 10000)
+        th_sleep_ms(5);
+    assert_true(writer_mark(a, name) > 0);
+    assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
+    assert_true(writer_mark(a, name) > 0);
+    assert_int_equal(rd(&r2, b, name, 0, 0), DLOCK_BUSY);
+    assert_int_equal(atomic_load(&w2.got), 0);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    th_waiter_join(&w2);
+    assert_int_equal(w2.rc, DLOCK_OK);
+    dlock_client_free(wf);
+    dlock_client_free(wc);
+    dlock_client_free(b);
+    dlock_client_free(a);
+}
+
+static void test_writer_leaves_notify(void **state)
+{
+    (void)state;
+    writer_leaves(DLOCK_WAIT_NOTIFY, "rw:leave:n");
+}
+
+static void test_writer_leaves_fair(void **state)
+{
+    (void)state;
+    writer_leaves(DLOCK_WAIT_FAIR, "rw:leave:f");
+}
+
 /* Downgrade: the writer becomes a reader in one step; a waiting reader
  * gets in at once; a writer still waits. Upgrade is refused. */
 static void test_downgrade_upgrade(void **state)
@@ -429,6 +477,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusion),
         cmocka_unit_test(test_writer_preference),
+        cmocka_unit_test(test_writer_leaves_notify),
+        cmocka_unit_test(test_writer_leaves_fair),
         cmocka_unit_test(test_downgrade_upgrade),
         cmocka_unit_test(test_reader_crash),
         cmocka_unit_test(test_reader_renew_lost),
