@@ -254,7 +254,8 @@ typedef struct dlock_options {
      * fenced set; also a semaphore permit's or a reader's acquire, a
      * downgrade) is followed, in the same round trip, by WAIT
      * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
-     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first); a lock
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first, and so
+     * is an extend's extension, unless the watchdog renews it); a lock
      * (or permit) handed over by a fair release is confirmed the same way
      * before the acquire returns. In a Redis Cluster, WAIT runs on the
      * master of the lock's slot. Default 0 (no WAIT);
@@ -411,7 +412,9 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
- * remaining validity. */
+ * remaining validity. DLOCK_NOT_REPLICATED (wait_replicas): the
+ * extension is given back, the lease is what it was (a lock the watchdog
+ * renews gets its lease at the next renewal). */
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every

@@ -16,6 +16,7 @@
 
 #include "cluster_batch.h"
 #include "core.h"
+#include "extend_back.h"
 #include "held.h"
 #include "holder.h"
 #include "lock.h"
@@ -784,6 +785,8 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
     } else if (ok == DLOCK_NOT_OWNER) {
         dlock__set_error(c, ok, "extend %s: not the owner (expired or taken)",
                          h->k.name);
+    } else if (ok == DLOCK_NOT_REPLICATED) {
+        dlock__extend_give_back(c, h); /* the old lease, not this one */
     }
     return ok;
 }

@@ -115,6 +115,29 @@ expect_status 0 "a waiter gets the lock when the holder exits" \
     "$DLOCK_BIN" run -s "$CURL" -w 20 cl-w -- true
 wait_pid "$holder" 30
 
+# ---- issue 29 item 13: a failed extend --wait-replicas gives its
+# extension back (the master of the slot keeps the lease it had).
+"$DLOCK_BIN" acquire -s "$CURL" -l 60 cl-ext >"$T/eowner" 2>"$T/acq.err" ||
+    fail "dlock acquire cl-ext: $(cat "$T/acq.err")"
+em=$(key_port 'dlock:{cl-ext}')
+er=$(topo_cluster_replica_port "$em")
+erpid=''
+for i in "${!TOPO_CLUSTER_PORTS[@]}"; do
+    [ "${TOPO_CLUSTER_PORTS[$i]}" = "$er" ] &&
+        erpid=$(cat "${TOPO_CLUSTER_DIRS[$i]}/redis.pid")
+done
+check "found the replica of cl-ext's master" [ -n "$erpid" ]
+kill -STOP "$erpid"
+expect_status 69 "extend --wait-replicas 1 with the slot's replica stopped" \
+    "$DLOCK_BIN" extend -s "$CURL" --wait-replicas 1 \
+    --wait-replicas-timeout 0.3 -l 900 --owner "$(cut -d' ' -f1 "$T/eowner")" \
+    cl-ext
+kill -CONT "$erpid"
+check "extend says too few replicas" file_has "$T/err" "too few replicas"
+ettl=$(rcli "$em" PTTL 'dlock:{cl-ext}')
+check "the extension was given back (PTTL $ettl ms, at most 60 s)" \
+    test "$ettl" -gt 0 -a "$ettl" -le 60000
+
 # ---- bad input and bad states
 expect_status 64 "a malformed cluster URL" \
     "$DLOCK_BIN" run -s "redis+cluster://127.0.0.1:1,,x" k -- true
