@@ -592,7 +592,8 @@ DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
  * Check a caller's fencing token against the lock NAME now, for a resource
  * outside Redis that must verify who may act (Chubby's CheckSequencer,
  * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
- * token of its current hold (with Redlock: on a majority of the servers);
+ * token of its current hold, or of one of its live readers or semaphore
+ * permits (each has its own; with Redlock: on a majority of the servers);
  * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
  * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
  * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad

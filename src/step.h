@@ -43,7 +43,8 @@
     X(ELECT_LEADER, elect_leader)                                              \
     X(FENCED_READ, fenced_read)                                                \
     X(RW_LEAVE, rw_leave)                                                      \
-    X(EXTEND_BACK, extend_back)
+    X(EXTEND_BACK, extend_back)                                                \
+    X(CHECK, check)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
