@@ -766,7 +766,9 @@ DLOCK_EXPORT int dlock_sem_acquire(dlock_lock **out, dlock_client *client,
  * Set the limit of semaphore NAME to LIMIT (1 to DLOCK_SEM_LIMIT_MAX),
  * creating it if NAME is unused. A raised limit passes the new permits
  * to waiters at once; holders above a lowered limit keep their permits,
- * and new ones are granted only below it. The previous limit is stored in
+ * and new ones are granted only below it. Acquires waiting meanwhile
+ * (with the old limit) wait on under the new one: the next free permit
+ * is theirs in turn; only a new acquire with another limit is refused. The previous limit is stored in
  * *old_limit when not NULL (0: there was none). Returns DLOCK_OK,
  * DLOCK_EINVAL (bad limit, NAME used as a lock, several servers) or an
  * error class.

@@ -43,8 +43,11 @@
  * and refreshes at a third of it (as the fair lock's waiters). */
 #define WAITER_TTL_MS 3000
 
-/* Modes of sem_acquire.lua. */
+/* Modes of sem_acquire.lua; SEM_WAITING is or-ed in for a waiting
+ * acquire's later attempts (its ARGV[9]: it waits under the limit stored
+ * now, also when that changed while it waited). */
 enum { SEM_TRY = 0, SEM_FIFO_TRY = 1, SEM_QUEUE = 2, SEM_FIFO_QUEUE = 3 };
+#define SEM_WAITING 4
 
 /* What is asked for. */
 typedef struct want {
@@ -81,10 +84,12 @@ static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, w->lease_ms);
         dlock__cmd_arg_i64(b, w->limit);
         dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-        dlock__cmd_arg_i64(b, mode);
+        dlock__cmd_arg_i64(b, mode & ~SEM_WAITING);
         dlock__cmd_arg_i64(b, WAITER_TTL_MS);
         dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
         dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+        if (mode & SEM_WAITING)
+            dlock__cmd_arg(b, "1", 1);
         dlock__cmd_durable(c, &b->cmd);
         return;
     }
@@ -454,7 +459,7 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
              * sent, or is older than the token it reports (nbusy). */
             dlock__notify_handoff_reset(x.sub);
         x.sent = dlock__now_ms();
-        rc = attempt(c, h, w, mode, g);
+        rc = attempt(c, h, w, mode | SEM_WAITING, g);
         if (rc == DLOCK_LOCK_DELAY) { /* wait it out, as a lock does */
             x.pttl = g->pttl;
             rc = sleep_delay(&x);
