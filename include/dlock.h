@@ -727,6 +727,9 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * read-write lock), or a semaphore. Using a name as the other kind is
  * refused with DLOCK_EINVAL ("... is a semaphore", "... is a lock") for
  * as long as the servers remember the name (7 days after its last use).
+ * A name whose key holds a value dlock did not write (another tool's) is
+ * refused with DLOCK_EINVAL too ("... not dlock's", naming its Redis
+ * type), and the value is left as it is.
  */
 
 /* The largest semaphore limit. */

@@ -34,6 +34,7 @@
 #include "cluster_delay.h"
 #include "core.h"
 #include "held.h"
+#include "kind.h"
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
@@ -133,12 +134,16 @@ static int refusal(dlock_client *c, const dlock__held *h, const want *w,
                                     "(dlock_sem_set_limit, dlock limit)",
                                     h->k.name, dlock__elem_int(r, 1), w->limit);
         if (r->element[0]->integer == -3 &&
-            r->element[1]->type == REDIS_REPLY_STRING)
+            r->element[1]->type == REDIS_REPLY_STRING) {
+            const char *what =
+                w->kind == DLOCK__KIND_PERMIT ? "semaphore" : "read-write lock";
+            const char *is = r->element[1]->str;
+            if (strcmp(is, "lock") != 0 && strcmp(is, "semaphore") != 0)
+                /* A Redis type: a value dlock did not write. */
+                return dlock__foreign_error(c, what, h->k.name, is);
             return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
-                                    h->k.name, r->element[1]->str,
-                                    w->kind == DLOCK__KIND_PERMIT
-                                        ? "semaphore"
-                                        : "read-write lock");
+                                    h->k.name, is, what);
+        }
     }
     return DLOCK_OK;
 }

@@ -28,13 +28,19 @@
 --   {1, token, 1}  acquired (also a retry of an applied acquire)
 --   {0, pttl}      a writer holds it, or a writer waits (ARGV[5] '0'):
 --                  pttl = ms until its lease or mark runs out
---   {-3, kind}     the name is a semaphore (or another Redis type)
+--   {-3, kind}     the name is a semaphore, or its key holds a value
+--                  dlock did not write (kind: its Redis type)
 --@include next_token.luainc
 --@include rw_cover.luainc
 local owner = ARGV[1]
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'hash' then
-    return {-3, ty == 'zset' and 'semaphore' or ty}
+    -- A semaphore's zset has its limit member '#'; any other value is
+    -- not dlock's (its Redis type is returned).
+    if ty == 'zset' and redis.call('ZSCORE', KEYS[1], '#') then
+        ty = 'semaphore'
+    end
+    return {-3, ty}
 end
 if redis.call('HGET', KEYS[2], 'k') == 's' then
     return {-3, 'semaphore'}

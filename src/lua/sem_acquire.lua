@@ -40,8 +40,10 @@
 --                   have confirmed it), so the waiter must not take it
 --   {-2, limit}     the semaphore exists with another limit: nothing done
 --                   (never to a waiter, ARGV[9], or a holder)
---   {-3, kind}      the name is used by another kind of lock ('lock' or a
---                   Redis type name): nothing done
+--   {-3, kind}      the name is used by another kind of lock ('lock'), or
+--                   its key holds a value dlock did not write (a Redis
+--                   type name: a zset without the limit member too):
+--                   nothing done
 --
 -- Free permits left over are given to live queued waiters: FIFO modes hand
 -- them over (the waiter becomes a holder with the handoff lease and a
@@ -56,6 +58,9 @@ local fifo = mode == '1' or mode == '3'
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'zset' then
     return {-3, ty == 'hash' and 'lock' or ty}
+end
+if ty == 'zset' and not redis.call('ZSCORE', KEYS[1], '#') then
+    return {-3, 'zset'} -- no limit member: a zset dlock did not write
 end
 local kind = redis.call('HGET', KEYS[2], 'k')
 if kind ~= 's' and redis.call('EXISTS', KEYS[2]) == 1 then
