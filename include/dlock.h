@@ -372,7 +372,8 @@ typedef struct dlock_acquire_options {
 DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
 
 /*
- * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL).
+ * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL; in a Redis
+ * Cluster not beginning with '}', DLOCK_EINVAL: see libdlock(3)).
  * Returns DLOCK_OK with *out set, or: DLOCK_BUSY (wait_ms == 0 and the
  * lock is held), DLOCK_TIMEDOUT (waited wait_ms), DLOCK_CANCELED,
  * DLOCK_NOT_OWNER (a reentrant acquire found our earlier hold expired),

@@ -45,6 +45,14 @@ check "says what is wrong" file_has "$T/err" "bad port"
 expect_status 64 "an unknown master name" \
     "$DLOCK_BIN" run -s "redis+sentinel://127.0.0.1:${TOPO_SENTINEL_PORTS[0]}/nosuch" -n sk -- true
 check "says no sentinel knows it" file_has "$T/err" "no sentinel knows a master"
+# Issue 29 item 16: a redis+cluster:// seed that is a sentinel: a usage
+# error saying what to write (before: 69 after ~2 s, "CLUSTER SHARDS: ERR
+# unknown command").
+expect_status 64 "a redis+cluster:// seed that is a sentinel" \
+    "$DLOCK_BIN" run -s "redis+cluster://127.0.0.1:${TOPO_SENTINEL_PORTS[0]}" \
+    -n sk -- true
+check "says it is a sentinel and what to use" \
+    file_has "$T/err" "is a Redis Sentinel.*redis+sentinel://"
 expect_status 64 "--wait-replicas not a number" \
     "$DLOCK_BIN" run -s "$S" --wait-replicas x -n sk -- true
 
