@@ -88,11 +88,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     char relid[64];
     size_t n;
 
-    /* "<client id>:<n>": the same on every node for this request. */
-    memcpy(relid, c->idhex, 32);
-    relid[32] = ':';
-    n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    relid[n] = '\0';
+    n = dlock__request_id(c, relid);
     if (k->kind != DLOCK__KIND_LOCK) {
         shared_release_cmd(&b, c, k, owner, relid, n);
         b.cmd.eval = eval;

@@ -5,7 +5,6 @@
 
 #include "rw_leave.h"
 #include "step.h"
-#include "util.h"
 
 /* See rw_leave.h. */
 void dlock__rw_leave(dlock_client *c, const dlock__held *h)
@@ -15,10 +14,7 @@ void dlock__rw_leave(dlock_client *c, const dlock__held *h)
     char id[64];
     size_t n;
 
-    /* "<client id>:<n>", as a release's id: readers woken by it. */
-    memcpy(id, c->idhex, 32);
-    id[32] = ':';
-    n = 33 + dlock__fmt_u64(id + 33, atomic_fetch_add(&c->release_seq, 1));
+    n = dlock__request_id(c, id); /* as a release's: readers woken by it */
     dlock__cmd_begin(&b, DLOCK__S_RW_LEAVE);
     dlock__cmd_key(&b, h->k.key, h->k.keylen);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));

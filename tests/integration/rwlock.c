@@ -125,6 +125,15 @@ static int64_t writer_mark(dlock_client *c, const char *name)
     return th_shared_info(c, name).writer_waiting_ms;
 }
 
+/* Wait (up to 10 s) until a waiting writer has marked NAME. */
+static void await_mark(dlock_client *c, const char *name)
+{
+    int64_t t0 = th_now_ms();
+    while (writer_mark(c, name) <= 0 && th_now_ms() - t0 < 10000)
+        th_sleep_ms(5);
+    assert_true(writer_mark(c, name) > 0);
+}
+
 /* Writer preference: a waiting writer keeps new readers out (a reader
  * preferring readers gets in, and so does a thread that reads already);
  * when the readers leave, the writer goes first. */
@@ -133,14 +142,10 @@ static void test_writer_preference(void **state)
     dlock_client *a = client(), *b = client(), *wc = client();
     dlock_lock *r1, *r2, *r3;
     th_waiter w = waiter_of(wc, "rw:pref", 1, 200);
-    int64_t t0;
     (void)state;
     assert_int_equal(rd(&r1, a, "rw:pref", 0, 0), DLOCK_OK);
     assert_int_equal(th_waiter_start(&w), 0);
-    t0 = th_now_ms();
-    while (writer_mark(a, "rw:pref") <= 0 && th_now_ms() - t0 < 10000)
-        th_sleep_ms(5);
-    assert_true(writer_mark(a, "rw:pref") > 0);
+    await_mark(a, "rw:pref");
     assert_int_equal(rd(&r2, b, "rw:pref", 0, 0), DLOCK_BUSY);
     assert_int_equal(rd(&r2, b, "rw:pref", DLOCK_RW_PREFER_READERS, 0),
                      DLOCK_OK);
@@ -172,7 +177,6 @@ static void writer_leaves(int strategy, const char *name)
     dlock_client *wf = fixture_client(strategy, 0, 0);
     dlock_lock *r1, *r2, *w;
     th_waiter w2 = waiter_of(wc, name, 1, 0);
-    int64_t t0;
     assert_int_equal(rd(&r1, a, name, 0, 0), DLOCK_OK);
     /* A lone writer gives up: its mark goes with it. */
     assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
@@ -181,10 +185,7 @@ static void writer_leaves(int strategy, const char *name)
     assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
     /* Another writer waits: one giving up leaves that one's mark. */
     assert_int_equal(th_waiter_start(&w2), 0);
-    t0 = th_now_ms();
-    while (writer_mark(a, name) <= 0 && th_now_ms() - t0 < 10000)
-        th_sleep_ms(5);
-    assert_true(writer_mark(a, name) > 0);
+    await_mark(a, name);
     assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
     assert_true(writer_mark(a, name) > 0);
     assert_int_equal(rd(&r2, b, name, 0, 0), DLOCK_BUSY);
