@@ -255,7 +255,8 @@ typedef struct dlock_options {
      * fenced set; also a semaphore permit's or a reader's acquire, a
      * downgrade) is followed, in the same round trip, by WAIT
      * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
-     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first); a lock
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first, and so
+     * is an extend's extension, unless the watchdog renews it); a lock
      * (or permit) handed over by a fair release is confirmed the same way
      * before the acquire returns. In a Redis Cluster, WAIT runs on the
      * master of the lock's slot. Default 0 (no WAIT);
@@ -372,7 +373,8 @@ typedef struct dlock_acquire_options {
 DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
 
 /*
- * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL).
+ * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL; in a Redis
+ * Cluster not beginning with '}', DLOCK_EINVAL: see libdlock(3)).
  * Returns DLOCK_OK with *out set, or: DLOCK_BUSY (wait_ms == 0 and the
  * lock is held), DLOCK_TIMEDOUT (waited wait_ms), DLOCK_CANCELED,
  * DLOCK_NOT_OWNER (a reentrant acquire found our earlier hold expired),
@@ -412,7 +414,9 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
- * remaining validity. */
+ * remaining validity. DLOCK_NOT_REPLICATED (wait_replicas): the
+ * extension is given back, the lease is what it was (a lock the watchdog
+ * renews gets its lease at the next renewal). */
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every
@@ -591,7 +595,8 @@ DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
  * Check a caller's fencing token against the lock NAME now, for a resource
  * outside Redis that must verify who may act (Chubby's CheckSequencer,
  * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
- * token of its current hold (with Redlock: on a majority of the servers);
+ * token of its current hold, or of one of its live readers or semaphore
+ * permits (each has its own; with Redlock: on a majority of the servers);
  * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
  * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
  * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
@@ -725,6 +730,9 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * read-write lock), or a semaphore. Using a name as the other kind is
  * refused with DLOCK_EINVAL ("... is a semaphore", "... is a lock") for
  * as long as the servers remember the name (7 days after its last use).
+ * A name whose key holds a value dlock did not write (another tool's) is
+ * refused with DLOCK_EINVAL too ("... not dlock's", naming its Redis
+ * type), and the value is left as it is.
  */
 
 /* The largest semaphore limit. */
@@ -764,7 +772,9 @@ DLOCK_EXPORT int dlock_sem_acquire(dlock_lock **out, dlock_client *client,
  * Set the limit of semaphore NAME to LIMIT (1 to DLOCK_SEM_LIMIT_MAX),
  * creating it if NAME is unused. A raised limit passes the new permits
  * to waiters at once; holders above a lowered limit keep their permits,
- * and new ones are granted only below it. The previous limit is stored in
+ * and new ones are granted only below it. Acquires waiting meanwhile
+ * (with the old limit) wait on under the new one: the next free permit
+ * is theirs in turn; only a new acquire with another limit is refused. The previous limit is stored in
  * *old_limit when not NULL (0: there was none). Returns DLOCK_OK,
  * DLOCK_EINVAL (bad limit, NAME used as a lock, several servers) or an
  * error class.
@@ -779,9 +789,9 @@ DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
  * Acquire the read-write lock NAME shared (as a reader). Readers hold it
  * together; a writer is whoever holds NAME with dlock_lock_acquire(),
  * which waits for the readers to leave. Writer preference by default: a
- * waiting writer keeps new readers out until it has had the lock (a
- * writer that died while waiting keeps them out at most the readers'
- * longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
+ * waiting writer keeps new readers out until it has had the lock or
+ * given up (a writer that died while waiting keeps them out at most the
+ * readers' longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
  * regardless (writers may then starve). A thread that reads NAME already
  * always gets in (waiting for the writer would deadlock it). Every reader
  * gets a fencing token from the same sequence as the writers', so a

@@ -16,6 +16,7 @@
 
 #include "cluster_batch.h"
 #include "core.h"
+#include "extend_back.h"
 #include "held.h"
 #include "holder.h"
 #include "lock.h"
@@ -87,11 +88,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     char relid[64];
     size_t n;
 
-    /* "<client id>:<n>": the same on every node for this request. */
-    memcpy(relid, c->idhex, 32);
-    relid[32] = ':';
-    n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    relid[n] = '\0';
+    n = dlock__request_id(c, relid);
     if (k->kind != DLOCK__KIND_LOCK) {
         shared_release_cmd(&b, c, k, owner, relid, n);
         b.cmd.eval = eval;
@@ -784,6 +781,8 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
     } else if (ok == DLOCK_NOT_OWNER) {
         dlock__set_error(c, ok, "extend %s: not the owner (expired or taken)",
                          h->k.name);
+    } else if (ok == DLOCK_NOT_REPLICATED) {
+        dlock__extend_give_back(c, h); /* the old lease, not this one */
     }
     return ok;
 }
