@@ -92,8 +92,7 @@ static void test_late_open_still_asked(void **state)
     assert_non_null(c);
     th_server_pause(&srv[2]);
     assert_int_equal(pthread_create(&t, NULL, resume_later, &srv[2]), 0);
-    assert_int_equal(dlock_lock_acquire(&l, c, "maj-late", 0, 30000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "maj-late", 0, 30000), DLOCK_OK);
     pthread_join(t, NULL);
     assert_true(holds(0, "maj-late", dlock_lock_owner(l)));
     assert_true(holds(1, "maj-late", dlock_lock_owner(l)));
@@ -129,6 +128,7 @@ static void test_renewal_takes_back(void **state)
 {
     dlock_client *c = rl_client(500);
     dlock_lock *l;
+    int of;
     (void)state;
     assert_non_null(c);
     l = take_without_2(c, "maj-renew");
@@ -138,6 +138,10 @@ static void test_renewal_takes_back(void **state)
     assert_true(holds(2, "maj-renew", dlock_lock_owner(l)));
     assert_true(th_cmd_int(&srv[2], "PTTL dlock:{maj-renew}") > 0);
     assert_int_equal(dlock_lock_status(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_nodes_holding(l, &of), NS);
+    assert_int_equal(of, NS);
+    assert_int_equal(dlock_lock_extend(l, 3000), DLOCK_OK);
+    assert_null(strstr(dlock_errmsg(c), "warning"));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(th_cmd_int(&srv[2], "EXISTS dlock:{maj-renew}"), 0);
     dlock_client_free(c);
@@ -151,6 +155,7 @@ static void test_renewal_never_steals(void **state)
     dlock_acquire_options o;
     dlock_lock *l = NULL;
     redisReply *r;
+    int of;
     (void)state;
     assert_non_null(c);
     r = th_cmd(&srv[2], "HSET dlock:{maj-steal} other:1:1 1");
@@ -165,6 +170,12 @@ static void test_renewal_never_steals(void **state)
     assert_int_equal(dlock_lock_status(l), DLOCK_OK);
     assert_false(holds(2, "maj-steal", dlock_lock_owner(l)));
     assert_true(holds(2, "maj-steal", "other:1:1"));
+    /* Said so: held on 2 of 3, a bare majority. */
+    assert_int_equal(dlock_lock_nodes_holding(l, &of), 2);
+    assert_int_equal(of, NS);
+    assert_int_equal(dlock_lock_extend(l, 3000), DLOCK_OK);
+    fprintf(stderr, "extend: %s\n", dlock_errmsg(c));
+    assert_non_null(strstr(dlock_errmsg(c), "held on 2 of 3 servers"));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_true(holds(2, "maj-steal", "other:1:1"));
     th_cmd_int(&srv[2], "DEL dlock:{maj-steal}");
