@@ -632,6 +632,12 @@ static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
     int64_t maxlease = 0;
     int i, j, m = 0, ka = 0, kk = 0;
 
+    if (c->ns.n == 1) { /* one node (or a cluster's): nothing to take back */
+        for (i = 0; i < n; i++)
+            if (ok[i] == DLOCK_OK)
+                atomic_store(&hs[i]->held_on, 1);
+        return;
+    }
     b.held = calloc((size_t)n, sizeof *b.held);
     b.miss = calloc((size_t)n, sizeof *b.miss);
     if (b.held == NULL || b.miss == NULL) {
