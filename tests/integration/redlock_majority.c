@@ -26,6 +26,9 @@
 
 #define NS 3
 #define FIXTURE_NS NS
+/* The watchdog locks' lease: renewed every 2 s; a step waits at most
+ * lease/10 for a server (the command timeout of their clients is 1 s). */
+#define LEASE 6000
 #include "fixture_n.h"
 
 /* A fresh Redlock client over the three servers. */
@@ -105,14 +108,14 @@ static void test_late_open_still_asked(void **state)
 }
 
 /* Take NAME with the watchdog on a fresh client while server 2 is stopped
- * for the whole acquire (its step ends at lease/10 = 300 ms): the lock is
+ * for the whole acquire (its step ends at lease/10 = 600 ms): the lock is
  * on servers 0 and 1 only. Server 2 runs again on return. */
 static dlock_lock *take_without_2(dlock_client *c, const char *name)
 {
     dlock_acquire_options o;
     dlock_lock *l = NULL;
     dlock_acquire_options_init(&o);
-    o.lease_ms = 3000;
+    o.lease_ms = LEASE;
     o.watchdog = 1;
     th_server_pause(&srv[2]);
     assert_int_equal(dlock_lock_acquire_ex(&l, c, name, &o), DLOCK_OK);
@@ -126,7 +129,7 @@ static dlock_lock *take_without_2(dlock_client *c, const char *name)
  * two rounds it holds the lock for the owner, with its lease. */
 static void test_renewal_takes_back(void **state)
 {
-    dlock_client *c = rl_client(500);
+    dlock_client *c = rl_client(1000);
     dlock_lock *l;
     int of;
     (void)state;
@@ -140,7 +143,7 @@ static void test_renewal_takes_back(void **state)
     assert_int_equal(dlock_lock_status(l), DLOCK_OK);
     assert_int_equal(dlock_lock_nodes_holding(l, &of), NS);
     assert_int_equal(of, NS);
-    assert_int_equal(dlock_lock_extend(l, 3000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(l, LEASE), DLOCK_OK);
     assert_null(strstr(dlock_errmsg(c), "warning"));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(th_cmd_int(&srv[2], "EXISTS dlock:{maj-renew}"), 0);
@@ -151,7 +154,7 @@ static void test_renewal_takes_back(void **state)
  * renewals keep the lock (a majority) and leave server 2 to that owner. */
 static void test_renewal_never_steals(void **state)
 {
-    dlock_client *c = rl_client(500);
+    dlock_client *c = rl_client(1000);
     dlock_acquire_options o;
     dlock_lock *l = NULL;
     redisReply *r;
@@ -163,7 +166,7 @@ static void test_renewal_never_steals(void **state)
     freeReplyObject(r);
     assert_int_equal(th_cmd_int(&srv[2], "PEXPIRE dlock:{maj-steal} 60000"), 1);
     dlock_acquire_options_init(&o);
-    o.lease_ms = 3000;
+    o.lease_ms = LEASE;
     o.watchdog = 1;
     assert_int_equal(dlock_lock_acquire_ex(&l, c, "maj-steal", &o), DLOCK_OK);
     wait_renewals(c, 2);
@@ -173,7 +176,7 @@ static void test_renewal_never_steals(void **state)
     /* Said so: held on 2 of 3, a bare majority. */
     assert_int_equal(dlock_lock_nodes_holding(l, &of), 2);
     assert_int_equal(of, NS);
-    assert_int_equal(dlock_lock_extend(l, 3000), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(l, LEASE), DLOCK_OK);
     fprintf(stderr, "extend: %s\n", dlock_errmsg(c));
     assert_non_null(strstr(dlock_errmsg(c), "held on 2 of 3 servers"));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -188,7 +191,7 @@ static void test_renewal_never_steals(void **state)
  * second client must find the lock busy: servers 1 and 2 hold it. */
 static void test_restart_without_data(void **state)
 {
-    dlock_client *c = rl_client(500), *c2;
+    dlock_client *c = rl_client(1000), *c2;
     dlock_lock *l, *l2 = NULL;
     int rc;
     (void)state;
@@ -198,9 +201,9 @@ static void test_restart_without_data(void **state)
     th_server_kill9(&srv[0]);
     assert_int_equal(th_server_restart(&srv[0]), 0);
     assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{maj-amnesia}"), 0);
-    c2 = rl_client(500);
+    c2 = rl_client(5000);
     assert_non_null(c2);
-    rc = dlock_lock_acquire(&l2, c2, "maj-amnesia", 0, 3000);
+    rc = dlock_lock_acquire(&l2, c2, "maj-amnesia", 0, 30000);
     if (rc == DLOCK_OK)
         fprintf(stderr, "a second owner took the lock: 0=%d 1=%d 2=%d\n",
                 holds(0, "maj-amnesia", dlock_lock_owner(l)),
