@@ -125,6 +125,18 @@ static dlock_lock *take_without_2(dlock_client *c, const char *name)
     return l;
 }
 
+/* The fence hash's field F of NAME on server i, as a number (0: none). */
+static unsigned long long fence_field(int i, const char *name, const char *f)
+{
+    redisReply *r = th_cmd(&srv[i], "HGET dlock:{%s}:f %s", name, f);
+    unsigned long long v = 0;
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = strtoull(r->str, NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
 /* A server that missed the acquire is taken back by the renewals: after
  * two rounds it holds the lock for the owner, with its lease. */
 static void test_renewal_takes_back(void **state)
@@ -185,6 +197,52 @@ static void test_renewal_never_steals(void **state)
     dlock_client_free(c);
 }
 
+/* A take-back that reaches a server after the hold's release there must
+ * not bring the lock back: the release of the last level notes the
+ * hold's token where it finds no hold (field x), and a take-back leaves
+ * such a server alone. Both halves: a release that finds no hold on
+ * server 2 leaves x there; a hold whose token server 2 has as x is not taken back by its
+ * renewals. */
+static void test_released_not_taken_back(void **state)
+{
+    dlock_client *c = rl_client(1000);
+    dlock_lock *l;
+    unsigned long long tok;
+    redisReply *r;
+    int64_t end;
+    (void)state;
+    assert_non_null(c);
+    /* Held on all three, then gone from server 2 (as after a restart
+     * there without data): the release finds no hold there. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "maj-rel", 0, LEASE), DLOCK_OK);
+    assert_true(comes_to(2, "maj-rel", dlock_lock_owner(l)));
+    assert_int_equal(th_cmd_int(&srv[2], "DEL dlock:{maj-rel}"), 1);
+    tok = (unsigned long long)dlock_lock_token(l);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* (The release returns with the majority: server 2's may follow.) */
+    end = th_now_ms() + 10000;
+    while (fence_field(2, "maj-rel", "x") != tok && th_now_ms() < end)
+        th_sleep_ms(20);
+    assert_true(fence_field(2, "maj-rel", "x") == tok);
+
+    /* A fresh client: a pooled connection to server 2 would carry the
+     * acquire there (given up on, not withdrawn) once it runs again. */
+    dlock_client_free(c);
+    c = rl_client(1000);
+    assert_non_null(c);
+    l = take_without_2(c, "maj-rel2");
+    tok = (unsigned long long)dlock_lock_token(l);
+    r = th_cmd(&srv[2], "HSET dlock:{maj-rel2}:f x %llu", tok);
+    assert_non_null(r);
+    freeReplyObject(r);
+    wait_renewals(c, 2);
+    assert_false(holds(2, "maj-rel2", dlock_lock_owner(l)));
+    assert_int_equal(dlock_lock_nodes_holding(l, NULL), 2);
+    assert_int_equal(dlock_lock_status(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+}
+
 /* The double owner of the issue: the lock taken while server 2 was
  * stopped, renewed for two rounds with server 2 running, then server 0
  * killed and restarted without its data (these servers keep none). A
@@ -223,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_late_open_still_asked),
         cmocka_unit_test(test_renewal_takes_back),
         cmocka_unit_test(test_renewal_never_steals),
+        cmocka_unit_test(test_released_not_taken_back),
         cmocka_unit_test(test_restart_without_data),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
