@@ -208,6 +208,8 @@ typedef struct slot {
     int ident;         /* INFO server sent before the call, answer pending */
     dlock__conn *pre;  /* SLOT_OPENING: the connection opener.c opened for
                           this call, used by slot_start */
+    int late;          /* opened after the outcome was certain: sent with
+                          the source (full), never waited for */
 } slot;
 
 /* The slot of a call's keys (all of one call share it). */
@@ -579,9 +581,9 @@ static void give_up_eval(fanout *c, callv *v, const dlock__cmd *cmd,
  * NOSCRIPT to a script it had run since it last ran this one): an
  * acquire given up on would then simply
  * not happen there, a release would lie in the pool until its resend.
- * Not when the request carried the script's source (s->full: nothing to
- * resend), as it does on a node that opened after the outcome was
- * certain. Returns the nodes still waited for. */
+ * Not a node that opened after the outcome was certain (s->late): its
+ * request carries the script's source, nothing to resend. Returns the
+ * nodes still waited for. */
 static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
                              const dlock__cmd *cmd, dlock__result *res)
 {
@@ -591,7 +593,7 @@ static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
         slot *s = &slots[i];
         if (s->state != SLOT_WAIT)
             continue;
-        if (!s->full &&
+        if (!s->late &&
             (s->fresh || s->retried ||
              !(atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script)))) {
             still |= 1ULL << i;
@@ -802,7 +804,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 break;
             for (i = 0; i < c->ns->n; i++)
                 if (slots[i].state == SLOT_OPENING)
-                    slots[i].full = 1;
+                    slots[i].full = slots[i].late = 1;
         }
         if (waiting != 0 && n > 0) {
             /* Some were given up on: poll only the ones still waited for. */
