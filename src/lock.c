@@ -590,6 +590,7 @@ typedef struct retake_bufs {
     char (*num)[24];
 } retake_bufs;
 
+/* Free what b holds. */
 static void retake_free(retake_bufs *b)
 {
     free(b->held);
@@ -600,6 +601,19 @@ static void retake_free(retake_bufs *b)
     free(b->keylens);
     free(b->arglens);
     free(b->num);
+}
+
+/* 1 when lock h, renewed with verdict ok and found not its owner's on
+ * the nodes in miss, is to be taken back there: an exclusive lock of a
+ * Redlock whose renewal a majority confirmed. With depth (the caller
+ * holds held_mu), also one with a token and a level to set. */
+static int retakable(const dlock_client *c, const dlock__held *h, int ok,
+                     uint64_t miss, int depth)
+{
+    if (ok != DLOCK_OK || miss == 0 || c->ns.n < 2 || c->ns.cluster != NULL ||
+        h->k.kind != DLOCK__KIND_LOCK)
+        return 0;
+    return !depth || (h->token != 0 && h->depth >= 1);
 }
 
 /* Put argument a (len bytes) at *k of b. */
@@ -651,9 +665,7 @@ static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
             else if (ext_missing(&res[j], i))
                 b.miss[i] |= 1ULL << j;
         }
-        if (ok[i] == DLOCK_OK && b.miss[i] != 0 && c->ns.n > 1 &&
-            c->ns.cluster == NULL && hs[i]->k.kind == DLOCK__KIND_LOCK)
-            m++;
+        m += retakable(c, hs[i], ok[i], b.miss[i], 0);
     }
     if (m > 0) {
         b.which = calloc((size_t)m, sizeof *b.which);
@@ -675,9 +687,7 @@ static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
         pthread_mutex_lock(&c->held_mu);
         for (i = 0; i < n; i++) {
             dlock__held *h = hs[i];
-            if (ok[i] != DLOCK_OK || b.miss[i] == 0 || c->ns.n < 2 ||
-                c->ns.cluster != NULL || h->k.kind != DLOCK__KIND_LOCK ||
-                h->token == 0 || h->depth < 1)
+            if (!retakable(c, h, ok[i], b.miss[i], 1))
                 continue;
             b.which[m++] = i;
             mask |= b.miss[i];
