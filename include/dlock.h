@@ -411,7 +411,9 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
- * remaining validity. */
+ * remaining validity, the servers that do not hold it are given it
+ * again where it is free (see dlock_lock_nodes_holding), and a success
+ * leaves a warning in dlock_errmsg() while not every server holds it. */
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every
