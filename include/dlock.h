@@ -414,9 +414,12 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
- * remaining validity. DLOCK_NOT_REPLICATED (wait_replicas): the
- * extension is given back, the lease is what it was (a lock the watchdog
- * renews gets its lease at the next renewal). */
+ * remaining validity, the servers that do not hold it are given it
+ * again where it is free (see dlock_lock_nodes_holding), and a success
+ * leaves a warning in dlock_errmsg() while not every server holds it.
+ * DLOCK_NOT_REPLICATED (wait_replicas): the extension is given back, the
+ * lease is what it was (a lock the watchdog renews gets its lease at the
+ * next renewal). */
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every
@@ -446,6 +449,24 @@ DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
  */
 DLOCK_EXPORT int dlock_lock_lost_reason(const dlock_lock *lock,
                                         const char **why);
+
+/*
+ * On how many servers the lock was last found held, and in *servers (when
+ * not NULL) how many the client has. With Redlock: the servers that
+ * granted its acquire, then, after each renewal (the watchdog's or
+ * dlock_lock_extend), those that confirmed it, the servers it took back
+ * included: a renewal that a majority confirms puts the lock again on
+ * every server where it is free (one that missed the acquire, or lost
+ * the lock in a restart without its data), never where another owner
+ * holds it. A Redlock acquire returns once a majority granted; the other
+ * servers are still asked and follow within their round trip, so the
+ * count right after an acquire may be that majority. A lock on a bare
+ * majority survives the loss of none of those servers; dlock_lock_extend
+ * leaves a warning in dlock_errmsg() while not every server holds it.
+ * One server or a Redis Cluster: 1 of 1. Returns the count, or
+ * DLOCK_EINVAL for a NULL lock.
+ */
+DLOCK_EXPORT int dlock_lock_nodes_holding(const dlock_lock *lock, int *servers);
 
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);

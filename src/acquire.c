@@ -880,6 +880,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     h->handles++;
     h->token = a.token;
     h->nodes |= a.nodes;
+    atomic_store(&h->held_on, a.nodes);
     h->lease_ms = opts->lease_ms;
     atomic_store(&h->valid_until_ms, a.valid_until);
     if (fresh) {

@@ -539,6 +539,7 @@ static int finish(dlock_client *c, dlock__held *h,
     h->handles = 1;
     h->token = g->token;
     h->nodes = g->nodes;
+    atomic_store(&h->held_on, g->nodes);
     h->lease_ms = o->lease_ms;
     atomic_store(&h->valid_until_ms, g->valid_until);
     h->watchdog = o->watchdog;

@@ -45,7 +45,8 @@
     X(RW_LEAVE, rw_leave)                                                      \
     X(EXTEND_BACK, extend_back)                                                \
     X(CHECK, check)                                                            \
-    X(KIND, kind)
+    X(KIND, kind)                                                              \
+    X(RETAKE, retake)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
