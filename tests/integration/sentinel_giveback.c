@@ -1,0 +1,456 @@
+/*
+ * sentinel_giveback.c - a give-back acts only on the grant of its own
+ * attempt (issue 29, item 0), on a real Sentinel deployment (a master, 2
+ * replicas, 3 sentinels: tests/harness/topology.h).
+ *
+ * (a) A waiting acquire whose master stops answering (SIGSTOP, shorter
+ *     than the sentinels' down-after, so no failover) rides the outage
+ *     out: its attempts time out and each leaves a give-back for what it
+ *     may have taken, which the watchdog retries. Once the master answers
+ *     again, a later attempt is granted. A give-back sent later still
+ *     (as one retried through a failover is) must not release that grant:
+ *     every give-back the master saw (MONITOR) is delivered again after
+ *     the grant, exactly as it was sent, and the lock must still be the
+ *     waiter's (its renewal succeeds, another client's try is refused).
+ *     Before the fix every attempt of one acquire used the same owner id,
+ *     and the replayed give-back deleted the lock: two holders. Run with
+ *     the fair, notify and spin wait strategies.
+ * (b) A reentrant acquire that waits through an outage (the master
+ *     refuses writes: maxmemory, so the acquire script fails with OOM)
+ *     and gives up must leave the outer hold in place. The fair wait's
+ *     leave script found the owner holding the lock (its own outer
+ *     level) and the client gave that "handoff" back: the outer hold was
+ *     deleted while its handle still counted it held.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+
+#include "dlock.h"
+#include "harness.h"
+#include "th_replication.h"
+#include "topology.h"
+
+static th_sentinel sent;
+static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
+
+/* The acquire's command timeout: the stop of the master outlasts it a few
+ * times, so that several attempts time out. */
+#define CMD_MS 300
+/* How long the master is stopped: below the sentinels' down-after
+ * (1500 ms, topology.c), so that no failover starts. */
+#define STOP_MS 1000
+/* Bounded waits (liveness, not timing). */
+#define LIVE_MS 20000
+
+static int setup(void **state)
+{
+    int k;
+    size_t off;
+    (void)state;
+    if (th_sentinel_start(&sent) != 0)
+        return -1;
+    off = (size_t)snprintf(surl, sizeof surl, "redis+sentinel://");
+    for (k = 0; k < TH_SENTINEL_COUNT; k++)
+        off += (size_t)snprintf(surl + off, sizeof surl - off, "%s127.0.0.1:%d",
+                                k ? "," : "", sent.sentinels[k].port);
+    snprintf(surl + off, sizeof surl - off, "/%s", TH_SENTINEL_NAME);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_sentinel_stop(&sent);
+    return 0;
+}
+
+/* The data node that is master now. */
+static th_server *master_node(void)
+{
+    int p = th_sentinel_master_port(&sent);
+    assert_true(p > 0);
+    return th_sentinel_node(&sent, p);
+}
+
+/* A Sentinel client with the wait strategy and command timeout given. */
+static dlock_client *sclient(dlock_wait_strategy strategy, int64_t cmd_ms)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    const char *urls[1] = {surl};
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 1;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = cmd_ms;
+    o.wait_strategy = strategy;
+    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* ---- MONITOR: what the master executed, and its replay ----------------- */
+
+/* One command as MONITOR showed it: its arguments, unescaped. */
+typedef struct seen {
+    int argc;
+    char *argv[24];
+    size_t len[24];
+} seen;
+
+static void seen_free(seen *s)
+{
+    int i;
+    for (i = 0; i < s->argc; i++)
+        free(s->argv[i]);
+    s->argc = 0;
+}
+
+/* The value of hex digit ch, or -1. */
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Parse a MONITOR line ('<time> [<db> <client>] "arg" "arg" ...', each
+ * argument quoted as Redis's sdscatrepr does) into *s. 0, or -1 for a
+ * line of another shape (or too many arguments). */
+static int parse_monitor(const char *line, seen *s)
+{
+    const char *p = strchr(line, ']');
+    s->argc = 0;
+    if (p == NULL)
+        return -1;
+    p++;
+    for (;;) {
+        char *out;
+        size_t n = 0;
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            return s->argc > 0 ? 0 : -1;
+        if (*p != '"' || s->argc == 24)
+            goto bad;
+        p++;
+        out = malloc(strlen(p) + 1);
+        assert_non_null(out);
+        while (*p != '"') {
+            if (*p == '\0') {
+                free(out);
+                goto bad;
+            }
+            if (*p != '\\') {
+                out[n++] = *p++;
+                continue;
+            }
+            p++;
+            switch (*p) {
+            case 'n':
+                out[n++] = '\n';
+                break;
+            case 'r':
+                out[n++] = '\r';
+                break;
+            case 't':
+                out[n++] = '\t';
+                break;
+            case 'a':
+                out[n++] = '\a';
+                break;
+            case 'b':
+                out[n++] = '\b';
+                break;
+            case 'x':
+                if (hexval(p[1]) < 0 || hexval(p[2]) < 0) {
+                    free(out);
+                    goto bad;
+                }
+                out[n++] = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+                p += 2;
+                break;
+            case '\0':
+                free(out);
+                goto bad;
+            default:
+                out[n++] = *p;
+                break; /* \\ and \" */
+            }
+            p++;
+        }
+        p++;
+        out[n] = '\0';
+        s->argv[s->argc] = out;
+        s->len[s->argc] = n;
+        s->argc++;
+    }
+bad:
+    seen_free(s);
+    return -1;
+}
+
+/* A MONITOR connection to s. */
+static redisContext *monitor_open(const th_server *s)
+{
+    struct timeval tv = {5, 0};
+    redisContext *m = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    redisReply *r;
+    assert_non_null(m);
+    assert_int_equal(m->err, 0);
+    redisSetTimeout(m, tv);
+    r = redisCommand(m, "MONITOR");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    return m;
+}
+
+/* Is s a run of a lock's release script (release.lua, by its source or
+ * by sha, its SHA1)? */
+static int is_release(const seen *s, const char *sha)
+{
+    if (s->argc < 8)
+        return 0;
+    if (strcasecmp(s->argv[0], "EVAL") == 0)
+        return strstr(s->argv[1], "release.lua: give back") != NULL;
+    return strcasecmp(s->argv[0], "EVALSHA") == 0 &&
+           strcasecmp(s->argv[1], sha) == 0;
+}
+
+/*
+ * Read m up to the marker (an ECHO sent to s after everything of
+ * interest) and keep the runs of release.lua for lock NAME (its key as
+ * KEYS[1]) in out (at most max; *n set). The release script's SHA is
+ * learned from its first source (SCRIPT LOAD answers it).
+ */
+static void monitor_releases(redisContext *m, const th_server *s,
+                             const char *name, seen *out, int max, int *n)
+{
+    char marker[64], key[128];
+    char sha[48] = "";
+    redisReply *r;
+    *n = 0;
+    snprintf(marker, sizeof marker, "marker-%lld", (long long)th_now_ms());
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    r = th_cmd(s, "ECHO %s", marker);
+    assert_non_null(r);
+    freeReplyObject(r);
+    for (;;) {
+        seen x;
+        void *v = NULL;
+        assert_int_equal(redisGetReply(m, &v), REDIS_OK);
+        r = v;
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        if (strstr(r->str, marker) != NULL) {
+            freeReplyObject(r);
+            return;
+        }
+        if (strstr(r->str, "release") == NULL &&
+            (sha[0] == '\0' || strstr(r->str, sha) == NULL)) {
+            freeReplyObject(r);
+            continue;
+        }
+        if (parse_monitor(r->str, &x) != 0) {
+            freeReplyObject(r);
+            continue;
+        }
+        freeReplyObject(r);
+        if (sha[0] == '\0' && x.argc >= 8 &&
+            strcasecmp(x.argv[0], "EVAL") == 0 &&
+            strstr(x.argv[1], "release.lua: give back") != NULL) {
+            redisReply *l = th_cmd(s, "SCRIPT LOAD %b", x.argv[1], x.len[1]);
+            assert_non_null(l);
+            assert_int_equal(l->type, REDIS_REPLY_STRING);
+            snprintf(sha, sizeof sha, "%s", l->str);
+            freeReplyObject(l);
+        }
+        if (is_release(&x, sha) && strcmp(x.argv[3], key) == 0 && *n < max) {
+            out[(*n)++] = x;
+            continue;
+        }
+        seen_free(&x);
+    }
+}
+
+/* Send s again to server t, as it was sent. */
+static void replay(const th_server *t, const seen *s)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", t->port, tv);
+    redisReply *r;
+    const char *argv[24];
+    int i;
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    for (i = 0; i < s->argc; i++)
+        argv[i] = s->argv[i];
+    r = redisCommandArgv(c, s->argc, argv, s->len);
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---- (a) a late give-back and a later attempt ---------------------------- */
+
+typedef struct job {
+    dlock_client *c;
+    const char *name;
+    dlock_lock *l;
+    int rc;
+} job;
+
+static void *acquire_job(void *arg)
+{
+    job *j = arg;
+    j->rc = dlock_lock_acquire(&j->l, j->c, j->name, LIVE_MS, 30000);
+    return NULL;
+}
+
+/* One round of (a) with strategy, on lock name. */
+static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
+{
+    dlock_client *a = sclient(strategy, CMD_MS);
+    dlock_client *b = sclient(DLOCK_WAIT_SPIN, 1000);
+    th_server *m = master_node();
+    redisContext *mon = monitor_open(m);
+    seen gb[64];
+    job j = {.c = a, .name = name};
+    pthread_t t;
+    dlock_lock *lb = NULL;
+    int n = 0, i, rc;
+
+    /* The client knows the master (and its scripts) before the stop. */
+    assert_int_equal(dlock_lock_acquire(&j.l, a, "gb-warm", 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    j.l = NULL;
+
+    th_server_pause(m);
+    assert_int_equal(pthread_create(&t, NULL, acquire_job, &j), 0);
+    th_sleep_ms(STOP_MS);
+    th_server_resume(m);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    if (j.rc != DLOCK_OK)
+        print_error("acquire %s: %s\n", name, dlock_errmsg(a));
+    assert_int_equal(j.rc, DLOCK_OK);
+    /* The give-backs of the attempts that timed out have all been done
+     * once the watchdog has nothing left to retry; then look. */
+    th_sleep_ms(500);
+    monitor_releases(mon, m, name, gb, 64, &n);
+    redisFree(mon);
+    /* The stop lasted several command timeouts: some attempt timed out
+     * and left a give-back. */
+    if (n == 0)
+        print_error("%s: no give-back seen\n", name);
+    assert_true(n > 0);
+
+    for (i = 0; i < n; i++) {
+        if (strcmp(gb[i].argv[7], dlock_lock_owner(j.l)) == 0)
+            print_error("%s: a give-back names the holder's owner id %s "
+                        "(depth %s, token %s)\n",
+                        name, gb[i].argv[7], gb[i].argv[8], gb[i].argv[9]);
+        /* Late, as one retried through a failover is. */
+        replay(m, &gb[i]);
+    }
+    /* Still held by the waiter, and by nobody else. */
+    rc = dlock_lock_extend(j.l, 30000);
+    if (rc != DLOCK_OK)
+        print_error("%s: the holder's renewal after the late give-backs: "
+                    "%s\n",
+                    name, dlock_errmsg(a));
+    assert_int_equal(rc, DLOCK_OK);
+    rc = dlock_lock_acquire(&lb, b, name, 0, 5000);
+    if (rc == DLOCK_OK)
+        dlock_lock_release(lb);
+    assert_int_equal(rc, DLOCK_BUSY);
+    for (i = 0; i < n; i++) {
+        assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
+        seen_free(&gb[i]);
+    }
+    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    dlock_client_free(b);
+    dlock_client_free(a);
+}
+
+static void test_late_giveback_fair(void **state)
+{
+    (void)state;
+    late_giveback_round(DLOCK_WAIT_FAIR, "gb-fair");
+}
+
+static void test_late_giveback_notify(void **state)
+{
+    (void)state;
+    late_giveback_round(DLOCK_WAIT_NOTIFY, "gb-notify");
+}
+
+static void test_late_giveback_spin(void **state)
+{
+    (void)state;
+    late_giveback_round(DLOCK_WAIT_SPIN, "gb-spin");
+}
+
+/* ---- (b) a reentrant wait that gives up ---------------------------------- */
+
+static void test_reentrant_leave(void **state)
+{
+    dlock_client *a = sclient(DLOCK_WAIT_FAIR, CMD_MS);
+    th_server *m = master_node();
+    dlock_lock *outer = NULL, *inner = NULL;
+    redisReply *r;
+    int rc;
+    (void)state;
+
+    assert_int_equal(dlock_lock_acquire(&outer, a, "gb-reent", 0, 30000),
+                     DLOCK_OK);
+    /* Writes that may grow memory are refused (OOM): the reentrant
+     * attempt's HINCRBY fails, and a waiting acquire on Sentinel takes
+     * that for a failover in progress and retries until its wait ends. */
+    r = th_cmd(m, "CONFIG SET maxmemory 1");
+    assert_non_null(r);
+    freeReplyObject(r);
+    rc = dlock_lock_acquire(&inner, a, "gb-reent", 1000, 30000);
+    r = th_cmd(m, "CONFIG SET maxmemory 0");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_not_equal(rc, DLOCK_OK);
+    assert_null(inner);
+    /* The outer hold is still there, and still this owner's. */
+    assert_int_equal(th_cmd_int(m, "EXISTS dlock:{gb-reent}"), 1);
+    rc = dlock_lock_extend(outer, 30000);
+    if (rc != DLOCK_OK)
+        print_error("outer renewal: %s\n", dlock_errmsg(a));
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(outer), DLOCK_OK);
+    assert_int_equal(th_cmd_int(m, "EXISTS dlock:{gb-reent}"), 0);
+    dlock_client_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_late_giveback_fair),
+        cmocka_unit_test(test_late_giveback_notify),
+        cmocka_unit_test(test_late_giveback_spin),
+        cmocka_unit_test(test_reentrant_leave),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
