@@ -15,6 +15,9 @@
  *     Before the fix every attempt of one acquire used the same owner id,
  *     and the replayed give-back deleted the lock: two holders. Run with
  *     the fair, notify and spin wait strategies.
+ * (c) The same through a failover: the master stays stopped until a
+ *     replica is promoted; the give-backs retried by the watchdog reach
+ *     the new master, where the waiter is granted.
  * (b) A reentrant acquire that waits through an outage (the master
  *     refuses writes: maxmemory, so the acquire script fails with OOM)
  *     and gives up must leave the outer hold in place. The fair wait's
@@ -83,8 +86,10 @@ static th_server *master_node(void)
     return th_sentinel_node(&sent, p);
 }
 
-/* A Sentinel client with the wait strategy and command timeout given. */
-static dlock_client *sclient(dlock_wait_strategy strategy, int64_t cmd_ms)
+/* A Sentinel client with the wait strategy, command timeout and
+ * lock-delay (-1: the default) given. */
+static dlock_client *sclient_delay(dlock_wait_strategy strategy, int64_t cmd_ms,
+                                   int64_t lock_delay_ms)
 {
     dlock_options o;
     dlock_client *c = NULL;
@@ -96,10 +101,17 @@ static dlock_client *sclient(dlock_wait_strategy strategy, int64_t cmd_ms)
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = cmd_ms;
     o.wait_strategy = strategy;
+    o.lock_delay_ms = lock_delay_ms;
     if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
         print_error("client: %s\n", err);
     assert_non_null(c);
     return c;
+}
+
+/* A Sentinel client with the default lock-delay. */
+static dlock_client *sclient(dlock_wait_strategy strategy, int64_t cmd_ms)
+{
+    return sclient_delay(strategy, cmd_ms, -1);
 }
 
 /* ---- MONITOR: what the master executed, and its replay ----------------- */
@@ -207,6 +219,9 @@ bad:
     return -1;
 }
 
+/* release.lua's source as the library sends it (learned in (a)). */
+static char *release_src;
+
 /* A MONITOR connection to s. */
 static redisContext *monitor_open(const th_server *s)
 {
@@ -276,6 +291,11 @@ static void monitor_releases(redisContext *m, const th_server *s,
         if (sha[0] == '\0' && x.argc >= 8 &&
             strcasecmp(x.argv[0], "EVAL") == 0 &&
             strstr(x.argv[1], "release.lua: give back") != NULL) {
+            if (release_src == NULL) {
+                release_src = malloc(x.len[1] + 1);
+                assert_non_null(release_src);
+                memcpy(release_src, x.argv[1], x.len[1] + 1);
+            }
             redisReply *l = th_cmd(s, "SCRIPT LOAD %b", x.argv[1], x.len[1]);
             assert_non_null(l);
             assert_int_equal(l->type, REDIS_REPLY_STRING);
@@ -309,6 +329,17 @@ static void replay(const th_server *t, const seen *s)
 }
 
 /* ---- (a) a late give-back and a later attempt ---------------------------- */
+
+/* The holder's renewal succeeds (the give-backs physically sent so far,
+ * some after the grant, left it alone); when says at which point. */
+static void held_still(dlock_client *c, dlock_lock *l, const char *when)
+{
+    int rc = dlock_lock_extend(l, 30000);
+    if (rc != DLOCK_OK)
+        print_error("%s: the holder's renewal %s: %s\n", dlock_lock_name(l),
+                    when, dlock_errmsg(c));
+    assert_int_equal(rc, DLOCK_OK);
+}
 
 typedef struct job {
     dlock_client *c;
@@ -361,6 +392,7 @@ static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
         print_error("%s: no give-back seen\n", name);
     assert_true(n > 0);
 
+    held_still(a, j.l, "before the replay");
     for (i = 0; i < n; i++) {
         if (strcmp(gb[i].argv[7], dlock_lock_owner(j.l)) == 0)
             print_error("%s: a give-back names the holder's owner id %s "
@@ -407,6 +439,137 @@ static void test_late_giveback_spin(void **state)
     late_giveback_round(DLOCK_WAIT_SPIN, "gb-spin");
 }
 
+/* (c) As (a), but the master stays stopped until the sentinels have
+ * promoted a replica: the give-backs the watchdog retries reach the new
+ * master, where the waiter is granted (the issue's case: MONITOR showed
+ * such a give-back delete the grant 43 ms after it).
+ * Every give-back the new master saw is delivered to it again after the
+ * grant; the lock must still be the waiter's. */
+/* Keep every command from now on in each data node's slow log (which,
+ * unlike a MONITOR connection, outlives the promotion: the sentinels kill
+ * the normal clients of the node they promote). */
+static void slowlog_all(void)
+{
+    int i;
+    for (i = 0; i < TH_SENTINEL_DATA; i++) {
+        redisReply *r =
+            th_cmd(&sent.data[i], "CONFIG SET slowlog-max-len %s", "100000");
+        assert_non_null(r);
+        freeReplyObject(r);
+        r = th_cmd(&sent.data[i], "CONFIG SET slowlog-log-slower-than %s", "0");
+        assert_non_null(r);
+        freeReplyObject(r);
+        r = th_cmd(&sent.data[i], "SLOWLOG RESET");
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+}
+
+/* The runs of release.lua for lock NAME in s's slow log, oldest first,
+ * as commands to replay: EVAL with the source learned in (a) (the slow
+ * log cuts long arguments; the others are whole), at most max (*n). */
+static void slowlog_releases(const th_server *s, const char *name, seen *out,
+                             int max, int *n)
+{
+    char key[128];
+    redisReply *r = th_cmd(s, "SLOWLOG GET %d", 100000);
+    size_t e;
+    int i;
+    *n = 0;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (e = r->elements; e-- > 0;) {
+        const redisReply *en = r->element[e], *args;
+        seen x = {0};
+        if (en->type != REDIS_REPLY_ARRAY || en->elements < 4)
+            continue;
+        args = en->element[3];
+        if (args->type != REDIS_REPLY_ARRAY || args->elements < 8 ||
+            args->elements > 24 ||
+            strcasecmp(args->element[0]->str, "EVAL") != 0 ||
+            strstr(args->element[1]->str, "release.lua: give back") == NULL ||
+            strcmp(args->element[3]->str, key) != 0 || *n == max)
+            continue;
+        for (i = 0; i < (int)args->elements; i++) {
+            const char *v = i == 1 ? release_src : args->element[i]->str;
+            size_t len = i == 1 ? strlen(release_src) : args->element[i]->len;
+            x.argv[i] = malloc(len + 1);
+            assert_non_null(x.argv[i]);
+            memcpy(x.argv[i], v, len + 1);
+            x.len[i] = len;
+        }
+        x.argc = (int)args->elements;
+        out[(*n)++] = x;
+    }
+    freeReplyObject(r);
+}
+
+static void test_late_giveback_failover(void **state)
+{
+    /* The lock-delay off (as an operator may set it): with it, no fresh
+     * grant comes from the new master before the longest lease this
+     * client took has passed, and by then the watchdog has stopped
+     * retrying the give-backs (they end with their attempt's lease). */
+    dlock_client *a = sclient_delay(DLOCK_WAIT_FAIR, CMD_MS, 0);
+    dlock_client *b = sclient(DLOCK_WAIT_SPIN, 1000);
+    th_server *m = master_node(), *nm;
+    seen gb[64];
+    job j = {.c = a, .name = "gb-failover"};
+    pthread_t t;
+    dlock_lock *lb = NULL;
+    int n = 0, i, rc, np;
+    (void)state;
+
+    assert_non_null(release_src); /* learned in (a) */
+    assert_int_equal(dlock_lock_acquire(&j.l, a, "gb-warm", 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    j.l = NULL;
+    slowlog_all();
+
+    th_server_pause(m);
+    assert_int_equal(pthread_create(&t, NULL, acquire_job, &j), 0);
+    np = th_sentinel_wait_master(&sent, m->port, LIVE_MS);
+    assert_true(np > 0 && np != m->port);
+    nm = th_sentinel_node(&sent, np);
+    assert_non_null(nm);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    if (j.rc != DLOCK_OK)
+        print_error("acquire: %s\n", dlock_errmsg(a));
+    assert_int_equal(j.rc, DLOCK_OK);
+    th_sleep_ms(500);
+    slowlog_releases(nm, j.name, gb, 64, &n);
+    if (n == 0)
+        print_error("no give-back reached the new master\n");
+    assert_true(n > 0);
+    held_still(a, j.l, "before the replay");
+    for (i = 0; i < n; i++) {
+        if (strcmp(gb[i].argv[7], dlock_lock_owner(j.l)) == 0)
+            print_error("a give-back names the holder's owner id %s\n",
+                        gb[i].argv[7]);
+        replay(nm, &gb[i]);
+    }
+    rc = dlock_lock_extend(j.l, 30000);
+    if (rc != DLOCK_OK)
+        print_error("the holder's renewal after the late give-backs: %s\n",
+                    dlock_errmsg(a));
+    assert_int_equal(rc, DLOCK_OK);
+    rc = dlock_lock_acquire(&lb, b, j.name, 0, 5000);
+    if (rc == DLOCK_OK)
+        dlock_lock_release(lb);
+    assert_int_equal(rc, DLOCK_BUSY);
+    for (i = 0; i < n; i++) {
+        assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
+        seen_free(&gb[i]);
+    }
+    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    dlock_client_free(b);
+    dlock_client_free(a);
+    /* The old master back, as a replica of the new one. */
+    th_server_resume(m);
+    assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
+}
+
 /* ---- (b) a reentrant wait that gives up ---------------------------------- */
 
 static void test_reentrant_leave(void **state)
@@ -450,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_late_giveback_notify),
         cmocka_unit_test(test_late_giveback_spin),
         cmocka_unit_test(test_reentrant_leave),
+        cmocka_unit_test(test_late_giveback_failover),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, setup, teardown);
