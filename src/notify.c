@@ -107,7 +107,7 @@ void dlock__notify_free(dlock_client *c)
     c->notifier = NULL;
 }
 
-/* Wake every waiter of every channel (cancellation). */
+/* See notify.h. */
 void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
                           const char *owner)
 {
@@ -123,7 +123,7 @@ void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
     pthread_mutex_unlock(&n->mu);
 }
 
-/* See notify.h. */
+/* Wake every waiter of every channel (cancellation). */
 void dlock__notify_cancel(dlock_client *c)
 {
     dlock__notifier *n = c->notifier;

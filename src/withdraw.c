@@ -3,7 +3,9 @@
  * that says so (see withdraw.h). A grant is kept only when it can be
  * trusted to outlive a failover: its node's master did not change during
  * the attempt (lock-delay), and, with wait_replicas, enough replicas
- * acknowledged it before the answer came.
+ * acknowledged it before the answer came. And the give-back of what a
+ * failed attempt may have taken, after which the hold's next attempts
+ * use a new owner id when the give-back may still arrive late.
  */
 #include <inttypes.h>
 

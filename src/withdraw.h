@@ -3,8 +3,9 @@
  * grant too few replicas acknowledged (wait_replicas), or one from a node
  * whose lock-delay began during the attempt. Locks (acquire.c) and
  * permits and readers (shared.c) judge their grants by the same rule and
- * say so with the same words. Above acquire.h (the tally) and
- * cluster_delay.h.
+ * say so with the same words, and give back a failed attempt's grants
+ * the same way (dlock__give_back). Above acquire.h (the tally),
+ * cluster_delay.h, lock.h and notify.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H
