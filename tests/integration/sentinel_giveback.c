@@ -36,11 +36,11 @@
 #include <strings.h>
 
 #include <cmocka.h>
-#include <hiredis/hiredis.h>
 #include <pthread.h>
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_monitor.h"
 #include "th_replication.h"
 #include "topology.h"
 
@@ -114,110 +114,10 @@ static dlock_client *sclient(dlock_wait_strategy strategy, int64_t cmd_ms)
     return sclient_delay(strategy, cmd_ms, -1);
 }
 
-/* ---- MONITOR: what the master executed, and its replay ----------------- */
+/* ---- what the master executed, and its replay -------------------------- */
 
-/* One command as MONITOR showed it: its arguments, unescaped. */
-typedef struct seen {
-    int argc;
-    char *argv[24];
-    size_t len[24];
-} seen;
-
-static void seen_free(seen *s)
-{
-    int i;
-    for (i = 0; i < s->argc; i++)
-        free(s->argv[i]);
-    s->argc = 0;
-}
-
-/* The value of hex digit ch, or -1. */
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* Parse a MONITOR line ('<time> [<db> <client>] "arg" "arg" ...', each
- * argument quoted as Redis's sdscatrepr does) into *s. 0, or -1 for a
- * line of another shape (or too many arguments). */
-static int parse_monitor(const char *line, seen *s)
-{
-    const char *p = strchr(line, ']');
-    s->argc = 0;
-    if (p == NULL)
-        return -1;
-    p++;
-    for (;;) {
-        char *out;
-        size_t n = 0;
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            return s->argc > 0 ? 0 : -1;
-        if (*p != '"' || s->argc == 24)
-            goto bad;
-        p++;
-        out = malloc(strlen(p) + 1);
-        assert_non_null(out);
-        while (*p != '"') {
-            if (*p == '\0') {
-                free(out);
-                goto bad;
-            }
-            if (*p != '\\') {
-                out[n++] = *p++;
-                continue;
-            }
-            p++;
-            switch (*p) {
-            case 'n':
-                out[n++] = '\n';
-                break;
-            case 'r':
-                out[n++] = '\r';
-                break;
-            case 't':
-                out[n++] = '\t';
-                break;
-            case 'a':
-                out[n++] = '\a';
-                break;
-            case 'b':
-                out[n++] = '\b';
-                break;
-            case 'x':
-                if (hexval(p[1]) < 0 || hexval(p[2]) < 0) {
-                    free(out);
-                    goto bad;
-                }
-                out[n++] = (char)(hexval(p[1]) * 16 + hexval(p[2]));
-                p += 2;
-                break;
-            case '\0':
-                free(out);
-                goto bad;
-            default:
-                out[n++] = *p;
-                break; /* \\ and \" */
-            }
-            p++;
-        }
-        p++;
-        out[n] = '\0';
-        s->argv[s->argc] = out;
-        s->len[s->argc] = n;
-        s->argc++;
-    }
-bad:
-    seen_free(s);
-    return -1;
-}
+/* The text that names the lock's release script in its source. */
+#define RELEASE_MARK "release.lua: give back"
 
 /* release.lua's source as the library sends it (learned in (a)). */
 static char *release_src;
@@ -225,107 +125,26 @@ static char *release_src;
 /* A MONITOR connection to s. */
 static redisContext *monitor_open(const th_server *s)
 {
-    struct timeval tv = {5, 0};
-    redisContext *m = redisConnectWithTimeout("127.0.0.1", s->port, tv);
-    redisReply *r;
+    redisContext *m = th_monitor_open(s);
     assert_non_null(m);
-    assert_int_equal(m->err, 0);
-    redisSetTimeout(m, tv);
-    r = redisCommand(m, "MONITOR");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
     return m;
 }
 
-/* Is s a run of a lock's release script (release.lua, by its source or
- * by sha, its SHA1)? */
-static int is_release(const seen *s, const char *sha)
-{
-    if (s->argc < 8)
-        return 0;
-    if (strcasecmp(s->argv[0], "EVAL") == 0)
-        return strstr(s->argv[1], "release.lua: give back") != NULL;
-    return strcasecmp(s->argv[0], "EVALSHA") == 0 &&
-           strcasecmp(s->argv[1], sha) == 0;
-}
-
-/*
- * Read m up to the marker (an ECHO sent to s after everything of
- * interest) and keep the runs of release.lua for lock NAME (its key as
- * KEYS[1]) in out (at most max; *n set). The release script's SHA is
- * learned from its first source (SCRIPT LOAD answers it).
- */
+/* The runs of release.lua for lock NAME that s executed since m began
+ * watching (at most max, *n set). */
 static void monitor_releases(redisContext *m, const th_server *s,
-                             const char *name, seen *out, int max, int *n)
+                             const char *name, th_run *out, int max, int *n)
 {
-    char marker[64], key[128];
-    char sha[48] = "";
-    redisReply *r;
-    *n = 0;
-    snprintf(marker, sizeof marker, "marker-%lld", (long long)th_now_ms());
+    char key[128];
     snprintf(key, sizeof key, "dlock:{%s}", name);
-    r = th_cmd(s, "ECHO %s", marker);
-    assert_non_null(r);
-    freeReplyObject(r);
-    for (;;) {
-        seen x;
-        void *v = NULL;
-        assert_int_equal(redisGetReply(m, &v), REDIS_OK);
-        r = v;
-        assert_int_equal(r->type, REDIS_REPLY_STATUS);
-        if (strstr(r->str, marker) != NULL) {
-            freeReplyObject(r);
-            return;
-        }
-        if (strstr(r->str, "release") == NULL &&
-            (sha[0] == '\0' || strstr(r->str, sha) == NULL)) {
-            freeReplyObject(r);
-            continue;
-        }
-        if (parse_monitor(r->str, &x) != 0) {
-            freeReplyObject(r);
-            continue;
-        }
-        freeReplyObject(r);
-        if (sha[0] == '\0' && x.argc >= 8 &&
-            strcasecmp(x.argv[0], "EVAL") == 0 &&
-            strstr(x.argv[1], "release.lua: give back") != NULL) {
-            if (release_src == NULL) {
-                release_src = malloc(x.len[1] + 1);
-                assert_non_null(release_src);
-                memcpy(release_src, x.argv[1], x.len[1] + 1);
-            }
-            redisReply *l = th_cmd(s, "SCRIPT LOAD %b", x.argv[1], x.len[1]);
-            assert_non_null(l);
-            assert_int_equal(l->type, REDIS_REPLY_STRING);
-            snprintf(sha, sizeof sha, "%s", l->str);
-            freeReplyObject(l);
-        }
-        if (is_release(&x, sha) && strcmp(x.argv[3], key) == 0 && *n < max) {
-            out[(*n)++] = x;
-            continue;
-        }
-        seen_free(&x);
-    }
+    assert_int_equal(
+        th_monitor_runs(m, s, RELEASE_MARK, key, out, max, n, &release_src), 0);
 }
 
-/* Send s again to server t, as it was sent. */
-static void replay(const th_server *t, const seen *s)
+/* Send r to t again, as it was sent. */
+static void replay(const th_server *t, const th_run *r)
 {
-    struct timeval tv = {5, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", t->port, tv);
-    redisReply *r;
-    const char *argv[24];
-    int i;
-    assert_non_null(c);
-    assert_int_equal(c->err, 0);
-    for (i = 0; i < s->argc; i++)
-        argv[i] = s->argv[i];
-    r = redisCommandArgv(c, s->argc, argv, s->len);
-    assert_non_null(r);
-    freeReplyObject(r);
-    redisFree(c);
+    assert_int_equal(th_run_replay(t, r), 0);
 }
 
 /* ---- (a) a late give-back and a later attempt ---------------------------- */
@@ -362,7 +181,7 @@ static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
     dlock_client *b = sclient(DLOCK_WAIT_SPIN, 1000);
     th_server *m = master_node();
     redisContext *mon = monitor_open(m);
-    seen gb[64];
+    th_run gb[64];
     job j = {.c = a, .name = name};
     pthread_t t;
     dlock_lock *lb = NULL;
@@ -414,7 +233,7 @@ static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
     assert_int_equal(rc, DLOCK_BUSY);
     for (i = 0; i < n; i++) {
         assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
-        seen_free(&gb[i]);
+        th_run_free(&gb[i]);
     }
     assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
     dlock_client_free(b);
@@ -468,7 +287,7 @@ static void slowlog_all(void)
 /* The runs of release.lua for lock NAME in s's slow log, oldest first,
  * as commands to replay: EVAL with the source learned in (a) (the slow
  * log cuts long arguments; the others are whole), at most max (*n). */
-static void slowlog_releases(const th_server *s, const char *name, seen *out,
+static void slowlog_releases(const th_server *s, const char *name, th_run *out,
                              int max, int *n)
 {
     char key[128];
@@ -481,14 +300,14 @@ static void slowlog_releases(const th_server *s, const char *name, seen *out,
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     for (e = r->elements; e-- > 0;) {
         const redisReply *en = r->element[e], *args;
-        seen x = {0};
+        th_run x = {0};
         if (en->type != REDIS_REPLY_ARRAY || en->elements < 4)
             continue;
         args = en->element[3];
         if (args->type != REDIS_REPLY_ARRAY || args->elements < 8 ||
             args->elements > 24 ||
             strcasecmp(args->element[0]->str, "EVAL") != 0 ||
-            strstr(args->element[1]->str, "release.lua: give back") == NULL ||
+            strstr(args->element[1]->str, RELEASE_MARK) == NULL ||
             strcmp(args->element[3]->str, key) != 0 || *n == max)
             continue;
         for (i = 0; i < (int)args->elements; i++) {
@@ -514,7 +333,7 @@ static void test_late_giveback_failover(void **state)
     dlock_client *a = sclient_delay(DLOCK_WAIT_FAIR, CMD_MS, 0);
     dlock_client *b = sclient(DLOCK_WAIT_SPIN, 1000);
     th_server *m = master_node(), *nm;
-    seen gb[64];
+    th_run gb[64];
     job j = {.c = a, .name = "gb-failover"};
     pthread_t t;
     dlock_lock *lb = NULL;
@@ -560,7 +379,7 @@ static void test_late_giveback_failover(void **state)
     assert_int_equal(rc, DLOCK_BUSY);
     for (i = 0; i < n; i++) {
         assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
-        seen_free(&gb[i]);
+        th_run_free(&gb[i]);
     }
     assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
     dlock_client_free(b);
