@@ -58,16 +58,10 @@ static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
 
 static int setup(void **state)
 {
-    int k;
-    size_t off;
     (void)state;
     if (th_sentinel_start(&sent) != 0)
         return -1;
-    off = (size_t)snprintf(surl, sizeof surl, "redis+sentinel://");
-    for (k = 0; k < TH_SENTINEL_COUNT; k++)
-        off += (size_t)snprintf(surl + off, sizeof surl - off, "%s127.0.0.1:%d",
-                                k ? "," : "", sent.sentinels[k].port);
-    snprintf(surl + off, sizeof surl - off, "/%s", TH_SENTINEL_NAME);
+    th_sentinel_url(&sent, surl, sizeof surl);
     return 0;
 }
 
@@ -160,6 +154,41 @@ static void held_still(dlock_client *c, dlock_lock *l, const char *when)
     assert_int_equal(rc, DLOCK_OK);
 }
 
+/*
+ * The end of (a) and (c): j holds the lock; its n give-backs gb, which t
+ * executed, are sent to t again (late, as one retried through a failover
+ * is). The holder must still renew and b's try must be refused; no
+ * give-back may name the holder's id. Frees gb and releases the lock.
+ */
+static void replay_and_check(dlock_client *a, dlock_client *b, dlock_lock *l,
+                             const th_server *t, th_run *gb, int n)
+{
+    dlock_lock *lb = NULL;
+    int i, rc;
+    if (n == 0)
+        print_error("%s: no give-back seen\n", dlock_lock_name(l));
+    assert_true(n > 0);
+    held_still(a, l, "before the replay");
+    for (i = 0; i < n; i++) {
+        if (strcmp(gb[i].argv[7], dlock_lock_owner(l)) == 0)
+            print_error("%s: a give-back names the holder's owner id %s "
+                        "(depth %s, token %s)\n",
+                        dlock_lock_name(l), gb[i].argv[7], gb[i].argv[8],
+                        gb[i].argv[9]);
+        replay(t, &gb[i]);
+    }
+    held_still(a, l, "after the late give-backs");
+    rc = dlock_lock_acquire(&lb, b, dlock_lock_name(l), 0, 5000);
+    if (rc == DLOCK_OK)
+        dlock_lock_release(lb);
+    assert_int_equal(rc, DLOCK_BUSY);
+    for (i = 0; i < n; i++) {
+        assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(l));
+        th_run_free(&gb[i]);
+    }
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+}
+
 typedef struct job {
     dlock_client *c;
     const char *name;
@@ -184,8 +213,7 @@ static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
     th_run gb[64];
     job j = {.c = a, .name = name};
     pthread_t t;
-    dlock_lock *lb = NULL;
-    int n = 0, i, rc;
+    int n = 0;
 
     /* The client knows the master (and its scripts) before the stop. */
     assert_int_equal(dlock_lock_acquire(&j.l, a, "gb-warm", 0, 5000), DLOCK_OK);
@@ -207,35 +235,7 @@ static void late_giveback_round(dlock_wait_strategy strategy, const char *name)
     redisFree(mon);
     /* The stop lasted several command timeouts: some attempt timed out
      * and left a give-back. */
-    if (n == 0)
-        print_error("%s: no give-back seen\n", name);
-    assert_true(n > 0);
-
-    held_still(a, j.l, "before the replay");
-    for (i = 0; i < n; i++) {
-        if (strcmp(gb[i].argv[7], dlock_lock_owner(j.l)) == 0)
-            print_error("%s: a give-back names the holder's owner id %s "
-                        "(depth %s, token %s)\n",
-                        name, gb[i].argv[7], gb[i].argv[8], gb[i].argv[9]);
-        /* Late, as one retried through a failover is. */
-        replay(m, &gb[i]);
-    }
-    /* Still held by the waiter, and by nobody else. */
-    rc = dlock_lock_extend(j.l, 30000);
-    if (rc != DLOCK_OK)
-        print_error("%s: the holder's renewal after the late give-backs: "
-                    "%s\n",
-                    name, dlock_errmsg(a));
-    assert_int_equal(rc, DLOCK_OK);
-    rc = dlock_lock_acquire(&lb, b, name, 0, 5000);
-    if (rc == DLOCK_OK)
-        dlock_lock_release(lb);
-    assert_int_equal(rc, DLOCK_BUSY);
-    for (i = 0; i < n; i++) {
-        assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
-        th_run_free(&gb[i]);
-    }
-    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    replay_and_check(a, b, j.l, m, gb, n);
     dlock_client_free(b);
     dlock_client_free(a);
 }
@@ -336,8 +336,7 @@ static void test_late_giveback_failover(void **state)
     th_run gb[64];
     job j = {.c = a, .name = "gb-failover"};
     pthread_t t;
-    dlock_lock *lb = NULL;
-    int n = 0, i, rc, np;
+    int n = 0, np;
     (void)state;
 
     assert_non_null(release_src); /* learned in (a) */
@@ -358,30 +357,7 @@ static void test_late_giveback_failover(void **state)
     assert_int_equal(j.rc, DLOCK_OK);
     th_sleep_ms(500);
     slowlog_releases(nm, j.name, gb, 64, &n);
-    if (n == 0)
-        print_error("no give-back reached the new master\n");
-    assert_true(n > 0);
-    held_still(a, j.l, "before the replay");
-    for (i = 0; i < n; i++) {
-        if (strcmp(gb[i].argv[7], dlock_lock_owner(j.l)) == 0)
-            print_error("a give-back names the holder's owner id %s\n",
-                        gb[i].argv[7]);
-        replay(nm, &gb[i]);
-    }
-    rc = dlock_lock_extend(j.l, 30000);
-    if (rc != DLOCK_OK)
-        print_error("the holder's renewal after the late give-backs: %s\n",
-                    dlock_errmsg(a));
-    assert_int_equal(rc, DLOCK_OK);
-    rc = dlock_lock_acquire(&lb, b, j.name, 0, 5000);
-    if (rc == DLOCK_OK)
-        dlock_lock_release(lb);
-    assert_int_equal(rc, DLOCK_BUSY);
-    for (i = 0; i < n; i++) {
-        assert_string_not_equal(gb[i].argv[7], dlock_lock_owner(j.l));
-        th_run_free(&gb[i]);
-    }
-    assert_int_equal(dlock_lock_release(j.l), DLOCK_OK);
+    replay_and_check(a, b, j.l, nm, gb, n);
     dlock_client_free(b);
     dlock_client_free(a);
     /* The old master back, as a replica of the new one. */
