@@ -331,7 +331,9 @@ static void test_late_giveback_failover(void **state)
      * client took has passed, and by then the watchdog has stopped
      * retrying the give-backs (they end with their attempt's lease). */
     dlock_client *a = sclient_delay(DLOCK_WAIT_FAIR, CMD_MS, 0);
-    dlock_client *b = sclient(DLOCK_WAIT_SPIN, 1000);
+    /* b too: a client that saw the old master would answer its own
+     * lock-delay, not BUSY. */
+    dlock_client *b = sclient_delay(DLOCK_WAIT_SPIN, 1000, 0);
     th_server *m = master_node(), *nm;
     th_run gb[64];
     job j = {.c = a, .name = "gb-failover"};
