@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "errors.h"
 #include "metrics.h"
@@ -48,8 +49,11 @@ struct dlock_client {
 
     /* The registry of held locks (registry.c: lifecycle and rules). */
     pthread_mutex_t held_mu;
-    pthread_cond_t held_cv; /* a lost callback finished */
-    struct dlock__held *held;
+    pthread_cond_t held_cv;        /* a lost callback finished */
+    struct dlock__held *held;      /* every registered record */
+    struct dlock__held **held_tab; /* the reentrant ones by (name, thread) */
+    size_t held_tabsz;             /* buckets, a power of 2 (0: no table) */
+    size_t held_count;             /* records in the table */
     uint64_t held_seq;
     struct dlock__undo *undos;    /* maybe-taken locks to give back */
     _Atomic uint64_t hold_seq;    /* numbers the owner ids of fresh holds */
@@ -113,6 +117,19 @@ static inline int dlock__sleep_cancelable(dlock_client *c, uint64_t gen,
         rc = DLOCK_CANCELED;
     pthread_mutex_unlock(&c->wait_mu);
     return rc;
+}
+
+/* A new id of a request that announces itself (a release, a writer
+ * leaving), "<client id>:<n>", the same on every node for one request,
+ * into buf (at least 64 bytes); returns its length. */
+static inline size_t dlock__request_id(dlock_client *c, char *buf)
+{
+    size_t n;
+    memcpy(buf, c->idhex, 32);
+    buf[32] = ':';
+    n = 33 + dlock__fmt_u64(buf + 33, atomic_fetch_add(&c->release_seq, 1));
+    buf[n] = '\0';
+    return n;
 }
 
 /* The mask of every node of c. */

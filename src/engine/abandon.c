@@ -67,10 +67,14 @@ static void abandon_call(dlock__call *k, int j)
  * have restarted), or one not known to have this script cached (it never
  * ran it, or answered NOSCRIPT to a script it had run since it last ran
  * this one): an acquire given up on would then simply not happen there,
- * a release would lie in the pool until its resend. No early return for
- * a lock write with wait_replicas: a grant counts only once WAIT (read
- * last on its connection) answered. The nodes still being opened are
- * given up on too (dlock__call_finish: nothing was sent to them).
+ * a release would lie in the pool until its resend. Not a node that
+ * opened after the outcome was certain (late): its request carries the
+ * script's source, nothing to resend. A node still connecting is asked
+ * all the same once it opens, with the script's source, so that its
+ * answer need not be waited for (a Redlock lock must reach every server
+ * it can): the step ends once none is left connecting. No early return
+ * for a lock write with wait_replicas: a grant counts only once WAIT
+ * (read last on its connection) answered.
  */
 int dlock__call_enough(dlock__call *k)
 {
@@ -86,11 +90,15 @@ int dlock__call_enough(dlock__call *k)
         return 0;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
+        if (c->state == C_OPENING) {
+            c->full = c->late = 1;
+            still |= 1ULL << j;
+        }
         if (c->state != C_SENT)
             continue;
-        if (c->fresh || c->retried ||
-            !(atomic_load(&k->ln[c->lane].nd->scripts_ok) &
-              (1ULL << cmd->script))) {
+        if (!c->late && (c->fresh || c->retried ||
+                         !(atomic_load(&k->ln[c->lane].nd->scripts_ok) &
+                           (1ULL << cmd->script)))) {
             still |= 1ULL << j;
             continue;
         }
@@ -199,6 +207,8 @@ int dlock__call_same_server(dlock__call *k)
 void dlock__call_finish(dlock__call *k)
 {
     int j, l;
+    /* Only when the step is cancelled (poll failed) with nodes still
+     * connecting. */
     dlock__call_unopened(k, DLOCK_ETIMEDOUT, "not waited for (connecting)");
     for (l = 0; l < k->nl; l++)
         if (k->ln[l].conn != NULL) /* cancelled: given up on */

@@ -52,9 +52,11 @@ typedef struct ecall {
     dlock__node_opening *open; /* OPENING: its connection being opened */
     dlock__conn *pre;          /* opened (or taken from the pool) for it */
     int pre_fresh;             /* pre was opened for it */
-    redisReply *first;         /* the script's reply while WAIT's is awaited */
-    int64_t retry_at;          /* BACKOFF: go again then */
-    char refused[128];         /* the last TRYAGAIN / CLUSTERDOWN, which says
+    int late;          /* opened after the outcome was certain: sent with the
+                 source (full), never waited for */
+    redisReply *first; /* the script's reply while WAIT's is awaited */
+    int64_t retry_at;  /* BACKOFF: go again then */
+    char refused[128]; /* the last TRYAGAIN / CLUSTERDOWN, which says
                           more than the timeout it ends in */
 } ecall;
 
