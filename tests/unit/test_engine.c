@@ -423,41 +423,30 @@ static void test_wait_short_after_noscript(void **state)
     dlock_client_free(c);
 }
 
-/* A node that never answers: the others' answers count, it times out,
- * and the step returns by its deadline. */
-static void test_silent_node(void **state)
+/* A node that never answers the call (silent: sent, then no answer in
+ * time), and one that accepts the connection but never answers anything,
+ * not even the INFO of a new connection (mute: still connecting at the
+ * deadline, nothing sent): the others are asked and answer meanwhile, and
+ * the step ends by its deadline. */
+static void test_unanswering_node(void **state)
 {
-    dlock_client *c = client(3, 0);
-    dlock__result res[3];
+    static const int mode[2] = {A_SILENT, A_MUTE};
+    static const char *const why[2] = {"no answer in time", "connecting"};
+    int t;
     (void)state;
-    srvs[2].mode = A_SILENT;
-    assert_int_equal(exec_k(c, 7, 0, 300, res), 2);
-    assert_int_equal(res[0].status, DLOCK_OK);
-    assert_int_equal(res[1].status, DLOCK_OK);
-    assert_int_equal(res[2].status, DLOCK_ETIMEDOUT);
-    assert_non_null(strstr(res[2].err, "no answer in time"));
-    assert_int_equal(res[2].sent, 1);
-    dlock__results_clear(res, 3);
-    dlock_client_free(c);
-}
-
-/* A node that accepts the connection but never answers (not even the
- * INFO of a new connection): the others are asked and answer meanwhile,
- * and the step ends by its deadline with that node still connecting. */
-static void test_mute_node(void **state)
-{
-    dlock_client *c = client(3, 0);
-    dlock__result res[3];
-    (void)state;
-    srvs[1].mode = A_MUTE;
-    assert_int_equal(exec_k(c, 7, 0, 300, res), 2);
-    assert_int_equal(res[0].status, DLOCK_OK);
-    assert_int_equal(res[2].status, DLOCK_OK);
-    assert_int_equal(res[1].status, DLOCK_ETIMEDOUT);
-    assert_non_null(strstr(res[1].err, "connecting"));
-    assert_int_equal(res[1].sent, 0);
-    dlock__results_clear(res, 3);
-    dlock_client_free(c);
+    for (t = 0; t < 2; t++) {
+        dlock_client *c = client(3, 0);
+        dlock__result res[3];
+        srvs[2 - t].mode = mode[t];
+        assert_int_equal(exec_k(c, 7, 0, 300, res), 2);
+        assert_int_equal(res[0].status, DLOCK_OK);
+        assert_int_equal(res[2 - t].status, DLOCK_ETIMEDOUT);
+        assert_non_null(strstr(res[2 - t].err, why[t]));
+        assert_int_equal(res[2 - t].sent, t == 0);
+        srvs[2 - t].mode = A_OK;
+        dlock__results_clear(res, 3);
+        dlock_client_free(c);
+    }
 }
 
 /* MOVED: the call goes to the node named and its answer is the result;
@@ -550,8 +539,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_short_after_noscript, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_silent_node, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mute_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unanswering_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redirects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
