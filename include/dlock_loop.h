@@ -1,0 +1,236 @@
+/*
+ * dlock_loop.h - libdlock's event-loop API (issue 30): locks without a
+ * thread per waiter, driven from the application's own event loop.
+ *
+ * The model (hiredis async, c-ares, curl multi): one dlock_loop per event
+ * loop, made from a dlock_client (a client may have several loops). The
+ * application watches ONE descriptor, dlock_loop_fd() (readable when the
+ * loop has work), arms a timer for dlock_loop_timeout_ms(), and calls
+ * dlock_loop_process() when either fires. process never blocks: it does
+ * what the sockets and the clock allow, and runs the completion callbacks
+ * of the operations that finished, on the calling thread.
+ *
+ * Every operation call (dlock_loop_lock, dlock_loop_release, ...) returns
+ * at once. Its callback runs exactly once, from dlock_loop_process() (or
+ * from dlock_op_cancel() / dlock_loop_free(), with DLOCK_CANCELED), never
+ * from inside the call that started it. The dlock_op is freed when its
+ * callback returns.
+ *
+ * Owner per hold, never per thread: every acquire through a loop is a new
+ * owner on the servers; a second acquire of a name the loop already holds
+ * is refused at once (DLOCK_BUSY), never re-entered. A hold (dlock_hold)
+ * belongs to its loop: the loop renews its lease on its timer inside
+ * process, batched (one extend call per round for every hold due), and a
+ * lease found lost is reported through the hold's on_lost callback from
+ * process (never silently): the key is gone or has another owner, or the
+ * loop did not run process until the lease was over (a stalled loop).
+ *
+ * Connections: per loop, one pipelined command connection to the server
+ * (many calls in flight, replies matched in order), plus one subscriber
+ * connection while something waits (release notifications and fair
+ * handoffs arrive there, so wake-ups come in on the loop's fd).
+ *
+ * Thread rules: a loop, its operations and its holds are used from one
+ * thread at a time (the thread that runs its event loop; moving a loop to
+ * another thread needs the application's own hand-over). Several loops of
+ * one client may run on different threads. dlock_loop_fd,
+ * dlock_loop_timeout_ms and dlock_loop_process follow the same rule.
+ *
+ * What is implemented (the rest is declared later, when it is):
+ *  - one server (redis://, rediss://, unix://) only: dlock_loop_new on a
+ *    client of several servers (Redlock), Sentinel or Cluster returns
+ *    DLOCK_EINVAL with a message saying it is not implemented yet;
+ *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
+ *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
+ *  - fenced set / get.
+ * Not yet: semaphore permits, read-write locks, several locks at once,
+ * election, Redlock / Sentinel / Cluster, the libuv and libevent adapters,
+ * the client's options wait_replicas, holder_info and on_event (loop holds
+ * do not use them), and the lock-delay after a failover.
+ */
+#ifndef DLOCK_LOOP_H
+#define DLOCK_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_loop dlock_loop;
+typedef struct dlock_op dlock_op;
+typedef struct dlock_hold dlock_hold;
+
+/*
+ * An operation's completion: status DLOCK_OK or why not (the codes of
+ * dlock.h: DLOCK_BUSY, DLOCK_TIMEDOUT, DLOCK_CANCELED, DLOCK_NOT_OWNER,
+ * an error class); dlock_op_errmsg(op) says more (valid until the
+ * callback returns). hold: an acquire's new hold on success (the
+ * application's until it releases it through the loop), the hold acted
+ * on for release and extend (after a release's callback it is freed,
+ * whatever the status), else NULL. The callback may start new operations
+ * and cancel others; it must not free the loop.
+ */
+typedef void (*dlock_op_cb)(dlock_op *op, int status, dlock_hold *hold,
+                            void *userdata);
+
+/* A hold's lease was found lost (status DLOCK_NOT_OWNER: the servers say
+ * it is no longer ours; DLOCK_LOST: renewals failed, or the loop did not
+ * run, until the lease was over). Called from dlock_loop_process. The
+ * hold stays valid: release it (the release completes with
+ * DLOCK_LOST) to free it. */
+typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
+                                   void *userdata);
+
+/*
+ * Make a loop over client's server. Opens nothing yet (connections are
+ * opened without blocking when the first operation needs them). Returns
+ * DLOCK_OK (*out set), DLOCK_EINVAL (a NULL argument; a client of
+ * several servers, Sentinel or Cluster: not implemented yet; the message
+ * is in dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
+ * DLOCK_ENOMEM. The client must outlive the loop.
+ */
+DLOCK_EXPORT int dlock_loop_new(dlock_loop **out, dlock_client *client);
+
+/* Free the loop: operations still running complete with DLOCK_CANCELED
+ * (their callbacks run here; a waiter leaves its fair queue place with a
+ * request sent without waiting for the answer), connections are closed.
+ * Holds still held are NOT released: renewal stops and their leases run
+ * out; their memory is freed. Accepts NULL. */
+DLOCK_EXPORT void dlock_loop_free(dlock_loop *loop);
+
+/* The descriptor to watch for readability (an epoll fd over the loop's
+ * connections and its wake-up eventfd). Stable for the loop's life. */
+DLOCK_EXPORT int dlock_loop_fd(const dlock_loop *loop);
+
+/* Milliseconds until dlock_loop_process must be called even if the fd
+ * is not readable: 0 now, -1 no timer (nothing to renew, time or wait). */
+DLOCK_EXPORT int64_t dlock_loop_timeout_ms(const dlock_loop *loop);
+
+/*
+ * Do what is ready: read and write the connections, run what the clock
+ * asks (waits' deadlines, fair queue refreshes, renewals, command
+ * timeouts), and run the callbacks of the operations that completed.
+ * Never blocks. Returns DLOCK_OK, or DLOCK_EINVAL for a NULL loop. Call
+ * it again when dlock_loop_fd is readable or dlock_loop_timeout_ms has
+ * passed; calling it when nothing is ready is harmless.
+ */
+DLOCK_EXPORT int dlock_loop_process(dlock_loop *loop);
+
+#define DLOCK_LOOP_ACQUIRE_VERSION 1
+
+/* How an acquire through a loop behaves. dlock_loop_acquire_init fills
+ * the defaults. */
+typedef struct dlock_loop_acquire {
+    unsigned version; /* DLOCK_LOOP_ACQUIRE_VERSION */
+    /* 0: try once; > 0: wait at most this long; < 0: wait until it is
+     * had or cancelled. Default 0. */
+    int64_t wait_ms;
+    /* The lease, > 0; default 30000. */
+    int64_t lease_ms;
+    /* 1 (default): the loop renews the lease (at a third of it) until the
+     * hold is released; 0: the lease runs out unless extended. */
+    int renew;
+    /* How to wait; default the client's wait_strategy. */
+    dlock_wait_strategy strategy;
+    /* Told when a renewed lease is found lost (from process). */
+    dlock_hold_lost_cb on_lost;
+    void *on_lost_userdata;
+} dlock_loop_acquire;
+
+DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
+                                          const dlock_client *client);
+
+/*
+ * Start acquiring the exclusive lock NAME (rules of dlock_lock_acquire).
+ * opts may be NULL (defaults). Returns DLOCK_OK: the operation runs and
+ * cb(op, status, hold, userdata) will be called once; *out (when out is
+ * not NULL) is the operation, valid until its callback returns. Or, with
+ * nothing started and cb never called: DLOCK_EINVAL (bad argument,
+ * message in dlock_errmsg(client)), DLOCK_ENOMEM. Completion statuses:
+ * DLOCK_OK (hold set), DLOCK_BUSY (a try found it held, or this loop
+ * already holds or is acquiring NAME), DLOCK_TIMEDOUT, DLOCK_CANCELED,
+ * or an error class (for a wait: the servers failed in a way waiting
+ * will not cure, or the wait ended while they were failing: the last
+ * failure is the status). A failed acquire gives back what it may have
+ * taken (a request whose answer was lost is followed by a release).
+ */
+DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,
+                                 const char *name,
+                                 const dlock_loop_acquire *opts, dlock_op_cb cb,
+                                 void *userdata);
+
+/* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST
+ * (already found lost), DLOCK_NOT_OWNER (expired or taken) or an error
+ * class, and hold (freed when the callback returns, whatever the
+ * outcome; renewal stops at once). The hold must not be used after this
+ * call except in that callback. Returns as dlock_loop_lock. */
+DLOCK_EXPORT int dlock_loop_release(dlock_op **out, dlock_loop *loop,
+                                    dlock_hold *hold, dlock_op_cb cb,
+                                    void *userdata);
+
+/* Set the hold's lease to lease_ms from now (and the renewals' lease
+ * from then on). The callback gets DLOCK_OK, DLOCK_NOT_OWNER (the hold
+ * is then lost) or an error class. Returns as dlock_loop_lock. */
+DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
+                                   dlock_hold *hold, int64_t lease_ms,
+                                   dlock_op_cb cb, void *userdata);
+
+/*
+ * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
+ * caller names it; VALUE stored only if TOKEN >= every token a fenced
+ * write of KEY carried). Callback: DLOCK_OK, DLOCK_STALE (older token,
+ * nothing changed) or an error class; hold is NULL.
+ */
+DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
+                                       const char *key, uint64_t token,
+                                       const void *value, size_t len,
+                                       dlock_op_cb cb, void *userdata);
+
+/* Fenced read through the loop (dlock_fenced_get's rules). In the
+ * callback, dlock_op_value gives the value read (NULL: none) and its
+ * length, and the highest token seen. */
+DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
+                                       const char *key, dlock_op_cb cb,
+                                       void *userdata);
+
+/* In a fenced get's callback: the value (NUL-terminated, owned by the
+ * op: copy it), its length and the fence (0 when never written). NULL
+ * for other operations or when KEY has no value. */
+DLOCK_EXPORT const char *dlock_op_value(const dlock_op *op, size_t *len,
+                                        uint64_t *fence);
+
+/*
+ * Cancel an operation that has not completed: its callback runs now,
+ * from this call, with DLOCK_CANCELED, and what it may hold is given
+ * back by requests sent without waiting (a fair waiter's queue place; a
+ * lock handed to it or an acquire in flight is released). A release or
+ * extend already sent still reaches the server; only its callback is
+ * run early. op must be a live operation of a loop used from this
+ * thread (not one whose callback has run).
+ */
+DLOCK_EXPORT void dlock_op_cancel(dlock_op *op);
+
+/* The operation's message: why it failed, or "" (valid until its
+ * callback returns). */
+DLOCK_EXPORT const char *dlock_op_errmsg(const dlock_op *op);
+
+/* The name given to acquire. */
+DLOCK_EXPORT const char *dlock_hold_name(const dlock_hold *hold);
+/* The fencing token (see dlock_lock_token). */
+DLOCK_EXPORT uint64_t dlock_hold_token(const dlock_hold *hold);
+/* The owner id on the servers: "<client id>:0:<hold number>". */
+DLOCK_EXPORT const char *dlock_hold_owner(const dlock_hold *hold);
+/* Milliseconds of validity left (0 once expired or lost). */
+DLOCK_EXPORT int64_t dlock_hold_validity_ms(const dlock_hold *hold);
+/* DLOCK_OK while believed held, DLOCK_LOST / DLOCK_NOT_OWNER once lost. */
+DLOCK_EXPORT int dlock_hold_status(const dlock_hold *hold);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_LOOP_H */
