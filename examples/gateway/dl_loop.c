@@ -1,0 +1,486 @@
+/*
+ * dl_loop.c - the gateway's de-duplication on libdlock's event-loop API
+ * (include/dlock_loop.h, issue 30), on the gateway's libuv loop: one
+ * dlock_loop, its fd watched by a uv_poll, its timeout by a uv_timer,
+ * and dlock_loop_process called once per libuv iteration (uv_prepare)
+ * after new operations were started, so that every operation started in
+ * one iteration goes out in one pipelined write.
+ *
+ * Decide K (the lock is P:dedup:K, the result the fenced value
+ * P:result:K):
+ *   1. a try of the lock and a fenced get of the result, started together
+ *      (sent in that order on the loop's one command connection: the get
+ *      sees what the lock's holder, if any, stored before it released);
+ *   2. got the lock, no result -> PROCESS (the loop renews the lease
+ *      while the backend runs);
+ *      got the lock, a result  -> release it, STORED;
+ *      busy, a result          -> STORED;
+ *      busy, no result         -> reject: BUSY; wait: a waiting acquire
+ *      (woken by the release notification), then a fenced get: a result
+ *      -> release, STORED; none (the holder failed) -> PROCESS.
+ * Finish: a fenced set of the body with the hold's token (refused,
+ * DLOCK_STALE, when a newer holder has written: a processor that lost its
+ * lease cannot overwrite the result of one that holds it), then the
+ * release; answered when the release completes.
+ */
+#include "gateway.h"
+
+#include <dlock.h>
+#include <dlock_loop.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAIT_MS 60000 /* a duplicate's wait for the lock, at most */
+
+typedef struct dl_be {
+    gw_backend base;
+    dlock_client *client;
+    dlock_loop *dl;
+    uv_poll_t poll;
+    uv_timer_t timer;
+    uv_prepare_t prep;
+    int dirty; /* operations started since the last process */
+    size_t pending;
+} dl_be;
+
+typedef struct dreq {
+    dl_be *b;
+    gw_req *req;
+    char name[300];   /* the lock */
+    char reskey[300]; /* the fenced result */
+    dlock_hold *hold;
+    int lock_done, lock_status;
+    int get_done, get_status;
+    char *value; /* the result read, if any */
+    size_t vlen;
+    int waited; /* stage 2: the waiting acquire */
+    int set_status;
+    int processing;   /* decided PROCESS: followers wait for the body */
+    const char *body; /* the processed body (the leader's, until answered) */
+    size_t blen;
+    char msg[200];
+    gw_req **fol; /* followers: same-key requests of this process */
+    size_t nfol, capfol;
+    struct dreq *hnext; /* the in-progress table's chain */
+} dreq;
+
+/* This process's requests in progress, by key: one leader per key talks
+ * to Redis, later same-key requests follow it (the loop refuses a second
+ * acquire of a name it holds or is acquiring: DLOCK_BUSY, never a wait).
+ */
+#define NBUCKET 65536
+static dreq *table[NBUCKET];
+
+static uint32_t key_hash(const char *k)
+{
+    uint32_t h = 2166136261u;
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * 16777619u;
+    return h % NBUCKET;
+}
+
+static dreq *table_find(const char *key)
+{
+    for (dreq *d = table[key_hash(key)]; d; d = d->hnext)
+        if (!strcmp(d->req->key, key))
+            return d;
+    return NULL;
+}
+
+static void table_remove(dreq *d)
+{
+    dreq **pp = &table[key_hash(d->req->key)];
+    while (*pp && *pp != d)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = d->hnext;
+}
+
+static void rearm(dl_be *b);
+
+/* Note that operations were started: process runs before libuv blocks. */
+static void kick(dl_be *b)
+{
+    b->dirty = 1;
+}
+
+static void dreq_free(dreq *d)
+{
+    d->b->pending--;
+    free(d->value);
+    free(d->fol);
+    free(d);
+}
+
+/* D's final verdict V for the leader and its followers (PROCESS: the
+ * leader processes; followers in reject mode are BUSY, in wait mode they
+ * stay for the body). D is freed unless V is PROCESS. */
+static void settle(dreq *d, enum gw_verdict v, const char *body, size_t len,
+                   const char *msg)
+{
+    if (v == GW_PROCESS) {
+        d->processing = 1;
+        if (d->b->base.cfg->mode == GW_REJECT) {
+            for (size_t i = 0; i < d->nfol; i++)
+                gw_decided(d->fol[i], GW_BUSY, NULL, 0, NULL);
+            d->nfol = 0;
+        }
+        gw_decided(d->req, GW_PROCESS, NULL, 0, NULL);
+        return;
+    }
+    table_remove(d);
+    for (size_t i = 0; i < d->nfol; i++)
+        gw_decided(d->fol[i], v, body, len, msg);
+    gw_decided(d->req, v, body, len, msg);
+    dreq_free(d);
+}
+
+static void on_noop(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    (void)op;
+    (void)status;
+    (void)hold;
+    (void)ud;
+}
+
+/* Give D's hold back without waiting for the answer. */
+static void drop_hold(dreq *d)
+{
+    if (d->hold &&
+        dlock_loop_release(NULL, d->b->dl, d->hold, on_noop, NULL) == DLOCK_OK)
+        kick(d->b);
+    d->hold = NULL;
+}
+
+static void start_round(dreq *d);
+static void decide(dreq *d);
+
+static void on_lock(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    dreq *d = ud;
+    d->lock_done = 1;
+    d->lock_status = status;
+    if (status == DLOCK_OK)
+        d->hold = hold;
+    else if (status != DLOCK_BUSY)
+        snprintf(d->msg, sizeof d->msg, "lock: %s: %s", dlock_strerror(status),
+                 dlock_op_errmsg(op));
+    decide(d);
+}
+
+static void on_get(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    dreq *d = ud;
+    (void)hold;
+    d->get_done = 1;
+    d->get_status = status;
+    if (status == DLOCK_OK) {
+        size_t len = 0;
+        uint64_t fence = 0;
+        const char *v = dlock_op_value(op, &len, &fence);
+        if (v) {
+            d->value = malloc(len + 1);
+            if (d->value) {
+                memcpy(d->value, v, len);
+                d->value[len] = 0;
+                d->vlen = len;
+            }
+        }
+    } else
+        snprintf(d->msg, sizeof d->msg, "fenced get: %s: %s",
+                 dlock_strerror(status), dlock_op_errmsg(op));
+    decide(d);
+}
+
+/* Both answers of a round are in: the verdict, or the waiting stage. */
+static void decide(dreq *d)
+{
+    if (!d->lock_done || !d->get_done)
+        return;
+    if (d->get_status != DLOCK_OK ||
+        (d->lock_status != DLOCK_OK && d->lock_status != DLOCK_BUSY)) {
+        drop_hold(d);
+        settle(d, GW_FAIL, NULL, 0, d->msg);
+        return;
+    }
+    if (d->value) {
+        drop_hold(d);
+        settle(d, GW_STORED, d->value, d->vlen, NULL);
+        return;
+    }
+    if (d->lock_status == DLOCK_OK) {
+        settle(d, GW_PROCESS, NULL, 0, NULL);
+        return;
+    }
+    if (d->b->base.cfg->mode == GW_REJECT || d->waited) {
+        /* A waited-for lock is never BUSY; kept for safety. */
+        settle(d, GW_BUSY, NULL, 0, NULL);
+        return;
+    }
+    /* Wait mode, busy, no result yet: wait for the lock, then look. */
+    d->waited = 1;
+    start_round(d);
+}
+
+static void on_waited(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    dreq *d = ud;
+    if (status != DLOCK_OK) {
+        snprintf(d->msg, sizeof d->msg, "waiting for the lock: %s: %s",
+                 dlock_strerror(status), dlock_op_errmsg(op));
+        settle(d, GW_FAIL, NULL, 0, d->msg);
+        return;
+    }
+    d->hold = hold;
+    d->lock_done = 1;
+    d->lock_status = DLOCK_OK;
+    d->get_done = 0;
+    if (dlock_loop_fenced_get(NULL, d->b->dl, d->reskey, on_get, d) !=
+        DLOCK_OK) {
+        drop_hold(d);
+        settle(d, GW_FAIL, NULL, 0, dlock_errmsg(d->b->client));
+        return;
+    }
+    kick(d->b);
+}
+
+/* Start D's round: the try + get (first), or the waiting acquire. */
+static void start_round(dreq *d)
+{
+    dl_be *b = d->b;
+    dlock_loop_acquire a;
+    dlock_loop_acquire_init(&a, b->client);
+    a.lease_ms = b->base.cfg->lease_ms;
+    a.renew = 1;
+    d->lock_done = d->get_done = 0;
+    if (!d->waited) {
+        a.wait_ms = 0;
+        if (dlock_loop_lock(NULL, b->dl, d->name, &a, on_lock, d) != DLOCK_OK)
+            goto fail;
+        if (dlock_loop_fenced_get(NULL, b->dl, d->reskey, on_get, d) !=
+            DLOCK_OK) {
+            /* The lock's callback comes; it cannot decide without the
+             * get: mark the get failed so that decide gives it back. */
+            d->get_done = 1;
+            d->get_status = DLOCK_EINVAL;
+            snprintf(d->msg, sizeof d->msg, "fenced get: %s",
+                     dlock_errmsg(b->client));
+        }
+    } else {
+        a.wait_ms = WAIT_MS;
+        if (dlock_loop_lock(NULL, b->dl, d->name, &a, on_waited, d) != DLOCK_OK)
+            goto fail;
+    }
+    kick(b);
+    return;
+fail:
+    settle(d, GW_FAIL, NULL, 0, dlock_errmsg(b->client));
+}
+
+static void dl_begin(gw_backend *gb, gw_req *req)
+{
+    dl_be *b = (dl_be *)gb;
+    dreq *lead = table_find(req->key);
+    if (lead) {
+        if (lead->processing && gb->cfg->mode == GW_REJECT) {
+            gw_decided(req, GW_BUSY, NULL, 0, NULL);
+            return;
+        }
+        if (lead->nfol == lead->capfol) {
+            size_t nc = lead->capfol ? lead->capfol * 2 : 4;
+            gw_req **nf = realloc(lead->fol, nc * sizeof *nf);
+            if (!nf) {
+                gw_decided(req, GW_FAIL, NULL, 0, "out of memory");
+                return;
+            }
+            lead->fol = nf;
+            lead->capfol = nc;
+        }
+        lead->fol[lead->nfol++] = req;
+        return;
+    }
+    dreq *d = calloc(1, sizeof *d);
+    if (!d) {
+        gw_decided(req, GW_FAIL, NULL, 0, "out of memory");
+        return;
+    }
+    b->pending++;
+    d->b = b;
+    d->req = req;
+    req->bctx = d;
+    snprintf(d->name, sizeof d->name, "%s:dedup:%s", gb->cfg->prefix, req->key);
+    snprintf(d->reskey, sizeof d->reskey, "%s:result:%s", gb->cfg->prefix,
+             req->key);
+    uint32_t h = key_hash(req->key);
+    d->hnext = table[h];
+    table[h] = d;
+    start_round(d);
+}
+
+static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    dreq *d = ud;
+    (void)op;
+    (void)hold;
+    (void)status; /* the result is stored (or refused) either way */
+    table_remove(d);
+    for (size_t i = 0; i < d->nfol; i++)
+        if (d->set_status == DLOCK_OK)
+            gw_decided(d->fol[i], GW_STORED, d->body, d->blen, NULL);
+        else
+            gw_decided(d->fol[i], GW_FAIL, NULL, 0, d->msg);
+    if (d->set_status == DLOCK_OK)
+        gw_finished(d->req, 1, NULL);
+    else
+        gw_finished(d->req, 0, d->msg);
+    dreq_free(d);
+}
+
+static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    dreq *d = ud;
+    (void)hold;
+    d->set_status = status;
+    if (status == DLOCK_STALE)
+        snprintf(d->msg, sizeof d->msg,
+                 "the lease was lost while processing and a newer holder "
+                 "has written: this result was not stored");
+    else if (status != DLOCK_OK)
+        snprintf(d->msg, sizeof d->msg, "fenced set: %s: %s",
+                 dlock_strerror(status), dlock_op_errmsg(op));
+}
+
+static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
+{
+    dl_be *b = (dl_be *)gb;
+    dreq *d = req->bctx;
+    d->set_status = DLOCK_EIO;
+    d->body = body;
+    d->blen = len;
+    snprintf(d->msg, sizeof d->msg, "fenced set not answered");
+    if (dlock_loop_fenced_set(NULL, b->dl, d->reskey, dlock_hold_token(d->hold),
+                              body, len, on_set, d) != DLOCK_OK) {
+        snprintf(d->msg, sizeof d->msg, "fenced set: %s",
+                 dlock_errmsg(b->client));
+    }
+    dlock_hold *h = d->hold;
+    d->hold = NULL;
+    if (dlock_loop_release(NULL, b->dl, h, on_released, d) != DLOCK_OK) {
+        snprintf(d->msg, sizeof d->msg, "release: %s", dlock_errmsg(b->client));
+        d->set_status = DLOCK_EIO;
+        on_released(NULL, DLOCK_EIO, NULL, d);
+        return;
+    }
+    kick(b);
+}
+
+/* Run process, then arm the timer for the loop's next deadline. */
+static void run_process(dl_be *b)
+{
+    for (int i = 0; i < 4; i++) {
+        b->dirty = 0;
+        dlock_loop_process(b->dl);
+        if (!b->dirty)
+            break;
+    }
+    rearm(b);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    run_process(t->data);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    run_process(p->data);
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    dl_be *b = p->data;
+    if (b->dirty)
+        run_process(b);
+}
+
+static void rearm(dl_be *b)
+{
+    int64_t ms = b->dirty ? 0 : dlock_loop_timeout_ms(b->dl);
+    if (ms < 0)
+        uv_timer_stop(&b->timer);
+    else
+        uv_timer_start(&b->timer, on_timer, (uint64_t)ms, 0);
+}
+
+static size_t dl_pending(gw_backend *gb)
+{
+    return ((dl_be *)gb)->pending;
+}
+
+static int dl_connections(gw_backend *gb)
+{
+    (void)gb;
+    return -1; /* not observable through the API: see the bench */
+}
+
+static void dl_destroy(gw_backend *gb)
+{
+    dl_be *b = (dl_be *)gb;
+    uv_poll_stop(&b->poll);
+    uv_timer_stop(&b->timer);
+    uv_prepare_stop(&b->prep);
+    uv_close((uv_handle_t *)&b->poll, NULL);
+    uv_close((uv_handle_t *)&b->timer, NULL);
+    uv_close((uv_handle_t *)&b->prep, NULL);
+    uv_run(gb->loop, UV_RUN_NOWAIT);
+    dlock_loop_free(b->dl);
+    dlock_client_free(b->client);
+    free(b);
+}
+
+static const struct gw_backend_vt dl_vt = {dl_begin, dl_finish, dl_pending,
+                                           dl_connections, dl_destroy};
+
+gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
+                         size_t errlen)
+{
+    dl_be *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    b->base.vt = &dl_vt;
+    b->base.cfg = cfg;
+    b->base.loop = loop;
+    dlock_options o;
+    dlock_options_init(&o);
+    o.servers = cfg->servers;
+    o.nservers = (size_t)cfg->nservers;
+    char e[256] = "";
+    int rc = dlock_client_new(&b->client, &o, e, sizeof e);
+    if (rc != DLOCK_OK) {
+        snprintf(err, errlen, "dlock client: %s: %s", dlock_strerror(rc), e);
+        free(b);
+        return NULL;
+    }
+    rc = dlock_loop_new(&b->dl, b->client);
+    if (rc != DLOCK_OK) {
+        snprintf(err, errlen, "dlock loop: %s: %s", dlock_strerror(rc),
+                 dlock_errmsg(b->client));
+        dlock_client_free(b->client);
+        free(b);
+        return NULL;
+    }
+    uv_poll_init(loop, &b->poll, dlock_loop_fd(b->dl));
+    uv_timer_init(loop, &b->timer);
+    uv_prepare_init(loop, &b->prep);
+    b->poll.data = b->timer.data = b->prep.data = b;
+    uv_poll_start(&b->poll, UV_READABLE, on_poll);
+    uv_prepare_start(&b->prep, on_prepare);
+    /* The timer and prepare handles must not keep libuv alive alone. */
+    uv_unref((uv_handle_t *)&b->prep);
+    return &b->base;
+}
