@@ -1,0 +1,299 @@
+/*
+ * holds.c - what a loop does with its holds (include/dlock_loop.h):
+ * release and extend operations, the renewal of every hold due in one
+ * extend.lua call per round (BATCH_MAX holds at most), the report of a
+ * lease lost (the servers' answer, or the validity run out: renewals
+ * failed or the loop did not run), and fenced set / get.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+#include "loop_impl.h"
+
+#define BATCH_MAX 200
+
+static void release_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                          const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    long long v;
+    (void)l;
+    (void)sent;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "release: %s", err);
+        return;
+    }
+    v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (v == 1 || v == 2 || v == 3 || v == 4)
+        dloop__complete(op, DLOCK_OK, "%s", "");
+    else if (v == 0)
+        dloop__complete(op, DLOCK_NOT_OWNER,
+                        "release: %s: not the owner (the lease expired or "
+                        "another owner has it)",
+                        op->hold->k.name);
+    else
+        dloop__complete(op, DLOCK_EPROTO, "release: a malformed reply");
+}
+
+/* Arguments of release.lua for hold h's last level. */
+int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
+                       dlock_op_cb cb, void *userdata)
+{
+    const char *keys[4];
+    size_t kl[4];
+    char tok[24], ho[24], ret[24], relid[64];
+    const char *args[7];
+    size_t al[7];
+    dlock_op *op;
+    int rc;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL || h == NULL || h->loop != l || !h->held || h->gone ||
+        cb == NULL)
+        return l != NULL ? dlock__set_error(l->c, DLOCK_EINVAL,
+                                            "dlock_loop_release: no hold of "
+                                            "this loop, or no callback")
+                         : DLOCK_EINVAL;
+    op = dloop__op_new(l, OP_RELEASE, cb, userdata);
+    if (op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    if (out != NULL)
+        *out = op;
+    h->gone = 1;
+    h->renew = 0;
+    op->hold = h; /* its reference: freed after the callback */
+    if (h->status != DLOCK_OK) {
+        dloop__complete(op, DLOCK_LOST, "%s: the lease had been lost",
+                        h->k.name);
+        return DLOCK_OK;
+    }
+    keys[0] = h->k.key, kl[0] = h->k.keylen;
+    keys[1] = h->k.fkey, kl[1] = h->k.fkeylen;
+    keys[2] = h->k.qkey, kl[2] = h->k.qkeylen;
+    keys[3] = h->k.qtkey, kl[3] = h->k.qtkeylen;
+    args[0] = h->owner, al[0] = strlen(h->owner);
+    args[1] = "1", al[1] = 1;
+    args[2] = tok, al[2] = dlock__fmt_u64(tok, h->token);
+    args[3] = h->k.chan, al[3] = h->k.chanlen;
+    args[4] = ho, al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
+    args[5] = ret, al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
+    args[6] = relid, al[6] = dlock__request_id(l->c, relid);
+    op->state = ST_OUT;
+    rc = dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al,
+                     release_reply, op, &op->req);
+    if (rc != DLOCK_OK)
+        dloop__complete(op, rc, "out of memory");
+    return DLOCK_OK;
+}
+
+/* A hold's lease is no longer ours: say so once. */
+static void lost(dlock_hold *h, int status)
+{
+    if (h->status != DLOCK_OK)
+        return;
+    h->status = status;
+    if (h->on_lost != NULL && !h->gone)
+        h->on_lost(h, status, h->lost_ud);
+}
+
+/* A renewal (or extend) confirmed at sent_ms for lease. */
+static void renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
+{
+    dlock_loop *l = h->loop;
+    h->lease_ms = lease;
+    h->valid_until = sent_ms + lease - dlock__drift(l->c, lease);
+    if (h->renew) {
+        h->renew_at = sent_ms + lease / 3;
+        if (l->renew_min < 0 || h->renew_at < l->renew_min)
+            l->renew_min = h->renew_at;
+    }
+}
+
+static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                         const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    (void)l;
+    (void)sent;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "extend: %s", err);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+               dlock__elem_int(r, 0) == 1) {
+        renewed(op->hold, op->wake_at, op->lease_ms);
+        dloop__complete(op, DLOCK_OK, "%s", "");
+    } else {
+        lost(op->hold, DLOCK_NOT_OWNER);
+        dloop__complete(op, DLOCK_NOT_OWNER,
+                        "extend: %s: not the owner (the lease expired or "
+                        "another owner has it)",
+                        op->hold->k.name);
+    }
+}
+
+/* Send extend.lua for holds hs[0..n) with their leases. */
+static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
+                       void *ctx, lreq **out)
+{
+    const char **keys = malloc(n * (3 * sizeof(char *) + 3 * sizeof(size_t)));
+    const char **args;
+    size_t *kl, *al;
+    char(*num)[24] = malloc(n * sizeof *num);
+    int i, rc;
+    if (keys == NULL || num == NULL) {
+        free(keys);
+        free(num);
+        return DLOCK_ENOMEM;
+    }
+    args = keys + n;
+    kl = (size_t *)(args + 2 * n);
+    al = kl + n;
+    for (i = 0; i < n; i++) {
+        keys[i] = hs[i]->k.key;
+        kl[i] = hs[i]->k.keylen;
+        args[2 * i] = hs[i]->owner;
+        al[2 * i] = strlen(hs[i]->owner);
+        args[2 * i + 1] = num[i];
+        al[2 * i + 1] = dlock__fmt_i64(num[i], hs[i]->lease_ms);
+    }
+    rc = dloop__send(l, DLOCK__S_EXTEND, n, keys, kl, 2 * n, args, al, fn, ctx,
+                     out);
+    free(keys);
+    free(num);
+    return rc;
+}
+
+int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
+                      int64_t lease_ms, dlock_op_cb cb, void *userdata)
+{
+    dlock_op *op;
+    int64_t keep;
+    int rc;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL || h == NULL || h->loop != l || !h->held || h->gone ||
+        cb == NULL || lease_ms <= 0)
+        return l != NULL ? dlock__set_error(l->c, DLOCK_EINVAL,
+                                            "dlock_loop_extend: no hold of "
+                                            "this loop, no callback, or a "
+                                            "lease <= 0")
+                         : DLOCK_EINVAL;
+    op = dloop__op_new(l, OP_EXTEND, cb, userdata);
+    if (op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    if (out != NULL)
+        *out = op;
+    op->hold = h;
+    if (h->status != DLOCK_OK) {
+        dloop__complete(op, h->status, "%s: the lease had been lost",
+                        h->k.name);
+        return DLOCK_OK;
+    }
+    op->lease_ms = lease_ms;
+    op->wake_at = dlock__now_ms(); /* sent at (not a timer: ST_OUT) */
+    op->state = ST_OUT;
+    keep = h->lease_ms;
+    h->lease_ms = lease_ms;
+    rc = send_extend(l, &h, 1, extend_reply, op, &op->req);
+    h->lease_ms = keep;
+    if (rc != DLOCK_OK)
+        dloop__complete(op, rc, "out of memory");
+    return DLOCK_OK;
+}
+
+static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    lbatch *b = ctx;
+    int64_t now = dlock__now_ms();
+    int i;
+    (void)l;
+    (void)err;
+    (void)sent;
+    for (i = 0; i < b->n; i++) {
+        dlock_hold *h = b->h[i];
+        if (h == NULL)
+            continue;
+        h->batch = NULL;
+        h->renewing = 0;
+        if (rc != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
+            r->elements != (size_t)b->n) {
+            /* Try again soon; the validity running out reports it. */
+            h->renew_at = now + 100;
+            if (l->renew_min < 0 || h->renew_at < l->renew_min)
+                l->renew_min = h->renew_at;
+        } else if (dlock__elem_int(r, (size_t)i) == 1) {
+            if (h->status == DLOCK_OK)
+                renewed(h, b->sent_ms, h->lease_ms);
+        } else {
+            lost(h, DLOCK_NOT_OWNER);
+        }
+    }
+    free(b);
+}
+
+/* Send one renewal call for hs[0..n). */
+static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
+{
+    lbatch *b = malloc(sizeof *b + n * sizeof *b->h);
+    int i;
+    if (b == NULL)
+        return;
+    b->n = n;
+    b->h = (dlock_hold **)(b + 1);
+    b->sent_ms = now;
+    for (i = 0; i < n; i++) {
+        b->h[i] = hs[i];
+        hs[i]->batch = b;
+        hs[i]->slot = i;
+        hs[i]->renewing = 1;
+    }
+    if (send_extend(l, hs, n, batch_reply, b, NULL) != DLOCK_OK) {
+        for (i = 0; i < n; i++) {
+            hs[i]->batch = NULL;
+            hs[i]->renewing = 0;
+        }
+        free(b);
+    }
+}
+
+/* The holds' clock: report leases run out, renew those due (batched). */
+void dloop__holds_time(dlock_loop *l, int64_t now)
+{
+    dlock_hold *h, *due[BATCH_MAX], *gone[BATCH_MAX];
+    int nd = 0, ng = 0, i;
+    int64_t min = -1;
+    if (l->renew_min < 0 || now < l->renew_min)
+        return;
+    for (h = l->holds; h != NULL; h = h->hnext) {
+        if (!h->renew || h->status != DLOCK_OK || h->gone)
+            continue;
+        if (now >= h->valid_until) {
+            if (ng < BATCH_MAX)
+                gone[ng++] = h;
+            continue;
+        }
+        if (!h->renewing && now >= h->renew_at) {
+            due[nd++] = h;
+            if (nd == BATCH_MAX) {
+                renew_batch(l, due, nd, now);
+                nd = 0;
+            }
+            continue;
+        }
+        if (!h->renewing && (min < 0 || h->renew_at < min))
+            min = h->renew_at;
+        if (min < 0 || h->valid_until < min)
+            min = h->valid_until;
+    }
+    if (nd > 0)
+        renew_batch(l, due, nd, now);
+    l->renew_min = min;
+    if (ng == BATCH_MAX && (l->renew_min < 0 || now < l->renew_min))
+        l->renew_min = now; /* more to report: next process */
+    for (i = 0; i < ng; i++)
+        lost(gone[i], DLOCK_LOST);
+}

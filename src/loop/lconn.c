@@ -1,0 +1,488 @@
+/*
+ * lconn.c - a loop's two connections to its server: the command
+ * connection (script requests pipelined, answers matched in FIFO order,
+ * NOSCRIPT answered by sending the source, a request unanswered past the
+ * command timeout ends the connection) and the subscriber (SUBSCRIBE per
+ * channel some operation waits on; messages handed to ops.c). Both are
+ * opened without blocking (node.h: dlock__node_opening_*) from process.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "loop_impl.h"
+
+/* Register lc's descriptor and events in the loop's epoll set. */
+static void reg(dlock_loop *l, lconn *lc)
+{
+    int fd = -1;
+    short pev = 0;
+    uint32_t ev = 0;
+    struct epoll_event e;
+    if (lc->open != NULL) {
+        dlock__node_opening_poll(lc->open, &fd, &pev);
+    } else if (lc->conn != NULL) {
+        fd = dlock__conn_fd(lc->conn);
+        pev = dlock__conn_events(lc->conn);
+    }
+    if (pev & POLLIN)
+        ev |= EPOLLIN;
+    if (pev & POLLOUT)
+        ev |= EPOLLOUT;
+    if (fd == lc->fd && ev == lc->ev)
+        return;
+    if (lc->fd >= 0 && fd != lc->fd)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL); /* may be closed */
+    lc->fd = fd;
+    lc->ev = ev;
+    if (fd < 0)
+        return;
+    memset(&e, 0, sizeof e);
+    e.events = ev;
+    e.data.ptr = lc;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT)
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+void dloop__conns_update(dlock_loop *l)
+{
+    reg(l, &l->cmd);
+    reg(l, &l->sub);
+}
+
+/* Put r's command into the connection's output buffer. */
+static int append(dlock_loop *l, lreq *r)
+{
+    r->appended = 1;
+    r->deadline = dlock__now_ms() + l->c->opts.command_timeout_ms;
+    return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
+}
+
+static void lreq_free(lreq *r)
+{
+    free(r);
+}
+
+/* End every request of the command connection with rc / err and close
+ * it. The callbacks may queue new requests (they go on a fresh list). */
+static void cmd_fail(dlock_loop *l, int rc, const char *err)
+{
+    lreq *r = l->cmd.head, *next;
+    l->cmd.head = l->cmd.tail = NULL;
+    l->cmd.nreq = 0;
+    dlock__node_opening_free(l->cmd.open);
+    l->cmd.open = NULL;
+    dlock__conn_close(l->cmd.conn);
+    l->cmd.conn = NULL;
+    for (; r != NULL; r = next) {
+        next = r->next;
+        if (r->fn != NULL)
+            r->fn(l, r->ctx, rc, NULL, err, r->appended);
+        lreq_free(r);
+    }
+}
+
+/* The connection opened: queue everything waiting for it. */
+static void cmd_opened(dlock_loop *l)
+{
+    lreq *r;
+    for (r = l->cmd.head; r != NULL; r = r->next)
+        if (!r->appended && append(l, r) != DLOCK_OK) {
+            cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+            return;
+        }
+}
+
+int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
+                const size_t *keylens, int nargs, const char **args,
+                const size_t *arglens, lreq_fn fn, void *ctx, lreq **out)
+{
+    int argc = 3 + nkeys + nargs, i;
+    size_t bytes = 0;
+    char *cur;
+    lreq *r;
+    for (i = 0; i < nkeys; i++)
+        bytes += keylens[i];
+    for (i = 0; i < nargs; i++)
+        bytes += arglens[i];
+    /* One allocation: the request, argv, lengths and a copy of every
+     * key and argument (the request outlives its requester's buffers). */
+    r = calloc(1, sizeof *r + argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    r->argv = (const char **)(r + 1);
+    r->argvlen = (size_t *)(r->argv + argc);
+    cur = (char *)(r->argvlen + argc);
+    r->fn = fn;
+    r->ctx = ctx;
+    r->script = script;
+    r->argc = argc;
+    r->argv[0] = "EVALSHA";
+    r->argv[1] = l->c->scripts[script].sha;
+    r->argvlen[2] = dlock__fmt_i64(r->nk, nkeys);
+    r->argv[2] = r->nk;
+    for (i = 0; i < nkeys + nargs; i++) {
+        const char *s = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t n = i < nkeys ? keylens[i] : arglens[i - nkeys];
+        memcpy(cur, s, n);
+        r->argv[3 + i] = cur;
+        r->argvlen[3 + i] = n;
+        cur += n;
+    }
+    r->argvlen[0] = 7;
+    r->argvlen[1] = 40;
+    if (l->cmd.tail != NULL)
+        l->cmd.tail->next = r;
+    else
+        l->cmd.head = r;
+    l->cmd.tail = r;
+    l->cmd.nreq++;
+    if (out != NULL)
+        *out = r;
+    if (l->cmd.conn != NULL && append(l, r) == DLOCK_OK)
+        reg(l, &l->cmd);
+    else
+        dloop__signal(l); /* process opens the connection */
+    return DLOCK_OK;
+}
+
+/* NOSCRIPT: send r again with the source, at the end of the queue. */
+static void resend_eval(dlock_loop *l, lreq *r)
+{
+    r->eval = 1;
+    r->appended = 0;
+    r->next = NULL;
+    r->argv[0] = "EVAL";
+    r->argv[1] = l->c->scripts[r->script].src;
+    r->argvlen[0] = 4;
+    r->argvlen[1] = strlen(r->argv[1]);
+    if (l->cmd.tail != NULL)
+        l->cmd.tail->next = r;
+    else
+        l->cmd.head = r;
+    l->cmd.tail = r;
+    l->cmd.nreq++;
+    if (append(l, r) != DLOCK_OK)
+        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+}
+
+/* One answer for the head request. */
+static void cmd_reply(dlock_loop *l, redisReply *rep)
+{
+    lreq *r = l->cmd.head;
+    char err[LOOP_ERRLEN];
+    int fo, rc;
+    l->cmd.head = r->next;
+    if (l->cmd.head == NULL)
+        l->cmd.tail = NULL;
+    l->cmd.nreq--;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (!r->eval && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(rep);
+            resend_eval(l, r);
+            return;
+        }
+        rc = dlock__reply_error(&l->c->ns, &l->c->ns.node[0], rep->str, err,
+                                sizeof err, &fo);
+        if (r->fn != NULL)
+            r->fn(l, r->ctx, rc, NULL, err, 1);
+    } else if (r->fn != NULL) {
+        r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+    }
+    freeReplyObject(rep);
+    lreq_free(r);
+}
+
+void dloop__cmd_io(dlock_loop *l, short revents)
+{
+    char err[LOOP_ERRLEN];
+    redisReply *rep;
+    int rc;
+    if (l->cmd.open != NULL) {
+        rc = dlock__node_opening_step(l->cmd.open, revents, &l->cmd.conn, err,
+                                      sizeof err);
+        if (rc == DLOCK__OPEN_AGAIN)
+            return;
+        dlock__node_opening_free(l->cmd.open);
+        l->cmd.open = NULL;
+        if (rc != DLOCK_OK) {
+            cmd_fail(l, rc, err);
+            return;
+        }
+        cmd_opened(l);
+        revents = POLLOUT;
+    }
+    if (l->cmd.conn == NULL)
+        return;
+    rc = dlock__conn_progress(l->cmd.conn, revents, err, sizeof err);
+    while (rc == DLOCK_OK && l->cmd.head != NULL) {
+        int got = dlock__conn_pop_reply(l->cmd.conn, &rep, err, sizeof err);
+        if (got < 0)
+            rc = DLOCK_EPROTO;
+        if (got <= 0)
+            break;
+        cmd_reply(l, rep);
+        if (l->cmd.conn == NULL)
+            return;
+    }
+    if (rc != DLOCK_OK)
+        cmd_fail(l, rc, err);
+}
+
+/* Open conn lc (command or subscriber) without blocking. */
+static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
+{
+    int fresh = 0;
+    int rc;
+    lc->open_dl = dlock__now_ms() + l->c->opts.connect_timeout_ms;
+    rc = dlock__node_opening_start(&lc->open, &l->c->ns, 0, lc->open_dl,
+                                   &lc->conn, &fresh, err, errlen);
+    if (rc == DLOCK__OPEN_AGAIN)
+        return rc;
+    lc->open = NULL;
+    return rc;
+}
+
+/* Subscriber: (re)subscribe every channel not subscribed yet. */
+static void sub_flush(dlock_loop *l)
+{
+    size_t i;
+    lsub *s;
+    for (i = 0; i < l->nsubs; i++)
+        for (s = l->subs[i]; s != NULL; s = s->next)
+            if (s->state == 0 && s->refs > 0) {
+                const char *argv[2] = {"SUBSCRIBE", s->chan};
+                size_t lens[2] = {9, s->len};
+                if (dlock__conn_append_argv(l->sub.conn, 2, argv, lens) ==
+                    DLOCK_OK)
+                    s->state = 1;
+            }
+}
+
+/* The subscriber failed: every channel is unsubscribed; waiters retry. */
+static void sub_fail(dlock_loop *l)
+{
+    size_t i;
+    lsub *s;
+    dlock__node_opening_free(l->sub.open);
+    l->sub.open = NULL;
+    dlock__conn_close(l->sub.conn);
+    l->sub.conn = NULL;
+    l->sub.open_dl = dlock__now_ms() + 100; /* next try not before */
+    for (i = 0; i < l->nsubs; i++)
+        for (s = l->subs[i]; s != NULL; s = s->next)
+            s->state = 0;
+    dloop__sub_lost(l);
+}
+
+static lsub *sub_find(dlock_loop *l, const char *chan, size_t len);
+
+/* A message or confirmation on the subscriber. */
+static void sub_reply(dlock_loop *l, redisReply *r)
+{
+    lsub *s;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* NOPERM or similar: waiters poll (ops.c bounds their sleeps). */
+        dloop__sub_lost(l);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    s = sub_find(l, r->element[1]->str, r->element[1]->len);
+    if (s == NULL)
+        return;
+    if (strcmp(r->element[0]->str, "subscribe") == 0) {
+        s->state = 2;
+        dloop__on_subscribed(l, s);
+    } else if (strcmp(r->element[0]->str, "message") == 0 &&
+               r->element[2]->type == REDIS_REPLY_STRING) {
+        dloop__on_message(l, s, r->element[2]->str, r->element[2]->len);
+    }
+}
+
+void dloop__sub_io(dlock_loop *l, short revents)
+{
+    char err[LOOP_ERRLEN];
+    redisReply *rep;
+    int rc;
+    if (l->sub.open != NULL) {
+        rc = dlock__node_opening_step(l->sub.open, revents, &l->sub.conn, err,
+                                      sizeof err);
+        if (rc == DLOCK__OPEN_AGAIN)
+            return;
+        dlock__node_opening_free(l->sub.open);
+        l->sub.open = NULL;
+        if (rc != DLOCK_OK) {
+            sub_fail(l);
+            return;
+        }
+        sub_flush(l);
+        revents = POLLOUT;
+    }
+    if (l->sub.conn == NULL)
+        return;
+    rc = dlock__conn_progress(l->sub.conn, revents, err, sizeof err);
+    while (rc == DLOCK_OK) {
+        int got = dlock__conn_pop_reply(l->sub.conn, &rep, err, sizeof err);
+        if (got < 0)
+            rc = DLOCK_EPROTO;
+        if (got <= 0)
+            break;
+        sub_reply(l, rep);
+        freeReplyObject(rep);
+        if (l->sub.conn == NULL)
+            return;
+    }
+    if (rc != DLOCK_OK)
+        sub_fail(l);
+}
+
+/* The command connection's clock: an open or an answer overdue. */
+static void cmd_time(dlock_loop *l, int64_t now)
+{
+    char err[LOOP_ERRLEN];
+    int rc;
+    if (l->cmd.open != NULL &&
+        now >= dlock__node_opening_deadline(l->cmd.open)) {
+        rc = dlock__node_opening_timeout(l->cmd.open, err, sizeof err);
+        cmd_fail(l, rc, err);
+    } else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
+               l->cmd.head->appended && now >= l->cmd.head->deadline) {
+        snprintf(err, sizeof err, "%s: no answer in time",
+                 dlock__conn_peer(l->cmd.conn));
+        cmd_fail(l, DLOCK_ETIMEDOUT, err);
+    }
+    if (l->cmd.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
+        rc = open_start(l, &l->cmd, err, sizeof err);
+        if (rc == DLOCK_OK)
+            cmd_opened(l);
+        else if (rc != DLOCK__OPEN_AGAIN)
+            cmd_fail(l, rc, err);
+    }
+}
+
+void dloop__conns_time(dlock_loop *l, int64_t now)
+{
+    char err[LOOP_ERRLEN];
+    int rc;
+    cmd_time(l, now);
+    if (l->sub.open != NULL &&
+        now >= dlock__node_opening_deadline(l->sub.open)) {
+        sub_fail(l);
+    } else if (l->subcount == 0 && l->sub.conn != NULL) {
+        dlock__conn_close(l->sub.conn); /* nothing waits */
+        l->sub.conn = NULL;
+    } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
+               now >= l->sub.open_dl) {
+        rc = open_start(l, &l->sub, err, sizeof err);
+        if (rc == DLOCK_OK)
+            sub_flush(l);
+        else if (rc != DLOCK__OPEN_AGAIN)
+            sub_fail(l);
+    }
+    dloop__conns_update(l);
+}
+
+int64_t dloop__conns_wake(const dlock_loop *l)
+{
+    int64_t w = -1;
+    if (l->cmd.open != NULL)
+        w = dlock__node_opening_deadline(l->cmd.open);
+    else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
+             l->cmd.head->appended)
+        w = l->cmd.head->deadline;
+    else if (l->cmd.conn == NULL && l->cmd.head != NULL)
+        w = 0;
+    if (l->sub.open != NULL) {
+        int64_t s = dlock__node_opening_deadline(l->sub.open);
+        if (w < 0 || s < w)
+            w = s;
+    } else if (l->subcount > 0 && l->sub.conn == NULL) {
+        if (w < 0 || l->sub.open_dl < w)
+            w = l->sub.open_dl;
+    }
+    return w;
+}
+
+void dloop__conns_close(dlock_loop *l)
+{
+    size_t i;
+    lsub *s, *n;
+    cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
+    dlock__node_opening_free(l->sub.open);
+    dlock__conn_close(l->sub.conn);
+    l->sub.open = NULL;
+    l->sub.conn = NULL;
+    for (i = 0; i < l->nsubs; i++)
+        for (s = l->subs[i]; s != NULL; s = n) {
+            n = s->next;
+            free(s);
+        }
+}
+
+static size_t sub_hash(const dlock_loop *l, const char *chan, size_t len)
+{
+    size_t h = 5381, i;
+    for (i = 0; i < len; i++)
+        h = h * 33 + (unsigned char)chan[i];
+    return h & (l->nsubs - 1);
+}
+
+static lsub *sub_find(dlock_loop *l, const char *chan, size_t len)
+{
+    lsub *s = l->subs[sub_hash(l, chan, len)];
+    while (s != NULL && (s->len != len || memcmp(s->chan, chan, len) != 0))
+        s = s->next;
+    return s;
+}
+
+lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len)
+{
+    lsub *s = sub_find(l, chan, len);
+    size_t b;
+    if (s == NULL) {
+        s = calloc(1, sizeof *s + len + 1);
+        if (s == NULL)
+            return NULL;
+        s->chan = (char *)(s + 1);
+        memcpy(s->chan, chan, len);
+        s->len = len;
+        b = sub_hash(l, chan, len);
+        s->next = l->subs[b];
+        l->subs[b] = s;
+    }
+    if (s->refs++ == 0) {
+        l->subcount++;
+        if (l->sub.conn != NULL) {
+            sub_flush(l);
+            reg(l, &l->sub);
+        } else {
+            dloop__signal(l);
+        }
+    }
+    return s;
+}
+
+void dloop__sub_put(dlock_loop *l, lsub *s)
+{
+    lsub **p;
+    if (s == NULL || --s->refs > 0)
+        return;
+    l->subcount--;
+    if (s->state != 0 && l->sub.conn != NULL) {
+        const char *argv[2] = {"UNSUBSCRIBE", s->chan};
+        size_t lens[2] = {11, s->len};
+        dlock__conn_append_argv(l->sub.conn, 2, argv, lens);
+        reg(l, &l->sub);
+    }
+    for (p = &l->subs[sub_hash(l, s->chan, s->len)]; *p != s; p = &(*p)->next)
+        ;
+    *p = s->next;
+    free(s);
+}

@@ -1,0 +1,418 @@
+/*
+ * loop.c - the dlock_loop object (include/dlock_loop.h): its descriptor
+ * (an epoll set over the loop's connections and an eventfd that says
+ * "process has work": a completion queued outside process, a connection
+ * to open), its clock, process, the completion queue, the holds and the
+ * table of names the loop holds or is acquiring (a second acquire of one
+ * is BUSY, never re-entered).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "loop_impl.h"
+
+#define NAME_BUCKETS 4096
+#define SUB_BUCKETS 1024
+
+int dlock_loop_new(dlock_loop **out, dlock_client *c)
+{
+    dlock_loop *l;
+    struct epoll_event e;
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || c == NULL)
+        return c != NULL ? dlock__set_error(c, DLOCK_EINVAL, "out is NULL")
+                         : DLOCK_EINVAL;
+    if (c->ns.n != 1 || c->ns.cluster != NULL || c->ns.locate != NULL)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "dlock_loop_new: not implemented yet for "
+                                "several servers, Sentinel or Cluster "
+                                "(one server only)");
+    l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    l->c = c;
+    l->cmd.fd = l->sub.fd = -1;
+    l->renew_min = -1;
+    l->nbuckets = NAME_BUCKETS;
+    l->nsubs = SUB_BUCKETS;
+    l->names = calloc(l->nbuckets, sizeof *l->names);
+    l->subs = calloc(l->nsubs, sizeof *l->subs);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN;
+    e.data.ptr = NULL;
+    if (l->names == NULL || l->subs == NULL || l->epfd < 0 || l->evfd < 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->evfd, &e) != 0) {
+        int rc = l->names == NULL || l->subs == NULL ? DLOCK_ENOMEM : DLOCK_EIO;
+        if (l->epfd >= 0)
+            close(l->epfd);
+        if (l->evfd >= 0)
+            close(l->evfd);
+        free(l->names);
+        free(l->subs);
+        free(l);
+        return dlock__set_error(c, rc, "dlock_loop_new: %s",
+                                rc == DLOCK_EIO ? strerror(errno)
+                                                : "out of memory");
+    }
+    *out = l;
+    return DLOCK_OK;
+}
+
+void dloop__signal(dlock_loop *l)
+{
+    uint64_t one = 1;
+    if (l->signalled)
+        return;
+    l->signalled = 1;
+    if (write(l->evfd, &one, sizeof one) < 0) {
+        /* a full counter is still readable */
+    }
+}
+
+/* Run the callbacks of the completed operations, in order. */
+static void run_done(dlock_loop *l)
+{
+    while (l->dq != NULL) {
+        dlock_op *op = l->dq;
+        l->dq = op->dnext;
+        if (l->dq == NULL)
+            l->dqt = NULL;
+        if (op->cb != NULL)
+            op->cb(op, op->status, op->hold, op->ud);
+        if (op->type == OP_RELEASE && op->hold != NULL)
+            dloop__hold_unref(op->hold);
+        free(op->got);
+        free(op->key);
+        free(op);
+    }
+}
+
+void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
+{
+    dlock_loop *l = op->loop;
+    va_list ap;
+    if (op->state == ST_DONE)
+        return;
+    dloop__op_abort(op); /* detaches its request, subscription, sleep */
+    op->state = ST_DONE;
+    op->status = status;
+    if (fmt != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(op->err, sizeof op->err, fmt, ap);
+        va_end(ap);
+    }
+    if (op->prev != NULL)
+        op->prev->next = op->next;
+    else
+        l->ops = op->next;
+    if (op->next != NULL)
+        op->next->prev = op->prev;
+    op->dnext = NULL;
+    if (l->dqt != NULL)
+        l->dqt->dnext = op;
+    else
+        l->dq = op;
+    l->dqt = op;
+    if (!l->in_process)
+        dloop__signal(l);
+}
+
+dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
+{
+    dlock_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return NULL;
+    op->loop = l;
+    op->type = type;
+    op->cb = cb;
+    op->ud = ud;
+    op->deadline = op->wake_at = -1;
+    op->next = l->ops;
+    if (l->ops != NULL)
+        l->ops->prev = op;
+    l->ops = op;
+    return op;
+}
+
+static size_t name_hash(const dlock_loop *l, const char *s, size_t n)
+{
+    size_t h = 5381, i;
+    for (i = 0; i < n; i++)
+        h = h * 33 + (unsigned char)s[i];
+    return h & (l->nbuckets - 1);
+}
+
+dlock_hold *dloop__name_find(dlock_loop *l, const char *name)
+{
+    size_t n = strlen(name);
+    dlock_hold *h = l->names[name_hash(l, name, n)];
+    while (h != NULL && (h->k.namelen != n || memcmp(h->k.name, name, n) != 0))
+        h = h->tnext;
+    return h;
+}
+
+void dloop__name_drop(dlock_hold *h)
+{
+    dlock_loop *l = h->loop;
+    dlock_hold **p = &l->names[name_hash(l, h->k.name, h->k.namelen)];
+    while (*p != NULL && *p != h)
+        p = &(*p)->tnext;
+    if (*p == h)
+        *p = h->tnext;
+    h->tnext = NULL;
+}
+
+/* "<prefix>:{<name>}<suffix>" at *cur; see registry.c's put_key. */
+static char *put_key(char **cur, const dlock_client *c, const char *name,
+                     size_t nlen, const char *suffix, size_t *outlen)
+{
+    char *k = *cur;
+    size_t slen = strlen(suffix);
+    memcpy(k, c->key_prefix, c->prefixlen);
+    memcpy(k + c->prefixlen, ":{", 2);
+    memcpy(k + c->prefixlen + 2, name, nlen);
+    k[c->prefixlen + 2 + nlen] = '}';
+    memcpy(k + c->prefixlen + 3 + nlen, suffix, slen + 1);
+    *outlen = c->prefixlen + 3 + nlen + slen;
+    *cur = k + *outlen + 1;
+    return k;
+}
+
+/* A new hold for NAME (keys, a fresh owner id), in the name table. */
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name)
+{
+    const dlock_client *c = l->c;
+    size_t nlen = strlen(name), base = c->prefixlen + 3 + nlen + 1;
+    dlock_hold *h = calloc(1, sizeof *h + (nlen + 1) + 6 * base + 48);
+    char *cur;
+    size_t b;
+    if (h == NULL)
+        return NULL;
+    cur = (char *)(h + 1);
+    h->loop = l;
+    h->k.name = cur;
+    h->k.namelen = nlen;
+    memcpy(cur, name, nlen + 1);
+    cur += nlen + 1;
+    h->k.key = put_key(&cur, c, name, nlen, "", &h->k.keylen);
+    h->k.fkey = put_key(&cur, c, name, nlen, ":f", &h->k.fkeylen);
+    h->k.chan = put_key(&cur, c, name, nlen, ":c", &h->k.chanlen);
+    h->k.qkey = put_key(&cur, c, name, nlen, ":q", &h->k.qkeylen);
+    h->k.qtkey = put_key(&cur, c, name, nlen, ":qt", &h->k.qtkeylen);
+    h->k.hchan = put_key(&cur, c, name, nlen, ":c:", &h->k.hchanlen);
+    memcpy(h->k.hchan + h->k.hchanlen, c->idhex, 33);
+    h->k.hchanlen += 32;
+    /* "<client id>:0:<hold number>": thread 0, no thread owns it. */
+    memcpy(h->owner, c->idhex, 32);
+    memcpy(h->owner + 32, ":0:", 3);
+    dlock__fmt_u64(h->owner + 35, atomic_fetch_add(&l->c->hold_seq, 1) + 1);
+    h->status = DLOCK_OK;
+    h->renew_at = -1;
+    h->refs = 1;
+    b = name_hash(l, name, nlen);
+    h->tnext = l->names[b];
+    l->names[b] = h;
+    return h;
+}
+
+/* Drop one reference; the last frees h (out of the name table and the
+ * loop's holds, its renewal batch slot cleared). */
+void dloop__hold_unref(dlock_hold *h)
+{
+    dlock_loop *l = h->loop;
+    if (--h->refs > 0)
+        return;
+    dloop__name_drop(h);
+    if (h->batch != NULL)
+        h->batch->h[h->slot] = NULL;
+    if (h->held) {
+        if (h->hprev != NULL)
+            h->hprev->hnext = h->hnext;
+        else if (l->holds == h)
+            l->holds = h->hnext;
+        if (h->hnext != NULL)
+            h->hnext->hprev = h->hprev;
+    }
+    free(h);
+}
+
+int dlock_loop_fd(const dlock_loop *l)
+{
+    return l != NULL ? l->epfd : -1;
+}
+
+int64_t dlock_loop_timeout_ms(const dlock_loop *l)
+{
+    int64_t w, o, now;
+    if (l == NULL)
+        return -1;
+    if (l->dq != NULL || l->signalled)
+        return 0;
+    w = dloop__conns_wake(l);
+    o = dloop__ops_wake(l);
+    if (o >= 0 && (w < 0 || o < w))
+        w = o;
+    if (l->renew_min >= 0 && (w < 0 || l->renew_min < w))
+        w = l->renew_min;
+    if (w < 0)
+        return -1;
+    now = dlock__now_ms();
+    return w <= now ? 0 : w - now;
+}
+
+/* Read what the sockets have without waiting. */
+static void poll_conns(dlock_loop *l)
+{
+    struct pollfd p[2];
+    lconn *lc[2];
+    int n = 0, i;
+    uint64_t v;
+    if (read(l->evfd, &v, sizeof v) < 0) {
+        /* nothing signalled */
+    }
+    l->signalled = 0;
+    if (l->cmd.fd >= 0) {
+        p[n].fd = l->cmd.fd;
+        p[n].events = (short)((l->cmd.ev & EPOLLIN ? POLLIN : 0) |
+                              (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
+        lc[n++] = &l->cmd;
+    }
+    if (l->sub.fd >= 0) {
+        p[n].fd = l->sub.fd;
+        p[n].events = (short)((l->sub.ev & EPOLLIN ? POLLIN : 0) |
+                              (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
+        lc[n++] = &l->sub;
+    }
+    if (n == 0 || poll(p, (nfds_t)n, 0) <= 0)
+        return;
+    for (i = 0; i < n; i++) {
+        if (p[i].revents == 0)
+            continue;
+        if (lc[i] == &l->cmd)
+            dloop__cmd_io(l, p[i].revents);
+        else
+            dloop__sub_io(l, p[i].revents);
+    }
+}
+
+int dlock_loop_process(dlock_loop *l)
+{
+    int64_t now;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    l->in_process = 1;
+    poll_conns(l);
+    now = dlock__now_ms();
+    dloop__holds_time(l, now);
+    dloop__ops_time(l, now);
+    dloop__conns_time(l, now);
+    l->in_process = 0;
+    run_done(l);
+    dloop__conns_update(l);
+    if (l->dq != NULL)
+        dloop__signal(l);
+    return DLOCK_OK;
+}
+
+void dlock_op_cancel(dlock_op *op)
+{
+    dlock_loop *l;
+    if (op == NULL || op->state == ST_DONE)
+        return;
+    l = op->loop;
+    dloop__complete(op, DLOCK_CANCELED, "cancelled");
+    /* Run its callback now, from here (the queue keeps order: run every
+     * completion queued before it too). */
+    if (!l->in_process)
+        run_done(l);
+    dloop__conns_update(l);
+}
+
+void dlock_loop_free(dlock_loop *l)
+{
+    dlock_hold *h, *n;
+    if (l == NULL)
+        return;
+    while (l->ops != NULL)
+        dloop__complete(l->ops, DLOCK_CANCELED, "the loop was freed");
+    l->in_process = 1;
+    run_done(l);
+    /* Best effort: what was queued (give-backs) is written once. */
+    if (l->cmd.conn != NULL)
+        dlock__conn_progress(l->cmd.conn, POLLOUT, NULL, 0);
+    dloop__conns_close(l);
+    for (h = l->holds; h != NULL; h = n) {
+        n = h->hnext;
+        free(h);
+    }
+    close(l->epfd);
+    close(l->evfd);
+    free(l->names);
+    free(l->subs);
+    free(l);
+}
+
+const char *dlock_op_errmsg(const dlock_op *op)
+{
+    return op != NULL ? op->err : "";
+}
+
+const char *dlock_op_value(const dlock_op *op, size_t *len, uint64_t *fence)
+{
+    if (op == NULL || op->type != OP_FGET) {
+        if (len != NULL)
+            *len = 0;
+        if (fence != NULL)
+            *fence = 0;
+        return NULL;
+    }
+    if (len != NULL)
+        *len = op->gotlen;
+    if (fence != NULL)
+        *fence = op->fence;
+    return op->has_got ? op->got : NULL;
+}
+
+const char *dlock_hold_name(const dlock_hold *h)
+{
+    return h != NULL ? h->k.name : "";
+}
+
+uint64_t dlock_hold_token(const dlock_hold *h)
+{
+    return h != NULL ? h->token : 0;
+}
+
+const char *dlock_hold_owner(const dlock_hold *h)
+{
+    return h != NULL ? h->owner : "";
+}
+
+int64_t dlock_hold_validity_ms(const dlock_hold *h)
+{
+    int64_t left;
+    if (h == NULL || h->status != DLOCK_OK)
+        return 0;
+    left = h->valid_until - dlock__now_ms();
+    return left > 0 ? left : 0;
+}
+
+int dlock_hold_status(const dlock_hold *h)
+{
+    if (h == NULL)
+        return DLOCK_EINVAL;
+    if (h->status == DLOCK_OK && dlock__now_ms() >= h->valid_until)
+        return DLOCK_NOT_OWNER;
+    return h->status;
+}

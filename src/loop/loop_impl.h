@@ -1,0 +1,170 @@
+/*
+ * loop_impl.h - the event-loop API's state (include/dlock_loop.h), shared
+ * by src/loop/: loop.c (the object, the fd, timers, completion), lconn.c
+ * (the pipelined command connection and the subscriber) and ops.c (the
+ * operations: acquire, release, extend, renewal, fenced set/get). Above
+ * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
+ * and core.h (the client); nothing below imports it.
+ */
+#ifndef DLOCK_LOOP_IMPL_H
+#define DLOCK_LOOP_IMPL_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "held.h"
+#include "dlock_loop.h"
+
+#define LOOP_ERRLEN 256
+
+struct dlock_loop;
+
+/* A request's answer: rc DLOCK_OK with r (not owned: the caller must not
+ * free it) or a failure with err; sent 1 when the request may have
+ * reached the server. ctx as given to lconn_send. */
+typedef void (*lreq_fn)(struct dlock_loop *l, void *ctx, int rc,
+                        const redisReply *r, const char *err, int sent);
+
+/* One script request on the command connection, in FIFO order. */
+typedef struct lreq {
+    struct lreq *next;
+    lreq_fn fn; /* NULL: its requester went away; the answer is dropped */
+    void *ctx;
+    int script;
+    int argc; /* argv[0] "EVALSHA" / "EVAL", argv[1] the SHA / source */
+    const char **argv;
+    size_t *argvlen;
+    int appended;     /* written into the connection's buffer */
+    int eval;         /* sent as EVAL already (after NOSCRIPT) */
+    int64_t deadline; /* answer by then (monotonic ms), once appended */
+    char nk[12];      /* argv[2]: the number of keys */
+} lreq;
+
+/* One connection of the loop: the command connection or the subscriber. */
+typedef struct lconn {
+    dlock__conn *conn;         /* open, or NULL */
+    dlock__node_opening *open; /* being opened, or NULL */
+    int fd;                    /* registered in the epoll set, or -1 */
+    uint32_t ev;               /* the events registered */
+    lreq *head, *tail;         /* command connection: requests in order */
+    int nreq;
+    int64_t open_dl;
+} lconn;
+
+/* A subscribed channel and the operations waiting on it. */
+typedef struct lsub {
+    struct lsub *next; /* hash chain */
+    char *chan;
+    size_t len;
+    int refs;
+    int state; /* 0 not subscribed, 1 SUBSCRIBE sent, 2 confirmed */
+    struct dlock_op *waiters;
+} lsub;
+
+enum { OP_LOCK, OP_RELEASE, OP_EXTEND, OP_FSET, OP_FGET };
+enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
+
+struct dlock_hold {
+    struct dlock_loop *loop;
+    struct dlock_hold *hnext, *hprev; /* the loop's holds */
+    struct dlock_hold *tnext;         /* name table chain */
+    dlock__keys k;
+    char owner[DLOCK_OWNER_MAX];
+    uint64_t token;
+    int64_t lease_ms, valid_until, renew_at;
+    int held;     /* acquired (else: being acquired, or a give-back) */
+    int renew;    /* the loop renews it */
+    int status;   /* DLOCK_OK, DLOCK_LOST, DLOCK_NOT_OWNER */
+    int renewing; /* a renewal is out: its batch slot */
+    struct lbatch *batch;
+    int slot;
+    int gone; /* released or cancelled: freed once nothing refers to it */
+    int refs; /* requests out that name it */
+    dlock_hold_lost_cb on_lost;
+    void *lost_ud;
+};
+
+/* A renewal round's holds (one extend.lua call). */
+typedef struct lbatch {
+    int n;
+    struct dlock_hold **h;
+    int64_t sent_ms;
+} lbatch;
+
+struct dlock_op {
+    struct dlock_loop *loop;
+    struct dlock_op *next, *prev;   /* the loop's live ops */
+    struct dlock_op *wnext, *wprev; /* the waiters of its sub */
+    struct dlock_op *dnext;         /* the completion queue */
+    int type, state, status;
+    dlock_op_cb cb;
+    void *ud;
+    dlock_hold *hold;
+    lreq *req; /* the request out, or NULL */
+    lsub *sub, *hsub;
+    int strategy, fair, queued, round, maybe;
+    int64_t deadline, wake_at, lease_ms;
+    int64_t arg_lease;
+    char *key; /* fenced: the key; set: value follows */
+    size_t keylen, vlen;
+    const char *value;
+    uint64_t token, fence;
+    char *got;
+    size_t gotlen;
+    int has_got;
+    int last_rc;
+    char err[LOOP_ERRLEN];
+};
+
+struct dlock_loop {
+    dlock_client *c;
+    int epfd, evfd;
+    lconn cmd, sub;
+    dlock_op *ops;      /* live */
+    dlock_op *dq, *dqt; /* completed, callbacks to run */
+    dlock_hold *holds;
+    dlock_hold **names; /* hash by name: holds held or being acquired */
+    size_t nbuckets;
+    lsub **subs;
+    size_t nsubs;
+    int subcount; /* channels with refs */
+    int64_t renew_min;
+    int in_process;
+    int signalled;
+};
+
+/* loop.c */
+void dloop__signal(dlock_loop *l);
+void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name);
+void dloop__hold_unref(dlock_hold *h);
+dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
+void dloop__name_drop(dlock_hold *h);
+dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
+
+/* lconn.c */
+int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
+                const size_t *keylens, int nargs, const char **args,
+                const size_t *arglens, lreq_fn fn, void *ctx, lreq **out);
+void dloop__cmd_io(dlock_loop *l, short revents);
+void dloop__sub_io(dlock_loop *l, short revents);
+void dloop__conns_time(dlock_loop *l, int64_t now);
+int64_t dloop__conns_wake(const dlock_loop *l);
+void dloop__conns_update(dlock_loop *l);
+void dloop__conns_close(dlock_loop *l);
+lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
+void dloop__sub_put(dlock_loop *l, lsub *s);
+
+/* ops.c */
+void dloop__op_wake(dlock_op *op);
+void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len);
+void dloop__on_subscribed(dlock_loop *l, lsub *s);
+void dloop__sub_lost(dlock_loop *l);
+void dloop__ops_time(dlock_loop *l, int64_t now);
+int64_t dloop__ops_wake(const dlock_loop *l);
+void dloop__op_abort(dlock_op *op);
+void dloop__holds_time(dlock_loop *l, int64_t now);
+
+#endif /* DLOCK_LOOP_IMPL_H */

@@ -1,0 +1,478 @@
+/*
+ * ops.c - the loop's lock operations (include/dlock_loop.h): an acquire
+ * as attempts (acquire.lua on the command connection) and waits between
+ * them (notify: the lock's channel; fair: the queue in Redis, its place
+ * refreshed, the handoff channel; spin: backoff), each bounded by the
+ * holder's remaining lease; the give-back of what a failed or cancelled
+ * acquire may hold (fair_leave.lua, release.lua); release, extend; the
+ * holds' renewal in batches on the loop's clock and the report of a
+ * lease lost. Fenced set / get are in fenced.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+#include "loop_impl.h"
+
+/* A fair waiter refreshes its queue place this often. */
+#define FAIR_REFRESH_MS (DLOCK__FAIR_WAITER_TTL_MS / 3)
+/* Holds renewed in one extend.lua call at most. */
+#define BATCH_MAX 200
+
+static void attempt(dlock_op *op);
+static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
+                             uint64_t token);
+
+/* Leave op's subscriptions (its waiter links). */
+static void unsub(dlock_op *op)
+{
+    lsub *subs[2] = {op->sub, op->hsub};
+    int i;
+    for (i = 0; i < 2; i++) {
+        lsub *s = subs[i];
+        if (s == NULL)
+            continue;
+        if (i == 0) {
+            if (op->wprev != NULL)
+                op->wprev->wnext = op->wnext;
+            else
+                s->waiters = op->wnext;
+            if (op->wnext != NULL)
+                op->wnext->wprev = op->wprev;
+            op->wnext = op->wprev = NULL;
+        } else if (s->waiters == op) {
+            s->waiters = NULL;
+        }
+        dloop__sub_put(op->loop, s);
+    }
+    op->sub = op->hsub = NULL;
+}
+
+/* The answer to an acquire whose op went away: give back what it got. */
+static void gb_acquire_reply(dlock_loop *l, void *ctx, int rc,
+                             const redisReply *r, const char *err, int sent)
+{
+    dlock_hold *h = ctx;
+    (void)err;
+    if (rc != DLOCK_OK) {
+        if (sent)
+            giveback_release(l, h, 1, 0);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+               dlock__elem_int(r, 0) == 1) {
+        giveback_release(l, h, (int)dlock__elem_int(r, 2),
+                         (uint64_t)dlock__elem_int(r, 1));
+    }
+    dloop__hold_unref(h);
+}
+
+/* fair_leave.lua's answer: {1, token} the lock was handed to us: pass it
+ * on. */
+static void gb_leave_reply(dlock_loop *l, void *ctx, int rc,
+                           const redisReply *r, const char *err, int sent)
+{
+    dlock_hold *h = ctx;
+    (void)err;
+    (void)sent;
+    if (rc == DLOCK_OK && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+        dlock__elem_int(r, 0) == 1)
+        giveback_release(l, h, 1, (uint64_t)dlock__elem_int(r, 1));
+    dloop__hold_unref(h);
+}
+
+static void gb_done(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                    const char *err, int sent)
+{
+    (void)l;
+    (void)rc;
+    (void)r;
+    (void)err;
+    (void)sent;
+    dloop__hold_unref(ctx);
+}
+
+/* Build release.lua's arguments for h (depth, token) and send it with fn. */
+static int send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
+                        lreq_fn fn, void *ctx, lreq **out)
+{
+    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
+    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
+    char dep[24], tok[24], ho[24], ret[24], relid[64];
+    const char *args[7] = {h->owner, dep, tok, h->k.chan, ho, ret, relid};
+    size_t al[7];
+    al[0] = strlen(h->owner);
+    al[1] = dlock__fmt_i64(dep, depth);
+    al[2] = dlock__fmt_u64(tok, token);
+    al[3] = h->k.chanlen;
+    al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
+    al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
+    al[6] = dlock__request_id(l->c, relid);
+    return dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al, fn, ctx,
+                       out);
+}
+
+static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
+                             uint64_t token)
+{
+    h->refs++;
+    if (send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h, NULL) !=
+        DLOCK_OK)
+        h->refs--;
+}
+
+static void giveback_leave(dlock_loop *l, dlock_hold *h)
+{
+    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
+    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
+    const char *args[1] = {h->owner};
+    size_t al[1] = {strlen(h->owner)};
+    h->refs++;
+    if (dloop__send(l, DLOCK__S_FAIR_LEAVE, 4, keys, kl, 1, args, al,
+                    gb_leave_reply, h, NULL) != DLOCK_OK)
+        h->refs--;
+}
+
+/* op is ending (completion or cancel): detach it from its request,
+ * subscriptions and sleep; an acquire not granted gives back what it may
+ * hold (the request out, an answer lost, its fair queue place). */
+void dloop__op_abort(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    unsub(op);
+    if (op->type != OP_LOCK || h == NULL || h->held) {
+        if (op->req != NULL)
+            op->req->fn = NULL;
+        op->req = NULL;
+        return;
+    }
+    dloop__name_drop(h);
+    if (op->req != NULL) {
+        /* Its answer decides: a grant (or a queue place) is given back. */
+        op->req->fn =
+            op->fair && op->queued ? gb_leave_reply : gb_acquire_reply;
+        op->req->ctx = h;
+        h->refs++;
+        op->req = NULL;
+        if (op->fair && op->queued)
+            giveback_leave(op->loop, h);
+    } else if (op->fair && op->queued) {
+        giveback_leave(op->loop, h);
+    }
+    if (op->maybe)
+        giveback_release(op->loop, h, 1, 0);
+    op->hold = NULL;
+    dloop__hold_unref(h);
+}
+
+/* Sleep op until when (or a wake-up), never past its deadline. */
+static void sleep_until(dlock_op *op, int64_t when)
+{
+    if (op->deadline >= 0 && when > op->deadline)
+        when = op->deadline;
+    op->state = ST_SLEEP;
+    op->wake_at = when;
+}
+
+/* Subscribe op to its lock's channels; 1 when it must wait for the
+ * confirmation first. */
+static int subscribe(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    dlock_loop *l = op->loop;
+    if (op->sub == NULL) {
+        op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
+        if (op->sub == NULL)
+            return 0;
+        op->wnext = op->sub->waiters;
+        op->wprev = NULL;
+        if (op->sub->waiters != NULL)
+            op->sub->waiters->wprev = op;
+        op->sub->waiters = op;
+        if (op->fair) {
+            op->hsub = dloop__sub_get(l, h->k.hchan, h->k.hchanlen);
+            if (op->hsub != NULL)
+                op->hsub->waiters = op;
+        }
+    }
+    return op->sub->state != 2 || (op->hsub != NULL && op->hsub->state != 2);
+}
+
+/* An acquire's attempt failed with rc: fail or wait for another. */
+static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
+{
+    int64_t now = dlock__now_ms();
+    if (sent)
+        op->maybe = 1;
+    op->last_rc = rc;
+    snprintf(op->err, sizeof op->err, "%s", err);
+    if (op->deadline == 0 || rc == DLOCK_EAUTH || rc == DLOCK_EREFUSED ||
+        rc == DLOCK_EINVAL || rc == DLOCK_ENOMEM ||
+        (op->deadline > 0 && now >= op->deadline)) {
+        dloop__complete(op, rc, NULL);
+        return;
+    }
+    /* A wait rides out a failing server: again after a backoff. */
+    sleep_until(op, now + dlock__backoff_ms(50, 1000, op->round++));
+}
+
+/* The acquire was granted: the hold is the caller's. */
+static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
+{
+    dlock_hold *h = op->hold;
+    dlock_loop *l = op->loop;
+    h->held = 1;
+    h->token = (uint64_t)dlock__elem_int(r, 1);
+    h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
+    if (h->renew) {
+        h->renew_at = sent_ms + h->lease_ms / 3;
+        if (l->renew_min < 0 || h->renew_at < l->renew_min)
+            l->renew_min = h->renew_at;
+    }
+    h->hnext = l->holds;
+    if (l->holds != NULL)
+        l->holds->hprev = h;
+    l->holds = h;
+    op->maybe = 0;
+    dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
+static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                      const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    int64_t now = dlock__now_ms(), pttl;
+    (void)l;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        attempt_failed(op, rc, err, sent);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
+        return;
+    }
+    if (dlock__elem_int(r, 0) == 1) {
+        granted(op, r, op->arg_lease);
+        return;
+    }
+    op->maybe = 0; /* an answer: nothing taken */
+    if (dlock__elem_int(r, 0) != 0) {
+        dloop__complete(op, DLOCK_EPROTO, "acquire: unexpected state");
+        return;
+    }
+    if (op->deadline == 0) {
+        dloop__complete(op, DLOCK_BUSY, "%s: held by another owner",
+                        op->hold->k.name);
+        return;
+    }
+    if (op->deadline > 0 && now >= op->deadline) {
+        op->queued = op->fair;
+        dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
+                        op->hold->k.name);
+        return;
+    }
+    op->queued = op->fair;
+    pttl = dlock__elem_int(r, 1);
+    if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
+        op->state = ST_SUBWAIT; /* then try once more: no release missed */
+        return;
+    }
+    if (op->strategy == DLOCK_WAIT_SPIN) {
+        int64_t b =
+            dlock__backoff_ms(op->loop->c->opts.spin_min_ms,
+                              op->loop->c->opts.spin_max_ms, op->round++);
+        sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
+    } else if (op->fair) {
+        sleep_until(op, now + (pttl > 0 && pttl < FAIR_REFRESH_MS
+                                   ? pttl
+                                   : FAIR_REFRESH_MS));
+    } else {
+        sleep_until(op, now + (pttl > 0 ? pttl : 100));
+    }
+}
+
+/* Send one acquire.lua attempt for op. */
+static void attempt(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
+    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
+    char lease[24], ttl[24];
+    const char *args[7] = {h->owner, lease, "0", "0", "0", ttl, "0"};
+    size_t al[7] = {strlen(h->owner), 0, 1, 1, 1, 0, 1};
+    int nkeys = 2, nargs = 3, rc;
+    al[1] = dlock__fmt_i64(lease, h->lease_ms);
+    al[5] = dlock__fmt_i64(ttl, DLOCK__FAIR_WAITER_TTL_MS);
+    if (op->fair && op->deadline == 0) {
+        args[3] = "1"; /* fair try: busy while anyone is queued */
+        nkeys = 3;
+        nargs = 4;
+    } else if (op->fair) {
+        args[3] = "2"; /* join (or refresh) the queue */
+        nkeys = 4;
+        nargs = 7;
+    }
+    op->state = ST_OUT;
+    op->wake_at = -1;
+    op->arg_lease = dlock__now_ms(); /* the validity counts from here */
+    rc = dloop__send(op->loop, DLOCK__S_ACQUIRE, nkeys, keys, kl, nargs, args,
+                     al, acq_reply, op, &op->req);
+    if (rc != DLOCK_OK)
+        dloop__complete(op, rc, "out of memory");
+}
+
+void dloop__op_wake(dlock_op *op)
+{
+    if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
+        attempt(op);
+}
+
+void dloop__on_subscribed(dlock_loop *l, lsub *s)
+{
+    dlock_op *op, *next;
+    (void)l;
+    for (op = s->waiters; op != NULL; op = next) {
+        next = op->wnext;
+        if (op->state == ST_SUBWAIT && !subscribe(op))
+            attempt(op);
+    }
+}
+
+/* A message on a channel: 'r ID' wakes the name's waiters; on a handoff
+ * channel 'h TOKEN OWNER' / 'w ID OWNER' wakes the one named. */
+void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
+{
+    dlock_op *op, *next;
+    const char *owner = NULL;
+    (void)l;
+    if (len > 2 && (msg[0] == 'h' || msg[0] == 'w')) {
+        owner = memchr(msg + 2, ' ', len - 2);
+        if (owner == NULL)
+            return;
+        owner++;
+        /* One op per name and loop: the handoff channel's only waiter. */
+        op = s->waiters;
+        if (op != NULL && op->hold != NULL &&
+            strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
+            memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) == 0)
+            dloop__op_wake(op);
+        return;
+    }
+    for (op = s->waiters; op != NULL; op = next) {
+        next = op->wnext;
+        dloop__op_wake(op);
+    }
+}
+
+/* The subscriber failed (or refused): every waiter tries again now. */
+void dloop__sub_lost(dlock_loop *l)
+{
+    dlock_op *op;
+    for (op = l->ops; op != NULL; op = op->next)
+        if (op->type == OP_LOCK && op->state == ST_SUBWAIT)
+            sleep_until(op, dlock__now_ms() + 100);
+}
+
+void dloop__ops_time(dlock_loop *l, int64_t now)
+{
+    dlock_op *op, *next;
+    for (op = l->ops; op != NULL; op = next) {
+        next = op->next;
+        if (op->state != ST_SLEEP && op->state != ST_SUBWAIT)
+            continue;
+        if (op->deadline > 0 && now >= op->deadline) {
+            if (op->last_rc != DLOCK_OK)
+                dloop__complete(op, op->last_rc, NULL);
+            else
+                dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
+                                op->hold->k.name);
+        } else if (op->state == ST_SLEEP && now >= op->wake_at) {
+            attempt(op);
+        }
+    }
+}
+
+int64_t dloop__ops_wake(const dlock_loop *l)
+{
+    const dlock_op *op;
+    int64_t w = -1;
+    for (op = l->ops; op != NULL; op = op->next) {
+        int64_t t = op->state == ST_SLEEP     ? op->wake_at
+                    : op->state == ST_SUBWAIT ? op->deadline
+                                              : -1;
+        if (op->state == ST_SUBWAIT && op->deadline <= 0)
+            t = -1;
+        if (t >= 0 && (w < 0 || t < w))
+            w = t;
+    }
+    return w;
+}
+
+int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
+                    const dlock_loop_acquire *opts, dlock_op_cb cb,
+                    void *userdata)
+{
+    dlock_loop_acquire def;
+    dlock_op *op;
+    dlock_hold *h;
+    size_t n;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (opts == NULL) {
+        dlock_loop_acquire_init(&def, l->c);
+        opts = &def;
+    }
+    n = name != NULL ? strlen(name) : 0;
+    if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || opts->lease_ms <= 0 ||
+        opts->version != DLOCK_LOOP_ACQUIRE_VERSION ||
+        (opts->strategy != DLOCK_WAIT_NOTIFY &&
+         opts->strategy != DLOCK_WAIT_SPIN &&
+         opts->strategy != DLOCK_WAIT_FAIR))
+        return dlock__set_error(l->c, DLOCK_EINVAL, "dlock_loop_lock: %s",
+                                n == 0 || n > DLOCK_NAME_MAX
+                                    ? "the name must be 1 to 512 bytes"
+                                : cb == NULL ? "no callback"
+                                             : "bad options");
+    op = dloop__op_new(l, OP_LOCK, cb, userdata);
+    if (op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    if (out != NULL)
+        *out = op;
+    if (dloop__name_find(l, name) != NULL) {
+        dloop__complete(op, DLOCK_BUSY,
+                        "%s: this loop already holds or is acquiring it "
+                        "(a loop hold is never re-entered)",
+                        name);
+        return DLOCK_OK;
+    }
+    h = dloop__hold_new(l, name);
+    if (h == NULL) {
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_OK;
+    }
+    h->lease_ms = opts->lease_ms;
+    h->renew = opts->renew;
+    h->on_lost = opts->on_lost;
+    h->lost_ud = opts->on_lost_userdata;
+    op->hold = h;
+    op->strategy = opts->strategy;
+    op->fair = opts->strategy == DLOCK_WAIT_FAIR;
+    op->deadline = opts->wait_ms == 0  ? 0
+                   : opts->wait_ms < 0 ? -1
+                                       : dlock__now_ms() + opts->wait_ms;
+    attempt(op);
+    return DLOCK_OK;
+}
+
+void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->version = DLOCK_LOOP_ACQUIRE_VERSION;
+    o->lease_ms = 30000;
+    o->renew = 1;
+    o->strategy = c != NULL ? c->opts.wait_strategy : DLOCK_WAIT_FAIR;
+}
