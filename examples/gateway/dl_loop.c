@@ -253,6 +253,8 @@ static void start_round(dreq *d)
     dlock_loop_acquire_init(&a, b->client);
     a.lease_ms = b->base.cfg->lease_ms;
     a.renew = 1;
+    if (b->base.cfg->strategy >= 0)
+        a.strategy = (dlock_wait_strategy)b->base.cfg->strategy;
     d->lock_done = d->get_done = 0;
     if (!d->waited) {
         a.wait_ms = 0;

@@ -3,7 +3,8 @@
  *
  *   dlock-gateway --listen HOST:PORT -s URL [-s URL...] --backend-ms N
  *                 [--mode wait|reject] [--lease-ms N] [--keep-ms N]
- *                 [--impl dlock|floor] [--prefix P]
+ *                 [--impl dlock|floor] [--prefix P] [--poll-ms N]
+ *                 [--wait-strategy fair|notify|spin]
  *
  * Any method and path. A request with "Idempotency-Key: K": the first for
  * K is processed (a simulated backend: a timer of N ms) and answered 200
@@ -17,7 +18,12 @@
  *
  * --impl dlock (default) de-duplicates with libdlock's event-loop API;
  * --impl floor with raw hiredis async on the same loop (the benchmark's
- * floor). Prints "listening HOST:PORT" on stdout once bound (PORT 0 picks
+ * floor; its duplicates in wait mode ask again every --poll-ms, default
+ * 10). --wait-strategy: how dlock's duplicates wait (default the
+ * client's). --lease-ms (default 10000): the lock's lease, renewed while
+ * the backend runs; --keep-ms (floor only; default 0, kept until
+ * deleted): the stored result's retention. --prefix (default gw): the
+ * keys' prefix; gateways that must act as one use the same. Prints "listening HOST:PORT" on stdout once bound (PORT 0 picks
  * a free port). SIGINT/SIGTERM: stop accepting, finish what is in flight,
  * exit 0.
  */
@@ -684,7 +690,9 @@ static void usage(FILE *f)
                "--backend-ms N\n"
                "                     [--mode wait|reject] [--lease-ms N] "
                "[--keep-ms N]\n"
-               "                     [--impl dlock|floor] [--prefix P]\n");
+               "                     [--impl dlock|floor] [--prefix P] "
+               "[--poll-ms N]\n"
+               "                     [--wait-strategy fair|notify|spin]\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
@@ -707,6 +715,7 @@ int main(int argc, char **argv)
     cfg.lease_ms = 10000;
     cfg.poll_ms = 10;
     cfg.mode = GW_WAIT;
+    cfg.strategy = -1;
     cfg.prefix = "gw";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -740,6 +749,19 @@ int main(int argc, char **argv)
                 cfg.mode = GW_REJECT;
             else {
                 fprintf(stderr, "dlock-gateway: --mode wait|reject\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--wait-strategy") && v) {
+            if (!strcmp(v, "notify"))
+                cfg.strategy = 0;
+            else if (!strcmp(v, "spin"))
+                cfg.strategy = 1;
+            else if (!strcmp(v, "fair"))
+                cfg.strategy = 2;
+            else {
+                fprintf(stderr,
+                        "dlock-gateway: --wait-strategy fair|notify|spin\n");
                 return 2;
             }
             i++;
