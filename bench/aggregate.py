@@ -530,17 +530,103 @@ def print_prims(p):
                                        c["check"], c["value"]))
 
 
+def gateway_results(lines):
+    """Issue 30's gateway benchmark (bench/gateway.sh): per shape (k1000,
+    k10000, dup) the dlock gateway's numbers, the floor's, and the median
+    over the rounds of each round's dlock / floor ratio; targets as
+    met/missed. None when the gateway did not run."""
+    if not lines:
+        return None, []
+    by = {}
+    for d in lines:
+        base, rnd = d["label"].split("@", 1)
+        impl, shape = base.split("_", 2)[1:]
+        by.setdefault(shape, {}).setdefault(rnd, {})[impl] = d
+    keys = ["throughput", "p50_us", "p99_us", "decision_p50_us",
+            "decision_p99_us", "client_cpu_us_per_req",
+            "redis_cpu_us_per_req", "conns_per_server", "double_processed",
+            "dup_requests", "errors", "status_other"]
+    out = {}
+    for shape, rounds in by.items():
+        per = {"ratio_to_floor": [], "p50_ratio_to_floor": [],
+               "p99_ratio_to_floor": [], "client_cpu_ratio_to_floor": [],
+               "redis_cpu_ratio_to_floor": []}
+        src = {"ratio_to_floor": "throughput",
+               "p50_ratio_to_floor": "decision_p50_us",
+               "p99_ratio_to_floor": "decision_p99_us",
+               "client_cpu_ratio_to_floor": "client_cpu_us_per_req",
+               "redis_cpu_ratio_to_floor": "redis_cpu_us_per_req"}
+        for rnd, pair in sorted(rounds.items()):
+            if "dlock" not in pair or "floor" not in pair:
+                continue
+            for name, k in src.items():
+                x = ratio(pair["dlock"].get(k), pair["floor"].get(k))
+                if x is not None:
+                    per[name].append(x)
+        o = {}
+        for name, vals in per.items():
+            o[name] = round(statistics.median(vals), 3) if vals else None
+            o[name + "_rounds"] = vals
+        for impl in ("dlock", "floor"):
+            ls = [p[impl] for p in rounds.values() if impl in p]
+            if not ls:
+                continue
+            o[impl] = {}
+            for k in keys:
+                vals = [d.get(k) for d in ls if d.get(k) is not None]
+                if not vals:
+                    continue
+                if k in ("double_processed", "dup_requests", "errors",
+                         "status_other"):
+                    o[impl][k] = sum(vals)
+                else:
+                    o[impl][k] = statistics.median(vals)
+        o["rounds"] = len(rounds)
+        out[shape] = o
+    dup = out.get("dup", {})
+    out["dup"] = dup
+    dup["double_processed"] = _dig(dup, "dlock", "double_processed")
+    targets = []
+
+    def t(name, value, ok):
+        targets.append({"target": name, "value": value,
+                        "met": None if value is None else bool(ok)})
+
+    v = _dig(out, "k1000", "ratio_to_floor")
+    t("gateway k=1000 throughput >= 0.8 x floor", v, v and v >= 0.8)
+    v = _dig(out, "k10000", "ratio_to_floor")
+    t("gateway k=10000 throughput >= 0.7 x floor", v, v and v >= 0.7)
+    v = _dig(out, "k10000", "p99_ratio_to_floor")
+    t("gateway k=10000 decision p99 <= 3 x floor", v,
+      v is not None and v <= 3)
+    for shape in ("k1000", "k10000"):
+        for what in ("client", "redis"):
+            v = _dig(out, shape, what + "_cpu_ratio_to_floor")
+            t("gateway %s %s CPU per request <= 1.5 x floor"
+              % (shape, what), v, v is not None and v <= 1.5)
+        v = _dig(out, shape, "dlock", "conns_per_server")
+        t("gateway %s connections per server <= 2" % shape, v,
+          v is not None and v <= 2)
+    v = dup.get("double_processed")
+    t("gateway 10 % duplicates: double processing == 0", v, v == 0)
+    return out, targets
+
+
 def main():
     raw_path, out_path, work, quick, machine = sys.argv[1:6]
     versions = sys.argv[6] if len(sys.argv) > 6 else ""
     runs = {}
     rounds = {}
+    gw_lines = []
     with open(raw_path) as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             d = json.loads(line)
+            if d.get("mode") == "gateway":
+                gw_lines.append(d)
+                continue
             lab = d["label"]
             if "@" in lab:
                 # LABEL@ROUND or LABEL@ROUND_floor
@@ -739,6 +825,10 @@ def main():
     if pyb:
         results["python_binding"] = pyb
         results["targets_issue32"] = targets32
+    gateway, targets30 = gateway_results(gw_lines)
+    if gateway:
+        results["gateway"] = gateway
+        results["targets_issue30_gateway"] = targets30
     results["peer_versions"] = versions
     results["all_lost_updates"] = lost
     results["mode"] = "quick" if quick == "1" else "full"
@@ -764,6 +854,34 @@ def main():
                  fmt(d["cpu_us_per_cycle_none"]),
                  fmt(d["cpu_us_per_cycle_after"]), fmt(d["cost_ratio"], 3)))
     if results["holds"]:
+        print()
+    if gateway:
+        print("gateway (issue 30; dlock-gateway vs the same HTTP server "
+              "on raw hiredis async):")
+        for shape in ("k1000", "k10000", "dup"):
+            g = gateway.get(shape, {})
+            dl, fl = g.get("dlock", {}), g.get("floor", {})
+            print("  %-6s throughput %s vs %s req/s (x%s), decision p50 "
+                  "%s vs %s us, p99 %s vs %s us (x%s), client CPU %s vs %s "
+                  "us/req, Redis CPU %s vs %s us/req, %s conn/server, "
+                  "double processed %s"
+                  % (shape, fmt(dl.get("throughput"), 0),
+                     fmt(fl.get("throughput"), 0),
+                     fmt(g.get("ratio_to_floor"), 3),
+                     fmt(dl.get("decision_p50_us"), 0),
+                     fmt(fl.get("decision_p50_us"), 0),
+                     fmt(dl.get("decision_p99_us"), 0),
+                     fmt(fl.get("decision_p99_us"), 0),
+                     fmt(g.get("p99_ratio_to_floor"), 3),
+                     fmt(dl.get("client_cpu_us_per_req")),
+                     fmt(fl.get("client_cpu_us_per_req")),
+                     fmt(dl.get("redis_cpu_us_per_req")),
+                     fmt(fl.get("redis_cpu_us_per_req")),
+                     fmt(dl.get("conns_per_server")),
+                     fmt(dl.get("double_processed"))))
+        for tg in targets30:
+            print("  %-55s %-8s %s" % (tg["target"], fmt(tg["value"], 3),
+                  {True: "met", False: "MISSED", None: "-"}[tg["met"]]))
         print()
     print("floors (raw hiredis, one client): W1 paired with each strategy "
           "in one process; W2 (4 round trips/cycle) right before it:")
