@@ -276,6 +276,8 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
                 gone[ng++] = h;
             continue;
         }
+        if (min < 0 || h->valid_until < min)
+            min = h->valid_until; /* renewing or not: watched */
         if (!h->renewing && now >= h->renew_at) {
             due[nd++] = h;
             if (nd == BATCH_MAX) {
@@ -286,8 +288,6 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
         }
         if (!h->renewing && (min < 0 || h->renew_at < min))
             min = h->renew_at;
-        if (min < 0 || h->valid_until < min)
-            min = h->valid_until;
     }
     if (nd > 0)
         renew_batch(l, due, nd, now);

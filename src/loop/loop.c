@@ -284,14 +284,16 @@ static void poll_conns(dlock_loop *l)
     l->signalled = 0;
     if (l->cmd.fd >= 0) {
         p[n].fd = l->cmd.fd;
-        p[n].events = (short)((l->cmd.ev & EPOLLIN ? POLLIN : 0) |
-                              (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
+        p[n].events =
+            (short)((l->cmd.ev & EPOLLIN || l->cmd.conn ? POLLIN : 0) |
+                    (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->cmd;
     }
     if (l->sub.fd >= 0) {
         p[n].fd = l->sub.fd;
-        p[n].events = (short)((l->sub.ev & EPOLLIN ? POLLIN : 0) |
-                              (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
+        p[n].events =
+            (short)((l->sub.ev & EPOLLIN || l->sub.conn ? POLLIN : 0) |
+                    (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->sub;
     }
     if (n == 0 || poll(p, (nfds_t)n, 0) <= 0)
