@@ -104,14 +104,14 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     va_list ap;
     if (op->state == ST_DONE)
         return;
-    dloop__op_abort(op); /* detaches its request, subscription, sleep */
-    op->state = ST_DONE;
-    op->status = status;
-    if (fmt != NULL) {
+    if (fmt != NULL) { /* first: the arguments may name the hold */
         va_start(ap, fmt);
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
     }
+    dloop__op_abort(op); /* detaches its request, subscription, sleep */
+    op->state = ST_DONE;
+    op->status = status;
     if (op->prev != NULL)
         op->prev->next = op->next;
     else
