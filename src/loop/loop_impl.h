@@ -97,6 +97,8 @@ struct dlock_op {
     struct dlock_op *next, *prev;   /* the loop's live ops */
     struct dlock_op *wnext, *wprev; /* the waiters of its sub */
     struct dlock_op *dnext;         /* the completion queue */
+    struct dlock_op *tnext, *tprev; /* the loop's timed (waiting) ops */
+    int timed;
     int type, state, status;
     dlock_op_cb cb;
     void *ud;
@@ -122,6 +124,9 @@ struct dlock_loop {
     int epfd, evfd;
     lconn cmd, sub;
     dlock_op *ops;      /* live */
+    dlock_op *timed;    /* sleeping or subscribing: the only ones on the
+                           clock (an op waiting for an answer is bounded
+                           by its connection's command timeout) */
     dlock_op *dq, *dqt; /* completed, callbacks to run */
     dlock_hold *holds;
     dlock_hold **names; /* hash by name: holds held or being acquired */

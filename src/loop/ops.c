@@ -24,6 +24,30 @@ static void attempt(dlock_op *op);
 static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
                              uint64_t token);
 
+/* op goes on (or off) the loop's clock. */
+static void timed_set(dlock_op *op, int on)
+{
+    dlock_loop *l = op->loop;
+    if (on == op->timed)
+        return;
+    op->timed = on;
+    if (on) {
+        op->tprev = NULL;
+        op->tnext = l->timed;
+        if (l->timed != NULL)
+            l->timed->tprev = op;
+        l->timed = op;
+        return;
+    }
+    if (op->tprev != NULL)
+        op->tprev->tnext = op->tnext;
+    else
+        l->timed = op->tnext;
+    if (op->tnext != NULL)
+        op->tnext->tprev = op->tprev;
+    op->tnext = op->tprev = NULL;
+}
+
 /* Leave op's subscriptions (its waiter links). */
 static void unsub(dlock_op *op)
 {
@@ -139,6 +163,7 @@ void dloop__op_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     unsub(op);
+    timed_set(op, 0);
     if (op->type != OP_LOCK || h == NULL || h->held) {
         if (op->req != NULL)
             op->req->fn = NULL;
@@ -171,6 +196,7 @@ static void sleep_until(dlock_op *op, int64_t when)
         when = op->deadline;
     op->state = ST_SLEEP;
     op->wake_at = when;
+    timed_set(op, 1);
 }
 
 /* Subscribe op to its lock's channels; 1 when it must wait for the
@@ -275,6 +301,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
         op->state = ST_SUBWAIT; /* then try once more: no release missed */
+        timed_set(op, op->deadline > 0);
         return;
     }
     if (op->strategy == DLOCK_WAIT_SPIN) {
@@ -314,6 +341,7 @@ static void attempt(dlock_op *op)
     }
     op->state = ST_OUT;
     op->wake_at = -1;
+    timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
     rc = dloop__send(op->loop, DLOCK__S_ACQUIRE, nkeys, keys, kl, nargs, args,
                      al, acq_reply, op, &op->req);
@@ -376,10 +404,8 @@ void dloop__sub_lost(dlock_loop *l)
 void dloop__ops_time(dlock_loop *l, int64_t now)
 {
     dlock_op *op, *next;
-    for (op = l->ops; op != NULL; op = next) {
-        next = op->next;
-        if (op->state != ST_SLEEP && op->state != ST_SUBWAIT)
-            continue;
+    for (op = l->timed; op != NULL; op = next) {
+        next = op->tnext;
         if (op->deadline > 0 && now >= op->deadline) {
             if (op->last_rc != DLOCK_OK)
                 dloop__complete(op, op->last_rc, NULL);
@@ -396,7 +422,7 @@ int64_t dloop__ops_wake(const dlock_loop *l)
 {
     const dlock_op *op;
     int64_t w = -1;
-    for (op = l->ops; op != NULL; op = op->next) {
+    for (op = l->timed; op != NULL; op = op->tnext) {
         int64_t t = op->state == ST_SLEEP     ? op->wake_at
                     : op->state == ST_SUBWAIT ? op->deadline
                                               : -1;
