@@ -272,7 +272,7 @@ static void sub_fail(dlock_loop *l)
     l->sub.open = NULL;
     dlock__conn_close(l->sub.conn);
     l->sub.conn = NULL;
-    l->sub.open_dl = dlock__now_ms() + 100; /* next try not before */
+    l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
             s->state = 0;
@@ -379,7 +379,7 @@ void dloop__conns_time(dlock_loop *l, int64_t now)
         dlock__conn_close(l->sub.conn); /* nothing waits */
         l->sub.conn = NULL;
     } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
-               now >= l->sub.open_dl) {
+               now >= l->sub.retry_at) {
         rc = open_start(l, &l->sub, err, sizeof err);
         if (rc == DLOCK_OK)
             sub_flush(l);
@@ -404,8 +404,8 @@ int64_t dloop__conns_wake(const dlock_loop *l)
         if (w < 0 || s < w)
             w = s;
     } else if (l->subcount > 0 && l->sub.conn == NULL) {
-        if (w < 0 || l->sub.open_dl < w)
-            w = l->sub.open_dl;
+        if (w < 0 || l->sub.retry_at < w)
+            w = l->sub.retry_at;
     }
     return w;
 }

@@ -50,6 +50,7 @@ typedef struct lconn {
     lreq *head, *tail;         /* command connection: requests in order */
     int nreq;
     int64_t open_dl;
+    int64_t retry_at; /* subscriber: not reopened before (after a failure) */
 } lconn;
 
 /* A subscribed channel and the operations waiting on it. */
