@@ -42,10 +42,11 @@
  *    DLOCK_EINVAL with a message saying it is not implemented yet;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
- *  - fenced set / get.
+ *  - fenced set / get;
+ *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
  * Not yet: semaphore permits, read-write locks, several locks at once,
- * election, Redlock / Sentinel / Cluster, the libuv and libevent adapters,
- * the client's options wait_replicas, holder_info and on_event (loop holds
+ * election, Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
 #ifndef DLOCK_LOOP_H

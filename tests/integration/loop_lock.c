@@ -349,6 +349,44 @@ static void test_cancel_wait(void **state)
     dlock_client_free(c);
 }
 
+/* Cancel while the acquire is on the wire: the grant its answer brings
+ * is given back (the name is free afterwards), and freeing a loop with a
+ * fair waiter gives its queue place back. */
+static void test_cancel_in_flight(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *ls[2] = {new_loop(c), new_loop(c)};
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    dlock_loop_acquire w = opts(c, -1, DLOCK_WAIT_FAIR);
+    seen a = {0}, b = {0}, x = {0};
+    dlock_op *op = NULL;
+    (void)state;
+    o.lease_ms = 60000;
+    assert_int_equal(dlock_loop_lock(&op, ls[0], "ll:cf", &o, note, &a),
+                     DLOCK_OK);
+    dlock_loop_process(ls[0]); /* the request goes out */
+    dlock_op_cancel(op);
+    assert_int_equal(a.status, DLOCK_CANCELED);
+    run_for(ls[0], 200);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{ll:cf}"), 0);
+    /* Take it, queue a waiter on another loop, free that loop. */
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "ll:cf", &o, note, &x),
+                     DLOCK_OK);
+    run1(ls[0], &x.done);
+    assert_int_equal(x.status, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "ll:cf", &w, note, &b),
+                     DLOCK_OK);
+    run_for(ls[1], 200);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{ll:cf}:q"), 1);
+    dlock_loop_free(ls[1]);
+    assert_int_equal(b.status, DLOCK_CANCELED);
+    th_sleep_ms(100);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{ll:cf}:q"), 0);
+    release(ls[0], x.hold);
+    dlock_loop_free(ls[0]);
+    dlock_client_free(c);
+}
+
 typedef struct lostnote {
     int n, status;
 } lostnote;
@@ -453,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_notify_wakeup),
         cmocka_unit_test(test_fair_handoff),
         cmocka_unit_test(test_cancel_wait),
+        cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_renew_and_stall),
         cmocka_unit_test(test_fenced),
     };
