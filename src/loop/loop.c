@@ -189,8 +189,10 @@ static char *put_key(char **cur, const dlock_client *c, const char *name,
     return k;
 }
 
-/* A new hold for NAME (keys, a fresh owner id), in the name table. */
-dlock_hold *dloop__hold_new(dlock_loop *l, const char *name)
+/* A new hold of kind (DLOCK__KIND_*) for NAME (keys, a fresh owner id);
+ * an exclusive lock's goes in the name table (a permit's does not: one
+ * loop may hold several permits of one semaphore, each its own owner). */
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
 {
     const dlock_client *c = l->c;
     size_t nlen = strlen(name), base = c->prefixlen + 3 + nlen + 1;
@@ -220,6 +222,9 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name)
     h->status = DLOCK_OK;
     h->renew_at = -1;
     h->refs = 1;
+    h->k.kind = kind;
+    if (kind != DLOCK__KIND_LOCK)
+        return h;
     b = name_hash(l, name, nlen);
     h->tnext = l->names[b];
     l->names[b] = h;

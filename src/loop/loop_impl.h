@@ -82,6 +82,7 @@ struct dlock_hold {
     int slot;
     int gone; /* released or cancelled: freed once nothing refers to it */
     int refs; /* requests out that name it */
+    int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
 };
@@ -97,6 +98,7 @@ struct dlock_op {
     struct dlock_loop *loop;
     struct dlock_op *next, *prev;   /* the loop's live ops */
     struct dlock_op *wnext, *wprev; /* the waiters of its sub */
+    struct dlock_op *hwnext, *hwprev; /* the waiters of its hsub */
     struct dlock_op *dnext;         /* the completion queue */
     struct dlock_op *tnext, *tprev; /* the loop's timed (waiting) ops */
     int timed;
@@ -144,7 +146,7 @@ struct dlock_loop {
 void dloop__signal(dlock_loop *l);
 void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-dlock_hold *dloop__hold_new(dlock_loop *l, const char *name);
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind);
 void dloop__hold_unref(dlock_hold *h);
 dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
 void dloop__name_drop(dlock_hold *h);
