@@ -16,27 +16,36 @@
 #include "conn.h"
 #include "loop_impl.h"
 
-/* Register lc's descriptor and events in the loop's epoll set. */
-static void reg(dlock_loop *l, lconn *lc)
+/* lc's descriptor now (its connection's or its open's) and the poll
+ * events it waits for; -1 when it has none. */
+static int cur_fd(const lconn *lc, short *pev)
 {
     int fd = -1;
-    short pev = 0;
-    uint32_t ev = 0;
-    struct epoll_event e;
+    *pev = 0;
     if (lc->open != NULL) {
-        dlock__node_opening_poll(lc->open, &fd, &pev);
+        dlock__node_opening_poll(lc->open, &fd, pev);
     } else if (lc->conn != NULL) {
         fd = dlock__conn_fd(lc->conn);
-        pev = dlock__conn_events(lc->conn);
+        *pev = dlock__conn_events(lc->conn);
     }
+    return fd;
+}
+
+/* Register lc's descriptor and events in the loop's epoll set. A number
+ * registered before and no longer lc's was closed (which took it out of
+ * the set): it is not touched, since it may be reused by now. */
+static void reg(dlock_loop *l, lconn *lc)
+{
+    short pev;
+    int fd = cur_fd(lc, &pev);
+    uint32_t ev = 0;
+    struct epoll_event e;
     if (pev & POLLIN)
         ev |= EPOLLIN;
     if (pev & POLLOUT)
         ev |= EPOLLOUT;
     if (fd == lc->fd && ev == lc->ev)
         return;
-    if (lc->fd >= 0 && fd != lc->fd)
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL); /* may be closed */
     lc->fd = fd;
     lc->ev = ev;
     if (fd < 0)
@@ -46,6 +55,17 @@ static void reg(dlock_loop *l, lconn *lc)
     e.data.ptr = lc;
     if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+/* Take lc's descriptor out of the epoll set before lc closes it (its
+ * number may be reused at once, by this loop or another thread). */
+static void unreg(dlock_loop *l, lconn *lc)
+{
+    short pev;
+    if (lc->fd >= 0 && cur_fd(lc, &pev) == lc->fd)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
+    lc->fd = -1;
+    lc->ev = 0;
 }
 
 void dloop__conns_update(dlock_loop *l)
@@ -74,6 +94,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
     lreq *r = l->cmd.head, *next;
     l->cmd.head = l->cmd.tail = NULL;
     l->cmd.nreq = 0;
+    unreg(l, &l->cmd);
     dlock__node_opening_free(l->cmd.open);
     l->cmd.open = NULL;
     dlock__conn_close(l->cmd.conn);
@@ -207,12 +228,12 @@ void dloop__cmd_io(dlock_loop *l, short revents)
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
-        dlock__node_opening_free(l->cmd.open);
-        l->cmd.open = NULL;
-        if (rc != DLOCK_OK) {
+        if (rc != DLOCK_OK) { /* the fail frees the open */
             cmd_fail(l, rc, err);
             return;
         }
+        dlock__node_opening_free(l->cmd.open);
+        l->cmd.open = NULL;
         cmd_opened(l);
         revents = POLLOUT;
     }
@@ -268,6 +289,7 @@ static void sub_fail(dlock_loop *l)
 {
     size_t i;
     lsub *s;
+    unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     l->sub.open = NULL;
     dlock__conn_close(l->sub.conn);
@@ -316,12 +338,12 @@ void dloop__sub_io(dlock_loop *l, short revents)
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
-        dlock__node_opening_free(l->sub.open);
-        l->sub.open = NULL;
-        if (rc != DLOCK_OK) {
+        if (rc != DLOCK_OK) { /* the fail frees the open */
             sub_fail(l);
             return;
         }
+        dlock__node_opening_free(l->sub.open);
+        l->sub.open = NULL;
         sub_flush(l);
         revents = POLLOUT;
     }
@@ -376,6 +398,7 @@ void dloop__conns_time(dlock_loop *l, int64_t now)
         now >= dlock__node_opening_deadline(l->sub.open)) {
         sub_fail(l);
     } else if (l->subcount == 0 && l->sub.conn != NULL) {
+        unreg(l, &l->sub);
         dlock__conn_close(l->sub.conn); /* nothing waits */
         l->sub.conn = NULL;
     } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
@@ -415,6 +438,7 @@ void dloop__conns_close(dlock_loop *l)
     size_t i;
     lsub *s, *n;
     cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
+    unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     dlock__conn_close(l->sub.conn);
     l->sub.open = NULL;
