@@ -18,6 +18,7 @@
 #include "core.h"
 #include "held.h"
 #include "holder.h"
+#include "kind.h"
 #include "lock.h"
 #include "slot.h"
 #include "watchdog.h"
@@ -36,39 +37,9 @@ static int release_enough(const dlock__result *res, uint64_t waiting, int n,
     return ok >= *(const int *)ud;
 }
 
-/* The release command of a semaphore permit (sem_release.lua: the freed
- * permit goes to the first live waiter, handed over in FIFO mode, else
- * woken) or a reader (rw_release.lua). Neither has reentry levels. */
-static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const char *owner,
-                               const char *relid, size_t relidlen)
-{
-    if (k->kind == DLOCK__KIND_PERMIT) {
-        dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
-        dlock__cmd_key(b, k->key, k->keylen);
-        dlock__cmd_key(b, k->fkey, k->fkeylen);
-        dlock__cmd_key(b, k->qkey, k->qkeylen);
-        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
-        dlock__cmd_arg(b, owner, strlen(owner));
-        dlock__cmd_arg(b, k->chan, k->chanlen);
-        dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
-        dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0",
-                       1);
-        dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-        return;
-    }
-    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
-    dlock__cmd_key(b, k->key, k->keylen);
-    dlock__cmd_key(b, k->fkey, k->fkeylen);
-    dlock__cmd_key(b, k->rkey, k->rkeylen);
-    dlock__cmd_key(b, k->qkey, k->qkeylen); /* wake a fair writer */
-    dlock__cmd_arg(b, owner, strlen(owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg(b, relid, relidlen);
-}
-
-/* Run release.lua for (owner, expected depth, token) on the nodes in
- * mask (over pins[i] where set: a hold's pinned connections); the
+/* Run the release script of k's kind (kind.c: release.lua,
+ * sem_release.lua, rw_release.lua) for (owner, expected depth, token) on
+ * the nodes in mask (over pins[i] where set: a hold's pinned connections); the
  * answers are left in res for the caller to read and clear. early: a
  * release, done once a majority confirmed (an undo waits for every
  * node: each answer settles one).
@@ -92,32 +63,8 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     relid[32] = ':';
     n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
     relid[n] = '\0';
-    if (k->kind != DLOCK__KIND_LOCK) {
-        shared_release_cmd(&b, c, k, owner, relid, n);
-        b.cmd.eval = eval;
-        b.cmd.give_back = 1;
-        b.cmd.pins = pins;
-        dlock__run(c, mask, &b.cmd, deadline_ms, res);
-        return;
-    }
-    dlock__cmd_begin(&b, DLOCK__S_RELEASE);
-    dlock__cmd_key(&b, k->key, k->keylen);
-    dlock__cmd_key(&b, k->fkey, k->fkeylen);
-    dlock__cmd_key(&b, k->qkey, k->qkeylen);
-    dlock__cmd_key(&b, k->qtkey, k->qtkeylen);
-    dlock__cmd_arg(&b, owner, strlen(owner));
-    dlock__cmd_arg_i64(&b, depth);
-    dlock__cmd_arg_u64(&b, token);
-    dlock__cmd_arg(&b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
-    dlock__cmd_arg(&b, relid, n);
-    if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
-        dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);
-    if (ticket > 0) {
-        dlock__cmd_arg_u64(&b, ticket);
-        dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
-    }
+    dlock__kind_of(k->kind)->release_cmd(&b, c, k, owner, depth, token, ticket,
+                                         relid, n);
     b.cmd.eval = eval;
     b.cmd.give_back = 1;
     b.cmd.pins = pins;
@@ -348,9 +295,7 @@ int dlock_lock_release(dlock_lock *l)
                               "or another owner has the lock)",
                               h->k.name);
     else
-        rc = dlock__fail_step(c, res, dlock__all_nodes(c),
-                              c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
-                              "release");
+        rc = dlock__fail_all(c, res, "release");
     dlock__results_clear(res, c->ns.n);
     if (depth <= 1) { /* the hold ends here (metrics) */
         int64_t held_us = dlock__now_us() - h->since_us;
@@ -464,11 +409,8 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
             ik += e->keylens[n + i] + 1;
         }
     }
-    e->cmd = (dlock__cmd){.script =
-                              info ? DLOCK__S_HOLDER_EXTEND
-                              : kind == DLOCK__KIND_PERMIT ? DLOCK__S_SEM_EXTEND
-                              : kind == DLOCK__KIND_READ   ? DLOCK__S_RW_EXTEND
-                                                           : DLOCK__S_EXTEND,
+    e->cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
+                                         : dlock__kind_of(kind)->extend_script,
                           .nkeys = nk,
                           .keys = e->keys,
                           .keylens = e->keylens,

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "acquire.h"
+#include "verdict.h"
 #include "core.h"
 #include "held.h"
 

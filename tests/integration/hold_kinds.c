@@ -169,8 +169,8 @@ static void test_noperm(void **state)
         noperm_wait(k, a, b, name, 2, msg, sizeof msg);
         assert_string_equal(msg, "");
         subs = refused_subscribes();
-        print_message("%s: %lld refused SUBSCRIBE(s) for two waits\n",
-                      k->what, subs);
+        print_message("%s: %lld refused SUBSCRIBE(s) for two waits\n", k->what,
+                      subs);
         assert_int_equal(subs, 1);
         dlock_client_free(a);
         dlock_client_free(b);
@@ -339,8 +339,7 @@ static void test_early_majority(void **state)
         y.name = name;
         assert_int_equal(pthread_create(&t, NULL, cycle_main, &y), 0);
         end = th_now_ms() + 5000;
-        while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) &&
-               th_now_ms() < end)
+        while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
             th_sleep_ms(10);
         done = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
         print_message("%s: returned with two nodes stopped: %d\n", k->what,

@@ -2,7 +2,7 @@
  * test_acquire.c - the decision of an acquire attempt, without servers:
  * the tally of the nodes' answers, the verdict (grants, lost replies,
  * quorum, validity, our earlier hold expired) and the nodes an attempt
- * that failed must give back (src/acquire.h).
+ * that failed must give back (src/hold/verdict.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "acquire.h"
+#include "hold/verdict.h"
 
 /* Replies built by hand: a few integer arrays per test. */
 typedef struct fake {

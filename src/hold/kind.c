@@ -1,0 +1,330 @@
+/*
+ * kind.c - the table of the kinds of hold (kind.h): each kind's acquire,
+ * release and leave commands, its refusals and its flags. The attempt
+ * and the wait read it; nothing else here decides or waits.
+ */
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "kind.h"
+#include "lock.h"
+
+/* ---- commands ------------------------------------------------------------- */
+
+/* Redlock: a token a little above the wall clock, so that nodes whose
+ * counters agree with the clock return the same token and no raise round
+ * is needed (a node grants max(its counter + 1, its time, this): safety
+ * never rests on it). 0 with one server. */
+static int64_t token_hint(const dlock_client *c)
+{
+    struct timespec ts;
+    if (c->ns.n <= 1)
+        return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
+}
+
+/* The keys of a lock's scripts: the lock, its fence, its fair queue and
+ * the queue's deadlines (the first nkeys of them). */
+static void lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
+{
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    if (nkeys > 2)
+        dlock__cmd_key(b, k->qkey, k->qkeylen);
+    if (nkeys > 3)
+        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
+}
+
+/* acquire.lua. Each mode sends only the keys and arguments it reads (the
+ * script lists them): a plain single-server try is 2 keys and 3
+ * arguments, a fair try 3 and 4, which keeps the hot path short. */
+static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__held *h, const dlock__want *w,
+                             dlock__ask ask, uint64_t ticket)
+{
+    int64_t hint = token_hint(c);
+    int queue = ask == DLOCK__ASK_FIFO, waiting = ask == DLOCK__ASK_WAIT;
+    int fair = queue || ask == DLOCK__ASK_TRY_FAIR;
+    dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
+    lock_keys(b, &h->k, queue ? 4 : fair ? 3 : 2);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, h->depth);
+    if (fair || hint != 0 || waiting)
+        dlock__cmd_arg(b, queue ? "2" : fair ? "1" : "0", 1);
+    if (hint != 0 || queue || waiting)
+        dlock__cmd_arg_i64(b, hint);
+    if (waiting) {
+        /* A waiting writer: readers holding the name let no new reader
+         * in (acquire.lua, ARGV[8]). Not on the first try. */
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "1", 1);
+    } else if (queue) {
+        dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+        dlock__cmd_arg_u64(b, ticket);
+    }
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue. */
+static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__held *h, const dlock__want *w,
+                               dlock__ask ask, uint64_t ticket)
+{
+    int mode = ask == DLOCK__ASK_TRY_FAIR ? 1
+               : ask == DLOCK__ASK_QUEUE  ? 2
+               : ask == DLOCK__ASK_FIFO   ? 3
+                                          : 0;
+    (void)ticket;
+    dlock__cmd_begin(b, DLOCK__S_SEM_ACQUIRE);
+    lock_keys(b, &h->k, 4);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, w->limit);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, mode);
+    dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+    dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
+    dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* rw_acquire.lua (no queue: every ask is the same). */
+static void reader_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__held *h, const dlock__want *w,
+                               dlock__ask ask, uint64_t ticket)
+{
+    (void)ask;
+    (void)ticket;
+    dlock__cmd_begin(b, DLOCK__S_RW_ACQUIRE);
+    dlock__cmd_key(b, h->k.key, h->k.keylen);
+    dlock__cmd_key(b, h->k.fkey, h->k.fkeylen);
+    dlock__cmd_key(b, h->k.rkey, h->k.rkeylen);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, token_hint(c));
+    dlock__cmd_arg(b, w->ignore_mark ? "1" : "0", 1);
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* release.lua. ticket > 0: a Redlock fair waiter's undo, back into the
+ * queue at that place. With one server the lock is handed to the first
+ * live fair waiter; with several, that waiter is only woken. */
+static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__keys *k, const char *owner, int depth,
+                             uint64_t token, uint64_t ticket, const char *relid,
+                             size_t relidlen)
+{
+    dlock__cmd_begin(b, DLOCK__S_RELEASE);
+    lock_keys(b, k, 4);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg_i64(b, depth);
+    dlock__cmd_arg_u64(b, token);
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg(b, relid, relidlen);
+    if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
+        dlock__cmd_arg(b, c->ns.cluster != NULL ? "1" : "0", 1);
+    if (ticket > 0) {
+        dlock__cmd_arg_u64(b, ticket);
+        dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+    }
+}
+
+/* sem_release.lua: the freed permit goes to the first live waiter,
+ * handed over in FIFO mode, else woken (leave: also leave the queue). */
+static void permit_release_args(dlock__cmdbuf *b, const dlock_client *c,
+                                const dlock__keys *k, const char *owner)
+{
+    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+    lock_keys(b, k, 4);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+}
+
+static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const char *owner,
+                               int depth, uint64_t token, uint64_t ticket,
+                               const char *relid, size_t relidlen)
+{
+    (void)depth;
+    (void)token;
+    (void)ticket;
+    (void)relid;
+    (void)relidlen;
+    permit_release_args(b, c, k, owner);
+}
+
+/* rw_release.lua (the last reader out wakes a fair writer: the queue). */
+static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const char *owner,
+                               int depth, uint64_t token, uint64_t ticket,
+                               const char *relid, size_t relidlen)
+{
+    (void)c;
+    (void)depth;
+    (void)token;
+    (void)ticket;
+    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    dlock__cmd_key(b, k->rkey, k->rkeylen);
+    dlock__cmd_key(b, k->qkey, k->qkeylen);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg(b, relid, relidlen);
+}
+
+/* ---- leaving a queue ------------------------------------------------------ */
+
+/* A fair lock's waiter gives up: leave the queue on every node; where the
+ * lock was handed to it meanwhile, pass it on. */
+static void lock_leave(dlock_client *c, dlock__held *h)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    uint64_t mask = 0, tok = 0;
+    int i;
+    dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
+    lock_keys(&b, &h->k, 4);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, dlock__all_nodes(c), &b.cmd,
+               dlock__deadline_by(c, 0, h->attempt_end_ms), res);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].status == DLOCK_OK &&
+            dlock__elem_int(res[i].reply, 0) == 1) {
+            uint64_t t = (uint64_t)dlock__elem_int(res[i].reply, 1);
+            mask |= 1ULL << i;
+            if (t > tok)
+                tok = t;
+        }
+    dlock__results_clear(res, c->ns.n);
+    if (mask != 0)
+        dlock__undo_acquire(c, h, mask, 1, tok, DLOCK__FAIR_HANDOFF_MS, 0, 0);
+}
+
+/* A semaphore's waiter gives up: leave the queue; a permit handed to it
+ * meanwhile is released (and so passed on). */
+static void permit_leave(dlock_client *c, dlock__held *h)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    permit_release_args(&b, c, &h->k, h->owner);
+    dlock__cmd_arg(&b, "1", 1);
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
+    dlock__results_clear(res, c->ns.n);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+static const dlock__kind kinds[] = {
+    {.id = DLOCK__KIND_LOCK,
+     .noun = "lock",
+     .busy = " is held by another owner",
+     .handed = "handed over by the holder's release",
+     .reentrant = 1,
+     .redlock_ok = 1,
+     .queue = DLOCK__Q_FAIR,
+     .queue_unsub = 1,
+     .queue_at_once = 1,
+     .turns = 1,
+     .holder_info = 1,
+     .events = 1,
+     .extend_script = DLOCK__S_EXTEND,
+     .acquire_cmd = lock_acquire_cmd,
+     .release_cmd = lock_release_cmd,
+     .leave = lock_leave},
+    {.id = DLOCK__KIND_PERMIT,
+     .noun = "semaphore",
+     .busy = ": no permit free",
+     .handed = "a permit handed over by a release",
+     .queue = DLOCK__Q_ALL,
+     .fresh_token_on_confirm = 1,
+     .extend_script = DLOCK__S_SEM_EXTEND,
+     .acquire_cmd = permit_acquire_cmd,
+     .release_cmd = permit_release_cmd,
+     .leave = permit_leave},
+    {.id = DLOCK__KIND_READ,
+     .noun = "read-write lock",
+     .busy = ": a writer holds it or waits for it",
+     .handed = "handed over",
+     .redlock_ok = 1,
+     .queue = DLOCK__Q_NONE,
+     .turns = 1,
+     .extend_script = DLOCK__S_RW_EXTEND,
+     .acquire_cmd = reader_acquire_cmd,
+     .release_cmd = reader_release_cmd,
+     .leave = NULL},
+};
+
+/* See kind.h. */
+const dlock__kind *dlock__kind_of(int id)
+{
+    if (id < 0 || id >= (int)(sizeof kinds / sizeof kinds[0]))
+        id = DLOCK__KIND_LOCK;
+    return &kinds[id];
+}
+
+/* ---- refusals, channels --------------------------------------------------- */
+
+/* See kind.h. */
+int dlock__refused(const redisReply *r, long long *limit, const char **other)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    if (r->element[0]->integer == -2) {
+        *limit = dlock__elem_int(r, 1);
+        return DLOCK__REFUSED_LIMIT;
+    }
+    if (r->element[0]->integer == -3 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        *other = r->element[1]->str;
+        return DLOCK__REFUSED_KIND;
+    }
+    return 0;
+}
+
+/* See kind.h. */
+int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
+                   const dlock__result *res)
+{
+    long long limit = 0;
+    const char *other = NULL;
+    int i;
+    for (i = 0; i < c->ns.n; i++) {
+        int why = res[i].status == DLOCK_OK
+                      ? dlock__refused(res[i].reply, &limit, &other)
+                      : 0;
+        if (why == DLOCK__REFUSED_LIMIT)
+            return dlock__set_error(c, DLOCK_EINVAL,
+                                    "semaphore %s has limit %lld, not "
+                                    "%" PRId64 ": change the limit explicitly "
+                                    "(dlock_sem_set_limit, dlock limit)",
+                                    h->k.name, limit, w->limit);
+        if (why == DLOCK__REFUSED_KIND)
+            return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
+                                    h->k.name, other,
+                                    dlock__kind_of(w->kind)->noun);
+    }
+    return DLOCK_OK;
+}
+
+/* See kind.h. */
+void dlock__wait_channel(const dlock__held *h, int queued, const char **chan,
+                         size_t *len, const char **owner)
+{
+    *chan = queued ? h->k.hchan : h->k.chan;
+    *len = queued ? h->k.hchanlen : h->k.chanlen;
+    *owner = queued ? h->owner : NULL;
+}
