@@ -687,6 +687,9 @@ def main():
     prims = prims_results(runs, rounds,
                           _dig(by, DEFAULT, "floor", "w2_acq_per_s"))
     results["prims"] = prims
+    results["holds"] = {
+        "k%d" % d["holds"]: {k: v for k, v in d.items() if k != "label"}
+        for d in runs.values() if d.get("mode") == "holds"}
     results["targets_issue18"] = targets18
     results["peer_versions"] = versions
     results["all_lost_updates"] = lost
@@ -706,6 +709,14 @@ def main():
 
     print("dlock benchmark (%s mode; %s)" % (results["mode"], machine))
     print()
+    for k, d in sorted(results["holds"].items()):
+        print("holds %s: client CPU per acquire + release %s us with them "
+              "held, %s / %s us with none (before / after): cost_ratio %s"
+              % (k, fmt(d["cpu_us_per_cycle_held"]),
+                 fmt(d["cpu_us_per_cycle_none"]),
+                 fmt(d["cpu_us_per_cycle_after"]), fmt(d["cost_ratio"], 3)))
+    if results["holds"]:
+        print()
     print("floors (raw hiredis, one client): W1 paired with each strategy "
           "in one process; W2 (4 round trips/cycle) right before it:")
     for s in by:

@@ -97,6 +97,9 @@ redisContext *raw_connect_key(const struct conf *cf, const char *key);
 /* keys.c: `dlock_bench keys`, many keys (across a cluster's masters). */
 int run_keys(const struct conf *cf);
 
+/* holds.c: `dlock_bench holds`, the cost of a cycle beside many holds. */
+int run_holds(const struct conf *cf);
+
 /* prims.c: `dlock_bench sem` and `dlock_bench rw`. */
 int run_sem(const struct conf *cf);
 int run_rw(const struct conf *cf);

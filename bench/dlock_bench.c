@@ -41,6 +41,10 @@
  *       lock's name as its hash tag, so on the lock's master), release.
  *       See keys.c.
  *
+ *   dlock_bench holds -s URL [-k HOLDS] [-n CYCLES]
+ *       The client CPU of an acquire + release while the same client holds
+ *       HOLDS other locks, against none held. See holds.c.
+ *
  * Any mode: --wait-replicas N sets the client's wait_replicas (WAIT N
  * after every lock write); -r URL names the server of dlock_bench's own
  * commands when -s is a redis+sentinel:// URL (the master's redis://).
@@ -532,6 +536,7 @@ static void usage(void)
             "[-g writer_gap_us] [--prefer-readers]\n"
             "       dlock_bench keys -s URL [-k keys] [-p procs] "
             "[-t seconds] [-S ...]\n"
+            "       dlock_bench holds -s URL [-k holds] [-n cycles]\n"
             "       (any mode) [-r RAW_URL] [--wait-replicas N]\n");
     exit(1);
 }
@@ -628,6 +633,8 @@ int main(int argc, char **argv)
         return run_rw(&cf);
     if (strcmp(cf.mode, "keys") == 0)
         return run_keys(&cf);
+    if (strcmp(cf.mode, "holds") == 0)
+        return run_holds(&cf);
     usage();
     return 1;
 }

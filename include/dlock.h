@@ -133,7 +133,8 @@ typedef enum dlock_wait_strategy {
     DLOCK_WAIT_SPIN = 1,
     /* The default. FIFO across processes, without a herd: waiters queue
      * in Redis (one per process and key; the process's other threads
-     * wait their turn in-process) and a release serves only the first
+     * wait their turn in-process, in the order they came) and a
+     * release serves only the first
      * live one: with one server it hands the lock over (no acquire
      * round trip), with several (Redlock) it wakes that waiter alone,
      * which then acquires in one round trip. A waiter that died holds
@@ -517,8 +518,9 @@ typedef struct dlock_info {
      * that has just stopped waiting. -1 when no server could be asked
      * (PUBSUB refused by an ACL, no answer in time). */
     int64_t notify_waiters;
-    /* Waiters queued in fair mode (one per waiting thread), -1 when
-     * unknown. */
+    /* Waiters queued in fair mode, one per waiting client (process)
+     * however many of its threads wait (they take turns in-process, in
+     * arrival order), -1 when unknown. */
     int64_t fair_queue;
 } dlock_info;
 

@@ -35,10 +35,13 @@ packages=(
 # bench/run's peers: redis-py's Lock (Debian's python3-redis, for
 # /usr/bin/python3) and node-redlock, whose node_modules bench/run installs
 # with `npm ci` from bench/peers/package-lock.json. node and npm come from
-# Debian; npm only when no npm is there (a nodesource nodejs, also named
-# nodejs, ships its own npm and conflicts with Debian's).
-packages+=(python3-redis nodejs)
-command -v npm >/dev/null || packages+=(npm)
+# Debian. The list is the same on every machine; what counts as already
+# there is not only the package: a nodesource nodejs (also named nodejs)
+# ships its own npm and conflicts with Debian's, so `npm` counts as there
+# when the installed nodejs package provides the command (provided below).
+# scripts/check-commands.py judges the same list: the npm command passes
+# whether package npm or package nodejs owns it, both being listed.
+packages+=(python3-redis nodejs npm)
 if [ "${1:-}" = --list ]; then
     printf '%s\n' "${packages[@]}"
     exit 0
@@ -50,9 +53,17 @@ installed() {
         installed ]
 }
 
+# provided PKG: true when a listed package's command is already there
+# from another listed package (only npm: a nodesource nodejs ships it).
+provided() {
+    [ "$1" = npm ] && installed nodejs &&
+        { dpkg-query -S /usr/bin/npm /bin/npm 2>/dev/null || true; } |
+        grep -q '^nodejs:'
+}
+
 missing=()
 for p in "${packages[@]}"; do
-    installed "$p" || missing+=("$p")
+    installed "$p" || provided "$p" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
@@ -105,7 +116,7 @@ rm -f "$log"
 
 still=()
 for p in "${missing[@]}"; do
-    installed "$p" || still+=("$p")
+    installed "$p" || provided "$p" || still+=("$p")
 done
 if [ ${#still[@]} -ne 0 ]; then
     echo "deps.sh: still missing after install: ${still[*]}" >&2

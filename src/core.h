@@ -48,8 +48,11 @@ struct dlock_client {
 
     /* The registry of held locks (registry.c: lifecycle and rules). */
     pthread_mutex_t held_mu;
-    pthread_cond_t held_cv; /* a lost callback finished */
-    struct dlock__held *held;
+    pthread_cond_t held_cv;        /* a lost callback finished */
+    struct dlock__held *held;      /* every registered record */
+    struct dlock__held **held_tab; /* the reentrant ones by (name, thread) */
+    size_t held_tabsz;             /* buckets, a power of 2 (0: no table) */
+    size_t held_count;             /* records in the table */
     uint64_t held_seq;
     struct dlock__undo *undos;    /* maybe-taken locks to give back */
     _Atomic uint64_t hold_seq;    /* numbers the owner ids of fresh holds */

@@ -55,7 +55,9 @@ typedef enum dlock__life {
  * reentrant acquisitions. Fields other than the atomics are protected by
  * client->held_mu, except where registry.c says otherwise. */
 typedef struct dlock__held {
-    struct dlock__held *next;
+    struct dlock__held *next, *prev; /* c->held, while registered */
+    struct dlock__held *hnext;       /* its bucket of c->held_tab */
+    uint64_t hash;                   /* of (name, thread), for the table */
     dlock__keys k;
     uint64_t id;                  /* unique in the client, for the watchdog */
     dlock__life life;             /* see registry.c */
@@ -131,16 +133,17 @@ dlock__undo *dlock__undo_new(dlock_client *c, const char *name,
 dlock__keys *dlock__keys_new(dlock_client *c, const char *name);
 
 /* The registered (LIVE or RELEASING), not adopted hold of NAME by thread
- * SELF, or NULL. Caller holds held_mu. */
+ * SELF, or NULL. O(1) on average (a hash table by name and thread).
+ * Caller holds held_mu. */
 dlock__held *dlock__held_find(dlock_client *c, const char *name,
                               pthread_t self);
 
-/* Register NEW record h (it becomes LIVE) with a fresh id. Caller holds
- * held_mu. */
+/* Register NEW record h (it becomes LIVE) with a fresh id; O(1) on
+ * average. Caller holds held_mu. */
 void dlock__held_link(dlock_client *c, dlock__held *h);
 
-/* Take registered h out of the registry (it becomes UNLINKED). Caller
- * holds held_mu. */
+/* Take registered h out of the registry (it becomes UNLINKED); O(1) on
+ * average. Caller holds held_mu. */
 void dlock__held_unlink(dlock_client *c, dlock__held *h);
 
 /* Free every record and undo entry left in the client (dlock_client_free:

@@ -193,6 +193,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     w->ch = ch;
     w->cancel_gen = cancel_gen;
     w->me = me;
+    w->ticket = ch->tickets++;
     w->next = ch->waiters;
     ch->waiters = w;
     if (++n->nwaiters > 1)
@@ -237,6 +238,18 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     return DLOCK_OK;
 }
 
+/* 1 when no other waiter of w's channel came before w: the turn goes
+ * to the threads of a process in the order they began to wait. Caller
+ * holds mu. */
+static int first_in_line(const dlock__waiter *w)
+{
+    const dlock__waiter *o;
+    for (o = w->ch->waiters; o != NULL; o = o->next)
+        if (o != w && o->ticket < w->ticket)
+            return 0;
+    return 1;
+}
+
 /* See notify.h. */
 int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
 {
@@ -246,7 +259,7 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
     if (w->has_turn)
         return 1;
     pthread_mutex_lock(&n->mu);
-    while (ch->turn) {
+    while (ch->turn || !first_in_line(w)) {
         if (atomic_load(&w->c->cancel_gen) != w->cancel_gen) {
             rc = DLOCK_CANCELED;
             break;
@@ -430,10 +443,11 @@ void dlock__notify_end(dlock__waiter *w)
             *pp = w->next;
             break;
         }
-    if (w->has_turn) {
+    if (w->has_turn)
         ch->turn = 0;
+    /* The turn may be free now, or the next in line may be first now. */
+    if (ch->waiters != NULL)
         pthread_cond_broadcast(&ch->cv);
-    }
     n->nwaiters--;
     if (--ch->refs == 0)
         ch->idle_since = dlock__now_ms(); /* unsubscribed after LINGER_MS */

@@ -38,7 +38,8 @@ typedef struct chan {
     int64_t idle_since; /* when refs fell to 0 (monotonic ms) */
     char seen[8][64];   /* ids of the last releases heard (Redlock echoes) */
     int seen_next;
-    int turn; /* a thread of this process holds the turn */
+    int turn;         /* a thread of this process holds the turn */
+    uint64_t tickets; /* the next waiter's place in the turn line */
     struct dlock__waiter *waiters;
     pthread_cond_t cv;
 } chan;
@@ -50,7 +51,8 @@ struct dlock__waiter {
     uint64_t cancel_gen;
     uint64_t seen; /* ch->gen when it last looked */
     int has_turn;
-    const char *me; /* fair: the owner id it waits to be handed */
+    uint64_t ticket; /* its place in the channel's turn line */
+    const char *me;  /* fair: the owner id it waits to be handed */
     int handed;
     uint64_t token;
     /* Redlock fair: nodes that named this waiter first of a free lock
@@ -94,6 +96,10 @@ void dlock__sub_chan_free(chan *ch);
 
 /* The channel NAME, or NULL. Caller holds mu. */
 chan *dlock__sub_chan_find(dlock__notifier *n, const char *name, size_t len);
+
+/* Milliseconds until a lingering channel is due to be unsubscribed (0:
+ * now), -1 when none lingers. Caller holds mu. */
+int64_t dlock__sub_linger_left(const dlock__notifier *n, int64_t now);
 
 /* 1 when link i has subscription business for the thread. Caller holds
  * mu. */

@@ -137,6 +137,28 @@ static void gc_chans(dlock__notifier *n)
     }
 }
 
+/* Milliseconds until the first lingering channel is due to be
+ * unsubscribed (0 when one is due now), or -1 when none lingers: a
+ * channel nobody waits on that some link still has subscribed. The
+ * thread sleeps no longer than this, so that the linger is LINGER_MS and
+ * not LINGER_MS plus a poll period. Caller holds mu. */
+int64_t dlock__sub_linger_left(const dlock__notifier *n, int64_t now)
+{
+    const chan *ch;
+    int64_t best = -1;
+    for (ch = n->chans; ch != NULL; ch = ch->next) {
+        int64_t left;
+        if (ch->refs != 0 || (ch->ok & ~ch->unsent) == 0)
+            continue;
+        left = ch->idle_since + LINGER_MS - now;
+        if (left < 0)
+            left = 0;
+        if (best < 0 || left < best)
+            best = left;
+    }
+    return best;
+}
+
 /* 1 when link i has subscription business: a channel to subscribe or
  * unsubscribe, or a confirmation still to come. Caller holds mu. */
 int dlock__sub_link_work(dlock__notifier *n, int i)
@@ -423,6 +445,7 @@ void *dlock__sub_main(void *arg)
     while (!n->stop) {
         int i, nl, np = 1, timeout = 1000;
         int64_t now = dlock__now_ms();
+        int64_t linger;
         int any = n->chans != NULL;
 
         if (any && c->ns.cluster != NULL &&
@@ -500,6 +523,11 @@ void *dlock__sub_main(void *arg)
             pfd[np].revents = 0;
             idx[np++] = i;
         }
+        /* At least 5 ms: a channel whose UNSUBSCRIBE could not be sent
+         * stays due, and must not make this a busy loop. */
+        linger = dlock__sub_linger_left(n, dlock__now_ms());
+        if (linger >= 0 && linger < timeout)
+            timeout = linger < 5 ? 5 : (int)linger;
         pthread_mutex_unlock(&n->mu);
         poll(pfd, (nfds_t)np, timeout);
         pthread_mutex_lock(&n->mu);

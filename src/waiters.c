@@ -7,7 +7,8 @@
  * notifier shares it), kept up to 2 s after its last waiter left (the
  * linger, docs/design.md). So PUBSUB NUMSUB of the channel counts waiting
  * processes, give or take one that has just stopped waiting. Fair-mode
- * waiters are queued one per thread (the inspect script's queue length).
+ * waiters are queued one per process (the inspect script's queue length);
+ * a process's other waiting threads take turns in-process.
  * Spin-mode waiters leave no trace at all.
  *
  * waiters.lua asks NUMSUB from inside a script, so that the channel
