@@ -13,7 +13,9 @@
  *    whole attempt"), single server and Redlock;
  *  - over Redlock, an acquire that a majority granted returns while two
  *    of five nodes are stopped, and its release reaches them behind the
- *    acquire once they run again.
+ *    acquire once they run again;
+ *  - under every wait strategy a waiter gets in once the holder lets go,
+ *    a short wait times out, a cancel ends a wait.
  *
  * Bounds are on our own deadline logic, as in timeout_bound.c: elapsed
  * below 1.5 x the command timeout (the old behaviour: 2 x, or 10 s).
@@ -338,7 +340,9 @@ static void test_early_majority(void **state)
         y.c = c;
         y.name = name;
         assert_int_equal(pthread_create(&t, NULL, cycle_main, &y), 0);
-        end = th_now_ms() + 5000;
+        /* A call that waited for the stopped nodes would take 10 s: 9 s
+         * of patience keeps a loaded machine from failing the test. */
+        end = th_now_ms() + 9000;
         while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
             th_sleep_ms(10);
         done = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
@@ -356,6 +360,56 @@ static void test_early_majority(void **state)
     }
 }
 
+/* ---- waiting, every strategy ------------------------------------------- */
+
+/* For every kind and strategy: a waiter gets in once the holder lets go;
+ * a short wait times out with its message; a cancel ends a wait. */
+static void test_wait_every_strategy(void **state)
+{
+    const char *url = th_url(&srv[0]);
+    int strategies[3] = {DLOCK_WAIT_FAIR, DLOCK_WAIT_NOTIFY, DLOCK_WAIT_SPIN};
+    int i, s;
+    (void)state;
+    for (i = 0; i < TH_NKINDS; i++)
+        for (s = 0; s < 3; s++) {
+            const th_kind *k = &th_kinds[i];
+            dlock_client *a = th_client(&url, 1, strategies[s], 0, 0);
+            dlock_client *b = th_client(&url, 1, strategies[s], 0, 0);
+            th_waiter w = {.c = b,
+                           .name = NULL,
+                           .wait_ms = 20000,
+                           .lease_ms = 10000,
+                           .acquire = k->acquire};
+            dlock_lock *l = NULL, *x = NULL;
+            char name[64];
+            snprintf(name, sizeof name, "ws-%s-%d", k->what, s);
+            w.name = name;
+            assert_int_equal(k->blocker(&l, a, name, 0, 10000), DLOCK_OK);
+            /* A short wait: timed out, said so. */
+            assert_int_equal(k->acquire(&x, b, name, 50, 10000),
+                             DLOCK_TIMEDOUT);
+            assert_non_null(strstr(dlock_errmsg(b), "gave up waiting"));
+            assert_int_equal(th_waiter_start(&w), 0);
+            th_sleep_ms(100);
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+            assert_int_equal(th_waiter_join(&w), 0);
+            print_message("%s, strategy %d: waiter %s\n", k->what,
+                          strategies[s], dlock_status_name(w.rc));
+            assert_int_equal(w.rc, DLOCK_OK);
+            /* A cancel ends a wait. */
+            assert_int_equal(k->blocker(&l, a, name, 0, 10000), DLOCK_OK);
+            w.wait_ms = -1;
+            assert_int_equal(th_waiter_start(&w), 0);
+            th_sleep_ms(100);
+            dlock_client_cancel(b);
+            assert_int_equal(th_waiter_join(&w), 0);
+            assert_int_equal(w.rc, DLOCK_CANCELED);
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+            dlock_client_free(a);
+            dlock_client_free(b);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_bound_single),
         cmocka_unit_test(test_bound_redlock),
         cmocka_unit_test(test_early_majority),
+        cmocka_unit_test(test_wait_every_strategy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
