@@ -56,15 +56,19 @@ static void run_release(dlock_client *c, const dlock__keys *k,
 {
     dlock__cmdbuf b;
     char relid[64];
-    size_t n;
+    dlock__release r = {.owner = owner,
+                        .depth = depth,
+                        .token = token,
+                        .ticket = ticket,
+                        .relid = relid};
 
     /* "<client id>:<n>": the same on every node for this request. */
     memcpy(relid, c->idhex, 32);
     relid[32] = ':';
-    n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    relid[n] = '\0';
-    dlock__kind_of(k->kind)->release_cmd(&b, c, k, owner, depth, token, ticket,
-                                         relid, n);
+    r.relidlen =
+        33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
+    relid[r.relidlen] = '\0';
+    dlock__kind_of(k->kind)->release_cmd(&b, c, k, &r);
     b.cmd.eval = eval;
     b.cmd.give_back = 1;
     b.cmd.pins = pins;

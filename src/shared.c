@@ -36,6 +36,24 @@ static int check_common(dlock_lock **out, dlock_client *c, const char *name,
     return DLOCK_OK;
 }
 
+/* A semaphore's own checks: one server, a limit in range. DLOCK_OK, or
+ * DLOCK_EINVAL with the message. */
+static int check_sem(dlock_client *c, const char *name, int64_t limit)
+{
+    if (c->ns.n > 1)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "semaphore %s: a semaphore needs one server; "
+                                "over Redlock's majorities more than its "
+                                "limit could hold permits",
+                                name);
+    if (limit < 1 || limit > DLOCK_SEM_LIMIT_MAX)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "semaphore %s: the limit must be 1 to %d "
+                                "(got %" PRId64 ")",
+                                name, DLOCK_SEM_LIMIT_MAX, limit);
+    return DLOCK_OK;
+}
+
 /* Take w of NAME with options opts (NULL: the defaults), once the kind's
  * own checks passed: a fresh hold (permits and readers are never
  * re-entered). */
@@ -57,19 +75,10 @@ int dlock_sem_acquire(dlock_lock **out, dlock_client *c, const char *name,
     dlock__want w = {.kind = DLOCK__KIND_PERMIT, .limit = limit};
     int found = -1, rc = check_common(out, c, name, &found);
 
+    if (rc == DLOCK_OK)
+        rc = check_sem(c, name, limit);
     if (rc != DLOCK_OK)
         return rc;
-    if (c->ns.n > 1)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "semaphore %s: a semaphore needs one server; "
-                                "over Redlock's majorities more than its "
-                                "limit could hold permits",
-                                name);
-    if (limit < 1 || limit > DLOCK_SEM_LIMIT_MAX)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "semaphore %s: the limit must be 1 to %d "
-                                "(got %" PRId64 ")",
-                                name, DLOCK_SEM_LIMIT_MAX, limit);
     if (found == DLOCK__KIND_LOCK || found == DLOCK__KIND_READ)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "%s is a lock this thread holds, not a "
@@ -121,17 +130,10 @@ int dlock_sem_set_limit(dlock_client *c, const char *name, int64_t limit,
     if (c == NULL)
         return DLOCK_EINVAL;
     rc = dlock__check_name(c, name);
+    if (rc == DLOCK_OK)
+        rc = check_sem(c, name, limit);
     if (rc != DLOCK_OK)
         return rc;
-    if (c->ns.n > 1)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "semaphore %s: a semaphore needs one server",
-                                name);
-    if (limit < 1 || limit > DLOCK_SEM_LIMIT_MAX)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "semaphore %s: the limit must be 1 to %d "
-                                "(got %" PRId64 ")",
-                                name, DLOCK_SEM_LIMIT_MAX, limit);
     h = dlock__held_new(c, name, "");
     if (h == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");

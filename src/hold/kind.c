@@ -111,76 +111,55 @@ static void reader_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_durable(c, &b->cmd);
 }
 
-/* release.lua. ticket > 0: a Redlock fair waiter's undo, back into the
- * queue at that place. With one server the lock is handed to the first
- * live fair waiter; with several, that waiter is only woken. */
+/* release.lua. With one server the lock is handed to the first live fair
+ * waiter; with several, that waiter is only woken. */
 static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                             const dlock__keys *k, const char *owner, int depth,
-                             uint64_t token, uint64_t ticket, const char *relid,
-                             size_t relidlen)
+                             const dlock__keys *k, const dlock__release *r)
 {
     dlock__cmd_begin(b, DLOCK__S_RELEASE);
     lock_keys(b, k, 4);
-    dlock__cmd_arg(b, owner, strlen(owner));
-    dlock__cmd_arg_i64(b, depth);
-    dlock__cmd_arg_u64(b, token);
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
+    dlock__cmd_arg_i64(b, r->depth);
+    dlock__cmd_arg_u64(b, r->token);
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg_i64(b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-    dlock__cmd_arg(b, relid, relidlen);
-    if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
+    dlock__cmd_arg(b, r->relid, r->relidlen);
+    if (c->ns.cluster != NULL || r->ticket > 0) /* SPUBLISH: sharded */
         dlock__cmd_arg(b, c->ns.cluster != NULL ? "1" : "0", 1);
-    if (ticket > 0) {
-        dlock__cmd_arg_u64(b, ticket);
+    if (r->ticket > 0) {
+        dlock__cmd_arg_u64(b, r->ticket);
         dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
     }
 }
 
 /* sem_release.lua: the freed permit goes to the first live waiter,
- * handed over in FIFO mode, else woken (leave: also leave the queue). */
-static void permit_release_args(dlock__cmdbuf *b, const dlock_client *c,
-                                const dlock__keys *k, const char *owner)
+ * handed over in FIFO mode, else woken. */
+static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const dlock__release *r)
 {
     dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
     lock_keys(b, k, 4);
-    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
     dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
     dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
 }
 
-static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const char *owner,
-                               int depth, uint64_t token, uint64_t ticket,
-                               const char *relid, size_t relidlen)
-{
-    (void)depth;
-    (void)token;
-    (void)ticket;
-    (void)relid;
-    (void)relidlen;
-    permit_release_args(b, c, k, owner);
-}
-
 /* rw_release.lua (the last reader out wakes a fair writer: the queue). */
 static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const char *owner,
-                               int depth, uint64_t token, uint64_t ticket,
-                               const char *relid, size_t relidlen)
+                               const dlock__keys *k, const dlock__release *r)
 {
     (void)c;
-    (void)depth;
-    (void)token;
-    (void)ticket;
     dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
     dlock__cmd_key(b, k->key, k->keylen);
     dlock__cmd_key(b, k->fkey, k->fkeylen);
     dlock__cmd_key(b, k->rkey, k->rkeylen);
     dlock__cmd_key(b, k->qkey, k->qkeylen);
-    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
     dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg(b, relid, relidlen);
+    dlock__cmd_arg(b, r->relid, r->relidlen);
 }
 
 /* ---- leaving a queue ------------------------------------------------------ */
@@ -217,9 +196,10 @@ static void lock_leave(dlock_client *c, dlock__held *h)
 static void permit_leave(dlock_client *c, dlock__held *h)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__release r = {.owner = h->owner};
     dlock__cmdbuf b;
-    permit_release_args(&b, c, &h->k, h->owner);
-    dlock__cmd_arg(&b, "1", 1);
+    permit_release_cmd(&b, c, &h->k, &r);
+    dlock__cmd_arg(&b, "1", 1); /* and leave the queue */
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
     dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     dlock__results_clear(res, c->ns.n);

@@ -46,6 +46,18 @@ enum {
     DLOCK__Q_ALL = 2   /* queued under NOTIFY and FAIR (a permit) */
 };
 
+/* What a release gives back: (owner, depth, token); ticket > 0, a
+ * Redlock fair waiter's undo, back into the queue at that place; relid,
+ * the request's id, the same on every node. */
+typedef struct dlock__release {
+    const char *owner;
+    int depth;
+    uint64_t token;
+    uint64_t ticket;
+    const char *relid;
+    size_t relidlen;
+} dlock__release;
+
 typedef struct dlock__kind {
     int id;             /* DLOCK__KIND_* */
     const char *noun;   /* "lock", "semaphore", "read-write lock" */
@@ -71,12 +83,9 @@ typedef struct dlock__kind {
     void (*acquire_cmd)(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__held *h, const dlock__want *w,
                         dlock__ask ask, uint64_t ticket);
-    /* The release command of (owner, depth, token) on keys k (relid: the
-     * request's id, the same on every node). */
+    /* The release command of r on keys k. */
     void (*release_cmd)(dlock__cmdbuf *b, const dlock_client *c,
-                        const dlock__keys *k, const char *owner, int depth,
-                        uint64_t token, uint64_t ticket, const char *relid,
-                        size_t relidlen);
+                        const dlock__keys *k, const struct dlock__release *r);
     /* Leave the queue after giving up (NULL: no queue). */
     void (*leave)(dlock_client *c, dlock__held *h);
 } dlock__kind;
