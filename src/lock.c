@@ -365,8 +365,8 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
 {
     /* A reader's renewal names its lock hash and the readers' set; with
      * holder info, a lock's info keys follow the lock keys (holder.c). */
-    int kind = hs[0]->k.kind, per = kind == DLOCK__KIND_READ ? 2 : 1;
-    int info = kind == DLOCK__KIND_LOCK && dlock__holder_on(c);
+    const dlock__kind *kd = dlock__kind_of(hs[0]->k.kind);
+    int per = kd->extend_keys, info = kd->holder_info && dlock__holder_on(c);
     int nk = info ? 2 * n : n * per;
     int i;
 
@@ -413,8 +413,8 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
             ik += e->keylens[n + i] + 1;
         }
     }
-    e->cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
-                                         : dlock__kind_of(kind)->extend_script,
+    e->cmd = (dlock__cmd){.script =
+                              info ? DLOCK__S_HOLDER_EXTEND : kd->extend_script,
                           .nkeys = nk,
                           .keys = e->keys,
                           .keylens = e->keylens,

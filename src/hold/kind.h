@@ -78,6 +78,8 @@ typedef struct dlock__kind {
                                  * the call (metrics); permits and readers
                                  * report their release only, as before */
     int extend_script;          /* DLOCK__S_*: renewal */
+    int extend_keys;            /* keys per hold in a renewal (a reader:
+                                 * its lock hash and the readers' set) */
     /* The acquire command of w for h (ticket: a fair Redlock waiter's
      * place, 0 for none). */
     void (*acquire_cmd)(dlock__cmdbuf *b, const dlock_client *c,
