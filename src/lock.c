@@ -62,12 +62,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
                         .ticket = ticket,
                         .relid = relid};
 
-    /* "<client id>:<n>": the same on every node for this request. */
-    memcpy(relid, c->idhex, 32);
-    relid[32] = ':';
-    r.relidlen =
-        33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    relid[r.relidlen] = '\0';
+    r.relidlen = dlock__request_id(c, relid);
     dlock__kind_of(k->kind)->release_cmd(&b, c, k, &r);
     b.cmd.eval = eval;
     b.cmd.give_back = 1;

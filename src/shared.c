@@ -185,6 +185,111 @@ static void downgrade_undo(dlock_client *c, dlock__held *r, uint64_t mask,
     dlock__undo_acquire(c, r, mask, 1, token, lease_ms, 0, 1);
 }
 
+/* What the nodes answered a downgrade. */
+typedef struct downgraded {
+    int ok, no, unacked; /* granted, refused, granted but too few acks */
+    uint64_t granted;    /* nodes that granted (acknowledged) */
+    uint64_t unknown;    /* nodes that may hold either form */
+} downgraded;
+
+/* Send rw_downgrade.lua for the reader r (its writer's token, lease_ms)
+ * to every node; the answers in res. */
+static void downgrade_send(dlock_client *c, const dlock__held *r,
+                           uint64_t token, int64_t lease_ms, dlock__result *res)
+{
+    dlock__cmdbuf b;
+    char relid[64];
+    size_t n = dlock__request_id(c, relid);
+    dlock__cmd_begin(&b, DLOCK__S_RW_DOWNGRADE);
+    dlock__cmd_key(&b, r->k.key, r->k.keylen);
+    dlock__cmd_key(&b, r->k.fkey, r->k.fkeylen);
+    dlock__cmd_key(&b, r->k.rkey, r->k.rkeylen);
+    dlock__cmd_arg(&b, r->owner, strlen(r->owner));
+    dlock__cmd_arg_u64(&b, token);
+    dlock__cmd_arg_i64(&b, lease_ms);
+    dlock__cmd_arg(&b, r->k.chan, r->k.chanlen);
+    dlock__cmd_arg(&b, relid, n);
+    dlock__cmd_durable(c, &b.cmd); /* it grants a read lease */
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, lease_ms),
+               res);
+}
+
+/* Count the downgrade's answers res into *d. */
+static void downgrade_count(dlock_client *c, dlock__result *res, downgraded *d)
+{
+    int i;
+    memset(d, 0, sizeof *d);
+    for (i = 0; i < c->ns.n; i++) {
+        const redisReply *rep = res[i].reply;
+        int one = res[i].status == DLOCK_OK &&
+                  rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        if (res[i].status != DLOCK_OK) {
+            if (res[i].sent)
+                d->unknown |= 1ULL << i;
+        } else if (one && c->ns.wait_replicas > 0 &&
+                   res[i].acks < c->ns.wait_replicas) {
+            /* Too few replicas have the read lease: a failover could
+             * lose it (and keep the writer's older lease). */
+            d->unacked++;
+            d->unknown |= 1ULL << i;
+        } else if (one) {
+            d->ok++;
+            d->granted |= 1ULL << i;
+        } else if (rep->type == REDIS_REPLY_INTEGER) {
+            d->no++;
+        } else {
+            dlock__malformed(&c->ns, res, i, "the downgrade script");
+            d->unknown |= 1ULL << i;
+        }
+    }
+}
+
+/* The status, with its message, of a downgrade of r that did not get a
+ * majority. */
+static int downgrade_failed(dlock_client *c, const dlock__held *r,
+                            const dlock__result *res, const downgraded *d)
+{
+    if (d->no > c->ns.n - c->ns.quorum)
+        return dlock__set_error(c, DLOCK_NOT_OWNER,
+                                "downgrade %s: not the owner (the lease had "
+                                "run out)",
+                                r->k.name);
+    if (d->unacked > 0 && d->ok + d->unacked >= c->ns.quorum)
+        return dlock__set_error(c, DLOCK_NOT_REPLICATED,
+                                "downgrade %s: done, but fewer than the %d "
+                                "replicas asked for acknowledged it within "
+                                "%" PRId64 " ms: the write and read holds "
+                                "are given back",
+                                r->k.name, c->ns.wait_replicas,
+                                c->ns.wait_timeout_ms);
+    return dlock__fail_all(c, res, "downgrade");
+}
+
+/* The checks of a downgrade of l: DLOCK_OK to go on, or the status with
+ * its message; *done set when l is gone (a lost hold: released). */
+static int downgrade_check(dlock_lock **out, dlock_lock *l, int *done)
+{
+    dlock__held *h;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    h = l->held;
+    if (out == NULL)
+        return dlock__set_error(l->client, DLOCK_EINVAL, "out is NULL");
+    if (h->k.kind != DLOCK__KIND_LOCK || h->depth != 1)
+        return dlock__set_error(l->client, DLOCK_EINVAL,
+                                "downgrade %s: not an exclusive hold held "
+                                "once (re-entered levels would lose their "
+                                "lock); the handle is unchanged",
+                                h->k.name);
+    if (atomic_load(&h->state) == DLOCK_LOST) {
+        *done = 1;
+        return dlock_lock_release(l);
+    }
+    return DLOCK_OK;
+}
+
 /* See dlock.h. The writer's record is detached first (renewal of it
  * stops, and its "not owner" after the downgrade is no loss); the reader
  * is a new record under the same owner id. */
@@ -193,109 +298,44 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock_acquire_options o;
     dlock_client *c;
-    dlock__held *h, *r;
-    dlock__cmdbuf b;
-    char relid[64];
-    int i, ok = 0, no = 0, unacked = 0, rc;
-    uint64_t token, granted = 0, unknown = 0;
-    int64_t t0;
+    dlock__held *r;
+    downgraded d;
+    uint64_t token;
+    int64_t t0, valid;
+    int done = 0, rc = downgrade_check(out, l, &done);
 
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
+    if (rc != DLOCK_OK || done)
+        return rc;
     c = l->client;
-    h = l->held;
-    if (out == NULL)
-        return dlock__set_error(c, DLOCK_EINVAL, "out is NULL");
-    if (h->k.kind != DLOCK__KIND_LOCK || h->depth != 1)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "downgrade %s: not an exclusive hold held "
-                                "once (re-entered levels would lose their "
-                                "lock); the handle is unchanged",
-                                h->k.name);
-    if (atomic_load(&h->state) == DLOCK_LOST)
-        return dlock_lock_release(l);
-    r = dlock__held_new(c, h->k.name, h->owner);
+    r = dlock__held_new(c, l->held->k.name, l->held->owner);
     if (r == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
     r->k.kind = DLOCK__KIND_READ;
     r->thread = pthread_self();
-    token = h->token;
+    token = l->held->token;
     dlock_acquire_options_init(&o);
-    o.lease_ms = h->lease_ms;
-    o.watchdog = h->watchdog;
-    o.on_lost = h->on_lost;
-    o.on_lost_userdata = h->on_lost_ud;
+    o.lease_ms = l->held->lease_ms;
+    o.watchdog = l->held->watchdog;
+    o.on_lost = l->held->on_lost;
+    o.on_lost_userdata = l->held->on_lost_ud;
     dlock_lock_detach(l);
 
-    memcpy(relid, c->idhex, 32);
-    relid[32] = ':';
-    relid[33 + dlock__fmt_u64(relid + 33,
-                              atomic_fetch_add(&c->release_seq, 1))] = '\0';
-    dlock__cmd_begin(&b, DLOCK__S_RW_DOWNGRADE);
-    dlock__cmd_key(&b, r->k.key, r->k.keylen);
-    dlock__cmd_key(&b, r->k.fkey, r->k.fkeylen);
-    dlock__cmd_key(&b, r->k.rkey, r->k.rkeylen);
-    dlock__cmd_arg(&b, r->owner, strlen(r->owner));
-    dlock__cmd_arg_u64(&b, token);
-    dlock__cmd_arg_i64(&b, o.lease_ms);
-    dlock__cmd_arg(&b, r->k.chan, r->k.chanlen);
-    dlock__cmd_arg(&b, relid, strlen(relid));
-    dlock__cmd_durable(c, &b.cmd); /* it grants a read lease */
     t0 = dlock__now_ms();
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, o.lease_ms),
-               res);
-    for (i = 0; i < c->ns.n; i++) {
-        if (res[i].status != DLOCK_OK) {
-            if (res[i].sent)
-                unknown |= 1ULL << i;
-        } else if (res[i].reply->type == REDIS_REPLY_INTEGER &&
-                   res[i].reply->integer == 1 && c->ns.wait_replicas > 0 &&
-                   res[i].acks < c->ns.wait_replicas) {
-            /* Too few replicas have the read lease: a failover could
-             * lose it (and keep the writer's older lease). */
-            unacked++;
-            unknown |= 1ULL << i;
-        } else if (res[i].reply->type == REDIS_REPLY_INTEGER &&
-                   res[i].reply->integer == 1) {
-            ok++;
-            granted |= 1ULL << i;
-        } else if (res[i].reply->type == REDIS_REPLY_INTEGER) {
-            no++;
-        } else {
-            dlock__malformed(&c->ns, res, i, "the downgrade script");
-            unknown |= 1ULL << i;
-        }
-    }
-    if (ok >= c->ns.quorum &&
-        t0 + o.lease_ms - dlock__drift(c, o.lease_ms) > dlock__now_ms()) {
+    downgrade_send(c, r, token, o.lease_ms, res);
+    downgrade_count(c, res, &d);
+    valid = t0 + o.lease_ms - dlock__drift(c, o.lease_ms);
+    if (d.ok >= c->ns.quorum && valid > dlock__now_ms()) {
         dlock__got g = {.token = token,
                         .depth = 1,
-                        .nodes = granted,
-                        .valid_until =
-                            t0 + o.lease_ms - dlock__drift(c, o.lease_ms)};
+                        .nodes = d.granted,
+                        .valid_until = valid};
         dlock__results_clear(res, c->ns.n);
         return dlock__record(c, r, &o, &g, 1, dlock__now_us(), out);
     }
-    if (no > c->ns.n - c->ns.quorum)
-        rc = dlock__set_error(c, DLOCK_NOT_OWNER,
-                              "downgrade %s: not the owner (the lease had "
-                              "run out)",
-                              r->k.name);
-    else if (unacked > 0 && ok + unacked >= c->ns.quorum)
-        rc = dlock__set_error(c, DLOCK_NOT_REPLICATED,
-                              "downgrade %s: done, but fewer than the %d "
-                              "replicas asked for acknowledged it within "
-                              "%" PRId64 " ms: the write and read holds are "
-                              "given back",
-                              r->k.name, c->ns.wait_replicas,
-                              c->ns.wait_timeout_ms);
-    else
-        rc = dlock__fail_all(c, res, "downgrade");
+    rc = downgrade_failed(c, r, res, &d);
     dlock__results_clear(res, c->ns.n);
-    if ((granted | unknown) != 0)
-        downgrade_undo(c, r, granted | unknown, token, o.lease_ms);
+    if ((d.granted | d.unknown) != 0)
+        downgrade_undo(c, r, d.granted | d.unknown, token, o.lease_ms);
     dlock__held_free(r);
     return rc;
 }
