@@ -1127,3 +1127,13 @@ int th_cluster_migrate_slot(th_cluster *c, int slot, int to_port)
         return -1;
     return th_cluster_migrate_finish(c, &m);
 }
+
+void th_sentinel_url(const th_sentinel *t, char *buf, size_t len)
+{
+    size_t off = (size_t)snprintf(buf, len, "redis+sentinel://");
+    for (int k = 0; k < TH_SENTINEL_COUNT && off < len; k++)
+        off += (size_t)snprintf(buf + off, len - off, "%s127.0.0.1:%d",
+                                k ? "," : "", t->sentinels[k].port);
+    if (off < len)
+        snprintf(buf + off, len - off, "/%s", TH_SENTINEL_NAME);
+}

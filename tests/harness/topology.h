@@ -66,6 +66,10 @@ int th_sentinel_kill_master(th_sentinel *t);
  * replica of it with its link up. 0 or -1. */
 int th_sentinel_settle(const th_sentinel *t, int64_t timeout_ms);
 
+/* The client URL of t, redis+sentinel://s1,s2,s3/<TH_SENTINEL_NAME>, in
+ * buf (len bytes). */
+void th_sentinel_url(const th_sentinel *t, char *buf, size_t len);
+
 /* ---- Cluster ------------------------------------------------------------ */
 
 #define TH_CLUSTER_NODES 6

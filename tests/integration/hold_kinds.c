@@ -50,17 +50,8 @@
 static dlock_client *nochan_client(void)
 {
     const char *url = th_url(&srv[0]);
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.username = "nochan";
-    o.password = "pw";
-    o.tls_ca_file = th_ca_file();
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        fprintf(stderr, "dlock_client_new: %s\n", err);
+    dlock_client *c =
+        th_client_user(&url, 1, DLOCK_WAIT_FAIR, 0, 0, "nochan", "pw");
     assert_non_null(c);
     return c;
 }
@@ -95,21 +86,6 @@ static long long refused_subscribes(void)
     return n;
 }
 
-/* Wait (bounded) until c has found a name busy n times: its waiter is
- * then waiting. */
-static void wait_busy(dlock_client *c, unsigned long long n)
-{
-    dlock_stats st;
-    int64_t end = th_now_ms() + 10000;
-    do {
-        dlock_client_stats(c, &st);
-        if (st.busy >= n)
-            return;
-        th_sleep_ms(5);
-    } while (th_now_ms() < end);
-    fail_msg("the waiter never tried");
-}
-
 /* The kind a waiter thread takes, and the message its acquire left (the
  * message is the thread's own): set and read around one waiter only. */
 static const th_kind *wait_kind;
@@ -138,7 +114,7 @@ static void noperm_wait(const th_kind *k, dlock_client *a, dlock_client *b,
     wait_kind = k;
     assert_int_equal(k->blocker(&l, a, name, 0, 10000), DLOCK_OK);
     assert_int_equal(th_waiter_start(&w), 0);
-    wait_busy(b, nth);
+    assert_int_equal(th_wait_busy(b, nth, 10000), 0);
     th_sleep_ms(100);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(th_waiter_join(&w), 0);

@@ -30,16 +30,10 @@ static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
 
 static int setup(void **state)
 {
-    int k;
-    size_t off;
     (void)state;
     if (th_sentinel_start(&sent) != 0)
         return -1;
-    off = (size_t)snprintf(surl, sizeof surl, "redis+sentinel://");
-    for (k = 0; k < TH_SENTINEL_COUNT; k++)
-        off += (size_t)snprintf(surl + off, sizeof surl - off, "%s127.0.0.1:%d",
-                                k ? "," : "", sent.sentinels[k].port);
-    snprintf(surl + off, sizeof surl - off, "/%s", TH_SENTINEL_NAME);
+    th_sentinel_url(&sent, surl, sizeof surl);
     return 0;
 }
 
@@ -62,20 +56,6 @@ static dlock_client *sclient(int strategy)
     c = th_durable_new(surl, &d, NULL, 0, NULL);
     assert_non_null(c);
     return c;
-}
-
-/* Wait (bounded) until c has found names busy n times. */
-static void wait_busy(dlock_client *c, unsigned long long n)
-{
-    dlock_stats st;
-    int64_t end = th_now_ms() + 20000;
-    do {
-        dlock_client_stats(c, &st);
-        if (st.busy >= n)
-            return;
-        th_sleep_ms(10);
-    } while (th_now_ms() < end);
-    fail_msg("the waiters never tried");
 }
 
 /* kill -9 of the master with a waiter of each kind waiting (spinning, so
@@ -105,7 +85,7 @@ static void test_failover_under_waiters(void **state)
         w[i].acquire = k->acquire;
         assert_int_equal(th_waiter_start(&w[i]), 0);
     }
-    wait_busy(b, TH_NKINDS);
+    assert_int_equal(th_wait_busy(b, TH_NKINDS, 20000), 0);
     port = th_sentinel_kill_master(&sent);
     assert_true(port > 0);
     for (i = 0; i < TH_SENTINEL_DATA; i++)
