@@ -119,6 +119,19 @@ static inline int dlock__sleep_cancelable(dlock_client *c, uint64_t gen,
     return rc;
 }
 
+/* A new id of a request that announces itself (a release, a writer
+ * leaving), "<client id>:<n>", the same on every node for one request,
+ * into buf (at least 64 bytes); returns its length. */
+static inline size_t dlock__request_id(dlock_client *c, char *buf)
+{
+    size_t n;
+    memcpy(buf, c->idhex, 32);
+    buf[32] = ':';
+    n = 33 + dlock__fmt_u64(buf + 33, atomic_fetch_add(&c->release_seq, 1));
+    buf[n] = '\0';
+    return n;
+}
+
 /* The mask of every node of c. */
 static inline uint64_t dlock__all_nodes(const dlock_client *c)
 {
@@ -156,19 +169,6 @@ static inline int dlock__fail_step(const dlock_client *c,
                                    int code, const char *what)
 {
     return dlock__step_error(&c->ns, &c->msgs, res, mask, code, what);
-}
-
-/* Write a request id "<client id>:<n>" (the same on every node for one
- * request, n counting the client's requests) into buf (64 bytes) and
- * return its length. */
-static inline size_t dlock__request_id(dlock_client *c, char *buf)
-{
-    size_t n;
-    memcpy(buf, c->idhex, 32);
-    buf[32] = ':';
-    n = 33 + dlock__fmt_u64(buf + 33, atomic_fetch_add(&c->release_seq, 1));
-    buf[n] = '\0';
-    return n;
 }
 
 /* The message of a step that failed on every node it asked: the first

@@ -4,11 +4,14 @@
  * and the wait read it; nothing else here decides or waits.
  */
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kind.h"
 #include "lock.h"
+#include "rw_leave.h"
 
 /* ---- commands ------------------------------------------------------------- */
 
@@ -69,7 +72,8 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_durable(c, &b->cmd);
 }
 
-/* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue. */
+/* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue, and the
+ * flag (ARGV[9]) of a waiting acquire's later attempts. */
 static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__held *h, const dlock__want *w,
                                dlock__ask ask, uint64_t ticket)
@@ -89,6 +93,10 @@ static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
     dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
     dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+    if (ask != DLOCK__ASK_TRY && ask != DLOCK__ASK_TRY_FAIR)
+        /* A waiting acquire's later attempt: it waits under the limit
+         * stored now, also when that changed while it waited. */
+        dlock__cmd_arg(b, "1", 1);
     dlock__cmd_durable(c, &b->cmd);
 }
 
@@ -224,7 +232,8 @@ static const dlock__kind kinds[] = {
      .extend_keys = 1,
      .acquire_cmd = lock_acquire_cmd,
      .release_cmd = lock_release_cmd,
-     .leave = lock_leave},
+     .leave = lock_leave,
+     .give_up = dlock__rw_leave},
     {.id = DLOCK__KIND_PERMIT,
      .noun = "semaphore",
      .busy = ": no permit free",
@@ -295,10 +304,14 @@ int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
                                     "%" PRId64 ": change the limit explicitly "
                                     "(dlock_sem_set_limit, dlock limit)",
                                     h->k.name, limit, w->limit);
-        if (why == DLOCK__REFUSED_KIND)
+        if (why == DLOCK__REFUSED_KIND &&
+            (strcmp(other, "lock") == 0 || strcmp(other, "semaphore") == 0))
             return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
                                     h->k.name, other,
                                     dlock__kind_of(w->kind)->noun);
+        if (why == DLOCK__REFUSED_KIND) /* a Redis type: not dlock's */
+            return dlock__foreign_error(c, dlock__kind_of(w->kind)->noun,
+                                        h->k.name, other);
     }
     return DLOCK_OK;
 }
@@ -310,4 +323,67 @@ void dlock__wait_channel(const dlock__held *h, int queued, const char **chan,
     *chan = queued ? h->k.hchan : h->k.chan;
     *len = queued ? h->k.hchanlen : h->k.chanlen;
     *owner = queued ? h->owner : NULL;
+}
+
+/* ---- a name of another kind, or not dlock's --------------------------- */
+
+/* See kind.h. */
+int dlock__foreign_error(dlock_client *c, const char *what, const char *name,
+                         const char *type)
+{
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "%s %s: its key holds a Redis %s that dlock did "
+                            "not write: not dlock's (left as it is; use "
+                            "another name or another key prefix)",
+                            what, name, type);
+}
+
+/* Ask the nodes what NAME's key holds (kind.lua): the first Redis type
+ * that is not a lock's hash, in type (len bytes; "" for none), and
+ * whether it is a semaphore's (*sem). */
+static void key_type(dlock_client *c, const char *name, char *type, size_t len,
+                     int *sem)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__keys *keys = dlock__keys_new(c, name);
+    dlock__cmdbuf b;
+    int i;
+    if (keys == NULL)
+        return;
+    dlock__cmd_begin(&b, DLOCK__S_KIND);
+    dlock__cmd_key(&b, keys->key, keys->keylen);
+    dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    for (i = 0; i < c->ns.n && type[0] == '\0'; i++) {
+        const redisReply *r = res[i].reply;
+        if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
+            r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_INTEGER ||
+            strcmp(r->element[0]->str, "hash") == 0 ||
+            strcmp(r->element[0]->str, "none") == 0)
+            continue;
+        snprintf(type, len, "%s", r->element[0]->str);
+        *sem = r->element[1]->integer == 1;
+    }
+    dlock__results_clear(res, c->ns.n);
+    free(keys);
+}
+
+/* See kind.h. */
+int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    char type[32] = "";
+    int sem = 0;
+
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    key_type(c, name, type, sizeof type, &sem);
+    if (type[0] != '\0' && !sem)
+        return dlock__foreign_error(c, "lock", name, type);
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "acquire %s: the name is a semaphore, not a lock "
+                            "(the servers keep it for 7 days after its last "
+                            "use)",
+                            name);
 }

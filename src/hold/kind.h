@@ -1,9 +1,10 @@
 /*
  * kind.h - the kinds of hold, as one table (kind.c): a lock, a semaphore
  * permit, a read-write lock's reader. What differs between them is here
- * (the scripts and their commands, the refusals, whether a kind is
- * re-entered, allowed over Redlock, queued); the attempt (attempt.c) and
- * the wait (wait.c) are one for every kind and read this table.
+ * (the scripts and their commands, the refusals and the messages of a
+ * name that is another kind or not dlock's, whether a kind is re-entered,
+ * allowed over Redlock, queued); the attempt (attempt.c) and the wait
+ * (wait.c) are one for every kind and read this table.
  * Above verdict.h and lock.h (the constants of handoffs and fences).
  */
 #ifndef DLOCK_HOLD_KIND_H
@@ -90,6 +91,10 @@ typedef struct dlock__kind {
                         const dlock__keys *k, const struct dlock__release *r);
     /* Leave the queue after giving up (NULL: no queue). */
     void (*leave)(dlock_client *c, dlock__held *h);
+    /* After a wait that timed out or was cancelled: take back what the
+     * waiting left on the servers besides a queue place (a lock: a
+     * waiting writer's mark on a read-write lock). NULL: nothing. */
+    void (*give_up)(dlock_client *c, const dlock__held *h);
 } dlock__kind;
 
 /* The entry of kind id (DLOCK__KIND_*). */
@@ -105,6 +110,17 @@ int dlock__refused(const redisReply *r, long long *limit, const char **other);
  * attempt of w on h): DLOCK_EINVAL, or DLOCK_OK when no node refused. */
 int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
                    const dlock__result *res);
+
+/* A lock's acquire of NAME failed with rc: when the servers said
+ * WRONGTYPE, ask them what the key holds (kind.lua) and return
+ * DLOCK_EINVAL saying so ("is a semaphore", or a value not dlock's);
+ * other failures keep rc and their message. */
+int dlock__lock_kind_error(dlock_client *c, const char *name, int rc);
+
+/* DLOCK_EINVAL: WHAT (e.g. "read-write lock") NAME cannot be had, its
+ * key holds a Redis TYPE that dlock did not write (left as it is). */
+int dlock__foreign_error(dlock_client *c, const char *what, const char *name,
+                         const char *type);
 
 /* The channel a waiter of kind k subscribes to (queued: its process's
  * handoff channel, named with its owner id; else the name's channel). */

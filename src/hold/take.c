@@ -55,21 +55,6 @@ int dlock__check_acquire_opts(dlock_client *c,
     return DLOCK_OK;
 }
 
-/* A lock's key that is a semaphore's sorted set: the acquire script's
- * hash commands fail on it with WRONGTYPE. Say so plainly (DLOCK_EINVAL);
- * other failures keep rc and their message. */
-static int wrong_kind(dlock_client *c, const char *name, int rc)
-{
-    const char *msg = dlock__errbuf(c);
-    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
-        return rc;
-    return dlock__set_error(c, DLOCK_EINVAL,
-                            "acquire %s: the name is a semaphore, not a lock "
-                            "(the servers keep it for 7 days after its last "
-                            "use)",
-                            name);
-}
-
 /* The first attempt and, when the name is taken (or in its lock-delay,
  * or its Sentinel master away) and the caller waits, the wait. fresh: a
  * new hold (not a reentry). */
@@ -117,7 +102,7 @@ static int failed(dlock_client *c, const dlock__kind *k, const char *name,
         dlock__set_error(c, rc, "waiting for %s was cancelled", name);
     else if (k->id == DLOCK__KIND_LOCK &&
              (rc == DLOCK_ESERVER || rc == DLOCK_NO_QUORUM))
-        rc = wrong_kind(c, name, rc);
+        rc = dlock__lock_kind_error(c, name, rc);
     if (k->events &&
         (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED))
         dlock__event(c,
@@ -137,6 +122,7 @@ int dlock__record(dlock_client *c, dlock__held *h,
     h->handles++;
     h->token = g->token;
     h->nodes |= g->nodes;
+    atomic_store(&h->held_on, g->nodes);
     h->lease_ms = o->lease_ms;
     atomic_store(&h->valid_until_ms, g->valid_until);
     if (fresh || (o->watchdog && !h->watchdog)) {

@@ -336,6 +336,8 @@ int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
     rc = run(&y, g);
     if (y.x.queued && rc != DLOCK_OK)
         y.k->leave(c, h);
+    if ((rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED) && y.k->give_up)
+        y.k->give_up(c, h); /* a waiting writer's mark goes with it */
     dlock__notify_end(y.sub);
     if (rc == DLOCK_OK && (y.polling || atomic_load(&c->nopub)))
         *warn = 1;
