@@ -1,10 +1,9 @@
 /*
  * withdraw.h - which grants of an attempt may not last (withdraw.c): a
  * grant too few replicas acknowledged (wait_replicas), or one from a node
- * whose lock-delay began during the attempt. Locks (acquire.c) and
- * permits and readers (shared.c) judge their grants by the same rule and
- * say so with the same words. Above acquire.h (the tally) and
- * cluster_delay.h.
+ * whose lock-delay began during the attempt. The one attempt of every
+ * kind (hold/attempt.c) judges its grants by this rule and says so with
+ * these words. Above verdict.h (the tally) and cluster_delay.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H
