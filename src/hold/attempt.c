@@ -208,7 +208,7 @@ static int refused(attempt *a, int rc)
     uint64_t undo = dlock__refused_undo_mask(a->res, c->ns.n);
     dlock__results_clear(a->res, c->ns.n);
     if (undo != 0)
-        dlock__undo_acquire(c, a->h, undo, 1, 0, a->w->lease_ms, 0, 1);
+        dlock__give_back(c, a->h, undo, 0, a->w->lease_ms, 0, 1);
     else
         dlock__held_drop_pins(c, a->h);
     return rc;
@@ -258,10 +258,12 @@ static void undo(attempt *a, dlock__got *g)
         dlock__held_drop_pins(c, h);
         return;
     }
-    dlock__undo_acquire(c, h, mask, h->depth + 1, a->t.tmax, a->w->lease_ms,
-                        a->ask == DLOCK__ASK_FIFO && c->ns.n > 1 ? a->ticket
-                                                                 : 0,
-                        (mask & a->t.unknown & ~a->pend) != 0);
+    /* A give-back left unanswered gives a fresh hold a new owner id for
+     * its next attempts (withdraw.h): it acts on this attempt's grant
+     * only. */
+    dlock__give_back(c, h, mask, a->t.tmax, a->w->lease_ms,
+                     a->ask == DLOCK__ASK_FIFO && c->ns.n > 1 ? a->ticket : 0,
+                     (mask & a->t.unknown & ~a->pend) != 0);
 }
 
 /* ---- the attempt --------------------------------------------------------- */

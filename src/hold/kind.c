@@ -195,7 +195,10 @@ static void lock_leave(dlock_client *c, dlock__held *h)
                 tok = t;
         }
     dlock__results_clear(res, c->ns.n);
-    if (mask != 0)
+    /* Only a fresh hold can have been handed the lock: a reentrant one
+     * (waiting through an outage) finds its own earlier levels, which are
+     * not to be given back. */
+    if (mask != 0 && h->depth == 0)
         dlock__undo_acquire(c, h, mask, 1, tok, DLOCK__FAIR_HANDOFF_MS, 0, 0);
 }
 
