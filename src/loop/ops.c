@@ -12,11 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "lock.h"
 #include "loop_impl.h"
 
 /* A fair waiter refreshes its queue place this often. */
-#define FAIR_REFRESH_MS (DLOCK__FAIR_WAITER_TTL_MS / 3)
+#define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
 /* Holds renewed in one extend.lua call at most. */
 #define BATCH_MAX 200
 
@@ -384,7 +385,7 @@ static int attempt_permit(dlock_op *op)
     al[1] = dlock__fmt_i64(lease, h->lease_ms);
     al[2] = dlock__fmt_i64(lim, h->limit);
     al[3] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    al[5] = dlock__fmt_i64(ttl, DLOCK__FAIR_WAITER_TTL_MS);
+    al[5] = dlock__fmt_i64(ttl, DLOCK__WAITER_TTL_MS);
     al[7] = dlock__fmt_i64(ho, dlock__fair_handoff_lease(h->lease_ms));
     args[4] =
         op->deadline == 0 ? (op->fair ? "1" : "0") : (op->fair ? "3" : "2");
@@ -404,7 +405,7 @@ static void attempt(dlock_op *op)
     size_t al[7] = {strlen(h->owner), 0, 1, 1, 1, 0, 1};
     int nkeys = 2, nargs = 3, rc;
     al[1] = dlock__fmt_i64(lease, h->lease_ms);
-    al[5] = dlock__fmt_i64(ttl, DLOCK__FAIR_WAITER_TTL_MS);
+    al[5] = dlock__fmt_i64(ttl, DLOCK__WAITER_TTL_MS);
     if (op->fair && op->deadline == 0) {
         args[3] = "1"; /* fair try: busy while anyone is queued */
         nkeys = 3;
