@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "lock.h"
 #include "loop_impl.h"
 
@@ -38,15 +39,10 @@ static void release_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, DLOCK_EPROTO, "release: a malformed reply");
 }
 
-/* Arguments of release.lua for hold h's last level. */
+/* Release hold h's last level: its kind's release (the kind table). */
 int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
                        dlock_op_cb cb, void *userdata)
 {
-    const char *keys[4];
-    size_t kl[4];
-    char tok[24], ho[24], ret[24], relid[64];
-    const char *args[7];
-    size_t al[7];
     dlock_op *op;
     int rc;
     if (out != NULL)
@@ -70,32 +66,8 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
                         h->k.name);
         return DLOCK_OK;
     }
-    keys[0] = h->k.key, kl[0] = h->k.keylen;
-    keys[1] = h->k.fkey, kl[1] = h->k.fkeylen;
-    keys[2] = h->k.qkey, kl[2] = h->k.qkeylen;
-    keys[3] = h->k.qtkey, kl[3] = h->k.qtkeylen;
-    args[0] = h->owner, al[0] = strlen(h->owner);
-    args[1] = "1", al[1] = 1;
-    args[2] = tok, al[2] = dlock__fmt_u64(tok, h->token);
-    args[3] = h->k.chan, al[3] = h->k.chanlen;
-    args[4] = ho, al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
-    args[5] = ret, al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    args[6] = relid, al[6] = dlock__request_id(l->c, relid);
     op->state = ST_OUT;
-    if (h->k.kind == DLOCK__KIND_PERMIT) {
-        /* sem_release.lua: owner, channel prefix, (unused), FIFO, retention */
-        size_t hol = al[4], retl = al[5];
-        args[1] = h->k.chan, al[1] = h->k.chanlen;
-        args[2] = ho, al[2] = hol;
-        args[3] = l->c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0";
-        al[3] = 1;
-        args[4] = ret, al[4] = retl;
-        rc = dloop__send(l, DLOCK__S_SEM_RELEASE, 4, keys, kl, 5, args, al,
-                         release_reply, op, &op->req);
-    } else {
-        rc = dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al,
-                         release_reply, op, &op->req);
-    }
+    rc = dloop__send_release(l, h, 1, h->token, release_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
     return DLOCK_OK;
@@ -146,8 +118,8 @@ static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
 }
 
-/* Send extend.lua (permits: sem_extend.lua) for holds hs[0..n), all of
- * one kind, with their leases. */
+/* Send their kind's renewal script (extend.lua, sem_extend.lua: one key
+ * per hold) for holds hs[0..n), all of one kind, with their leases. */
 static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                        void *ctx, lreq **out)
 {
@@ -172,10 +144,8 @@ static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
         args[2 * i + 1] = num[i];
         al[2 * i + 1] = dlock__fmt_i64(num[i], hs[i]->lease_ms);
     }
-    rc = dloop__send(l,
-                     hs[0]->k.kind == DLOCK__KIND_PERMIT ? DLOCK__S_SEM_EXTEND
-                                                         : DLOCK__S_EXTEND,
-                     n, keys, kl, 2 * n, args, al, fn, ctx, out);
+    rc = dloop__send(l, dlock__kind_of(hs[0]->k.kind)->extend_script, n, keys,
+                     kl, 2 * n, args, al, fn, ctx, out);
     free(keys);
     free(num);
     return rc;

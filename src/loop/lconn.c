@@ -171,6 +171,14 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
     return DLOCK_OK;
 }
 
+int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
+                    lreq **out)
+{
+    return dloop__send(l, cmd->script, cmd->nkeys, (const char **)cmd->keys,
+                       cmd->keylens, cmd->nargs, (const char **)cmd->args,
+                       cmd->arglens, fn, ctx, out);
+}
+
 /* NOSCRIPT: send r again with the source, at the end of the queue. */
 static void resend_eval(dlock_loop *l, lreq *r)
 {

@@ -118,32 +118,29 @@ static void gb_done(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     dloop__hold_unref(ctx);
 }
 
-/* Build release.lua's arguments for h (depth, token) and send it with fn. */
-static int send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
+/* See loop_impl.h. */
+int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
                         lreq_fn fn, void *ctx, lreq **out)
 {
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char dep[24], tok[24], ho[24], ret[24], relid[64];
-    const char *args[7] = {h->owner, dep, tok, h->k.chan, ho, ret, relid};
-    size_t al[7];
-    al[0] = strlen(h->owner);
-    al[1] = dlock__fmt_i64(dep, depth);
-    al[2] = dlock__fmt_u64(tok, token);
-    al[3] = h->k.chanlen;
-    al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
-    al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    al[6] = dlock__request_id(l->c, relid);
-    return dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al, fn, ctx,
-                       out);
+    dlock__cmdbuf b;
+    char relid[64];
+    dlock__release r;
+    memset(&r, 0, sizeof r);
+    r.owner = h->owner;
+    r.depth = depth;
+    r.token = token;
+    r.relid = relid;
+    r.relidlen = dlock__request_id(l->c, relid);
+    dlock__kind_of(h->k.kind)->release_cmd(&b, l->c, &h->k, &r);
+    return dloop__send_cmd(l, &b.cmd, fn, ctx, out);
 }
 
 static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
                              uint64_t token)
 {
     h->refs++;
-    if (send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h, NULL) !=
-        DLOCK_OK)
+    if (dloop__send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h,
+                            NULL) != DLOCK_OK)
         h->refs--;
 }
 
@@ -259,8 +256,11 @@ static int subscribe(dlock_op *op)
             }
         }
     }
-    return (op->sub != NULL && op->sub->state != 2) ||
-           (op->hsub != NULL && op->hsub->state != 2);
+    if ((op->sub != NULL && op->sub->state != 2) ||
+        (op->hsub != NULL && op->hsub->state != 2))
+        return 1;
+    op->subscribed = 1;
+    return 0;
 }
 
 /* An acquire's attempt failed with rc: fail or wait for another. */
@@ -370,60 +370,43 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
 }
 
-/* Send one sem_acquire.lua attempt for op: a try takes a free permit
- * (fair: only when no live waiter is queued); a wait joins the queue
- * (FIFO handoffs when fair, else wake-ups) and refreshes its place. */
-static int attempt_permit(dlock_op *op)
+/* How op's next attempt asks (the kind table maps it to its script's
+ * mode): a first try respects the queue when fair and does not join it;
+ * a waiting attempt of a fair lock, or of any permit, joins or refreshes
+ * its queue place (FIFO: handed over; else woken); a lock's notify or
+ * spin wait tries again. */
+static dlock__ask ask_of(const dlock_op *op)
 {
-    dlock_hold *h = op->hold;
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char lease[24], lim[24], ret[24], ttl[24], ho[24];
-    const char *args[9] = {h->owner, lease,     lim, ret, "0",
-                           ttl,      h->k.chan, ho,  "1"};
-    size_t al[9] = {strlen(h->owner), 0, 0, 0, 1, 0, h->k.chanlen, 0, 1};
-    al[1] = dlock__fmt_i64(lease, h->lease_ms);
-    al[2] = dlock__fmt_i64(lim, h->limit);
-    al[3] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    al[5] = dlock__fmt_i64(ttl, DLOCK__WAITER_TTL_MS);
-    al[7] = dlock__fmt_i64(ho, dlock__fair_handoff_lease(h->lease_ms));
-    args[4] =
-        op->deadline == 0 ? (op->fair ? "1" : "0") : (op->fair ? "3" : "2");
-    return dloop__send(op->loop, DLOCK__S_SEM_ACQUIRE, 4, keys, kl,
-                       op->round > 0 || op->queued ? 9 : 8, args, al, acq_reply,
-                       op, &op->req);
+    int permit = op->hold->k.kind == DLOCK__KIND_PERMIT;
+    if (op->deadline == 0 || (!op->queued && !op->subscribed))
+        return op->fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
+    if (op->fair)
+        return DLOCK__ASK_FIFO;
+    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_TRY;
 }
 
-/* Send one acquire.lua attempt for op. */
+/* Send op's next attempt: its kind's acquire command (kind.h). */
 static void attempt(dlock_op *op)
 {
     dlock_hold *h = op->hold;
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char lease[24], ttl[24];
-    const char *args[7] = {h->owner, lease, "0", "0", "0", ttl, "0"};
-    size_t al[7] = {strlen(h->owner), 0, 1, 1, 1, 0, 1};
-    int nkeys = 2, nargs = 3, rc;
-    al[1] = dlock__fmt_i64(lease, h->lease_ms);
-    al[5] = dlock__fmt_i64(ttl, DLOCK__WAITER_TTL_MS);
-    if (op->fair && op->deadline == 0) {
-        args[3] = "1"; /* fair try: busy while anyone is queued */
-        nkeys = 3;
-        nargs = 4;
-    } else if (op->fair) {
-        args[3] = "2"; /* join (or refresh) the queue */
-        nkeys = 4;
-        nargs = 7;
-    }
+    dlock__cmdbuf b;
+    dlock__held rec; /* what the command builder reads: keys, owner, depth */
+    dlock__want w;
+    int rc;
+    memset(&w, 0, sizeof w);
+    w.kind = h->k.kind;
+    w.lease_ms = h->lease_ms;
+    w.limit = h->limit;
+    memset(&rec, 0, sizeof rec);
+    rec.k = h->k;
+    memcpy(rec.owner, h->owner, sizeof rec.owner);
     op->state = ST_OUT;
     op->wake_at = -1;
     timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
-    if (h->k.kind == DLOCK__KIND_PERMIT)
-        rc = attempt_permit(op);
-    else
-        rc = dloop__send(op->loop, DLOCK__S_ACQUIRE, nkeys, keys, kl, nargs,
-                         args, al, acq_reply, op, &op->req);
+    dlock__kind_of(h->k.kind)->acquire_cmd(&b, op->loop->c, &rec, &w,
+                                           ask_of(op), 0);
+    rc = dloop__send_cmd(op->loop, &b.cmd, acq_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
 }
