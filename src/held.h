@@ -119,6 +119,14 @@ struct dlock_lock {
     dlock__held *held;
 };
 
+/* Bytes the strings of NAME's keys take (dlock__keys_fill), and fill k
+ * with them at cur ("<prefix>:{<name>}...", the handoff channel with this
+ * client's id). For records that embed their keys (registry.c, the event
+ * loop's holds). */
+size_t dlock__keys_size(const dlock_client *c, const char *name);
+void dlock__keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
+                      const char *name);
+
 /* A new held record (state NEW) for NAME and OWNER, or NULL. */
 dlock__held *dlock__held_new(dlock_client *c, const char *name,
                              const char *owner);

@@ -22,44 +22,14 @@
 #include "dlock_loop.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_loop.h"
 
-/* What a callback saw. */
-typedef struct seen {
-    int done;
-    int status;
-    dlock_hold *hold;
-    char err[256];
-} seen;
+typedef th_seen seen;
+#define note th_note
 
-static void note(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    seen *s = ud;
-    s->done++;
-    s->status = status;
-    s->hold = hold;
-    snprintf(s->err, sizeof s->err, "%s", dlock_op_errmsg(op));
-}
-
-/* Run loops until *flag is set (a bound of 30 s catches a hang). */
 static void run(dlock_loop **ls, int n, const int *flag)
 {
-    int64_t end = th_now_ms() + 30000;
-    while (!*flag) {
-        struct pollfd p[4];
-        int64_t t = 50;
-        int i;
-        assert_true(th_now_ms() < end);
-        for (i = 0; i < n; i++) {
-            int64_t ti = dlock_loop_timeout_ms(ls[i]);
-            p[i].fd = dlock_loop_fd(ls[i]);
-            p[i].events = POLLIN;
-            if (ti >= 0 && ti < t)
-                t = ti;
-        }
-        poll(p, (nfds_t)n, (int)t);
-        for (i = 0; i < n; i++)
-            assert_int_equal(dlock_loop_process(ls[i]), DLOCK_OK);
-    }
+    assert_int_equal(th_loop_run(ls, n, flag), 0);
 }
 
 static void run1(dlock_loop *l, const int *flag)
@@ -67,18 +37,9 @@ static void run1(dlock_loop *l, const int *flag)
     run(&l, 1, flag);
 }
 
-/* Run for ms, whatever happens. */
 static void run_for(dlock_loop *l, int64_t ms)
 {
-    int64_t end = th_now_ms() + ms;
-    while (th_now_ms() < end) {
-        struct pollfd p = {dlock_loop_fd(l), POLLIN, 0};
-        int64_t t = dlock_loop_timeout_ms(l);
-        if (t < 0 || t > end - th_now_ms())
-            t = end - th_now_ms();
-        poll(&p, 1, (int)(t > 0 ? t : 0));
-        dlock_loop_process(l);
-    }
+    th_loop_run_for(&l, 1, ms);
 }
 
 /* Run l until *count reaches target (a bound of 30 s catches a hang). */

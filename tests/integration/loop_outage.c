@@ -19,21 +19,10 @@
 #include "dlock_loop.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_loop.h"
 
-typedef struct seen {
-    int done, status;
-    dlock_hold *hold;
-    char err[256];
-} seen;
-
-static void note(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    seen *s = ud;
-    s->done++;
-    s->status = status;
-    s->hold = hold;
-    snprintf(s->err, sizeof s->err, "%s", dlock_op_errmsg(op));
-}
+typedef th_seen seen;
+#define note th_note
 
 static int lost_n, lost_status;
 
@@ -45,27 +34,13 @@ static void on_lost(dlock_hold *h, int status, void *ud)
     lost_status = status;
 }
 
-/* Run the loops until *flag, or for ms when flag is NULL (30 s bound:
- * a hang fails the test). */
+/* Run the loops until *flag, or for ms when flag is NULL. */
 static void run(dlock_loop **ls, int n, const int *flag, int64_t ms)
 {
-    int64_t end = th_now_ms() + (flag != NULL ? 30000 : ms);
-    while (flag == NULL ? th_now_ms() < end : !*flag) {
-        struct pollfd p[4];
-        int64_t t = 50;
-        int i;
-        assert_true(th_now_ms() < end);
-        for (i = 0; i < n; i++) {
-            int64_t ti = dlock_loop_timeout_ms(ls[i]);
-            p[i].fd = dlock_loop_fd(ls[i]);
-            p[i].events = POLLIN;
-            if (ti >= 0 && ti < t)
-                t = ti;
-        }
-        poll(p, (nfds_t)n, (int)t);
-        for (i = 0; i < n; i++)
-            dlock_loop_process(ls[i]);
-    }
+    if (flag == NULL)
+        th_loop_run_for(ls, n, ms);
+    else
+        assert_int_equal(th_loop_run(ls, n, flag), 0);
 }
 
 static void test_killed_under_waiters(void **state)

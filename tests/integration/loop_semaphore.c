@@ -20,43 +20,19 @@
 #include "dlock_loop.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_loop.h"
 
-typedef struct seen {
-    int done, status;
-    dlock_hold *hold;
-    char err[256];
-} seen;
-
-static void note(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    seen *s = ud;
-    s->done++;
-    s->status = status;
-    s->hold = hold;
-    snprintf(s->err, sizeof s->err, "%s", dlock_op_errmsg(op));
-}
+typedef th_seen seen;
+#define note th_note
 
 static void run_for(dlock_loop *l, int64_t ms)
 {
-    int64_t end = th_now_ms() + ms;
-    while (th_now_ms() < end) {
-        struct pollfd p = {dlock_loop_fd(l), POLLIN, 0};
-        int64_t t = dlock_loop_timeout_ms(l);
-        if (t < 0 || t > end - th_now_ms())
-            t = end - th_now_ms();
-        poll(&p, 1, (int)(t > 0 ? t : 0));
-        dlock_loop_process(l);
-    }
+    th_loop_run_for(&l, 1, ms);
 }
 
-/* Run until *flag (30 s: a hang fails). */
 static void run1(dlock_loop *l, const int *flag)
 {
-    int64_t end = th_now_ms() + 30000;
-    while (!*flag) {
-        assert_true(th_now_ms() < end);
-        run_for(l, 10);
-    }
+    assert_int_equal(th_loop_run(&l, 1, flag), 0);
 }
 
 static void rel(dlock_loop *l, dlock_hold *h, int want)
