@@ -199,7 +199,7 @@ static void resend_eval(dlock_loop *l, lreq *r)
         cmd_fail(l, DLOCK_ENOMEM, "out of memory");
 }
 
-/* One answer for the head request. */
+/* One answer for the head request (the caller frees it). */
 static void cmd_reply(dlock_loop *l, redisReply *rep)
 {
     lreq *r = l->cmd.head;
@@ -211,7 +211,6 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     l->cmd.nreq--;
     if (rep->type == REDIS_REPLY_ERROR) {
         if (!r->eval && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-            freeReplyObject(rep);
             resend_eval(l, r);
             return;
         }
@@ -222,44 +221,68 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     } else if (r->fn != NULL) {
         r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
     }
-    freeReplyObject(rep);
     lreq_free(r);
 }
 
-void dloop__cmd_io(dlock_loop *l, short revents)
+/* What one of the loop's connections does with its events: opened
+ * (flush what waits for it), an answer (the caller frees it), a failure. */
+typedef struct lconn_ops {
+    void (*opened)(dlock_loop *l);
+    void (*reply)(dlock_loop *l, redisReply *r);
+    void (*fail)(dlock_loop *l, int rc, const char *err);
+    int (*want)(const dlock_loop *l); /* more answers expected */
+} lconn_ops;
+
+/* Drive lc after poll() gave revents: the open's next step, then write
+ * and read, handing every complete answer to ops->reply. */
+static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
+                    short revents)
 {
     char err[LOOP_ERRLEN];
     redisReply *rep;
     int rc;
-    if (l->cmd.open != NULL) {
-        rc = dlock__node_opening_step(l->cmd.open, revents, &l->cmd.conn, err,
+    if (lc->open != NULL) {
+        rc = dlock__node_opening_step(lc->open, revents, &lc->conn, err,
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
         if (rc != DLOCK_OK) { /* the fail frees the open */
-            cmd_fail(l, rc, err);
+            ops->fail(l, rc, err);
             return;
         }
-        dlock__node_opening_free(l->cmd.open);
-        l->cmd.open = NULL;
-        cmd_opened(l);
+        dlock__node_opening_free(lc->open);
+        lc->open = NULL;
+        ops->opened(l);
         revents = POLLOUT;
     }
-    if (l->cmd.conn == NULL)
+    if (lc->conn == NULL)
         return;
-    rc = dlock__conn_progress(l->cmd.conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK && l->cmd.head != NULL) {
-        int got = dlock__conn_pop_reply(l->cmd.conn, &rep, err, sizeof err);
+    rc = dlock__conn_progress(lc->conn, revents, err, sizeof err);
+    while (rc == DLOCK_OK && ops->want(l)) {
+        int got = dlock__conn_pop_reply(lc->conn, &rep, err, sizeof err);
         if (got < 0)
             rc = DLOCK_EPROTO;
         if (got <= 0)
             break;
-        cmd_reply(l, rep);
-        if (l->cmd.conn == NULL)
+        ops->reply(l, rep);
+        freeReplyObject(rep);
+        if (lc->conn == NULL)
             return;
     }
     if (rc != DLOCK_OK)
-        cmd_fail(l, rc, err);
+        ops->fail(l, rc, err);
+}
+
+static int cmd_want(const dlock_loop *l)
+{
+    return l->cmd.head != NULL;
+}
+
+static const lconn_ops cmd_ops = {cmd_opened, cmd_reply, cmd_fail, cmd_want};
+
+void dloop__cmd_io(dlock_loop *l, short revents)
+{
+    conn_io(l, &l->cmd, &cmd_ops, revents);
 }
 
 /* Open conn lc (command or subscriber) without blocking. */
@@ -336,41 +359,24 @@ static void sub_reply(dlock_loop *l, redisReply *r)
     }
 }
 
+static int sub_want(const dlock_loop *l)
+{
+    (void)l;
+    return 1; /* messages come unasked */
+}
+
+static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
+{
+    (void)rc;
+    (void)err;
+    sub_fail(l);
+}
+
+static const lconn_ops sub_ops = {sub_flush, sub_reply, sub_fail_rc, sub_want};
+
 void dloop__sub_io(dlock_loop *l, short revents)
 {
-    char err[LOOP_ERRLEN];
-    redisReply *rep;
-    int rc;
-    if (l->sub.open != NULL) {
-        rc = dlock__node_opening_step(l->sub.open, revents, &l->sub.conn, err,
-                                      sizeof err);
-        if (rc == DLOCK__OPEN_AGAIN)
-            return;
-        if (rc != DLOCK_OK) { /* the fail frees the open */
-            sub_fail(l);
-            return;
-        }
-        dlock__node_opening_free(l->sub.open);
-        l->sub.open = NULL;
-        sub_flush(l);
-        revents = POLLOUT;
-    }
-    if (l->sub.conn == NULL)
-        return;
-    rc = dlock__conn_progress(l->sub.conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK) {
-        int got = dlock__conn_pop_reply(l->sub.conn, &rep, err, sizeof err);
-        if (got < 0)
-            rc = DLOCK_EPROTO;
-        if (got <= 0)
-            break;
-        sub_reply(l, rep);
-        freeReplyObject(rep);
-        if (l->sub.conn == NULL)
-            return;
-    }
-    if (rc != DLOCK_OK)
-        sub_fail(l);
+    conn_io(l, &l->sub, &sub_ops, revents);
 }
 
 /* The command connection's clock: an open or an answer overdue. */

@@ -557,9 +557,10 @@ static int check_acquire(dlock_loop *l, const char *what, const char *name,
     return DLOCK_OK;
 }
 
-int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
-                    const dlock_loop_acquire *opts, dlock_op_cb cb,
-                    void *userdata)
+/* The public acquires' common entry: defaults, checks, start. */
+static int begin(dlock_op **out, dlock_loop *l, const char *what,
+                 const char *name, int kind, int64_t limit,
+                 const dlock_loop_acquire *opts, dlock_op_cb cb, void *ud)
 {
     dlock_loop_acquire def;
     int rc;
@@ -571,34 +572,30 @@ int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
         dlock_loop_acquire_init(&def, l->c);
         opts = &def;
     }
-    rc = check_acquire(l, "dlock_loop_lock", name, opts, cb);
+    rc = check_acquire(l, what, name, opts, cb);
+    if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
+        (limit < 1 || limit > 1000000))
+        rc = dlock__set_error(l->c, DLOCK_EINVAL,
+                              "%s: the limit must be 1 to 1000000", what);
     if (rc != DLOCK_OK)
         return rc;
-    return start(out, l, name, DLOCK__KIND_LOCK, 0, opts, cb, userdata);
+    return start(out, l, name, kind, limit, opts, cb, ud);
+}
+
+int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
+                    const dlock_loop_acquire *opts, dlock_op_cb cb,
+                    void *userdata)
+{
+    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, opts, cb,
+                 userdata);
 }
 
 int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
                            int64_t limit, const dlock_loop_acquire *opts,
                            dlock_op_cb cb, void *userdata)
 {
-    dlock_loop_acquire def;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
-    if (opts == NULL) {
-        dlock_loop_acquire_init(&def, l->c);
-        opts = &def;
-    }
-    rc = check_acquire(l, "dlock_loop_sem_acquire", name, opts, cb);
-    if (rc == DLOCK_OK && (limit < 1 || limit > 1000000))
-        rc = dlock__set_error(l->c, DLOCK_EINVAL,
-                              "dlock_loop_sem_acquire: the limit must be 1 "
-                              "to 1000000");
-    if (rc != DLOCK_OK)
-        return rc;
-    return start(out, l, name, DLOCK__KIND_PERMIT, limit, opts, cb, userdata);
+    return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
+                 limit, opts, cb, userdata);
 }
 
 void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)
