@@ -42,10 +42,12 @@
  *    DLOCK_EINVAL with a message saying it is not implemented yet;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
- *  - fenced set / get.
- * Not yet: semaphore permits, read-write locks, several locks at once,
- * election, Redlock / Sentinel / Cluster, the libuv and libevent adapters,
- * the client's options wait_replicas, holder_info and on_event (loop holds
+ *  - semaphore permits (dlock_loop_sem_acquire);
+ *  - fenced set / get;
+ *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
+ * Not yet: read-write locks, several locks at once,
+ * election, Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
 #ifndef DLOCK_LOOP_H
@@ -162,6 +164,22 @@ DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,
                                  const char *name,
                                  const dlock_loop_acquire *opts, dlock_op_cb cb,
                                  void *userdata);
+
+/*
+ * Start acquiring a permit of the counting semaphore NAME (at most LIMIT
+ * holders; dlock_sem_acquire's rules). opts as for dlock_loop_lock; a
+ * wait queues (DLOCK_WAIT_FAIR: freed permits are handed over in FIFO
+ * order; otherwise a release wakes one waiter to try again). Unlike a
+ * lock, one loop may hold several permits of one name: each is its own
+ * owner. Completion statuses: those of dlock_loop_lock, and DLOCK_EINVAL
+ * when the semaphore exists with another limit or the name is another
+ * kind of lock. Release and extend the permit with dlock_loop_release /
+ * dlock_loop_extend; the loop renews it as a lock.
+ */
+DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,
+                                        const char *name, int64_t limit,
+                                        const dlock_loop_acquire *opts,
+                                        dlock_op_cb cb, void *userdata);
 
 /* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST
  * (already found lost), DLOCK_NOT_OWNER (expired or taken) or an error

@@ -23,7 +23,7 @@ set -euo pipefail
 
 packages=(
     build-essential cmake pkg-config
-    libhiredis-dev libcmocka-dev libssl-dev libuv1-dev
+    libhiredis-dev libcmocka-dev libssl-dev libuv1-dev libevent-dev
     redis-server redis-tools openssl
     mandoc gnuplot-nox
     clang libclang-rt-14-dev valgrind clang-format

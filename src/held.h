@@ -87,7 +87,8 @@ typedef struct dlock__held {
     struct dlock__conn **pins;
     /* The running acquire attempt's end (monotonic ms, -1: none): its
      * steps, the fencing round and the undo of a failed attempt end by it
-     * (acquire.c). Read and written by the owner thread only. */
+     * (hold/attempt.c, every kind). Read and written by the owner
+     * thread only. */
     int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;
@@ -117,6 +118,14 @@ struct dlock_lock {
     dlock_client *client;
     dlock__held *held;
 };
+
+/* Bytes the strings of NAME's keys take (dlock__keys_fill), and fill k
+ * with them at cur ("<prefix>:{<name>}...", the handoff channel with this
+ * client's id). For records that embed their keys (registry.c, the event
+ * loop's holds). */
+size_t dlock__keys_size(const dlock_client *c, const char *name);
+void dlock__keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
+                      const char *name);
 
 /* A new held record (state NEW) for NAME and OWNER, or NULL. */
 dlock__held *dlock__held_new(dlock_client *c, const char *name,

@@ -87,7 +87,7 @@ static char *put_key(char **cur, const dlock_client *c, const char *name,
 }
 
 /* Bytes of the strings of a dlock__keys for NAME. */
-static size_t keys_size(const dlock_client *c, const char *name)
+size_t dlock__keys_size(const dlock_client *c, const char *name)
 {
     size_t nlen = strlen(name);
     size_t base = c->prefixlen + 3 + nlen + 1; /* "<prefix>:{<name>}" + NUL */
@@ -98,7 +98,7 @@ static size_t keys_size(const dlock_client *c, const char *name)
 
 /* Fill k with the names of NAME's keys, the strings at cur (keys_size
  * bytes). */
-static void keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
+void dlock__keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
                       const char *name)
 {
     size_t nlen = strlen(name);
@@ -125,10 +125,10 @@ static void keys_fill(dlock__keys *k, char *cur, const dlock_client *c,
 dlock__held *dlock__held_new(dlock_client *c, const char *name,
                              const char *owner)
 {
-    dlock__held *h = calloc(1, sizeof *h + keys_size(c, name));
+    dlock__held *h = calloc(1, sizeof *h + dlock__keys_size(c, name));
     if (h == NULL)
         return NULL;
-    keys_fill(&h->k, (char *)(h + 1), c, name);
+    dlock__keys_fill(&h->k, (char *)(h + 1), c, name);
     snprintf(h->owner, sizeof h->owner, "%s", owner);
     h->life = DLOCK__HELD_NEW;
     h->attempt_end_ms = -1;
@@ -165,10 +165,10 @@ void dlock__held_drop_pins(dlock_client *c, dlock__held *h)
 dlock__undo *dlock__undo_new(dlock_client *c, const char *name,
                              const char *owner)
 {
-    dlock__undo *u = calloc(1, sizeof *u + keys_size(c, name));
+    dlock__undo *u = calloc(1, sizeof *u + dlock__keys_size(c, name));
     if (u == NULL)
         return NULL;
-    keys_fill(&u->k, (char *)(u + 1), c, name);
+    dlock__keys_fill(&u->k, (char *)(u + 1), c, name);
     snprintf(u->owner, sizeof u->owner, "%s", owner);
     return u;
 }
@@ -176,9 +176,9 @@ dlock__undo *dlock__undo_new(dlock_client *c, const char *name,
 /* See held.h. */
 dlock__keys *dlock__keys_new(dlock_client *c, const char *name)
 {
-    dlock__keys *k = calloc(1, sizeof *k + keys_size(c, name));
+    dlock__keys *k = calloc(1, sizeof *k + dlock__keys_size(c, name));
     if (k != NULL)
-        keys_fill(k, (char *)(k + 1), c, name);
+        dlock__keys_fill(k, (char *)(k + 1), c, name);
     return k;
 }
 

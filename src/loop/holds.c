@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "lock.h"
 #include "loop_impl.h"
 
@@ -27,7 +28,7 @@ static void release_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (v == 1 || v == 2 || v == 3 || v == 4)
+    if (v == 1 || v == 2 || v == 3 || v == 4) /* sem_release: 1, 3 */
         dloop__complete(op, DLOCK_OK, "%s", "");
     else if (v == 0)
         dloop__complete(op, DLOCK_NOT_OWNER,
@@ -38,15 +39,10 @@ static void release_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, DLOCK_EPROTO, "release: a malformed reply");
 }
 
-/* Arguments of release.lua for hold h's last level. */
+/* Release hold h's last level: its kind's release (the kind table). */
 int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
                        dlock_op_cb cb, void *userdata)
 {
-    const char *keys[4];
-    size_t kl[4];
-    char tok[24], ho[24], ret[24], relid[64];
-    const char *args[7];
-    size_t al[7];
     dlock_op *op;
     int rc;
     if (out != NULL)
@@ -70,20 +66,8 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
                         h->k.name);
         return DLOCK_OK;
     }
-    keys[0] = h->k.key, kl[0] = h->k.keylen;
-    keys[1] = h->k.fkey, kl[1] = h->k.fkeylen;
-    keys[2] = h->k.qkey, kl[2] = h->k.qkeylen;
-    keys[3] = h->k.qtkey, kl[3] = h->k.qtkeylen;
-    args[0] = h->owner, al[0] = strlen(h->owner);
-    args[1] = "1", al[1] = 1;
-    args[2] = tok, al[2] = dlock__fmt_u64(tok, h->token);
-    args[3] = h->k.chan, al[3] = h->k.chanlen;
-    args[4] = ho, al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
-    args[5] = ret, al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    args[6] = relid, al[6] = dlock__request_id(l->c, relid);
     op->state = ST_OUT;
-    rc = dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al,
-                     release_reply, op, &op->req);
+    rc = dloop__send_release(l, h, 1, h->token, release_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
     return DLOCK_OK;
@@ -134,7 +118,8 @@ static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
 }
 
-/* Send extend.lua for holds hs[0..n) with their leases. */
+/* Send their kind's renewal script (extend.lua, sem_extend.lua: one key
+ * per hold) for holds hs[0..n), all of one kind, with their leases. */
 static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                        void *ctx, lreq **out)
 {
@@ -159,8 +144,8 @@ static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
         args[2 * i + 1] = num[i];
         al[2 * i + 1] = dlock__fmt_i64(num[i], hs[i]->lease_ms);
     }
-    rc = dloop__send(l, DLOCK__S_EXTEND, n, keys, kl, 2 * n, args, al, fn, ctx,
-                     out);
+    rc = dloop__send(l, dlock__kind_of(hs[0]->k.kind)->extend_script, n, keys,
+                     kl, 2 * n, args, al, fn, ctx, out);
     free(keys);
     free(num);
     return rc;
@@ -263,12 +248,13 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
 /* The holds' clock: report leases run out, renew those due (batched). */
 void dloop__holds_time(dlock_loop *l, int64_t now)
 {
-    dlock_hold *h, *due[BATCH_MAX], *gone[BATCH_MAX];
-    int nd = 0, ng = 0, i;
+    dlock_hold *h, *due[2][BATCH_MAX], *gone[BATCH_MAX];
+    int nd[2] = {0, 0}, ng = 0, i;
     int64_t min = -1;
     if (l->renew_min < 0 || now < l->renew_min)
         return;
     for (h = l->holds; h != NULL; h = h->hnext) {
+        int k = h->k.kind == DLOCK__KIND_PERMIT;
         if (!h->renew || h->status != DLOCK_OK || h->gone)
             continue;
         if (now >= h->valid_until) {
@@ -276,21 +262,22 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
                 gone[ng++] = h;
             continue;
         }
+        if (min < 0 || h->valid_until < min)
+            min = h->valid_until; /* renewing or not: watched */
         if (!h->renewing && now >= h->renew_at) {
-            due[nd++] = h;
-            if (nd == BATCH_MAX) {
-                renew_batch(l, due, nd, now);
-                nd = 0;
+            due[k][nd[k]++] = h;
+            if (nd[k] == BATCH_MAX) {
+                renew_batch(l, due[k], nd[k], now);
+                nd[k] = 0;
             }
             continue;
         }
         if (!h->renewing && (min < 0 || h->renew_at < min))
             min = h->renew_at;
-        if (min < 0 || h->valid_until < min)
-            min = h->valid_until;
     }
-    if (nd > 0)
-        renew_batch(l, due, nd, now);
+    for (i = 0; i < 2; i++)
+        if (nd[i] > 0)
+            renew_batch(l, due[i], nd[i], now);
     l->renew_min = min;
     if (ng == BATCH_MAX && (l->renew_min < 0 || now < l->renew_min))
         l->renew_min = now; /* more to report: next process */

@@ -16,27 +16,36 @@
 #include "conn.h"
 #include "loop_impl.h"
 
-/* Register lc's descriptor and events in the loop's epoll set. */
-static void reg(dlock_loop *l, lconn *lc)
+/* lc's descriptor now (its connection's or its open's) and the poll
+ * events it waits for; -1 when it has none. */
+static int cur_fd(const lconn *lc, short *pev)
 {
     int fd = -1;
-    short pev = 0;
-    uint32_t ev = 0;
-    struct epoll_event e;
+    *pev = 0;
     if (lc->open != NULL) {
-        dlock__node_opening_poll(lc->open, &fd, &pev);
+        dlock__node_opening_poll(lc->open, &fd, pev);
     } else if (lc->conn != NULL) {
         fd = dlock__conn_fd(lc->conn);
-        pev = dlock__conn_events(lc->conn);
+        *pev = dlock__conn_events(lc->conn);
     }
+    return fd;
+}
+
+/* Register lc's descriptor and events in the loop's epoll set. A number
+ * registered before and no longer lc's was closed (which took it out of
+ * the set): it is not touched, since it may be reused by now. */
+static void reg(dlock_loop *l, lconn *lc)
+{
+    short pev;
+    int fd = cur_fd(lc, &pev);
+    uint32_t ev = 0;
+    struct epoll_event e;
     if (pev & POLLIN)
         ev |= EPOLLIN;
     if (pev & POLLOUT)
         ev |= EPOLLOUT;
     if (fd == lc->fd && ev == lc->ev)
         return;
-    if (lc->fd >= 0 && fd != lc->fd)
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL); /* may be closed */
     lc->fd = fd;
     lc->ev = ev;
     if (fd < 0)
@@ -46,6 +55,17 @@ static void reg(dlock_loop *l, lconn *lc)
     e.data.ptr = lc;
     if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+/* Take lc's descriptor out of the epoll set before lc closes it (its
+ * number may be reused at once, by this loop or another thread). */
+static void unreg(dlock_loop *l, lconn *lc)
+{
+    short pev;
+    if (lc->fd >= 0 && cur_fd(lc, &pev) == lc->fd)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
+    lc->fd = -1;
+    lc->ev = 0;
 }
 
 void dloop__conns_update(dlock_loop *l)
@@ -74,6 +94,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
     lreq *r = l->cmd.head, *next;
     l->cmd.head = l->cmd.tail = NULL;
     l->cmd.nreq = 0;
+    unreg(l, &l->cmd);
     dlock__node_opening_free(l->cmd.open);
     l->cmd.open = NULL;
     dlock__conn_close(l->cmd.conn);
@@ -150,6 +171,14 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
     return DLOCK_OK;
 }
 
+int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
+                    lreq **out)
+{
+    return dloop__send(l, cmd->script, cmd->nkeys, (const char **)cmd->keys,
+                       cmd->keylens, cmd->nargs, (const char **)cmd->args,
+                       cmd->arglens, fn, ctx, out);
+}
+
 /* NOSCRIPT: send r again with the source, at the end of the queue. */
 static void resend_eval(dlock_loop *l, lreq *r)
 {
@@ -170,7 +199,7 @@ static void resend_eval(dlock_loop *l, lreq *r)
         cmd_fail(l, DLOCK_ENOMEM, "out of memory");
 }
 
-/* One answer for the head request. */
+/* One answer for the head request (the caller frees it). */
 static void cmd_reply(dlock_loop *l, redisReply *rep)
 {
     lreq *r = l->cmd.head;
@@ -182,7 +211,6 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     l->cmd.nreq--;
     if (rep->type == REDIS_REPLY_ERROR) {
         if (!r->eval && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-            freeReplyObject(rep);
             resend_eval(l, r);
             return;
         }
@@ -193,44 +221,68 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     } else if (r->fn != NULL) {
         r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
     }
-    freeReplyObject(rep);
     lreq_free(r);
 }
 
-void dloop__cmd_io(dlock_loop *l, short revents)
+/* What one of the loop's connections does with its events: opened
+ * (flush what waits for it), an answer (the caller frees it), a failure. */
+typedef struct lconn_ops {
+    void (*opened)(dlock_loop *l);
+    void (*reply)(dlock_loop *l, redisReply *r);
+    void (*fail)(dlock_loop *l, int rc, const char *err);
+    int (*want)(const dlock_loop *l); /* more answers expected */
+} lconn_ops;
+
+/* Drive lc after poll() gave revents: the open's next step, then write
+ * and read, handing every complete answer to ops->reply. */
+static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
+                    short revents)
 {
     char err[LOOP_ERRLEN];
     redisReply *rep;
     int rc;
-    if (l->cmd.open != NULL) {
-        rc = dlock__node_opening_step(l->cmd.open, revents, &l->cmd.conn, err,
+    if (lc->open != NULL) {
+        rc = dlock__node_opening_step(lc->open, revents, &lc->conn, err,
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
-        dlock__node_opening_free(l->cmd.open);
-        l->cmd.open = NULL;
-        if (rc != DLOCK_OK) {
-            cmd_fail(l, rc, err);
+        if (rc != DLOCK_OK) { /* the fail frees the open */
+            ops->fail(l, rc, err);
             return;
         }
-        cmd_opened(l);
+        dlock__node_opening_free(lc->open);
+        lc->open = NULL;
+        ops->opened(l);
         revents = POLLOUT;
     }
-    if (l->cmd.conn == NULL)
+    if (lc->conn == NULL)
         return;
-    rc = dlock__conn_progress(l->cmd.conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK && l->cmd.head != NULL) {
-        int got = dlock__conn_pop_reply(l->cmd.conn, &rep, err, sizeof err);
+    rc = dlock__conn_progress(lc->conn, revents, err, sizeof err);
+    while (rc == DLOCK_OK && ops->want(l)) {
+        int got = dlock__conn_pop_reply(lc->conn, &rep, err, sizeof err);
         if (got < 0)
             rc = DLOCK_EPROTO;
         if (got <= 0)
             break;
-        cmd_reply(l, rep);
-        if (l->cmd.conn == NULL)
+        ops->reply(l, rep);
+        freeReplyObject(rep);
+        if (lc->conn == NULL)
             return;
     }
     if (rc != DLOCK_OK)
-        cmd_fail(l, rc, err);
+        ops->fail(l, rc, err);
+}
+
+static int cmd_want(const dlock_loop *l)
+{
+    return l->cmd.head != NULL;
+}
+
+static const lconn_ops cmd_ops = {cmd_opened, cmd_reply, cmd_fail, cmd_want};
+
+void dloop__cmd_io(dlock_loop *l, short revents)
+{
+    conn_io(l, &l->cmd, &cmd_ops, revents);
 }
 
 /* Open conn lc (command or subscriber) without blocking. */
@@ -268,11 +320,12 @@ static void sub_fail(dlock_loop *l)
 {
     size_t i;
     lsub *s;
+    unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     l->sub.open = NULL;
     dlock__conn_close(l->sub.conn);
     l->sub.conn = NULL;
-    l->sub.open_dl = dlock__now_ms() + 100; /* next try not before */
+    l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
             s->state = 0;
@@ -306,41 +359,24 @@ static void sub_reply(dlock_loop *l, redisReply *r)
     }
 }
 
+static int sub_want(const dlock_loop *l)
+{
+    (void)l;
+    return 1; /* messages come unasked */
+}
+
+static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
+{
+    (void)rc;
+    (void)err;
+    sub_fail(l);
+}
+
+static const lconn_ops sub_ops = {sub_flush, sub_reply, sub_fail_rc, sub_want};
+
 void dloop__sub_io(dlock_loop *l, short revents)
 {
-    char err[LOOP_ERRLEN];
-    redisReply *rep;
-    int rc;
-    if (l->sub.open != NULL) {
-        rc = dlock__node_opening_step(l->sub.open, revents, &l->sub.conn, err,
-                                      sizeof err);
-        if (rc == DLOCK__OPEN_AGAIN)
-            return;
-        dlock__node_opening_free(l->sub.open);
-        l->sub.open = NULL;
-        if (rc != DLOCK_OK) {
-            sub_fail(l);
-            return;
-        }
-        sub_flush(l);
-        revents = POLLOUT;
-    }
-    if (l->sub.conn == NULL)
-        return;
-    rc = dlock__conn_progress(l->sub.conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK) {
-        int got = dlock__conn_pop_reply(l->sub.conn, &rep, err, sizeof err);
-        if (got < 0)
-            rc = DLOCK_EPROTO;
-        if (got <= 0)
-            break;
-        sub_reply(l, rep);
-        freeReplyObject(rep);
-        if (l->sub.conn == NULL)
-            return;
-    }
-    if (rc != DLOCK_OK)
-        sub_fail(l);
+    conn_io(l, &l->sub, &sub_ops, revents);
 }
 
 /* The command connection's clock: an open or an answer overdue. */
@@ -376,10 +412,11 @@ void dloop__conns_time(dlock_loop *l, int64_t now)
         now >= dlock__node_opening_deadline(l->sub.open)) {
         sub_fail(l);
     } else if (l->subcount == 0 && l->sub.conn != NULL) {
+        unreg(l, &l->sub);
         dlock__conn_close(l->sub.conn); /* nothing waits */
         l->sub.conn = NULL;
     } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
-               now >= l->sub.open_dl) {
+               now >= l->sub.retry_at) {
         rc = open_start(l, &l->sub, err, sizeof err);
         if (rc == DLOCK_OK)
             sub_flush(l);
@@ -404,8 +441,8 @@ int64_t dloop__conns_wake(const dlock_loop *l)
         if (w < 0 || s < w)
             w = s;
     } else if (l->subcount > 0 && l->sub.conn == NULL) {
-        if (w < 0 || l->sub.open_dl < w)
-            w = l->sub.open_dl;
+        if (w < 0 || l->sub.retry_at < w)
+            w = l->sub.retry_at;
     }
     return w;
 }
@@ -415,6 +452,7 @@ void dloop__conns_close(dlock_loop *l)
     size_t i;
     lsub *s, *n;
     cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
+    unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     dlock__conn_close(l->sub.conn);
     l->sub.open = NULL;

@@ -104,14 +104,14 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     va_list ap;
     if (op->state == ST_DONE)
         return;
-    dloop__op_abort(op); /* detaches its request, subscription, sleep */
-    op->state = ST_DONE;
-    op->status = status;
-    if (fmt != NULL) {
+    if (fmt != NULL) { /* first: the arguments may name the hold */
         va_start(ap, fmt);
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
     }
+    dloop__op_abort(op); /* detaches its request, subscription, sleep */
+    op->state = ST_DONE;
+    op->status = status;
     if (op->prev != NULL)
         op->prev->next = op->next;
     else
@@ -173,46 +173,19 @@ void dloop__name_drop(dlock_hold *h)
     h->tnext = NULL;
 }
 
-/* "<prefix>:{<name>}<suffix>" at *cur; see registry.c's put_key. */
-static char *put_key(char **cur, const dlock_client *c, const char *name,
-                     size_t nlen, const char *suffix, size_t *outlen)
-{
-    char *k = *cur;
-    size_t slen = strlen(suffix);
-    memcpy(k, c->key_prefix, c->prefixlen);
-    memcpy(k + c->prefixlen, ":{", 2);
-    memcpy(k + c->prefixlen + 2, name, nlen);
-    k[c->prefixlen + 2 + nlen] = '}';
-    memcpy(k + c->prefixlen + 3 + nlen, suffix, slen + 1);
-    *outlen = c->prefixlen + 3 + nlen + slen;
-    *cur = k + *outlen + 1;
-    return k;
-}
-
-/* A new hold for NAME (keys, a fresh owner id), in the name table. */
-dlock_hold *dloop__hold_new(dlock_loop *l, const char *name)
+/* A new hold of kind (DLOCK__KIND_*) for NAME (keys, a fresh owner id);
+ * an exclusive lock's goes in the name table (a permit's does not: one
+ * loop may hold several permits of one semaphore, each its own owner). */
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
 {
     const dlock_client *c = l->c;
-    size_t nlen = strlen(name), base = c->prefixlen + 3 + nlen + 1;
-    dlock_hold *h = calloc(1, sizeof *h + (nlen + 1) + 6 * base + 48);
-    char *cur;
+    size_t nlen = strlen(name);
+    dlock_hold *h = calloc(1, sizeof *h + dlock__keys_size(c, name));
     size_t b;
     if (h == NULL)
         return NULL;
-    cur = (char *)(h + 1);
     h->loop = l;
-    h->k.name = cur;
-    h->k.namelen = nlen;
-    memcpy(cur, name, nlen + 1);
-    cur += nlen + 1;
-    h->k.key = put_key(&cur, c, name, nlen, "", &h->k.keylen);
-    h->k.fkey = put_key(&cur, c, name, nlen, ":f", &h->k.fkeylen);
-    h->k.chan = put_key(&cur, c, name, nlen, ":c", &h->k.chanlen);
-    h->k.qkey = put_key(&cur, c, name, nlen, ":q", &h->k.qkeylen);
-    h->k.qtkey = put_key(&cur, c, name, nlen, ":qt", &h->k.qtkeylen);
-    h->k.hchan = put_key(&cur, c, name, nlen, ":c:", &h->k.hchanlen);
-    memcpy(h->k.hchan + h->k.hchanlen, c->idhex, 33);
-    h->k.hchanlen += 32;
+    dlock__keys_fill(&h->k, (char *)(h + 1), c, name);
     /* "<client id>:0:<hold number>": thread 0, no thread owns it. */
     memcpy(h->owner, c->idhex, 32);
     memcpy(h->owner + 32, ":0:", 3);
@@ -220,6 +193,9 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name)
     h->status = DLOCK_OK;
     h->renew_at = -1;
     h->refs = 1;
+    h->k.kind = kind;
+    if (kind != DLOCK__KIND_LOCK)
+        return h;
     b = name_hash(l, name, nlen);
     h->tnext = l->names[b];
     l->names[b] = h;
@@ -284,14 +260,16 @@ static void poll_conns(dlock_loop *l)
     l->signalled = 0;
     if (l->cmd.fd >= 0) {
         p[n].fd = l->cmd.fd;
-        p[n].events = (short)((l->cmd.ev & EPOLLIN ? POLLIN : 0) |
-                              (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
+        p[n].events =
+            (short)((l->cmd.ev & EPOLLIN || l->cmd.conn ? POLLIN : 0) |
+                    (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->cmd;
     }
     if (l->sub.fd >= 0) {
         p[n].fd = l->sub.fd;
-        p[n].events = (short)((l->sub.ev & EPOLLIN ? POLLIN : 0) |
-                              (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
+        p[n].events =
+            (short)((l->sub.ev & EPOLLIN || l->sub.conn ? POLLIN : 0) |
+                    (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->sub;
     }
     if (n == 0 || poll(p, (nfds_t)n, 0) <= 0)

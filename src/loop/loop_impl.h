@@ -50,6 +50,7 @@ typedef struct lconn {
     lreq *head, *tail;         /* command connection: requests in order */
     int nreq;
     int64_t open_dl;
+    int64_t retry_at; /* subscriber: not reopened before (after a failure) */
 } lconn;
 
 /* A subscribed channel and the operations waiting on it. */
@@ -79,8 +80,9 @@ struct dlock_hold {
     int renewing; /* a renewal is out: its batch slot */
     struct lbatch *batch;
     int slot;
-    int gone; /* released or cancelled: freed once nothing refers to it */
-    int refs; /* requests out that name it */
+    int gone;      /* released or cancelled: freed once nothing refers to it */
+    int refs;      /* requests out that name it */
+    int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
 };
@@ -94,16 +96,19 @@ typedef struct lbatch {
 
 struct dlock_op {
     struct dlock_loop *loop;
-    struct dlock_op *next, *prev;   /* the loop's live ops */
-    struct dlock_op *wnext, *wprev; /* the waiters of its sub */
-    struct dlock_op *dnext;         /* the completion queue */
+    struct dlock_op *next, *prev;     /* the loop's live ops */
+    struct dlock_op *wnext, *wprev;   /* the waiters of its sub */
+    struct dlock_op *hwnext, *hwprev; /* the waiters of its hsub */
+    struct dlock_op *dnext;           /* the completion queue */
+    struct dlock_op *tnext, *tprev;   /* the loop's timed (waiting) ops */
+    int timed;
     int type, state, status;
     dlock_op_cb cb;
     void *ud;
     dlock_hold *hold;
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
-    int strategy, fair, queued, round, maybe;
+    int strategy, fair, queued, round, maybe, subscribed;
     int64_t deadline, wake_at, lease_ms;
     int64_t arg_lease;
     char *key; /* fenced: the key; set: value follows */
@@ -122,6 +127,9 @@ struct dlock_loop {
     int epfd, evfd;
     lconn cmd, sub;
     dlock_op *ops;      /* live */
+    dlock_op *timed;    /* sleeping or subscribing: the only ones on the
+                           clock (an op waiting for an answer is bounded
+                           by its connection's command timeout) */
     dlock_op *dq, *dqt; /* completed, callbacks to run */
     dlock_hold *holds;
     dlock_hold **names; /* hash by name: holds held or being acquired */
@@ -138,7 +146,7 @@ struct dlock_loop {
 void dloop__signal(dlock_loop *l);
 void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-dlock_hold *dloop__hold_new(dlock_loop *l, const char *name);
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind);
 void dloop__hold_unref(dlock_hold *h);
 dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
 void dloop__name_drop(dlock_hold *h);
@@ -148,6 +156,9 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out);
+/* dloop__send for a command built by the kind table (kind.h). */
+int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
+                    lreq **out);
 void dloop__cmd_io(dlock_loop *l, short revents);
 void dloop__sub_io(dlock_loop *l, short revents);
 void dloop__conns_time(dlock_loop *l, int64_t now);
@@ -158,6 +169,9 @@ lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
 
 /* ops.c */
+/* Send h's kind's release (kind.h) for (depth, token). */
+int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
+                        lreq_fn fn, void *ctx, lreq **out);
 void dloop__op_wake(dlock_op *op);
 void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len);
 void dloop__on_subscribed(dlock_loop *l, lsub *s);

@@ -12,11 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind.h"
 #include "lock.h"
 #include "loop_impl.h"
 
 /* A fair waiter refreshes its queue place this often. */
-#define FAIR_REFRESH_MS (DLOCK__FAIR_WAITER_TTL_MS / 3)
+#define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
 /* Holds renewed in one extend.lua call at most. */
 #define BATCH_MAX 200
 
@@ -24,27 +25,53 @@ static void attempt(dlock_op *op);
 static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
                              uint64_t token);
 
-/* Leave op's subscriptions (its waiter links). */
+/* op goes on (or off) the loop's clock. */
+static void timed_set(dlock_op *op, int on)
+{
+    dlock_loop *l = op->loop;
+    if (on == op->timed)
+        return;
+    op->timed = on;
+    if (on) {
+        op->tprev = NULL;
+        op->tnext = l->timed;
+        if (l->timed != NULL)
+            l->timed->tprev = op;
+        l->timed = op;
+        return;
+    }
+    if (op->tprev != NULL)
+        op->tprev->tnext = op->tnext;
+    else
+        l->timed = op->tnext;
+    if (op->tnext != NULL)
+        op->tnext->tprev = op->tprev;
+    op->tnext = op->tprev = NULL;
+}
+
+/* Leave op's subscriptions (its waiter links: wnext on the lock's
+ * channel, hwnext on its handoff channel). */
 static void unsub(dlock_op *op)
 {
-    lsub *subs[2] = {op->sub, op->hsub};
-    int i;
-    for (i = 0; i < 2; i++) {
-        lsub *s = subs[i];
-        if (s == NULL)
-            continue;
-        if (i == 0) {
-            if (op->wprev != NULL)
-                op->wprev->wnext = op->wnext;
-            else
-                s->waiters = op->wnext;
-            if (op->wnext != NULL)
-                op->wnext->wprev = op->wprev;
-            op->wnext = op->wprev = NULL;
-        } else if (s->waiters == op) {
-            s->waiters = NULL;
-        }
-        dloop__sub_put(op->loop, s);
+    if (op->sub != NULL) {
+        if (op->wprev != NULL)
+            op->wprev->wnext = op->wnext;
+        else
+            op->sub->waiters = op->wnext;
+        if (op->wnext != NULL)
+            op->wnext->wprev = op->wprev;
+        op->wnext = op->wprev = NULL;
+        dloop__sub_put(op->loop, op->sub);
+    }
+    if (op->hsub != NULL) {
+        if (op->hwprev != NULL)
+            op->hwprev->hwnext = op->hwnext;
+        else
+            op->hsub->waiters = op->hwnext;
+        if (op->hwnext != NULL)
+            op->hwnext->hwprev = op->hwprev;
+        op->hwnext = op->hwprev = NULL;
+        dloop__sub_put(op->loop, op->hsub);
     }
     op->sub = op->hsub = NULL;
 }
@@ -91,32 +118,29 @@ static void gb_done(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     dloop__hold_unref(ctx);
 }
 
-/* Build release.lua's arguments for h (depth, token) and send it with fn. */
-static int send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
+/* See loop_impl.h. */
+int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
                         lreq_fn fn, void *ctx, lreq **out)
 {
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char dep[24], tok[24], ho[24], ret[24], relid[64];
-    const char *args[7] = {h->owner, dep, tok, h->k.chan, ho, ret, relid};
-    size_t al[7];
-    al[0] = strlen(h->owner);
-    al[1] = dlock__fmt_i64(dep, depth);
-    al[2] = dlock__fmt_u64(tok, token);
-    al[3] = h->k.chanlen;
-    al[4] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
-    al[5] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    al[6] = dlock__request_id(l->c, relid);
-    return dloop__send(l, DLOCK__S_RELEASE, 4, keys, kl, 7, args, al, fn, ctx,
-                       out);
+    dlock__cmdbuf b;
+    char relid[64];
+    dlock__release r;
+    memset(&r, 0, sizeof r);
+    r.owner = h->owner;
+    r.depth = depth;
+    r.token = token;
+    r.relid = relid;
+    r.relidlen = dlock__request_id(l->c, relid);
+    dlock__kind_of(h->k.kind)->release_cmd(&b, l->c, &h->k, &r);
+    return dloop__send_cmd(l, &b.cmd, fn, ctx, out);
 }
 
 static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
                              uint64_t token)
 {
     h->refs++;
-    if (send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h, NULL) !=
-        DLOCK_OK)
+    if (dloop__send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h,
+                            NULL) != DLOCK_OK)
         h->refs--;
 }
 
@@ -132,6 +156,22 @@ static void giveback_leave(dlock_loop *l, dlock_hold *h)
         h->refs--;
 }
 
+/* A permit's give-back: sem_release.lua leaving the queue too. */
+static void sem_leave(dlock_loop *l, dlock_hold *h)
+{
+    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
+    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
+    char ho[24], ret[24];
+    const char *args[6] = {h->owner, h->k.chan, ho, "1", ret, "1"};
+    size_t al[6] = {strlen(h->owner), h->k.chanlen, 0, 1, 0, 1};
+    al[2] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
+    al[4] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
+    h->refs++;
+    if (dloop__send(l, DLOCK__S_SEM_RELEASE, 4, keys, kl, 6, args, al, gb_done,
+                    h, NULL) != DLOCK_OK)
+        h->refs--;
+}
+
 /* op is ending (completion or cancel): detach it from its request,
  * subscriptions and sleep; an acquire not granted gives back what it may
  * hold (the request out, an answer lost, its fair queue place). */
@@ -139,6 +179,7 @@ void dloop__op_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     unsub(op);
+    timed_set(op, 0);
     if (op->type != OP_LOCK || h == NULL || h->held) {
         if (op->req != NULL)
             op->req->fn = NULL;
@@ -146,6 +187,19 @@ void dloop__op_abort(dlock_op *op)
         return;
     }
     dloop__name_drop(h);
+    if (h->k.kind == DLOCK__KIND_PERMIT) {
+        /* One leave, behind the attempt still out (one connection, FIFO):
+         * it takes the queue place and a permit granted or handed. */
+        int out = op->req != NULL;
+        if (out)
+            op->req->fn = NULL;
+        op->req = NULL;
+        if (op->queued || op->maybe || out)
+            sem_leave(op->loop, h);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (op->req != NULL) {
         /* Its answer decides: a grant (or a queue place) is given back. */
         op->req->fn =
@@ -171,30 +225,42 @@ static void sleep_until(dlock_op *op, int64_t when)
         when = op->deadline;
     op->state = ST_SLEEP;
     op->wake_at = when;
+    timed_set(op, 1);
 }
 
-/* Subscribe op to its lock's channels; 1 when it must wait for the
- * confirmation first. */
+/* Subscribe op to its lock's channels (a permit: the handoff channel
+ * only, where releases wake or serve its waiters); 1 when it must wait
+ * for the confirmation first. */
 static int subscribe(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     dlock_loop *l = op->loop;
-    if (op->sub == NULL) {
-        op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
-        if (op->sub == NULL)
-            return 0;
-        op->wnext = op->sub->waiters;
-        op->wprev = NULL;
-        if (op->sub->waiters != NULL)
-            op->sub->waiters->wprev = op;
-        op->sub->waiters = op;
-        if (op->fair) {
+    int permit = h->k.kind == DLOCK__KIND_PERMIT;
+    if (op->sub == NULL && op->hsub == NULL) {
+        if (!permit) {
+            op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
+            if (op->sub == NULL)
+                return 0;
+            op->wnext = op->sub->waiters;
+            if (op->sub->waiters != NULL)
+                op->sub->waiters->wprev = op;
+            op->sub->waiters = op;
+        }
+        if (op->fair || permit) {
             op->hsub = dloop__sub_get(l, h->k.hchan, h->k.hchanlen);
-            if (op->hsub != NULL)
+            if (op->hsub != NULL) {
+                op->hwnext = op->hsub->waiters;
+                if (op->hsub->waiters != NULL)
+                    op->hsub->waiters->hwprev = op;
                 op->hsub->waiters = op;
+            }
         }
     }
-    return op->sub->state != 2 || (op->hsub != NULL && op->hsub->state != 2);
+    if ((op->sub != NULL && op->sub->state != 2) ||
+        (op->hsub != NULL && op->hsub->state != 2))
+        return 1;
+    op->subscribed = 1;
+    return 0;
 }
 
 /* An acquire's attempt failed with rc: fail or wait for another. */
@@ -256,6 +322,18 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     op->maybe = 0; /* an answer: nothing taken */
+    if (dlock__elem_int(r, 0) == -2) {
+        dloop__complete(op, DLOCK_EINVAL,
+                        "%s: the semaphore exists with the limit %lld",
+                        op->hold->k.name, dlock__elem_int(r, 1));
+        return;
+    }
+    if (dlock__elem_int(r, 0) == -3) {
+        dloop__complete(op, DLOCK_EINVAL,
+                        "%s: the name is used by another kind of lock",
+                        op->hold->k.name);
+        return;
+    }
     if (dlock__elem_int(r, 0) != 0) {
         dloop__complete(op, DLOCK_EPROTO, "acquire: unexpected state");
         return;
@@ -271,10 +349,11 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         op->hold->k.name);
         return;
     }
-    op->queued = op->fair;
+    op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
     pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
         op->state = ST_SUBWAIT; /* then try once more: no release missed */
+        timed_set(op, op->deadline > 0);
         return;
     }
     if (op->strategy == DLOCK_WAIT_SPIN) {
@@ -282,7 +361,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             dlock__backoff_ms(op->loop->c->opts.spin_min_ms,
                               op->loop->c->opts.spin_max_ms, op->round++);
         sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
-    } else if (op->fair) {
+    } else if (op->queued) {
         sleep_until(op, now + (pttl > 0 && pttl < FAIR_REFRESH_MS
                                    ? pttl
                                    : FAIR_REFRESH_MS));
@@ -291,32 +370,43 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
 }
 
-/* Send one acquire.lua attempt for op. */
+/* How op's next attempt asks (the kind table maps it to its script's
+ * mode): a first try respects the queue when fair and does not join it;
+ * a waiting attempt of a fair lock, or of any permit, joins or refreshes
+ * its queue place (FIFO: handed over; else woken); a lock's notify or
+ * spin wait tries again. */
+static dlock__ask ask_of(const dlock_op *op)
+{
+    int permit = op->hold->k.kind == DLOCK__KIND_PERMIT;
+    if (op->deadline == 0 || (!op->queued && !op->subscribed))
+        return op->fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
+    if (op->fair)
+        return DLOCK__ASK_FIFO;
+    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_TRY;
+}
+
+/* Send op's next attempt: its kind's acquire command (kind.h). */
 static void attempt(dlock_op *op)
 {
     dlock_hold *h = op->hold;
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char lease[24], ttl[24];
-    const char *args[7] = {h->owner, lease, "0", "0", "0", ttl, "0"};
-    size_t al[7] = {strlen(h->owner), 0, 1, 1, 1, 0, 1};
-    int nkeys = 2, nargs = 3, rc;
-    al[1] = dlock__fmt_i64(lease, h->lease_ms);
-    al[5] = dlock__fmt_i64(ttl, DLOCK__FAIR_WAITER_TTL_MS);
-    if (op->fair && op->deadline == 0) {
-        args[3] = "1"; /* fair try: busy while anyone is queued */
-        nkeys = 3;
-        nargs = 4;
-    } else if (op->fair) {
-        args[3] = "2"; /* join (or refresh) the queue */
-        nkeys = 4;
-        nargs = 7;
-    }
+    dlock__cmdbuf b;
+    dlock__held rec; /* what the command builder reads: keys, owner, depth */
+    dlock__want w;
+    int rc;
+    memset(&w, 0, sizeof w);
+    w.kind = h->k.kind;
+    w.lease_ms = h->lease_ms;
+    w.limit = h->limit;
+    memset(&rec, 0, sizeof rec);
+    rec.k = h->k;
+    memcpy(rec.owner, h->owner, sizeof rec.owner);
     op->state = ST_OUT;
     op->wake_at = -1;
+    timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
-    rc = dloop__send(op->loop, DLOCK__S_ACQUIRE, nkeys, keys, kl, nargs, args,
-                     al, acq_reply, op, &op->req);
+    dlock__kind_of(h->k.kind)->acquire_cmd(&b, op->loop->c, &rec, &w,
+                                           ask_of(op), 0);
+    rc = dloop__send_cmd(op->loop, &b.cmd, acq_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
 }
@@ -350,12 +440,15 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
         if (owner == NULL)
             return;
         owner++;
-        /* One op per name and loop: the handoff channel's only waiter. */
-        op = s->waiters;
-        if (op != NULL && op->hold != NULL &&
-            strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
-            memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) == 0)
-            dloop__op_wake(op);
+        /* The waiter named (a lock's: the only one of this loop). */
+        for (op = s->waiters; op != NULL; op = op->hwnext)
+            if (op->hold != NULL &&
+                strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
+                memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) ==
+                    0) {
+                dloop__op_wake(op);
+                break;
+            }
         return;
     }
     for (op = s->waiters; op != NULL; op = next) {
@@ -376,10 +469,8 @@ void dloop__sub_lost(dlock_loop *l)
 void dloop__ops_time(dlock_loop *l, int64_t now)
 {
     dlock_op *op, *next;
-    for (op = l->ops; op != NULL; op = next) {
-        next = op->next;
-        if (op->state != ST_SLEEP && op->state != ST_SUBWAIT)
-            continue;
+    for (op = l->timed; op != NULL; op = next) {
+        next = op->tnext;
         if (op->deadline > 0 && now >= op->deadline) {
             if (op->last_rc != DLOCK_OK)
                 dloop__complete(op, op->last_rc, NULL);
@@ -396,7 +487,7 @@ int64_t dloop__ops_wake(const dlock_loop *l)
 {
     const dlock_op *op;
     int64_t w = -1;
-    for (op = l->ops; op != NULL; op = op->next) {
+    for (op = l->timed; op != NULL; op = op->tnext) {
         int64_t t = op->state == ST_SLEEP     ? op->wake_at
                     : op->state == ST_SUBWAIT ? op->deadline
                                               : -1;
@@ -408,51 +499,33 @@ int64_t dloop__ops_wake(const dlock_loop *l)
     return w;
 }
 
-int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
-                    const dlock_loop_acquire *opts, dlock_op_cb cb,
-                    void *userdata)
+/* Start an acquire of kind (limit: a semaphore's) for NAME; what
+ * dlock_loop_lock and dlock_loop_sem_acquire share. */
+static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
+                 int64_t limit, const dlock_loop_acquire *opts, dlock_op_cb cb,
+                 void *userdata)
 {
-    dlock_loop_acquire def;
     dlock_op *op;
     dlock_hold *h;
-    size_t n;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
-    if (opts == NULL) {
-        dlock_loop_acquire_init(&def, l->c);
-        opts = &def;
-    }
-    n = name != NULL ? strlen(name) : 0;
-    if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || opts->lease_ms <= 0 ||
-        opts->version != DLOCK_LOOP_ACQUIRE_VERSION ||
-        (opts->strategy != DLOCK_WAIT_NOTIFY &&
-         opts->strategy != DLOCK_WAIT_SPIN &&
-         opts->strategy != DLOCK_WAIT_FAIR))
-        return dlock__set_error(l->c, DLOCK_EINVAL, "dlock_loop_lock: %s",
-                                n == 0 || n > DLOCK_NAME_MAX
-                                    ? "the name must be 1 to 512 bytes"
-                                : cb == NULL ? "no callback"
-                                             : "bad options");
     op = dloop__op_new(l, OP_LOCK, cb, userdata);
     if (op == NULL)
         return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
     if (out != NULL)
         *out = op;
-    if (dloop__name_find(l, name) != NULL) {
+    if (kind == DLOCK__KIND_LOCK && dloop__name_find(l, name) != NULL) {
         dloop__complete(op, DLOCK_BUSY,
                         "%s: this loop already holds or is acquiring it "
                         "(a loop hold is never re-entered)",
                         name);
         return DLOCK_OK;
     }
-    h = dloop__hold_new(l, name);
+    h = dloop__hold_new(l, name, kind);
     if (h == NULL) {
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return DLOCK_OK;
     }
     h->lease_ms = opts->lease_ms;
+    h->limit = limit;
     h->renew = opts->renew;
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
@@ -464,6 +537,65 @@ int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
                                        : dlock__now_ms() + opts->wait_ms;
     attempt(op);
     return DLOCK_OK;
+}
+
+/* Check an acquire's arguments; DLOCK_OK or DLOCK_EINVAL (message set). */
+static int check_acquire(dlock_loop *l, const char *what, const char *name,
+                         const dlock_loop_acquire *opts, dlock_op_cb cb)
+{
+    size_t n = name != NULL ? strlen(name) : 0;
+    if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || opts->lease_ms <= 0 ||
+        opts->version != DLOCK_LOOP_ACQUIRE_VERSION ||
+        (opts->strategy != DLOCK_WAIT_NOTIFY &&
+         opts->strategy != DLOCK_WAIT_SPIN &&
+         opts->strategy != DLOCK_WAIT_FAIR))
+        return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
+                                n == 0 || n > DLOCK_NAME_MAX
+                                    ? "the name must be 1 to 512 bytes"
+                                : cb == NULL ? "no callback"
+                                             : "bad options");
+    return DLOCK_OK;
+}
+
+/* The public acquires' common entry: defaults, checks, start. */
+static int begin(dlock_op **out, dlock_loop *l, const char *what,
+                 const char *name, int kind, int64_t limit,
+                 const dlock_loop_acquire *opts, dlock_op_cb cb, void *ud)
+{
+    dlock_loop_acquire def;
+    int rc;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (opts == NULL) {
+        dlock_loop_acquire_init(&def, l->c);
+        opts = &def;
+    }
+    rc = check_acquire(l, what, name, opts, cb);
+    if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
+        (limit < 1 || limit > 1000000))
+        rc = dlock__set_error(l->c, DLOCK_EINVAL,
+                              "%s: the limit must be 1 to 1000000", what);
+    if (rc != DLOCK_OK)
+        return rc;
+    return start(out, l, name, kind, limit, opts, cb, ud);
+}
+
+int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
+                    const dlock_loop_acquire *opts, dlock_op_cb cb,
+                    void *userdata)
+{
+    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, opts, cb,
+                 userdata);
+}
+
+int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
+                           int64_t limit, const dlock_loop_acquire *opts,
+                           dlock_op_cb cb, void *userdata)
+{
+    return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
+                 limit, opts, cb, userdata);
 }
 
 void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)

@@ -13,6 +13,7 @@ set -u
 : "${DLOCK_SRC:?DLOCK_SRC must be the repository root}"
 man=$DLOCK_SRC/docs/libdlock.3
 hdr=$DLOCK_SRC/include/dlock.h
+lhdr=$DLOCK_SRC/include/dlock_loop.h
 T=$(mktemp -d "${TMPDIR:-/tmp}/dlock-cli-libman-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 failures=0
@@ -38,7 +39,7 @@ done
 man_lint "$man"
 
 # Exported functions: "DLOCK_EXPORT <type> [*]name(" at the start of a line.
-sed -n 's/^DLOCK_EXPORT .*[ *]\([a-z_][a-z0-9_]*\)(.*/\1/p' "$hdr" |
+sed -n 's/^DLOCK_EXPORT .*[ *]\([a-z_][a-z0-9_]*\)(.*/\1/p' "$hdr" "$lhdr" |
     sort -u >"$T/funcs"
 checks=$((checks + 1))
 if [ "$(wc -l <"$T/funcs")" -ge 20 ]; then

@@ -1,0 +1,56 @@
+/*
+ * th_loop.c - see th_loop.h.
+ */
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "harness.h"
+#include "th_loop.h"
+
+void th_note(dlock_op *op, int status, dlock_hold *hold, void *userdata)
+{
+    th_seen *s = userdata;
+    s->done++;
+    s->status = status;
+    s->hold = hold;
+    snprintf(s->err, sizeof s->err, "%s", dlock_op_errmsg(op));
+}
+
+/* One round: poll the loops' fds until the nearest timeout (at most
+ * max_ms), then process each. */
+static void round_once(dlock_loop **ls, int n, int64_t max_ms)
+{
+    struct pollfd p[8];
+    int64_t t = max_ms;
+    int i;
+    for (i = 0; i < n; i++) {
+        int64_t ti = dlock_loop_timeout_ms(ls[i]);
+        p[i].fd = dlock_loop_fd(ls[i]);
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+        if (ti >= 0 && ti < t)
+            t = ti;
+    }
+    poll(p, (nfds_t)n, (int)(t > 0 ? t : 0));
+    for (i = 0; i < n; i++)
+        dlock_loop_process(ls[i]);
+}
+
+int th_loop_run(dlock_loop **ls, int n, const int *flag)
+{
+    int64_t end = th_now_ms() + 30000;
+    while (!*flag) {
+        if (th_now_ms() >= end)
+            return -1;
+        round_once(ls, n, 50);
+    }
+    return 0;
+}
+
+void th_loop_run_for(dlock_loop **ls, int n, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms, left;
+    while ((left = end - th_now_ms()) > 0)
+        round_once(ls, n, left);
+}

@@ -1,0 +1,31 @@
+/*
+ * th_loop.h - helpers of the event-loop API's tests (dlock_loop.h): a
+ * callback that notes what an operation completed with, and drivers that
+ * run loops on the calling thread with poll() (th_loop.c).
+ */
+#ifndef TH_LOOP_H
+#define TH_LOOP_H
+
+#include <stdint.h>
+
+#include "dlock_loop.h"
+
+/* What an operation's callback saw (th_note). */
+typedef struct th_seen {
+    int done; /* callbacks run */
+    int status;
+    dlock_hold *hold;
+    char err[256]; /* dlock_op_errmsg */
+} th_seen;
+
+/* A dlock_op_cb: userdata is a th_seen. */
+void th_note(dlock_op *op, int status, dlock_hold *hold, void *userdata);
+
+/* Run loops ls[0..n) (n <= 8) until *flag is not 0: 0, or -1 after 30 s
+ * (a hang: the caller fails). */
+int th_loop_run(dlock_loop **ls, int n, const int *flag);
+
+/* Run the loops for ms, whatever happens. */
+void th_loop_run_for(dlock_loop **ls, int n, int64_t ms);
+
+#endif /* TH_LOOP_H */

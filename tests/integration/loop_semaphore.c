@@ -1,0 +1,134 @@
+/*
+ * loop_semaphore.c - semaphore permits through the event-loop API
+ * (dlock_loop_sem_acquire) against a real redis-server: at most LIMIT
+ * holders, several permits of one name on one loop (each its own owner),
+ * a waiter served by a release (FIFO handoff and wake-up), renewal past
+ * the lease, a cancelled waiter's queue place given back, a limit that
+ * does not match refused.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "fixture.h"
+#include "th_loop.h"
+
+typedef th_seen seen;
+#define note th_note
+
+static void run_for(dlock_loop *l, int64_t ms)
+{
+    th_loop_run_for(&l, 1, ms);
+}
+
+static void run1(dlock_loop *l, const int *flag)
+{
+    assert_int_equal(th_loop_run(&l, 1, flag), 0);
+}
+
+static void rel(dlock_loop *l, dlock_hold *h, int want)
+{
+    seen s = {0};
+    assert_int_equal(dlock_loop_release(NULL, l, h, note, &s), DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, want);
+}
+
+static void semaphore(int strategy)
+{
+    dlock_client *c = fixture_client(strategy, 0, 0);
+    dlock_loop *l = NULL;
+    dlock_loop_acquire o, w;
+    seen p[3], q = {0}, bad = {0}, x = {0};
+    dlock_op *op = NULL;
+    int i;
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 300; /* renewed by the loop */
+    memset(p, 0, sizeof p);
+    for (i = 0; i < 3; i++)
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "ls:s", 2, &o, note, &p[i]),
+            DLOCK_OK);
+    run1(l, &p[2].done);
+    run1(l, &p[1].done);
+    assert_int_equal(p[0].status, DLOCK_OK);
+    assert_int_equal(p[1].status, DLOCK_OK);
+    assert_int_equal(p[2].status, DLOCK_BUSY);
+    assert_string_not_equal(dlock_hold_owner(p[0].hold),
+                            dlock_hold_owner(p[1].hold));
+    /* Another limit is refused. */
+    assert_int_equal(dlock_loop_sem_acquire(NULL, l, "ls:s", 3, &o, note, &bad),
+                     DLOCK_OK);
+    run1(l, &bad.done);
+    assert_int_equal(bad.status, DLOCK_EINVAL);
+    assert_non_null(strstr(bad.err, "limit"));
+    /* A waiter; renewals keep both permits past their lease. */
+    w = o;
+    w.wait_ms = 20000;
+    assert_int_equal(dlock_loop_sem_acquire(NULL, l, "ls:s", 2, &w, note, &q),
+                     DLOCK_OK);
+    run_for(l, 1000);
+    assert_int_equal(q.done, 0);
+    assert_int_equal(dlock_hold_status(p[0].hold), DLOCK_OK);
+    assert_int_equal(dlock_hold_status(p[1].hold), DLOCK_OK);
+    rel(l, p[0].hold, DLOCK_OK);
+    run1(l, &q.done);
+    assert_int_equal(q.status, DLOCK_OK);
+    /* A cancelled waiter leaves the queue. */
+    w.wait_ms = -1;
+    assert_int_equal(dlock_loop_sem_acquire(&op, l, "ls:s", 2, &w, note, &x),
+                     DLOCK_OK);
+    run_for(l, 200);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{ls:s}:q"), 1);
+    dlock_op_cancel(op);
+    assert_int_equal(x.status, DLOCK_CANCELED);
+    run_for(l, 200);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{ls:s}:q"), 0);
+    rel(l, p[1].hold, DLOCK_OK);
+    rel(l, q.hold, DLOCK_OK);
+    /* All free again: two tries succeed. */
+    memset(p, 0, sizeof p);
+    for (i = 0; i < 2; i++)
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "ls:s", 2, &o, note, &p[i]),
+            DLOCK_OK);
+    run1(l, &p[1].done);
+    run1(l, &p[0].done);
+    assert_int_equal(p[0].status, DLOCK_OK);
+    assert_int_equal(p[1].status, DLOCK_OK);
+    rel(l, p[0].hold, DLOCK_OK);
+    rel(l, p[1].hold, DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+static void test_fair(void **state)
+{
+    (void)state;
+    semaphore(DLOCK_WAIT_FAIR);
+}
+
+static void test_notify(void **state)
+{
+    (void)state;
+    semaphore(DLOCK_WAIT_NOTIFY);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_notify),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
