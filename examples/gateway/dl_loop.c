@@ -1,10 +1,10 @@
 /*
  * dl_loop.c - the gateway's de-duplication on libdlock's event-loop API
- * (include/dlock_loop.h, issue 30), on the gateway's libuv loop: one
- * dlock_loop, its fd watched by a uv_poll, its timeout by a uv_timer,
- * and dlock_loop_process called once per libuv iteration (uv_prepare)
- * after new operations were started, so that every operation started in
- * one iteration goes out in one pipelined write.
+ * (include/dlock_loop.h, issue 30), on the gateway's libuv loop through
+ * the ready-made adapter (dlock_loop_uv.h: a uv_poll on the loop's fd, a
+ * uv_timer for its timeout). Operations started while libuv runs the
+ * HTTP callbacks of one iteration go out together on the next process
+ * (the loop's one pipelined command connection).
  *
  * Decide K (the lock is P:dedup:K, the result the fenced value
  * P:result:K):
@@ -27,6 +27,7 @@
 
 #include <dlock.h>
 #include <dlock_loop.h>
+#include <dlock_loop_uv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,7 @@ typedef struct dl_be {
     gw_backend base;
     dlock_client *client;
     dlock_loop *dl;
-    uv_poll_t poll;
-    uv_timer_t timer;
-    uv_prepare_t prep;
-    int dirty; /* operations started since the last process */
+    dlock_loop_uv uv; /* the ready-made libuv adapter */
     size_t pending;
 } dl_be;
 
@@ -97,12 +95,12 @@ static void table_remove(dreq *d)
         *pp = d->hnext;
 }
 
-static void rearm(dl_be *b);
-
-/* Note that operations were started: process runs before libuv blocks. */
+/* Operations were started: nothing to do, the loop's fd says so (a
+ * request queued on an open connection makes it writable, one on a
+ * connection still to open signals the loop's eventfd). */
 static void kick(dl_be *b)
 {
-    b->dirty = 1;
+    (void)b;
 }
 
 static void dreq_free(dreq *d)
@@ -377,46 +375,6 @@ static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
     kick(b);
 }
 
-/* Run process, then arm the timer for the loop's next deadline. */
-static void run_process(dl_be *b)
-{
-    for (int i = 0; i < 4; i++) {
-        b->dirty = 0;
-        dlock_loop_process(b->dl);
-        if (!b->dirty)
-            break;
-    }
-    rearm(b);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    run_process(t->data);
-}
-
-static void on_poll(uv_poll_t *p, int status, int events)
-{
-    (void)status;
-    (void)events;
-    run_process(p->data);
-}
-
-static void on_prepare(uv_prepare_t *p)
-{
-    dl_be *b = p->data;
-    if (b->dirty)
-        run_process(b);
-}
-
-static void rearm(dl_be *b)
-{
-    int64_t ms = b->dirty ? 0 : dlock_loop_timeout_ms(b->dl);
-    if (ms < 0)
-        uv_timer_stop(&b->timer);
-    else
-        uv_timer_start(&b->timer, on_timer, (uint64_t)ms, 0);
-}
-
 static size_t dl_pending(gw_backend *gb)
 {
     return ((dl_be *)gb)->pending;
@@ -431,12 +389,7 @@ static int dl_connections(gw_backend *gb)
 static void dl_destroy(gw_backend *gb)
 {
     dl_be *b = (dl_be *)gb;
-    uv_poll_stop(&b->poll);
-    uv_timer_stop(&b->timer);
-    uv_prepare_stop(&b->prep);
-    uv_close((uv_handle_t *)&b->poll, NULL);
-    uv_close((uv_handle_t *)&b->timer, NULL);
-    uv_close((uv_handle_t *)&b->prep, NULL);
+    dlock_loop_uv_detach(&b->uv);
     uv_run(gb->loop, UV_RUN_NOWAIT);
     dlock_loop_free(b->dl);
     dlock_client_free(b->client);
@@ -476,13 +429,13 @@ gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
         free(b);
         return NULL;
     }
-    uv_poll_init(loop, &b->poll, dlock_loop_fd(b->dl));
-    uv_timer_init(loop, &b->timer);
-    uv_prepare_init(loop, &b->prep);
-    b->poll.data = b->timer.data = b->prep.data = b;
-    uv_poll_start(&b->poll, UV_READABLE, on_poll);
-    uv_prepare_start(&b->prep, on_prepare);
-    /* The timer and prepare handles must not keep libuv alive alone. */
-    uv_unref((uv_handle_t *)&b->prep);
+    rc = dlock_loop_uv_attach(&b->uv, loop, b->dl);
+    if (rc != 0) {
+        snprintf(err, errlen, "dlock loop: libuv: %s", uv_strerror(rc));
+        dlock_loop_free(b->dl);
+        dlock_client_free(b->client);
+        free(b);
+        return NULL;
+    }
     return &b->base;
 }
