@@ -57,12 +57,15 @@ static void reg(dlock_loop *l, lconn *lc)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
-/* Take lc's descriptor out of the epoll set before lc closes it (its
- * number may be reused at once, by this loop or another thread). */
+/* lc is about to close its descriptor: forget it (closing takes it out
+ * of the epoll set; its number may be reused at once, by this loop or
+ * another thread, so it is never touched again). An open connection's is
+ * deleted first, tidily; an open that failed or timed out is not asked
+ * (its state may be gone). */
 static void unreg(dlock_loop *l, lconn *lc)
 {
-    short pev;
-    if (lc->fd >= 0 && cur_fd(lc, &pev) == lc->fd)
+    if (lc->fd >= 0 && lc->open == NULL && lc->conn != NULL &&
+        dlock__conn_fd(lc->conn) == lc->fd)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
     lc->fd = -1;
     lc->ev = 0;
