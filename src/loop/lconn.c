@@ -57,12 +57,15 @@ static void reg(dlock_loop *l, lconn *lc)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
-/* Take lc's descriptor out of the epoll set before lc closes it (its
- * number may be reused at once, by this loop or another thread). */
+/* lc is about to close its descriptor: forget it (closing takes it out
+ * of the epoll set; its number may be reused at once, by this loop or
+ * another thread, so it is never touched again). An open connection's is
+ * deleted first, tidily; an open that failed or timed out is not asked
+ * (its state may be gone). */
 static void unreg(dlock_loop *l, lconn *lc)
 {
-    short pev;
-    if (lc->fd >= 0 && cur_fd(lc, &pev) == lc->fd)
+    if (lc->fd >= 0 && lc->open == NULL && lc->conn != NULL &&
+        dlock__conn_fd(lc->conn) == lc->fd)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
     lc->fd = -1;
     lc->ev = 0;
@@ -118,6 +121,25 @@ static void cmd_opened(dlock_loop *l)
         }
 }
 
+/* Put r at the end of the command connection's queue and, when it is
+ * open, into its output (else process opens it). */
+static void enqueue(dlock_loop *l, lreq *r)
+{
+    r->next = NULL;
+    if (l->cmd.tail != NULL)
+        l->cmd.tail->next = r;
+    else
+        l->cmd.head = r;
+    l->cmd.tail = r;
+    l->cmd.nreq++;
+    if (l->cmd.conn == NULL)
+        dloop__signal(l);
+    else if (append(l, r) != DLOCK_OK)
+        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+    else
+        reg(l, &l->cmd);
+}
+
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out)
@@ -156,18 +178,9 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
     }
     r->argvlen[0] = 7;
     r->argvlen[1] = 40;
-    if (l->cmd.tail != NULL)
-        l->cmd.tail->next = r;
-    else
-        l->cmd.head = r;
-    l->cmd.tail = r;
-    l->cmd.nreq++;
     if (out != NULL)
         *out = r;
-    if (l->cmd.conn != NULL && append(l, r) == DLOCK_OK)
-        reg(l, &l->cmd);
-    else
-        dloop__signal(l); /* process opens the connection */
+    enqueue(l, r);
     return DLOCK_OK;
 }
 
@@ -184,19 +197,11 @@ static void resend_eval(dlock_loop *l, lreq *r)
 {
     r->eval = 1;
     r->appended = 0;
-    r->next = NULL;
     r->argv[0] = "EVAL";
     r->argv[1] = l->c->scripts[r->script].src;
     r->argvlen[0] = 4;
     r->argvlen[1] = strlen(r->argv[1]);
-    if (l->cmd.tail != NULL)
-        l->cmd.tail->next = r;
-    else
-        l->cmd.head = r;
-    l->cmd.tail = r;
-    l->cmd.nreq++;
-    if (append(l, r) != DLOCK_OK)
-        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+    enqueue(l, r);
 }
 
 /* One answer for the head request (the caller frees it). */

@@ -172,6 +172,20 @@ static void sem_leave(dlock_loop *l, dlock_hold *h)
         h->refs--;
 }
 
+/* The answer to a permit's attempt whose op went away: leave (which
+ * also gives back a permit granted or handed), unless it was refused
+ * before it could have run. */
+static void gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                         const char *err, int sent)
+{
+    dlock_hold *h = ctx;
+    (void)r;
+    (void)err;
+    if (rc == DLOCK_OK || sent)
+        sem_leave(l, h);
+    dloop__hold_unref(h);
+}
+
 /* op is ending (completion or cancel): detach it from its request,
  * subscriptions and sleep; an acquire not granted gives back what it may
  * hold (the request out, an answer lost, its fair queue place). */
@@ -190,12 +204,15 @@ void dloop__op_abort(dlock_op *op)
     if (h->k.kind == DLOCK__KIND_PERMIT) {
         /* One leave, behind the attempt still out (one connection, FIFO):
          * it takes the queue place and a permit granted or handed. */
-        int out = op->req != NULL;
-        if (out)
-            op->req->fn = NULL;
-        op->req = NULL;
-        if (op->queued || op->maybe || out)
+        if (op->req != NULL) { /* its answer decides (a NOSCRIPT answer
+                                  * is sent again behind what follows) */
+            op->req->fn = gb_sem_reply;
+            op->req->ctx = h;
+            h->refs++;
+            op->req = NULL;
+        } else if (op->queued || op->maybe) {
             sem_leave(op->loop, h);
+        }
         op->hold = NULL;
         dloop__hold_unref(h);
         return;

@@ -94,9 +94,44 @@ static void test_killed_under_waiters(void **state)
     dlock_client_free(c);
 }
 
+/* A server that stops answering (SIGSTOP): a try fails with
+ * DLOCK_ETIMEDOUT after the command timeout, a bounded wait ends, and
+ * after SIGCONT the loop works again on a fresh connection. */
+static void test_paused(void **state)
+{
+    dlock_client *c = fixture_client(0, 300, 300);
+    dlock_loop *l = NULL;
+    dlock_loop_acquire o;
+    seen t = {0}, w = {0}, a = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:p0", &o, note, &a), DLOCK_OK);
+    run(&l, 1, &a.done, 0); /* the connection is open */
+    assert_int_equal(a.status, DLOCK_OK);
+    th_server_pause(&srv);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:p1", &o, note, &t), DLOCK_OK);
+    o.wait_ms = 1000;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:p2", &o, note, &w), DLOCK_OK);
+    run(&l, 1, &t.done, 0);
+    assert_int_equal(t.status, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(t.err, "no answer in time"));
+    run(&l, 1, &w.done, 0);
+    assert_int_not_equal(w.status, DLOCK_OK);
+    th_server_resume(&srv);
+    memset(&t, 0, sizeof t);
+    o.wait_ms = 0;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:p3", &o, note, &t), DLOCK_OK);
+    run(&l, 1, &t.done, 0);
+    assert_int_equal(t.status, DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paused),
         cmocka_unit_test(test_killed_under_waiters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
