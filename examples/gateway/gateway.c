@@ -847,10 +847,15 @@ int main(int argc, char **argv)
     uv_signal_start(&sigint_h, on_signal, SIGINT);
     uv_signal_start(&sigterm_h, on_signal, SIGTERM);
     uv_run(loop, UV_RUN_DEFAULT);
-    fprintf(stderr,
-            "dlock-gateway: stopped; %" PRIu64 " processings, "
-            "%d connection(s) per server\n",
-            processed, backend->vt->connections(backend));
+    int nc = backend->vt->connections(backend);
+    if (nc >= 0)
+        fprintf(stderr,
+                "dlock-gateway: stopped; %" PRIu64 " processings, %d "
+                "connection(s) to the server\n",
+                processed, nc);
+    else
+        fprintf(stderr, "dlock-gateway: stopped; %" PRIu64 " processings\n",
+                processed);
     backend->vt->destroy(backend);
     return 0;
 }
