@@ -43,9 +43,11 @@
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
+ *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
+ *    lock (no writer preference yet, no downgrade);
  *  - fenced set / get;
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: read-write locks, several locks at once,
+ * Not yet: several locks at once,
  * election, Redlock / Sentinel / Cluster, the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
@@ -180,6 +182,22 @@ DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,
                                         const char *name, int64_t limit,
                                         const dlock_loop_acquire *opts,
                                         dlock_op_cb cb, void *userdata);
+
+/*
+ * Start acquiring NAME as a reader of a read-write lock (the rules of
+ * dlock_rw_acquire_shared): readers share it, a writer is an exclusive
+ * dlock_loop_lock of the same name. opts as for dlock_loop_lock; a
+ * reader waits by notification (or spin), never in a queue. Unlike a
+ * lock, one loop may hold several read holds of one name. Release and
+ * extend it with dlock_loop_release / dlock_loop_extend; the loop renews
+ * it. Not yet: a writer waiting through the loop does not set the mark
+ * that keeps new readers out (writers may wait while readers come and
+ * go), and there is no downgrade.
+ */
+DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
+                                         const char *name,
+                                         const dlock_loop_acquire *opts,
+                                         dlock_op_cb cb, void *userdata);
 
 /* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST
  * (already found lost), DLOCK_NOT_OWNER (expired or taken) or an error

@@ -119,34 +119,42 @@ static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 }
 
 /* Send their kind's renewal script (extend.lua, sem_extend.lua: one key
- * per hold) for holds hs[0..n), all of one kind, with their leases. */
+ * per hold; rw_extend.lua: a reader's lock hash and readers' set) for
+ * holds hs[0..n), all of one kind, with their leases. */
 static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                        void *ctx, lreq **out)
 {
-    const char **keys = malloc(n * (3 * sizeof(char *) + 3 * sizeof(size_t)));
-    const char **args;
-    size_t *kl, *al;
+    const dlock__kind *kd = dlock__kind_of(hs[0]->k.kind);
+    int per = kd->extend_keys, i, rc;
+    const char **keys = malloc(n * (per + 2) * sizeof(char *));
+    size_t *kl = malloc(n * (per + 2) * sizeof(size_t));
     char(*num)[24] = malloc(n * sizeof *num);
-    int i, rc;
-    if (keys == NULL || num == NULL) {
+    const char **args;
+    size_t *al;
+    if (keys == NULL || kl == NULL || num == NULL) {
         free(keys);
+        free(kl);
         free(num);
         return DLOCK_ENOMEM;
     }
-    args = keys + n;
-    kl = (size_t *)(args + 2 * n);
-    al = kl + n;
+    args = keys + per * n;
+    al = kl + per * n;
     for (i = 0; i < n; i++) {
-        keys[i] = hs[i]->k.key;
-        kl[i] = hs[i]->k.keylen;
+        keys[per * i] = hs[i]->k.key;
+        kl[per * i] = hs[i]->k.keylen;
+        if (per == 2) {
+            keys[2 * i + 1] = hs[i]->k.rkey;
+            kl[2 * i + 1] = hs[i]->k.rkeylen;
+        }
         args[2 * i] = hs[i]->owner;
         al[2 * i] = strlen(hs[i]->owner);
         args[2 * i + 1] = num[i];
         al[2 * i + 1] = dlock__fmt_i64(num[i], hs[i]->lease_ms);
     }
-    rc = dloop__send(l, dlock__kind_of(hs[0]->k.kind)->extend_script, n, keys,
-                     kl, 2 * n, args, al, fn, ctx, out);
+    rc = dloop__send(l, kd->extend_script, per * n, keys, kl, 2 * n, args, al,
+                     fn, ctx, out);
     free(keys);
+    free(kl);
     free(num);
     return rc;
 }
@@ -248,13 +256,13 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
 /* The holds' clock: report leases run out, renew those due (batched). */
 void dloop__holds_time(dlock_loop *l, int64_t now)
 {
-    dlock_hold *h, *due[2][BATCH_MAX], *gone[BATCH_MAX];
-    int nd[2] = {0, 0}, ng = 0, i;
+    dlock_hold *h, *due[3][BATCH_MAX], *gone[BATCH_MAX];
+    int nd[3] = {0, 0, 0}, ng = 0, i;
     int64_t min = -1;
     if (l->renew_min < 0 || now < l->renew_min)
         return;
     for (h = l->holds; h != NULL; h = h->hnext) {
-        int k = h->k.kind == DLOCK__KIND_PERMIT;
+        int k = h->k.kind; /* DLOCK__KIND_LOCK, _PERMIT, _READ: 0, 1, 2 */
         if (!h->renew || h->status != DLOCK_OK || h->gone)
             continue;
         if (now >= h->valid_until) {
@@ -275,7 +283,7 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
         if (!h->renewing && (min < 0 || h->renew_at < min))
             min = h->renew_at;
     }
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < 3; i++)
         if (nd[i] > 0)
             renew_batch(l, due[i], nd[i], now);
     l->renew_min = min;

@@ -548,7 +548,8 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     h->lost_ud = opts->on_lost_userdata;
     op->hold = h;
     op->strategy = opts->strategy;
-    op->fair = opts->strategy == DLOCK_WAIT_FAIR;
+    /* A reader has no queue: it waits by notification (or spin). */
+    op->fair = opts->strategy == DLOCK_WAIT_FAIR && kind != DLOCK__KIND_READ;
     op->deadline = opts->wait_ms == 0  ? 0
                    : opts->wait_ms < 0 ? -1
                                        : dlock__now_ms() + opts->wait_ms;
@@ -613,6 +614,14 @@ int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
 {
     return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
                  limit, opts, cb, userdata);
+}
+
+int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
+                            const dlock_loop_acquire *opts, dlock_op_cb cb,
+                            void *userdata)
+{
+    return begin(out, l, "dlock_loop_read_acquire", name, DLOCK__KIND_READ, 0,
+                 opts, cb, userdata);
 }
 
 void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)
