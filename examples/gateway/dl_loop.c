@@ -54,6 +54,8 @@ typedef struct dreq {
     size_t vlen;
     int waited; /* stage 2: the waiting acquire */
     int set_status;
+    int lost;         /* the hold's lease was found lost (on_lost) */
+    int finishing;    /* finish's operations (set, release) still out */
     int processing;   /* decided PROCESS: followers wait for the body */
     const char *body; /* the processed body (the leader's, until answered) */
     size_t blen;
@@ -154,6 +156,15 @@ static void drop_hold(dreq *d)
 static void start_round(dreq *d);
 static void decide(dreq *d);
 
+/* The loop found the hold's lease lost (from process): its processing's
+ * result must not be stored nor answered as done. */
+static void on_hold_lost(dlock_hold *hold, int status, void *ud)
+{
+    dreq *d = ud;
+    (void)hold;
+    d->lost = status ? status : DLOCK_LOST;
+}
+
 static void on_lock(dlock_op *op, int status, dlock_hold *hold, void *ud)
 {
     dreq *d = ud;
@@ -251,6 +262,8 @@ static void start_round(dreq *d)
     dlock_loop_acquire_init(&a, b->client);
     a.lease_ms = b->base.cfg->lease_ms;
     a.renew = 1;
+    a.on_lost = on_hold_lost;
+    a.on_lost_userdata = d;
     if (b->base.cfg->strategy >= 0)
         a.strategy = (dlock_wait_strategy)b->base.cfg->strategy;
     d->lock_done = d->get_done = 0;
@@ -318,12 +331,14 @@ static void dl_begin(gw_backend *gb, gw_req *req)
     start_round(d);
 }
 
-static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
+/* Finish's last step: both the fenced set (if sent) and the release
+ * have completed, in whichever order the loop ran their callbacks (a
+ * release of a hold found lost completes at once, before the set's
+ * answer): answer the leader and its followers, free D. */
+static void finish_done(dreq *d)
 {
-    dreq *d = ud;
-    (void)op;
-    (void)hold;
-    (void)status; /* the result is stored (or refused) either way */
+    if (--d->finishing > 0)
+        return;
     table_remove(d);
     for (size_t i = 0; i < d->nfol; i++)
         if (d->set_status == DLOCK_OK)
@@ -335,6 +350,14 @@ static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
     else
         gw_finished(d->req, 0, d->msg);
     dreq_free(d);
+}
+
+static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    (void)op;
+    (void)hold;
+    (void)status; /* the result is stored (or refused) either way */
+    finish_done(ud);
 }
 
 static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
@@ -349,6 +372,7 @@ static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
     else if (status != DLOCK_OK)
         snprintf(d->msg, sizeof d->msg, "fenced set: %s: %s",
                  dlock_strerror(status), dlock_op_errmsg(op));
+    finish_done(d);
 }
 
 static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
@@ -358,18 +382,32 @@ static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
     d->set_status = DLOCK_EIO;
     d->body = body;
     d->blen = len;
+    d->finishing = 1; /* the release */
     snprintf(d->msg, sizeof d->msg, "fenced set not answered");
-    if (dlock_loop_fenced_set(NULL, b->dl, d->reskey, dlock_hold_token(d->hold),
-                              body, len, on_set, d) != DLOCK_OK) {
+    if (d->lost) {
+        /* Another request may hold K now and process it: this result is
+         * neither stored nor answered as the one. */
+        d->set_status = d->lost;
+        snprintf(d->msg, sizeof d->msg,
+                 "lease lost while processing (DLOCK_%s): the result was "
+                 "not stored",
+                 dlock_status_name(d->lost));
+    } else if (dlock_loop_fenced_set(NULL, b->dl, d->reskey,
+                                     dlock_hold_token(d->hold), body, len,
+                                     on_set, d) != DLOCK_OK) {
         snprintf(d->msg, sizeof d->msg, "fenced set: %s",
                  dlock_errmsg(b->client));
+    } else {
+        d->finishing++;
     }
     dlock_hold *h = d->hold;
     d->hold = NULL;
     if (dlock_loop_release(NULL, b->dl, h, on_released, d) != DLOCK_OK) {
+        /* Not started: its callback never comes. The set's (if sent)
+         * still does; the hold is left to its lease. */
         snprintf(d->msg, sizeof d->msg, "release: %s", dlock_errmsg(b->client));
         d->set_status = DLOCK_EIO;
-        on_released(NULL, DLOCK_EIO, NULL, d);
+        finish_done(d);
         return;
     }
     kick(b);

@@ -11,7 +11,9 @@
 #    Transfer-Encoding) and the connection closed, the gateway still up;
 #    keep-alive with pipelined requests answered in order;
 #  - the load generator over both gateways with 10 % duplicates: no key
-#    processed twice.
+#    processed twice;
+#  - (dlock) a gateway stalled past its lease while processing: its
+#    result is not stored and not answered 200; the new holder's is.
 # GATEWAY_IMPL (dlock or floor) picks the gateway's de-duplication:
 # cli.gateway.dlock runs libdlock's event-loop API, cli.gateway.floor the
 # raw-hiredis floor of the benchmark.
@@ -130,6 +132,36 @@ check "slow backend: both answered 200" \
 PROCESSED=0
 stop_gateway c
 stop_gateway d
+
+# --- a lease lost while processing (dlock only: the floor has no fencing)
+# Gateway g takes lost1 and is stopped (SIGSTOP) past its lease; gateway
+# h then takes lost1 and processes it; g, resumed, finds its lease lost
+# and must neither store its result nor answer it as done (503), so that
+# the two clients never see two processings of one key as both done.
+if [ "$IMPL" = dlock ]; then
+    gateway g --backend-ms 1500 --lease-ms 400 --prefix l
+    gateway h --backend-ms 1500 --lease-ms 400 --prefix l
+    "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/lost_g" &
+    lost_g=$!
+    sleep 0.3
+    kill -STOP "$PID_g"
+    sleep 0.8 # g's lease (400 ms) is over
+    "${CLIENT[@]}" burst "$ADDR_h" 1 lost1 >"$T/lost_h" &
+    lost_h=$!
+    sleep 0.3
+    kill -CONT "$PID_g"
+    wait "$lost_g" "$lost_h"
+    check "lease lost: the stalled gateway answers 503 ($(cut -c1-120 \
+"$T/lost_g"))" grep -q '^lost1 503 ' "$T/lost_g"
+    check "lease lost: the new holder answers 200 ($(cut -c1-120 \
+"$T/lost_h"))" grep -q '^lost1 200 ' "$T/lost_h"
+    "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/r"
+    check "lease lost: the stored result is the new holder's" \
+        test "$(cat "$T/r")" = "$(cat "$T/lost_h")"
+    PROCESSED=0
+    stop_gateway g
+    stop_gateway h
+fi
 
 # --- reject mode ---------------------------------------------------------
 gateway e --backend-ms 800 --mode reject --prefix r
