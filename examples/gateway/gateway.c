@@ -454,13 +454,11 @@ static void on_closed(uv_handle_t *h)
     free(c);
 }
 
-/* Close C: ready requests are dropped, pending ones orphaned (their
- * backend work still completes and releases; the answer is dropped). */
-static void conn_close(conn *c)
+/* Empty C's queue: ready requests are dropped, pending ones orphaned
+ * (their backend work still completes and releases; the answer is
+ * dropped). */
+static void conn_drop_queue(conn *c)
 {
-    if (c->closing)
-        return;
-    c->closing = 1;
     greq *r = c->head;
     while (r) {
         greq *nx = r->next;
@@ -473,6 +471,15 @@ static void conn_close(conn *c)
         r = nx;
     }
     c->head = c->tail = NULL;
+}
+
+/* Close C (its queue emptied as conn_drop_queue). */
+static void conn_close(conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    conn_drop_queue(c);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
@@ -529,18 +536,7 @@ static void conn_flush(conn *c)
         }
         if (wr->close_after) {
             /* Nothing after it is answered. */
-            greq *r = c->head;
-            while (r) {
-                greq *nx = r->next;
-                if (r->ready)
-                    req_free(r);
-                else {
-                    r->c = NULL;
-                    r->next = NULL;
-                }
-                r = nx;
-            }
-            c->head = c->tail = NULL;
+            conn_drop_queue(c);
             return;
         }
     }
