@@ -45,10 +45,12 @@
  *  - semaphore permits (dlock_loop_sem_acquire);
  *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
  *    lock (no writer preference yet, no downgrade);
+ *  - election: campaign, proclaim, who leads (dlock_loop_leader), resign
+ *    (release); not the wait for a leader change;
  *  - fenced set / get;
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: several locks at once,
- * election, Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * Not yet: several locks at once, waiting for a leader change,
+ * Redlock / Sentinel / Cluster, the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
@@ -198,6 +200,39 @@ DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
                                          const char *name,
                                          const dlock_loop_acquire *opts,
                                          dlock_op_cb cb, void *userdata);
+
+/*
+ * Leader election (dlock_campaign's model): campaign for NAME = acquire
+ * the lock NAME (opts as for dlock_loop_lock: wait_ms < 0 to wait until
+ * elected) and, once won, proclaim VALUE (NULL: ""; at most
+ * DLOCK_VALUE_MAX bytes) in "<prefix>:{NAME}:l", announced on the lock's
+ * channel. The callback gets DLOCK_OK and the hold (the leadership: its
+ * epoch is dlock_hold_token, renewed by the loop, a loss reported by
+ * on_lost) once proclaimed; a win that cannot proclaim gives the lock
+ * back and completes with the failure. Resign: dlock_loop_release.
+ */
+DLOCK_EXPORT int dlock_loop_campaign(dlock_op **out, dlock_loop *loop,
+                                     const char *name, const char *value,
+                                     const dlock_loop_acquire *opts,
+                                     dlock_op_cb cb, void *userdata);
+
+/* The leader changes its value: DLOCK_OK, DLOCK_NOT_OWNER (no longer
+ * the leader) or an error class. hold: a campaign's (or any lock's) hold
+ * of this loop. */
+DLOCK_EXPORT int dlock_loop_proclaim(dlock_op **out, dlock_loop *loop,
+                                     dlock_hold *hold, const char *value,
+                                     dlock_op_cb cb, void *userdata);
+
+/* Who leads NAME now (dlock_leader's answer): in the callback, read it
+ * with dlock_op_leader. Waiting for a change (dlock_leader_wait) is not
+ * implemented through the loop yet. */
+DLOCK_EXPORT int dlock_loop_leader(dlock_op **out, dlock_loop *loop,
+                                   const char *name, dlock_op_cb cb,
+                                   void *userdata);
+
+/* In a dlock_loop_leader callback: copy its answer into *out. DLOCK_OK,
+ * or DLOCK_EINVAL for another operation. */
+DLOCK_EXPORT int dlock_op_leader(const dlock_op *op, dlock_leader_info *out);
 
 /* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST
  * (already found lost), DLOCK_NOT_OWNER (expired or taken) or an error

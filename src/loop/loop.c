@@ -109,9 +109,9 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
     }
+    op->status = status;
     dloop__op_abort(op); /* detaches its request, subscription, sleep */
     op->state = ST_DONE;
-    op->status = status;
     if (op->prev != NULL)
         op->prev->next = op->next;
     else

@@ -63,7 +63,15 @@ typedef struct lsub {
     struct dlock_op *waiters;
 } lsub;
 
-enum { OP_LOCK, OP_RELEASE, OP_EXTEND, OP_FSET, OP_FGET };
+enum {
+    OP_LOCK,
+    OP_RELEASE,
+    OP_EXTEND,
+    OP_FSET,
+    OP_FGET,
+    OP_PROCLAIM,
+    OP_LEADER
+};
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
 struct dlock_hold {
@@ -109,6 +117,8 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
+    int campaign; /* a lock op that proclaims key (the value) once won */
+    dlock_leader_info leader; /* OP_LEADER's answer */
     int64_t deadline, wake_at, lease_ms;
     int64_t arg_lease;
     char *key; /* fenced: the key; set: value follows */
@@ -168,7 +178,12 @@ void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
 
+/* elect.c: send elect_proclaim.lua for h with value for op. */
+int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
+
 /* ops.c */
+/* Give back h's grant (token): a release nobody waits for. */
+void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token);
 /* Send h's kind's release (kind.h) for (depth, token). */
 int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
                         lreq_fn fn, void *ctx, lreq **out);

@@ -144,6 +144,11 @@ static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
         h->refs--;
 }
 
+void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token)
+{
+    giveback_release(l, h, 1, token);
+}
+
 static void giveback_leave(dlock_loop *l, dlock_hold *h)
 {
     const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
@@ -194,6 +199,18 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
+    if (op->type == OP_LOCK && h != NULL && h->held && op->status != DLOCK_OK) {
+        /* A campaign cancelled while it proclaims: give the lock back. */
+        if (op->req != NULL)
+            op->req->fn = NULL;
+        op->req = NULL;
+        h->gone = 1;
+        h->renew = 0;
+        giveback_release(op->loop, h, 1, h->token);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (op->type != OP_LOCK || h == NULL || h->held) {
         if (op->req != NULL)
             op->req->fn = NULL;
@@ -316,6 +333,11 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    if (op->campaign) { /* won: proclaim, then complete */
+        if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
+            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
