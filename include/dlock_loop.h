@@ -45,12 +45,11 @@
  *  - semaphore permits (dlock_loop_sem_acquire);
  *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
  *    lock (no writer preference yet, no downgrade);
- *  - election: campaign, proclaim, who leads (dlock_loop_leader), resign
- *    (release); not the wait for a leader change;
+ *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
+ *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - fenced set / get;
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: several locks at once, waiting for a leader change,
- * Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * Not yet: several locks at once, Redlock / Sentinel / Cluster, the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
@@ -224,14 +223,24 @@ DLOCK_EXPORT int dlock_loop_proclaim(dlock_op **out, dlock_loop *loop,
                                      dlock_op_cb cb, void *userdata);
 
 /* Who leads NAME now (dlock_leader's answer): in the callback, read it
- * with dlock_op_leader. Waiting for a change (dlock_leader_wait) is not
- * implemented through the loop yet. */
+ * with dlock_op_leader. */
 DLOCK_EXPORT int dlock_loop_leader(dlock_op **out, dlock_loop *loop,
                                    const char *name, dlock_op_cb cb,
                                    void *userdata);
 
-/* In a dlock_loop_leader callback: copy its answer into *out. DLOCK_OK,
- * or DLOCK_EINVAL for another operation. */
+/* Wait until who leads NAME differs from *known (another leader or
+ * epoch, a new value, nobody): the callback gets DLOCK_OK with the new
+ * answer (dlock_op_leader), or DLOCK_TIMEDOUT after wait_ms (< 0: no
+ * bound; 0: answer at once). Woken by the lock's channel (releases,
+ * proclaims), else when the leader's lease would end. */
+DLOCK_EXPORT int dlock_loop_leader_wait(dlock_op **out, dlock_loop *loop,
+                                        const char *name,
+                                        const dlock_leader_info *known,
+                                        int64_t wait_ms, dlock_op_cb cb,
+                                        void *userdata);
+
+/* In a dlock_loop_leader or dlock_loop_leader_wait callback: copy its
+ * answer into *out. DLOCK_OK, or DLOCK_EINVAL for another operation. */
 DLOCK_EXPORT int dlock_op_leader(const dlock_op *op, dlock_leader_info *out);
 
 /* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST

@@ -122,13 +122,23 @@ int dlock_loop_proclaim(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
-/* elect_leader.lua's answer into op->leader. */
+/* 1 when a and b name the same leadership (who, epoch, value). */
+static int same_leader(const dlock_leader_info *a, const dlock_leader_info *b)
+{
+    return a->leading == b->leading && a->epoch == b->epoch &&
+           a->proclaimed == b->proclaimed && strcmp(a->owner, b->owner) == 0 &&
+           strcmp(a->value, b->value) == 0;
+}
+
+/* elect_leader.lua's answer into op->leader (a wait: until it is not
+ * op->known). */
 static void leader_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent)
 {
     dlock_op *op = ctx;
     dlock_leader_info *li = &op->leader;
     long long kind;
+    memset(li, 0, sizeof *li);
     (void)l;
     (void)sent;
     op->req = NULL;
@@ -158,6 +168,12 @@ static void leader_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             li->since_ms = dlock__elem_int(r, 4);
         }
         li->ttl_ms = dlock__elem_int(r, kind == 1 ? 5 : 3);
+    }
+    if (op->watch && same_leader(li, &op->known)) {
+        /* No change yet: until a message, or the lease would end. */
+        dloop__wait_sleep(op, dlock__now_ms() +
+                                  (li->ttl_ms > 0 ? li->ttl_ms + 1 : 1000));
+        return;
     }
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
@@ -198,6 +214,61 @@ int dlock_loop_leader(dlock_op **out, dlock_loop *l, const char *name,
     free(k); /* the request copied the keys */
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
+    return DLOCK_OK;
+}
+
+/* A leader wait's next look: elect_leader.lua on its hold's keys. */
+static void leader_ask(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    char lkey[DLOCK_KEY_MAX + 64];
+    const char *keys[3] = {h->k.key, lkey, h->k.fkey};
+    size_t kl[3] = {h->k.keylen, 0, h->k.fkeylen};
+    kl[1] = leader_key(&h->k, lkey);
+    op->state = ST_OUT;
+    op->wake_at = -1;
+    if (dloop__send(op->loop, DLOCK__S_ELECT_LEADER, 3, keys, kl, 0, NULL, NULL,
+                    leader_reply, op, &op->req) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+}
+
+int dlock_loop_leader_wait(dlock_op **out, dlock_loop *l, const char *name,
+                           const dlock_leader_info *known, int64_t wait_ms,
+                           dlock_op_cb cb, void *userdata)
+{
+    dlock_op *op;
+    size_t n = name != NULL ? strlen(name) : 0;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || known == NULL)
+        return dlock__set_error(l->c, DLOCK_EINVAL,
+                                "dlock_loop_leader_wait: %s",
+                                cb == NULL      ? "no callback"
+                                : known == NULL ? "known is NULL"
+                                                : "the name must be 1 to "
+                                                  "512 bytes");
+    op = dloop__op_new(l, OP_LEADER, cb, userdata);
+    if (op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    /* A hold that only carries the name's keys (no name table, never
+     * held): the op's, freed with it. */
+    op->hold = dloop__hold_new(l, name, DLOCK__KIND_READ);
+    if (op->hold == NULL) {
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return DLOCK_OK;
+    }
+    if (out != NULL)
+        *out = op;
+    op->watch = wait_ms != 0; /* 0: answer as dlock_loop_leader */
+    op->known = *known;
+    op->again = leader_ask;
+    op->deadline = wait_ms == 0  ? 0
+                   : wait_ms < 0 ? -1
+                                 : dlock__now_ms() + wait_ms;
+    if (wait_ms == 0 || !dloop__wait_subscribe(op))
+        leader_ask(op);
     return DLOCK_OK;
 }
 

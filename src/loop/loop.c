@@ -89,8 +89,11 @@ static void run_done(dlock_loop *l)
         if (l->dq == NULL)
             l->dqt = NULL;
         if (op->cb != NULL)
-            op->cb(op, op->status, op->hold, op->ud);
-        if (op->type == OP_RELEASE && op->hold != NULL)
+            op->cb(op, op->status, op->type == OP_LEADER ? NULL : op->hold,
+                   op->ud);
+        /* A release's hold, a leader wait's (its keys) go with the op. */
+        if ((op->type == OP_RELEASE || op->type == OP_LEADER) &&
+            op->hold != NULL)
             dloop__hold_unref(op->hold);
         free(op->got);
         free(op->key);

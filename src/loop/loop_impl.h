@@ -118,7 +118,10 @@ struct dlock_op {
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
     int campaign; /* a lock op that proclaims key (the value) once won */
-    dlock_leader_info leader; /* OP_LEADER's answer */
+    int watch;    /* OP_LEADER: wait until the leader is not op->leader */
+    void (*again)(struct dlock_op *op); /* a waiting op's next try */
+    dlock_leader_info leader;           /* OP_LEADER's answer */
+    dlock_leader_info known; /* a leader wait: the leadership it outwaits */
     int64_t deadline, wake_at, lease_ms;
     int64_t arg_lease;
     char *key; /* fenced: the key; set: value follows */
@@ -182,6 +185,11 @@ void dloop__sub_put(dlock_loop *l, lsub *s);
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
 
 /* ops.c */
+/* A waiting op sleeps until when (or a wake-up), never past its
+ * deadline; subscribe it to its hold's channels (1: wait for the
+ * confirmation, then op->again). */
+void dloop__wait_sleep(dlock_op *op, int64_t when);
+int dloop__wait_subscribe(dlock_op *op);
 /* Give back h's grant (token): a release nobody waits for. */
 void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token);
 /* Send h's kind's release (kind.h) for (depth, token). */

@@ -453,7 +453,21 @@ static void attempt(dlock_op *op)
 void dloop__op_wake(dlock_op *op)
 {
     if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
-        attempt(op);
+        op->again(op);
+}
+
+void dloop__wait_sleep(dlock_op *op, int64_t when)
+{
+    sleep_until(op, when);
+}
+
+int dloop__wait_subscribe(dlock_op *op)
+{
+    if (!subscribe(op))
+        return 0;
+    op->state = ST_SUBWAIT;
+    timed_set(op, op->deadline > 0);
+    return 1;
 }
 
 void dloop__on_subscribed(dlock_loop *l, lsub *s)
@@ -463,7 +477,7 @@ void dloop__on_subscribed(dlock_loop *l, lsub *s)
     for (op = s->waiters; op != NULL; op = next) {
         next = op->wnext;
         if (op->state == ST_SUBWAIT && !subscribe(op))
-            attempt(op);
+            op->again(op);
     }
 }
 
@@ -517,7 +531,7 @@ void dloop__ops_time(dlock_loop *l, int64_t now)
                 dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
                                 op->hold->k.name);
         } else if (op->state == ST_SLEEP && now >= op->wake_at) {
-            attempt(op);
+            op->again(op);
         }
     }
 }
@@ -569,6 +583,7 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
     op->hold = h;
+    op->again = attempt;
     op->strategy = opts->strategy;
     /* A reader has no queue: it waits by notification (or spin). */
     op->fair = opts->strategy == DLOCK_WAIT_FAIR && kind != DLOCK__KIND_READ;

@@ -2,7 +2,8 @@
  * loop_election.c - leader election through the event-loop API
  * (dlock_loop_campaign / proclaim / leader; resign is a release) against
  * a real redis-server: a campaign wins and proclaims, who leads agrees
- * with the blocking dlock_leader, a second campaign waits and wins with
+ * with the blocking dlock_leader, a leader wait times out while nothing
+ * changes and ends on a proclaim, a second campaign waits and wins with
  * a greater epoch once the first resigns, a proclaim changes the value.
  */
 #include <setjmp.h>
@@ -51,6 +52,7 @@ static void test_campaign(void **state)
     dlock_loop_acquire o;
     th_seen a = {0}, b = {0}, p = {0}, r = {0};
     dlock_leader_info li;
+    asked watch;
     uint64_t epoch_a;
     (void)state;
     assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
@@ -78,16 +80,33 @@ static void test_campaign(void **state)
         assert_string_equal(bl.value, "a:1");
         assert_int_equal(bl.epoch, epoch_a);
     }
+    /* A leader wait: nothing changes within 300 ms (TIMEDOUT). */
+    memset(&watch, 0, sizeof watch);
+    assert_int_equal(dlock_loop_leader_wait(NULL, ls[1], "le:e", &li, 300,
+                                            leader_cb, &watch),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&ls[1], 1, &watch.done), 0);
+    assert_int_equal(watch.status, DLOCK_TIMEDOUT);
     /* A second campaign waits. */
     assert_int_equal(
         dlock_loop_campaign(NULL, ls[1], "le:e", "b:2", &o, th_note, &b),
         DLOCK_OK);
     th_loop_run_for(ls, 2, 200);
     assert_int_equal(b.done, 0);
+    memset(&watch, 0, sizeof watch);
+    assert_int_equal(
+        dlock_loop_leader_wait(NULL, ls[1], "le:e", &li, -1, leader_cb, &watch),
+        DLOCK_OK);
+    th_loop_run_for(ls, 2, 100);
+    assert_int_equal(watch.done, 0);
     assert_int_equal(
         dlock_loop_proclaim(NULL, ls[0], a.hold, "a:2", th_note, &p), DLOCK_OK);
     assert_int_equal(th_loop_run(ls, 2, &p.done), 0);
     assert_int_equal(p.status, DLOCK_OK);
+    /* The proclaim's announcement ends the wait (the lease is 5 s). */
+    assert_int_equal(th_loop_run(ls, 2, &watch.done), 0);
+    assert_int_equal(watch.status, DLOCK_OK);
+    assert_string_equal(watch.li.value, "a:2");
     li = who(ls[1], "le:e");
     assert_string_equal(li.value, "a:2");
     /* Resign: the waiting campaign wins with a greater epoch. */
