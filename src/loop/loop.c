@@ -97,6 +97,7 @@ static void run_done(dlock_loop *l)
             dloop__hold_unref(op->hold);
         free(op->got);
         free(op->key);
+        free(op->multi);
         free(op);
     }
 }

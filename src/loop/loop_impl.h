@@ -70,7 +70,8 @@ enum {
     OP_FSET,
     OP_FGET,
     OP_PROCLAIM,
-    OP_LEADER
+    OP_LEADER,
+    OP_MULTI
 };
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
@@ -119,6 +120,7 @@ struct dlock_op {
     int strategy, fair, queued, round, maybe, subscribed;
     int campaign; /* a lock op that proclaims key (the value) once won */
     int watch;    /* OP_LEADER: wait until the leader is not op->leader */
+    struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
     void (*again)(struct dlock_op *op); /* a waiting op's next try */
     dlock_leader_info leader;           /* OP_LEADER's answer */
     dlock_leader_info known; /* a leader wait: the leadership it outwaits */
@@ -180,6 +182,10 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
+
+/* multi.c: a several-locks op ends early: cancel its lock in progress,
+ * give back what it took. */
+void dloop__multi_abort(dlock_op *parent);
 
 /* elect.c: send elect_proclaim.lua for h with value for op. */
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);

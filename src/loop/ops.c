@@ -199,6 +199,10 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
+    if (op->type == OP_MULTI) {
+        dloop__multi_abort(op);
+        return;
+    }
     if (op->type == OP_LOCK && h != NULL && h->held && op->status != DLOCK_OK) {
         /* A campaign cancelled while it proclaims: give the lock back. */
         if (op->req != NULL)
