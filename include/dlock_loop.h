@@ -45,10 +45,12 @@
  *  - semaphore permits (dlock_loop_sem_acquire);
  *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
  *    lock (no writer preference yet, no downgrade);
+ *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
+ *    wait for a change (dlock_loop_leader_wait), resign (release);
+ *  - several locks at once (dlock_loop_lock_all);
  *  - fenced set / get;
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: several locks at once,
- * election, Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * Not yet: Redlock / Sentinel / Cluster, the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
@@ -198,6 +200,69 @@ DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
                                          const char *name,
                                          const dlock_loop_acquire *opts,
                                          dlock_op_cb cb, void *userdata);
+
+/*
+ * Leader election (dlock_campaign's model): campaign for NAME = acquire
+ * the lock NAME (opts as for dlock_loop_lock: wait_ms < 0 to wait until
+ * elected) and, once won, proclaim VALUE (NULL: ""; at most
+ * DLOCK_VALUE_MAX bytes) in "<prefix>:{NAME}:l", announced on the lock's
+ * channel. The callback gets DLOCK_OK and the hold (the leadership: its
+ * epoch is dlock_hold_token, renewed by the loop, a loss reported by
+ * on_lost) once proclaimed; a win that cannot proclaim gives the lock
+ * back and completes with the failure. Resign: dlock_loop_release.
+ */
+DLOCK_EXPORT int dlock_loop_campaign(dlock_op **out, dlock_loop *loop,
+                                     const char *name, const char *value,
+                                     const dlock_loop_acquire *opts,
+                                     dlock_op_cb cb, void *userdata);
+
+/* The leader changes its value: DLOCK_OK, DLOCK_NOT_OWNER (no longer
+ * the leader) or an error class. hold: a campaign's (or any lock's) hold
+ * of this loop. */
+DLOCK_EXPORT int dlock_loop_proclaim(dlock_op **out, dlock_loop *loop,
+                                     dlock_hold *hold, const char *value,
+                                     dlock_op_cb cb, void *userdata);
+
+/* Who leads NAME now (dlock_leader's answer): in the callback, read it
+ * with dlock_op_leader. */
+DLOCK_EXPORT int dlock_loop_leader(dlock_op **out, dlock_loop *loop,
+                                   const char *name, dlock_op_cb cb,
+                                   void *userdata);
+
+/* Wait until who leads NAME differs from *known (another leader or
+ * epoch, a new value, nobody): the callback gets DLOCK_OK with the new
+ * answer (dlock_op_leader), or DLOCK_TIMEDOUT after wait_ms (< 0: no
+ * bound; 0: answer at once). Woken by the lock's channel (releases,
+ * proclaims), else when the leader's lease would end. */
+DLOCK_EXPORT int dlock_loop_leader_wait(dlock_op **out, dlock_loop *loop,
+                                        const char *name,
+                                        const dlock_leader_info *known,
+                                        int64_t wait_ms, dlock_op_cb cb,
+                                        void *userdata);
+
+/* In a dlock_loop_leader or dlock_loop_leader_wait callback: copy its
+ * answer into *out. DLOCK_OK, or DLOCK_EINVAL for another operation. */
+DLOCK_EXPORT int dlock_op_leader(const dlock_op *op, dlock_leader_info *out);
+
+/*
+ * Several locks at once, with dlock_lock_acquire_all's rules: the N
+ * distinct NAMES (1 to DLOCK_MULTI_MAX) are taken one after the other in
+ * one global order (free of deadlock between such calls), each with the
+ * time left of opts->wait_ms; when one cannot be had, those taken are
+ * released again and the operation completes with that lock's status
+ * and message ("NAME: why"). On DLOCK_OK (hold is NULL in the callback)
+ * the holds are read in the callback with dlock_op_holds, one per name in
+ * the order of NAMES; each is then the caller's (release them one by one;
+ * the loop renews each). A name the loop already holds makes it BUSY.
+ */
+DLOCK_EXPORT int dlock_loop_lock_all(dlock_op **out, dlock_loop *loop,
+                                     const char *const *names, int n,
+                                     const dlock_loop_acquire *opts,
+                                     dlock_op_cb cb, void *userdata);
+
+/* In a successful dlock_loop_lock_all callback: copy its n holds into
+ * holds[0..n) (the order of NAMES) and return n; DLOCK_EINVAL otherwise. */
+DLOCK_EXPORT int dlock_op_holds(const dlock_op *op, dlock_hold **holds);
 
 /* Release the hold: one request; the callback gets DLOCK_OK, DLOCK_LOST
  * (already found lost), DLOCK_NOT_OWNER (expired or taken) or an error

@@ -89,11 +89,15 @@ static void run_done(dlock_loop *l)
         if (l->dq == NULL)
             l->dqt = NULL;
         if (op->cb != NULL)
-            op->cb(op, op->status, op->hold, op->ud);
-        if (op->type == OP_RELEASE && op->hold != NULL)
+            op->cb(op, op->status, op->type == OP_LEADER ? NULL : op->hold,
+                   op->ud);
+        /* A release's hold, a leader wait's (its keys) go with the op. */
+        if ((op->type == OP_RELEASE || op->type == OP_LEADER) &&
+            op->hold != NULL)
             dloop__hold_unref(op->hold);
         free(op->got);
         free(op->key);
+        free(op->multi);
         free(op);
     }
 }
@@ -109,9 +113,9 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
     }
+    op->status = status;
     dloop__op_abort(op); /* detaches its request, subscription, sleep */
     op->state = ST_DONE;
-    op->status = status;
     if (op->prev != NULL)
         op->prev->next = op->next;
     else

@@ -63,7 +63,16 @@ typedef struct lsub {
     struct dlock_op *waiters;
 } lsub;
 
-enum { OP_LOCK, OP_RELEASE, OP_EXTEND, OP_FSET, OP_FGET };
+enum {
+    OP_LOCK,
+    OP_RELEASE,
+    OP_EXTEND,
+    OP_FSET,
+    OP_FGET,
+    OP_PROCLAIM,
+    OP_LEADER,
+    OP_MULTI
+};
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
 struct dlock_hold {
@@ -109,6 +118,12 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
+    int campaign; /* a lock op that proclaims key (the value) once won */
+    int watch;    /* OP_LEADER: wait until the leader is not op->leader */
+    struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
+    void (*again)(struct dlock_op *op); /* a waiting op's next try */
+    dlock_leader_info leader;           /* OP_LEADER's answer */
+    dlock_leader_info known; /* a leader wait: the leadership it outwaits */
     int64_t deadline, wake_at, lease_ms;
     int64_t arg_lease;
     char *key; /* fenced: the key; set: value follows */
@@ -168,7 +183,21 @@ void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
 
+/* multi.c: a several-locks op ends early: cancel its lock in progress,
+ * give back what it took. */
+void dloop__multi_abort(dlock_op *parent);
+
+/* elect.c: send elect_proclaim.lua for h with value for op. */
+int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
+
 /* ops.c */
+/* A waiting op sleeps until when (or a wake-up), never past its
+ * deadline; subscribe it to its hold's channels (1: wait for the
+ * confirmation, then op->again). */
+void dloop__wait_sleep(dlock_op *op, int64_t when);
+int dloop__wait_subscribe(dlock_op *op);
+/* Give back h's grant (token): a release nobody waits for. */
+void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token);
 /* Send h's kind's release (kind.h) for (depth, token). */
 int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
                         lreq_fn fn, void *ctx, lreq **out);

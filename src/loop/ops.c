@@ -144,6 +144,11 @@ static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
         h->refs--;
 }
 
+void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token)
+{
+    giveback_release(l, h, 1, token);
+}
+
 static void giveback_leave(dlock_loop *l, dlock_hold *h)
 {
     const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
@@ -194,6 +199,22 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
+    if (op->type == OP_MULTI) {
+        dloop__multi_abort(op);
+        return;
+    }
+    if (op->type == OP_LOCK && h != NULL && h->held && op->status != DLOCK_OK) {
+        /* A campaign cancelled while it proclaims: give the lock back. */
+        if (op->req != NULL)
+            op->req->fn = NULL;
+        op->req = NULL;
+        h->gone = 1;
+        h->renew = 0;
+        giveback_release(op->loop, h, 1, h->token);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (op->type != OP_LOCK || h == NULL || h->held) {
         if (op->req != NULL)
             op->req->fn = NULL;
@@ -316,6 +337,11 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    if (op->campaign) { /* won: proclaim, then complete */
+        if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
+            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
@@ -431,7 +457,21 @@ static void attempt(dlock_op *op)
 void dloop__op_wake(dlock_op *op)
 {
     if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
-        attempt(op);
+        op->again(op);
+}
+
+void dloop__wait_sleep(dlock_op *op, int64_t when)
+{
+    sleep_until(op, when);
+}
+
+int dloop__wait_subscribe(dlock_op *op)
+{
+    if (!subscribe(op))
+        return 0;
+    op->state = ST_SUBWAIT;
+    timed_set(op, op->deadline > 0);
+    return 1;
 }
 
 void dloop__on_subscribed(dlock_loop *l, lsub *s)
@@ -441,7 +481,7 @@ void dloop__on_subscribed(dlock_loop *l, lsub *s)
     for (op = s->waiters; op != NULL; op = next) {
         next = op->wnext;
         if (op->state == ST_SUBWAIT && !subscribe(op))
-            attempt(op);
+            op->again(op);
     }
 }
 
@@ -495,7 +535,7 @@ void dloop__ops_time(dlock_loop *l, int64_t now)
                 dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
                                 op->hold->k.name);
         } else if (op->state == ST_SLEEP && now >= op->wake_at) {
-            attempt(op);
+            op->again(op);
         }
     }
 }
@@ -547,6 +587,7 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
     op->hold = h;
+    op->again = attempt;
     op->strategy = opts->strategy;
     /* A reader has no queue: it waits by notification (or spin). */
     op->fair = opts->strategy == DLOCK_WAIT_FAIR && kind != DLOCK__KIND_READ;
