@@ -21,7 +21,8 @@
 # client_cpu_us_per_req (the gateway processes' user + system CPU),
 # redis_cpu_us_per_req (INFO cpu) and conns_per_server (the gateway's
 # established connections to the server at the end of the run, per
-# gateway process). Rounds: full 3, quick 1.
+# gateway process). Rounds: full 3, quick 1, after one unrecorded
+# warm-up run of each.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -147,6 +148,11 @@ $(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) \
     log "$label: $(printf '%s' "$out" | sed 's/.*"throughput":\([0-9.]*\).*"decision_p99_us":\([0-9]*\).*/\1 req\/s, decision p99 \2 us/')"
 }
 
+# Warm-up, not recorded: the server loads the scripts, the allocators and
+# caches settle (the first short run of a fresh server was several times
+# slower than the next in quick mode).
+run warmup_floor floor 1000 5000 0 1 >/dev/null
+run warmup_dlock dlock 1000 5000 0 1 >/dev/null
 for r in $(seq 1 "$ROUNDS"); do
     for k in 1000 10000; do
         n=$N1000
