@@ -11,7 +11,8 @@
 #    Transfer-Encoding) and the connection closed, the gateway still up;
 #    keep-alive with pipelined requests answered in order;
 #  - the load generator over both gateways with 10 % duplicates: no key
-#    processed twice;
+#    processed twice (and, as a check of the checker, two gateways with
+#    different prefixes, which do not act as one, are caught);
 #  - (dlock) a gateway stalled past its lease while processing: its
 #    result is not stored and not answered 200; the new holder's is.
 # GATEWAY_IMPL (dlock or floor) picks the gateway's de-duplication:
@@ -118,6 +119,19 @@ stop_gateway b
 # k1..k5, after-bad, p1 and the load's distinct keys: each processed once.
 check "one processing per key over both gateways ($PROCESSED for \
 $((7 + loadkeys)) keys)" test "$PROCESSED" = $((7 + loadkeys))
+
+# --- the checker itself: two gateways that do NOT act as one (different
+# prefixes) process duplicates twice, and the load generator must say so.
+gateway x --backend-ms 50 --prefix x1
+gateway y --backend-ms 50 --prefix x2
+"$LOAD_BIN" -t "$ADDR_x" -t "$ADDR_y" -c 4 -k 200 -n 2000 --dup-pct 20 \
+    --run X >"$T/loadx" 2>/dev/null
+st=$?
+check "checker: split gateways are caught (exit $st, $(sed \
+'s/.*"double_processed":\([0-9]*\).*/\1/' "$T/loadx") keys twice)" \
+    test "$st" = 3
+stop_gateway x
+stop_gateway y
 
 # --- a backend slower than the lease: renewed, still one processing -----
 gateway c --backend-ms 1200 --lease-ms 300 --prefix s
