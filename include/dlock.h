@@ -146,7 +146,10 @@ typedef enum dlock_wait_strategy {
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
-#define DLOCK_OPTIONS_VERSION 1
+/* 2 added fence_retention_ms; a struct of version 1 (a program built
+ * against an earlier header) is still accepted, its missing fields taking
+ * their defaults. Fields are only ever appended. */
+#define DLOCK_OPTIONS_VERSION 2
 
 /* Limits, named once. */
 #define DLOCK_MAX_SERVERS 64 /* servers of one client (Redlock nodes) */
@@ -292,6 +295,21 @@ typedef struct dlock_options {
      * client, from the thread where it happens. NULL: none. */
     void (*on_event)(const struct dlock_event *ev, void *userdata);
     void *on_event_userdata;
+
+    /* Version 2. Fence retention: how long a lock's fence hash
+     * (<prefix>:{<name>}:f, the name's last token) outlives the last
+     * grant, at least this and at most twice. Default 604800000 (7 days):
+     * tokens then increase over a name's whole life, whatever the
+     * servers' clocks do, and a retried release is recognised. 0: nothing
+     * is kept once a name is released and free (no key per name ever
+     * locked: a gateway locking one name per request); the hold's token
+     * is kept in the lock hash itself (field "#t") for as long as it is
+     * held, and tokens of later holds are still above it as long as the
+     * server's clock does not step back (docs/design.md, "Fence
+     * retention"). Otherwise 1000 ms to 10 years. Applies to plain locks
+     * and the lock of an election; semaphores, read-write locks and an
+     * election's leader hash (<prefix>:{<name>}:l) keep 7 days. */
+    int64_t fence_retention_ms;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */

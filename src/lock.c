@@ -110,7 +110,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, k->chan, k->chanlen);
     dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(&b, c->opts.fence_retention_ms); /* 0: keep none */
     dlock__cmd_arg(&b, relid, n);
     if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
         dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);

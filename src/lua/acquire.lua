@@ -28,6 +28,11 @@
 -- ARGV[8]  (optional) "1": the caller is a waiting writer (modes "0" and
 --          "1" send ARGV[4..8] only then), so readers holding the lock are
 --          to let no new reader in
+-- ARGV[9]  (optional) the fence retention in ms, sent (with ARGV[4..8])
+--          only when it is not the default 7 days; "0": none, the token
+--          of a hold is kept in the lock hash's field '#t' instead of the
+--          fence hash (grant.luainc), and release.lua deletes the fence
+--          hash when the name becomes free
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
@@ -105,12 +110,14 @@ end
 
 local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
--- writer's mark, readers (absent fields are false).
-local cur, readers = 0, false
+-- writer's mark, readers, the hold's token when it is kept in the lock
+-- hash (absent fields are false).
+local cur, readers, held_tok = 0, false, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t')
     cur = f[1] and tonumber(f[1]) or 0
     readers = f[3]
+    held_tok = f[4]
     if expect == '0' and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
         redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
         pttl = -2
@@ -120,11 +127,39 @@ if expect == '0' and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
 end
+
+-- The larger of two tokens as decimal text (either may be false).
+local function maxtok(a, b)
+    if not a then
+        return b
+    end
+    if b and (#b > #a or (#b == #a and b > a)) then
+        return b
+    end
+    return a
+end
+
+-- The last token granted on this name: the fence hash's n, or the hold's
+-- own ('#t', kept in the lock hash without fence retention), the higher.
+local function last_token()
+    return maxtok(redis.call('HGET', KEYS[2], 'n'), held_tok) or '0'
+end
+
+-- The same for a queued waiter's reply, never below the server's time
+-- in us: without fence retention the fence hash may be gone (deleted by
+-- a release) while a handoff it recorded has lapsed, and every token
+-- granted before this call is at most the server's time now, while a
+-- handoff made after it has one above (docs/design.md, "Fence
+-- retention").
+local function waiter_floor()
+    local tm = now()
+    return maxtok(last_token(), tm[1] .. string.sub('00000', #tm[2]) .. tm[2])
+end
 expect = tonumber(expect)
 if cur == expect + 1 then
     -- A retry of an applied acquire, or a fair handoff found: confirm.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, redis.call('HGET', KEYS[2], 'n') or '0', cur}
+    return {1, last_token(), cur}
 end
 if cur ~= expect then
     return {-1, cur}
@@ -132,7 +167,7 @@ end
 if cur > 0 then
     local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, redis.call('HGET', KEYS[2], 'n') or '0', depth}
+    return {1, last_token(), depth}
 end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top).
@@ -143,7 +178,7 @@ local function busy()
         redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
     end
     if mode == '2' then
-        return {0, pttl, redis.call('HGET', KEYS[2], 'n') or '0'}
+        return {0, pttl, waiter_floor()}
     end
     return {0, pttl}
 end
@@ -198,4 +233,4 @@ end
 if pttl ~= -2 then
     return busy()
 end
-return {0, -2, redis.call('HGET', KEYS[2], 'n') or '0'}
+return {0, -2, waiter_floor()}

@@ -18,7 +18,12 @@
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
 -- ARGV[6]  the fence hash's retention, ms: it lives at least this long
---          after the last grant, at most twice (acquire.lua, field d)
+--          after the last grant, at most twice (acquire.lua, field d).
+--          "0": none: a release that leaves the name free with nobody
+--          queued deletes the fence hash, and a hand-over keeps the
+--          token in the lock hash ('#t') too; the fence hash a hand-over
+--          writes (queued waiters read it) is kept 7 days then, until
+--          that release
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
@@ -60,6 +65,9 @@ end
 local function args()
     handoff = handoff or tonumber(ARGV[5])
     retain = retain or tonumber(ARGV[6])
+    if retain == 0 then
+        retain = 604800000
+    end
 end
 
 local function clock()
@@ -96,15 +104,25 @@ local function pass_on(quiet)
                 return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
             end
             redis.call('ZREM', KEYS[4], head)
-            redis.call('HSET', KEYS[1], head, '1')
             args()
             local hl = dl % 2048
             if hl <= 0 or hl > handoff then
                 hl = handoff
             end
-            redis.call('PEXPIRE', KEYS[1], hl)
             local tm = t
 --@include text_token.luainc
+            -- Above the released hold's token too: without retention it
+            -- was kept in the lock hash, not the fence hash.
+            local rt = ARGV[3]
+            if #rt > #tok or (#rt == #tok and rt >= tok) then
+                tok = string.format('%d', tonumber(rt) + 1)
+            end
+            if ARGV[6] == '0' then
+                redis.call('HSET', KEYS[1], head, '1', '#t', tok)
+            else
+                redis.call('HSET', KEYS[1], head, '1')
+            end
+            redis.call('PEXPIRE', KEYS[1], hl)
             if renew then
                 -- Renewed only when less than the retention is left (see
                 -- acquire.lua: field d).
@@ -124,7 +142,10 @@ local function pass_on(quiet)
     if quiet then
         return 0
     end
-    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
+    if ARGV[6] == '0' then
+        -- No retention: free and nobody queued, so nothing is kept.
+        redis.call('DEL', KEYS[2])
+    elseif redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
         -- Twice the retention, as every renewal: never below its field d.

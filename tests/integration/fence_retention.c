@@ -1,0 +1,248 @@
+/*
+ * fence_retention.c - the option fence_retention_ms (issue 31), against a
+ * real server. With 0 a released name leaves no key behind (neither the
+ * lock hash nor the fence hash), also after a fair hand-over and after
+ * an undo; the hold's token lives in the lock hash ('#t') while it is
+ * held, so reentry, inspect and dlock_lock_check still see it; tokens
+ * still increase across holds, by the server's clock: a fence hash left
+ * by an earlier grant is still read, but once a release deleted it the
+ * next token follows the clock (a planted n far above it is forgotten),
+ * which the retained default never does. A custom retention sets the
+ * fence hash's TTL; bad values and options of version 1 are checked.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+#include "fixture.h"
+#include "th_waiter.h"
+
+#define DAY_MS 86400000LL
+
+/* A fair client of srv with this fence retention. */
+static dlock_client *client_keep(int64_t keep_ms)
+{
+    const char *url = th_url(&srv);
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = keep_ms;
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    return c;
+}
+
+/* Does KEY exist on srv? */
+static int exists(const char *key)
+{
+    return (int)th_cmd_int(&srv, "EXISTS %s", key);
+}
+
+/* The server's time in us. */
+static uint64_t server_us(void)
+{
+    redisReply *r = th_cmd(&srv, "TIME");
+    uint64_t us;
+    assert_non_null(r);
+    us = strtoull(r->element[0]->str, NULL, 10) * 1000000 +
+         strtoull(r->element[1]->str, NULL, 10);
+    freeReplyObject(r);
+    return us;
+}
+
+/* A lock hash field as a number (0 when absent). */
+static uint64_t hfield(const char *key, const char *field)
+{
+    redisReply *r = th_cmd(&srv, "HGET %s %s", key, field);
+    uint64_t v = 0;
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_STRING)
+        v = strtoull(r->str, NULL, 10);
+    freeReplyObject(r);
+    return v;
+}
+
+/* 0: while held the token is in the lock hash and nowhere else; the
+ * release leaves no key; the next holds get higher tokens. */
+static void test_none_leaves_nothing(void **state)
+{
+    dlock_client *c = client_keep(0);
+    dlock_lock *l, *l2;
+    dlock_info info;
+    uint64_t prev = 0;
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_acquire(&l, c, "fr-none", 0, 10000),
+                         DLOCK_OK);
+        assert_true(dlock_lock_token(l) > prev);
+        prev = dlock_lock_token(l);
+        assert_int_equal(hfield("dlock:{fr-none}", "#t"), prev);
+        assert_int_equal(exists("dlock:{fr-none}:f"), 0);
+        /* Reentry, inspect and check see the hold's token. */
+        assert_int_equal(dlock_lock_acquire(&l2, c, "fr-none", 0, 10000),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_token(l2), prev);
+        assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+        assert_int_equal(dlock_lock_inspect(c, "fr-none", &info), DLOCK_OK);
+        assert_int_equal(info.held, 1);
+        assert_int_equal(info.reentry, 1);
+        assert_int_equal(info.last_token, prev);
+        assert_int_equal(dlock_lock_check(c, "fr-none", prev), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(exists("dlock:{fr-none}"), 0);
+        assert_int_equal(exists("dlock:{fr-none}:f"), 0);
+    }
+    dlock_client_free(c);
+}
+
+/* A waiter that waits up to 20 s and keeps the lock (w.l). */
+static th_waiter keeping_waiter(dlock_client *c, const char *name)
+{
+    return (th_waiter){.c = c,
+                       .name = name,
+                       .wait_ms = 20000,
+                       .lease_ms = 10000,
+                       .hold_ms = TH_WAITER_KEEP};
+}
+
+/* 0 with a fair hand-over: the waiter gets a higher token (kept in the
+ * lock hash), and its release, with nobody queued, removes everything,
+ * the fence hash the hand-over wrote included. */
+static void test_none_after_handover(void **state)
+{
+    dlock_client *ca = client_keep(0), *cb = client_keep(0);
+    dlock_lock *la;
+    th_waiter w = keeping_waiter(cb, "fr-hand");
+    int64_t end;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, ca, "fr-hand", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(th_waiter_start(&w), 0);
+    end = th_now_ms() + 10000;
+    while (th_cmd_int(&srv, "ZCARD dlock:{fr-hand}:q") != 1) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(1);
+    }
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK); /* hands over */
+    assert_int_equal(th_waiter_join(&w), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(dlock_lock_token(w.l) > dlock_lock_token(la) ||
+                dlock_lock_token(la) == 0);
+    assert_int_equal(hfield("dlock:{fr-hand}", "#t"), dlock_lock_token(w.l));
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-hand}"), 0);
+    assert_int_equal(exists("dlock:{fr-hand}:f"), 0);
+    assert_int_equal(exists("dlock:{fr-hand}:q"), 0);
+    assert_int_equal(exists("dlock:{fr-hand}:qt"), 0);
+    dlock_client_free(ca);
+    dlock_client_free(cb);
+}
+
+/* Token order with 0 against the default. A fence hash whose n is far
+ * above the clock (as a grant under a clock that was ahead would leave)
+ * is read by the next grant either way. With the default the release
+ * keeps it, and the hold after is above it too; with 0 the release
+ * deletes it, and the hold after gets the server's time again: below
+ * the earlier token. That is the documented price of 0. */
+static void test_order_by_clock(void **state)
+{
+    dlock_client *keep = client_keep(0), *dflt = client_keep(7 * DAY_MS);
+    dlock_lock *l;
+    uint64_t ahead = server_us() + 3600ULL * 1000000, t1;
+    (void)state;
+    assert_int_equal(th_cmd_int(&srv, "HSET dlock:{fr-ord}:f n %llu",
+                                (unsigned long long)ahead),
+                     1);
+    assert_int_equal(dlock_lock_acquire(&l, dflt, "fr-ord", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_token(l), ahead + 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, dflt, "fr-ord", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_token(l), ahead + 2); /* retained */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    assert_int_equal(dlock_lock_acquire(&l, keep, "fr-ord", 0, 10000),
+                     DLOCK_OK);
+    t1 = dlock_lock_token(l);
+    assert_int_equal(t1, ahead + 3); /* the fence hash is still read */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-ord}:f"), 0);
+    assert_int_equal(dlock_lock_acquire(&l, keep, "fr-ord", 0, 10000),
+                     DLOCK_OK);
+    assert_true(dlock_lock_token(l) < t1); /* the clock again */
+    assert_true(dlock_lock_token(l) >= ahead - 3600ULL * 1000000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(keep);
+    dlock_client_free(dflt);
+}
+
+/* A retention other than the default: the fence hash lives at least it
+ * and at most twice it after a grant, and survives the release. */
+static void test_custom_retention(void **state)
+{
+    dlock_client *c = client_keep(3600000);
+    dlock_lock *l;
+    long long pttl;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l, c, "fr-hour", 0, 10000), DLOCK_OK);
+    pttl = th_cmd_int(&srv, "PTTL dlock:{fr-hour}:f");
+    assert_true(pttl > 3600000 && pttl <= 7200000);
+    assert_int_equal(hfield("dlock:{fr-hour}:f", "n"), dlock_lock_token(l));
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-hour}:f"), 1);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{fr-hour}:f") > 3600000);
+    dlock_client_free(c);
+}
+
+/* Bad values are refused; a version 1 struct gets the default. */
+static void test_options(void **state)
+{
+    const char *url = th_url(&srv);
+    dlock_options o;
+    dlock_client *c = NULL;
+    dlock_lock *l;
+    char err[256];
+    (void)state;
+    dlock_options_init(&o);
+    assert_int_equal(o.fence_retention_ms, 7 * DAY_MS);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = 999;
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_EINVAL);
+    assert_non_null(strstr(err, "fence_retention_ms"));
+    o.fence_retention_ms = -1;
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_EINVAL);
+    o.fence_retention_ms = 0;
+    o.version = 1; /* an older program's struct: the field is not read */
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "fr-v1", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-v1}:f"), 1); /* the default kept it */
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_none_leaves_nothing),
+        cmocka_unit_test(test_none_after_handover),
+        cmocka_unit_test(test_order_by_clock),
+        cmocka_unit_test(test_custom_retention),
+        cmocka_unit_test(test_options),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
