@@ -690,6 +690,15 @@ def main():
     results["holds"] = {
         "k%d" % d["holds"]: {k: v for k, v in d.items() if k != "label"}
         for d in runs.values() if d.get("mode") == "holds"}
+    results["memory"] = {
+        ("none" if d["fence_retention_ms"] == 0 else "default"):
+        {k: v for k, v in d.items() if k != "label"}
+        for d in runs.values() if d.get("mode") == "memory"}
+    none = results["memory"].get("none")
+    if none:
+        target("memory: %d names without fence retention, used_memory "
+               "back within 5 MB" % none["names"], none["delta_mb"],
+               abs(none["delta_mb"]) <= 5.0)
     results["targets_issue18"] = targets18
     results["peer_versions"] = versions
     results["all_lost_updates"] = lost
@@ -716,6 +725,15 @@ def main():
                  fmt(d["cpu_us_per_cycle_none"]),
                  fmt(d["cpu_us_per_cycle_after"]), fmt(d["cost_ratio"], 3)))
     if results["holds"]:
+        print()
+    for k, d in sorted(results["memory"].items()):
+        print("memory %s (fence retention %d ms): %d names acquired and "
+              "released once: used_memory %+.2f MB, %s bytes per name, "
+              "keys %d -> %d"
+              % (k, d["fence_retention_ms"], d["names"], d["delta_mb"],
+                 fmt(d["bytes_per_name"], 1), d["keys_before"],
+                 d["keys_after"]))
+    if results["memory"]:
         print()
     print("floors (raw hiredis, one client): W1 paired with each strategy "
           "in one process; W2 (4 round trips/cycle) right before it:")

@@ -67,7 +67,8 @@
 --   {0, pttl}          not acquired (queued in mode 2); pttl = the holder's
 --                      remaining lease in ms (-2: free, but a live waiter is
 --                      ahead in the queue)
---   {0, pttl, n}       the same in mode 2, with n = the last token granted:
+--   {0, pttl, n}       the same in mode 2, with n = the last token granted,
+--                      never below the server's time in us (waiter_floor):
 --                      a handoff whose token is not above n was made before
 --                      this call (and has lapsed, or this call would have
 --                      confirmed it), so the waiter must not take it
