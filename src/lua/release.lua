@@ -101,6 +101,11 @@ local function pass_on(quiet)
             end
             local ch = ARGV[4] .. ':' .. string.sub(head, 1, 32)
             if not hand then
+                if ARGV[6] == '0' and
+                    redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
+                    -- The queue stays: keep its mark (acquire.lua).
+                    redis.call('PEXPIRE', KEYS[2], '1209600000')
+                end
                 return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
             end
             redis.call('ZREM', KEYS[4], head)
@@ -161,6 +166,15 @@ if cur == ARGV[2] then
     if cur ~= '1' then
         redis.call('HINCRBY', KEYS[1], owner, -1)
         return 2
+    end
+    if ARGV[6] == '0' and not ARGV[9] then
+        -- No retention: the fence hash goes with the lock (a hand-over
+        -- writes it anew). None was there: nobody is queued (a queue
+        -- always has it, acquire.lua), so only the announcement is left.
+        if redis.call('DEL', KEYS[1], KEYS[2]) == 1 then
+            return announce(ARGV[4], 'r ' .. ARGV[7])
+        end
+        return pass_on(false)
     end
     redis.call('DEL', KEYS[1])
     local ticket = ARGV[9] and tonumber(ARGV[9]) or 0

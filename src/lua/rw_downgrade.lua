@@ -29,7 +29,9 @@ end
 if depth > 1 then
     return -1
 end
-redis.call('HDEL', KEYS[1], owner)
+-- The writer's field goes, and its token's ('#t', kept there without
+-- fence retention: acquire.lua), or the hash would outlive the readers.
+redis.call('HDEL', KEYS[1], owner, '#t')
 redis.call('HSET', KEYS[1], '#r', '1')
 if redis.call('PTTL', KEYS[1]) < lease then
     redis.call('PEXPIRE', KEYS[1], lease)

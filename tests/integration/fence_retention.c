@@ -207,6 +207,54 @@ static void test_custom_retention(void **state)
     dlock_client_free(c);
 }
 
+/* 0 and a read-write lock: a writer downgraded to a reader takes its
+ * token's field ('#t') out of the lock hash with its own, so that the
+ * name is free once the reader is released (it was held by '#t' alone
+ * until the writer's lease ran out). */
+static void test_none_downgrade(void **state)
+{
+    dlock_client *c = client_keep(0);
+    dlock_lock *w, *r;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&w, c, "fr-rw", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_rw_downgrade(&r, w), DLOCK_OK);
+    assert_int_equal(hfield("dlock:{fr-rw}", "#t"), 0);
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-rw}"), 0);
+    assert_int_equal(dlock_lock_acquire(&w, c, "fr-rw", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* 0 with a queued waiter: the queue is never without the fence hash
+ * (its mark 'w'), which tells the release to look at the queue. */
+static void test_none_queue_marked(void **state)
+{
+    dlock_client *ca = client_keep(0), *cb = client_keep(0);
+    dlock_lock *la;
+    th_waiter w = keeping_waiter(cb, "fr-mark");
+    int64_t end;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, ca, "fr-mark", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-mark}:f"), 0);
+    assert_int_equal(th_waiter_start(&w), 0);
+    end = th_now_ms() + 10000;
+    while (th_cmd_int(&srv, "ZCARD dlock:{fr-mark}:q") != 1) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(1);
+    }
+    assert_int_equal(hfield("dlock:{fr-mark}:f", "w"), 1);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{fr-mark}:f") > 0);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_int_equal(th_waiter_join(&w), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-mark}:f"), 0);
+    dlock_client_free(ca);
+    dlock_client_free(cb);
+}
+
 /* Bad values are refused; a version 1 struct gets the default. */
 static void test_options(void **state)
 {
@@ -242,6 +290,8 @@ int main(void)
         cmocka_unit_test(test_none_after_handover),
         cmocka_unit_test(test_order_by_clock),
         cmocka_unit_test(test_custom_retention),
+        cmocka_unit_test(test_none_downgrade),
+        cmocka_unit_test(test_none_queue_marked),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
