@@ -86,8 +86,9 @@
 -- fresh acquire of a free name with nothing beside it (no queue, no
 -- fence hash: while anyone is queued the fence hash exists, see the
 -- mark below) takes the lock with the server's time as its token, in
--- four calls.
-if ARGV[9] == '0' and ARGV[3] == '0' and
+-- four calls. (Not for a queued waiter's attempt, mode 2: it found the
+-- lock busy before, and rarely finds it free now.)
+if ARGV[9] == '0' and ARGV[3] == '0' and ARGV[4] ~= '2' and
     redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
     local tm = redis.call('TIME')
     local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
@@ -101,7 +102,8 @@ if ARGV[9] == '0' and ARGV[3] == '0' and
 end
 -- The common case first, before anything else is set up: a fresh fair
 -- try of a free lock nobody queues for (one EXISTS of lock and queue).
-if ARGV[3] == '0' and ARGV[4] == '1' and
+-- (Without retention the one above has looked already.)
+if ARGV[3] == '0' and ARGV[4] == '1' and ARGV[9] ~= '0' and
     redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
     local tm = redis.call('TIME')
 --@include grant.luainc
@@ -157,10 +159,19 @@ local function maxtok(a, b)
     return a
 end
 
+-- The fence hash's n (false: none), read once.
+local fence_n_val
+local function fence_n()
+    if fence_n_val == nil then
+        fence_n_val = redis.call('HGET', KEYS[2], 'n') or false
+    end
+    return fence_n_val
+end
+
 -- The last token granted on this name: the fence hash's n, or the hold's
 -- own ('#t', kept in the lock hash without fence retention), the higher.
 local function last_token()
-    return maxtok(redis.call('HGET', KEYS[2], 'n'), held_tok) or '0'
+    return maxtok(fence_n(), held_tok) or '0'
 end
 
 -- The same for a queued waiter's reply, never below the server's time
@@ -249,8 +260,9 @@ if mode == '2' then
     redis.call('ZADD', KEYS[3], 'NX', ticket, owner)
     -- Without fence retention, a queue is never without the fence hash:
     -- its mark 'w' tells release.lua to look at the queue (a release
-    -- that finds no fence hash skips it).
-    if ARGV[9] == '0' and redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
+    -- that finds no fence hash skips it). One holding a token is there.
+    if ARGV[9] == '0' and not fence_n() and
+        redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
         redis.call('PEXPIRE', KEYS[2], '1209600000')
     end
 end

@@ -29,9 +29,10 @@ end
 if depth > 1 then
     return -1
 end
--- The writer's field goes, and its token's ('#t', kept there without
--- fence retention: acquire.lua), or the hash would outlive the readers.
-redis.call('HDEL', KEYS[1], owner, '#t')
+-- The writer's field goes, and its token's ('#t', '#f', kept there
+-- without fence retention: acquire.lua), or the hash would outlive the
+-- readers.
+redis.call('HDEL', KEYS[1], owner, '#t', '#f')
 redis.call('HSET', KEYS[1], '#r', '1')
 if redis.call('PTTL', KEYS[1]) < lease then
     redis.call('PEXPIRE', KEYS[1], lease)

@@ -110,6 +110,22 @@ static dlock_client *client(void)
     return c;
 }
 
+/* A fair client without fence retention (issue 31). */
+static dlock_client *client_none(void)
+{
+    const char *url = th_url(&srv);
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = 0;
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    return c;
+}
+
 /* An uncontended cycle of the default strategy: the try that takes the
  * free lock and the release, 2 scripts. The name's first cycle creates
  * its fence hash (and renews its retention); the second is measured. */
@@ -138,20 +154,11 @@ static void test_uncontended_cycle(void **state)
  * is read or written beside the lock hash but the announcement. */
 static void test_uncontended_cycle_no_retention(void **state)
 {
-    const char *url = th_url(&srv);
-    dlock_options o;
-    dlock_client *c = NULL;
+    dlock_client *c = client_none();
     dlock_lock *l;
-    char err[256];
     stats a, b;
     long long n, es;
     (void)state;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
-    o.fence_retention_ms = 0;
-    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(&l, c, "sc-none", 1000, 10000),
                      DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -195,22 +202,21 @@ static void await_queued(const char *name, long long n)
  * than expected met one of those, and is measured again (at most 5
  * times) rather than counted.
  */
-static void test_contended(void **state)
+static void contended(dlock_client *(*make)(void), const char *name,
+                      long long join_budget, long long hand_budget)
 {
     int tries;
-    (void)state;
     for (tries = 0; tries < 5; tries++) {
-        dlock_client *ca = client(), *cb = client();
+        dlock_client *ca = make(), *cb = make();
         dlock_lock *la;
-        th_waiter w = keeping_waiter(cb, "sc-busy");
+        th_waiter w = keeping_waiter(cb, name);
         stats s0, s1, s2;
         long long join, hand, es_join, es_hand;
 
-        assert_int_equal(dlock_lock_acquire(&la, ca, "sc-busy", 0, 10000),
-                         DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(&la, ca, name, 0, 10000), DLOCK_OK);
         snap(&s0);
         assert_int_equal(th_waiter_start(&w), 0);
-        await_queued("sc-busy", 1);
+        await_queued(name, 1);
         snap(&s1);
         assert_int_equal(dlock_lock_release(la), DLOCK_OK);
         assert_int_equal(th_waiter_join(&w), 0);
@@ -223,11 +229,29 @@ static void test_contended(void **state)
         hand = delta("release handing over", &s1, &s2, &es_hand);
         if (es_join != 2 || es_hand != 1)
             continue; /* a refresh or a confirm ran meanwhile */
-        assert_true(join <= JOIN_BUDGET);
-        assert_true(hand <= HANDOVER_BUDGET);
+        assert_true(join <= join_budget);
+        assert_true(hand <= hand_budget);
         return;
     }
     fail_msg("no undisturbed measurement in 5 tries");
+}
+
+static void test_contended(void **state)
+{
+    (void)state;
+    contended(client, "sc-busy", JOIN_BUDGET, HANDOVER_BUDGET);
+}
+
+/* Without fence retention: the first time a name is contended its
+ * queue's mark ('w': HSETNX and PEXPIRE) and the new fence hash's
+ * retention at the hand-over (PEXPIRE) come on top; then, on a name
+ * contended before (its fence hash holds the hand-over's token, and
+ * stays), the same as with retention. */
+static void test_contended_no_retention(void **state)
+{
+    (void)state;
+    contended(client_none, "sc-busy0", JOIN_BUDGET + 2, HANDOVER_BUDGET + 1);
+    contended(client_none, "sc-busy0", JOIN_BUDGET, HANDOVER_BUDGET);
 }
 
 /* The server's clock in ms. */
@@ -307,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_uncontended_cycle),
         cmocka_unit_test(test_uncontended_cycle_no_retention),
         cmocka_unit_test(test_contended),
+        cmocka_unit_test(test_contended_no_retention),
         cmocka_unit_test(test_fence_retention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
