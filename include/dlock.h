@@ -302,8 +302,9 @@ typedef struct dlock_options {
      * tokens then increase over a name's whole life, whatever the
      * servers' clocks do, and a retried release is recognised. 0: nothing
      * is kept once a name is released and free (no key per name ever
-     * locked: a gateway locking one name per request); the hold's token
-     * is kept in the lock hash itself (field "#t") for as long as it is
+     * locked: a gateway locking one name per request; a name handed over
+     * between fair waiters keeps its last token 7 to 14 days); the hold's
+     * token is kept in the lock hash itself (field "#t") while it is
      * held, and tokens of later holds are still above it as long as the
      * server's clock does not step back (docs/design.md, "Fence
      * retention"). Otherwise 1000 ms to 10 years. Applies to plain locks
