@@ -44,11 +44,16 @@ echo "previous release: $("$OLD" --version 2>&1 | head -n1) ($OLD)"
 start_redis
 export DLOCK_SERVERS=$REDIS_URL
 
-# The three kinds of client: the old tool, the new with its default
-# retention, the new keeping nothing.
-old() { "$OLD" "$@"; }
-new() { "$DLOCK_BIN" "$@"; }
-new0() { "$DLOCK_BIN" --fence-retention 0 "$@"; }
+# The three kinds of client, as commands in $T/bin: the old tool, the new
+# with its default retention, the new keeping nothing
+# (DLOCK_FENCE_RETENTION=0; --fence-retention 0 in the first check).
+mkdir -p "$T/bin"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$OLD" >"$T/bin/old"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$DLOCK_BIN" >"$T/bin/new"
+printf '#!/bin/sh\nDLOCK_FENCE_RETENTION=0 exec "%s" "$@"\n' "$DLOCK_BIN" \
+    >"$T/bin/new0"
+chmod +x "$T/bin/old" "$T/bin/new" "$T/bin/new0"
+PATH=$T/bin:$PATH
 
 # holder_then_try HOLDER TRIER NAME: HOLDER holds NAME (dlock run, 3 s);
 # TRIER's non-blocking try must find it busy (conflict status 42).
@@ -66,6 +71,18 @@ holder_then_try() {
     expect_status 0 "$trier takes $name once $holder released it" \
         "$trier" run -n -E 42 "$name" -- true
 }
+
+# The option and the variable say the same.
+expect_status 0 "--fence-retention 0 leaves no fence hash" \
+    "$DLOCK_BIN" run --fence-retention 0 -n mv-opt -- true
+check "... none there" \
+    test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-opt}:f')" = 0
+expect_status 0 "the default leaves the fence hash" \
+    new run -n mv-opt2 -- true
+check "... there" test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-opt2}:f')" = 1
+expect_status 64 "--fence-retention 0.5 is refused" \
+    "$DLOCK_BIN" run --fence-retention 0.5 -n mv-opt -- true
+check "... saying why" file_has "$T/err" "keep nothing"
 
 holder_then_try old new mv-a
 holder_then_try old new0 mv-b
@@ -107,14 +124,16 @@ check "tokens strictly increase in lock order" \
 check "the lock is free at the end" \
     test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-counter}')" = 0
 
-# Without retention a new client leaves nothing once the name is free,
-# also where an old client's grant left the fence hash before.
+# A new client without retention leaves a fence hash holding a token
+# (an old client's grant or hand-over wrote it: an old fair waiter may
+# need it) where it was; the lock itself goes.
 expect_status 0 "an old client takes mv-g" old run -n mv-g -- true
 check "the old client left the fence hash" \
     test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-g}:f')" = 1
 expect_status 0 "a new client without retention takes mv-g" \
     new0 run -n mv-g -- true
-check "... and leaves no key" \
-    test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-g}' 'dlock:{mv-g}:f')" = 0
+check "... and keeps that fence hash, the lock gone" \
+    test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{mv-g}'):$(rcli "$REDIS_PORT" \
+        EXISTS 'dlock:{mv-g}:f')" = 0:1
 
 finish
