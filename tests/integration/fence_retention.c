@@ -31,15 +31,8 @@
 static dlock_client *client_keep(int64_t keep_ms)
 {
     const char *url = th_url(&srv);
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
-    o.fence_retention_ms = keep_ms;
-    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    dlock_client *c = th_client_keep(url, keep_ms);
+    assert_non_null(c);
     return c;
 }
 
@@ -107,16 +100,6 @@ static void test_none_leaves_nothing(void **state)
     dlock_client_free(c);
 }
 
-/* A waiter that waits up to 20 s and keeps the lock (w.l). */
-static th_waiter keeping_waiter(dlock_client *c, const char *name)
-{
-    return (th_waiter){.c = c,
-                       .name = name,
-                       .wait_ms = 20000,
-                       .lease_ms = 10000,
-                       .hold_ms = TH_WAITER_KEEP};
-}
-
 /* 0 with a fair hand-over: the waiter gets a higher token (kept in the
  * lock hash, and in the fence hash, which a waiter of an earlier version
  * reads), and its release, with nobody queued, removes the lock and the
@@ -126,17 +109,12 @@ static void test_none_after_handover(void **state)
 {
     dlock_client *ca = client_keep(0), *cb = client_keep(0);
     dlock_lock *la;
-    th_waiter w = keeping_waiter(cb, "fr-hand");
-    int64_t end;
+    th_waiter w = th_waiter_keeping(cb, "fr-hand");
     (void)state;
     assert_int_equal(dlock_lock_acquire(&la, ca, "fr-hand", 0, 10000),
                      DLOCK_OK);
     assert_int_equal(th_waiter_start(&w), 0);
-    end = th_now_ms() + 10000;
-    while (th_cmd_int(&srv, "ZCARD dlock:{fr-hand}:q") != 1) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(1);
-    }
+    assert_int_equal(th_await_queued(&srv, "fr-hand", 1), 0);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK); /* hands over */
     assert_int_equal(th_waiter_join(&w), 0);
     assert_int_equal(w.rc, DLOCK_OK);
@@ -250,18 +228,13 @@ static void test_none_queue_marked(void **state)
 {
     dlock_client *ca = client_keep(0), *cb = client_keep(0);
     dlock_lock *la;
-    th_waiter w = keeping_waiter(cb, "fr-mark");
-    int64_t end;
+    th_waiter w = th_waiter_keeping(cb, "fr-mark");
     (void)state;
     assert_int_equal(dlock_lock_acquire(&la, ca, "fr-mark", 0, 10000),
                      DLOCK_OK);
     assert_int_equal(exists("dlock:{fr-mark}:f"), 0);
     assert_int_equal(th_waiter_start(&w), 0);
-    end = th_now_ms() + 10000;
-    while (th_cmd_int(&srv, "ZCARD dlock:{fr-mark}:q") != 1) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(1);
-    }
+    assert_int_equal(th_await_queued(&srv, "fr-mark", 1), 0);
     assert_int_equal(hfield("dlock:{fr-mark}:f", "w"), 1);
     assert_true(th_cmd_int(&srv, "PTTL dlock:{fr-mark}:f") > 0);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);

@@ -113,85 +113,54 @@ static dlock_client *client(void)
 /* A fair client without fence retention (issue 31). */
 static dlock_client *client_none(void)
 {
-    const char *url = th_url(&srv);
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
-    o.fence_retention_ms = 0;
-    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    dlock_client *c = th_client_keep(th_url(&srv), 0);
+    assert_non_null(c);
     return c;
 }
 
-/* An uncontended cycle of the default strategy: the try that takes the
- * free lock and the release, 2 scripts. The name's first cycle creates
- * its fence hash (and renews its retention); the second is measured. */
-static void test_uncontended_cycle(void **state)
+/* The second of two uncontended cycles of c on NAME (the try that takes
+ * the free lock and the release, 2 scripts), counted under LABEL against
+ * budget; c is freed. */
+static void cycle(dlock_client *c, const char *name, const char *label,
+                  long long budget)
 {
-    dlock_client *c = client();
     dlock_lock *l;
     stats a, b;
     long long n, es;
-    (void)state;
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, name, 1000, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     snap(&a);
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, name, 1000, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     snap(&b);
-    n = delta("uncontended cycle", &a, &b, &es);
+    n = delta(label, &a, &b, &es);
     assert_int_equal(es, 2);
-    assert_true(n <= CYCLE_BUDGET);
+    assert_true(n <= budget);
     dlock_client_free(c);
+}
+
+/* An uncontended cycle of the default strategy. The name's first cycle
+ * creates its fence hash (and renews its retention); the second is
+ * measured. */
+static void test_uncontended_cycle(void **state)
+{
+    (void)state;
+    cycle(client(), "sc-free", "uncontended cycle", CYCLE_BUDGET);
 }
 
 /* The uncontended cycle of a client without fence retention: nothing
  * is read or written beside the lock hash but the announcement. */
 static void test_uncontended_cycle_no_retention(void **state)
 {
-    dlock_client *c = client_none();
-    dlock_lock *l;
-    stats a, b;
-    long long n, es;
     (void)state;
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-none", 1000, 10000),
-                     DLOCK_OK);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    snap(&a);
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-none", 1000, 10000),
-                     DLOCK_OK);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    snap(&b);
-    n = delta("uncontended cycle, no retention", &a, &b, &es);
-    assert_int_equal(es, 2);
-    assert_true(n <= CYCLE_BUDGET_NO_RETENTION);
-    dlock_client_free(c);
-}
-
-/* A waiter thread that waits up to 20 s (lease 10 s) and keeps the lock
- * for the test (w.l). */
-static th_waiter keeping_waiter(dlock_client *c, const char *name)
-{
-    return (th_waiter){.c = c,
-                       .name = name,
-                       .wait_ms = 20000,
-                       .lease_ms = 10000,
-                       .hold_ms = TH_WAITER_KEEP};
+    cycle(client_none(), "sc-none", "uncontended cycle, no retention",
+          CYCLE_BUDGET_NO_RETENTION);
 }
 
 /* Wait (bounded) until NAME's fair queue holds n waiters. */
 static void await_queued(const char *name, long long n)
 {
-    int64_t end = th_now_ms() + 10000;
-    while (th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name) != n) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(1);
-    }
+    assert_int_equal(th_await_queued(&srv, name, n), 0);
 }
 
 /*
@@ -209,7 +178,7 @@ static void contended(dlock_client *(*make)(void), const char *name,
     for (tries = 0; tries < 5; tries++) {
         dlock_client *ca = make(), *cb = make();
         dlock_lock *la;
-        th_waiter w = keeping_waiter(cb, name);
+        th_waiter w = th_waiter_keeping(cb, name);
         stats s0, s1, s2;
         long long join, hand, es_join, es_hand;
 
@@ -300,7 +269,7 @@ static void test_fence_retention(void **state)
 {
     dlock_client *ca = client(), *cb = client();
     dlock_lock *la;
-    th_waiter w = keeping_waiter(cb, "sc-keep");
+    th_waiter w = th_waiter_keeping(cb, "sc-keep");
     (void)state;
     assert_int_equal(dlock_lock_acquire(&la, ca, "sc-keep", 0, 10000),
                      DLOCK_OK);
