@@ -313,6 +313,50 @@ def _paired(rounds, lab, flab, key="acq_per_s"):
     return per, (round(statistics.median(per), 3) if per else None)
 
 
+def python_binding(runs, rounds):
+    """Issue 32: the dlock Python binding (bench/peers/dlockpy_peer.py,
+    labels pyb_*) against redis-py's Lock (py_*), both on the same server
+    in the same run; W1 and W2 in rounds, each binding run right after
+    redis-py's of its round (the ratio is the median of the rounds'),
+    W3 (64 processes, full mode) once each. Its targets, met or missed."""
+    out, targets = {}, []
+    for w, key in (("w1", "cycles_per_s"), ("w2", "acq_per_s"),
+                   ("w3", "acq_per_s")):
+        b, p = runs.get("pyb_" + w), runs.get("py_" + w)
+        if b is None:
+            continue
+        e = {"binding_" + key: b.get(key),
+             "redis_py_" + key: p and p.get(key),
+             "ratio": ratio(b.get(key), p and p.get(key))}
+        per, med = _paired(rounds, "pyb_" + w, "py_" + w, key)
+        if med is not None:
+            e["ratio"], e["ratio_rounds"] = med, per
+        if w == "w1":
+            e["binding_p50_us"] = b.get("p50_us")
+            e["redis_py_p50_us"] = p and p.get("p50_us")
+        else:
+            e["procs"] = b.get("procs")
+            e["binding_fairness"] = b.get("fairness_min_over_max")
+            e["redis_py_fairness"] = p and p.get("fairness_min_over_max")
+            e["lost_updates"] = b.get("lost_updates")
+            e["errors"] = b.get("errors")
+        out[w] = e
+
+    def t(name, value, ok):
+        targets.append({"target": name, "value": value,
+                        "met": bool(ok) if value is not None else None})
+
+    v = _dig(out, "w1", "ratio")
+    t("Python W1 >= 1.2x redis-py Lock's cycles/s", v,
+      v is not None and v >= 1.2)
+    v = _dig(out, "w3", "ratio")
+    t("Python W3 (64 procs) >= 2x redis-py Lock's acq/s", v,
+      v is not None and v >= 2)
+    v = _dig(out, "w3", "binding_fairness")
+    t("Python W3 fairness >= 0.9", v, v is not None and v >= 0.9)
+    return out, targets
+
+
 SEM_KEYS = ("procs", "limit", "acq_per_s", "wait_p50_us", "wait_p99_us",
             "requests_per_acq", "redis_cpu_us_per_acq",
             "redis_commands_per_acq", "fairness_min_over_max", "timeouts",
@@ -714,6 +758,10 @@ def main():
                "back within 5 MB" % none["names"], none["delta_mb"],
                abs(none["delta_mb"]) <= 5.0)
     results["targets_issue18"] = targets18
+    pyb, targets32 = python_binding(runs, rounds)
+    if pyb:
+        results["python_binding"] = pyb
+        results["targets_issue32"] = targets32
     results["peer_versions"] = versions
     results["all_lost_updates"] = lost
     results["mode"] = "quick" if quick == "1" else "full"
@@ -863,6 +911,24 @@ def main():
     for t in targets18:
         state = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
         print("  %-6s %-58s %s" % (state, t["target"], fmt(t["value"], 3)))
+
+    if pyb:
+        print()
+        print("the Python binding vs redis-py's Lock (same server, same "
+              "run; x = median of the rounds' ratios):")
+        for w, e in sorted(pyb.items()):
+            k = "cycles_per_s" if w == "w1" else "acq_per_s"
+            print("  %s: binding %s, redis-py %s, x %s%s" % (
+                w.upper(), num(e.get("binding_" + k)),
+                num(e.get("redis_py_" + k)), fmt(e.get("ratio"), 2),
+                "" if w == "w1" else ", fairness %s vs %s" % (
+                    fmt(e.get("binding_fairness"), 3),
+                    fmt(e.get("redis_py_fairness"), 3))))
+        print("targets (issue 32):")
+        for t in targets32:
+            state = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+            print("  %-6s %-58s %s" % (state, t["target"],
+                                        fmt(t["value"], 3)))
 
     # gnuplot: CDF of handoff latency per strategy, W2 and W3.
     series = []

@@ -591,6 +591,17 @@ int cli_parse_args(struct cli *o, int argc, char **argv)
         return cli_usage_error(
             o->cmd_name, "KEY is longer than 480 bytes: too long for "
                          "--once-per (the done-marker is named KEY:SLOT)");
+    if (o->once_per_ms > 0 && (o->shared || o->limit > 0))
+        /* Its promise (two runs cannot both find the slot not done and
+         * both succeed) rests on holding KEY alone from the slot's check
+         * to its marker; readers and permits are held by several. */
+        return cli_usage_error(
+            o->cmd_name,
+            "--once-per needs the lock itself, not %s: only a "
+            "run holding KEY alone can check the slot, run "
+            "COMMAND and mark the slot done without another "
+            "run doing the same",
+            o->shared ? "--shared" : "--limit");
     if (o->done_code != CLI_DEFAULT_DONE_CODE && o->once_per_ms == 0)
         return cli_usage_error(o->cmd_name,
                                "--done-exit-code applies only with --once-per");

@@ -287,6 +287,9 @@ char *cli_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_redact_url(const char *url, char *out, size_t outlen);
 int cli_mask_password(char *url);
 void cli_json_string(FILE *f, const char *s);
+/* The length of the valid UTF-8 sequence at P (1 to 4; an ASCII byte is
+ * 1), or 0 when the byte at P does not begin one. */
+int cli_utf8_len(const unsigned char *p);
 void cli_shell_quote(FILE *f, const char *s);
 int64_t cli_now_ms(void);
 void cli_format_ms(int64_t ms, char *out, size_t outlen);

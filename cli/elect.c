@@ -296,12 +296,16 @@ int cli_elect(const struct cli *o, dlock_client *c)
     return code;
 }
 
-/* Print one leader line: "EPOCH VALUE" or "none"; with --json an
- * object. 0, or the exit status 74 after saying why it could not be
- * written (SIGPIPE is ignored: a reader of --watch that went away shows
- * as EPIPE here, and must end the watch). */
+/* Print one leader line: "EPOCH VALUE" (the value's control bytes as
+ * '?', as status and list print names: one line per change, nothing for
+ * the terminal to act on) or "none"; with --json an object. 0, or the
+ * exit status 74 after saying why it could not be written (SIGPIPE is
+ * ignored: a reader of --watch that went away shows as EPIPE here, and
+ * must end the watch). */
 static int print_leader(const struct cli *o, const dlock_leader_info *li)
 {
+    char value[DLOCK_VALUE_MAX + 1];
+
     if (o->json) {
         fputs("{\"name\":", stdout);
         cli_json_string(stdout, o->key);
@@ -317,7 +321,8 @@ static int print_leader(const struct cli *o, const dlock_leader_info *li)
         }
         fputs("}\n", stdout);
     } else if (li->leading) {
-        printf("%llu %s\n", (unsigned long long)li->epoch, li->value);
+        cli_printable(li->value, value, sizeof value);
+        printf("%llu %s\n", (unsigned long long)li->epoch, value);
     } else {
         puts("none");
     }

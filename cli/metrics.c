@@ -17,16 +17,31 @@
 
 #include "cli.h"
 
-/* Write S as a Prometheus label value (\, " and newline escaped). */
+/* Write S as a Prometheus label value (\, " and newline escaped). The
+ * text format is UTF-8: a byte outside a valid UTF-8 sequence is written
+ * as the character of the same number (its Latin-1 reading, U+0080 to
+ * U+00FF), as the JSON output does (cli_json_string). */
 static void label_value(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
+    const unsigned char *p = (const unsigned char *)s;
+    for (; *p; p++) {
+        int n = *p >= 0x80 ? cli_utf8_len(p) : 1;
+        if (n == 0) {
+            fputc(0xc0 | *p >> 6, f);
+            fputc(0x80 | (*p & 0x3f), f);
+            continue;
+        }
+        if (n > 1) {
+            fwrite(p, 1, (size_t)n, f);
+            p += n - 1;
+            continue;
+        }
+        if (*p == '\\' || *p == '"')
             fputc('\\', f);
-        if (*s == '\n')
+        if (*p == '\n')
             fputs("\\n", f);
         else
-            fputc(*s, f);
+            fputc(*p, f);
     }
 }
 

@@ -186,12 +186,51 @@ int cli_mask_password(char *url)
     return 1;
 }
 
+/* See cli.h. UTF-8 as RFC 3629 has it: no overlong forms, no surrogates,
+ * nothing above U+10FFFF. */
+int cli_utf8_len(const unsigned char *p)
+{
+    int n, i;
+    unsigned cp;
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2, cp = p[0] & 0x1f;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        n = 3, cp = p[0] & 0x0f;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        n = 4, cp = p[0] & 0x07;
+    else
+        return 0;
+    for (i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) /* also stops at the NUL */
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
 /* Write S to F as a JSON string literal, escaping quotes, backslashes and
- * control characters. Bytes from 0x80 up are passed through. */
+ * control characters. Valid UTF-8 passes as it is; a byte outside a valid
+ * UTF-8 sequence is written \u00XX, the character of the same number
+ * (its Latin-1 reading), so that the output is always UTF-8. */
 void cli_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            int n = cli_utf8_len(p);
+            if (n == 0) {
+                fprintf(f, "\\u%04x", *p);
+            } else {
+                fwrite(p, 1, (size_t)n, f);
+                p += n - 1;
+            }
+            continue;
+        }
         switch (*p) {
         case '"':
             fputs("\\\"", f);

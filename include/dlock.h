@@ -258,7 +258,8 @@ typedef struct dlock_options {
      * fenced set; also a semaphore permit's or a reader's acquire, a
      * downgrade) is followed, in the same round trip, by WAIT
      * wait_replicas wait_replicas_timeout_ms; fewer acknowledgements give
-     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first); a lock
+     * DLOCK_NOT_REPLICATED (an acquire's grant is undone first, and so
+     * is an extend's extension, unless the watchdog renews it); a lock
      * (or permit) handed over by a fair release is confirmed the same way
      * before the acquire returns. In a Redis Cluster, WAIT runs on the
      * master of the lock's slot. Default 0 (no WAIT);
@@ -308,8 +309,10 @@ typedef struct dlock_options {
      * held, and tokens of later holds are still above it as long as the
      * server's clock does not step back (docs/design.md, "Fence
      * retention"). Otherwise 1000 ms to 10 years. Applies to plain locks
-     * and the lock of an election; semaphores, read-write locks and an
-     * election's leader hash (<prefix>:{<name>}:l) keep 7 days. */
+     * (and writers) of one server or a Cluster, and the lock of an
+     * election; semaphores, readers, an election's leader hash
+     * (<prefix>:{<name>}:l) and a client of several servers (Redlock)
+     * keep 7 days when it is 0. */
     int64_t fence_retention_ms;
 } dlock_options;
 
@@ -391,7 +394,8 @@ typedef struct dlock_acquire_options {
 DLOCK_EXPORT void dlock_acquire_options_init(dlock_acquire_options *opts);
 
 /*
- * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL).
+ * Acquire the lock NAME (1 to 512 bytes, any bytes but NUL; in a Redis
+ * Cluster not beginning with '}', DLOCK_EINVAL: see libdlock(3)).
  * Returns DLOCK_OK with *out set, or: DLOCK_BUSY (wait_ms == 0 and the
  * lock is held), DLOCK_TIMEDOUT (waited wait_ms), DLOCK_CANCELED,
  * DLOCK_NOT_OWNER (a reentrant acquire found our earlier hold expired),
@@ -431,7 +435,12 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 
 /* Set the lease to lease_ms from now. DLOCK_NOT_OWNER when the lock has
  * expired or been taken; with Redlock, a majority must agree within the
- * remaining validity. */
+ * remaining validity, the servers that do not hold it are given it
+ * again where it is free (see dlock_lock_nodes_holding), and a success
+ * leaves a warning in dlock_errmsg() while not every server holds it.
+ * DLOCK_NOT_REPLICATED (wait_replicas): the extension is given back, the
+ * lease is what it was (a lock the watchdog renews gets its lease at the
+ * next renewal). */
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every
@@ -461,6 +470,24 @@ DLOCK_EXPORT int dlock_lock_status(const dlock_lock *lock);
  */
 DLOCK_EXPORT int dlock_lock_lost_reason(const dlock_lock *lock,
                                         const char **why);
+
+/*
+ * On how many servers the lock was last found held, and in *servers (when
+ * not NULL) how many the client has. With Redlock: the servers that
+ * granted its acquire, then, after each renewal (the watchdog's or
+ * dlock_lock_extend), those that confirmed it, the servers it took back
+ * included: a renewal that a majority confirms puts the lock again on
+ * every server where it is free (one that missed the acquire, or lost
+ * the lock in a restart without its data), never where another owner
+ * holds it. A Redlock acquire returns once a majority granted; the other
+ * servers are still asked and follow within their round trip, so the
+ * count right after an acquire may be that majority. A lock on a bare
+ * majority survives the loss of none of those servers; dlock_lock_extend
+ * leaves a warning in dlock_errmsg() while not every server holds it.
+ * One server or a Redis Cluster: 1 of 1. Returns the count, or
+ * DLOCK_EINVAL for a NULL lock.
+ */
+DLOCK_EXPORT int dlock_lock_nodes_holding(const dlock_lock *lock, int *servers);
 
 /* The lock's name as given to acquire. */
 DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
@@ -610,7 +637,8 @@ DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
  * Check a caller's fencing token against the lock NAME now, for a resource
  * outside Redis that must verify who may act (Chubby's CheckSequencer,
  * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
- * token of its current hold (with Redlock: on a majority of the servers);
+ * token of its current hold, or of one of its live readers or semaphore
+ * permits (each has its own; with Redlock: on a majority of the servers);
  * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
  * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
  * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
@@ -744,6 +772,9 @@ DLOCK_EXPORT const char *dlock_event_name(int type);
  * read-write lock), or a semaphore. Using a name as the other kind is
  * refused with DLOCK_EINVAL ("... is a semaphore", "... is a lock") for
  * as long as the servers remember the name (7 days after its last use).
+ * A name whose key holds a value dlock did not write (another tool's) is
+ * refused with DLOCK_EINVAL too ("... not dlock's", naming its Redis
+ * type), and the value is left as it is.
  */
 
 /* The largest semaphore limit. */
@@ -783,7 +814,9 @@ DLOCK_EXPORT int dlock_sem_acquire(dlock_lock **out, dlock_client *client,
  * Set the limit of semaphore NAME to LIMIT (1 to DLOCK_SEM_LIMIT_MAX),
  * creating it if NAME is unused. A raised limit passes the new permits
  * to waiters at once; holders above a lowered limit keep their permits,
- * and new ones are granted only below it. The previous limit is stored in
+ * and new ones are granted only below it. Acquires waiting meanwhile
+ * (with the old limit) wait on under the new one: the next free permit
+ * is theirs in turn; only a new acquire with another limit is refused. The previous limit is stored in
  * *old_limit when not NULL (0: there was none). Returns DLOCK_OK,
  * DLOCK_EINVAL (bad limit, NAME used as a lock, several servers) or an
  * error class.
@@ -798,9 +831,9 @@ DLOCK_EXPORT int dlock_sem_set_limit(dlock_client *client, const char *name,
  * Acquire the read-write lock NAME shared (as a reader). Readers hold it
  * together; a writer is whoever holds NAME with dlock_lock_acquire(),
  * which waits for the readers to leave. Writer preference by default: a
- * waiting writer keeps new readers out until it has had the lock (a
- * writer that died while waiting keeps them out at most the readers'
- * longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
+ * waiting writer keeps new readers out until it has had the lock or
+ * given up (a writer that died while waiting keeps them out at most the
+ * readers' longest lease + 1 s); DLOCK_RW_PREFER_READERS lets this reader in
  * regardless (writers may then starve). A thread that reads NAME already
  * always gets in (waiting for the writer would deadlock it). Every reader
  * gets a fencing token from the same sequence as the writers', so a

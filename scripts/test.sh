@@ -17,6 +17,12 @@
 #             A test opts in by its file name; nothing else to do.
 #   valgrind  configure + build build/plain (Debug, no sanitizer), then the
 #             unit tests and it_lock_core (tcp) under valgrind memcheck
+#   python    the Python binding (bindings/python), after build plain:
+#             its install command (pip, no index, into a temp dir), then
+#             its pytest suite with Debian's /usr/bin/python3 against
+#             build/plain's libdlock.so (an ASan-built library cannot be
+#             loaded into a Python without ASan); pytest's exit 5 (no
+#             tests ran) fails it like any other non-zero exit
 #   format    clang-format --dry-run --Werror on the tracked *.c/*.h of
 #             src/ include/ cli/ tests/ examples/ bench/ (.clang-format)
 #   package   scripts/package.sh: cpack -G DEB, contents, dpkg -i into an
@@ -193,8 +199,38 @@ valgrind_check() {
     done
     return $rc
 }
+# The Python binding: the README's install command works (pip, no index,
+# into a temp dir rather than the system), and its tests pass against the
+# plain build's shared library. The suite starts its own redis-servers.
+python_check() {
+    local lib=$root/$1/libdlock.so t rc=0
+    [ -e "$lib" ] || {
+        echo "python: $lib not built"
+        return 1
+    }
+    t=$(mktemp -d)
+    if ! PIP_ROOT_USER_ACTION=ignore /usr/bin/python3 -m pip install -q \
+        --no-index --no-build-isolation --target "$t/site" \
+        "$root/bindings/python" >"$t/pip.log" 2>&1 ||
+        ! (cd "$t" && DLOCK_LIBRARY=$lib PYTHONPATH=$t/site \
+            /usr/bin/python3 -c 'import dlock.redis_compat, dlock
+print("python: installed", dlock.__file__, dlock.library_version())'); then
+        echo "python: the install command failed"
+        cat "$t/pip.log"
+        rc=1
+    fi
+    rm -rf "$t"
+    DLOCK_LIBRARY=$lib timeout 900 /usr/bin/python3 -m pytest -q \
+        -p no:cacheprovider "$root/bindings/python/tests" || {
+        local st=$?
+        [ "$st" = 5 ] && echo "python: pytest ran no tests"
+        rc=1
+    }
+    return $rc
+}
 if stage "build plain" configure_build build/plain; then
     stage valgrind valgrind_check build/plain
+    stage python python_check build/plain
 fi
 
 stage format format_check

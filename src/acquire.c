@@ -19,8 +19,10 @@
 #include "core.h"
 #include "held.h"
 #include "holder.h"
+#include "kind.h"
 #include "lock.h"
 #include "notify.h"
+#include "rw_leave.h"
 #include "watchdog.h"
 #include "withdraw.h"
 
@@ -715,6 +717,8 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
         rc = x.outage_rc; /* its message is the thread's: say the cause */
     if (x.strategy == DLOCK_WAIT_FAIR && rc != DLOCK_OK)
         rc = fair_leave(c, h, rc);
+    if (rc == DLOCK_TIMEDOUT || rc == DLOCK_CANCELED)
+        dlock__rw_leave(c, h); /* a waiting writer's mark goes with it */
     dlock__notify_end(x.w);
     if (rc == DLOCK_OK && (x.polling || atomic_load(&c->nopub)))
         *warn = 1;
@@ -723,19 +727,13 @@ static int acquire_wait(dlock_client *c, dlock__held *h, int64_t lease_ms,
 
 /* ---- the API ------------------------------------------------------------ */
 
-/* A semaphore's key is a sorted set: the acquire script's hash commands
- * fail on it with WRONGTYPE. Say so plainly (DLOCK_EINVAL); other
- * failures keep rc and their message. */
+/* A semaphore's key is a sorted set, another tool's key anything: the
+ * acquire script's hash commands fail on it with WRONGTYPE. Say which
+ * plainly (DLOCK_EINVAL, kind.c); other failures keep rc and their
+ * message. */
 static int wrong_kind(dlock_client *c, const char *name, int rc)
 {
-    const char *msg = dlock__errbuf(c);
-    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
-        return rc;
-    return dlock__set_error(c, DLOCK_EINVAL,
-                            "acquire %s: the name is a semaphore, not a lock "
-                            "(the servers keep it for 7 days after its last "
-                            "use)",
-                            name);
+    return dlock__lock_kind_error(c, name, rc);
 }
 
 /* Fill *opts with the defaults. */
@@ -883,6 +881,7 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     h->handles++;
     h->token = a.token;
     h->nodes |= a.nodes;
+    atomic_store(&h->held_on, a.nodes);
     h->lease_ms = opts->lease_ms;
     atomic_store(&h->valid_until_ms, a.valid_until);
     if (fresh) {

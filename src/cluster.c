@@ -466,13 +466,15 @@ static int ask_once(dlock__conn *conn, const char *a, const char *b,
 }
 
 /* Ask node nd for the map (CLUSTER SHARDS, else CLUSTER SLOTS) into map.
- * DLOCK_EINVAL when nd is not in cluster mode. */
+ * DLOCK_EINVAL when nd is not in cluster mode, or not a cluster node at
+ * all (a Sentinel, or a server without CLUSTER: the message says what to
+ * use instead). */
 static int ask_map(dlock__nodeset *ns, dlock__node *nd, unsigned char *map,
                    int64_t deadline_ms, char *err, size_t errlen)
 {
     dlock__conn *conn = NULL;
     redisReply *rep = NULL;
-    int rc, shards = 1;
+    int rc, shards = 1, sentinel = 0;
 
     rc = dlock__node_take(ns, nd, &conn, deadline_ms, err, errlen);
     if (rc != DLOCK_OK)
@@ -486,6 +488,18 @@ static int ask_map(dlock__nodeset *ns, dlock__node *nd, unsigned char *map,
         shards = 0;
         atomic_fetch_add(&ns->stats->requests, 1);
         rc = ask_once(conn, "CLUSTER", "SLOTS", &rep, deadline_ms, err, errlen);
+    } else if (rc == DLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
+               strstr(rep->str, "nknown command") != NULL) {
+        /* No CLUSTER command at all: a Sentinel answers SENTINEL MYID. */
+        redisReply *s = NULL;
+        char e2[DLOCK__ERRLEN];
+        atomic_fetch_add(&ns->stats->requests, 1);
+        if (ask_once(conn, "SENTINEL", "MYID", &s, deadline_ms, e2,
+                     sizeof e2) == DLOCK_OK &&
+            s->type == REDIS_REPLY_STRING)
+            sentinel = 1;
+        if (s != NULL)
+            freeReplyObject(s);
     }
     dlock__node_give(ns, nd, conn, rc == DLOCK_OK);
     if (rc != DLOCK_OK)
@@ -495,6 +509,17 @@ static int ask_map(dlock__nodeset *ns, dlock__node *nd, unsigned char *map,
             rc = dlock__fail(err, errlen, DLOCK_EINVAL,
                              "%s is not in cluster mode (cluster support "
                              "disabled): use redis:// for a single server",
+                             nd->ep.display);
+        else if (sentinel)
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "%s is a Redis Sentinel, not a cluster node: "
+                             "use redis+sentinel://HOST:PORT[,HOST:PORT...]/"
+                             "MASTER-NAME for the master it watches",
+                             nd->ep.display);
+        else if (strstr(rep->str, "nknown command") != NULL)
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "%s does not know CLUSTER: not a Redis Cluster "
+                             "node (use redis:// for a single server)",
                              nd->ep.display);
         else if (strncmp(rep->str, "NOAUTH", 6) == 0)
             rc = dlock__fail(err, errlen, DLOCK_EAUTH, "%s: %s", nd->ep.display,

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "errors.h"
 #include "metrics.h"
@@ -116,6 +117,19 @@ static inline int dlock__sleep_cancelable(dlock_client *c, uint64_t gen,
         rc = DLOCK_CANCELED;
     pthread_mutex_unlock(&c->wait_mu);
     return rc;
+}
+
+/* A new id of a request that announces itself (a release, a writer
+ * leaving), "<client id>:<n>", the same on every node for one request,
+ * into buf (at least 64 bytes); returns its length. */
+static inline size_t dlock__request_id(dlock_client *c, char *buf)
+{
+    size_t n;
+    memcpy(buf, c->idhex, 32);
+    buf[32] = ':';
+    n = 33 + dlock__fmt_u64(buf + 33, atomic_fetch_add(&c->release_seq, 1));
+    buf[n] = '\0';
+    return n;
 }
 
 /* The mask of every node of c. */

@@ -73,6 +73,10 @@ typedef struct dlock__held {
     _Atomic int64_t valid_until_ms; /* monotonic */
     _Atomic int state;              /* DLOCK_OK, DLOCK_LOST */
     uint64_t nodes;                 /* Redlock: mask of nodes that granted */
+    /* The nodes found holding it: the acquire's grants, then each
+     * renewal's answers and take-backs (lock.c); read by
+     * dlock_lock_nodes_holding from any thread. */
+    _Atomic uint64_t held_on;
     int watchdog;
     int64_t next_renew_ms;
     int confirm_pending; /* fair handoff: extend to lease_ms at once */

@@ -264,6 +264,7 @@ static int adopt_shared(dlock_lock **out, dlock_client *c, const char *name,
     h->handles = 1;
     h->token = token != 0 ? token : tok;
     h->nodes = dlock__all_nodes(c);
+    atomic_store(&h->held_on, h->nodes);
     h->lease_ms = ttl > 0 ? ttl : 1;
     atomic_store(&h->valid_until_ms,
                  dlock__now_ms() + ttl - dlock__drift(c, ttl));
@@ -308,6 +309,7 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
     h->handles = 1;
     h->token = token != 0 ? token : info.last_token;
     h->nodes = dlock__all_nodes(c);
+    atomic_store(&h->held_on, h->nodes);
     h->lease_ms = info.ttl_ms;
     atomic_store(&h->valid_until_ms,
                  dlock__now_ms() + info.ttl_ms - dlock__drift(c, info.ttl_ms));

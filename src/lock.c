@@ -16,6 +16,7 @@
 
 #include "cluster_batch.h"
 #include "core.h"
+#include "extend_back.h"
 #include "held.h"
 #include "holder.h"
 #include "lock.h"
@@ -87,11 +88,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     char relid[64];
     size_t n;
 
-    /* "<client id>:<n>": the same on every node for this request. */
-    memcpy(relid, c->idhex, 32);
-    relid[32] = ':';
-    n = 33 + dlock__fmt_u64(relid + 33, atomic_fetch_add(&c->release_seq, 1));
-    relid[n] = '\0';
+    n = dlock__request_id(c, relid);
     if (k->kind != DLOCK__KIND_LOCK) {
         shared_release_cmd(&b, c, k, owner, relid, n);
         b.cmd.eval = eval;
@@ -110,7 +107,7 @@ static void run_release(dlock_client *c, const dlock__keys *k,
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, k->chan, k->chanlen);
     dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(&b, c->opts.fence_retention_ms); /* 0: keep none */
+    dlock__cmd_arg_i64(&b, dlock__fence_retention(c)); /* 0: keep none */
     dlock__cmd_arg(&b, relid, n);
     if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
         dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);
@@ -554,6 +551,187 @@ static void ext_judge(dlock_client *c, dlock__held **hs, const int64_t *leases,
     }
 }
 
+/* ---- Redlock: servers taken back by a renewal --------------------------- */
+
+/* 1 when answer r of a renewal or take-back call says lock i is held
+ * there for its owner (1, or 2: taken back), with the replicas asked for
+ * acknowledging it; else 0 (no answer, not ours there). */
+static int ext_holds(const dlock_client *c, const dlock__result *r, int i)
+{
+    const redisReply *e;
+    if (r->status != DLOCK_OK || r->reply == NULL ||
+        r->reply->type != REDIS_REPLY_ARRAY || (size_t)i >= r->reply->elements)
+        return 0;
+    e = r->reply->element[i];
+    if (e->type != REDIS_REPLY_INTEGER || (e->integer != 1 && e->integer != 2))
+        return 0;
+    return c->ns.wait_replicas == 0 || r->acks >= c->ns.wait_replicas;
+}
+
+/* 1 when answer r says lock i is not its owner's there (0). */
+static int ext_missing(const dlock__result *r, int i)
+{
+    return r->status == DLOCK_OK && r->reply != NULL &&
+           r->reply->type == REDIS_REPLY_ARRAY &&
+           (size_t)i < r->reply->elements &&
+           r->reply->element[i]->type == REDIS_REPLY_INTEGER &&
+           r->reply->element[i]->integer == 0;
+}
+
+/* The arrays of one take-back call (retake), freed at once. */
+typedef struct retake_bufs {
+    uint64_t *held, *miss;
+    int *which;
+    const char **keys, **args;
+    size_t *keylens, *arglens;
+    char (*num)[24];
+} retake_bufs;
+
+/* Free what b holds. */
+static void retake_free(retake_bufs *b)
+{
+    free(b->held);
+    free(b->miss);
+    free(b->which);
+    free(b->keys);
+    free(b->args);
+    free(b->keylens);
+    free(b->arglens);
+    free(b->num);
+}
+
+/* 1 when lock h, renewed with verdict ok and found not its owner's on
+ * the nodes in miss, is to be taken back there: an exclusive lock of a
+ * Redlock whose renewal a majority confirmed. With depth (the caller
+ * holds held_mu), also one with a token and a level to set. */
+static int retakable(const dlock_client *c, const dlock__held *h, int ok,
+                     uint64_t miss, int depth)
+{
+    if (ok != DLOCK_OK || miss == 0 || c->ns.n < 2 || c->ns.cluster != NULL ||
+        h->k.kind != DLOCK__KIND_LOCK)
+        return 0;
+    return !depth || (h->token != 0 && h->depth >= 1);
+}
+
+/* Put argument a (len bytes) at *k of b. */
+static void retake_arg(retake_bufs *b, int *k, const char *a, size_t len)
+{
+    b->args[*k] = a;
+    b->arglens[(*k)++] = len;
+}
+
+/*
+ * After the renewal of locks hs[0..n-1] (one kind; answers res, verdicts
+ * ok), record on which servers each renewed lock is held (h->held_on),
+ * and with Redlock put every exclusive lock a majority still holds back
+ * on the servers that answered it is not ours there (retake.lua: only
+ * where it is free and was not released, never from another owner), in
+ * one call per server. A lock on a bare majority is only as strong as
+ * those servers: one of them restarted without its data would let a
+ * second owner in (issue 29). The take-back needs the renewal's
+ * confirmed majority: a lock that a majority no longer holds may have
+ * expired and been taken since, so it is never brought back. A failed
+ * take-back is tried again by the next renewal.
+ */
+static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
+                   int n, const int *ok, const dlock__result *res)
+{
+    dlock__result rr[DLOCK_MAX_SERVERS];
+    retake_bufs b = {0};
+    dlock__cmd cmd;
+    uint64_t mask = 0;
+    int64_t maxlease = 0;
+    int i, j, m = 0, ka = 0, kk = 0;
+
+    if (c->ns.n == 1) { /* one node (or a cluster's): nothing to take back */
+        for (i = 0; i < n; i++)
+            if (ok[i] == DLOCK_OK)
+                atomic_store(&hs[i]->held_on, 1);
+        return;
+    }
+    b.held = calloc((size_t)n, sizeof *b.held);
+    b.miss = calloc((size_t)n, sizeof *b.miss);
+    if (b.held == NULL || b.miss == NULL) {
+        retake_free(&b);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < c->ns.n; j++) {
+            if (ext_holds(c, &res[j], i))
+                b.held[i] |= 1ULL << j;
+            else if (ext_missing(&res[j], i))
+                b.miss[i] |= 1ULL << j;
+        }
+        m += retakable(c, hs[i], ok[i], b.miss[i], 0);
+    }
+    if (m > 0) {
+        b.which = calloc((size_t)m, sizeof *b.which);
+        b.keys = calloc((size_t)m * 2, sizeof *b.keys);
+        b.keylens = calloc((size_t)m * 2, sizeof *b.keylens);
+        b.args = calloc((size_t)m * 4 + 1, sizeof *b.args);
+        b.arglens = calloc((size_t)m * 4 + 1, sizeof *b.arglens);
+        b.num = calloc((size_t)m * 3 + 1, sizeof *b.num);
+    }
+    if (m > 0 && b.which != NULL && b.keys != NULL && b.keylens != NULL &&
+        b.args != NULL && b.arglens != NULL && b.num != NULL) {
+        int nn = 0;
+        retake_arg(&b, &ka, b.num[nn],
+                   dlock__fmt_i64(b.num[nn], DLOCK__FENCE_RETENTION_MS));
+        nn++;
+        m = 0;
+        /* Depth and token are the holding thread's: read under the
+         * registry lock (a reentry changes the depth). */
+        pthread_mutex_lock(&c->held_mu);
+        for (i = 0; i < n; i++) {
+            dlock__held *h = hs[i];
+            if (!retakable(c, h, ok[i], b.miss[i], 1))
+                continue;
+            b.which[m++] = i;
+            mask |= b.miss[i];
+            if (leases[i] > maxlease)
+                maxlease = leases[i];
+            b.keys[kk] = h->k.key;
+            b.keylens[kk++] = h->k.keylen;
+            b.keys[kk] = h->k.fkey;
+            b.keylens[kk++] = h->k.fkeylen;
+            retake_arg(&b, &ka, h->owner, strlen(h->owner));
+            retake_arg(&b, &ka, b.num[nn],
+                       dlock__fmt_i64(b.num[nn], leases[i]));
+            nn++;
+            retake_arg(&b, &ka, b.num[nn], dlock__fmt_i64(b.num[nn], h->depth));
+            nn++;
+            retake_arg(&b, &ka, b.num[nn], dlock__fmt_u64(b.num[nn], h->token));
+            nn++;
+        }
+        pthread_mutex_unlock(&c->held_mu);
+    } else {
+        m = 0;
+    }
+    if (m > 0) {
+        cmd = (dlock__cmd){.script = DLOCK__S_RETAKE,
+                           .nkeys = kk,
+                           .keys = b.keys,
+                           .keylens = b.keylens,
+                           .nargs = ka,
+                           .args = b.args,
+                           .arglens = b.arglens};
+        dlock__cmd_durable(c, &cmd);
+        dlock__run(c, mask, &cmd, dlock__deadline(c, maxlease), rr);
+        for (j = 0; j < c->ns.n; j++) {
+            if (!(mask & (1ULL << j)))
+                continue;
+            for (i = 0; i < m; i++)
+                if (ext_holds(c, &rr[j], i))
+                    b.held[b.which[i]] |= 1ULL << j;
+        }
+        dlock__results_clear(rr, c->ns.n);
+    }
+    for (i = 0; i < n; i++)
+        if (ok[i] == DLOCK_OK)
+            atomic_store(&hs[i]->held_on, b.held[i]);
+    retake_free(&b);
+}
+
 /*
  * Extend the leases of locks h[0..n-1] (all on the same client, all of
  * one kind, in a cluster all of one slot) to their lease_ms from now on
@@ -582,6 +760,7 @@ static void extend_kind(dlock_client *c, dlock__held **hs,
     if (answered > 0)
         dlock__hist_add(&c->metrics.renewal, t0_us);
     ext_judge(c, hs, leases, n, ok, res, t0, t0_us);
+    retake(c, hs, leases, n, ok, res);
     dlock__results_clear(res, c->ns.n);
     ext_free(&e);
 }
@@ -777,13 +956,23 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
     dlock__extend_many(c, &h, &lease_ms, 1, &ok, h->pins);
     dlock__held_drop_pins(c, h);
     if (ok == DLOCK_OK) {
+        int on = dlock_lock_nodes_holding(l, NULL);
         pthread_mutex_lock(&c->held_mu);
         h->lease_ms = lease_ms;
         h->next_renew_ms = dlock__now_ms() + lease_ms / 3;
         pthread_mutex_unlock(&c->held_mu);
+        if (on < c->ns.n)
+            dlock__set_error(
+                c, DLOCK_OK, "warning: extend %s: held on %d of %d servers%s",
+                h->k.name, on, c->ns.n,
+                on <= c->ns.quorum ? " (a bare majority: losing one more of "
+                                     "them loses the lock)"
+                                   : "");
     } else if (ok == DLOCK_NOT_OWNER) {
         dlock__set_error(c, ok, "extend %s: not the owner (expired or taken)",
                          h->k.name);
+    } else if (ok == DLOCK_NOT_REPLICATED) {
+        dlock__extend_give_back(c, h); /* the old lease, not this one */
     }
     return ok;
 }
@@ -792,6 +981,18 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
 uint64_t dlock_lock_token(const dlock_lock *l)
 {
     return l != NULL ? l->held->token : 0;
+}
+
+/* See dlock.h. */
+int dlock_lock_nodes_holding(const dlock_lock *l, int *servers)
+{
+    if (servers != NULL)
+        *servers = 0;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (servers != NULL)
+        *servers = l->client->ns.n;
+    return __builtin_popcountll(atomic_load(&l->held->held_on));
 }
 
 /* See dlock.h. */

@@ -30,6 +30,13 @@
  * name deletes it). */
 int64_t dlock__fence_keep_ms(const dlock_client *c); /* retention.c */
 
+/* The fence retention the scripts are told (retention.c): the client's
+ * fence_retention_ms, except that a client of several servers (Redlock)
+ * keeps the default when it is 0: its releases record their tokens (r,
+ * x) so that a renewal's late take-back (retake.lua) cannot bring a
+ * released hold back, and the majority's counters order its tokens. */
+int64_t dlock__fence_retention(const dlock_client *c);
+
 /* Append acquire.lua's ARGV[9] (the fence retention) to b, an acquire
  * command built so far, when the client's retention is not the default,
  * with the placeholders of the ARGV[4..8] it left off (retention.c). */

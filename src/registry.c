@@ -361,7 +361,18 @@ static int check_text(const dlock_client *c, const char *what, const char *s,
 /* See held.h. */
 int dlock__check_name(const dlock_client *c, const char *name)
 {
-    return check_text(c, "lock name", name, DLOCK_NAME_MAX);
+    int rc = check_text(c, "lock name", name, DLOCK_NAME_MAX);
+    if (rc == DLOCK_OK && name[0] == '}' && c->ns.cluster != NULL)
+        /* <prefix>:{}...}: Redis Cluster takes "{}" for no hash tag and
+         * hashes each whole key, so the name's keys (lock, fence, queue)
+         * would fall in different slots. */
+        return dlock__set_error(
+            c, DLOCK_EINVAL,
+            "lock name '%.40s': a name beginning with '}' cannot be used in "
+            "a Redis Cluster (its keys <prefix>:{NAME}... would have no "
+            "hash tag, and so no common slot); a '}' further in is fine",
+            name);
+    return rc;
 }
 
 /* See held.h. */

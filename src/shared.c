@@ -34,6 +34,7 @@
 #include "cluster_delay.h"
 #include "core.h"
 #include "held.h"
+#include "kind.h"
 #include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
@@ -43,8 +44,11 @@
  * and refreshes at a third of it (as the fair lock's waiters). */
 #define WAITER_TTL_MS 3000
 
-/* Modes of sem_acquire.lua. */
+/* Modes of sem_acquire.lua; SEM_WAITING is or-ed in for a waiting
+ * acquire's later attempts (its ARGV[9]: it waits under the limit stored
+ * now, also when that changed while it waited). */
 enum { SEM_TRY = 0, SEM_FIFO_TRY = 1, SEM_QUEUE = 2, SEM_FIFO_QUEUE = 3 };
+#define SEM_WAITING 4
 
 /* What is asked for. */
 typedef struct want {
@@ -81,10 +85,12 @@ static void attempt_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, w->lease_ms);
         dlock__cmd_arg_i64(b, w->limit);
         dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-        dlock__cmd_arg_i64(b, mode);
+        dlock__cmd_arg_i64(b, mode & ~SEM_WAITING);
         dlock__cmd_arg_i64(b, WAITER_TTL_MS);
         dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
         dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+        if (mode & SEM_WAITING)
+            dlock__cmd_arg(b, "1", 1);
         dlock__cmd_durable(c, &b->cmd);
         return;
     }
@@ -128,12 +134,16 @@ static int refusal(dlock_client *c, const dlock__held *h, const want *w,
                                     "(dlock_sem_set_limit, dlock limit)",
                                     h->k.name, dlock__elem_int(r, 1), w->limit);
         if (r->element[0]->integer == -3 &&
-            r->element[1]->type == REDIS_REPLY_STRING)
+            r->element[1]->type == REDIS_REPLY_STRING) {
+            const char *what =
+                w->kind == DLOCK__KIND_PERMIT ? "semaphore" : "read-write lock";
+            const char *is = r->element[1]->str;
+            if (strcmp(is, "lock") != 0 && strcmp(is, "semaphore") != 0)
+                /* A Redis type: a value dlock did not write. */
+                return dlock__foreign_error(c, what, h->k.name, is);
             return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
-                                    h->k.name, r->element[1]->str,
-                                    w->kind == DLOCK__KIND_PERMIT
-                                        ? "semaphore"
-                                        : "read-write lock");
+                                    h->k.name, is, what);
+        }
     }
     return DLOCK_OK;
 }
@@ -454,7 +464,7 @@ static int shared_wait(dlock_client *c, dlock__held *h, const want *w,
              * sent, or is older than the token it reports (nbusy). */
             dlock__notify_handoff_reset(x.sub);
         x.sent = dlock__now_ms();
-        rc = attempt(c, h, w, mode, g);
+        rc = attempt(c, h, w, mode | SEM_WAITING, g);
         if (rc == DLOCK_LOCK_DELAY) { /* wait it out, as a lock does */
             x.pttl = g->pttl;
             rc = sleep_delay(&x);
@@ -529,6 +539,7 @@ static int finish(dlock_client *c, dlock__held *h,
     h->handles = 1;
     h->token = g->token;
     h->nodes = g->nodes;
+    atomic_store(&h->held_on, g->nodes);
     h->lease_ms = o->lease_ms;
     atomic_store(&h->valid_until_ms, g->valid_until);
     h->watchdog = o->watchdog;

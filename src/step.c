@@ -208,6 +208,8 @@ typedef struct slot {
     int ident;         /* INFO server sent before the call, answer pending */
     dlock__conn *pre;  /* SLOT_OPENING: the connection opener.c opened for
                           this call, used by slot_start */
+    int late;          /* opened after the outcome was certain: sent with
+                          the source (full), never waited for */
 } slot;
 
 /* The slot of a call's keys (all of one call share it). */
@@ -579,7 +581,9 @@ static void give_up_eval(fanout *c, callv *v, const dlock__cmd *cmd,
  * NOSCRIPT to a script it had run since it last ran this one): an
  * acquire given up on would then simply
  * not happen there, a release would lie in the pool until its resend.
- * Returns the nodes still waited for. */
+ * Not a node that opened after the outcome was certain (s->late): its
+ * request carries the script's source, nothing to resend. Returns the
+ * nodes still waited for. */
 static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
                              const dlock__cmd *cmd, dlock__result *res)
 {
@@ -589,8 +593,9 @@ static uint64_t abandon_rest(fanout *c, slot *slots, callv *v,
         slot *s = &slots[i];
         if (s->state != SLOT_WAIT)
             continue;
-        if (s->fresh || s->retried ||
-            !(atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script))) {
+        if (!s->late &&
+            (s->fresh || s->retried ||
+             !(atomic_load(&s->nd->scripts_ok) & (1ULL << cmd->script)))) {
             still |= 1ULL << i;
             continue;
         }
@@ -789,11 +794,18 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
         if (n == 0 && later == 0 && !opening)
             break;
         /* No early return for a lock write with wait_replicas: a grant
-         * counts only once WAIT (read last on its connection) answered. */
+         * counts only once WAIT (read last on its connection) answered.
+         * A node still connecting is asked all the same once it opens
+         * (the opener is joined below anyway): with the script's source,
+         * so that its answer need not be waited for. */
         if (cmd->enough != NULL && cmd->wait_replicas == 0 &&
-            cmd->enough(res, waiting, c->ns->n, cmd->enough_ud) &&
-            abandon_rest(c, slots, &v, cmd, res) == 0)
-            break;
+            cmd->enough(res, waiting, c->ns->n, cmd->enough_ud)) {
+            if (abandon_rest(c, slots, &v, cmd, res) == 0 && !opening)
+                break;
+            for (i = 0; i < c->ns->n; i++)
+                if (slots[i].state == SLOT_OPENING)
+                    slots[i].full = slots[i].late = 1;
+        }
         if (waiting != 0 && n > 0) {
             /* Some were given up on: poll only the ones still waited for. */
             int k2 = 0;
@@ -880,7 +892,7 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 slot_fail(c, i, &slots[i], &v, cmd, deadline_ms, &res[i], rc);
         }
     }
-    /* The outcome was certain before these opened (or poll failed). */
+    /* Poll failed with nodes still connecting. */
     give_up_opening(c, slots, res, "not waited for (connecting)");
     dlock__opener_finish(op);
     if (v.argv != v.argv_small) {

@@ -41,7 +41,12 @@
     X(WAITERS, waiters)                                                        \
     X(ELECT_PROCLAIM, elect_proclaim)                                          \
     X(ELECT_LEADER, elect_leader)                                              \
-    X(FENCED_READ, fenced_read)
+    X(FENCED_READ, fenced_read)                                                \
+    X(RW_LEAVE, rw_leave)                                                      \
+    X(EXTEND_BACK, extend_back)                                                \
+    X(CHECK, check)                                                            \
+    X(KIND, kind)                                                              \
+    X(RETAKE, retake)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)

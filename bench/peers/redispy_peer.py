@@ -57,19 +57,32 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
-def run_w1(a):
+def redispy_w1_cycle(a, key):
+    """One W1 cycle with redis-py's Lock: a callable, True when done."""
     r = connect(a.server)
-    key = "bench:py:w1:%d" % os.getpid()
     lock = r.lock(key, timeout=LEASE_S, sleep=a.sleep,
                   blocking_timeout=WAIT_S)
+
+    def cycle():
+        if not lock.acquire():
+            return False
+        lock.release()
+        return True
+    return cycle
+
+
+def run_w1(a, make_cycle=redispy_w1_cycle, peer="redis-py",
+           strategy="redis-py"):
+    """W1 with the cycle make_cycle(a, key) gives (bench/peers/
+    dlockpy_peer.py passes the dlock binding's)."""
+    key = "bench:py:w1:%d" % os.getpid()
+    one = make_cycle(a, key)
     errors = 0
 
     def cycle():
         nonlocal errors
-        if not lock.acquire():
+        if not one():
             errors += 1
-            return
-        lock.release()
 
     for _ in range(a.cycles // 20 + 10):
         cycle()
@@ -84,7 +97,7 @@ def run_w1(a):
     n = len(lat)
     lat.sort()
     print(json.dumps({
-        "mode": "w1", "peer": "redis-py", "strategy": "redis-py",
+        "mode": "w1", "peer": peer, "strategy": strategy,
         "nodes": 1, "floor": False, "paired": False, "cycles": n,
         "cycles_per_s": round(n * 1e9 / total, 1),
         "p50_us": round(pct(lat, 0.5) / 1e3, 1),
@@ -124,7 +137,10 @@ def w2_worker(a, key, counter, ready_w, go_r, out_w):
     os._exit(0)
 
 
-def run_w2(a):
+def run_w2(a, worker=w2_worker, peer="redis-py", strategy="redis-py"):
+    """W2 with PROCS forked processes, each running worker(a, key,
+    counter, ready_w, go_r, out_w) (bench/peers/dlockpy_peer.py passes
+    the dlock binding's)."""
     key = "bench:py:w2:%d" % os.getpid()
     counter = "bench:py:counter:%d" % os.getpid()
     rc = connect(a.server)
@@ -138,7 +154,7 @@ def run_w2(a):
         pid = os.fork()
         if pid == 0:
             os.close(go_w)
-            w2_worker(a, key, counter, ready_w, go_r, out_w)
+            worker(a, key, counter, ready_w, go_r, out_w)
         pids.append(pid)
     os.close(ready_w)
     os.close(out_w)
@@ -172,7 +188,7 @@ def run_w2(a):
     secs = (t1 - t0) / 1e9
     d = acq or 1
     print(json.dumps({
-        "mode": "w2", "peer": "redis-py", "strategy": "redis-py",
+        "mode": "w2", "peer": peer, "strategy": strategy,
         "nodes": 1, "floor": False, "procs": a.procs,
         "seconds": round(secs, 3), "acquisitions": acq,
         "acq_per_s": round(acq / secs, 1),
@@ -186,7 +202,8 @@ def run_w2(a):
     return 3 if acq != final else 0
 
 
-def main():
+def parser():
+    """The command line (dlockpy_peer.py takes the same)."""
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["w1", "w2"])
     p.add_argument("-s", dest="server", required=True)
@@ -194,7 +211,11 @@ def main():
     p.add_argument("-p", dest="procs", type=int, default=8)
     p.add_argument("-t", dest="seconds", type=float, default=5)
     p.add_argument("--sleep", type=float, default=0.1)
-    a = p.parse_args()
+    return p
+
+
+def main():
+    a = parser().parse_args()
     return run_w1(a) if a.mode == "w1" else run_w2(a)
 
 

@@ -57,8 +57,9 @@
 -- Read-write locks (rw_*.lua): readers hold this hash under the field
 -- '#r' (it exists, so a writer finds it busy). A waiting writer (ARGV[8]
 -- "1", or mode "2") that finds readers sets '#w' = server ms until which
--- new readers stay out (writer preference), and a hash left holding only
--- that mark is free for a writer.
+-- new readers stay out (writer preference), and '#w:<owner>' the same,
+-- its own mark, which rw_leave.lua removes when the writer gives up; a
+-- hash left holding only marks is free for a writer.
 --
 -- Returns
 --   {1, token, depth}  acquired; depth = the owner's reentry count now (also
@@ -132,15 +133,24 @@ local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
 -- writer's mark, readers, the hold's token when it is kept in the lock
 -- hash (absent fields are false).
-local cur, readers, held_tok = 0, false, false
+local cur, readers, wmark, held_tok = 0, false, false, false
 if pttl ~= -2 then
     local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t')
     cur = f[1] and tonumber(f[1]) or 0
-    readers = f[3]
-    held_tok = f[4]
-    if expect == '0' and f[2] and redis.call('HLEN', KEYS[1]) == 1 then
-        redis.call('DEL', KEYS[1]) -- only a waiting writer's mark: free
-        pttl = -2
+    wmark, readers, held_tok = f[2], f[3], f[4]
+    if expect == '0' and f[2] and not readers then
+        -- Only waiting writers' marks ('#w', '#w:<owner>'): free.
+        local only = true
+        for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+            if string.sub(k, 1, 2) ~= '#w' then
+                only = false
+                break
+            end
+        end
+        if only then
+            redis.call('DEL', KEYS[1])
+            pttl = -2
+        end
     end
 end
 if expect == '0' and pttl == -2 and
@@ -199,12 +209,17 @@ if cur > 0 then
     return {1, last_token(), depth}
 end
 
--- Busy: a waiting writer that finds readers marks itself (see the top).
+-- Busy: a waiting writer that finds readers marks itself (see the top):
+-- '#w' for readers, '#w:<owner>' its own, which it takes away when it
+-- gives up (rw_leave.lua).
 local function busy()
     if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
-        redis.call('HSET', KEYS[1], '#w', string.format('%d', bms + pttl + 1000))
+        local m = bms + pttl + 1000
+        local w = wmark and tonumber(wmark) or 0 -- '#w': the latest mark
+        redis.call('HSET', KEYS[1], '#w', string.format('%d', w > m and w or m),
+                   '#w:' .. owner, string.format('%d', m))
     end
     if mode == '2' then
         return {0, pttl, waiter_floor()}

@@ -4,7 +4,7 @@
 -- lock's channel.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the fence hash (n, r, d: see acquire.lua)
+-- KEYS[2]  the fence hash (n, r, d: see acquire.lua; x: below)
 -- KEYS[3]  the fair queue (zset: owner id -> ticket, lowest served first)
 -- KEYS[4]  the fair queue deadlines (zset: owner id -> server ms * 2048 +
 --          the waiter's handoff lease; see acquire.lua)
@@ -212,9 +212,22 @@ end
 if cur == 0 and expect == 1 and redis.call('HGET', KEYS[2], 'r') == ARGV[3] then
     return 3
 end
--- Not the owner here. A Redlock waiter that won a majority elsewhere may
--- still be queued on this node: take it out, and if it was first of a
--- free lock, wake the next one.
+-- Not the owner here. Redlock (ARGV[5] '0'), the hold's last level: note
+-- its token as given up here (field x), so that a renewal's take-back of
+-- this hold (retake.lua) that arrives after this release leaves the
+-- server alone.
+if cur == 0 and expect == 1 and ARGV[5] == '0' and ARGV[3] ~= '0' then
+    local x = redis.call('HGET', KEYS[2], 'x')
+    if not x or #x < #ARGV[3] or (#x == #ARGV[3] and x < ARGV[3]) then
+        if redis.call('HSET', KEYS[2], 'x', ARGV[3]) == 1 then -- see r
+            args()
+            redis.call('PEXPIRE', KEYS[2], 2 * retain)
+        end
+    end
+end
+-- A Redlock waiter that won a majority elsewhere may still be queued on
+-- this node: take it out, and if it was first of a free lock, wake the
+-- next one.
 if cur == 0 and redis.call('ZREM', KEYS[3], owner) == 1 then
     redis.call('ZREM', KEYS[4], owner)
     if ARGV[5] == '0' and redis.call('EXISTS', KEYS[1]) == 0 then

@@ -6,8 +6,10 @@
 --
 -- KEYS[1]  the lock hash <prefix>:{<name>}: a writer's owner id -> depth;
 --          '#r' while readers hold it; '#w' = server ms until which a
---          waiting writer keeps new readers out. Its TTL covers the
---          longest reader lease.
+--          waiting writer keeps new readers out (the latest of the
+--          writers' own marks '#w:<owner>', see rw_leave.lua). Its TTL is the longest
+--          live reader's lease left (rw_cover.luainc): an expired reader
+--          never keeps a writer out.
 -- KEYS[2]  the fence hash <prefix>:{<name>}:f: n = last token (shared by
 --          readers and writers, so a resource can order them),
 --          t:<owner> = a reader's token
@@ -26,12 +28,19 @@
 --   {1, token, 1}  acquired (also a retry of an applied acquire)
 --   {0, pttl}      a writer holds it, or a writer waits (ARGV[5] '0'):
 --                  pttl = ms until its lease or mark runs out
---   {-3, kind}     the name is a semaphore (or another Redis type)
+--   {-3, kind}     the name is a semaphore, or its key holds a value
+--                  dlock did not write (kind: its Redis type)
 --@include next_token.luainc
+--@include rw_cover.luainc
 local owner = ARGV[1]
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'hash' then
-    return {-3, ty == 'zset' and 'semaphore' or ty}
+    -- A semaphore's zset has its limit member '#'; any other value is
+    -- not dlock's (its Redis type is returned).
+    if ty == 'zset' and redis.call('ZSCORE', KEYS[1], '#') then
+        ty = 'semaphore'
+    end
+    return {-3, ty}
 end
 if redis.call('HGET', KEYS[2], 'k') == 's' then
     return {-3, 'semaphore'}
@@ -48,14 +57,10 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], string.format('%d', -now), '(0')
 
 local lease = tonumber(ARGV[2])
--- The hash and the readers' set outlive every reader's lease.
+-- The hash lives as long as the longest live reader, the readers' set
+-- 60 s more.
 local function cover()
-    if redis.call('PTTL', KEYS[1]) < lease then
-        redis.call('PEXPIRE', KEYS[1], lease)
-    end
-    if redis.call('PTTL', KEYS[3]) < lease + 60000 then
-        redis.call('PEXPIRE', KEYS[3], lease + 60000)
-    end
+    rw_cover(KEYS[1], KEYS[3], now)
 end
 
 local mine = redis.call('ZSCORE', KEYS[3], owner)
@@ -79,7 +84,7 @@ if mark > now and ARGV[5] ~= '1' then
     return {0, pttl}
 end
 if mark > 0 and mark <= now then
-    redis.call('HDEL', KEYS[1], '#w')
+    rw_unmark(KEYS[1])
 end
 
 local want = next_token(t, tonumber(ARGV[4] or '0'))

@@ -13,7 +13,10 @@
 --
 -- Returns 1 done (also a retry of a done downgrade), 0 not the writer (its
 -- lease ran out), -1 the writer holds it more than once (reentered: a
--- downgrade would leave the other levels without a lock).
+-- downgrade would leave the other levels without a lock). The hash then
+-- lives as long as its longest live reader (rw_cover.luainc), not the
+-- writer's lease.
+--@include rw_cover.luainc
 local owner = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,13 +37,8 @@ end
 -- readers.
 redis.call('HDEL', KEYS[1], owner, '#t', '#f')
 redis.call('HSET', KEYS[1], '#r', '1')
-if redis.call('PTTL', KEYS[1]) < lease then
-    redis.call('PEXPIRE', KEYS[1], lease)
-end
 redis.call('ZADD', KEYS[3], now + lease, owner)
-if redis.call('PTTL', KEYS[3]) < lease + 60000 then
-    redis.call('PEXPIRE', KEYS[3], lease + 60000)
-end
+rw_cover(KEYS[1], KEYS[3], now)
 redis.call('HSET', KEYS[2], 't:' .. owner, ARGV[2])
 redis.call('PUBLISH', ARGV[4], 'r ' .. ARGV[5])
 return 1

@@ -9,7 +9,9 @@
 -- Returns an array: for each reader, 1 if it still reads (its lease has
 -- not run out by the server's clock, and the hash still says readers hold
 -- it) and its deadline is now ARGV[2i] ms from now; else 0 (never
--- revived: a writer may have taken the lock).
+-- revived: a writer may have taken the lock). The hash then lives as
+-- long as its longest live reader (rw_cover.luainc).
+--@include rw_cover.luainc
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {}
@@ -23,12 +25,7 @@ for i = 1, #KEYS / 2 do
         if sc and tonumber(sc) > now and
             redis.call('HEXISTS', h, '#r') == 1 then
             redis.call('ZADD', r, now + lease, owner)
-            if redis.call('PTTL', h) < lease then
-                redis.call('PEXPIRE', h, lease)
-            end
-            if redis.call('PTTL', r) < lease + 60000 then
-                redis.call('PEXPIRE', r, lease + 60000)
-            end
+            rw_cover(h, r, now)
             out[i] = 1
         end
     end

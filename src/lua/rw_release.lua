@@ -17,6 +17,9 @@
 --   3  already released: a retry whose first reply was lost (a tombstone
 --      stays 60 s)
 --   0  not a reader: its lease had run out
+-- While readers remain, the hash lives as long as the longest of them
+-- (rw_cover.luainc): the one leaving may have had the longest lease.
+--@include rw_cover.luainc
 local owner = ARGV[1]
 if redis.call('TYPE', KEYS[3]).ok ~= 'zset' then
     return 0
@@ -44,7 +47,7 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
     redis.call('HDEL', KEYS[1], '#r')
     local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
     if mark <= now then
-        redis.call('HDEL', KEYS[1], '#w')
+        rw_unmark(KEYS[1])
     end
     redis.call('PUBLISH', ARGV[2], 'r ' .. ARGV[3])
     local head = KEYS[4] and redis.call('ZRANGE', KEYS[4], 0, 0)[1]
@@ -52,5 +55,7 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
         redis.pcall('PUBLISH', ARGV[2] .. ':' .. string.sub(head, 1, 32),
                     'w ' .. ARGV[3] .. ' ' .. head)
     end
+else
+    rw_cover(KEYS[1], KEYS[3], now)
 end
 return 1

@@ -23,6 +23,9 @@
 --          client C listens on ARGV[7]:C)
 -- ARGV[8]  this waiter's handoff lease in ms (< 2048: how long a permit
 --          handed to it is held until it confirms)
+-- ARGV[9]  (optional) '1': a later attempt of a waiting acquire; it waits
+--          under whatever limit is stored now (a limit changed while it
+--          waited serves it as any other waiter), never refused for it
 --
 -- Returns
 --   {1, token, 1}   acquired (also: a retry of an applied acquire, or a
@@ -36,8 +39,11 @@
 --                   before this call (and has lapsed, or this call would
 --                   have confirmed it), so the waiter must not take it
 --   {-2, limit}     the semaphore exists with another limit: nothing done
---   {-3, kind}      the name is used by another kind of lock ('lock' or a
---                   Redis type name): nothing done
+--                   (never to a waiter, ARGV[9], or a holder)
+--   {-3, kind}      the name is used by another kind of lock ('lock'), or
+--                   its key holds a value dlock did not write (a Redis
+--                   type name: a zset without the limit member too):
+--                   nothing done
 --
 -- Free permits left over are given to live queued waiters: FIFO modes hand
 -- them over (the waiter becomes a holder with the handoff lease and a
@@ -53,16 +59,23 @@ local ty = redis.call('TYPE', KEYS[1]).ok
 if ty ~= 'none' and ty ~= 'zset' then
     return {-3, ty == 'hash' and 'lock' or ty}
 end
+if ty == 'zset' and not redis.call('ZSCORE', KEYS[1], '#') then
+    return {-3, 'zset'} -- no limit member: a zset dlock did not write
+end
 local kind = redis.call('HGET', KEYS[2], 'k')
 if kind ~= 's' and redis.call('EXISTS', KEYS[2]) == 1 then
     return {-3, 'lock'}
 end
 local stored = redis.call('ZSCORE', KEYS[1], '#')
-if stored and tonumber(stored) ~= limit and
-    not redis.call('ZSCORE', KEYS[1], owner) then
-    -- (A holder, or a waiter a raised limit handed a permit to, goes on
-    -- to the confirmation below whatever limit it expected.)
-    return {-2, tonumber(stored)}
+if stored and tonumber(stored) ~= limit then
+    -- A holder, or a waiter a raised limit handed a permit to, goes on
+    -- to the confirmation below whatever limit it expected; a waiter
+    -- (ARGV[9]) that began under the old limit waits under the new one.
+    -- Only a fresh acquire that expects another limit is refused.
+    if ARGV[9] ~= '1' and not redis.call('ZSCORE', KEYS[1], owner) then
+        return {-2, tonumber(stored)}
+    end
+    limit = tonumber(stored)
 end
 
 local t = redis.call('TIME')

@@ -2,7 +2,8 @@
 # check.sh - `dlock check KEY [TOKEN]` (issue 21): exit 0 when TOKEN is the
 # fencing token of KEY's current hold, the lost code otherwise: the
 # current token, an older one, an unknown (newer) one, a released lock, a
-# never-taken name; $DLOCK_FENCING_TOKEN inside `dlock run`; Redlock needs
+# never-taken name; readers' and permits' own tokens, live or released;
+# $DLOCK_FENCING_TOKEN inside `dlock run`; Redlock needs
 # a majority; bad input is a usage error.
 . "$(dirname "$0")/common.bash"
 
@@ -48,6 +49,38 @@ expect_status 75 "a token kept after run ended no longer checks" \
     "$DLOCK_BIN" check inrun "$rtok"
 expect_status 75 "...also from DLOCK_FENCING_TOKEN" \
     env DLOCK_FENCING_TOKEN="$rtok" "$DLOCK_BIN" check inrun
+
+# Issue 29 item 11: readers and permits. Each reader and permit has its
+# own token: check vouches for a live one's, never for one whose hold has
+# ended (before, the lock's last token checked as long as any reader was
+# left, and a permit's token gave WRONGTYPE, 69).
+expect_status 0 "reader A" "$DLOCK_BIN" acquire --shared -l 60 rwc
+read -r rowner_a rtok_a <"$T/out"
+expect_status 0 "reader B" "$DLOCK_BIN" acquire --shared -l 60 rwc
+read -r rowner_b rtok_b <"$T/out"
+expect_status 0 "reader A's token checks" "$DLOCK_BIN" check rwc "$rtok_a"
+expect_status 0 "reader B's token checks" "$DLOCK_BIN" check rwc "$rtok_b"
+"$DLOCK_BIN" release --owner "$rowner_b" rwc
+expect_status 75 "reader B's token, B released, A still reads" \
+    "$DLOCK_BIN" check rwc "$rtok_b"
+expect_status 0 "reader A's token still checks" "$DLOCK_BIN" check rwc "$rtok_a"
+"$DLOCK_BIN" release --owner "$rowner_a" rwc
+expect_status 75 "reader A's token once A released" \
+    "$DLOCK_BIN" check rwc "$rtok_a"
+expect_status 0 "permit 1" "$DLOCK_BIN" acquire --limit 2 -l 60 semc
+read -r powner_1 ptok_1 <"$T/out"
+expect_status 0 "permit 2" "$DLOCK_BIN" acquire --limit 2 -l 60 semc
+read -r powner_2 ptok_2 <"$T/out"
+expect_status 0 "permit 1's token checks" "$DLOCK_BIN" check semc "$ptok_1"
+expect_status 0 "permit 2's token checks" "$DLOCK_BIN" check semc "$ptok_2"
+"$DLOCK_BIN" release --owner "$powner_2" semc
+expect_status 75 "permit 2's token once released" \
+    "$DLOCK_BIN" check semc "$ptok_2"
+expect_status 0 "permit 1's token still checks" \
+    "$DLOCK_BIN" check semc "$ptok_1"
+"$DLOCK_BIN" release --owner "$powner_1" semc
+expect_status 75 "permit 1's token once released" \
+    "$DLOCK_BIN" check semc "$ptok_1"
 
 # Bad input.
 expect_status 64 "no token and no DLOCK_FENCING_TOKEN" "$DLOCK_BIN" check res

@@ -115,6 +115,33 @@ expect_status 0 "a waiter gets the lock when the holder exits" \
     "$DLOCK_BIN" run -s "$CURL" -w 20 cl-w -- true
 wait_pid "$holder" 30
 
+# ---- issue 29 item 13: a failed extend --wait-replicas gives its
+# extension back (the master of the slot keeps the lease it had).
+"$DLOCK_BIN" acquire -s "$CURL" -l 60 cl-ext >"$T/eowner" 2>"$T/acq.err" ||
+    fail "dlock acquire cl-ext: $(cat "$T/acq.err")"
+em=$(key_port 'dlock:{cl-ext}')
+er=$(topo_cluster_replica_port "$em")
+erpid=''
+for i in "${!TOPO_CLUSTER_PORTS[@]}"; do
+    [ "${TOPO_CLUSTER_PORTS[$i]}" = "$er" ] &&
+        erpid=$(cat "${TOPO_CLUSTER_DIRS[$i]}/redis.pid")
+done
+check "found the replica of cl-ext's master" [ -n "$erpid" ]
+kill -STOP "$erpid"
+# (The master itself as the seed: the stopped replica may be a seed of
+# $CURL, and a seed that does not answer delays the slot map.)
+expect_status 69 "extend --wait-replicas 1 with the slot's replica stopped" \
+    "$DLOCK_BIN" extend -s "redis+cluster://127.0.0.1:$em" --wait-replicas 1 \
+    --wait-replicas-timeout 0.3 -l 900 --owner "$(cut -d' ' -f1 "$T/eowner")" \
+    cl-ext
+cp "$T/err" "$T/ext.err"
+kill -CONT "$erpid"
+check "extend says too few replicas" file_has "$T/ext.err" "too few replicas"
+file_has "$T/ext.err" "too few replicas" || sed 's/^/  stderr: /' "$T/ext.err" >&2
+ettl=$(rcli "$em" PTTL 'dlock:{cl-ext}')
+check "the extension was given back (PTTL $ettl ms, at most 60 s)" \
+    test "$ettl" -gt 0 -a "$ettl" -le 60000
+
 # ---- bad input and bad states
 expect_status 64 "a malformed cluster URL" \
     "$DLOCK_BIN" run -s "redis+cluster://127.0.0.1:1,,x" k -- true
@@ -123,7 +150,19 @@ expect_status 64 "a cluster URL beside another server" \
     "$DLOCK_BIN" run -s "$CURL" -s "redis://127.0.0.1:1" k -- true
 check "it says so" file_has "$T/err" "must be the only server"
 
+# Issue 29 item 15: a name beginning with '}' has no hash tag in
+# <prefix>:{NAME} (Redis hashes "{}" as no tag, the whole key), so its
+# keys would fall in different slots: refused in a cluster, with a
+# message saying why (before: 69, CROSSSLOT); a '}' further in is fine.
+expect_status 64 "a name beginning with '}' in a cluster" \
+    "$DLOCK_BIN" run -s "$CURL" -n '}x' -- true
+check "it says why" file_has "$T/err" "hash tag"
+expect_status 0 "a name with '}' further in" \
+    "$DLOCK_BIN" run -s "$CURL" -n 'a}x' -- true
+
 start_redis
+expect_status 0 "a name beginning with '}' on one server" \
+    "$DLOCK_BIN" run -s "redis://127.0.0.1:$REDIS_PORT" -n '}x' -- true
 expect_status 64 "a seed that is not in cluster mode" \
     "$DLOCK_BIN" run -s "redis+cluster://127.0.0.1:$REDIS_PORT" k -- true
 check "it says to use redis://" file_has "$T/err" "not in cluster mode"

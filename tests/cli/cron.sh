@@ -16,7 +16,8 @@
 #    without the option) gets the --on-lost policy, dlock exits 75 saying
 #    max-hold was reached, the job's processes are gone and the lock is
 #    free; with --on-lost ignore the lock is released while the job goes on.
-#  - bad values of these options: status 64 naming the problem.
+#  - bad values of these options: status 64 naming the problem; so is
+#    --once-per with --shared or --limit (issue 29 item 10).
 # Without the options (a dlock before issue 21) every run here exits 64,
 # so every check fails; the max-hold control run shows the difference the
 # option makes on the same job.
@@ -82,6 +83,35 @@ P=$REDIS_PORT
 runs() {
     if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi
 }
+
+# Issue 29 item 10: --once-per's promise (two runs cannot both find the
+# slot not done and both succeed) rests on holding KEY alone while the
+# slot is checked, COMMAND runs and the marker is left. A read lock or a
+# permit is held by several at once: refused (64), nothing run. (Before,
+# all five --shared runs ran COMMAND in one slot.)
+n=0
+for form in "--shared" "--limit 3"; do
+    n=$((n + 1))
+    rm -f "$T/op.runs"
+    pids=()
+    for i in 1 2 3 4 5; do
+        # shellcheck disable=SC2086
+        spawn_bg_err "$T/op$i.err" "$DLOCK_BIN" run $form --once-per 600 \
+            --slot s "opk$n" -- sh -c 'echo "$$" >>"$1"; sleep 0.5' sh "$T/op.runs"
+        pids+=("$BG")
+    done
+    codes=''
+    for p in "${pids[@]}"; do
+        wait_pid "$p" 60 || fail "a --once-per $form run did not end"
+        codes="$codes $WAIT_STATUS"
+    done
+    check "--once-per with $form: every run refused ($codes)" \
+        test "$codes" = " 64 64 64 64 64"
+    check "--once-per with $form: COMMAND never ran ($(runs "$T/op.runs"))" \
+        test "$(runs "$T/op.runs")" = 0
+    check "--once-per with $form: says why" \
+        grep -q -- "--once-per needs the lock itself" "$T/op1.err"
+done
 # The COMMAND of most runs: note the run in $1, exit with status $2.
 note='echo "$$" >>"$1"; exit "${2:-0}"'
 

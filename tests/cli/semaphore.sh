@@ -3,10 +3,17 @@
 # workers of 6 rounds each under `--limit 2` are never more than 2 inside
 # (the server counts them) and 2 are reached; another limit is refused
 # (usage status), `dlock limit` changes it; the lock on a semaphore's name
-# is refused; acquire/release of a permit across commands; status shows
+# is refused, and so is a name whose key holds a value dlock did not write
+# (said so, the value untouched); acquire/release of a permit across
+# commands; status shows
 # limit, holders and waiters; `--shared` runs overlap, and a plain run
 # (the writer) waits for them.
 . "$(dirname "$0")/common.bash"
+
+# not_in FILE TEXT: FILE does not contain TEXT.
+not_in() {
+    ! grep -qF -- "$2" "$1"
+}
 
 start_redis
 export DLOCK_SERVERS=$REDIS_URL
@@ -48,6 +55,31 @@ check "the message names the stored limit" file_has "$T/err" "has limit 2"
 expect_status 64 "the lock on a semaphore's name is refused" \
     "$DLOCK_BIN" run -n sem -- true
 check "the message says it is a semaphore" file_has "$T/err" "semaphore"
+# Issue 29 item 4: a name whose key holds a value dlock did not write is
+# none of dlock's kinds: each form says so (not "a semaphore"), and the
+# value is left as it was.
+rcli "$REDIS_PORT" SET 'dlock:{foreign}' hello >/dev/null
+rcli "$REDIS_PORT" RPUSH 'dlock:{flist}' a >/dev/null
+rcli "$REDIS_PORT" ZADD 'dlock:{fzset}' 1 a >/dev/null
+for k in foreign flist fzset; do
+    for form in "" "--shared" "--limit 2"; do
+        # shellcheck disable=SC2086
+        expect_status 64 "a lock on $k (a value not dlock's) ${form:-plain}" \
+            "$DLOCK_BIN" run -n $form "$k" -- true
+        check "$k ${form:-plain}: says it is not dlock's" \
+            file_has "$T/err" "not dlock's"
+        check "$k ${form:-plain}: does not call it a semaphore" \
+            not_in "$T/err" "a semaphore"
+    done
+done
+check "the string is left as it was" \
+    test "$(rcli "$REDIS_PORT" GET 'dlock:{foreign}')" = hello
+check "the list is left as it was" \
+    test "$(rcli "$REDIS_PORT" LRANGE 'dlock:{flist}' 0 -1)" = a
+check "the zset is left as it was" \
+    test "$(rcli "$REDIS_PORT" ZRANGE 'dlock:{fzset}' 0 -1 WITHSCORES | tr '\n' ' ')" = "a 1 "
+check "no fence hash was made for them" \
+    test "$(rcli "$REDIS_PORT" EXISTS 'dlock:{foreign}:f' 'dlock:{flist}:f' 'dlock:{fzset}:f')" = 0
 expect_status 64 "--limit 0 is a usage error" \
     "$DLOCK_BIN" run --limit 0 sem -- true
 expect_status 64 "--limit with --shared is a usage error" \

@@ -4,7 +4,8 @@
 # on the master; status reports the topology; a malformed URL and an
 # unknown master name are usage errors (64), a redis:// URL at a replica is
 # refused (69, nothing written there); --wait-replicas grants with the
-# replicas up and fails (69, no lock left) with them stopped.
+# replicas up and fails (69, no lock left) with them stopped, and a failed
+# extend --wait-replicas gives its extension back.
 . "$(dirname "$0")/common.bash"
 . "$DLOCK_SRC/tests/fixtures/topology.sh"
 
@@ -44,6 +45,14 @@ check "says what is wrong" file_has "$T/err" "bad port"
 expect_status 64 "an unknown master name" \
     "$DLOCK_BIN" run -s "redis+sentinel://127.0.0.1:${TOPO_SENTINEL_PORTS[0]}/nosuch" -n sk -- true
 check "says no sentinel knows it" file_has "$T/err" "no sentinel knows a master"
+# Issue 29 item 16: a redis+cluster:// seed that is a sentinel: a usage
+# error saying what to write (before: 69 after ~2 s, "CLUSTER SHARDS: ERR
+# unknown command").
+expect_status 64 "a redis+cluster:// seed that is a sentinel" \
+    "$DLOCK_BIN" run -s "redis+cluster://127.0.0.1:${TOPO_SENTINEL_PORTS[0]}" \
+    -n sk -- true
+check "says it is a sentinel and what to use" \
+    file_has "$T/err" "is a Redis Sentinel.*redis+sentinel://"
 expect_status 64 "--wait-replicas not a number" \
     "$DLOCK_BIN" run -s "$S" --wait-replicas x -n sk -- true
 
@@ -62,11 +71,22 @@ for i in "${!TOPO_DATA_PORTS[@]}"; do
         pids+=("$(cat "${TOPO_DATA_DIRS[$i]}/redis.pid")")
     fi
 done
+"$DLOCK_BIN" acquire -s "$S" -l 60 ek >"$T/eowner" 2>"$T/acq.err" ||
+    fail "dlock acquire ek: $(cat "$T/acq.err")"
 kill -STOP "${pids[@]}"
 expect_status 69 "DLOCK_WAIT_REPLICAS=2 with the replicas stopped" \
     env DLOCK_WAIT_REPLICAS=2 "$DLOCK_BIN" run -s "$S" --wait-replicas-timeout 0.3 -n wk -- true
-kill -CONT "${pids[@]}"
 check "says too few replicas acknowledged" file_has "$T/err" "given back"
+# Issue 29 item 13: a failed extend --wait-replicas gives the extension
+# back (the master keeps the lease it had, not the unreplicated one).
+expect_status 69 "extend --wait-replicas 1 with the replicas stopped" \
+    "$DLOCK_BIN" extend -s "$S" --wait-replicas 1 --wait-replicas-timeout 0.3 \
+    -l 900 --owner "$(cut -d' ' -f1 "$T/eowner")" ek
+kill -CONT "${pids[@]}"
+check "extend says too few replicas" file_has "$T/err" "too few replicas"
+ettl=$(rcli "$m" PTTL 'dlock:{ek}')
+check "the extension was given back (PTTL $ettl ms, at most 60 s)" \
+    test "$ettl" -gt 0 -a "$ettl" -le 60000
 check "no lock left on the master" key_gone "$m" 'dlock:{wk}'
 
 finish

@@ -165,7 +165,7 @@ static int wait_renewed(const int *idx, const int *base, int n, int want)
 /* (a) */
 static void test_stalled_replica(void **state)
 {
-    int ports[3], used[16], nused = 0, i, bidx, base[1], abase[6];
+    int ports[3], used[16], nused = 0, i, bidx, base[1], abase[6], during[6], k;
     char names[7][64];
     dlock_lock *a[6], *b;
     dlock_client *c = rclient(500);
@@ -188,9 +188,16 @@ static void test_stalled_replica(void **state)
     rep = th_cluster_replica(&cl, ports[0]);
     assert_non_null(rep);
     th_server_pause(rep);
-    /* Let a renewal of A acknowledged just before the pause be counted
-     * before the baseline is read. */
-    th_sleep_ms(300);
+    /* The baseline of A's renewals is read once B has been renewed twice
+     * since the pause. The watchdog runs its rounds one after the other
+     * and reports a round's renewals before it starts the next, so every
+     * round begun before the pause (B's first renewal since may be one)
+     * has reported by B's second: a renewal of A counted after the
+     * baseline was sent after the replica stopped. (A fixed sleep here
+     * left a renewal acknowledged before the pause and reported late, by
+     * a watchdog thread short of CPU, to be counted as one during it.) */
+    base[0] = atomic_load(&seen[bidx].renewed);
+    assert_int_equal(wait_renewed(&bidx, base, 1, 2), 0);
     for (i = 0; i < 6; i++)
         abase[i] = atomic_load(&seen[i].renewed);
     base[0] = atomic_load(&seen[bidx].renewed);
@@ -198,6 +205,12 @@ static void test_stalled_replica(void **state)
      * while their renewals are NOT_REPLICATED: ten renewals of B span
      * several rounds that carry A's stalled WAIT. */
     i = wait_renewed(&bidx, base, 1, 10);
+    /* Read before the resume: a renewal of A whose WAIT is blocked when
+     * the replica runs again is acknowledged then, rightly, and reported
+     * a moment later (issue 29, item 6: the "stray renewal during the
+     * pause" that CI saw was such a one, counted after the resume). */
+    for (k = 0; k < 6; k++)
+        during[k] = atomic_load(&seen[k].renewed) - abase[k];
     th_server_resume(rep);
     if (i != 0)
         print_error("B renewed %d times, lost %d: %s\n",
@@ -211,19 +224,22 @@ static void test_stalled_replica(void **state)
                   (long long)atomic_load(&seen[bidx].max_us) / 1000);
     assert_int_equal(dlock_lock_status(b), DLOCK_OK);
     assert_int_equal(dlock_lock_lost_reason(b, NULL), DLOCK_OK);
-    /* The rounds did carry A's locks: their WAIT found no replica. */
+    /* The rounds did carry A's locks: their WAIT found no replica, so
+     * none was reported renewed while the replica was stopped (healthy,
+     * each would have been renewed about as often as B, ten times).
+     * Renewals acknowledged after the resume are reported, not
+     * asserted. */
     {
-        /* Healthy, A's six locks would have been renewed about as often
-         * as B (ten times each). A stray renewal of one of them has been
-         * seen in CI during the pause, cause not found (open in the
-         * notes): reported, and at most one per lock allowed. */
-        int stray = 0;
-        for (i = 0; i < 6; i++)
-            stray += atomic_load(&seen[i].renewed) - abase[i];
-        if (stray > 0)
-            print_message("renewals of A's locks during the pause: %d\n",
-                          stray);
-        assert_true(stray <= 6);
+        int stray = 0, after = 0;
+        for (i = 0; i < 6; i++) {
+            stray += during[i];
+            after += atomic_load(&seen[i].renewed) - abase[i] - during[i];
+        }
+        if (stray > 0 || after > 0)
+            print_message("renewals of A's locks: %d during the pause, "
+                          "%d since the resume\n",
+                          stray, after);
+        assert_int_equal(stray, 0);
     }
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
     for (i = 0; i < 6; i++)

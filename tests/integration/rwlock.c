@@ -125,6 +125,15 @@ static int64_t writer_mark(dlock_client *c, const char *name)
     return th_shared_info(c, name).writer_waiting_ms;
 }
 
+/* Wait (up to 10 s) until a waiting writer has marked NAME. */
+static void await_mark(dlock_client *c, const char *name)
+{
+    int64_t t0 = th_now_ms();
+    while (writer_mark(c, name) <= 0 && th_now_ms() - t0 < 10000)
+        th_sleep_ms(5);
+    assert_true(writer_mark(c, name) > 0);
+}
+
 /* Writer preference: a waiting writer keeps new readers out (a reader
  * preferring readers gets in, and so does a thread that reads already);
  * when the readers leave, the writer goes first. */
@@ -133,14 +142,10 @@ static void test_writer_preference(void **state)
     dlock_client *a = client(), *b = client(), *wc = client();
     dlock_lock *r1, *r2, *r3;
     th_waiter w = waiter_of(wc, "rw:pref", 1, 200);
-    int64_t t0;
     (void)state;
     assert_int_equal(rd(&r1, a, "rw:pref", 0, 0), DLOCK_OK);
     assert_int_equal(th_waiter_start(&w), 0);
-    t0 = th_now_ms();
-    while (writer_mark(a, "rw:pref") <= 0 && th_now_ms() - t0 < 10000)
-        th_sleep_ms(5);
-    assert_true(writer_mark(a, "rw:pref") > 0);
+    await_mark(a, "rw:pref");
     assert_int_equal(rd(&r2, b, "rw:pref", 0, 0), DLOCK_BUSY);
     assert_int_equal(rd(&r2, b, "rw:pref", DLOCK_RW_PREFER_READERS, 0),
                      DLOCK_OK);
@@ -160,6 +165,50 @@ static void test_writer_preference(void **state)
     dlock_client_free(wc);
     dlock_client_free(b);
     dlock_client_free(a);
+}
+
+/* Issue 29 item 12: a writer that gives up (its wait runs out) takes its
+ * mark with it: new readers get in at once, not after the readers' lease
+ * + 1 s. Another writer still waiting keeps them out. Both waiting
+ * strategies: notify (the plain waiting writer) and fair (queued). */
+static void writer_leaves(int strategy, const char *name)
+{
+    dlock_client *a = client(), *b = client(), *wc = client();
+    dlock_client *wf = fixture_client(strategy, 0, 0);
+    dlock_lock *r1, *r2, *w;
+    th_waiter w2 = waiter_of(wc, name, 1, 0);
+    assert_int_equal(rd(&r1, a, name, 0, 0), DLOCK_OK);
+    /* A lone writer gives up: its mark goes with it. */
+    assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
+    assert_int_equal(writer_mark(a, name), 0);
+    assert_int_equal(rd(&r2, b, name, 0, 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
+    /* Another writer waits: one giving up leaves that one's mark. */
+    assert_int_equal(th_waiter_start(&w2), 0);
+    await_mark(a, name);
+    assert_int_equal(wr(&w, wf, name, 300), DLOCK_TIMEDOUT);
+    assert_true(writer_mark(a, name) > 0);
+    assert_int_equal(rd(&r2, b, name, 0, 0), DLOCK_BUSY);
+    assert_int_equal(atomic_load(&w2.got), 0);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    th_waiter_join(&w2);
+    assert_int_equal(w2.rc, DLOCK_OK);
+    dlock_client_free(wf);
+    dlock_client_free(wc);
+    dlock_client_free(b);
+    dlock_client_free(a);
+}
+
+static void test_writer_leaves_notify(void **state)
+{
+    (void)state;
+    writer_leaves(DLOCK_WAIT_NOTIFY, "rw:leave:n");
+}
+
+static void test_writer_leaves_fair(void **state)
+{
+    (void)state;
+    writer_leaves(DLOCK_WAIT_FAIR, "rw:leave:f");
 }
 
 /* Downgrade: the writer becomes a reader in one step; a waiting reader
@@ -232,6 +281,36 @@ static void test_reader_crash(void **state)
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
     close(p[0]);
     close(p[1]);
+    dlock_client_free(c);
+}
+
+/* Issue 29 item 2: the lock is the writers' as soon as the last live
+ * reader's lease has ended, however long a lease an earlier reader took
+ * (the hash kept the longest lease any reader ever had). Readers without
+ * renewal: a long one that leaves, a short one that lapses. */
+static void test_expired_reader_frees(void **state)
+{
+    dlock_client *c = client(), *wc = client();
+    dlock_lock *r1, *r2, *w;
+    dlock_acquire_options o = opts(0, 30000, 0);
+    int64_t t0;
+    (void)state;
+    assert_int_equal(dlock_rw_acquire_shared(&r1, c, "rw:lapse", 0, &o),
+                     DLOCK_OK);
+    o.lease_ms = 300;
+    assert_int_equal(dlock_rw_acquire_shared(&r2, c, "rw:lapse", 0, &o),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    t0 = th_now_ms();
+    while (th_shared_info(c, "rw:lapse").holders > 0 &&
+           th_now_ms() - t0 < 10000)
+        th_sleep_ms(10);
+    assert_int_equal(th_shared_info(c, "rw:lapse").holders, 0);
+    /* No live reader: a writer's try gets in at once. */
+    assert_int_equal(wr(&w, wc, "rw:lapse", 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r2), DLOCK_NOT_OWNER);
+    dlock_client_free(wc);
     dlock_client_free(c);
 }
 
@@ -399,9 +478,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusion),
         cmocka_unit_test(test_writer_preference),
+        cmocka_unit_test(test_writer_leaves_notify),
+        cmocka_unit_test(test_writer_leaves_fair),
         cmocka_unit_test(test_downgrade_upgrade),
         cmocka_unit_test(test_reader_crash),
         cmocka_unit_test(test_reader_renew_lost),
+        cmocka_unit_test(test_expired_reader_frees),
         cmocka_unit_test(test_redlock),
         cmocka_unit_test(test_checker),
     };

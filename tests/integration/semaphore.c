@@ -626,6 +626,94 @@ static void test_late_handoff_token(void **state)
     dlock_client_free(a);
 }
 
+/* Issue 29 item 14: raising the limit serves the waiters it can and
+ * leaves the others waiting, under the new limit: they take the next
+ * free permit (before, a waiter's next attempt was refused: "has limit
+ * 3, not 1"). Each waiter has its own client, so that its attempts can
+ * be counted (stats.busy). */
+static void raise_keeps_waiters(int strategy, const char *name)
+{
+    enum { K = 3 };
+    dlock_client *h = client(), *wc[K];
+    dlock_lock *l;
+    th_waiter w[K];
+    dlock_stats st;
+    uint64_t busy0;
+    int64_t t0;
+    int i, got, third = -1;
+    assert_int_equal(sem(&l, h, name, 1, 0, 30000, 0), DLOCK_OK);
+    for (i = 0; i < K; i++) {
+        wc[i] = client_s(strategy);
+        w[i] = (th_waiter){.c = wc[i],
+                           .name = name,
+                           .wait_ms = 30000,
+                           .lease_ms = 10000,
+                           .acquire = sem1,
+                           .hold_ms = TH_WAITER_KEEP};
+        assert_int_equal(th_waiter_start(&w[i]), 0);
+    }
+    /* Every waiter has found the semaphore full under limit 1. */
+    for (i = 0; i < K; i++) {
+        t0 = th_now_ms();
+        do {
+            dlock_client_stats(wc[i], &st);
+            if (st.busy == 0)
+                th_sleep_ms(5);
+        } while (st.busy == 0 && th_now_ms() - t0 < 10000);
+        assert_true(st.busy > 0);
+    }
+    assert_int_equal(dlock_sem_set_limit(h, name, 3, NULL), DLOCK_OK);
+    t0 = th_now_ms();
+    do {
+        for (got = 0, i = 0; i < K; i++)
+            got += atomic_load(&w[i].got);
+        if (got < 2)
+            th_sleep_ms(5);
+    } while (got < 2 && th_now_ms() - t0 < 10000);
+    assert_int_equal(got, 2);
+    for (i = 0; i < K; i++)
+        if (!atomic_load(&w[i].got))
+            third = i;
+    assert_true(third >= 0);
+    /* The third tries again under the new limit and finds it full. */
+    dlock_client_stats(wc[third], &st);
+    busy0 = st.busy;
+    t0 = th_now_ms();
+    do {
+        dlock_client_stats(wc[third], &st);
+        if (st.busy == busy0)
+            th_sleep_ms(10);
+    } while (st.busy == busy0 && th_now_ms() - t0 < 10000);
+    assert_true(st.busy > busy0);
+    /* A permit comes free: the third takes it. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (i = 0; i < K; i++) {
+        th_waiter_join(&w[i]);
+        assert_int_equal(w[i].rc, DLOCK_OK);
+        assert_int_equal(dlock_lock_release(w[i].l), DLOCK_OK);
+        dlock_client_free(wc[i]);
+    }
+    dlock_client_free(h);
+}
+
+static void test_raise_keeps_waiters_fair(void **state)
+{
+    (void)state;
+    raise_keeps_waiters(DLOCK_WAIT_FAIR, "s:raise:f");
+}
+
+static void test_raise_keeps_waiters_notify(void **state)
+{
+    (void)state;
+    raise_keeps_waiters(DLOCK_WAIT_NOTIFY, "s:raise:n");
+}
+
+static void test_raise_keeps_waiters_spin(void **state)
+{
+    (void)state;
+    raise_keeps_waiters(DLOCK_WAIT_SPIN, "s:raise:s");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -641,6 +729,9 @@ int main(void)
         cmocka_unit_test(test_release_idempotent),
         cmocka_unit_test(test_handoff_lease),
         cmocka_unit_test(test_late_handoff_token),
+        cmocka_unit_test(test_raise_keeps_waiters_fair),
+        cmocka_unit_test(test_raise_keeps_waiters_notify),
+        cmocka_unit_test(test_raise_keeps_waiters_spin),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

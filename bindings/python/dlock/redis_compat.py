@@ -1,0 +1,409 @@
+"""A drop-in for redis-py's Lock, backed by libdlock.
+
+Change one import and keep the code:
+
+    from dlock.redis_compat import Lock            # was: from redis.lock
+    lock = Lock(r, "job", timeout=10, blocking_timeout=5)
+    with lock: ...
+    # or keep r.lock(...):  r.lock("job", timeout=10, lock_class=Lock)
+
+Lock takes what redis-py's takes: (redis, name, timeout=None, sleep=0.1,
+blocking=True, blocking_timeout=None, thread_local=True), where redis is
+a redis-py client (redis.Redis: TCP, TLS or unix socket), a URL string or
+a dlock.Client; and it has acquire/release/extend/reacquire/locked/owned
+and `local.token`. LockError and LockNotOwnedError subclass redis-py's
+(and dlock.DlockError), so `except redis.exceptions.LockError` keeps
+working; connection failures raise subclasses of redis-py's
+ConnectionError, TimeoutError and AuthenticationError.
+
+Where redis-py and dlock differ, this layer follows redis-py:
+- Ownership per Lock object and token, not per thread: a second acquire
+  of a name this thread already holds (through the same Lock object or
+  another) is not reentrant; it waits or fails as with redis-py. (This
+  layer then acquires through a second dlock client, made on demand, so
+  the server sees another owner.)
+- timeout=None: held until released, as in redis-py; dlock gives every
+  lock a lease, so it is taken with a 30 s lease renewed every 10 s by
+  the watchdog thread: a process that dies frees it within 30 s instead
+  of never. extend() and reacquire() still refuse such a lock, as
+  redis-py does.
+- With thread_local=False the token is shared by all threads, and any
+  of them may release (as in redis-py). With thread_local=True, another
+  thread's release() raises LockError ("Cannot release an unlocked
+  lock"), where redis-py 4.3 raises AttributeError.
+
+What differs anyway, and cannot be hidden:
+- The lock is not the Redis key NAME: dlock keeps it under
+  "dlock:{NAME}" (and a fencing counter beside it), so every process
+  taking a given name must switch to dlock together, and code reading
+  the key itself (r.get(name)) sees nothing.
+- local.token is dlock's owner id (bytes), not a UUID; a token passed to
+  acquire(token=...) is not used (the server assigns the owner id). A
+  token copied from another process may be set as lock.local.token
+  and released, as with redis-py (dlock adopts the hold by it).
+- sleep is accepted and ignored: waiters are woken by the release
+  (fair FIFO), not by polling.
+- extend(t) without replace_ttl adds t to the lease left by this
+  process's clock, a little less than the server's TTL.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from urllib.parse import quote
+
+import redis.exceptions as _rx
+
+from . import _core, _errors
+from ._core import Client, Held
+
+__all__ = ["Lock", "LockError", "LockNotOwnedError", "ConnectionError",
+           "TimeoutError", "AuthenticationError"]
+
+Number = Union[int, float]
+
+# The lease of a lock taken with timeout=None, renewed by the watchdog.
+NO_TIMEOUT_LEASE = 30.0
+
+
+# Each is a dlock.DlockError first (its message, code and name) and the
+# redis-py exception its users catch.
+class LockError(_errors.DlockError, _rx.LockError):
+    """redis-py's LockError (also a dlock.DlockError)."""
+
+
+class LockNotOwnedError(LockError, _rx.LockNotOwnedError):
+    """redis-py's LockNotOwnedError: the lock is (no longer) ours."""
+
+
+class ConnectionError(_errors.DlockError, _rx.ConnectionError):
+    """redis-py's ConnectionError: a server could not be reached."""
+
+
+class TimeoutError(_errors.DlockError, _rx.TimeoutError):
+    """redis-py's TimeoutError: a server did not answer in time."""
+
+
+class AuthenticationError(_errors.DlockError, _rx.AuthenticationError):
+    """redis-py's AuthenticationError: credentials refused."""
+
+
+def _translate(e: _errors.DlockError) -> Exception:
+    """A dlock failure as the redis-py exception its users catch (the
+    library's message, code and name kept)."""
+    cls: Any = LockError
+    if isinstance(e, (_errors.ConnectionFailed, _errors.NoQuorum)):
+        cls = ConnectionError
+    elif isinstance(e, _errors.ServerTimeout):
+        cls = TimeoutError
+    elif isinstance(e, _errors.AuthError):
+        cls = AuthenticationError
+    return cls(str(e), e.code, e.name)
+
+
+# ------------------------------------------------------------ client pools
+
+
+class _Pool:
+    """The dlock clients for one server configuration, shared by every
+    compat Lock of the process. A thread that holds NAME through client i
+    and acquires NAME again takes it through the first client it does not
+    hold NAME on (made when needed), so that the server sees a second
+    owner and the acquire is not reentrant, as redis-py's is not."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._clients: List[Client] = []
+        self._holds: Dict[Tuple[int, bytes], Set[int]] = {}
+        self._mu = threading.Lock()
+
+    def pick(self, bname: bytes) -> Tuple[Client, Tuple[int, bytes], int]:
+        key = (threading.get_ident(), bname)
+        with self._mu:
+            used = self._holds.get(key, ())
+            i = 0
+            while i in used:
+                i += 1
+            if i == len(self._clients):
+                self._clients.append(self._make())
+            return self._clients[i], key, i
+
+    def taken(self, key: Tuple[int, bytes], i: int) -> None:
+        with self._mu:
+            self._holds.setdefault(key, set()).add(i)
+
+    def given_back(self, key: Tuple[int, bytes], i: int) -> None:
+        with self._mu:
+            s = self._holds.get(key)
+            if s is not None:
+                s.discard(i)
+                if not s:
+                    del self._holds[key]
+
+    def first(self) -> Client:
+        with self._mu:
+            if not self._clients:
+                self._clients.append(self._make())
+            return self._clients[0]
+
+
+_pools: Dict[Any, _Pool] = {}
+_pools_mu = threading.Lock()
+
+
+def _forget_pools() -> None:
+    # A child after fork() makes its own clients.
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
+def _from_redis_py(r: Any) -> Tuple[Any, Any]:
+    """(cache key, factory) for the dlock client matching redis-py client
+    R's connection settings."""
+    pool = getattr(r, "connection_pool", None)
+    if pool is None:
+        raise TypeError("redis must be a redis.Redis client, a URL or a "
+                        "dlock.Client, not %s" % type(r).__name__)
+    kw = dict(pool.connection_kwargs)
+    cls = getattr(pool, "connection_class", None)
+    cls_name = getattr(cls, "__name__", "")
+    db = int(kw.get("db") or 0)
+    tls: Dict[str, Any] = {}
+    if kw.get("path"):
+        url = "unix://%s?db=%d" % (quote(kw["path"]), db)
+    else:
+        host = kw.get("host", "localhost")
+        if ":" in host and not host.startswith("["):
+            host = "[%s]" % host
+        scheme = "rediss" if "SSL" in cls_name else "redis"
+        url = "%s://%s:%d/%d" % (scheme, host, int(kw.get("port", 6379)), db)
+        if scheme == "rediss":
+            tls = {"tls_ca_file": kw.get("ssl_ca_certs"),
+                   "tls_cert_file": kw.get("ssl_certfile"),
+                   "tls_key_file": kw.get("ssl_keyfile"),
+                   "tls_insecure": kw.get("ssl_cert_reqs") in ("none", 0)}
+    user = kw.get("username")
+    password = kw.get("password")
+    # redis-py's socket timeouts (seconds; None: its default, none) as
+    # dlock's; dlock's defaults (2 s) where redis-py has none.
+    times = {}
+    if kw.get("socket_connect_timeout"):
+        times["connect_timeout"] = float(kw["socket_connect_timeout"])
+    if kw.get("socket_timeout"):
+        times["command_timeout"] = float(kw["socket_timeout"])
+    key = ("redis-py", url, user, password, tuple(sorted(tls.items())),
+           tuple(sorted(times.items())))
+
+    def make() -> Client:
+        return Client(url, username=user, password=password, env=False,
+                      **tls, **times)
+    return key, make
+
+
+def _pool_for(r: Any) -> _Pool:
+    """The pool for R: a dlock.Client (the first owner; further owners
+    are clients made as it was), a URL, or a redis-py client."""
+    if isinstance(r, Client):
+        key: Any = ("client", id(r))
+        make = r._clone
+    elif isinstance(r, str):
+        key = ("url", r)
+
+        def make() -> Client:
+            return Client(r)
+    else:
+        key, make = _from_redis_py(r)
+    with _pools_mu:
+        p = _pools.get(key)
+        if p is None:
+            p = _pools[key] = _Pool(make)
+            if isinstance(r, Client):
+                p._clients.append(r)
+        return p
+
+
+# ------------------------------------------------------------------- Lock
+
+
+class Lock:
+    """redis-py's Lock over dlock: see the module's docstring for what
+    follows redis-py and what differs."""
+
+    def __init__(self, redis: Any, name: Union[str, bytes],
+                 timeout: Optional[Number] = None, sleep: Number = 0.1,
+                 blocking: bool = True,
+                 blocking_timeout: Optional[Number] = None,
+                 thread_local: bool = True) -> None:
+        self.redis = redis
+        self.name = name
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blocking = blocking
+        self.blocking_timeout = blocking_timeout
+        self.thread_local = bool(thread_local)
+        self.local: Any = (threading.local() if self.thread_local
+                           else SimpleNamespace())
+        self.local.token = None
+        self._bname = _core._b(name)
+        self._pool_of: Optional[_Pool] = _pool_for(redis)
+        self._pool_gen = _core._fork_gen
+
+    @property
+    def _pool(self) -> _Pool:
+        """The clients to take the lock through: after a fork() those of
+        the child (made there), as redis-py's Lock reconnects there."""
+        if self._pool_gen != _core._fork_gen or self._pool_of is None:
+            self._pool_of = _pool_for(self.redis)
+            self._pool_gen = _core._fork_gen
+        return self._pool_of
+
+    def __enter__(self) -> "Lock":
+        if self.acquire():
+            return self
+        raise LockError("Unable to acquire lock within the time specified")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def acquire(self, sleep: Optional[Number] = None,
+                blocking: Optional[bool] = None,
+                blocking_timeout: Optional[Number] = None,
+                token: Optional[Union[str, bytes]] = None) -> bool:
+        """Take the lock; True once taken. blocking=False: try once and
+        return False when held; else wait up to blocking_timeout seconds
+        (None: forever), then False. sleep and token are accepted and not
+        used (see the module's docstring)."""
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        wait: Optional[float]
+        if not blocking:
+            wait = 0
+        elif blocking_timeout is None:
+            wait = None
+        else:
+            wait = max(0.0, float(blocking_timeout))
+        if self.timeout is None:
+            lease, watchdog = NO_TIMEOUT_LEASE, True
+        else:
+            lease, watchdog = float(self.timeout), False
+        client, key, i = self._pool.pick(self._bname)
+        try:
+            held = client._acquire(0, self._bname, 0, lease, wait, watchdog,
+                                   None)
+        except (_errors.Busy, _errors.TimedOut):
+            return False
+        except _errors.DlockError as e:
+            raise _translate(e) from e
+        self._pool.taken(key, i)
+        self.local.token = held.owner.encode()
+        self.local.held = held
+        self.local.slot = (key, i)
+        return True
+
+    def locked(self) -> bool:
+        """True when any process holds the lock."""
+        try:
+            return self._pool.first().inspect(self._bname).held
+        except _errors.DlockError as e:
+            raise _translate(e) from e
+
+    def owned(self) -> bool:
+        """True when the lock is held under this Lock's token."""
+        token = getattr(self.local, "token", None)
+        if token is None:
+            return False
+        try:
+            info = self._pool.first().inspect(self._bname)
+        except _errors.DlockError as e:
+            raise _translate(e) from e
+        if isinstance(token, str):
+            token = token.encode()
+        return info.held and info.owner.encode() == token
+
+    def _take_held(self) -> Optional[Held]:
+        held = getattr(self.local, "held", None)
+        token = getattr(self.local, "token", None)
+        if held is not None and held._ptr is not None and \
+                held.owner.encode() == (token.encode()
+                                        if isinstance(token, str) else token):
+            return held
+        return None
+
+    def _adopt(self, token: Union[str, bytes]) -> Held:
+        """A handle for a token set by hand (another process's)."""
+        owner = token.decode() if isinstance(token, bytes) else token
+        return self._pool.first().adopt(self._bname, owner)
+
+    def _done(self) -> None:
+        slot = getattr(self.local, "slot", None)
+        if slot is not None:
+            self._pool.given_back(*slot)
+        self.local.held = None
+        self.local.slot = None
+
+    def release(self) -> None:
+        """Release the lock. LockError when this Lock does not hold it;
+        LockNotOwnedError when it is no longer ours (expired, taken)."""
+        token = getattr(self.local, "token", None)
+        if token is None:
+            raise LockError("Cannot release an unlocked lock")
+        self.local.token = None
+        held = self._take_held()
+        try:
+            if held is None:
+                held = self._adopt(token)
+            held.release()
+        except (_errors.NotOwner, _errors.Lost):
+            raise LockNotOwnedError(
+                "Cannot release a lock that's no longer owned") from None
+        except _errors.DlockError as e:
+            raise _translate(e) from e
+        finally:
+            self._done()
+
+    def _renew(self, lease: float, what: str) -> bool:
+        held = self._take_held()
+        try:
+            if held is None:
+                held = self._adopt(self.local.token)
+                self.local.held = held
+            held.extend(lease)
+        except (_errors.NotOwner, _errors.Lost):
+            raise LockNotOwnedError(
+                "Cannot %s a lock that's no longer owned" % what) from None
+        except _errors.DlockError as e:
+            raise _translate(e) from e
+        return True
+
+    def extend(self, additional_time: Number,
+               replace_ttl: bool = False) -> bool:
+        """Add additional_time seconds to the lease left (replace_ttl:
+        set the lease to it). LockError for an unheld lock or one with
+        timeout=None; LockNotOwnedError when it is no longer ours."""
+        if getattr(self.local, "token", None) is None:
+            raise LockError("Cannot extend an unlocked lock")
+        if self.timeout is None:
+            raise LockError("Cannot extend a lock with no timeout")
+        add = float(additional_time)
+        if replace_ttl:
+            return self._renew(add, "extend")
+        held = self._take_held()
+        left = held.validity if held is not None else 0.0
+        if held is not None and left <= 0:
+            raise LockNotOwnedError(
+                "Cannot extend a lock that's no longer owned")
+        return self._renew(left + add, "extend")
+
+    def reacquire(self) -> bool:
+        """Set the lease back to timeout seconds."""
+        if getattr(self.local, "token", None) is None:
+            raise LockError("Cannot reacquire an unlocked lock")
+        if self.timeout is None:
+            raise LockError("Cannot reacquire a lock with no timeout")
+        return self._renew(float(self.timeout), "reacquire")
