@@ -246,6 +246,27 @@ static void test_none_queue_marked(void **state)
     dlock_client_free(cb);
 }
 
+/* 0 and an election: while it leads, the leader hash (:l) is there; a
+ * resignation leaves no key (the lock, the fence hash and the leader
+ * hash gone); with the default the leader hash stays. */
+static void test_none_election(void **state)
+{
+    dlock_client *c = client_keep(0), *d = client_keep(7 * DAY_MS);
+    dlock_election *e;
+    (void)state;
+    assert_int_equal(dlock_campaign(&e, c, "fr-el", "v1", NULL), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-el}:l"), 1);
+    assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-el}"), 0);
+    assert_int_equal(exists("dlock:{fr-el}:f"), 0);
+    assert_int_equal(exists("dlock:{fr-el}:l"), 0);
+    assert_int_equal(dlock_campaign(&e, d, "fr-el2", "v1", NULL), DLOCK_OK);
+    assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-el2}:l"), 1);
+    dlock_client_free(c);
+    dlock_client_free(d);
+}
+
 /* Bad values are refused; a version 1 struct gets the default. */
 static void test_options(void **state)
 {
@@ -283,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_custom_retention),
         cmocka_unit_test(test_none_downgrade),
         cmocka_unit_test(test_none_queue_marked),
+        cmocka_unit_test(test_none_election),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
