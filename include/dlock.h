@@ -22,7 +22,10 @@
  * each acquisition returns its own handle and each handle is released once.
  * On the server each hold is recorded under an owner id unique to that
  * hold ("<client id>:<thread id>:<hold number>"), so a delayed message of
- * an earlier hold can never act on a later one.
+ * an earlier hold can never act on a later one. Nor can one of an earlier
+ * attempt of the same acquire: an attempt whose give-back (of what it may
+ * have taken) a server did not answer at once is followed by attempts
+ * under a new hold number.
  *
  * Threads
  * -------
@@ -494,7 +497,7 @@ DLOCK_EXPORT const char *dlock_lock_name(const dlock_lock *lock);
 
 /* The owner id this lock is held under on the servers:
  * "<client id>:<thread id>:<hold number>" (reentrant acquisitions share
- * it). */
+ * it; that of the attempt that got the lock). */
 DLOCK_EXPORT const char *dlock_lock_owner(const dlock_lock *lock);
 
 /*

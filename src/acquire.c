@@ -392,9 +392,9 @@ static int attempt_once(dlock_client *c, dlock__held *h, int64_t lease_ms,
     a->split = c->ns.n > 1 && t.granted > 0;
     undo = dlock__acquire_undo_mask(&t, v, c->ns.n, h->depth);
     if (undo != 0)
-        dlock__undo_acquire(c, h, undo, h->depth + 1, t.tmax, lease_ms,
-                            fair == FAIR_QUEUE && c->ns.n > 1 ? ticket : 0,
-                            (undo & t.unknown & ~pend) != 0);
+        dlock__give_back(c, h, undo, t.tmax, lease_ms,
+                         fair == FAIR_QUEUE && c->ns.n > 1 ? ticket : 0,
+                         (undo & t.unknown & ~pend) != 0);
     else
         dlock__held_drop_pins(c, h);
     return rc;
@@ -424,7 +424,10 @@ static int fair_leave(dlock_client *c, dlock__held *h, int rc)
                 tok = t;
         }
     dlock__results_clear(res, c->ns.n);
-    if (mask != 0)
+    /* Only a fresh hold can have been handed the lock: a reentrant one
+     * (waiting through an outage) finds its own earlier levels, which are
+     * not to be given back. */
+    if (mask != 0 && h->depth == 0)
         dlock__undo_acquire(c, h, mask, 1, tok, DLOCK__FAIR_HANDOFF_MS, 0, 0);
     return rc;
 }

@@ -5,7 +5,7 @@
  * SLOTS), and what a MOVED or ASK redirection means for it.
  *
  * A cluster client's node set (node.h) has one node, quorum 1: to the lock
- * layer a cluster lock is a single-instance lock. The step layer (step.c)
+ * layer a cluster lock is a single-instance lock. The engine (src/engine/call.c)
  * asks dlock__cluster_route() which real node serves the slot of a
  * command's keys, and follows redirections through
  * dlock__cluster_redirect(). The subscriber (subscriber.c) links to the

@@ -13,7 +13,7 @@
  *    trip) and its run_id is compared with every other node's. Two equal
  *    run_ids refuse the node set for good: every operation of the client
  *    but an undo fails with DLOCK_EINVAL from then on, and the step that
- *    found it counts no node (step.c), so the duplicate never makes a
+ *    found it counts no node (the engine), so the duplicate never makes a
  *    quorum. An undo still goes out: it only gives back what this
  *    client may have taken.
  *

@@ -6,7 +6,8 @@
  * the db), and the server's run_id (INFO server), learned on a node's
  * first connection, for what URLs cannot tell (127.0.0.1 and localhost,
  * a unix socket and the TCP port of one server). Above the node set
- * (node.h) and the connection (conn.h); step.c asks and reads the answers.
+ * (node.h) and the connection (conn.h); the engine (call.c) asks and reads the
+ * answers.
  */
 #ifndef DLOCK_IDENT_H
 #define DLOCK_IDENT_H

@@ -185,9 +185,9 @@ static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
 }
 
 /* See lock.h. */
-void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token, int64_t lease_ms,
-                         uint64_t ticket, int eval)
+uint64_t dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                             int depth, uint64_t token, int64_t lease_ms,
+                             uint64_t ticket, int eval)
 {
     int64_t t0 = dlock__now_ms();
     uint64_t left =
@@ -196,6 +196,7 @@ void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
     dlock__held_drop_pins(c, h);
     if (left != 0)
         undo_later(c, h, left, depth, token, t0 + lease_ms);
+    return left;
 }
 
 /* See lock.h. */

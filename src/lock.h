@@ -102,9 +102,12 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
  * source on the spot; no answer in time, by the watchdog). ticket: as
  * for dlock__undo_send (the retries do not requeue: the waiter's next
  * refresh does). Goes over h's pinned connections (h->pins: behind the
- * acquire it undoes), which it gives back. */
-void dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
-                         int depth, uint64_t token, int64_t lease_ms,
-                         uint64_t ticket, int eval);
+ * acquire it undoes), which it gives back. Returns the nodes that did
+ * not answer at once: there the give-back may still arrive later (the
+ * watchdog's retries, or a request given up on), and the caller must not
+ * let a later attempt use h->owner (dlock__give_back in withdraw.h). */
+uint64_t dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
+                             int depth, uint64_t token, int64_t lease_ms,
+                             uint64_t ticket, int eval);
 
 #endif /* DLOCK_LOCK_H */

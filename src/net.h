@@ -30,6 +30,34 @@ int dlock__conn_open(dlock__conn **out, const dlock__endpoint *ep,
                      dlock__tls_ctx *tls, int64_t deadline_ms, char *err,
                      size_t errlen);
 
+/*
+ * dlock__conn_open in steps, for an open that must not block the caller.s
+ * other work (the engine opens a Redlock's connections so). start checks
+ * ep, queues AUTH / SELECT, looks the name up (an IP literal at once; a
+ * name on the resolver's thread, waited for until the deadline) and starts
+ * the connect (a unix socket's finishes here). It returns
+ * DLOCK__OPEN_AGAIN (*out set: poll what dlock__opening_poll says, then
+ * call dlock__opening_step with the revents, 0 when none), DLOCK_OK (the
+ * connection is ready: dlock__opening_take it) or an error (err set).
+ * Commands may be queued on the connection (dlock__opening_conn) from
+ * start on: they follow the login, and their replies come after its.
+ * dlock__opening_timeout: the deadline passed, the error and message
+ * dlock__conn_open gives then. dlock__opening_free closes what was not
+ * taken; accepts NULL. *out may be set with an error: free it.
+ */
+#define DLOCK__OPEN_AGAIN 1
+typedef struct dlock__opening dlock__opening;
+int dlock__opening_start(dlock__opening **out, const dlock__endpoint *ep,
+                         dlock__tls_ctx *tls, int64_t deadline_ms, char *err,
+                         size_t errlen);
+void dlock__opening_poll(const dlock__opening *o, int *fd, short *events);
+int dlock__opening_step(dlock__opening *o, short revents, char *err,
+                        size_t errlen);
+int dlock__opening_timeout(dlock__opening *o, char *err, size_t errlen);
+dlock__conn *dlock__opening_conn(const dlock__opening *o);
+dlock__conn *dlock__opening_take(dlock__opening *o);
+void dlock__opening_free(dlock__opening *o);
+
 /* The name resolver (getaddrinfo; a unit test swaps in a slow one).
  * Lookups of names other than IP literals run on a helper thread and are
  * bounded by the connect deadline (ETIMEDOUT "resolve HOST: ..."). */

@@ -4,7 +4,8 @@
  * whose connect just timed out is skipped for a moment with Redlock), give
  * it back, free the set. Who the nodes are is topology.c's business (and
  * sentinel.c's, which moves a node's address through dlock__node_adopt);
- * what runs on them, step.c's.
+ * what runs on them, the engine's
+ * (src/engine/).
  *
  * Every new connection asks its server INFO server replication: a replica
  * or a sentinel is refused (a lock must never be taken on a replica,
@@ -169,7 +170,7 @@ static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
                         int64_t deadline_ms, char *err, size_t errlen,
                         int *fresh)
 {
-    int64_t now, dl;
+    int64_t dl;
     int rc;
 
     *fresh = 0;
@@ -187,21 +188,10 @@ static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
         return DLOCK_OK;
     }
     *fresh = 1;
-    now = dlock__now_ms();
-    if ((ns->n > 1 || ns->cluster != NULL) && now < n->down_until_ms) {
-        pthread_mutex_unlock(&n->mu);
-        return dlock__fail(err, errlen, DLOCK_EIO,
-                           "%s: down (connect timed out moments ago)",
-                           dlock__node_name(n));
-    }
     pthread_mutex_unlock(&n->mu);
-
-    dl = now + ns->connect_timeout_ms;
-    if (deadline_ms >= 0 && deadline_ms < dl)
-        dl = deadline_ms;
-    if (dl <= now) /* the caller's time is up: not the node's fault */
-        return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
-                           "%s: no time left to connect", dlock__node_name(n));
+    rc = dlock__node_open_window(ns, n, deadline_ms, &dl, err, errlen);
+    if (rc != DLOCK_OK)
+        return rc;
     /* A node of the set (standalone, Redlock, Sentinel) is checked on
      * every new connection (dlock__node_open); a cluster's are routed by
      * slot and opened as they are. */
@@ -213,20 +203,47 @@ static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
     else
         rc = dlock__conn_open(out, dlock__node_addr(n), ns->tls, dl, err,
                               errlen);
+    dlock__node_open_done(ns, n, rc);
+    if (rc != DLOCK_OK)
+        *out = NULL;
+    return rc;
+}
+
+/* See node.h. */
+int dlock__node_open_window(dlock__nodeset *ns, dlock__node *n,
+                            int64_t deadline_ms, int64_t *dl, char *err,
+                            size_t errlen)
+{
+    int64_t now = dlock__now_ms(), down;
+    pthread_mutex_lock(&n->mu);
+    down = n->down_until_ms;
+    pthread_mutex_unlock(&n->mu);
+    if ((ns->n > 1 || ns->cluster != NULL) && now < down)
+        return dlock__fail(err, errlen, DLOCK_EIO,
+                           "%s: down (connect timed out moments ago)",
+                           dlock__node_name(n));
+    *dl = now + ns->connect_timeout_ms;
+    if (deadline_ms >= 0 && deadline_ms < *dl)
+        *dl = deadline_ms;
+    if (*dl <= now) /* the caller's time is up: not the node's fault */
+        return dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                           "%s: no time left to connect", dlock__node_name(n));
+    return DLOCK_OK;
+}
+
+/* See node.h. */
+void dlock__node_open_done(dlock__nodeset *ns, dlock__node *n, int rc)
+{
     if (rc == DLOCK_OK)
         atomic_fetch_add(&ns->stats->reconnects, 1);
-    if (rc != DLOCK_OK) {
-        /* Only a connect that timed out is worth skipping next time: a
-         * refused one costs a round trip and must not hide a node that
-         * has just come back. */
-        if (rc == DLOCK_ETIMEDOUT) {
-            pthread_mutex_lock(&n->mu);
-            n->down_until_ms = dlock__now_ms() + 500;
-            pthread_mutex_unlock(&n->mu);
-        }
-        *out = NULL;
+    /* Only a connect that timed out is worth skipping next time: a
+     * refused one costs a round trip and must not hide a node that has
+     * just come back. */
+    if (rc == DLOCK_ETIMEDOUT) {
+        pthread_mutex_lock(&n->mu);
+        n->down_until_ms = dlock__now_ms() + 500;
+        pthread_mutex_unlock(&n->mu);
     }
-    return rc;
 }
 
 /* See node.h. Non-blocking reads and writes only, under the pool's
@@ -322,40 +339,49 @@ static void info_field(const char *s, size_t len, const char *field, char *buf,
 int dlock__node_identify(dlock__conn *c, dlock__srvinfo *id,
                          int64_t deadline_ms, char *err, size_t errlen)
 {
-    const char *argv[3] = {"INFO", "server", "replication"};
     redisReply *r = NULL;
-    char mode[32], role[32], host[64], port[16];
-    int rc;
-
+    int rc = dlock__node_identify_ask(c);
     memset(id, 0, sizeof *id);
-    rc = dlock__conn_append_argv(c, 3, argv, NULL);
     if (rc == DLOCK_OK)
         rc = dlock__conn_roundtrip(c, 1, &r, deadline_ms, -1, err, errlen);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type == REDIS_REPLY_STRING) {
-        info_field(r->str, r->len, "redis_mode", mode, sizeof mode);
-        info_field(r->str, r->len, "role", role, sizeof role);
-        info_field(r->str, r->len, "run_id", id->run_id, sizeof id->run_id);
-        info_field(r->str, r->len, "master_replid", id->replid,
-                   sizeof id->replid);
-        info_field(r->str, r->len, "master_replid2", id->replid2,
-                   sizeof id->replid2);
-        info_field(r->str, r->len, "master_host", host, sizeof host);
-        info_field(r->str, r->len, "master_port", port, sizeof port);
-        if (strcmp(mode, "sentinel") == 0)
-            id->role = DLOCK__ROLE_SENTINEL;
-        else if (strcmp(role, "master") == 0)
-            id->role = DLOCK__ROLE_MASTER;
-        else if (strcmp(role, "slave") == 0 || strcmp(role, "replica") == 0)
-            id->role = DLOCK__ROLE_REPLICA;
-        if (host[0] != '\0')
-            snprintf(id->master, sizeof id->master,
-                     strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host,
-                     port);
-    }
+    dlock__node_identify_read(r, id);
     freeReplyObject(r);
     return DLOCK_OK;
+}
+
+/* See node.h. */
+int dlock__node_identify_ask(dlock__conn *c)
+{
+    const char *argv[3] = {"INFO", "server", "replication"};
+    return dlock__conn_append_argv(c, 3, argv, NULL);
+}
+
+/* See node.h. */
+void dlock__node_identify_read(const redisReply *r, dlock__srvinfo *id)
+{
+    char mode[32], role[32], host[64], port[16];
+    memset(id, 0, sizeof *id);
+    if (r->type != REDIS_REPLY_STRING)
+        return;
+    info_field(r->str, r->len, "redis_mode", mode, sizeof mode);
+    info_field(r->str, r->len, "role", role, sizeof role);
+    info_field(r->str, r->len, "run_id", id->run_id, sizeof id->run_id);
+    info_field(r->str, r->len, "master_replid", id->replid, sizeof id->replid);
+    info_field(r->str, r->len, "master_replid2", id->replid2,
+               sizeof id->replid2);
+    info_field(r->str, r->len, "master_host", host, sizeof host);
+    info_field(r->str, r->len, "master_port", port, sizeof port);
+    if (strcmp(mode, "sentinel") == 0)
+        id->role = DLOCK__ROLE_SENTINEL;
+    else if (strcmp(role, "master") == 0)
+        id->role = DLOCK__ROLE_MASTER;
+    else if (strcmp(role, "slave") == 0 || strcmp(role, "replica") == 0)
+        id->role = DLOCK__ROLE_REPLICA;
+    if (host[0] != '\0')
+        snprintf(id->master, sizeof id->master,
+                 strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host, port);
 }
 
 /* The lock-delay this set applies after an identity change: the option,
@@ -402,6 +428,16 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__node_identify(*out, &id, deadline_ms, err, errlen);
+    return dlock__node_checked(ns, i, ep, rc, &id, out, master_of, mlen, err,
+                               errlen);
+}
+
+/* See node.h. */
+int dlock__node_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
+                        int rc, const dlock__srvinfo *idp, dlock__conn **out,
+                        char *master_of, size_t mlen, char *err, size_t errlen)
+{
+    dlock__srvinfo id = *idp;
     if (rc == DLOCK_ETIMEDOUT)
         dlock__fail(err, errlen, rc, "%s: no answer in time", ep->display);
     if (rc == DLOCK_OK && id.role == DLOCK__ROLE_REPLICA && master_of != NULL)
@@ -409,7 +445,7 @@ static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
     if (rc == DLOCK_OK && ns->locate == NULL) {
         /* A fixed server: a replica is remembered, not refused here, so
          * that inspecting and checking it work; lock writes are refused
-         * in step.c (DLOCK_EREFUSED: no retry turns it into a master). */
+         * in the engine (DLOCK_EREFUSED: no retry turns it into a master). */
         dlock__node *n = &ns->node[i];
         pthread_mutex_lock(&n->mu);
         snprintf(n->master_of, sizeof n->master_of, "%s", id.master);

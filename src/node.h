@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "net.h"
 #include "tls.h"
 #include "url.h"
 #include "util.h"
@@ -48,7 +49,7 @@ typedef struct dlock__node {
     /* Scripts (bit DLOCK__S_*) this server is known to have cached: set
      * by an answer, all cleared by a NOSCRIPT for one of them (its cache
      * was flushed, or it restarted). A request given up on must not
-     * depend on a cache that may be empty (step.c). */
+     * depend on a cache that may be empty (the engine). */
     _Atomic uint64_t scripts_ok;
 
     /* Where to connect now: &ep, or the master a topology located
@@ -68,7 +69,7 @@ typedef struct dlock__node {
     _Atomic int64_t delay_until_ms;
     /* A fixed server (redis://) whose INFO says it is a replica: its
      * connections are kept (status and check work there) but no lock
-     * write is sent to it (step.c); master_of (mu) names its master. */
+     * write is sent to it (the engine); master_of (mu) names its master. */
     _Atomic int replica;
     char master_of[80];
 
@@ -212,6 +213,58 @@ int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
  * role unknown: DLOCK_OK. A failed round trip is the error. */
 int dlock__node_identify(dlock__conn *conn, dlock__srvinfo *id,
                          int64_t deadline_ms, char *err, size_t errlen);
+
+/* dlock__node_identify in two halves, for an open that must not block:
+ * queue the INFO (DLOCK_OK or DLOCK_ENOMEM), and read its reply r. */
+int dlock__node_identify_ask(dlock__conn *conn);
+void dlock__node_identify_read(const redisReply *r, dlock__srvinfo *id);
+
+/* The check of a new connection *out to node i's endpoint ep once its
+ * INFO was asked (rc: how that went; id: what it said): a fixed server's
+ * role is remembered, a replica under Sentinel or a Sentinel is refused,
+ * the identity noted (dlock__node_note). Returns the status; on failure
+ * *out is closed and NULL, and err says why ("<ep>: no answer in time"
+ * for a timeout). */
+int dlock__node_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
+                        int rc, const dlock__srvinfo *id, dlock__conn **out,
+                        char *master_of, size_t mlen, char *err, size_t errlen);
+
+/* Before opening a connection to n: DLOCK_OK with *dl the open's deadline
+ * (the connect timeout, at most deadline_ms), or why not (a node of
+ * several whose connect timed out moments ago, no time left). After it:
+ * dlock__node_open_done counts it, or remembers a timed-out connect. */
+int dlock__node_open_window(dlock__nodeset *ns, dlock__node *n,
+                            int64_t deadline_ms, int64_t *dl, char *err,
+                            size_t errlen);
+void dlock__node_open_done(dlock__nodeset *ns, dlock__node *n, int rc);
+
+/*
+ * A fixed node's connection opened without blocking (node_open.c), for
+ * the engine: what dlock__node_get_ex does for node i of a set without
+ * Sentinel or Cluster, as steps: an idle pooled connection is taken at
+ * once (DLOCK_OK, *conn set, *fresh 0); else the open starts (connect,
+ * TLS, then AUTH / SELECT and INFO pipelined) and start returns
+ * DLOCK__OPEN_AGAIN with *out set: poll what dlock__node_opening_poll
+ * says and call dlock__node_opening_step with the revents until it
+ * returns DLOCK_OK (*conn set, the caller's; *fresh 1) or an error
+ * (err); start itself may end so (then *out is NULL). The time is the
+ * caller's to watch, until dlock__node_opening_deadline (the connect
+ * timeout, at most deadline_ms): then dlock__node_opening_timeout: the deadline passed (the status and
+ * message dlock__node_get_ex gives then). Free with
+ * dlock__node_opening_free (closes an open not finished; NULL ok).
+ */
+typedef struct dlock__node_opening dlock__node_opening;
+int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
+                              int i, int64_t deadline_ms, dlock__conn **conn,
+                              int *fresh, char *err, size_t errlen);
+void dlock__node_opening_poll(const dlock__node_opening *o, int *fd,
+                              short *events);
+int dlock__node_opening_step(dlock__node_opening *o, short revents,
+                             dlock__conn **conn, char *err, size_t errlen);
+int64_t dlock__node_opening_deadline(const dlock__node_opening *o);
+int dlock__node_opening_timeout(dlock__node_opening *o, char *err,
+                                size_t errlen);
+void dlock__node_opening_free(dlock__node_opening *o);
 
 /* Remember the identity id of nd's server when it is a master. The
  * lock-delay of nd starts (unless the client uses wait_replicas) when

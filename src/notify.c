@@ -107,6 +107,22 @@ void dlock__notify_free(dlock_client *c)
     c->notifier = NULL;
 }
 
+/* See notify.h. */
+void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
+                          const char *owner)
+{
+    dlock__notifier *n = c->notifier;
+    size_t k = strlen(owner);
+    if (len == 0)
+        return;
+    if (k >= len)
+        k = len - 1;
+    pthread_mutex_lock(&n->mu);
+    memcpy(buf, owner, k);
+    buf[k] = '\0';
+    pthread_mutex_unlock(&n->mu);
+}
+
 /* Wake every waiter of every channel (cancellation). */
 void dlock__notify_cancel(dlock_client *c)
 {

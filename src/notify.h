@@ -57,6 +57,13 @@ void dlock__notify_end(dlock__waiter *w);
  * (a lingering one counts): a fair waiter may then queue at once. */
 int dlock__notify_subscribed(dlock_client *c, const char *chan, size_t len);
 
+/* Write owner (NUL-terminated) into buf (len bytes), an owner id that a
+ * waiter may be watching (the `me` given to dlock__notify_begin): under
+ * the notifier's mutex, which the subscriber thread holds while it reads
+ * `me`. */
+void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
+                          const char *owner);
+
 /* Wake every waiter of the client (dlock_client_cancel). */
 void dlock__notify_cancel(dlock_client *c);
 

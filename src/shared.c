@@ -259,7 +259,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
         undo = refused_undo_mask(c, res);
         dlock__results_clear(res, c->ns.n);
         if (undo != 0)
-            dlock__undo_acquire(c, h, undo, 1, 0, w->lease_ms, 0, 1);
+            dlock__give_back(c, h, undo, 0, w->lease_ms, 0, 1);
         return rc;
     }
     dlock__acquire_tally(&t, res, c->ns.n);
@@ -285,7 +285,7 @@ static int attempt(dlock_client *c, dlock__held *h, const want *w, int mode,
     g->split = c->ns.n > 1 && t.granted > 0;
     undo = dlock__acquire_undo_mask(&t, v, c->ns.n, 0);
     if (undo != 0)
-        dlock__undo_acquire(c, h, undo, 1, t.tmax, w->lease_ms, 0, 1);
+        dlock__give_back(c, h, undo, t.tmax, w->lease_ms, 0, 1);
     return rc;
 }
 

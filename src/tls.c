@@ -374,10 +374,10 @@ static int tls_fail(dlock__conn *c, int e, int during, char *err, size_t errlen)
     return dlock__conn_die(c, code);
 }
 
-/* See tls.h. Run the TLS handshake on c's socket before the deadline,
- * verifying the server as configured in tls (or against host). */
-int dlock__tls_start(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
-                     int64_t deadline_ms, char *err, size_t errlen)
+/* See tls.h. Set up TLS on c's socket, verifying the server as configured
+ * in tls (or against host); the handshake is run by dlock__tls_step. */
+int dlock__tls_begin(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
+                     char *err, size_t errlen)
 {
     const char *name = tls->server_name != NULL ? tls->server_name : host;
     int ip = dlock__is_ip_literal(name);
@@ -424,32 +424,57 @@ int dlock__tls_start(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
             return tls_fail(c, SSL_ERROR_SSL, 1, err, errlen);
     }
     SSL_set_connect_state(t->ssl);
+    return DLOCK_OK;
+}
 
-    for (;;) {
-        int r, e;
-        short want, rev = 0;
-        ERR_clear_error();
-        r = SSL_connect(t->ssl);
-        if (r == 1)
-            break;
-        e = SSL_get_error(t->ssl, r);
-        if (e == SSL_ERROR_WANT_READ)
-            want = POLLIN;
-        else if (e == SSL_ERROR_WANT_WRITE)
-            want = POLLOUT;
-        else
-            return tls_fail(c, e, 1, err, errlen);
-        if (!dlock__wait_fd(c->fd, want, deadline_ms, &rev)) {
-            ERR_clear_error();
-            return dlock__conn_die(
-                c, dlock__fail(
-                       err, errlen, DLOCK_ETIMEDOUT,
+/* See tls.h. */
+int dlock__tls_step(dlock__conn *c, short *want, char *err, size_t errlen)
+{
+    tls_link *t = c->tls;
+    int r, e;
+    ERR_clear_error();
+    r = SSL_connect(t->ssl);
+    if (r == 1) {
+        t->handshaken = 1;
+        return DLOCK_OK;
+    }
+    e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        *want = POLLIN;
+    else if (e == SSL_ERROR_WANT_WRITE)
+        *want = POLLOUT;
+    else
+        return tls_fail(c, e, 1, err, errlen);
+    return DLOCK__TLS_AGAIN;
+}
+
+/* See tls.h. */
+int dlock__tls_timeout(dlock__conn *c, char *err, size_t errlen)
+{
+    tls_link *t = c->tls;
+    ERR_clear_error();
+    return dlock__conn_die(
+        c, dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
                        "TLS handshake with %s: no answer in time%s", c->peer,
                        t->sb.nfirst == 0 ? " (is it a TLS port?)" : ""));
-        }
+}
+
+/* See tls.h. Run the TLS handshake on c's socket before the deadline,
+ * verifying the server as configured in tls (or against host). */
+int dlock__tls_start(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
+                     int64_t deadline_ms, char *err, size_t errlen)
+{
+    int r = dlock__tls_begin(c, tls, host, err, errlen);
+    while (r == DLOCK_OK) {
+        short want = 0, rev = 0;
+        r = dlock__tls_step(c, &want, err, errlen);
+        if (r != DLOCK__TLS_AGAIN)
+            return r;
+        if (!dlock__wait_fd(c->fd, want, deadline_ms, &rev))
+            return dlock__tls_timeout(c, err, errlen);
+        r = DLOCK_OK;
     }
-    t->handshaken = 1;
-    return DLOCK_OK;
+    return r;
 }
 
 /* ---- the I/O table entries --------------------------------------------- */

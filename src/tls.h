@@ -38,4 +38,16 @@ void dlock__tls_ctx_free(dlock__tls_ctx *ctx);
 int dlock__tls_start(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
                      int64_t deadline_ms, char *err, size_t errlen);
 
+/* dlock__tls_start in steps, for an open that must not block: begin
+ * switches c to TLS (DLOCK_OK, or an error with c dead); each step runs
+ * the handshake as far as the socket allows: DLOCK_OK when done,
+ * DLOCK__TLS_AGAIN with *want (POLLIN or POLLOUT) to poll for, or an
+ * error with c dead. dlock__tls_timeout: the deadline passed during the
+ * handshake (DLOCK_ETIMEDOUT, c dead, the message says so). */
+#define DLOCK__TLS_AGAIN 1
+int dlock__tls_begin(dlock__conn *c, dlock__tls_ctx *tls, const char *host,
+                     char *err, size_t errlen);
+int dlock__tls_step(dlock__conn *c, short *want, char *err, size_t errlen);
+int dlock__tls_timeout(dlock__conn *c, char *err, size_t errlen);
+
 #endif /* DLOCK_TLS_H */

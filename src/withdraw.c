@@ -3,12 +3,15 @@
  * that says so (see withdraw.h). A grant is kept only when it can be
  * trusted to outlive a failover: its node's master did not change during
  * the attempt (lock-delay), and, with wait_replicas, enough replicas
- * acknowledged it before the answer came.
+ * acknowledged it before the answer came. And the give-back of what a
+ * failed attempt may have taken, after which the hold's next attempts
+ * use a new owner id when the give-back may still arrive late.
  */
 #include <inttypes.h>
 
 #include "cluster_delay.h"
 #include "lock.h"
+#include "notify.h"
 #include "withdraw.h"
 
 /* See withdraw.h. */
@@ -80,6 +83,20 @@ int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
         "acknowledged it within %" PRId64 " ms: given back",
         h->k.name, minacks < 0 ? 0 : minacks, c->ns.wait_replicas,
         c->ns.wait_timeout_ms);
+}
+
+/* See withdraw.h. */
+void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
+                      uint64_t token, int64_t lease_ms, uint64_t ticket,
+                      int eval)
+{
+    char next[DLOCK_OWNER_MAX];
+    if (dlock__undo_acquire(c, h, mask, h->depth + 1, token, lease_ms, ticket,
+                            eval) == 0 ||
+        h->depth > 0)
+        return;
+    dlock__owner_id(c, next, sizeof next);
+    dlock__notify_rename(c, h->owner, sizeof h->owner, next);
 }
 
 /* See withdraw.h. */

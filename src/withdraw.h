@@ -3,8 +3,9 @@
  * grant too few replicas acknowledged (wait_replicas), or one from a node
  * whose lock-delay began during the attempt. Locks (acquire.c) and
  * permits and readers (shared.c) judge their grants by the same rule and
- * say so with the same words. Above acquire.h (the tally) and
- * cluster_delay.h.
+ * say so with the same words, and give back a failed attempt's grants
+ * the same way (dlock__give_back). Above acquire.h (the tally),
+ * cluster_delay.h, lock.h and notify.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H
@@ -44,6 +45,24 @@ int dlock__withdrawn_error(dlock_client *c, const dlock__held *h,
 /* DLOCK_LOCK_DELAY for h, left_ms of the delay still to run. */
 int dlock__lock_delay_error(dlock_client *c, const dlock__held *h,
                             int64_t left_ms);
+
+/*
+ * Give back what a failed attempt of h may have taken on the nodes in
+ * mask (dlock__undo_acquire, at depth h->depth + 1, with token, lease_ms,
+ * ticket and eval as there). When some node did not answer at once, the
+ * give-back may still arrive there later (the watchdog retries it, or a
+ * request given up on is still on its way) and would remove whatever
+ * grant h->owner then has, a later attempt's too: so a fresh hold
+ * (h->depth 0) takes a new owner id for its next attempts, and a
+ * give-back only ever acts on the grant of its own attempt. (A reentrant
+ * attempt keeps its id, which its earlier levels hold; its give-back only
+ * takes one level off a count of two or more, never the lock.) Where
+ * every node answered, the give-back is done and the id stays: a Redlock
+ * fair waiter keeps its place in the queues under it.
+ */
+void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
+                      uint64_t token, int64_t lease_ms, uint64_t ticket,
+                      int eval);
 
 /* A grant handed over by a release script (a fair lock's handoff, a
  * permit passed on) came without WAIT, which only the acquirer's own

@@ -414,6 +414,17 @@ static int reported_master(const th_server *s)
     return port > 0 ? port : -1;
 }
 
+void th_sentinel_url(const th_sentinel *t, char *buf, size_t len)
+{
+    size_t off = (size_t)snprintf(buf, len, "redis+sentinel://");
+    int k;
+    for (k = 0; k < TH_SENTINEL_COUNT && off < len; k++)
+        off += (size_t)snprintf(buf + off, len - off, "%s127.0.0.1:%d",
+                                k ? "," : "", t->sentinels[k].port);
+    if (off < len)
+        snprintf(buf + off, len - off, "/%s", TH_SENTINEL_NAME);
+}
+
 int th_sentinel_master_port(const th_sentinel *t)
 {
     for (int i = 0; i < TH_SENTINEL_COUNT; i++) {

@@ -44,6 +44,9 @@ typedef struct th_sentinel {
 int th_sentinel_start(th_sentinel *t);
 /* Stop every process and remove the dirs. Safe on a stopped topology. */
 void th_sentinel_stop(th_sentinel *t);
+/* The redis+sentinel:// URL of t's sentinels and master name into buf
+ * (len bytes). */
+void th_sentinel_url(const th_sentinel *t, char *buf, size_t len);
 /* The master's port as the first answering sentinel reports it
  * (SENTINEL GET-MASTER-ADDR-BY-NAME), or -1. */
 int th_sentinel_master_port(const th_sentinel *t);

@@ -73,16 +73,10 @@ static int master_has_lock(const char *name)
 
 static int setup(void **state)
 {
-    int k;
-    size_t off;
     (void)state;
     if (th_sentinel_start(&sent) != 0)
         return -1;
-    off = (size_t)snprintf(surl, sizeof surl, "redis+sentinel://");
-    for (k = 0; k < TH_SENTINEL_COUNT; k++)
-        off += (size_t)snprintf(surl + off, sizeof surl - off, "%s127.0.0.1:%d",
-                                k ? "," : "", sent.sentinels[k].port);
-    snprintf(surl + off, sizeof surl - off, "/%s", TH_SENTINEL_NAME);
+    th_sentinel_url(&sent, surl, sizeof surl);
     return th_tempdir(tmpdir, sizeof tmpdir, "sentinel");
 }
 

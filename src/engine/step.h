@@ -1,6 +1,7 @@
 /*
  * step.h - one step of a lock operation: a script run on a set of nodes
- * in parallel, and the reading of the answers (step.c). The scripts are
+ * in parallel, and the reading of the answers: the engine (call.h: the
+ * state machine; loop.c: dlock__exec; reply.c; script.c). The scripts are
  * listed once, in DLOCK__SCRIPT_LIST; commands are built with
  * dlock__cmdbuf or designated initialisers. Above the node set (node.h)
  * and the error channel (errors.h).
@@ -170,6 +171,23 @@ int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
 
 /* Free the replies in res[0..n-1] and reset them. */
 void dlock__results_clear(dlock__result *res, int n);
+
+/* Set res[0..n-1] to "not run yet" (no reply, DLOCK_EIO, acks -1)
+ * without freeing anything. */
+void dlock__results_reset(dlock__result *res, int n);
+
+/*
+ * Name the error reply msg that node nd gave into err ("<node>: msg",
+ * with "a replica, not a master: " before READONLY and "not ready: "
+ * before LOADING / MASTERDOWN) and return its status: a redirection
+ * outside a cluster is DLOCK_EINVAL (the URL names a cluster node), a
+ * failover-looking error under Sentinel DLOCK_ESERVER (located again),
+ * else dlock__server_error_code's. *failover: 1 for READONLY, LOADING,
+ * MASTERDOWN. The one place where a server's error is named.
+ */
+int dlock__reply_error(const dlock__nodeset *ns, const dlock__node *nd,
+                       const char *msg, char *err, size_t errlen,
+                       int *failover);
 
 /* How long one step may wait for one node: the command timeout, and with
  * Redlock also at most a tenth of the lease (at least 10 ms), so that a

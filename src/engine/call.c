@@ -1,0 +1,656 @@
+/*
+ * call.c - the engine (see call.h): every script call of the library
+ * runs here, whether one script on the nodes of a Redlock or a renewal
+ * round over many slots of a cluster.
+ *
+ * A call j (one command for one target) is IDLE (to send), OPENING (its
+ * new connection is being opened, node_open.c), SENT (written on a lane),
+ * BACKOFF (a cluster asked to wait) or DONE (res[j] final). A lane is
+ * one connection to one node with the replies it expects, in order:
+ * INFO server's (a Redlock node being identified, ident.c), ASKING's +OK
+ * (after an ASK), a call's script reply, WAIT's. The calls of a fixed
+ * node set have a lane each (node i's); in a cluster the calls routed to
+ * one master share its lane, pipelined, and each batch written on a lane
+ * is followed by one WAIT, which counts the replicas that have all of it.
+ *
+ * What a reply may ask for is handled once: NOSCRIPT sends the source on
+ * the same lane; MOVED and ASK move the call to another lane (at most
+ * MAX_HOPS in a row); TRYAGAIN, CLUSTERDOWN and a cluster node that
+ * fails put it in BACKOFF (10 ms doubling to 100 ms, the map refreshed);
+ * a connection that fails under a call is retried once on a fresh one
+ * (every script of ours is idempotent). Only the thread that drives a
+ * call touches it; connections come from the nodes' pools and go back.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "call_impl.h"
+#include "cluster.h"
+#include "ident.h"
+#include "script.h"
+
+/* A failure worth waiting out in a cluster: the node may be gone and its
+ * slots on their way to a replica. Not a bad password or TLS setup. */
+static int cluster_transient(const dlock__call *k, int rc)
+{
+    return k->ns->cluster != NULL &&
+           (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
+}
+
+/* See call_impl.h. Call j is finished with status rc (res[j].err says
+ * why). */
+void dlock__call_end(dlock__call *k, int j, int rc)
+{
+    k->cl[j].state = C_DONE;
+    k->cl[j].lane = -1;
+    k->res[j].status = rc;
+}
+
+/* Cluster: call j cannot go now (a failover or a slot migration under
+ * way, CLUSTERDOWN, a master that does not answer): again after a short
+ * backoff while the deadline allows, else it ends with rc. */
+static void call_later(dlock__call *k, int j, int rc)
+{
+    ecall *c = &k->cl[j];
+    int64_t d = c->tries < 4 ? 10LL << c->tries : 100;
+    int64_t now = dlock__now_ms();
+    c->tries++;
+    c->ask = NULL;
+    c->hops = 0; /* ASK, TRYAGAIN, ASK...: the deadline bounds those */
+    dlock__call_end(k, j, rc);
+    if (k->ns->cluster != NULL && now + d < k->deadline) {
+        c->state = C_BACKOFF;
+        c->retry_at = now + d;
+    }
+}
+
+/* Call j could not be sent (rc, res[j].err set): transient cluster
+ * failures wait and go again (the map refreshed), the rest are final. */
+static void call_failed(dlock__call *k, int j, int rc)
+{
+    if (cluster_transient(k, rc)) {
+        dlock__cluster_stale(k->ns);
+        call_later(k, j, rc);
+    } else {
+        dlock__call_end(k, j, rc);
+    }
+}
+
+/* Call j's connection failed under it (rc; lost: the request may have
+ * run): once on a fresh connection while time remains, then as a
+ * failure to send. */
+static void call_lost(dlock__call *k, int j, int rc, int lost)
+{
+    ecall *c = &k->cl[j];
+    if (c->first != NULL)
+        freeReplyObject(c->first);
+    c->first = NULL;
+    c->lane = -1;
+    if (lost) {
+        c->lost = 1;
+        /* A dropped connection is what a failover looks like. */
+        if (c->node >= 0)
+            dlock__node_suspect(k->ns, c->node);
+    }
+    if (!c->retried && rc != DLOCK_ENOMEM && dlock__now_ms() < k->deadline) {
+        c->retried = 1;
+        c->state = C_IDLE;
+        k->changed = 1;
+        return;
+    }
+    call_failed(k, j, rc);
+}
+
+/* Call j answered rep (owned; acks: WAIT's answer, or -1). */
+static void call_ok(dlock__call *k, int j, redisReply *rep, long long acks)
+{
+    k->res[j].reply = rep;
+    k->res[j].acks = acks;
+    dlock__call_end(k, j, DLOCK_OK);
+}
+
+/* Expect one more reply on lane l. DLOCK_OK or DLOCK_ENOMEM. */
+static int q_push(lane *l, int kind, int call)
+{
+    if (l->qhead > 0 && l->qhead == l->qlen)
+        l->qhead = l->qlen = 0;
+    if (l->qlen == l->qcap) {
+        int cap = l->qcap ? 2 * l->qcap : 8;
+        expect *q = realloc(l->q, (size_t)cap * sizeof *q);
+        if (q == NULL)
+            return DLOCK_ENOMEM;
+        l->q = q;
+        l->qcap = cap;
+    }
+    l->q[l->qlen++] = (expect){kind, call};
+    return DLOCK_OK;
+}
+
+/* See call_impl.h. Lane l's connection goes back to its pool (ok 0:
+ * closed); l is free. */
+void dlock__lane_release(dlock__call *k, int l, int ok)
+{
+    lane *ln = &k->ln[l];
+    dlock__node_give(k->ns, ln->nd, ln->conn, ok);
+    ln->conn = NULL;
+    ln->qhead = ln->qlen = 0;
+    ln->dirty = 0;
+}
+
+/* Lane l's connection failed (rc, err): every call on it not answered
+ * yet (a script reply without its WAIT counts as not answered) is lost. */
+static void lane_fail(dlock__call *k, int l, int rc, const char *err)
+{
+    int j;
+    dlock__lane_release(k, l, 0);
+    for (j = 0; j < k->m; j++) {
+        if (k->cl[j].state != C_SENT || k->cl[j].lane != l)
+            continue;
+        snprintf(k->res[j].err, sizeof k->res[j].err, "%s", err);
+        call_lost(k, j, rc, k->res[j].sent);
+    }
+}
+
+/* A free lane for conn to nd (node: fixed set index or -1), with the INFO
+ * that identifies a Redlock node queued first when wanted. Returns its
+ * index, or -1 out of memory (conn then given back). */
+static int lane_new(dlock__call *k, dlock__node *nd, int node,
+                    dlock__conn *conn, int fresh)
+{
+    int l;
+    for (l = 0; l < k->nl && k->ln[l].conn != NULL; l++)
+        ;
+    if (l == k->nl) {
+        lane *ln = realloc(k->ln, (size_t)(k->nl + 1) * sizeof *ln);
+        if (ln == NULL) {
+            dlock__node_give(k->ns, nd, conn, 1);
+            return -1;
+        }
+        k->ln = ln;
+        memset(&k->ln[k->nl++], 0, sizeof *ln);
+    }
+    k->ln[l].nd = nd;
+    k->ln[l].node = node;
+    k->ln[l].conn = conn;
+    k->ln[l].fresh = fresh;
+    k->ln[l].qhead = k->ln[l].qlen = 0;
+    /* A node not yet identified is asked who it is on the way (a Redlock
+     * must not count one server twice; ident.c). */
+    if (node >= 0 && dlock__ident_wanted(k->ns, node) &&
+        (dlock__ident_ask(conn) != DLOCK_OK ||
+         q_push(&k->ln[l], E_INFO, -1) != DLOCK_OK)) {
+        dlock__lane_release(k, l, 0);
+        return -1;
+    }
+    return l;
+}
+
+/* A fixed set's connection for call j: the hold's own (a pin: its
+ * earlier request, given up on, goes first), the one opened (or taken)
+ * for it at the start, or one from the pool. */
+static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
+{
+    ecall *c = &k->cl[j];
+    dlock__conn **pins = c->cmd->pins;
+    *fresh = 1;
+    if (pins != NULL && pins[c->node] != NULL && !c->retried) {
+        *conn = pins[c->node];
+        pins[c->node] = NULL;
+        *fresh = 0;
+        return DLOCK_OK;
+    }
+    if (c->pre != NULL) {
+        *conn = c->pre;
+        *fresh = c->pre_fresh;
+        c->pre = NULL;
+        return DLOCK_OK;
+    }
+    return dlock__node_get_ex(k->ns, c->node, conn, k->deadline, k->res[j].err,
+                              sizeof k->res[j].err, fresh);
+}
+
+/* A lock write to a fixed server that is a replica: refused (a lock
+ * written there would not be seen by the master's clients and vanish at
+ * the next resync). 1 when refused (conn given back, res[j].err set). */
+static int replica_refused(dlock__call *k, int j, dlock__node *nd,
+                           dlock__conn *conn)
+{
+    char of[80];
+    if (!k->cl[j].cmd->lock_write || k->ns->locate != NULL ||
+        k->ns->cluster != NULL || !atomic_load(&nd->replica))
+        return 0;
+    pthread_mutex_lock(&nd->mu);
+    snprintf(of, sizeof of, "%s", nd->master_of);
+    pthread_mutex_unlock(&nd->mu);
+    dlock__node_give(k->ns, nd, conn, 1);
+    snprintf(k->res[j].err, sizeof k->res[j].err,
+             "%s is a replica%s%s%s, not a master: locks are taken on "
+             "masters only",
+             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
+    return 1;
+}
+
+/* The lane call j goes on: node j's (fixed set), or its slot's master's
+ * (or the node an ASK named), shared with the other calls going there. */
+static int lane_for(dlock__call *k, int j, int *out)
+{
+    ecall *c = &k->cl[j];
+    dlock__result *r = &k->res[j];
+    dlock__node *nd = c->ask;
+    dlock__conn *conn = NULL;
+    int fresh = 1, rc = DLOCK_OK, l;
+    if (k->fixed) {
+        nd = &k->ns->node[c->node];
+        rc = fixed_conn(k, j, &conn, &fresh);
+        if (rc == DLOCK_OK && replica_refused(k, j, nd, conn))
+            return DLOCK_EREFUSED;
+    } else {
+        const dlock__cmd *cmd = c->cmd;
+        if (nd == NULL)
+            rc = dlock__cluster_route(
+                k->ns,
+                cmd->nkeys > 0 ? dlock__key_slot(cmd->keys[0], cmd->keylens[0])
+                               : 0,
+                &nd, k->deadline, r->err, sizeof r->err);
+        for (l = 0; rc == DLOCK_OK && l < k->nl; l++)
+            if (k->ln[l].conn != NULL && k->ln[l].nd == nd) {
+                *out = l;
+                return DLOCK_OK;
+            }
+        if (rc == DLOCK_OK)
+            rc = dlock__node_take(k->ns, nd, &conn, k->deadline, r->err,
+                                  sizeof r->err);
+    }
+    if (rc != DLOCK_OK)
+        return rc;
+    *out = lane_new(k, nd, k->fixed ? c->node : -1, conn, fresh);
+    if (*out < 0) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+/* Write call j on lane l (ASKING first after an ASK), by SHA or with the
+ * source. DLOCK_OK, or DLOCK_ENOMEM (the lane is then to be failed). */
+static int call_write(dlock__call *k, int j, int l)
+{
+    static const char *const asking[1] = {"ASKING"};
+    ecall *c = &k->cl[j];
+    lane *ln = &k->ln[l];
+    dlock__callv v;
+    int rc = DLOCK_OK;
+    c->state = C_SENT;
+    c->lane = l;
+    c->fresh = ln->fresh;
+    ln->dirty = 1;
+    if (c->ask != NULL) {
+        atomic_fetch_add(&k->ns->stats->requests, 1);
+        rc = dlock__conn_append_argv(ln->conn, 1, (const char **)asking, NULL);
+        if (rc == DLOCK_OK)
+            rc = q_push(ln, E_ASKING, j);
+    }
+    if (rc == DLOCK_OK)
+        rc = dlock__callv_build(&v, k->scripts, c->cmd, c->full);
+    if (rc == DLOCK_OK) {
+        atomic_fetch_add(&k->ns->stats->requests, 1);
+        rc = dlock__conn_append_argv(ln->conn, v.argc, v.argv, v.lens);
+    }
+    dlock__callv_free(&v);
+    return rc == DLOCK_OK ? q_push(ln, E_SCRIPT, j) : rc;
+}
+
+/* Send the IDLE call j: find its lane and write it there (pushed out by
+ * lane_flush). */
+static void call_send(dlock__call *k, int j)
+{
+    int l = -1, rc = lane_for(k, j, &l);
+    if (rc != DLOCK_OK) {
+        call_failed(k, j, rc);
+        return;
+    }
+    if (call_write(k, j, l) != DLOCK_OK)
+        lane_fail(k, l, DLOCK_ENOMEM, "out of memory");
+}
+
+/* Push out what was written on lane l, WAIT last when the calls write
+ * locks for replicas: it counts the replicas that have every write
+ * before it on this connection. */
+static void lane_flush(dlock__call *k, int l)
+{
+    lane *ln = &k->ln[l];
+    char err[DLOCK__ERRLEN] = "out of memory";
+    int rc = DLOCK_OK, j;
+    if (ln->conn == NULL || !ln->dirty)
+        return;
+    ln->dirty = 0;
+    if (k->wait) {
+        char n[24], t[24];
+        const char *wv[3] = {"WAIT", n, t};
+        dlock__fmt_i64(n, k->wcmd->wait_replicas);
+        dlock__fmt_i64(t, k->wcmd->wait_timeout_ms);
+        atomic_fetch_add(&k->ns->stats->requests, 1);
+        rc = dlock__conn_append_argv(ln->conn, 3, wv, NULL);
+        if (rc == DLOCK_OK)
+            rc = q_push(ln, E_WAIT, -1);
+    }
+    if (rc == DLOCK_OK)
+        rc = dlock__conn_progress(ln->conn, POLLOUT, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        lane_fail(k, l, rc, err);
+        return;
+    }
+    for (j = 0; j < k->m; j++)
+        if (k->cl[j].state == C_SENT && k->cl[j].lane == l)
+            k->res[j].sent = 1;
+}
+
+/* Cluster: an error reply that is a redirection (MOVED: the map learns
+ * the slot's new master; ASK: this call once to the node named) or a
+ * request to wait (TRYAGAIN, CLUSTERDOWN): follow it. 1 when handled
+ * (rep freed). The call did not run where it was refused. */
+static int call_redirect(dlock__call *k, int l, int j, redisReply *rep)
+{
+    ecall *c = &k->cl[j];
+    dlock__result *r = &k->res[j];
+    dlock__node *to = NULL, *nd = k->ln[l].nd;
+    int sl;
+    dlock__redirect kind =
+        dlock__cluster_redirect(k->ns, nd, rep->str, &to, &sl);
+    if (kind == DLOCK__REDIR_NONE ||
+        (kind != DLOCK__REDIR_RETRY && c->hops >= MAX_HOPS))
+        return 0;
+    snprintf(r->err, sizeof r->err, "%s: %s", dlock__node_name(nd), rep->str);
+    freeReplyObject(rep);
+    /* Only an earlier request whose connection failed might have run
+     * (then an undo is still due). */
+    r->sent = c->lost;
+    if (kind == DLOCK__REDIR_RETRY) {
+        snprintf(c->refused, sizeof c->refused, "%.120s", r->err);
+        call_later(k, j, DLOCK_ESERVER);
+        return 1;
+    }
+    c->hops++;
+    c->ask = kind == DLOCK__REDIR_ASK ? to : NULL;
+    c->state = C_IDLE;
+    c->lane = -1;
+    k->changed = 1;
+    return 1;
+}
+
+/* Call j's script reply rep (owned) on lane l. */
+static void on_script(dlock__call *k, int l, int j, redisReply *rep)
+{
+    ecall *c = &k->cl[j];
+    dlock__node *nd = k->ln[l].nd;
+    uint64_t bit = 1ULL << c->cmd->script;
+    int failover;
+    if (rep->type == REDIS_REPLY_ERROR && !c->full &&
+        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        /* A script it ran before is gone: its cache was flushed (or it
+         * restarted), so no script of ours is known there any more. (A
+         * script it never ran proves nothing about the others.) */
+        if (atomic_load(&nd->scripts_ok) & bit)
+            atomic_store(&nd->scripts_ok, 0);
+        freeReplyObject(rep);
+        c->full = 1;
+        if (call_write(k, j, l) != DLOCK_OK)
+            lane_fail(k, l, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    if (rep->type != REDIS_REPLY_ERROR) {
+        atomic_fetch_or(&nd->scripts_ok, bit);
+        if (k->wait)
+            c->first = rep; /* final with WAIT's answer */
+        else
+            call_ok(k, j, rep, -1);
+        return;
+    }
+    if (k->ns->cluster != NULL && call_redirect(k, l, j, rep))
+        return;
+    dlock__call_end(k, j,
+                    dlock__reply_error(k->ns, nd, rep->str, k->res[j].err,
+                                       sizeof k->res[j].err, &failover));
+    if (failover && c->node >= 0)
+        dlock__node_suspect(k->ns, c->node); /* a failover may explain it */
+    freeReplyObject(rep);
+}
+
+/* WAIT's answer on lane l: the calls whose script answered before it are
+ * done, with the replicas that acknowledged. */
+static void on_wait(dlock__call *k, int l, redisReply *rep)
+{
+    long long acks = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    int j;
+    freeReplyObject(rep);
+    for (j = 0; j < k->m; j++) {
+        ecall *c = &k->cl[j];
+        if (c->state == C_SENT && c->lane == l && c->first != NULL) {
+            call_ok(k, j, c->first, acks);
+            c->first = NULL;
+        }
+    }
+}
+
+/* Take lane l's replies as they arrive, in the order expected. A lane
+ * with nothing more to come goes back to its pool. */
+static void lane_collect(dlock__call *k, int l)
+{
+    while (k->ln[l].conn != NULL && k->ln[l].qhead < k->ln[l].qlen) {
+        char err[DLOCK__ERRLEN];
+        redisReply *rep = NULL;
+        lane *ln = &k->ln[l];
+        expect e;
+        int got = dlock__conn_pop_reply(ln->conn, &rep, err, sizeof err);
+        if (got < 0) {
+            lane_fail(k, l, got, err);
+            return;
+        }
+        if (got == 0)
+            return;
+        e = ln->q[ln->qhead++];
+        if (e.kind == E_INFO)
+            dlock__ident_learn(k->ns, ln->node, rep);
+        if (e.kind == E_WAIT)
+            on_wait(k, l, rep);
+        else if (e.kind == E_SCRIPT)
+            on_script(k, l, e.call, rep);
+        else
+            freeReplyObject(rep);
+    }
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen)
+        dlock__lane_release(k, l, 1);
+}
+
+/* Call j's open went one step (revents, 0: none); once done, the call
+ * goes with that connection, or ends with the open's error. The open's
+ * own deadline (the connect timeout) ends it as dlock__node_get_ex would
+ * have. */
+static void open_step(dlock__call *k, int j, short revents)
+{
+    ecall *c = &k->cl[j];
+    dlock__result *r = &k->res[j];
+    dlock__conn *conn = NULL;
+    int rc = dlock__node_opening_step(c->open, revents, &conn, r->err,
+                                      sizeof r->err);
+    if (rc == DLOCK__OPEN_AGAIN &&
+        dlock__now_ms() >= dlock__node_opening_deadline(c->open))
+        rc = dlock__node_opening_timeout(c->open, r->err, sizeof r->err);
+    if (rc == DLOCK__OPEN_AGAIN)
+        return;
+    dlock__node_opening_free(c->open);
+    c->open = NULL;
+    if (rc != DLOCK_OK) {
+        dlock__call_end(k, j, rc);
+        return;
+    }
+    c->pre = conn;
+    c->pre_fresh = 1;
+    c->state = C_IDLE;
+}
+
+/* Send what is due, read what has come, until nothing changes. */
+static void advance(dlock__call *k)
+{
+    int j, l;
+    do {
+        int64_t now = dlock__now_ms();
+        k->changed = 0;
+        for (j = 0; j < k->m; j++) {
+            if (k->cl[j].state == C_BACKOFF && now >= k->cl[j].retry_at)
+                k->cl[j].state = C_IDLE;
+            if (k->cl[j].state == C_IDLE)
+                call_send(k, j);
+        }
+        for (l = 0; l < k->nl; l++)
+            lane_flush(k, l);
+        /* Data may already sit in the reader (TLS buffers, or a reply
+         * read together with the write). */
+        for (l = 0; l < k->nl; l++)
+            if (k->ln[l].conn != NULL)
+                lane_collect(k, l);
+        for (l = 0; l < k->nl; l++)
+            lane_flush(k, l);
+    } while (k->changed);
+}
+
+/* 1 while a call is not done, or a lane still expects a reply (WAIT's
+ * after a call that ended with an error or moved on): read, it lets the
+ * connection go back to its pool. */
+static int busy(const dlock__call *k)
+{
+    int j;
+    for (j = 0; j < k->m; j++)
+        if (k->cl[j].state != C_DONE)
+            return 1;
+    for (j = 0; j < k->nl; j++)
+        if (k->ln[j].conn != NULL)
+            return 1;
+    return 0;
+}
+
+/* A Redlock's missing connections start opening at once, so that a node
+ * that does not answer holds up no other (one server, Sentinel and
+ * Cluster open as they go). */
+static void opens_start(dlock__call *k, uint64_t nodes)
+{
+    int j;
+    if (k->ns->n < 2 || k->ns->cluster != NULL || k->ns->locate != NULL)
+        return;
+    for (j = 0; j < k->m; j++) {
+        ecall *c = &k->cl[j];
+        int rc;
+        if (!(nodes & (1ULL << j)))
+            continue;
+        rc = dlock__node_opening_start(&c->open, k->ns, j, k->deadline, &c->pre,
+                                       &c->pre_fresh, k->res[j].err,
+                                       sizeof k->res[j].err);
+        if (rc == DLOCK__OPEN_AGAIN)
+            c->state = C_OPENING;
+        else if (rc != DLOCK_OK)
+            dlock__call_end(k, j, rc);
+    }
+}
+
+/* The calls' initial states. */
+static void calls_init(dlock__call *k, const dlock__cmd *cmds)
+{
+    uint64_t pinned = 0;
+    int j;
+    for (j = 0; j < k->m; j++) {
+        ecall *c = &k->cl[j];
+        c->cmd = k->fixed ? &cmds[0] : &cmds[j];
+        c->node = k->fixed ? j : -1;
+        c->full = c->cmd->eval;
+        c->lane = -1;
+        c->state = j >= 64 || (k->mask & (1ULL << j)) ? C_IDLE : C_DONE;
+        if (k->fixed && cmds[0].pins != NULL && cmds[0].pins[j] != NULL)
+            pinned |= 1ULL << j;
+    }
+    if (k->fixed)
+        opens_start(k, k->mask & ~pinned);
+}
+
+/* See call.h. */
+int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
+                      const dlock__script *scripts, const dlock__cmd *cmds,
+                      int m, uint64_t mask, int64_t deadline_ms,
+                      dlock__result *res)
+{
+    int fixed = ns->cluster == NULL, j;
+    int n = fixed ? ns->n : m;
+    dlock__call *k = calloc(1, sizeof *k);
+    *out = NULL;
+    dlock__results_reset(res, n);
+    if (k != NULL && n > 0 &&
+        (k->cl = calloc((size_t)n, sizeof *k->cl)) == NULL) {
+        free(k);
+        k = NULL;
+    }
+    if (k == NULL) {
+        for (j = 0; j < n; j++) {
+            res[j].status = DLOCK_ENOMEM;
+            snprintf(res[j].err, sizeof res[j].err, "out of memory");
+        }
+        return DLOCK_ENOMEM;
+    }
+    *k = (dlock__call){.ns = ns,
+                       .scripts = scripts,
+                       .wcmd = cmds,
+                       .res = res,
+                       .cl = k->cl,
+                       .m = n,
+                       .mask = mask,
+                       .fixed = fixed,
+                       .deadline = deadline_ms};
+    *out = k;
+    if (n == 0 || (fixed && m < 1)) {
+        dlock__call_finish(k);
+        return DLOCK_OK;
+    }
+    k->wait = cmds[0].wait_replicas > 0;
+    if (k->wait)
+        k->deadline += cmds[0].wait_timeout_ms;
+    if (fixed && dlock__call_same_server(k)) {
+        for (j = 0; j < n; j++)
+            k->cl[j].state = C_DONE;
+        dlock__call_finish(k);
+        return DLOCK_OK;
+    }
+    calls_init(k, cmds);
+    advance(k);
+    if (!busy(k))
+        dlock__call_finish(k);
+    return DLOCK_OK;
+}
+
+/* See call.h. */
+int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
+{
+    int i;
+    if (k->done)
+        return 1;
+    for (i = 0; i < n && i < k->npidx; i++) {
+        char err[DLOCK__ERRLEN];
+        int l = k->pidx[i], rc;
+        if (l < 0 && k->cl[-1 - l].state == C_OPENING)
+            open_step(k, -1 - l, pfd[i].revents);
+        if (pfd[i].revents == 0 || l < 0 || k->ln[l].conn == NULL)
+            continue;
+        rc = dlock__conn_progress(k->ln[l].conn, pfd[i].revents, err,
+                                  sizeof err);
+        if (rc != DLOCK_OK)
+            lane_fail(k, l, rc, err);
+    }
+    k->npidx = 0;
+    advance(k);
+    if (busy(k) && !dlock__call_enough(k)) {
+        if (dlock__now_ms() < k->deadline)
+            return 0;
+        dlock__call_expire(k);
+    }
+    dlock__call_finish(k);
+    return 1;
+}
