@@ -93,8 +93,7 @@ int run_memory(const struct conf *cf)
            cf->nkeys,
            (long long)(cf->fence_retention_ms < 0 ? 604800000LL
                                                   : cf->fence_retention_ms),
-           cf->procs,
-           (double)(now_ns() - t0) / 1e9, used0, used1, keys0, keys1,
+           cf->procs, (double)(now_ns() - t0) / 1e9, used0, used1, keys0, keys1,
            (double)(used1 - used0) / 1048576.0,
            (double)(used1 - used0) / (double)cf->nkeys);
     redisFree(r);
