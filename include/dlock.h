@@ -149,9 +149,12 @@ typedef enum dlock_wait_strategy {
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
-/* 2 added fence_retention_ms; a struct of version 1 (a program built
- * against an earlier header) is still accepted, its missing fields taking
- * their defaults. Fields are only ever appended. */
+/* 2 added fence_retention_ms. Fields are only ever appended.
+ * dlock_client_new() still accepts a struct of version 1 (it reads no
+ * field beyond that version's, and the new ones take their defaults);
+ * dlock_options_init() fills the whole struct of this header, so a
+ * program built against an earlier header that calls it must be rebuilt
+ * (a language binding: its struct must match this header). */
 #define DLOCK_OPTIONS_VERSION 2
 
 /* Limits, named once. */
