@@ -32,7 +32,8 @@
 --          only when it is not the default 7 days; "0": none, the token
 --          of a hold is kept in the lock hash's field '#t' instead of the
 --          fence hash (grant.luainc), and release.lua deletes the fence
---          hash when the name becomes free
+--          hash with the lock unless a token was on record at the grant
+--          ('#f')
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
