@@ -214,7 +214,8 @@ typedef struct dlock_options {
      * fresh connection, the Redlock fencing round, and the give-back
      * (undo) of a failed attempt all end within command_timeout_ms after
      * the attempt began; an undo not answered by then is retried from
-     * the watchdog thread. So dlock_lock_acquire() returns within
+     * the watchdog thread. This holds for every kind of hold (a lock,
+     * a semaphore permit, a reader). So dlock_lock_acquire() returns within
      * command_timeout_ms when it does not wait (wait_ms == 0, or a first
      * attempt that fails with an error), and within wait_ms +
      * command_timeout_ms when it waits (fair mode: plus one more

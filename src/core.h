@@ -171,6 +171,16 @@ static inline int dlock__fail_step(const dlock_client *c,
     return dlock__step_error(&c->ns, &c->msgs, res, mask, code, what);
 }
 
+/* The message of a step that failed on every node it asked: the first
+ * node's status with one server, DLOCK_NO_QUORUM over several. */
+static inline int dlock__fail_all(const dlock_client *c,
+                                  const dlock__result *res, const char *what)
+{
+    return dlock__fail_step(c, res, dlock__all_nodes(c),
+                            c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
+                            what);
+}
+
 /* Make cmd a lock write: WAIT for the replicas after it when the client
  * asks for wait_replicas (see dlock__cmd). */
 static inline void dlock__cmd_durable(const dlock_client *c, dlock__cmd *cmd)

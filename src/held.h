@@ -87,7 +87,8 @@ typedef struct dlock__held {
     struct dlock__conn **pins;
     /* The running acquire attempt's end (monotonic ms, -1: none): its
      * steps, the fencing round and the undo of a failed attempt end by it
-     * (acquire.c). Read and written by the owner thread only. */
+     * (hold/attempt.c, every kind). Read and written by the owner
+     * thread only. */
     int64_t attempt_end_ms;
     dlock_lost_cb on_lost;
     void *on_lost_ud;

@@ -19,6 +19,7 @@
 #include "extend_back.h"
 #include "held.h"
 #include "holder.h"
+#include "kind.h"
 #include "lock.h"
 #include "slot.h"
 #include "watchdog.h"
@@ -37,39 +38,9 @@ static int release_enough(const dlock__result *res, uint64_t waiting, int n,
     return ok >= *(const int *)ud;
 }
 
-/* The release command of a semaphore permit (sem_release.lua: the freed
- * permit goes to the first live waiter, handed over in FIFO mode, else
- * woken) or a reader (rw_release.lua). Neither has reentry levels. */
-static void shared_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const char *owner,
-                               const char *relid, size_t relidlen)
-{
-    if (k->kind == DLOCK__KIND_PERMIT) {
-        dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
-        dlock__cmd_key(b, k->key, k->keylen);
-        dlock__cmd_key(b, k->fkey, k->fkeylen);
-        dlock__cmd_key(b, k->qkey, k->qkeylen);
-        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
-        dlock__cmd_arg(b, owner, strlen(owner));
-        dlock__cmd_arg(b, k->chan, k->chanlen);
-        dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
-        dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0",
-                       1);
-        dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-        return;
-    }
-    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
-    dlock__cmd_key(b, k->key, k->keylen);
-    dlock__cmd_key(b, k->fkey, k->fkeylen);
-    dlock__cmd_key(b, k->rkey, k->rkeylen);
-    dlock__cmd_key(b, k->qkey, k->qkeylen); /* wake a fair writer */
-    dlock__cmd_arg(b, owner, strlen(owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg(b, relid, relidlen);
-}
-
-/* Run release.lua for (owner, expected depth, token) on the nodes in
- * mask (over pins[i] where set: a hold's pinned connections); the
+/* Run the release script of k's kind (kind.c: release.lua,
+ * sem_release.lua, rw_release.lua) for (owner, expected depth, token) on
+ * the nodes in mask (over pins[i] where set: a hold's pinned connections); the
  * answers are left in res for the caller to read and clear. early: a
  * release, done once a majority confirmed (an undo waits for every
  * node: each answer settles one).
@@ -86,35 +57,14 @@ static void run_release(dlock_client *c, const dlock__keys *k,
 {
     dlock__cmdbuf b;
     char relid[64];
-    size_t n;
+    dlock__release r = {.owner = owner,
+                        .depth = depth,
+                        .token = token,
+                        .ticket = ticket,
+                        .relid = relid};
 
-    n = dlock__request_id(c, relid);
-    if (k->kind != DLOCK__KIND_LOCK) {
-        shared_release_cmd(&b, c, k, owner, relid, n);
-        b.cmd.eval = eval;
-        b.cmd.give_back = 1;
-        b.cmd.pins = pins;
-        dlock__run(c, mask, &b.cmd, deadline_ms, res);
-        return;
-    }
-    dlock__cmd_begin(&b, DLOCK__S_RELEASE);
-    dlock__cmd_key(&b, k->key, k->keylen);
-    dlock__cmd_key(&b, k->fkey, k->fkeylen);
-    dlock__cmd_key(&b, k->qkey, k->qkeylen);
-    dlock__cmd_key(&b, k->qtkey, k->qtkeylen);
-    dlock__cmd_arg(&b, owner, strlen(owner));
-    dlock__cmd_arg_i64(&b, depth);
-    dlock__cmd_arg_u64(&b, token);
-    dlock__cmd_arg(&b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(&b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(&b, dlock__fence_retention(c)); /* 0: keep none */
-    dlock__cmd_arg(&b, relid, n);
-    if (c->ns.cluster != NULL || ticket > 0) /* SPUBLISH: sharded pub/sub */
-        dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);
-    if (ticket > 0) {
-        dlock__cmd_arg_u64(&b, ticket);
-        dlock__cmd_arg_i64(&b, DLOCK__FAIR_WAITER_TTL_MS);
-    }
+    r.relidlen = dlock__request_id(c, relid);
+    dlock__kind_of(k->kind)->release_cmd(&b, c, k, &r);
     b.cmd.eval = eval;
     b.cmd.give_back = 1;
     b.cmd.pins = pins;
@@ -346,9 +296,7 @@ int dlock_lock_release(dlock_lock *l)
                               "or another owner has the lock)",
                               h->k.name);
     else
-        rc = dlock__fail_step(c, res, dlock__all_nodes(c),
-                              c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
-                              "release");
+        rc = dlock__fail_all(c, res, "release");
     dlock__results_clear(res, c->ns.n);
     if (depth <= 1) { /* the hold ends here (metrics) */
         int64_t held_us = dlock__now_us() - h->since_us;
@@ -414,8 +362,8 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
 {
     /* A reader's renewal names its lock hash and the readers' set; with
      * holder info, a lock's info keys follow the lock keys (holder.c). */
-    int kind = hs[0]->k.kind, per = kind == DLOCK__KIND_READ ? 2 : 1;
-    int info = kind == DLOCK__KIND_LOCK && dlock__holder_on(c);
+    const dlock__kind *kd = dlock__kind_of(hs[0]->k.kind);
+    int per = kd->extend_keys, info = kd->holder_info && dlock__holder_on(c);
     int nk = info ? 2 * n : n * per;
     int i;
 
@@ -463,10 +411,7 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
         }
     }
     e->cmd = (dlock__cmd){.script =
-                              info ? DLOCK__S_HOLDER_EXTEND
-                              : kind == DLOCK__KIND_PERMIT ? DLOCK__S_SEM_EXTEND
-                              : kind == DLOCK__KIND_READ   ? DLOCK__S_RW_EXTEND
-                                                           : DLOCK__S_EXTEND,
+                              info ? DLOCK__S_HOLDER_EXTEND : kd->extend_script,
                           .nkeys = nk,
                           .keys = e->keys,
                           .keylens = e->keylens,

@@ -76,10 +76,6 @@ void dlock__extend_many(dlock_client *c, dlock__held **hs,
                         const int64_t *leases, int n, int *ok,
                         struct dlock__conn **pins);
 
-/* A fair waiter refreshes its place in the queue at a third of this; a
- * waiter that stops refreshing drops out after it. */
-#define DLOCK__FAIR_WAITER_TTL_MS 3000
-
 /* Send release.lua for (owner, depth, token) on lock k to the nodes in
  * mask (over pins[i] where set; pins may be NULL); returns the nodes that
  * did not answer. ticket > 0: a Redlock

@@ -11,7 +11,7 @@
  * different clients or processes add up bucket by bucket.
  *
  * The callback runs on the thread where the event happens, with no
- * library lock held (acquire.c, lock.c and watchdog.c call dlock__event
+ * library lock held (hold/take.c, lock.c and watchdog.c call dlock__event
  * outside held_mu).
  */
 #include <string.h>

@@ -2,7 +2,7 @@
  * metrics.h - latency histograms and the event callback (metrics.c): what
  * a program exports to Prometheus or OpenTelemetry. Lock layer; the
  * histograms live in struct dlock_client (core.h), the hooks are called
- * by acquire.c, lock.c and watchdog.c where the events happen.
+ * by hold/take.c, lock.c and watchdog.c where the events happen.
  */
 #ifndef DLOCK_METRICS_H
 #define DLOCK_METRICS_H

@@ -3,7 +3,7 @@
  * lock's channel, takes turns as its process's one contender, and sleeps
  * until a release (or, in fair mode, a handoff to it) is announced. One
  * subscriber thread per client, started on first use. Above the
- * transport; acquire.c is its caller.
+ * transport; the wait (hold/wait.c) is its caller.
  */
 #ifndef DLOCK_NOTIFY_H
 #define DLOCK_NOTIFY_H

@@ -1,18 +1,18 @@
 /*
  * withdraw.h - which grants of an attempt may not last (withdraw.c): a
  * grant too few replicas acknowledged (wait_replicas), or one from a node
- * whose lock-delay began during the attempt. Locks (acquire.c) and
- * permits and readers (shared.c) judge their grants by the same rule and
- * say so with the same words, and give back a failed attempt's grants
- * the same way (dlock__give_back). Above acquire.h (the tally),
- * cluster_delay.h, lock.h and notify.h.
+ * whose lock-delay began during the attempt. The one attempt of every
+ * kind (hold/attempt.c) judges its grants by this rule, says so with
+ * these words, and gives back a failed attempt's grants the same way
+ * (dlock__give_back). Above verdict.h (the tally), cluster_delay.h,
+ * lock.h and notify.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H
 
 #include <stdint.h>
 
-#include "acquire.h"
+#include "verdict.h"
 #include "core.h"
 #include "held.h"
 

@@ -119,6 +119,12 @@ struct dlock_client *th_client(const char *const *urls, size_t n, int strategy,
  * keep_ms (issue 31; th_client.c). NULL as th_client. */
 struct dlock_client *th_client_keep(const char *url, int64_t keep_ms);
 
+/* th_client logging in as ACL user USER with PASSWORD (NULL: the URL's). */
+struct dlock_client *th_client_user(const char *const *urls, size_t n,
+                                    int strategy, int64_t cmd_timeout_ms,
+                                    int64_t connect_timeout_ms,
+                                    const char *user, const char *password);
+
 /* mkdtemp under TMPDIR (or /tmp) into buf; 0 or -1. */
 int th_tempdir(char *buf, size_t len, const char *tag);
 

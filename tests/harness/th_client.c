@@ -38,8 +38,19 @@ dlock_client *th_client_keep(const char *url, int64_t keep_ms)
 dlock_client *th_client(const char *const *urls, size_t n, int strategy,
                         int64_t cmd_timeout_ms, int64_t connect_timeout_ms)
 {
+    return th_client_user(urls, n, strategy, cmd_timeout_ms, connect_timeout_ms,
+                          NULL, NULL);
+}
+
+/* See harness.h. */
+dlock_client *th_client_user(const char *const *urls, size_t n, int strategy,
+                             int64_t cmd_timeout_ms, int64_t connect_timeout_ms,
+                             const char *user, const char *password)
+{
     dlock_options o;
     dlock_options_init(&o);
+    o.username = user;
+    o.password = password;
     o.servers = urls;
     o.nservers = n;
     o.wait_strategy = (dlock_wait_strategy)strategy;

@@ -99,6 +99,7 @@ void th_durable_init(th_durable *d)
     d->lock_delay_ms = TH_DEFAULT_LOCK_DELAY;
     d->command_timeout_ms = 1000;
     d->on_event = NULL;
+    d->wait_strategy = DLOCK_WAIT_FAIR;
 }
 
 dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
@@ -119,6 +120,7 @@ dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
     if (d->lock_delay_ms >= -1)
         o.lock_delay_ms = d->lock_delay_ms;
     o.on_event = d->on_event;
+    o.wait_strategy = (dlock_wait_strategy)d->wait_strategy;
     if (err == NULL) {
         err = buf;
         errlen = sizeof buf;

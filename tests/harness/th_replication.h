@@ -60,6 +60,7 @@ typedef struct th_durable {
     int64_t lock_delay_ms;      /* init: TH_DEFAULT_LOCK_DELAY */
     int64_t command_timeout_ms; /* init: 1000 (connect: always 1000) */
     dlock_event_cb on_event;    /* init: NULL (no events) */
+    int wait_strategy;          /* init: DLOCK_WAIT_FAIR (the default) */
 } th_durable;
 
 void th_durable_init(th_durable *d);

@@ -25,6 +25,27 @@ int th_permit1_acquire(dlock_lock **l, dlock_client *c, const char *name,
     return th_shared_take(l, c, name, 0, 1, wait_ms, lease_ms);
 }
 
+int th_reader_acquire(dlock_lock **l, dlock_client *c, const char *name,
+                      int64_t wait_ms, int64_t lease_ms)
+{
+    return th_shared_take(l, c, name, 1, 0, wait_ms, lease_ms);
+}
+
+/* The plain lock in th_acquire_fn's shape (a write lock as the blocker of
+ * readers, too). */
+static int lock_acquire(dlock_lock **l, dlock_client *c, const char *name,
+                        int64_t wait_ms, int64_t lease_ms)
+{
+    *l = NULL;
+    return dlock_lock_acquire(l, c, name, wait_ms, lease_ms);
+}
+
+const th_kind th_kinds[TH_NKINDS] = {
+    {"lock", lock_acquire, lock_acquire, 1, -1},
+    {"permit", th_permit1_acquire, th_permit1_acquire, 0, 0},
+    {"reader", th_reader_acquire, lock_acquire, 1, 1},
+};
+
 long long th_shared_held(const th_server *s, const char *name, int rw)
 {
     redisContext *ctx = redisConnect("127.0.0.1", s->port);

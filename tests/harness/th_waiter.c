@@ -80,3 +80,17 @@ int th_await_queued(const th_server *s, const char *name, long long n)
     }
     return 0;
 }
+
+/* See th_waiter.h. */
+int th_wait_busy(dlock_client *c, unsigned long long n, int64_t timeout_ms)
+{
+    dlock_stats st;
+    int64_t end = th_now_ms() + timeout_ms;
+    do {
+        dlock_client_stats(c, &st);
+        if (st.busy >= n)
+            return 0;
+        th_sleep_ms(5);
+    } while (th_now_ms() < end);
+    return -1;
+}

@@ -67,6 +67,12 @@ th_waiter th_waiter_keeping(dlock_client *c, const char *name);
 struct th_server;
 int th_await_queued(const struct th_server *s, const char *name, long long n);
 
+/* Wait (at most timeout_ms) until client c has found names busy at least
+ * n times (dlock_client_stats): its waiters are then waiting, not about
+ * to find the name free (a fixed sleep is not enough on a loaded
+ * machine). 0, or -1 when it never did. */
+int th_wait_busy(dlock_client *c, unsigned long long n, int64_t timeout_ms);
+
 /* What dlock_shared_inspect() says of NAME through c (no holder list),
  * for a test waiting until its waiters are queued; when the inspect
  * fails, kind and the counts (limit, holders, waiters,

@@ -49,18 +49,7 @@ static int teardown(void **state)
 static dlock_client *nochan_client(int strategy)
 {
     const char *url = th_url(&srv);
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.username = "nochan";
-    o.password = "pw";
-    o.wait_strategy = (dlock_wait_strategy)strategy;
-    o.tls_ca_file = th_ca_file();
-    if (dlock_client_new(&c, &o, err, sizeof err) != DLOCK_OK)
-        fprintf(stderr, "dlock_client_new: %s\n", err);
+    dlock_client *c = th_client_user(&url, 1, strategy, 0, 0, "nochan", "pw");
     assert_non_null(c);
     return c;
 }

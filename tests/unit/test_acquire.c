@@ -2,7 +2,7 @@
  * test_acquire.c - the decision of an acquire attempt, without servers:
  * the tally of the nodes' answers, the verdict (grants, lost replies,
  * quorum, validity, our earlier hold expired) and the nodes an attempt
- * that failed must give back (src/acquire.h).
+ * that failed must give back (src/hold/verdict.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,31 +13,8 @@
 
 #include <cmocka.h>
 
-#include "acquire.h"
-
-/* Replies built by hand: a few integer arrays per test. */
-typedef struct fake {
-    redisReply arr;
-    redisReply el[3];
-    redisReply *ptrs[3];
-} fake;
-
-/* An array reply of n integers. */
-static redisReply *ints(fake *f, int n, long long a, long long b, long long c)
-{
-    long long v[3] = {a, b, c};
-    int i;
-    memset(f, 0, sizeof *f);
-    f->arr.type = REDIS_REPLY_ARRAY;
-    f->arr.elements = (size_t)n;
-    f->arr.element = f->ptrs;
-    for (i = 0; i < n; i++) {
-        f->el[i].type = REDIS_REPLY_INTEGER;
-        f->el[i].integer = v[i];
-        f->ptrs[i] = &f->el[i];
-    }
-    return &f->arr;
-}
+#include "hold/verdict.h"
+#include "fake_reply.h"
 
 /* Node results: a reply, or a failure that was (not) sent. */
 static void answered(dlock__result *r, redisReply *rep)

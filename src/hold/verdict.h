@@ -1,15 +1,14 @@
 /*
- * acquire.h - the decision of an acquire attempt, apart from its I/O
- * (acquire.c). An attempt sends the acquire script to every node; the
- * answers are counted into a tally, and the verdict (granted, busy, our
- * earlier hold expired, validity used up, too few answers) and the nodes
- * to give back follow from the tally alone: pure functions, unit-tested
- * without servers (tests/unit/test_acquire.c). The blocking wait is a
- * separate loop over attempts, so a non-blocking API can reuse one
- * attempt as it is.
+ * verdict.h - the decision of an acquire attempt of any kind, apart from
+ * its I/O (verdict.c; the attempt is attempt.c). An attempt sends its
+ * kind's acquire script to every node; the answers are classified and
+ * counted into a tally, and the verdict (granted, busy, our earlier hold
+ * expired, validity used up, too few answers) and the nodes to give back
+ * follow from the tally alone: pure functions, unit-tested without
+ * servers (tests/unit/test_acquire.c, test_hold.c).
  */
-#ifndef DLOCK_ACQUIRE_H
-#define DLOCK_ACQUIRE_H
+#ifndef DLOCK_HOLD_VERDICT_H
+#define DLOCK_HOLD_VERDICT_H
 
 #include <stdint.h>
 
@@ -43,6 +42,14 @@ typedef enum dlock__verdict {
     DLOCK__V_FAILED     /* too few usable answers */
 } dlock__verdict;
 
+/* What one node's acquire reply says, for every kind (their scripts
+ * answer in one shape): DLOCK__R_GRANTED {1, token, depth}, DLOCK__R_BUSY
+ * {0, pttl[, last token]}, DLOCK__R_GONE {-1, ...} (a reentry whose
+ * earlier level expired), or DLOCK_EPROTO for any other reply (a kind's
+ * refusal, {-2, limit} or {-3, kind}, is read before: kind.h). */
+enum { DLOCK__R_GONE = -1, DLOCK__R_BUSY = 0, DLOCK__R_GRANTED = 1 };
+int dlock__classify(const redisReply *r);
+
 /* Count the answers res[0..n) of an acquire into *t. A reply of the
  * wrong shape is counted in t->bad (the caller marks it DLOCK_EPROTO). */
 void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n);
@@ -60,4 +67,14 @@ dlock__verdict dlock__acquire_verdict(const dlock__tally *t, int quorum,
 uint64_t dlock__acquire_undo_mask(const dlock__tally *t, dlock__verdict v,
                                   int n, int depth);
 
-#endif /* DLOCK_ACQUIRE_H */
+/* The nodes where an attempt that a node refused (another limit or kind)
+ * may have taken something: those that granted, and requests sent but
+ * not answered. */
+uint64_t dlock__refused_undo_mask(const dlock__result *res, int n);
+
+/* Whether an attempt's grants that may not last (withdraw.h: withdrawn
+ * nodes) decide its status rather than the verdict: when the verdict is
+ * neither granted nor busy. */
+int dlock__withdraw_decides(uint64_t withdrawn, dlock__verdict v);
+
+#endif /* DLOCK_HOLD_VERDICT_H */

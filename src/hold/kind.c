@@ -1,0 +1,393 @@
+/*
+ * kind.c - the table of the kinds of hold (kind.h): each kind's acquire,
+ * release and leave commands, its refusals and its flags. The attempt
+ * and the wait read it; nothing else here decides or waits.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kind.h"
+#include "lock.h"
+#include "rw_leave.h"
+
+/* ---- commands ------------------------------------------------------------- */
+
+/* Redlock: a token a little above the wall clock, so that nodes whose
+ * counters agree with the clock return the same token and no raise round
+ * is needed (a node grants max(its counter + 1, its time, this): safety
+ * never rests on it). 0 with one server. */
+static int64_t token_hint(const dlock_client *c)
+{
+    struct timespec ts;
+    if (c->ns.n <= 1)
+        return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
+}
+
+/* The keys of a lock's scripts: the lock, its fence, its fair queue and
+ * the queue's deadlines (the first nkeys of them). */
+static void lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
+{
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    if (nkeys > 2)
+        dlock__cmd_key(b, k->qkey, k->qkeylen);
+    if (nkeys > 3)
+        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
+}
+
+/* acquire.lua. Each mode sends only the keys and arguments it reads (the
+ * script lists them): a plain single-server try is 2 keys and 3
+ * arguments, a fair try 3 and 4, which keeps the hot path short. */
+static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__held *h, const dlock__want *w,
+                             dlock__ask ask, uint64_t ticket)
+{
+    int64_t hint = token_hint(c);
+    int queue = ask == DLOCK__ASK_FIFO, waiting = ask == DLOCK__ASK_WAIT;
+    int fair = queue || ask == DLOCK__ASK_TRY_FAIR;
+    dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
+    lock_keys(b, &h->k, queue ? 4 : fair ? 3 : 2);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, h->depth);
+    if (fair || hint != 0 || waiting)
+        dlock__cmd_arg(b, queue ? "2" : fair ? "1" : "0", 1);
+    if (hint != 0 || queue || waiting)
+        dlock__cmd_arg_i64(b, hint);
+    if (waiting) {
+        /* A waiting writer: readers holding the name let no new reader
+         * in (acquire.lua, ARGV[8]). Not on the first try. */
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "0", 1);
+        dlock__cmd_arg(b, "1", 1);
+    } else if (queue) {
+        dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+        dlock__cmd_arg_u64(b, ticket);
+    }
+    dlock__acquire_retention_args(b, c);
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue, and the
+ * flag (ARGV[9]) of a waiting acquire's later attempts. */
+static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__held *h, const dlock__want *w,
+                               dlock__ask ask, uint64_t ticket)
+{
+    int mode = ask == DLOCK__ASK_TRY_FAIR ? 1
+               : ask == DLOCK__ASK_QUEUE  ? 2
+               : ask == DLOCK__ASK_FIFO   ? 3
+                                          : 0;
+    (void)ticket;
+    dlock__cmd_begin(b, DLOCK__S_SEM_ACQUIRE);
+    lock_keys(b, &h->k, 4);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, w->limit);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, mode);
+    dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+    dlock__cmd_arg(b, h->k.chan, h->k.chanlen);
+    dlock__cmd_arg_i64(b, dlock__fair_handoff_lease(w->lease_ms));
+    if (ask != DLOCK__ASK_TRY && ask != DLOCK__ASK_TRY_FAIR)
+        /* A waiting acquire's later attempt: it waits under the limit
+         * stored now, also when that changed while it waited. */
+        dlock__cmd_arg(b, "1", 1);
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* rw_acquire.lua (no queue: every ask is the same). */
+static void reader_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__held *h, const dlock__want *w,
+                               dlock__ask ask, uint64_t ticket)
+{
+    (void)ask;
+    (void)ticket;
+    dlock__cmd_begin(b, DLOCK__S_RW_ACQUIRE);
+    dlock__cmd_key(b, h->k.key, h->k.keylen);
+    dlock__cmd_key(b, h->k.fkey, h->k.fkeylen);
+    dlock__cmd_key(b, h->k.rkey, h->k.rkeylen);
+    dlock__cmd_arg(b, h->owner, strlen(h->owner));
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, token_hint(c));
+    dlock__cmd_arg(b, w->ignore_mark ? "1" : "0", 1);
+    dlock__cmd_durable(c, &b->cmd);
+}
+
+/* release.lua. With one server the lock is handed to the first live fair
+ * waiter; with several, that waiter is only woken. */
+static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__keys *k, const dlock__release *r)
+{
+    dlock__cmd_begin(b, DLOCK__S_RELEASE);
+    lock_keys(b, k, 4);
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
+    dlock__cmd_arg_i64(b, r->depth);
+    dlock__cmd_arg_u64(b, r->token);
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg_i64(b, dlock__fence_retention(c)); /* 0: keep none */
+    dlock__cmd_arg(b, r->relid, r->relidlen);
+    if (c->ns.cluster != NULL || r->ticket > 0) /* SPUBLISH: sharded */
+        dlock__cmd_arg(b, c->ns.cluster != NULL ? "1" : "0", 1);
+    if (r->ticket > 0) {
+        dlock__cmd_arg_u64(b, r->ticket);
+        dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+    }
+}
+
+/* sem_release.lua: the freed permit goes to the first live waiter,
+ * handed over in FIFO mode, else woken. */
+static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const dlock__release *r)
+{
+    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+    lock_keys(b, k, 4);
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+}
+
+/* rw_release.lua (the last reader out wakes a fair writer: the queue). */
+static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                               const dlock__keys *k, const dlock__release *r)
+{
+    (void)c;
+    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    dlock__cmd_key(b, k->rkey, k->rkeylen);
+    dlock__cmd_key(b, k->qkey, k->qkeylen);
+    dlock__cmd_arg(b, r->owner, strlen(r->owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg(b, r->relid, r->relidlen);
+}
+
+/* ---- leaving a queue ------------------------------------------------------ */
+
+/* A fair lock's waiter gives up: leave the queue on every node; where the
+ * lock was handed to it meanwhile, pass it on. */
+static void lock_leave(dlock_client *c, dlock__held *h)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    uint64_t mask = 0, tok = 0;
+    int i;
+    dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
+    lock_keys(&b, &h->k, 4);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, dlock__all_nodes(c), &b.cmd,
+               dlock__deadline_by(c, 0, h->attempt_end_ms), res);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].status == DLOCK_OK &&
+            dlock__elem_int(res[i].reply, 0) == 1) {
+            uint64_t t = (uint64_t)dlock__elem_int(res[i].reply, 1);
+            mask |= 1ULL << i;
+            if (t > tok)
+                tok = t;
+        }
+    dlock__results_clear(res, c->ns.n);
+    /* Only a fresh hold can have been handed the lock: a reentrant one
+     * (waiting through an outage) finds its own earlier levels, which are
+     * not to be given back. */
+    if (mask != 0 && h->depth == 0)
+        dlock__undo_acquire(c, h, mask, 1, tok, DLOCK__FAIR_HANDOFF_MS, 0, 0);
+}
+
+/* A semaphore's waiter gives up: leave the queue; a permit handed to it
+ * meanwhile is released (and so passed on). */
+static void permit_leave(dlock_client *c, dlock__held *h)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__release r = {.owner = h->owner};
+    dlock__cmdbuf b;
+    permit_release_cmd(&b, c, &h->k, &r);
+    dlock__cmd_arg(&b, "1", 1); /* and leave the queue */
+    h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
+    dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
+    dlock__results_clear(res, c->ns.n);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+static const dlock__kind kinds[] = {
+    {.id = DLOCK__KIND_LOCK,
+     .noun = "lock",
+     .busy = " is held by another owner",
+     .handed = "handed over by the holder's release",
+     .reentrant = 1,
+     .redlock_ok = 1,
+     .queue = DLOCK__Q_FAIR,
+     .queue_unsub = 1,
+     .queue_at_once = 1,
+     .turns = 1,
+     .holder_info = 1,
+     .events = 1,
+     .extend_script = DLOCK__S_EXTEND,
+     .extend_keys = 1,
+     .acquire_cmd = lock_acquire_cmd,
+     .release_cmd = lock_release_cmd,
+     .leave = lock_leave,
+     .give_up = dlock__rw_leave},
+    {.id = DLOCK__KIND_PERMIT,
+     .noun = "semaphore",
+     .busy = ": no permit free",
+     .handed = "a permit handed over by a release",
+     .queue = DLOCK__Q_ALL,
+     .fresh_token_on_confirm = 1,
+     .extend_script = DLOCK__S_SEM_EXTEND,
+     .extend_keys = 1,
+     .acquire_cmd = permit_acquire_cmd,
+     .release_cmd = permit_release_cmd,
+     .leave = permit_leave},
+    {.id = DLOCK__KIND_READ,
+     .noun = "read-write lock",
+     .busy = ": a writer holds it or waits for it",
+     .handed = "handed over",
+     .redlock_ok = 1,
+     .queue = DLOCK__Q_NONE,
+     .turns = 1,
+     .extend_script = DLOCK__S_RW_EXTEND,
+     .extend_keys = 2,
+     .acquire_cmd = reader_acquire_cmd,
+     .release_cmd = reader_release_cmd,
+     .leave = NULL},
+};
+
+/* See kind.h. */
+const dlock__kind *dlock__kind_of(int id)
+{
+    if (id < 0 || id >= (int)(sizeof kinds / sizeof kinds[0]))
+        id = DLOCK__KIND_LOCK;
+    return &kinds[id];
+}
+
+/* ---- refusals, channels --------------------------------------------------- */
+
+/* See kind.h. */
+int dlock__refused(const redisReply *r, long long *limit, const char **other)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    if (r->element[0]->integer == -2) {
+        *limit = dlock__elem_int(r, 1);
+        return DLOCK__REFUSED_LIMIT;
+    }
+    if (r->element[0]->integer == -3 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        *other = r->element[1]->str;
+        return DLOCK__REFUSED_KIND;
+    }
+    return 0;
+}
+
+/* See kind.h. */
+int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
+                   const dlock__result *res)
+{
+    long long limit = 0;
+    const char *other = NULL;
+    int i;
+    for (i = 0; i < c->ns.n; i++) {
+        int why = res[i].status == DLOCK_OK
+                      ? dlock__refused(res[i].reply, &limit, &other)
+                      : 0;
+        if (why == DLOCK__REFUSED_LIMIT)
+            return dlock__set_error(c, DLOCK_EINVAL,
+                                    "semaphore %s has limit %lld, not "
+                                    "%" PRId64 ": change the limit explicitly "
+                                    "(dlock_sem_set_limit, dlock limit)",
+                                    h->k.name, limit, w->limit);
+        if (why == DLOCK__REFUSED_KIND &&
+            (strcmp(other, "lock") == 0 || strcmp(other, "semaphore") == 0))
+            return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
+                                    h->k.name, other,
+                                    dlock__kind_of(w->kind)->noun);
+        if (why == DLOCK__REFUSED_KIND) /* a Redis type: not dlock's */
+            return dlock__foreign_error(c, dlock__kind_of(w->kind)->noun,
+                                        h->k.name, other);
+    }
+    return DLOCK_OK;
+}
+
+/* See kind.h. */
+void dlock__wait_channel(const dlock__held *h, int queued, const char **chan,
+                         size_t *len, const char **owner)
+{
+    *chan = queued ? h->k.hchan : h->k.chan;
+    *len = queued ? h->k.hchanlen : h->k.chanlen;
+    *owner = queued ? h->owner : NULL;
+}
+
+/* ---- a name of another kind, or not dlock's --------------------------- */
+
+/* See kind.h. */
+int dlock__foreign_error(dlock_client *c, const char *what, const char *name,
+                         const char *type)
+{
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "%s %s: its key holds a Redis %s that dlock did "
+                            "not write: not dlock's (left as it is; use "
+                            "another name or another key prefix)",
+                            what, name, type);
+}
+
+/* Ask the nodes what NAME's key holds (kind.lua): the first Redis type
+ * that is not a lock's hash, in type (len bytes; "" for none), and
+ * whether it is a semaphore's (*sem). */
+static void key_type(dlock_client *c, const char *name, char *type, size_t len,
+                     int *sem)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__keys *keys = dlock__keys_new(c, name);
+    dlock__cmdbuf b;
+    int i;
+    if (keys == NULL)
+        return;
+    dlock__cmd_begin(&b, DLOCK__S_KIND);
+    dlock__cmd_key(&b, keys->key, keys->keylen);
+    dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    for (i = 0; i < c->ns.n && type[0] == '\0'; i++) {
+        const redisReply *r = res[i].reply;
+        if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
+            r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_INTEGER ||
+            strcmp(r->element[0]->str, "hash") == 0 ||
+            strcmp(r->element[0]->str, "none") == 0)
+            continue;
+        snprintf(type, len, "%s", r->element[0]->str);
+        *sem = r->element[1]->integer == 1;
+    }
+    dlock__results_clear(res, c->ns.n);
+    free(keys);
+}
+
+/* See kind.h. */
+int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    char type[32] = "";
+    int sem = 0;
+
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    key_type(c, name, type, sizeof type, &sem);
+    if (type[0] != '\0' && !sem)
+        return dlock__foreign_error(c, "lock", name, type);
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "acquire %s: the name is a semaphore, not a lock "
+                            "(the servers keep it for 7 days after its last "
+                            "use)",
+                            name);
+}

@@ -1,0 +1,331 @@
+/*
+ * test_hold.c - the hold tier without servers (src/hold/): every kind's
+ * reply classification and refusals as its script answers (kind.h,
+ * verdict.h), the kind table's flags, and the wait policy (wait.h): what
+ * to do next and until when after each outcome, for every kind and
+ * strategy, the outage riding, the lock-delay, the split-vote backoff,
+ * the queue's refresh, the handoff's validity.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kind.h"
+#include "verdict.h"
+#include "wait.h"
+#include "fake_reply.h"
+
+/* ---- replies built by hand ------------------------------------------------ */
+
+/* {code, "str"}: a refusal naming another kind. */
+static redisReply *code_str(fake *f, long long code, char *str)
+{
+    ints(f, 2, code, 0, 0);
+    f->el[1].type = REDIS_REPLY_STRING;
+    f->el[1].str = str;
+    f->el[1].len = strlen(str);
+    return &f->arr;
+}
+
+/* ---- classification, per kind --------------------------------------------- */
+
+/* The shapes every kind's script answers (acquire.lua, sem_acquire.lua,
+ * rw_acquire.lua): one classification. */
+static void test_classify_every_kind(void **state)
+{
+    fake f;
+    int k;
+    (void)state;
+    for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
+        /* granted: {1, token, depth} (a permit and a reader: depth 1) */
+        assert_int_equal(dlock__classify(ints(&f, 3, 1, 77, 1)),
+                         DLOCK__R_GRANTED);
+        /* busy: {0, pttl}, {0, -2} (waiters ahead), {0, pttl, n} */
+        assert_int_equal(dlock__classify(ints(&f, 2, 0, 1500, 0)),
+                         DLOCK__R_BUSY);
+        assert_int_equal(dlock__classify(ints(&f, 2, 0, -2, 0)), DLOCK__R_BUSY);
+        assert_int_equal(dlock__classify(ints(&f, 3, 0, 900, 41)),
+                         DLOCK__R_BUSY);
+        /* a grant of the wrong size, an unknown code: malformed */
+        assert_int_equal(dlock__classify(ints(&f, 2, 1, 77, 0)), DLOCK_EPROTO);
+        assert_int_equal(dlock__classify(ints(&f, 2, 5, 0, 0)), DLOCK_EPROTO);
+        assert_int_equal(dlock__classify(NULL), DLOCK_EPROTO);
+        assert_non_null(dlock__kind_of(k)->acquire_cmd);
+        assert_non_null(dlock__kind_of(k)->release_cmd);
+        assert_int_equal(dlock__kind_of(k)->id, k);
+    }
+    /* A reentry whose earlier level expired (locks only answer it). */
+    assert_int_equal(dlock__classify(ints(&f, 2, -1, 0, 0)), DLOCK__R_GONE);
+}
+
+/* Refusals: {-2, limit} (a permit: another limit), {-3, kind} (the name
+ * is another kind); not a refusal otherwise, and never classified as a
+ * grant or busy. */
+static void test_refusals(void **state)
+{
+    fake f;
+    long long limit = 0;
+    const char *other = NULL;
+    char lock[] = "lock";
+    (void)state;
+    assert_int_equal(dlock__refused(ints(&f, 2, -2, 3, 0), &limit, &other),
+                     DLOCK__REFUSED_LIMIT);
+    assert_int_equal(limit, 3);
+    assert_int_equal(dlock__classify(ints(&f, 2, -2, 3, 0)), DLOCK_EPROTO);
+    assert_int_equal(dlock__refused(code_str(&f, -3, lock), &limit, &other),
+                     DLOCK__REFUSED_KIND);
+    assert_string_equal(other, "lock");
+    assert_int_equal(dlock__refused(ints(&f, 2, 0, -2, 0), &limit, &other), 0);
+    assert_int_equal(dlock__refused(ints(&f, 3, 1, 5, 1), &limit, &other), 0);
+    assert_int_equal(dlock__refused(NULL, &limit, &other), 0);
+}
+
+/* The table: what differs between the kinds, and only that. */
+static void test_kind_table(void **state)
+{
+    const dlock__kind *l = dlock__kind_of(DLOCK__KIND_LOCK);
+    const dlock__kind *p = dlock__kind_of(DLOCK__KIND_PERMIT);
+    const dlock__kind *r = dlock__kind_of(DLOCK__KIND_READ);
+    (void)state;
+    assert_true(l->reentrant && l->redlock_ok && l->queue == DLOCK__Q_FAIR);
+    assert_true(!p->reentrant && !p->redlock_ok && p->queue == DLOCK__Q_ALL);
+    assert_true(!r->reentrant && r->redlock_ok && r->queue == DLOCK__Q_NONE);
+    assert_true(p->fresh_token_on_confirm && !l->fresh_token_on_confirm);
+    assert_non_null(l->leave);
+    assert_non_null(p->leave);
+    assert_null(r->leave);
+}
+
+/* ---- the wait's strategy per kind ----------------------------------------- */
+
+static void test_strategy_per_kind(void **state)
+{
+    const dlock__kind *l = dlock__kind_of(DLOCK__KIND_LOCK);
+    const dlock__kind *p = dlock__kind_of(DLOCK__KIND_PERMIT);
+    const dlock__kind *r = dlock__kind_of(DLOCK__KIND_READ);
+    int q;
+    (void)state;
+    /* A lock queues under FAIR only. */
+    assert_int_equal(dlock__wait_strategy(l, DLOCK_WAIT_FAIR, &q),
+                     DLOCK_WAIT_FAIR);
+    assert_true(q);
+    assert_int_equal(dlock__wait_strategy(l, DLOCK_WAIT_NOTIFY, &q),
+                     DLOCK_WAIT_NOTIFY);
+    assert_false(q);
+    /* A permit queues under NOTIFY and FAIR. */
+    dlock__wait_strategy(p, DLOCK_WAIT_NOTIFY, &q);
+    assert_true(q);
+    dlock__wait_strategy(p, DLOCK_WAIT_SPIN, &q);
+    assert_false(q);
+    /* A reader has no queue: FAIR waits by notification. */
+    assert_int_equal(dlock__wait_strategy(r, DLOCK_WAIT_FAIR, &q),
+                     DLOCK_WAIT_NOTIFY);
+    assert_false(q);
+}
+
+/* Without a subscription: a fair lock's waiter stays queued (polling);
+ * a permit's, a reader's and a notify waiter spin. */
+static void test_unsubscribed(void **state)
+{
+    dlock__wait x;
+    int k;
+    (void)state;
+    for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
+        const dlock__kind *kd = dlock__kind_of(k);
+        memset(&x, 0, sizeof x);
+        x.strategy = dlock__wait_strategy(kd, DLOCK_WAIT_FAIR, &x.queued);
+        x.subscribed = 1;
+        dlock__wait_unsubscribed(&x, kd);
+        assert_false(x.subscribed);
+        if (k == DLOCK__KIND_LOCK) {
+            assert_true(x.queued);
+            assert_int_equal(x.strategy, DLOCK_WAIT_FAIR);
+        } else {
+            assert_false(x.queued);
+            assert_int_equal(x.strategy, DLOCK_WAIT_SPIN);
+        }
+    }
+}
+
+/* ---- the policy ------------------------------------------------------------- */
+
+/* A wait state for kind k under strategy s, subscribed, deadline dl. */
+static dlock__wait state_of(int k, int s, int64_t dl)
+{
+    dlock__wait x;
+    memset(&x, 0, sizeof x);
+    x.strategy = dlock__wait_strategy(dlock__kind_of(k), s, &x.queued);
+    x.subscribed = 1;
+    x.deadline = dl;
+    x.spin_min_ms = 8;
+    x.spin_max_ms = 128;
+    x.pttl = -1;
+    return x;
+}
+
+static dlock__got busy(int64_t pttl)
+{
+    dlock__got g;
+    memset(&g, 0, sizeof g);
+    g.pttl = pttl;
+    return g;
+}
+
+/* Every kind: an error ends the wait; the lock-delay is slept out;
+ * after a sleep, try again before the deadline, time out at it. */
+static void test_policy_every_kind(void **state)
+{
+    int k, rc;
+    (void)state;
+    for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
+        dlock__wait x = state_of(k, DLOCK_WAIT_FAIR, 5000);
+        dlock__got g = busy(700);
+        int64_t until = 0;
+        rc = 0;
+        assert_int_equal(dlock__wait_next(&x, DLOCK_OK, &g, 1000, &until, &rc),
+                         DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_OK);
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
+                         DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_EIO);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK_LOCK_DELAY, &g, 1000, &until, &rc),
+            DLOCK__W_SLEEP);
+        assert_int_equal(until, 1700);
+        g.pttl = 10000; /* a delay past the deadline: sleep to it */
+        dlock__wait_next(&x, DLOCK_LOCK_DELAY, &g, 1000, &until, &rc);
+        assert_int_equal(until, 5000);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK__SLEPT, &g, 4999, &until, &rc),
+            DLOCK__W_TRY);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK__SLEPT, &g, 5000, &until, &rc),
+            DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_TIMEDOUT);
+    }
+}
+
+/* On Sentinel every kind rides out a failover's errors, with backoff,
+ * for up to DLOCK__OUTAGE_RETRY_MS in a row; a timeout in the outage says
+ * its cause; a busy answer ends the streak. Elsewhere they end the wait. */
+static void test_policy_outage(void **state)
+{
+    int k, rc = 0;
+    (void)state;
+    assert_false(dlock__outage_retryable(0, DLOCK_EIO));
+    assert_false(dlock__outage_retryable(1, DLOCK_BUSY));
+    assert_false(dlock__outage_retryable(1, DLOCK_EINVAL));
+    for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
+        dlock__wait x = state_of(k, DLOCK_WAIT_FAIR, -1);
+        dlock__got g = busy(-1);
+        int64_t until = 0;
+        x.sentinel = 1;
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
+                         DLOCK__W_SLEEP);
+        assert_true(until > 1000 && until <= 1000 + x.spin_max_ms);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK_ESERVER, &g, 2000, &until, &rc),
+            DLOCK__W_SLEEP);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK_BUSY, &g, 3000, &until, &rc),
+            DLOCK__W_WAKE);
+        assert_int_equal(x.outage_since, 0);
+        dlock__wait_next(&x, DLOCK_ETIMEDOUT, &g, 4000, &until, &rc);
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g,
+                                          4000 + DLOCK__OUTAGE_RETRY_MS, &until,
+                                          &rc),
+                         DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_EIO);
+        /* A deadline that passes in an outage returns the outage's error. */
+        x = state_of(k, DLOCK_WAIT_FAIR, 1500);
+        x.sentinel = 1;
+        dlock__wait_next(&x, DLOCK_ETIMEDOUT, &g, 1000, &until, &rc);
+        assert_true(until <= 1500);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK__SLEPT, &g, 1500, &until, &rc),
+            DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_ETIMEDOUT);
+    }
+}
+
+/* Busy, by strategy: spin sleeps a backoff no longer than the lease
+ * left; a queued waiter waits for a wake no longer than a third of the
+ * waiter TTL; an unqueued one until the lease would have run out; after a
+ * split vote, a backoff. */
+static void test_policy_busy(void **state)
+{
+    dlock__wait x;
+    dlock__got g;
+    int64_t until = 0;
+    int rc = 0;
+    (void)state;
+    x = state_of(DLOCK__KIND_LOCK, DLOCK_WAIT_SPIN, -1);
+    g = busy(5);
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_SLEEP);
+    assert_true(until <= 1005);
+    x = state_of(DLOCK__KIND_PERMIT, DLOCK_WAIT_NOTIFY, -1);
+    g = busy(60000);
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_WAKE);
+    assert_int_equal(until, 1000 + DLOCK__WAITER_TTL_MS / 3);
+    g = busy(200);
+    dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc);
+    assert_int_equal(until, 1200);
+    x = state_of(DLOCK__KIND_READ, DLOCK_WAIT_FAIR, -1);
+    g = busy(60000);
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_WAKE);
+    assert_int_equal(until, 61000);
+    g.split = 1;
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_SLEEP);
+    assert_true(until <= 1000 + x.spin_max_ms);
+    /* A fair lock's waiter with another live waiter ahead, or without a
+     * subscription: no longer than the backoff. */
+    x = state_of(DLOCK__KIND_LOCK, DLOCK_WAIT_FAIR, -1);
+    g = busy(-2);
+    g.ahead = 1;
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_WAKE);
+    assert_true(until <= 1000 + x.spin_max_ms);
+    x.subscribed = 0;
+    g.ahead = 0;
+    assert_int_equal(dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc),
+                     DLOCK__W_SLEEP);
+    assert_true(until <= 1000 + x.spin_max_ms);
+}
+
+/* A handoff's validity: stale when not above the last token the attempt
+ * saw, or when too little of the handoff lease is left. */
+static void test_handoff_valid(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__handoff_valid_until(1000, 10, 11, 2000, 10, 1100),
+                     2990);
+    assert_int_equal(dlock__handoff_valid_until(1000, 10, 10, 2000, 10, 1100),
+                     -1);
+    assert_int_equal(dlock__handoff_valid_until(1000, 10, 11, 2000, 10, 2600),
+                     -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_classify_every_kind),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_kind_table),
+        cmocka_unit_test(test_strategy_per_kind),
+        cmocka_unit_test(test_unsubscribed),
+        cmocka_unit_test(test_policy_every_kind),
+        cmocka_unit_test(test_policy_outage),
+        cmocka_unit_test(test_policy_busy),
+        cmocka_unit_test(test_handoff_valid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
