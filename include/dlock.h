@@ -380,7 +380,17 @@ DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
  * dlock_lock_status() and dlock_lock_lost_reason(). */
 typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
 
-#define DLOCK_ACQUIRE_OPTIONS_VERSION 1
+#define DLOCK_ACQUIRE_OPTIONS_VERSION 2
+
+/* dlock_acquire_options.flags. */
+/* Never re-enter: this acquire is a hold of its own even when the calling
+ * thread holds NAME already (then it is busy, or waits like any other
+ * owner), and no later acquire of the thread re-enters it. What a worker
+ * pool needs when a hold belongs to a request rather than to the thread
+ * that happens to run it: a duplicate request that lands on the worker
+ * already holding its key must get DLOCK_BUSY, not a second level of the
+ * first request's hold (both would then be processed). */
+#define DLOCK_ACQUIRE_NO_REENTRY 0x1u
 
 typedef struct dlock_acquire_options {
     unsigned version; /* DLOCK_ACQUIRE_OPTIONS_VERSION */
@@ -395,6 +405,10 @@ typedef struct dlock_acquire_options {
     /* Told when the lease is found lost (watchdog locks only). */
     dlock_lost_cb on_lost;
     void *on_lost_userdata;
+    /* Version 2: DLOCK_ACQUIRE_* flags. Default 0 (a thread re-enters
+     * what it holds). A version 1 struct is still accepted; it has no
+     * flags. */
+    unsigned flags;
 } dlock_acquire_options;
 
 /* Fill *opts with the defaults: try once, 30 s lease, no watchdog. */

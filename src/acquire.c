@@ -27,7 +27,7 @@ static int reentry(dlock_client *c, const char *name, dlock__held **h)
 {
     int kind;
     pthread_mutex_lock(&c->held_mu);
-    *h = dlock__held_find(c, name, pthread_self());
+    *h = dlock__held_find(c, name, dlock__thread_serial());
     if (*h != NULL && (*h)->k.kind != DLOCK__KIND_LOCK) {
         /* This thread reads NAME (or holds a permit): taking it
          * exclusively would wait for its own read lease. */
@@ -65,7 +65,9 @@ int dlock_lock_acquire_ex(dlock_lock **out, dlock_client *c, const char *name,
     rc = dlock__check_acquire_args(out, c, name);
     if (rc == DLOCK_OK)
         rc = dlock__check_acquire_opts(c, &opts, &defaults, 0);
-    if (rc == DLOCK_OK)
+    h = NULL;
+    if (rc == DLOCK_OK &&
+        !(dlock__acquire_flags(opts) & DLOCK_ACQUIRE_NO_REENTRY))
         rc = reentry(c, name, &h);
     if (rc != DLOCK_OK)
         return rc;

@@ -50,6 +50,9 @@ typedef enum dlock__life {
 /* Flags of a held record. */
 #define DLOCK__HELD_ADOPTED 0x1 /* from dlock_lock_adopt: never re-entered */
 #define DLOCK__HELD_CB 0x2      /* its lost callback is running */
+#define DLOCK__HELD_SOLE 0x4    /* DLOCK_ACQUIRE_NO_REENTRY: never re-entered */
+/* Records no acquire re-enters. */
+#define DLOCK__HELD_NOT_FOUND (DLOCK__HELD_ADOPTED | DLOCK__HELD_SOLE)
 
 /* One lock held by one owner of this client; shared by the handles of its
  * reentrant acquisitions. Fields other than the atomics are protected by
@@ -67,7 +70,8 @@ typedef struct dlock__held {
     int handles;                  /* live dlock_lock handles */
     struct dlock_lock *wd_handle; /* handle given to the lost callback */
     char owner[DLOCK_OWNER_MAX];
-    pthread_t thread; /* the thread that holds it (reentrancy) */
+    uint64_t thread; /* dlock__thread_serial() of the thread that holds it
+                        (reentrancy) */
     uint64_t token;
     int64_t lease_ms;
     _Atomic int64_t valid_until_ms; /* monotonic */
@@ -140,8 +144,7 @@ dlock__keys *dlock__keys_new(dlock_client *c, const char *name);
 /* The registered (LIVE or RELEASING), not adopted hold of NAME by thread
  * SELF, or NULL. O(1) on average (a hash table by name and thread).
  * Caller holds held_mu. */
-dlock__held *dlock__held_find(dlock_client *c, const char *name,
-                              pthread_t self);
+dlock__held *dlock__held_find(dlock_client *c, const char *name, uint64_t self);
 
 /* Register NEW record h (it becomes LIVE) with a fresh id; O(1) on
  * average. Caller holds held_mu. */

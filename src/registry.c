@@ -184,7 +184,7 @@ dlock__keys *dlock__keys_new(dlock_client *c, const char *name)
 
 /* FNV-1a over the name's bytes and the thread's: which bucket a
  * reentrant hold is in. */
-static uint64_t held_hash(const char *name, pthread_t self)
+static uint64_t held_hash(const char *name, uint64_t self)
 {
     uint64_t x = 14695981039346656037ULL;
     const unsigned char *p;
@@ -216,7 +216,7 @@ static void tab_grow(dlock_client *c)
     if (tab == NULL)
         return;
     for (h = c->held; h != NULL; h = h->next) {
-        if (h->flags & DLOCK__HELD_ADOPTED)
+        if (h->flags & DLOCK__HELD_NOT_FOUND)
             continue;
         h->hash = held_hash(h->k.name, h->thread);
         tab_put(tab, sz, h);
@@ -229,21 +229,20 @@ static void tab_grow(dlock_client *c)
 }
 
 /* See held.h. */
-dlock__held *dlock__held_find(dlock_client *c, const char *name, pthread_t self)
+dlock__held *dlock__held_find(dlock_client *c, const char *name, uint64_t self)
 {
     dlock__held *h;
     uint64_t x;
     if (c->held_tabsz == 0) {
         for (h = c->held; h != NULL; h = h->next)
-            if (!(h->flags & DLOCK__HELD_ADOPTED) &&
-                pthread_equal(h->thread, self) && strcmp(h->k.name, name) == 0)
+            if (!(h->flags & DLOCK__HELD_NOT_FOUND) && h->thread == self &&
+                strcmp(h->k.name, name) == 0)
                 return h;
         return NULL;
     }
     x = held_hash(name, self);
     for (h = c->held_tab[x & (c->held_tabsz - 1)]; h != NULL; h = h->hnext)
-        if (h->hash == x && pthread_equal(h->thread, self) &&
-            strcmp(h->k.name, name) == 0)
+        if (h->hash == x && h->thread == self && strcmp(h->k.name, name) == 0)
             return h;
     return NULL;
 }
@@ -251,7 +250,7 @@ dlock__held *dlock__held_find(dlock_client *c, const char *name, pthread_t self)
 /* See held.h. */
 void dlock__held_link(dlock_client *c, dlock__held *h)
 {
-    int reentrant = !(h->flags & DLOCK__HELD_ADOPTED);
+    int reentrant = !(h->flags & DLOCK__HELD_NOT_FOUND);
     assert(h->life == DLOCK__HELD_NEW);
     h->id = ++c->held_seq;
     if (reentrant && c->held_count >= c->held_tabsz)
@@ -273,7 +272,7 @@ void dlock__held_link(dlock_client *c, dlock__held *h)
 static void tab_remove(dlock_client *c, dlock__held *h)
 {
     dlock__held **pp;
-    if (c->held_tabsz == 0 || (h->flags & DLOCK__HELD_ADOPTED))
+    if (c->held_tabsz == 0 || (h->flags & DLOCK__HELD_NOT_FOUND))
         return;
     for (pp = &c->held_tab[h->hash & (c->held_tabsz - 1)]; *pp != NULL;
          pp = &(*pp)->hnext)

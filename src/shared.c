@@ -30,7 +30,7 @@ static int check_common(dlock_lock **out, dlock_client *c, const char *name,
     if (rc != DLOCK_OK)
         return rc;
     pthread_mutex_lock(&c->held_mu);
-    h = dlock__held_find(c, name, pthread_self());
+    h = dlock__held_find(c, name, dlock__thread_serial());
     *found = h != NULL ? h->k.kind : -1;
     pthread_mutex_unlock(&c->held_mu);
     return DLOCK_OK;
@@ -311,7 +311,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     if (r == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
     r->k.kind = DLOCK__KIND_READ;
-    r->thread = pthread_self();
+    r->thread = dlock__thread_serial();
     token = l->held->token;
     dlock_acquire_options_init(&o);
     o.lease_ms = l->held->lease_ms;

@@ -204,6 +204,16 @@ long dlock__thread_id(void)
     return cached_tid;
 }
 
+/* See util.h. */
+uint64_t dlock__thread_serial(void)
+{
+    static _Atomic uint64_t next;
+    static _Thread_local uint64_t mine;
+    if (mine == 0)
+        mine = atomic_fetch_add(&next, 1) + 1;
+    return mine;
+}
+
 /* Milliseconds left until deadline for poll(), clamped to [0, INT_MAX]. */
 int dlock__ms_left(int64_t deadline_ms)
 {

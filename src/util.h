@@ -77,4 +77,11 @@ int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
 /* The calling thread's kernel id (informational, in owner ids). */
 long dlock__thread_id(void);
 
+/* A number for the calling thread, never 0 and never given to another
+ * thread of the process, even after this one has ended: what reentrancy
+ * is keyed on. A pthread_t or a kernel thread id is not that: glibc hands
+ * a joined thread's pthread_t to the next thread it creates, and a later
+ * thread would find the ended thread's holds as its own. */
+uint64_t dlock__thread_serial(void);
+
 #endif /* DLOCK_UTIL_H */

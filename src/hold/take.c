@@ -37,7 +37,7 @@ int dlock__check_acquire_opts(dlock_client *c,
         dlock_acquire_options_init(defaults);
         *opts = o = defaults;
     }
-    if (o->version != DLOCK_ACQUIRE_OPTIONS_VERSION)
+    if (o->version != 1 && o->version != DLOCK_ACQUIRE_OPTIONS_VERSION)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "acquire options version %u not supported",
                                 o->version);
@@ -165,7 +165,9 @@ int dlock__take(dlock_lock **out, dlock_client *c, const char *name,
         if (h == NULL)
             return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
         h->k.kind = w->kind;
-        h->thread = pthread_self();
+        h->thread = dlock__thread_serial();
+        if (dlock__acquire_flags(o) & DLOCK_ACQUIRE_NO_REENTRY)
+            h->flags |= DLOCK__HELD_SOLE;
     }
     msg = dlock__errbuf(c); /* a success leaves no stale message */
     if (msg != NULL)

@@ -24,6 +24,13 @@ int dlock__check_acquire_args(dlock_lock **out, dlock_client *c,
  * and *opts pointed at them): the version, the lease (> 0, at most a
  * year, and above the clock drift allowance when several servers vote or
  * always_drift). DLOCK_OK, or DLOCK_EINVAL with the message. */
+/* The flags of options o (a version 1 struct has none, and no field to
+ * read them from). */
+static inline unsigned dlock__acquire_flags(const dlock_acquire_options *o)
+{
+    return o->version >= 2 ? o->flags : 0;
+}
+
 int dlock__check_acquire_opts(dlock_client *c,
                               const dlock_acquire_options **opts,
                               dlock_acquire_options *defaults,

@@ -87,8 +87,11 @@ static dlock__next after_busy(dlock__wait *x, const dlock__got *g, int64_t now,
                               int64_t *until)
 {
     int64_t third = DLOCK__WAITER_TTL_MS / 3, d;
-    if (g->pttl > 0)
-        x->pttl = g->pttl;
+    /* The newest reading only: an earlier one says nothing of now. A
+     * waiter woken early kept it and slept it out again, a whole lease
+     * after the lease had ended (issue 29 item 7). 0: it ends within the
+     * millisecond, so try again in one; below 0: not known. */
+    x->pttl = g->pttl > 0 ? g->pttl : g->pttl == 0 ? 1 : -1;
     x->nbusy = g->nbusy;
     if (x->strategy == DLOCK_WAIT_SPIN) {
         d = spin_delay(x);

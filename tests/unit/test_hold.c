@@ -301,6 +301,36 @@ static void test_policy_busy(void **state)
     assert_true(until <= 1000 + x.spin_max_ms);
 }
 
+/* The lease the wait aims at is the newest one read (issue 29 item 7): an
+ * attempt that finds the holder's lease ending within the millisecond
+ * (PTTL 0) tries again at once, whatever an earlier attempt read; the
+ * waiter slept out the earlier reading again (a whole lease late) or, in
+ * spin mode, its backoff. Every strategy and kind. */
+static void test_policy_newest_lease(void **state)
+{
+    static const int strategies[] = {DLOCK_WAIT_SPIN, DLOCK_WAIT_NOTIFY,
+                                     DLOCK_WAIT_FAIR};
+    static const int kinds[] = {DLOCK__KIND_LOCK, DLOCK__KIND_PERMIT,
+                                DLOCK__KIND_READ};
+    size_t s, k;
+    (void)state;
+    for (s = 0; s < 3; s++)
+        for (k = 0; k < 3; k++) {
+            dlock__wait x = state_of(kinds[k], strategies[s], -1);
+            dlock__got g = busy(450);
+            int64_t until = 0;
+            int rc = 0;
+            dlock__wait_next(&x, DLOCK_BUSY, &g, 1000, &until, &rc);
+            assert_true(until <= 1450);
+            g = busy(0); /* woken early; now it ends within the ms */
+            dlock__wait_next(&x, DLOCK_BUSY, &g, 1300, &until, &rc);
+            assert_true(until <= 1301);
+            g = busy(-1); /* no lease known: not the old one either */
+            dlock__wait_next(&x, DLOCK_BUSY, &g, 1400, &until, &rc);
+            assert_true(until != 1400 + 450);
+        }
+}
+
 /* A handoff's validity: stale when not above the last token the attempt
  * saw, or when too little of the handoff lease is left. */
 static void test_handoff_valid(void **state)
@@ -325,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_policy_every_kind),
         cmocka_unit_test(test_policy_outage),
         cmocka_unit_test(test_policy_busy),
+        cmocka_unit_test(test_policy_newest_lease),
         cmocka_unit_test(test_handoff_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,7 +21,7 @@ from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int,
                     c_int64, c_size_t, c_uint, c_uint64, c_void_p)
 
 OPTIONS_VERSION = 2
-ACQUIRE_OPTIONS_VERSION = 1
+ACQUIRE_OPTIONS_VERSION = 2
 OWNER_MAX = 96
 HOST_MAX = 256
 LABEL_MAX = 512
@@ -94,6 +94,7 @@ class AcquireOptions(Structure):
         ("watchdog", c_int),
         ("on_lost", LOST_CB),
         ("on_lost_userdata", c_void_p),
+        ("flags", c_uint),
     ]
 
 
