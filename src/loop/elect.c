@@ -100,23 +100,14 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
 int dlock_loop_proclaim(dlock_op **out, dlock_loop *l, dlock_hold *h,
                         const char *value, dlock_op_cb cb, void *userdata)
 {
-    dlock_op *op;
     size_t len = value != NULL ? strlen(value) : 0;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL || h == NULL || h->loop != l || !h->held || h->gone ||
-        h->k.kind != DLOCK__KIND_LOCK || cb == NULL || len > DLOCK_VALUE_MAX)
-        return l != NULL ? dlock__set_error(l->c, DLOCK_EINVAL,
-                                            "dlock_loop_proclaim: no lock "
-                                            "hold of this loop, no callback, "
-                                            "or a value too long")
-                         : DLOCK_EINVAL;
-    op = dloop__op_new(l, OP_PROCLAIM, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
-    op->hold = h;
+    dlock_op *op;
+    int rc = dloop__hold_op(&op, out, l, h, OP_PROCLAIM,
+                            h != NULL && h->k.kind == DLOCK__KIND_LOCK &&
+                                len <= DLOCK_VALUE_MAX,
+                            cb, userdata, "dlock_loop_proclaim");
+    if (rc != DLOCK_OK)
+        return rc;
     if (dloop__proclaim(op, h, value, len) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;

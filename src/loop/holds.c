@@ -44,23 +44,12 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
                        dlock_op_cb cb, void *userdata)
 {
     dlock_op *op;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL || h == NULL || h->loop != l || !h->held || h->gone ||
-        cb == NULL)
-        return l != NULL ? dlock__set_error(l->c, DLOCK_EINVAL,
-                                            "dlock_loop_release: no hold of "
-                                            "this loop, or no callback")
-                         : DLOCK_EINVAL;
-    op = dloop__op_new(l, OP_RELEASE, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
+    int rc = dloop__hold_op(&op, out, l, h, OP_RELEASE, 1, cb, userdata,
+                            "dlock_loop_release");
+    if (rc != DLOCK_OK)
+        return rc;
     h->gone = 1;
-    h->renew = 0;
-    op->hold = h; /* its reference: freed after the callback */
+    h->renew = 0; /* op->hold's reference: freed after the callback */
     if (h->status != DLOCK_OK) {
         dloop__complete(op, DLOCK_LOST, "%s: the lease had been lost",
                         h->k.name);
@@ -164,22 +153,10 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
 {
     dlock_op *op;
     int64_t keep;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL || h == NULL || h->loop != l || !h->held || h->gone ||
-        cb == NULL || lease_ms <= 0)
-        return l != NULL ? dlock__set_error(l->c, DLOCK_EINVAL,
-                                            "dlock_loop_extend: no hold of "
-                                            "this loop, no callback, or a "
-                                            "lease <= 0")
-                         : DLOCK_EINVAL;
-    op = dloop__op_new(l, OP_EXTEND, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
-    op->hold = h;
+    int rc = dloop__hold_op(&op, out, l, h, OP_EXTEND, lease_ms > 0, cb,
+                            userdata, "dlock_loop_extend");
+    if (rc != DLOCK_OK)
+        return rc;
     if (h->status != DLOCK_OK) {
         dloop__complete(op, h->status, "%s: the lease had been lost",
                         h->k.name);

@@ -132,6 +132,28 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         dloop__signal(l);
 }
 
+int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
+                   int type, int ok, dlock_op_cb cb, void *ud, const char *what)
+{
+    *op = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (h == NULL || h->loop != l || !h->held || h->gone || cb == NULL || !ok)
+        return dlock__set_error(l->c, DLOCK_EINVAL,
+                                "%s: no hold of this loop, no callback, or "
+                                "a bad argument",
+                                what);
+    *op = dloop__op_new(l, type, cb, ud);
+    if (*op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    if (out != NULL)
+        *out = *op;
+    (*op)->hold = h;
+    return DLOCK_OK;
+}
+
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
 {
     dlock_op *op = calloc(1, sizeof *op);

@@ -166,6 +166,13 @@ void dloop__hold_unref(dlock_hold *h);
 dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
 void dloop__name_drop(dlock_hold *h);
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
+/* A new op of type on hold h into *op (and *out when not NULL), after
+ * the checks every hold op shares (h is a live hold of l, a callback, ok:
+ * the op's own argument checks). DLOCK_OK, or DLOCK_EINVAL / DLOCK_ENOMEM
+ * with the message in dlock_errmsg(l's client). */
+int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
+                   int type, int ok, dlock_op_cb cb, void *ud,
+                   const char *what);
 
 /* lconn.c */
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,

@@ -2,7 +2,8 @@
  * loop_multi.c - several locks at once through the event-loop API
  * (dlock_loop_lock_all) against a real redis-server: all taken, in the
  * caller's order in dlock_op_holds; one held elsewhere makes a try fail
- * and gives back those taken; a cancel gives back what was taken; two
+ * and gives back those taken; a cancel, and freeing the loop, give back
+ * what was taken; two
  * waits on the same names in opposite orders do not deadlock.
  */
 #include <setjmp.h>
@@ -95,6 +96,20 @@ static void test_all(void **state)
     assert_int_equal(x.status, DLOCK_CANCELED);
     th_loop_run_for(ls, 1, 200);
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lm:a}"), 0);
+    /* Freeing the loop while it waits: cancelled, lm:a given back. */
+    {
+        dlock_loop *l3 = NULL;
+        memset(&x, 0, sizeof x);
+        assert_int_equal(dlock_loop_new(&l3, c), DLOCK_OK);
+        assert_int_equal(
+            dlock_loop_lock_all(NULL, l3, names, 3, &o, all_cb, &x), DLOCK_OK);
+        th_loop_run_for(&l3, 1, 200);
+        assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lm:a}"), 1);
+        dlock_loop_free(l3);
+        assert_int_equal(x.status, DLOCK_CANCELED);
+        th_sleep_ms(100);
+        assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lm:a}"), 0);
+    }
     {
         th_seen r = {0};
         assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
