@@ -452,6 +452,8 @@ gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
     dlock_options_init(&o);
     o.servers = cfg->servers;
     o.nservers = (size_t)cfg->nservers;
+    if (cfg->fence_retention_ms >= 0)
+        o.fence_retention_ms = cfg->fence_retention_ms;
     char e[256] = "";
     int rc = dlock_client_new(&b->client, &o, e, sizeof e);
     if (rc != DLOCK_OK) {

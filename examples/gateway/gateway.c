@@ -5,6 +5,7 @@
  *                 [--mode wait|reject] [--lease-ms N] [--keep-ms N]
  *                 [--impl dlock|floor] [--prefix P] [--poll-ms N]
  *                 [--wait-strategy fair|notify|spin]
+ *                 [--fence-retention-ms N]
  *
  * Any method and path. A request with "Idempotency-Key: K": the first for
  * K is processed (a simulated backend: a timer of N ms) and answered 200
@@ -20,12 +21,15 @@
  * --impl floor with raw hiredis async on the same loop (the benchmark's
  * floor; its duplicates in wait mode ask again every --poll-ms, default
  * 10). --wait-strategy: how dlock's duplicates wait (default the
- * client's). --lease-ms (default 10000): the lock's lease, renewed while
- * the backend runs; --keep-ms (floor only; default 0, kept until
- * deleted): the stored result's retention. --prefix (default gw): the
- * keys' prefix; gateways that must act as one use the same. Prints "listening HOST:PORT" on stdout once bound (PORT 0 picks
- * a free port). SIGINT/SIGTERM: stop accepting, finish what is in flight,
- * exit 0.
+ * client's). --fence-retention-ms (dlock; default the library's): how
+ * long a released, free lock name keeps its fence record; 0 keeps
+ * nothing (no key left per request's name: dlock_options'
+ * fence_retention_ms). --lease-ms (default 10000): the lock's lease,
+ * renewed while the backend runs; --keep-ms (floor only; default 0, kept
+ * until deleted): the stored result's retention. --prefix (default gw):
+ * the keys' prefix; gateways that must act as one use the same. Prints
+ * "listening HOST:PORT" on stdout once bound (PORT 0 picks a free port).
+ * SIGINT/SIGTERM: stop accepting, finish what is in flight, exit 0.
  */
 #include "gateway.h"
 
@@ -688,7 +692,8 @@ static void usage(FILE *f)
                "[--keep-ms N]\n"
                "                     [--impl dlock|floor] [--prefix P] "
                "[--poll-ms N]\n"
-               "                     [--wait-strategy fair|notify|spin]\n");
+               "                     [--wait-strategy fair|notify|spin] "
+               "[--fence-retention-ms N]\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
@@ -712,6 +717,7 @@ int main(int argc, char **argv)
     cfg.poll_ms = 10;
     cfg.mode = GW_WAIT;
     cfg.strategy = -1;
+    cfg.fence_retention_ms = -1;
     cfg.prefix = "gw";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -747,6 +753,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "dlock-gateway: --mode wait|reject\n");
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--fence-retention-ms")) {
+            cfg.fence_retention_ms = intarg(a, v);
             i++;
         } else if (!strcmp(a, "--wait-strategy") && v) {
             if (!strcmp(v, "notify"))

@@ -34,8 +34,9 @@ typedef struct gw_config {
     int keep_ms;    /* result retention in Redis, 0: kept until deleted */
     int poll_ms;    /* floor's wait mode: retry period */
     enum gw_mode mode;
-    int strategy;       /* dlock: -1 the client's default, else a
-                     dlock_wait_strategy */
+    long long fence_retention_ms; /* dlock: -1 the library's default */
+    /* dlock: -1 the client's default, else a dlock_wait_strategy */
+    int strategy;
     const char *prefix; /* key prefix: PREFIX:dedup:K, PREFIX:result:K */
 } gw_config;
 
