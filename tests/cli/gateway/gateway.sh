@@ -157,7 +157,11 @@ if [ "$IMPL" = dlock ]; then
     gateway h --backend-ms 1500 --lease-ms 400 --prefix l
     "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/lost_g" &
     lost_g=$!
-    sleep 0.3
+    # g holds it (not still waiting for its request) before it stalls.
+    lost1_held() {
+        [ "$(rcli "$REDIS_PORT" EXISTS 'dlock:{l:dedup:lost1}')" = 1 ]
+    }
+    wait_until 10 lost1_held || fail "gateway g did not take lost1"
     kill -STOP "$PID_g"
     sleep 0.8 # g's lease (400 ms) is over
     "${CLIENT[@]}" burst "$ADDR_h" 1 lost1 >"$T/lost_h" &
