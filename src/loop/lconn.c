@@ -344,8 +344,17 @@ static void sub_reply(dlock_loop *l, redisReply *r)
 {
     lsub *s;
     if (r->type == REDIS_REPLY_ERROR) {
-        /* NOPERM or similar: waiters poll (ops.c bounds their sleeps). */
-        dloop__sub_lost(l);
+        /* A SUBSCRIBE refused (NOPERM: no channel permission): no message
+         * will come, so the channels waiting for a confirmation count as
+         * done and their waiters go on; each sleeps no longer than the
+         * holder's lease or its queue refresh (ops.c), so they poll. */
+        size_t i;
+        for (i = 0; i < l->nsubs; i++)
+            for (s = l->subs[i]; s != NULL; s = s->next)
+                if (s->state == 1) {
+                    s->state = 2;
+                    dloop__on_subscribed(l, s);
+                }
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||

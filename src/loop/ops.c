@@ -474,12 +474,19 @@ int dloop__wait_subscribe(dlock_op *op)
     return 1;
 }
 
+/* The waiter after op on s's list: a handoff channel links its waiters
+ * by hwnext, a lock's channel by wnext. */
+static dlock_op *waiter_next(const dlock_op *op, const lsub *s)
+{
+    return op->hsub == s ? op->hwnext : op->wnext;
+}
+
 void dloop__on_subscribed(dlock_loop *l, lsub *s)
 {
     dlock_op *op, *next;
     (void)l;
     for (op = s->waiters; op != NULL; op = next) {
-        next = op->wnext;
+        next = waiter_next(op, s);
         if (op->state == ST_SUBWAIT && !subscribe(op))
             op->again(op);
     }
@@ -509,7 +516,7 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
         return;
     }
     for (op = s->waiters; op != NULL; op = next) {
-        next = op->wnext;
+        next = waiter_next(op, s);
         dloop__op_wake(op);
     }
 }
