@@ -118,6 +118,8 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
+    int waited;   /* a lock op found it busy and waits: a writer's mark may
+                   be its (rw_leave.lua when it gives up) */
     int campaign; /* a lock op that proclaims key (the value) once won */
     int watch;    /* OP_LEADER: wait until the leader is not op->leader */
     struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
