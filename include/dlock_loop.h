@@ -44,7 +44,7 @@
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
  *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
- *    lock (no writer preference yet, no downgrade);
+ *    lock (a waiting writer keeps new readers out; no downgrade yet);
  *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
@@ -192,9 +192,9 @@ DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,
  * reader waits by notification (or spin), never in a queue. Unlike a
  * lock, one loop may hold several read holds of one name. Release and
  * extend it with dlock_loop_release / dlock_loop_extend; the loop renews
- * it. Not yet: a writer waiting through the loop does not set the mark
- * that keeps new readers out (writers may wait while readers come and
- * go), and there is no downgrade.
+ * it. A writer waiting through the loop (dlock_loop_lock with a wait)
+ * keeps new readers out while it waits, and takes that mark with it when
+ * it gives up. Not yet: downgrade.
  */
 DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
                                          const char *name,

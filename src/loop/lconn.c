@@ -114,6 +114,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
 static void cmd_opened(dlock_loop *l)
 {
     lreq *r;
+    memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
     for (r = l->cmd.head; r != NULL; r = r->next)
         if (!r->appended && append(l, r) != DLOCK_OK) {
             cmd_fail(l, DLOCK_ENOMEM, "out of memory");
@@ -192,11 +193,21 @@ int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                        cmd->arglens, fn, ctx, out);
 }
 
-/* NOSCRIPT: send r again with the source, at the end of the queue. */
+/* NOSCRIPT: send r again at the end of the queue: with the source the
+ * first time on this connection, by SHA behind that (the source loads the
+ * script before it runs: 10,000 requests in flight on a fresh server
+ * send the source once, not 10,000 times); with the source when a SHA
+ * sent again still finds no script (flushed meanwhile). */
 static void resend_eval(dlock_loop *l, lreq *r)
 {
-    r->eval = 1;
     r->appended = 0;
+    if (l->evaled[r->script] && !r->again) {
+        r->again = 1;
+        enqueue(l, r);
+        return;
+    }
+    l->evaled[r->script] = 1;
+    r->eval = 1;
     r->argv[0] = "EVAL";
     r->argv[1] = l->c->scripts[r->script].src;
     r->argvlen[0] = 4;
@@ -344,8 +355,17 @@ static void sub_reply(dlock_loop *l, redisReply *r)
 {
     lsub *s;
     if (r->type == REDIS_REPLY_ERROR) {
-        /* NOPERM or similar: waiters poll (ops.c bounds their sleeps). */
-        dloop__sub_lost(l);
+        /* A SUBSCRIBE refused (NOPERM: no channel permission): no message
+         * will come, so the channels waiting for a confirmation count as
+         * done and their waiters go on; each sleeps no longer than the
+         * holder's lease or its queue refresh (ops.c), so they poll. */
+        size_t i;
+        for (i = 0; i < l->nsubs; i++)
+            for (s = l->subs[i]; s != NULL; s = s->next)
+                if (s->state == 1) {
+                    s->state = 2;
+                    dloop__on_subscribed(l, s);
+                }
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||

@@ -194,9 +194,32 @@ void dloop__name_drop(dlock_hold *h)
     dlock_hold **p = &l->names[name_hash(l, h->k.name, h->k.namelen)];
     while (*p != NULL && *p != h)
         p = &(*p)->tnext;
-    if (*p == h)
+    if (*p == h) {
         *p = h->tnext;
+        l->nnames--;
+    }
     h->tnext = NULL;
+}
+
+/* Double the name table (100,000 holds keep short chains); when out of
+ * memory the chains grow longer instead. */
+static void names_grow(dlock_loop *l)
+{
+    size_t old = l->nbuckets, i;
+    dlock_hold **tab = calloc(old * 2, sizeof *tab), **prev = l->names;
+    if (tab == NULL)
+        return;
+    l->names = tab;
+    l->nbuckets = old * 2;
+    for (i = 0; i < old; i++)
+        while (prev[i] != NULL) {
+            dlock_hold *h = prev[i];
+            size_t b = name_hash(l, h->k.name, h->k.namelen);
+            prev[i] = h->tnext;
+            h->tnext = tab[b];
+            tab[b] = h;
+        }
+    free(prev);
 }
 
 /* A new hold of kind (DLOCK__KIND_*) for NAME (keys, a fresh owner id);
@@ -222,9 +245,12 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
     h->k.kind = kind;
     if (kind != DLOCK__KIND_LOCK)
         return h;
+    if (l->nnames >= 2 * l->nbuckets)
+        names_grow(l);
     b = name_hash(l, name, nlen);
     h->tnext = l->names[b];
     l->names[b] = h;
+    l->nnames++;
     return h;
 }
 

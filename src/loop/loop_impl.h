@@ -37,6 +37,7 @@ typedef struct lreq {
     size_t *argvlen;
     int appended;     /* written into the connection's buffer */
     int eval;         /* sent as EVAL already (after NOSCRIPT) */
+    int again;        /* sent again by SHA behind another's EVAL */
     int64_t deadline; /* answer by then (monotonic ms), once appended */
     char nk[12];      /* argv[2]: the number of keys */
 } lreq;
@@ -118,6 +119,8 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
+    int waited;   /* a lock op found it busy and waits: a writer's mark may
+                   be its (rw_leave.lua when it gives up) */
     int campaign; /* a lock op that proclaims key (the value) once won */
     int watch;    /* OP_LEADER: wait until the leader is not op->leader */
     struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
@@ -147,11 +150,14 @@ struct dlock_loop {
                            by its connection's command timeout) */
     dlock_op *dq, *dqt; /* completed, callbacks to run */
     dlock_hold *holds;
-    dlock_hold **names; /* hash by name: holds held or being acquired */
-    size_t nbuckets;
+    dlock_hold **names;      /* hash by name: holds held or being acquired */
+    size_t nbuckets, nnames; /* buckets (a power of 2), names in them */
     lsub **subs;
     size_t nsubs;
     int subcount; /* channels with refs */
+    /* Scripts whose source (EVAL) went out on the command connection since
+     * it opened: a NOSCRIPT behind it is sent again by SHA. */
+    unsigned char evaled[DLOCK__S_COUNT];
     int64_t renew_min;
     int in_process;
     int signalled;

@@ -161,6 +161,20 @@ static void giveback_leave(dlock_loop *l, dlock_hold *h)
         h->refs--;
 }
 
+/* A waiting writer gives up: rw_leave.lua takes its mark (which keeps
+ * new readers out) with it; harmless where it set none. */
+static void writer_leave(dlock_loop *l, dlock_hold *h)
+{
+    char id[64];
+    const char *args[4] = {h->owner, h->k.chan, id, "0"};
+    size_t al[4] = {strlen(h->owner), h->k.chanlen, 0, 1};
+    al[2] = dlock__request_id(l->c, id);
+    h->refs++;
+    if (dloop__send(l, DLOCK__S_RW_LEAVE, 1, (const char **)&h->k.key,
+                    &h->k.keylen, 4, args, al, gb_done, h, NULL) != DLOCK_OK)
+        h->refs--;
+}
+
 /* A permit's give-back: sem_release.lua leaving the queue too. */
 static void sem_leave(dlock_loop *l, dlock_hold *h)
 {
@@ -252,6 +266,8 @@ void dloop__op_abort(dlock_op *op)
     }
     if (op->maybe)
         giveback_release(op->loop, h, 1, 0);
+    if (op->waited && h->k.kind == DLOCK__KIND_LOCK)
+        writer_leave(op->loop, h);
     op->hold = NULL;
     dloop__hold_unref(h);
 }
@@ -393,6 +409,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
+    op->waited = 1;
     pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
         op->state = ST_SUBWAIT; /* then try once more: no release missed */
@@ -421,11 +438,13 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 static dlock__ask ask_of(const dlock_op *op)
 {
     int permit = op->hold->k.kind == DLOCK__KIND_PERMIT;
-    if (op->deadline == 0 || (!op->queued && !op->subscribed))
+    if (op->deadline == 0 || !op->waited)
         return op->fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
     if (op->fair)
         return DLOCK__ASK_FIFO;
-    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_TRY;
+    /* A lock's waiting attempt is a waiting writer's: readers holding the
+     * name let no new reader in (rw_acquire.lua reads the mark). */
+    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_WAIT;
 }
 
 /* Send op's next attempt: its kind's acquire command (kind.h). */
@@ -474,12 +493,19 @@ int dloop__wait_subscribe(dlock_op *op)
     return 1;
 }
 
+/* The waiter after op on s's list: a handoff channel links its waiters
+ * by hwnext, a lock's channel by wnext. */
+static dlock_op *waiter_next(const dlock_op *op, const lsub *s)
+{
+    return op->hsub == s ? op->hwnext : op->wnext;
+}
+
 void dloop__on_subscribed(dlock_loop *l, lsub *s)
 {
     dlock_op *op, *next;
     (void)l;
     for (op = s->waiters; op != NULL; op = next) {
-        next = op->wnext;
+        next = waiter_next(op, s);
         if (op->state == ST_SUBWAIT && !subscribe(op))
             op->again(op);
     }
@@ -509,7 +535,7 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
         return;
     }
     for (op = s->waiters; op != NULL; op = next) {
-        next = op->wnext;
+        next = waiter_next(op, s);
         dloop__op_wake(op);
     }
 }

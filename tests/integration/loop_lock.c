@@ -208,6 +208,41 @@ static void test_thousand_in_flight(void **state)
     dlock_client_free(c);
 }
 
+/* The script cache flushed under a warm connection: requests in flight
+ * answered NOSCRIPT are sent again (by SHA behind the source the first
+ * one sends, then with the source), and all complete. */
+static void test_script_flush(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    many *m = calloc(1, sizeof *m);
+    char name[32];
+    int round, i;
+    redisReply *r;
+    (void)state;
+    for (round = 0; round < 2; round++) {
+        memset(m, 0, sizeof *m);
+        r = th_cmd(&srv, "SCRIPT FLUSH");
+        freeReplyObject(r);
+        for (i = 0; i < 50; i++) {
+            snprintf(name, sizeof name, "ll:sf:%d", i);
+            assert_int_equal(dlock_loop_lock(NULL, l, name, &o, many_cb, m),
+                             DLOCK_OK);
+        }
+        run_count(l, &m->done, 50);
+        assert_int_equal(m->ok, 50);
+        many_done = 0;
+        for (i = 0; i < 50; i++)
+            assert_int_equal(
+                dlock_loop_release(NULL, l, m->h[i], many_rel, NULL), DLOCK_OK);
+        run_count(l, &many_done, 50);
+    }
+    free(m);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A waiter (notify) is woken by the release: the holder's lease is 60 s,
  * the wait (1.5 s) ends long before it could expire. Twice: the second
  * wait reopens the subscriber the first one closed, at once (it once
@@ -449,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_thousand_in_flight),
+        cmocka_unit_test(test_script_flush),
         cmocka_unit_test(test_notify_wakeup),
         cmocka_unit_test(test_fair_handoff),
         cmocka_unit_test(test_cancel_wait),

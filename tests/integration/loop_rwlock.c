@@ -86,10 +86,56 @@ static void test_readers_and_writer(void **state)
     dlock_client_free(c);
 }
 
+/* A waiting writer keeps new readers out (its mark); cancelled, it
+ * takes its mark with it and readers get in again. */
+static void test_writer_preference(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *ls[2] = {NULL, NULL};
+    dlock_loop_acquire o;
+    th_seen r1 = {0}, w = {0}, r2 = {0}, r3 = {0};
+    dlock_op *wop = NULL;
+    (void)state;
+    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 30000;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "lr:w", &o, th_note, &r1),
+        DLOCK_OK);
+    wait_done(ls[0], &r1);
+    assert_int_equal(r1.status, DLOCK_OK);
+    o.wait_ms = -1;
+    assert_int_equal(dlock_loop_lock(&wop, ls[1], "lr:w", &o, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(ls, 2, 300);
+    assert_int_equal(w.done, 0);
+    o.wait_ms = 0;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "lr:w", &o, th_note, &r2),
+        DLOCK_OK);
+    wait_done(ls[0], &r2);
+    assert_int_equal(r2.status, DLOCK_BUSY); /* the writer waits */
+    dlock_op_cancel(wop);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    th_loop_run_for(ls, 2, 200);
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "lr:w", &o, th_note, &r3),
+        DLOCK_OK);
+    wait_done(ls[0], &r3);
+    assert_int_equal(r3.status, DLOCK_OK); /* the mark left with it */
+    rel(ls[0], r1.hold);
+    rel(ls[0], r3.hold);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readers_and_writer),
+        cmocka_unit_test(test_writer_preference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

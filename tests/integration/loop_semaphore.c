@@ -124,11 +124,60 @@ static void test_notify(void **state)
     semaphore(DLOCK_WAIT_NOTIFY);
 }
 
+/* Two waiters of one loop on one semaphore (limit 1): both served, one
+ * after the other (the handoff channel's confirmation wakes every
+ * waiter of the loop: it once woke only the last one to subscribe). */
+static void test_two_waiters_one_loop(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_FAIR, 0, 0);
+    dlock_loop *l = NULL;
+    dlock_loop_acquire o, w;
+    seen h = {0}, w1 = {0}, w2 = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 60000;
+    assert_int_equal(dlock_loop_sem_acquire(NULL, l, "ls:two", 1, &o, note, &h),
+                     DLOCK_OK);
+    run1(l, &h.done);
+    assert_int_equal(h.status, DLOCK_OK);
+    w = o;
+    w.wait_ms = -1;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:two", 1, &w, note, &w1), DLOCK_OK);
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:two", 1, &w, note, &w2), DLOCK_OK);
+    run_for(l, 300);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{ls:two}:q"), 2);
+    rel(l, h.hold, DLOCK_OK);
+    {
+        int64_t end = th_now_ms() + 30000; /* a hang fails */
+        while (w1.done + w2.done == 0) {
+            assert_true(th_now_ms() < end);
+            run_for(l, 10);
+        }
+    }
+    if (w1.done) {
+        rel(l, w1.hold, DLOCK_OK);
+        run1(l, &w2.done);
+        rel(l, w2.hold, DLOCK_OK);
+    } else {
+        rel(l, w2.hold, DLOCK_OK);
+        run1(l, &w1.done);
+        rel(l, w1.hold, DLOCK_OK);
+    }
+    assert_int_equal(w1.status, DLOCK_OK);
+    assert_int_equal(w2.status, DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fair),
         cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_two_waiters_one_loop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,97 @@
+/*
+ * loop_noperm.c - the event-loop API for a user without pub/sub
+ * permission (ACL resetchannels): SUBSCRIBE is refused, so a waiter
+ * cannot be woken by a message; it must poll (bounded by the holder's
+ * lease or its queue refresh) and still get the lock, not wait for a
+ * confirmation that never comes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "th_loop.h"
+
+static th_server srv;
+
+static int setup(void **state)
+{
+    redisReply *r;
+    (void)state;
+    if (th_server_start(&srv, NULL) != 0)
+        return -1;
+    r = th_cmd(&srv, "ACL SETUSER nochan on >pw ~* +@all resetchannels");
+    if (r == NULL || r->type != REDIS_REPLY_STATUS)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_server_stop(&srv);
+    return 0;
+}
+
+static void waits(int strategy)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c = th_client_user(&url, 1, strategy, 0, 0, "nochan", "pw");
+    dlock_loop *ls[2] = {NULL, NULL};
+    dlock_loop_acquire o;
+    th_seen a = {0}, b = {0}, r = {0};
+    assert_non_null(c);
+    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 1000;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "ln:x", &o, th_note, &a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
+    assert_int_equal(a.status, DLOCK_OK);
+    o.wait_ms = -1;
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "ln:x", &o, th_note, &b),
+                     DLOCK_OK);
+    th_loop_run_for(ls, 2, 200);
+    assert_int_equal(b.done, 0);
+    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 2, &b.done), 0); /* 30 s: a hang */
+    assert_int_equal(b.status, DLOCK_OK);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
+static void test_notify(void **state)
+{
+    (void)state;
+    waits(DLOCK_WAIT_NOTIFY);
+}
+
+static void test_fair(void **state)
+{
+    (void)state;
+    waits(DLOCK_WAIT_FAIR);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_fair),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
