@@ -367,6 +367,16 @@ typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
  * already holding its key must get DLOCK_BUSY, not a second level of the
  * first request's hold (both would then be processed). */
 #define DLOCK_ACQUIRE_NO_REENTRY 0x1u
+/* Do not wait through an outage: a waiting acquire (wait_ms != 0) whose
+ * attempt fails because the servers cannot be reached or answer too late
+ * (DLOCK_EIO, DLOCK_ETIMEDOUT), too few of them answer (DLOCK_NO_QUORUM)
+ * or one is not ready (DLOCK_ESERVER: LOADING, MASTERDOWN, BUSY,
+ * TRYAGAIN; on Sentinel any DLOCK_ESERVER, a failover's READONLY
+ * included) returns that error at once. By default such errors are
+ * tried again, with backoff, while the wait lasts (at most 60 s in a
+ * row); at the deadline the acquire returns the outage's error, not
+ * DLOCK_TIMEDOUT. A try (wait_ms 0) never waits through an outage. */
+#define DLOCK_ACQUIRE_NO_OUTAGE_WAIT 0x2u
 
 typedef struct dlock_acquire_options {
     unsigned version; /* DLOCK_ACQUIRE_OPTIONS_VERSION */
