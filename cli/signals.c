@@ -311,18 +311,26 @@ static int keys_call_fn(void *arg)
     return acquire_keys(kc->o, kc->c, kc->ao, kc->out);
 }
 
+/* Is the server a Sentinel deployment? */
+static int is_sentinel(const struct cli *o)
+{
+    return o->nservers == 1 && strstr(o->servers[0], "+sentinel://") != NULL;
+}
+
 /* The servers could not be reached (or no majority of them), or one is
  * not ready (LOADING its data after a restart, MASTERDOWN, BUSY,
  * TRYAGAIN: the library's message says "not ready"), or too few replicas
- * acknowledged a grant (given back: a replica restarting): an outage that
- * may end, not an answer. The library's own wait rides the same
- * (dlock__outage_retryable); the CLI asks it not to, to say so once and
- * to be ended by a signal. */
-static int is_outage(dlock_client *c, int rc)
+ * acknowledged a grant (given back: a replica restarting), or on Sentinel
+ * any server error (a failover: READONLY, sentinels naming a master that
+ * died): an outage that may end, not an answer. The library's own wait
+ * rides the same (dlock__outage_retryable); the CLI asks it not to, to say
+ * so once and to be ended by a signal. */
+static int is_outage(const struct cli *o, dlock_client *c, int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
            rc == DLOCK_NOT_REPLICATED ||
-           (rc == DLOCK_ESERVER && strstr(dlock_errmsg(c), ": not ready: "));
+           (rc == DLOCK_ESERVER &&
+            (is_sentinel(o) || strstr(dlock_errmsg(c), ": not ready: ")));
 }
 
 /* A first try's failure that the wait rides out rather than report at
@@ -334,8 +342,7 @@ static int first_rides(const struct cli *o, dlock_client *c, int rc)
 {
     if (rc == DLOCK_NOT_REPLICATED)
         return 1;
-    return o->nservers == 1 && strstr(o->servers[0], "+sentinel://") &&
-           is_outage(c, rc);
+    return is_sentinel(o) && is_outage(o, c, rc);
 }
 
 /* See cli.h. */
@@ -351,7 +358,7 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
         rc = cli_cancelable(c, fn, arg, signo);
         if (rc == DLOCK_BUSY)
             rc = DLOCK_TIMEDOUT;
-        if (!is_outage(c, rc) || *signo != 0)
+        if (!is_outage(o, c, rc) || *signo != 0)
             return rc;
         left = o->wait_ms < 0 ? pause : o->wait_ms - (cli_now_ms() - t0);
         if (left <= 0)
