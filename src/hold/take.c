@@ -1,7 +1,7 @@
 /*
  * take.c - an acquire of any kind, from its spec to its handle (take.h):
  * the first attempt, the wait (wait.c) when the name is taken, in its
- * lock-delay or (Sentinel) its master away, the failure messages, and the
+ * lock-delay or its servers away (an outage), the failure messages, and the
  * record: registration, the first renewal, holder info, metrics.
  */
 #include <inttypes.h>
@@ -56,7 +56,7 @@ int dlock__check_acquire_opts(dlock_client *c,
 }
 
 /* The first attempt and, when the name is taken (or in its lock-delay,
- * or its Sentinel master away) and the caller waits, the wait. fresh: a
+ * or its servers away: an outage) and the caller waits, the wait. fresh: a
  * new hold (not a reentry). */
 static int first_then_wait(dlock_client *c, dlock__held *h,
                            const dlock__want *w, const dlock_acquire_options *o,

@@ -1,6 +1,6 @@
 /*
  * wait.h - one wait of any kind (wait.c): after an attempt found the name
- * taken (or in its lock-delay, or its Sentinel master away), attempt
+ * taken (or in its lock-delay, or its servers away: an outage), attempt
  * again until acquired, the deadline, cancellation or an error.
  *
  * The policy is pure: given what the last attempt (or sleep) came to, it
