@@ -734,6 +734,29 @@ def main():
     results["holds"] = {
         "k%d" % d["holds"]: {k: v for k, v in d.items() if k != "label"}
         for d in runs.values() if d.get("mode") == "holds"}
+    nr, nrf = runs.get("w1_noretention"), runs.get("w1_noretention_floor")
+    if nr:
+        results["w1_no_retention"] = {
+            "cycles_per_s": nr.get("cycles_per_s"),
+            "ratio_to_floor": ratio(nr.get("cycles_per_s"),
+                                    (nrf or {}).get("cycles_per_s")),
+            "redis_cpu_us_per_cycle": nr.get("redis_cpu_us_per_cycle"),
+            "redis_commands_per_cycle": nr.get("redis_commands_per_cycle"),
+            "floor_redis_cpu_us_per_cycle":
+                (nrf or {}).get("redis_cpu_us_per_cycle"),
+        }
+        v = nr.get("redis_commands_per_cycle")
+        target("W1 fair without fence retention <= 6 Redis commands/cycle",
+               v, v is not None and v <= 6)
+    results["memory"] = {
+        ("none" if d["fence_retention_ms"] == 0 else "default"):
+        {k: v for k, v in d.items() if k != "label"}
+        for d in runs.values() if d.get("mode") == "memory"}
+    none = results["memory"].get("none")
+    if none:
+        target("memory: %d names without fence retention, used_memory "
+               "back within 5 MB" % none["names"], none["delta_mb"],
+               abs(none["delta_mb"]) <= 5.0)
     results["targets_issue18"] = targets18
     pyb, targets32 = python_binding(runs, rounds)
     if pyb:
@@ -764,6 +787,24 @@ def main():
                  fmt(d["cpu_us_per_cycle_none"]),
                  fmt(d["cpu_us_per_cycle_after"]), fmt(d["cost_ratio"], 3)))
     if results["holds"]:
+        print()
+    if results.get("w1_no_retention"):
+        d = results["w1_no_retention"]
+        print("W1 fair without fence retention: %s cycles/s (%s x floor), "
+              "Redis CPU %s us/cycle (floor %s), %s Redis commands/cycle"
+              % (fmt(d["cycles_per_s"], 0), fmt(d["ratio_to_floor"]),
+                 fmt(d["redis_cpu_us_per_cycle"], 1),
+                 fmt(d["floor_redis_cpu_us_per_cycle"], 1),
+                 fmt(d["redis_commands_per_cycle"], 1)))
+        print()
+    for k, d in sorted(results["memory"].items()):
+        print("memory %s (fence retention %d ms): %d names acquired and "
+              "released once: used_memory %+.2f MB, %s bytes per name, "
+              "keys %d -> %d"
+              % (k, d["fence_retention_ms"], d["names"], d["delta_mb"],
+                 fmt(d["bytes_per_name"], 1), d["keys_before"],
+                 d["keys_after"]))
+    if results["memory"]:
         print()
     print("floors (raw hiredis, one client): W1 paired with each strategy "
           "in one process; W2 (4 round trips/cycle) right before it:")

@@ -49,6 +49,9 @@ struct conf {
     const char *raw_url;
     int wait_replicas;
     long nkeys;
+    /* The clients' fence_retention_ms (--fence-retention); -1: the
+     * library's default. */
+    int64_t fence_retention_ms;
 };
 
 /* Redis-side totals, summed over the servers (see redis_stats()). */
@@ -99,6 +102,9 @@ int run_keys(const struct conf *cf);
 
 /* holds.c: `dlock_bench holds`, the cost of a cycle beside many holds. */
 int run_holds(const struct conf *cf);
+
+/* memory.c: `dlock_bench memory`, Redis memory after many names. */
+int run_memory(const struct conf *cf);
 
 /* prims.c: `dlock_bench sem` and `dlock_bench rw`. */
 int run_sem(const struct conf *cf);

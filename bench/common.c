@@ -123,6 +123,8 @@ dlock_client *make_client(const struct conf *cf)
     o.tls_insecure = cf->insecure;
     o.command_timeout_ms = 10000;
     o.wait_replicas = cf->wait_replicas;
+    if (cf->fence_retention_ms >= 0)
+        o.fence_retention_ms = cf->fence_retention_ms;
     if (dlock_client_new(&c, &o, err, sizeof(err)) != DLOCK_OK)
         die("dlock_client_new: %s", err);
     return c;

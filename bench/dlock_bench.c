@@ -41,6 +41,9 @@
  *       lock's name as its hash tag, so on the lock's master), release.
  *       See keys.c.
  *
+ *   dlock_bench memory -s URL [-k NAMES] [-p THREADS] [--fence-retention MS]
+ *       Redis's used_memory before and after NAMES distinct names were
+ *       each acquired and released once. See memory.c.
  *   dlock_bench holds -s URL [-k HOLDS] [-n CYCLES]
  *       The client CPU of an acquire + release while the same client holds
  *       HOLDS other locks, against none held. See holds.c.
@@ -537,6 +540,8 @@ static void usage(void)
             "       dlock_bench keys -s URL [-k keys] [-p procs] "
             "[-t seconds] [-S ...]\n"
             "       dlock_bench holds -s URL [-k holds] [-n cycles]\n"
+            "       dlock_bench memory -s URL [-k names] [-p threads]\n"
+            "       (any mode) [--fence-retention MS]\n"
             "       (any mode) [-r RAW_URL] [--wait-replicas N]\n");
     exit(1);
 }
@@ -555,6 +560,7 @@ int main(int argc, char **argv)
     cf.limit = 4;
     cf.writer_wait_ms = WAIT_MS;
     cf.nkeys = 1000;
+    cf.fence_retention_ms = -1;
     if (argc < 2)
         usage();
     cf.mode = argv[1];
@@ -613,6 +619,8 @@ int main(int argc, char **argv)
             cf.wait_replicas = atoi(v);
         else if (strcmp(a, "-k") == 0)
             cf.nkeys = atol(v);
+        else if (strcmp(a, "--fence-retention") == 0)
+            cf.fence_retention_ms = atoll(v);
         else
             usage();
     }
@@ -635,6 +643,8 @@ int main(int argc, char **argv)
         return run_keys(&cf);
     if (strcmp(cf.mode, "holds") == 0)
         return run_holds(&cf);
+    if (strcmp(cf.mode, "memory") == 0)
+        return run_memory(&cf);
     usage();
     return 1;
 }

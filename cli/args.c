@@ -54,6 +54,7 @@ static const struct option long_options[] = {
     {"wait-replicas-timeout", required_argument, NULL,
      CLI_OPT_WAIT_REPLICAS_TIMEOUT},
     {"lock-delay", required_argument, NULL, CLI_OPT_LOCK_DELAY},
+    {"fence-retention", required_argument, NULL, CLI_OPT_FENCE_RETENTION},
     {"verbose", no_argument, NULL, 'v'},
     {"wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
@@ -101,6 +102,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case CLI_OPT_WAIT_REPLICAS:
     case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
     case CLI_OPT_LOCK_DELAY:
+    case CLI_OPT_FENCE_RETENTION:
         return 1;
     case 'w':
     case 'n':
@@ -357,6 +359,7 @@ int cli_parse_args(struct cli *o, int argc, char **argv)
         case CLI_OPT_WAIT_REPLICAS:
         case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
         case CLI_OPT_LOCK_DELAY:
+        case CLI_OPT_FENCE_RETENTION:
             if (cli_durability_opt(o, opt, optarg, &why) < 0) {
                 option_name(opt, name, sizeof name);
                 return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,

@@ -134,21 +134,24 @@ struct cli {
     int wait_replicas;
     int64_t wait_replicas_timeout_ms;
     int64_t lock_delay_ms;
-    const char *label;        /* run, acquire: --label (holder info) */
-    uint64_t token;           /* check: TOKEN */
-    const char *metrics_file; /* run: --metrics-file */
+    int64_t fence_retention_ms; /* --fence-retention; -1 when not given */
+    const char *label;          /* run, acquire: --label (holder info) */
+    uint64_t token;             /* check: TOKEN */
+    const char *metrics_file;   /* run: --metrics-file */
     /* elect, leader */
     const char *value;      /* elect --value */
     const char *ready_file; /* elect --ready-file */
     int watch;              /* leader --watch */
 };
 
-/* durability.c: --wait-replicas, --wait-replicas-timeout, --lock-delay
+/* durability.c: --wait-replicas, --wait-replicas-timeout, --lock-delay,
+ * --fence-retention
  * (option ids from dlock.c's enum) and the DLOCK_SENTINEL_* variables. */
 enum {
     CLI_OPT_WAIT_REPLICAS = 512,
     CLI_OPT_WAIT_REPLICAS_TIMEOUT,
-    CLI_OPT_LOCK_DELAY
+    CLI_OPT_LOCK_DELAY,
+    CLI_OPT_FENCE_RETENTION
 };
 void cli_durability_init(struct cli *o);
 int cli_durability_opt(struct cli *o, int opt, const char *arg,

@@ -1,7 +1,8 @@
 /*
  * durability.c - the tool's durability and Sentinel settings: --wait-replicas
- * N, --wait-replicas-timeout SECONDS and --lock-delay SECONDS (and their
- * DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY
+ * N, --wait-replicas-timeout SECONDS, --lock-delay SECONDS and
+ * --fence-retention SECONDS (and their DLOCK_WAIT_REPLICAS,
+ * DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY, DLOCK_FENCE_RETENTION
  * variables), and the sentinels' own credentials from DLOCK_SENTINEL_USER
  * and DLOCK_SENTINEL_PASSWORD (never an option: a command line is
  * readable by every user). dlock.c parses with cli_durability_opt() and
@@ -32,6 +33,7 @@ void cli_durability_init(struct cli *o)
     o->wait_replicas = -1;
     o->wait_replicas_timeout_ms = -1;
     o->lock_delay_ms = -2;
+    o->fence_retention_ms = -1;
 }
 
 /* Parse VALUE (from option or variable NAME) for setting OPT into o.
@@ -60,6 +62,15 @@ static int take(struct cli *o, int opt, const char *value, const char **why)
             return -1;
         o->lock_delay_ms = ms;
         return 0;
+    case CLI_OPT_FENCE_RETENTION:
+        if (cli_parse_seconds(value, &ms, why) < 0)
+            return -1;
+        if (ms != 0 && (ms < 1000 || ms > 10LL * 366 * 24 * 3600 * 1000)) {
+            *why = "must be 0 (keep nothing) or 1 second to 10 years";
+            return -1;
+        }
+        o->fence_retention_ms = ms;
+        return 0;
     default:
         *why = "unknown setting";
         return -1;
@@ -82,7 +93,8 @@ int cli_durability_apply(struct cli *o, dlock_options *opts,
         int opt;
     } vars[] = {{"DLOCK_WAIT_REPLICAS", CLI_OPT_WAIT_REPLICAS},
                 {"DLOCK_WAIT_REPLICAS_TIMEOUT", CLI_OPT_WAIT_REPLICAS_TIMEOUT},
-                {"DLOCK_LOCK_DELAY", CLI_OPT_LOCK_DELAY}};
+                {"DLOCK_LOCK_DELAY", CLI_OPT_LOCK_DELAY},
+                {"DLOCK_FENCE_RETENTION", CLI_OPT_FENCE_RETENTION}};
     size_t i;
     const char *v;
 
@@ -90,6 +102,8 @@ int cli_durability_apply(struct cli *o, dlock_options *opts,
         int unset = vars[i].opt == CLI_OPT_WAIT_REPLICAS ? o->wait_replicas < 0
                     : vars[i].opt == CLI_OPT_WAIT_REPLICAS_TIMEOUT
                         ? o->wait_replicas_timeout_ms < 0
+                    : vars[i].opt == CLI_OPT_FENCE_RETENTION
+                        ? o->fence_retention_ms < 0
                         : o->lock_delay_ms < -1;
         v = getenv(vars[i].var);
         if (!unset || v == NULL || *v == '\0')
@@ -105,6 +119,8 @@ int cli_durability_apply(struct cli *o, dlock_options *opts,
         opts->wait_replicas_timeout_ms = o->wait_replicas_timeout_ms;
     if (o->lock_delay_ms >= 0)
         opts->lock_delay_ms = o->lock_delay_ms;
+    if (o->fence_retention_ms >= 0)
+        opts->fence_retention_ms = o->fence_retention_ms;
     v = getenv("DLOCK_SENTINEL_USER");
     if (v != NULL && *v != '\0')
         opts->sentinel_username = v;

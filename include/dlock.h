@@ -149,7 +149,13 @@ typedef enum dlock_wait_strategy {
     DLOCK_WAIT_FAIR = 2
 } dlock_wait_strategy;
 
-#define DLOCK_OPTIONS_VERSION 1
+/* 2 added fence_retention_ms. Fields are only ever appended.
+ * dlock_client_new() still accepts a struct of version 1 (it reads no
+ * field beyond that version's, and the new ones take their defaults);
+ * dlock_options_init() fills the whole struct of this header, so a
+ * program built against an earlier header that calls it must be rebuilt
+ * (a language binding: its struct must match this header). */
+#define DLOCK_OPTIONS_VERSION 2
 
 /* Limits, named once. */
 #define DLOCK_MAX_SERVERS 64 /* servers of one client (Redlock nodes) */
@@ -298,6 +304,24 @@ typedef struct dlock_options {
      * client, from the thread where it happens. NULL: none. */
     void (*on_event)(const struct dlock_event *ev, void *userdata);
     void *on_event_userdata;
+
+    /* Version 2. Fence retention: how long a lock's fence hash
+     * (<prefix>:{<name>}:f, the name's last token) outlives the last
+     * grant, at least this and at most twice. Default 604800000 (7 days):
+     * tokens then increase over a name's whole life, whatever the
+     * servers' clocks do, and a retried release is recognised. 0: nothing
+     * is kept once a name is released and free (no key per name ever
+     * locked: a gateway locking one name per request; a name handed over
+     * between fair waiters keeps its last token 7 to 14 days); the hold's
+     * token is kept in the lock hash itself (field "#t") while it is
+     * held, and tokens of later holds are still above it as long as the
+     * server's clock does not step back (docs/design.md, "Fence
+     * retention"). Otherwise 1000 ms to 10 years. Applies to plain locks
+     * (and writers) of one server or a Cluster, and to elections (a
+     * resignation also deletes the leader hash <prefix>:{<name>}:l; a
+     * leader that died leaves it for 7 days); semaphores, readers and a
+     * client of several servers (Redlock) keep 7 days when it is 0. */
+    int64_t fence_retention_ms;
 } dlock_options;
 
 /* Fill every field of *opts with its default (no servers). */

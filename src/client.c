@@ -7,6 +7,7 @@
  * every layer; no file calls it.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "core.h"
 #include "held.h"
 #include "holder.h"
+#include "lock.h"
 #include "notify.h"
 #include "watchdog.h"
 
@@ -42,6 +44,7 @@ void dlock_options_init(dlock_options *o)
     o->drift_fixed_ms = 2;
     o->wait_replicas_timeout_ms = 1000;
     o->lock_delay_ms = -1;
+    o->fence_retention_ms = DLOCK__FENCE_RETENTION_MS;
 }
 
 /* strdup that keeps NULL as NULL; sets *oom on failure. */
@@ -56,11 +59,25 @@ static char *dup_opt(const char *s, int *oom)
     return d;
 }
 
+/* Copy *from into *to: a version 1 struct (built against an earlier
+ * header) ends before fence_retention_ms, which is not read but takes its
+ * default; the version becomes the current one. */
+static void copy_options(dlock_options *to, const dlock_options *from)
+{
+    if (from->version == 1) {
+        dlock_options_init(to);
+        memcpy(to, from, offsetof(dlock_options, fence_retention_ms));
+        to->version = DLOCK_OPTIONS_VERSION;
+        return;
+    }
+    *to = *from;
+}
+
 /* Reject options that would make a silently wrong lock. */
 static int check_options(const dlock_options *o, char *err, size_t errlen)
 {
     size_t i;
-    if (o->version != DLOCK_OPTIONS_VERSION)
+    if (o->version != DLOCK_OPTIONS_VERSION && o->version != 1)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "options version %u not supported (call "
                            "dlock_options_init)",
@@ -111,6 +128,12 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "lock_delay_ms must be -1 (automatic), 0 (off) "
                            "or a duration of at most a year");
+    if (o->version >= 2 && o->fence_retention_ms != 0 &&
+        (o->fence_retention_ms < 1000 ||
+         o->fence_retention_ms > 10LL * 366 * 24 * 3600 * 1000))
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "fence_retention_ms must be 0 (keep nothing) or "
+                           "1000 ms to 10 years");
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
         return dlock__fail(err, errlen, DLOCK_EINVAL,
                            "tls_cert_file and tls_key_file go together");
@@ -182,7 +205,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     dlock__cond_init(&c->held_cv);
     pthread_mutex_init(&c->wait_mu, NULL);
     dlock__cond_init(&c->wait_cv);
-    c->opts = *opts;
+    copy_options(&c->opts, opts);
     c->servers = calloc(opts->nservers, sizeof *c->servers);
     if (c->servers == NULL)
         oom = 1;

@@ -200,14 +200,41 @@ int dlock_election_proclaim(dlock_election *e, const char *value)
     return proclaim(e, value);
 }
 
+/* Without fence retention (issue 31), after the resignation: delete the
+ * leader hash on every server where it is still OWNER's
+ * (elect_proclaim.lua's forget mode), so that a resigned name leaves
+ * nothing. Best effort: a hash left (a server that did not answer) is
+ * never believed (its owner no longer holds the lock) and expires. */
+static void forget(dlock_election *e, const char *owner)
+{
+    dlock_client *c = e->c;
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+
+    dlock__cmd_begin(&b, DLOCK__S_ELECT_PROCLAIM);
+    dlock__cmd_key(&b, e->k->key, e->k->keylen);
+    dlock__cmd_key(&b, e->lkey, e->lkeylen);
+    dlock__cmd_arg(&b, owner, strlen(owner));
+    dlock__cmd_arg(&b, "0", 1);
+    dlock__cmd_arg(&b, "", 0);
+    dlock__cmd_arg(&b, "0", 1); /* forget */
+    dlock__cmd_arg(&b, e->k->chan, e->k->chanlen);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    dlock__results_clear(res, c->ns.n);
+}
+
 /* See dlock.h. */
 int dlock_election_resign(dlock_election *e)
 {
+    char owner[DLOCK_OWNER_MAX];
     int rc;
 
     if (e == NULL)
         return DLOCK_EINVAL;
+    snprintf(owner, sizeof owner, "%s", dlock_lock_owner(e->lock));
     rc = dlock_lock_release(e->lock); /* announces "r ID" to observers */
+    if (rc == DLOCK_OK && dlock__fence_retention(e->c) == 0)
+        forget(e, owner);
     election_free(e);
     return rc;
 }

@@ -18,10 +18,31 @@
  * that died while being handed the lock can hold the others up. */
 #define DLOCK__FAIR_HANDOFF_MS 2000
 
-/* The fence hash outlives the last acquisition by this long (7 days);
- * see docs/design.md, "Fencing tokens". acquire.lua has it as a
- * constant (RETAIN) to keep the hot path's command short. */
+/* The fence hash outlives the last acquisition by this long (7 days) by
+ * default (the option fence_retention_ms); see docs/design.md, "Fence
+ * retention". acquire.lua has it as a constant (RETAIN) to keep the hot
+ * path's command short: other retentions are sent (ARGV[9]). */
 #define DLOCK__FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
+
+/* How long a fence hash that must exist is kept: the client's
+ * fence_retention_ms, or the default when that is 0 (no retention: only a
+ * Redlock fencing round still writes one, and the release that frees the
+ * name deletes it). */
+int64_t dlock__fence_keep_ms(const dlock_client *c); /* retention.c */
+
+/* The fence retention the scripts are told (retention.c): the client's
+ * fence_retention_ms, except that a client of several servers (Redlock)
+ * keeps the default when it is 0: its releases record their tokens (r,
+ * x) so that a renewal's late take-back (retake.lua) cannot bring a
+ * released hold back, and the majority's counters order its tokens. */
+int64_t dlock__fence_retention(const dlock_client *c);
+
+/* Append acquire.lua's ARGV[9] (the fence retention) to b, an acquire
+ * command built so far, when the client's retention is not the default,
+ * with the placeholders of the ARGV[4..8] it left off (retention.c). */
+struct dlock__cmdbuf;
+void dlock__acquire_retention_args(struct dlock__cmdbuf *b,
+                                   const dlock_client *c);
 
 /* A new handle for h: DLOCK_OK and *out, or DLOCK_ENOMEM (message set). */
 int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out);

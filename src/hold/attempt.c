@@ -136,7 +136,7 @@ static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
     dlock__cmd_begin(&b, DLOCK__S_FENCE_RAISE);
     dlock__cmd_key(&b, h->k.fkey, h->k.fkeylen);
     dlock__cmd_arg_u64(&b, token);
-    dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(&b, dlock__fence_keep_ms(c));
     dlock__run(c, mask, &b.cmd,
                dlock__deadline_by(c, h->lease_ms, h->attempt_end_ms), res);
     for (i = 0; i < c->ns.n; i++)

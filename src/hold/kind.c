@@ -69,6 +69,7 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
         dlock__cmd_arg_u64(b, ticket);
     }
+    dlock__acquire_retention_args(b, c);
     dlock__cmd_durable(c, &b->cmd);
 }
 
@@ -131,7 +132,7 @@ static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_arg_u64(b, r->token);
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg_i64(b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    dlock__cmd_arg_i64(b, dlock__fence_retention(c)); /* 0: keep none */
     dlock__cmd_arg(b, r->relid, r->relidlen);
     if (c->ns.cluster != NULL || r->ticket > 0) /* SPUBLISH: sharded */
         dlock__cmd_arg(b, c->ns.cluster != NULL ? "1" : "0", 1);

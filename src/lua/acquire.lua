@@ -28,6 +28,12 @@
 -- ARGV[8]  (optional) "1": the caller is a waiting writer (modes "0" and
 --          "1" send ARGV[4..8] only then), so readers holding the lock are
 --          to let no new reader in
+-- ARGV[9]  (optional) the fence retention in ms, sent (with ARGV[4..8])
+--          only when it is not the default 7 days; "0": none, the token
+--          of a hold is kept in the lock hash's field '#t' instead of the
+--          fence hash (grant.luainc), and release.lua deletes the fence
+--          hash with the lock unless a token was on record at the grant
+--          ('#f')
 -- The arguments that are rarely needed come last and are left off: a
 -- plain single-server acquire is 2 keys and 3 arguments, a fair try 3
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
@@ -63,7 +69,8 @@
 --   {0, pttl}          not acquired (queued in mode 2); pttl = the holder's
 --                      remaining lease in ms (-2: free, but a live waiter is
 --                      ahead in the queue)
---   {0, pttl, n}       the same in mode 2, with n = the last token granted:
+--   {0, pttl, n}       the same in mode 2, with n = the last token granted,
+--                      never below the server's time in us (waiter_floor):
 --                      a handoff whose token is not above n was made before
 --                      this call (and has lapsed, or this call would have
 --                      confirmed it), so the waiter must not take it
@@ -77,9 +84,28 @@
 -- and above every token issued before by any node whose clock was not ahead
 -- of this one's (a promoted replica that missed the last increments, or a
 -- fence hash that expired).
+-- Without fence retention (ARGV[9] '0'), the common case first: a
+-- fresh acquire of a free name with nothing beside it (no queue, no
+-- fence hash: while anyone is queued the fence hash exists, see the
+-- mark below) takes the lock with the server's time as its token, in
+-- four calls. (Not for a queued waiter's attempt, mode 2: it found the
+-- lock busy before, and rarely finds it free now.)
+if ARGV[9] == '0' and ARGV[3] == '0' and ARGV[4] ~= '2' and
+    redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
+    local tm = redis.call('TIME')
+    local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    local hint = ARGV[5]
+    if hint ~= '0' and (#hint > #tok or (#hint == #tok and hint > tok)) then
+        tok = hint
+    end
+    redis.call('HSET', KEYS[1], ARGV[1], '1', '#t', tok)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tok, 1}
+end
 -- The common case first, before anything else is set up: a fresh fair
 -- try of a free lock nobody queues for (one EXISTS of lock and queue).
-if ARGV[3] == '0' and ARGV[4] == '1' and
+-- (Without retention the one above has looked already.)
+if ARGV[3] == '0' and ARGV[4] == '1' and ARGV[9] ~= '0' and
     redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
     local tm = redis.call('TIME')
 --@include grant.luainc
@@ -106,12 +132,13 @@ end
 
 local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
--- writer's mark, readers (absent fields are false).
-local cur, readers, wmark = 0, false, false
+-- writer's mark, readers, the hold's token when it is kept in the lock
+-- hash (absent fields are false).
+local cur, readers, wmark, held_tok = 0, false, false, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t')
     cur = f[1] and tonumber(f[1]) or 0
-    wmark, readers = f[2], f[3]
+    wmark, readers, held_tok = f[2], f[3], f[4]
     if expect == '0' and f[2] and not readers then
         -- Only waiting writers' marks ('#w', '#w:<owner>'): free.
         local only = true
@@ -131,11 +158,48 @@ if expect == '0' and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
     return grant()
 end
+
+-- The larger of two tokens as decimal text (either may be false).
+local function maxtok(a, b)
+    if not a then
+        return b
+    end
+    if b and (#b > #a or (#b == #a and b > a)) then
+        return b
+    end
+    return a
+end
+
+-- The fence hash's n (false: none), read once.
+local fence_n_val
+local function fence_n()
+    if fence_n_val == nil then
+        fence_n_val = redis.call('HGET', KEYS[2], 'n') or false
+    end
+    return fence_n_val
+end
+
+-- The last token granted on this name: the fence hash's n, or the hold's
+-- own ('#t', kept in the lock hash without fence retention), the higher.
+local function last_token()
+    return maxtok(fence_n(), held_tok) or '0'
+end
+
+-- The same for a queued waiter's reply, never below the server's time
+-- in us: without fence retention the fence hash may be gone (deleted by
+-- a release) while a handoff it recorded has lapsed, and every token
+-- granted before this call is at most the server's time now, while a
+-- handoff made after it has one above (docs/design.md, "Fence
+-- retention").
+local function waiter_floor()
+    local tm = now()
+    return maxtok(last_token(), tm[1] .. string.sub('00000', #tm[2]) .. tm[2])
+end
 expect = tonumber(expect)
 if cur == expect + 1 then
     -- A retry of an applied acquire, or a fair handoff found: confirm.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, redis.call('HGET', KEYS[2], 'n') or '0', cur}
+    return {1, last_token(), cur}
 end
 if cur ~= expect then
     return {-1, cur}
@@ -143,7 +207,7 @@ end
 if cur > 0 then
     local depth = redis.call('HINCRBY', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, redis.call('HGET', KEYS[2], 'n') or '0', depth}
+    return {1, last_token(), depth}
 end
 
 -- Busy: a waiting writer that finds readers marks itself (see the top):
@@ -159,7 +223,7 @@ local function busy()
                    '#w:' .. owner, string.format('%d', m))
     end
     if mode == '2' then
-        return {0, pttl, redis.call('HGET', KEYS[2], 'n') or '0'}
+        return {0, pttl, waiter_floor()}
     end
     return {0, pttl}
 end
@@ -210,8 +274,15 @@ if mode == '2' then
         ticket = string.format('%d', sec * 1000000 + us)
     end
     redis.call('ZADD', KEYS[3], 'NX', ticket, owner)
+    -- Without fence retention, a queue is never without the fence hash:
+    -- its mark 'w' tells release.lua to look at the queue (a release
+    -- that finds no fence hash skips it). One holding a token is there.
+    if ARGV[9] == '0' and not fence_n() and
+        redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
+        redis.call('PEXPIRE', KEYS[2], '1209600000')
+    end
 end
 if pttl ~= -2 then
     return busy()
 end
-return {0, -2, redis.call('HGET', KEYS[2], 'n') or '0'}
+return {0, -2, waiter_floor()}

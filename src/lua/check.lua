@@ -10,7 +10,9 @@
 -- Returns {holds, held, n}:
 --   holds  1 when ARGV[1] is the token of a live hold here: the writer's
 --          (a lock held by an owner: its token is n), or a live reader's
---          or permit's own token (each has one: n is only the latest)
+--          or permit's own token (each has one: n is only the latest);
+--          without fence retention the writer's token is the lock hash's
+--          '#t', and n is the higher of the two
 --   held   1 when anything holds the name here (writer, reader, permit)
 --   n      the last token granted (0: none)
 local tok = ARGV[1]
@@ -33,6 +35,12 @@ local function live(z)
 end
 local ty = redis.call('TYPE', KEYS[1]).ok
 if ty == 'hash' then
+    -- A writer's token kept in the lock hash ('#t', without fence
+    -- retention: acquire.lua) when it is above n.
+    local ht = redis.call('HGET', KEYS[1], '#t')
+    if ht and (#ht > #n or (#ht == #n and ht > n)) then
+        n = ht
+    end
     for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
         if string.sub(f, 1, 1) ~= '#' then
             held = 1 -- a writer: its token is the last granted

@@ -17,7 +17,15 @@ local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
     return {0}
 end
-local holders = redis.call('HKEYS', KEYS[1])
+-- The holder: the first field that is not a mark ('#t': the hold's token
+-- without fence retention; '#r', '#w': a read-write lock's).
+local fields = redis.call('HKEYS', KEYS[1])
+local holders = {}
+for _, f in ipairs(fields) do
+    if string.sub(f, 1, 1) ~= '#' then
+        holders[#holders + 1] = f
+    end
+end
 if #holders == 0 then
     return {0}
 end
@@ -25,4 +33,9 @@ local l = redis.call('HMGET', KEYS[2], 'o', 'e', 'v', 's')
 if l[1] and redis.call('HEXISTS', KEYS[1], l[1]) == 1 then
     return {1, l[1], l[2] or '0', l[3] or '', l[4] or '0', pttl}
 end
-return {2, holders[1], redis.call('HGET', KEYS[3], 'n') or '0', pttl}
+local n = redis.call('HGET', KEYS[3], 'n') or '0'
+local held = redis.call('HGET', KEYS[1], '#t')
+if held and tonumber(held) > tonumber(n) then
+    n = held
+end
+return {2, holders[1], n, pttl}

@@ -7,13 +7,23 @@
 -- ARGV[2]  its epoch (the lock's fencing token)
 -- ARGV[3]  the value
 -- ARGV[4]  how long the leader hash is kept, ms (it is believed only while
---          its owner holds the lock, so it may outlive the lease)
+--          its owner holds the lock, so it may outlive the lease); "0":
+--          forget instead: a resigned leader without fence retention
+--          deletes the leader hash if it is still its own (ARGV[2], [3],
+--          [5] unused), whether or not it holds the lock (it has just
+--          released it), and the script returns 1
 -- ARGV[5]  the lock's channel, for "l EPOCH"
 --
 -- Returns 1 written (also a retry), 0 the owner does not hold the lock.
 -- since (s) is the server's Unix time in ms when this owner first
 -- proclaimed this epoch; a later proclaim of the same (owner, epoch) keeps
 -- it. Idempotent: a retry writes the same fields again.
+if ARGV[4] == '0' then
+    if redis.call('HGET', KEYS[2], 'o') == ARGV[1] then
+        redis.call('DEL', KEYS[2])
+    end
+    return 1
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
     return 0
 end

@@ -12,6 +12,13 @@ local owner = ARGV[1]
 redis.call('ZREM', KEYS[3], owner)
 redis.call('ZREM', KEYS[4], owner)
 if redis.call('HEXISTS', KEYS[1], owner) == 1 then
-    return {1, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+    -- The hold's token: the fence hash's n, or the lock hash's '#t' (kept
+    -- there without fence retention), the higher.
+    local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
+    local h = tonumber(redis.call('HGET', KEYS[1], '#t') or '0')
+    if h > n then
+        n = h
+    end
+    return {1, n}
 end
 return {0}

@@ -13,7 +13,14 @@
 -- pttl is -2 when the lock is free.
 local pttl = redis.call('PTTL', KEYS[1])
 local fields = redis.call('HGETALL', KEYS[1])
+-- The last token: the fence hash's n, or the hold's '#t' in the lock hash
+-- (kept there without fence retention; fields starting with '#' are
+-- marks, not owners), the higher.
 local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
+local held = tonumber(redis.call('HGET', KEYS[1], '#t') or '0')
+if held > n then
+    n = held
+end
 local out = {pttl, fields, n, redis.call('ZCARD', KEYS[3])}
 if KEYS[4] then
     local info = {}

@@ -18,7 +18,15 @@
 --          deleted and only that waiter is woken (Redlock: a waiter needs
 --          a majority, which one node cannot hand it)
 -- ARGV[6]  the fence hash's retention, ms: it lives at least this long
---          after the last grant, at most twice (acquire.lua, field d)
+--          after the last grant, at most twice (acquire.lua, field d).
+--          "0": none: the release deletes the fence hash with the lock,
+--          unless the hold was granted beside one holding a token (the
+--          lock hash's '#f'); a hand-over records its token in the fence
+--          hash, with 7 days' retention, and in the lock hash ('#t', and
+--          '#f'). So a name that was handed over keeps the fence hash for
+--          7 to 14 days: a fair waiter of an earlier version tells a
+--          lapsed hand-over from a live one by its n alone
+--          (docs/design.md, "Clients of different versions")
 -- ARGV[7]  an id of this release request, unique per client and request:
 --          published so that a process hearing the same release from
 --          several Redlock nodes wakes once
@@ -60,6 +68,9 @@ end
 local function args()
     handoff = handoff or tonumber(ARGV[5])
     retain = retain or tonumber(ARGV[6])
+    if retain == 0 then
+        retain = 604800000
+    end
 end
 
 local function clock()
@@ -93,18 +104,33 @@ local function pass_on(quiet)
             end
             local ch = ARGV[4] .. ':' .. string.sub(head, 1, 32)
             if not hand then
+                if ARGV[6] == '0' and
+                    redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
+                    -- The queue stays: keep its mark (acquire.lua).
+                    redis.call('PEXPIRE', KEYS[2], '1209600000')
+                end
                 return announce(ch, 'w ' .. ARGV[7] .. ' ' .. head)
             end
             redis.call('ZREM', KEYS[4], head)
-            redis.call('HSET', KEYS[1], head, '1')
             args()
             local hl = dl % 2048
             if hl <= 0 or hl > handoff then
                 hl = handoff
             end
-            redis.call('PEXPIRE', KEYS[1], hl)
             local tm = t
 --@include text_token.luainc
+            -- Above the released hold's token too: without retention it
+            -- was kept in the lock hash, not the fence hash.
+            local rt = ARGV[3]
+            if #rt > #tok or (#rt == #tok and rt >= tok) then
+                tok = string.format('%d', tonumber(rt) + 1)
+            end
+            if ARGV[6] == '0' then
+                redis.call('HSET', KEYS[1], head, '1', '#t', tok, '#f', '1')
+            else
+                redis.call('HSET', KEYS[1], head, '1')
+            end
+            redis.call('PEXPIRE', KEYS[1], hl)
             if renew then
                 -- Renewed only when less than the retention is left (see
                 -- acquire.lua: field d).
@@ -124,6 +150,10 @@ local function pass_on(quiet)
     if quiet then
         return 0
     end
+    if ARGV[6] == '0' then
+        -- No retention: the fence hash is gone already, or must stay.
+        return announce(ARGV[4], 'r ' .. ARGV[7])
+    end
     if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
@@ -134,12 +164,30 @@ local function pass_on(quiet)
     return announce(ARGV[4], 'r ' .. ARGV[7])
 end
 
--- (The counts compared as text first: both are plain decimals.)
-local cur = redis.call('HGET', KEYS[1], owner) or '0'
+-- (The counts compared as text first: both are plain decimals.) Without
+-- retention also the lock hash's '#f': the hold was granted beside a
+-- fence hash holding a token (a hand-over's record), which must then
+-- stay (see the top).
+local cur, keepf
+if ARGV[6] == '0' then
+    local f = redis.call('HMGET', KEYS[1], owner, '#f')
+    cur, keepf = f[1] or '0', f[2]
+else
+    cur = redis.call('HGET', KEYS[1], owner) or '0'
+end
 if cur == ARGV[2] then
     if cur ~= '1' then
         redis.call('HINCRBY', KEYS[1], owner, -1)
         return 2
+    end
+    if ARGV[6] == '0' and not ARGV[9] and not keepf then
+        -- No retention: the fence hash goes with the lock. None was
+        -- there: nobody is queued (a queue always has one, acquire.lua),
+        -- so only the announcement is left.
+        if redis.call('DEL', KEYS[1], KEYS[2]) == 1 then
+            return announce(ARGV[4], 'r ' .. ARGV[7])
+        end
+        return pass_on(false)
     end
     redis.call('DEL', KEYS[1])
     local ticket = ARGV[9] and tonumber(ARGV[9]) or 0
@@ -149,6 +197,10 @@ if cur == ARGV[2] then
                    string.format('%d', (now_ms + tonumber(ARGV[10])) * 2048),
                    owner)
         redis.call('ZADD', KEYS[3], 'NX', ARGV[9], owner)
+        if ARGV[6] == '0' and
+            redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
+            redis.call('PEXPIRE', KEYS[2], '1209600000') -- the queue's mark
+        end
     end
     return pass_on(false)
 end

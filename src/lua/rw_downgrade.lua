@@ -32,7 +32,10 @@ end
 if depth > 1 then
     return -1
 end
-redis.call('HDEL', KEYS[1], owner)
+-- The writer's field goes, and its token's ('#t', '#f', kept there
+-- without fence retention: acquire.lua), or the hash would outlive the
+-- readers.
+redis.call('HDEL', KEYS[1], owner, '#t', '#f')
 redis.call('HSET', KEYS[1], '#r', '1')
 redis.call('ZADD', KEYS[3], now + lease, owner)
 rw_cover(KEYS[1], KEYS[3], now)

@@ -72,7 +72,12 @@ dlock_client *chaos_client(const dlock_options *o)
 {
     dlock_client *c = NULL;
     char err[256] = "";
-    int rc = dlock_client_new(&c, o, err, sizeof err);
+    dlock_options mine = *o;
+    const char *keep = getenv("CHAOS_FENCE_RETENTION_MS");
+    int rc;
+    if (keep != NULL && *keep != '\0') /* issue 31: the layout without */
+        mine.fence_retention_ms = atoll(keep);
+    rc = dlock_client_new(&c, &mine, err, sizeof err);
     if (rc != DLOCK_OK) {
         fprintf(stderr, "%s: client: %s: %s\n", program_invocation_short_name,
                 dlock_status_name(rc), err);

@@ -37,8 +37,9 @@ void chaos_log(int fd, const char *fmt, ...)
  * (*out untouched). */
 int chaos_strategy(const char *name, dlock_wait_strategy *out);
 
-/* dlock_client_new(o): the client, or NULL with "PROG: client: STATUS:
- * detail" on stderr. */
+/* dlock_client_new(o), with CHAOS_FENCE_RETENTION_MS (when set) as the
+ * fence retention (issue 31): the client, or NULL with "PROG: client:
+ * STATUS: detail" on stderr. */
 dlock_client *chaos_client(const dlock_options *o);
 
 /* The arguments every worker mode starts with, and its log. */

@@ -115,6 +115,9 @@ struct dlock_client;
 struct dlock_client *th_client(const char *const *urls, size_t n, int strategy,
                                int64_t cmd_timeout_ms,
                                int64_t connect_timeout_ms);
+/* A default (fair) client of one server url with the fence retention
+ * keep_ms (issue 31; th_client.c). NULL as th_client. */
+struct dlock_client *th_client_keep(const char *url, int64_t keep_ms);
 
 /* th_client logging in as ACL user USER with PASSWORD (NULL: the URL's). */
 struct dlock_client *th_client_user(const char *const *urls, size_t n,

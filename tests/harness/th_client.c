@@ -1,12 +1,38 @@
 /*
  * th_client.c - the one way the integration tests make a dlock client for
  * the throwaway servers: their URLs, the harness's TLS CA when the
- * transport is tls, a wait strategy and optional timeouts.
+ * transport is tls, a wait strategy and optional timeouts (or a fence
+ * retention).
  */
 #include <stdio.h>
 
 #include "dlock.h"
 #include "harness.h"
+
+/* dlock_client_new(o), or NULL with the reason on stderr. */
+static dlock_client *make(const dlock_options *o)
+{
+    dlock_client *c = NULL;
+    char err[512];
+    int rc = dlock_client_new(&c, o, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "th_client: %s: %s\n", dlock_strerror(rc), err);
+        return NULL;
+    }
+    return c;
+}
+
+/* See harness.h. */
+dlock_client *th_client_keep(const char *url, int64_t keep_ms)
+{
+    dlock_options o;
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = keep_ms;
+    return make(&o);
+}
 
 /* See harness.h. */
 dlock_client *th_client(const char *const *urls, size_t n, int strategy,
@@ -22,9 +48,6 @@ dlock_client *th_client_user(const char *const *urls, size_t n, int strategy,
                              const char *user, const char *password)
 {
     dlock_options o;
-    dlock_client *c = NULL;
-    char err[512];
-    int rc;
     dlock_options_init(&o);
     o.username = user;
     o.password = password;
@@ -36,10 +59,5 @@ dlock_client *th_client_user(const char *const *urls, size_t n, int strategy,
         o.command_timeout_ms = cmd_timeout_ms;
     if (connect_timeout_ms > 0)
         o.connect_timeout_ms = connect_timeout_ms;
-    rc = dlock_client_new(&c, &o, err, sizeof err);
-    if (rc != DLOCK_OK) {
-        fprintf(stderr, "th_client: %s: %s\n", dlock_strerror(rc), err);
-        return NULL;
-    }
-    return c;
+    return make(&o);
 }

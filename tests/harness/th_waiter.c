@@ -59,6 +59,29 @@ dlock_shared_info th_shared_info(dlock_client *c, const char *name)
     return info;
 }
 
+/* See th_waiter.h. */
+th_waiter th_waiter_keeping(dlock_client *c, const char *name)
+{
+    return (th_waiter){.c = c,
+                       .name = name,
+                       .wait_ms = 20000,
+                       .lease_ms = 10000,
+                       .hold_ms = TH_WAITER_KEEP};
+}
+
+/* See th_waiter.h. */
+int th_await_queued(const th_server *s, const char *name, long long n)
+{
+    int64_t end = th_now_ms() + 10000;
+    while (th_cmd_int(s, "ZCARD dlock:{%s}:q", name) != n) {
+        if (th_now_ms() >= end)
+            return -1;
+        th_sleep_ms(1);
+    }
+    return 0;
+}
+
+/* See th_waiter.h. */
 int th_wait_busy(dlock_client *c, unsigned long long n, int64_t timeout_ms)
 {
     dlock_stats st;

@@ -58,6 +58,15 @@ int th_waiter_start(th_waiter *w);
 /* Join the thread: 0, or pthread_join's error. */
 int th_waiter_join(th_waiter *w);
 
+/* A waiter of c for NAME that waits up to 20 s (lease 10 s) and keeps
+ * the lock for the test (w.l). */
+th_waiter th_waiter_keeping(dlock_client *c, const char *name);
+
+/* Wait (at most 10 s) until the fair queue of the lock NAME (key prefix
+ * "dlock") on server s holds n waiters: 0, or -1 when it did not. */
+struct th_server;
+int th_await_queued(const struct th_server *s, const char *name, long long n);
+
 /* Wait (at most timeout_ms) until client c has found names busy at least
  * n times (dlock_client_stats): its waiters are then waiting, not about
  * to find the name free (a fixed sleep is not enough on a loaded

@@ -27,6 +27,10 @@
 
 /* The budgets: Redis commands per step, script internals counted. */
 #define CYCLE_BUDGET 13 /* fair try that takes a free lock + release */
+/* The same without fence retention (issue 31): EXISTS of lock, queue and
+ * fence hash, TIME, HSET, PEXPIRE; HGET, DEL of lock and fence hash,
+ * PUBLISH; and the two EVALSHAs. */
+#define CYCLE_BUDGET_NO_RETENTION 9
 /* busy try + SUBSCRIBE + queueing attempt; the queueing answer carries
  * the lock's last token granted (one HGET: a waiter tells a lapsed
  * handoff from a live one by it, docs/design.md "Validity of a handed
@@ -106,49 +110,57 @@ static dlock_client *client(void)
     return c;
 }
 
-/* An uncontended cycle of the default strategy: the try that takes the
- * free lock and the release, 2 scripts. The name's first cycle creates
- * its fence hash (and renews its retention); the second is measured. */
-static void test_uncontended_cycle(void **state)
+/* A fair client without fence retention (issue 31). */
+static dlock_client *client_none(void)
 {
-    dlock_client *c = client();
+    dlock_client *c = th_client_keep(th_url(&srv), 0);
+    assert_non_null(c);
+    return c;
+}
+
+/* The second of two uncontended cycles of c on NAME (the try that takes
+ * the free lock and the release, 2 scripts), counted under LABEL against
+ * budget; c is freed. */
+static void cycle(dlock_client *c, const char *name, const char *label,
+                  long long budget)
+{
     dlock_lock *l;
     stats a, b;
     long long n, es;
-    (void)state;
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, name, 1000, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     snap(&a);
-    assert_int_equal(dlock_lock_acquire(&l, c, "sc-free", 1000, 10000),
-                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, name, 1000, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     snap(&b);
-    n = delta("uncontended cycle", &a, &b, &es);
+    n = delta(label, &a, &b, &es);
     assert_int_equal(es, 2);
-    assert_true(n <= CYCLE_BUDGET);
+    assert_true(n <= budget);
     dlock_client_free(c);
 }
 
-/* A waiter thread that waits up to 20 s (lease 10 s) and keeps the lock
- * for the test (w.l). */
-static th_waiter keeping_waiter(dlock_client *c, const char *name)
+/* An uncontended cycle of the default strategy. The name's first cycle
+ * creates its fence hash (and renews its retention); the second is
+ * measured. */
+static void test_uncontended_cycle(void **state)
 {
-    return (th_waiter){.c = c,
-                       .name = name,
-                       .wait_ms = 20000,
-                       .lease_ms = 10000,
-                       .hold_ms = TH_WAITER_KEEP};
+    (void)state;
+    cycle(client(), "sc-free", "uncontended cycle", CYCLE_BUDGET);
+}
+
+/* The uncontended cycle of a client without fence retention: nothing
+ * is read or written beside the lock hash but the announcement. */
+static void test_uncontended_cycle_no_retention(void **state)
+{
+    (void)state;
+    cycle(client_none(), "sc-none", "uncontended cycle, no retention",
+          CYCLE_BUDGET_NO_RETENTION);
 }
 
 /* Wait (bounded) until NAME's fair queue holds n waiters. */
 static void await_queued(const char *name, long long n)
 {
-    int64_t end = th_now_ms() + 10000;
-    while (th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name) != n) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(1);
-    }
+    assert_int_equal(th_await_queued(&srv, name, n), 0);
 }
 
 /*
@@ -159,22 +171,21 @@ static void await_queued(const char *name, long long n)
  * than expected met one of those, and is measured again (at most 5
  * times) rather than counted.
  */
-static void test_contended(void **state)
+static void contended(dlock_client *(*make)(void), const char *name,
+                      long long join_budget, long long hand_budget)
 {
     int tries;
-    (void)state;
     for (tries = 0; tries < 5; tries++) {
-        dlock_client *ca = client(), *cb = client();
+        dlock_client *ca = make(), *cb = make();
         dlock_lock *la;
-        th_waiter w = keeping_waiter(cb, "sc-busy");
+        th_waiter w = th_waiter_keeping(cb, name);
         stats s0, s1, s2;
         long long join, hand, es_join, es_hand;
 
-        assert_int_equal(dlock_lock_acquire(&la, ca, "sc-busy", 0, 10000),
-                         DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(&la, ca, name, 0, 10000), DLOCK_OK);
         snap(&s0);
         assert_int_equal(th_waiter_start(&w), 0);
-        await_queued("sc-busy", 1);
+        await_queued(name, 1);
         snap(&s1);
         assert_int_equal(dlock_lock_release(la), DLOCK_OK);
         assert_int_equal(th_waiter_join(&w), 0);
@@ -187,11 +198,29 @@ static void test_contended(void **state)
         hand = delta("release handing over", &s1, &s2, &es_hand);
         if (es_join != 2 || es_hand != 1)
             continue; /* a refresh or a confirm ran meanwhile */
-        assert_true(join <= JOIN_BUDGET);
-        assert_true(hand <= HANDOVER_BUDGET);
+        assert_true(join <= join_budget);
+        assert_true(hand <= hand_budget);
         return;
     }
     fail_msg("no undisturbed measurement in 5 tries");
+}
+
+static void test_contended(void **state)
+{
+    (void)state;
+    contended(client, "sc-busy", JOIN_BUDGET, HANDOVER_BUDGET);
+}
+
+/* Without fence retention: the first time a name is contended its
+ * queue's mark ('w': HSETNX and PEXPIRE) and the new fence hash's
+ * retention at the hand-over (PEXPIRE) come on top; then, on a name
+ * contended before (its fence hash holds the hand-over's token, and
+ * stays), the same as with retention. */
+static void test_contended_no_retention(void **state)
+{
+    (void)state;
+    contended(client_none, "sc-busy0", JOIN_BUDGET + 2, HANDOVER_BUDGET + 1);
+    contended(client_none, "sc-busy0", JOIN_BUDGET, HANDOVER_BUDGET);
 }
 
 /* The server's clock in ms. */
@@ -240,7 +269,7 @@ static void test_fence_retention(void **state)
 {
     dlock_client *ca = client(), *cb = client();
     dlock_lock *la;
-    th_waiter w = keeping_waiter(cb, "sc-keep");
+    th_waiter w = th_waiter_keeping(cb, "sc-keep");
     (void)state;
     assert_int_equal(dlock_lock_acquire(&la, ca, "sc-keep", 0, 10000),
                      DLOCK_OK);
@@ -269,7 +298,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncontended_cycle),
+        cmocka_unit_test(test_uncontended_cycle_no_retention),
         cmocka_unit_test(test_contended),
+        cmocka_unit_test(test_contended_no_retention),
         cmocka_unit_test(test_fence_retention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -360,8 +360,11 @@ class Client:
     environment when env is true: DLOCK_USER, DLOCK_PASSWORD,
     DLOCK_PREFIX, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
     DLOCK_TIMEOUT (seconds: connect and command timeout),
-    DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT and DLOCK_LOCK_DELAY
-    (seconds), DLOCK_SENTINEL_USER, DLOCK_SENTINEL_PASSWORD. Durations are
+    DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY and
+    DLOCK_FENCE_RETENTION (seconds), DLOCK_SENTINEL_USER,
+    DLOCK_SENTINEL_PASSWORD. fence_retention: how long a name's last
+    fencing token outlives its lock (default 7 days); 0 keeps nothing once
+    the name is released and free (docs/design.md, "Fence retention"). Durations are
     seconds (floats). wait_strategy: "fair" (default), "notify" or "spin".
 
     on_event(event): called with an Event for every acquisition, busy
@@ -396,6 +399,7 @@ class Client:
                  wait_replicas: Optional[int] = None,
                  wait_replicas_timeout: Optional[float] = None,
                  lock_delay: Optional[float] = None,
+                 fence_retention: Optional[float] = None,
                  holder_info: bool = False,
                  holder_label: Optional[str] = None,
                  on_event: Optional[Callable[["Event"], Any]] = None,
@@ -413,7 +417,8 @@ class Client:
             tls_insecure=tls_insecure, sentinel_username=sentinel_username,
             sentinel_password=sentinel_password, wait_replicas=wait_replicas,
             wait_replicas_timeout=wait_replicas_timeout,
-            lock_delay=lock_delay, holder_info=holder_info,
+            lock_delay=lock_delay, fence_retention=fence_retention,
+            holder_info=holder_info,
             holder_label=holder_label, on_event=on_event, env=env)
         self._calls = 0
         self._event_cb: Any = None
@@ -463,6 +468,10 @@ class Client:
                 "DLOCK_WAIT_REPLICAS_TIMEOUT")
         if lock_delay is None and env and _env("DLOCK_LOCK_DELAY"):
             lock_delay = self._env_seconds("DLOCK_LOCK_DELAY", True)
+        if fence_retention is None and env and \
+                _env("DLOCK_FENCE_RETENTION"):
+            fence_retention = self._env_seconds("DLOCK_FENCE_RETENTION",
+                                                True)
 
         o = _ffi.Options()
         lib.dlock_options_init(byref(o))
@@ -512,6 +521,9 @@ class Client:
                                              "wait_replicas_timeout", False)
         if lock_delay is not None:
             o.lock_delay_ms = _ms(lock_delay, "lock_delay", False)
+        if fence_retention is not None:
+            o.fence_retention_ms = _ms(fence_retention, "fence_retention",
+                                       False)
         o.holder_info = int(bool(holder_info))
         o.holder_label = cstr(holder_label)
         if on_event is not None:

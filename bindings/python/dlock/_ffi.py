@@ -20,7 +20,7 @@ import os
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int,
                     c_int64, c_size_t, c_uint, c_uint64, c_void_p)
 
-OPTIONS_VERSION = 1
+OPTIONS_VERSION = 2
 ACQUIRE_OPTIONS_VERSION = 2
 OWNER_MAX = 96
 HOST_MAX = 256
@@ -77,6 +77,7 @@ class Options(Structure):
         ("holder_pid", c_int64),
         ("on_event", EVENT_CB),
         ("on_event_userdata", c_void_p),
+        ("fence_retention_ms", c_int64),  # version 2
     ]
 
 

@@ -153,6 +153,28 @@ def test_release_after_key_gone_is_not_owner(client, rpy, prefix):
         h.release()
 
 
+def test_fence_retention_zero_leaves_no_key(server, rpy, prefix):
+    c = dlock.Client(server.url, prefix=prefix, env=False,
+                     fence_retention=0)
+    try:
+        h = c.acquire("gw")
+        assert h.token > 0
+        assert rpy.exists("%s:{gw}:f" % prefix) == 0
+        h.release()
+        assert rpy.exists("%s:{gw}" % prefix, "%s:{gw}:f" % prefix) == 0
+    finally:
+        c.close()
+    d = dlock.Client(server.url, prefix=prefix, env=False)
+    try:
+        d.acquire("kept").release()
+        assert rpy.exists("%s:{kept}:f" % prefix) == 1
+    finally:
+        d.close()
+    with pytest.raises(dlock.InvalidArgument):
+        dlock.Client(server.url, prefix=prefix, env=False,
+                     fence_retention=0.5)
+
+
 def test_with_body_error_wins_over_release_error(client, rpy, prefix):
     with pytest.raises(KeyError):
         with client.lock("job"):
