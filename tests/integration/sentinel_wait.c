@@ -25,8 +25,7 @@
 #include "th_replication.h"
 #include "topology.h"
 
-static th_sentinel sent;
-static char surl[512];
+#include "fixture_sentinel.h"
 
 /* A client with wait_replicas (WAIT timeout 500 ms) and no lock-delay. */
 static dlock_client *sclient(int wait_replicas)
@@ -48,22 +47,6 @@ static int master_has_lock(const char *name)
     assert_true(p > 0);
     return (int)th_cmd_int(th_sentinel_node(&sent, p), "EXISTS dlock:{%s}",
                            name);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_sentinel_start(&sent) != 0)
-        return -1;
-    th_sentinel_url(&sent, surl, sizeof surl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_sentinel_stop(&sent);
-    return 0;
 }
 
 /* Acquire NAME (wait_ms, flags) on c; the status, the lock in *l. */
