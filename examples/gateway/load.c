@@ -309,7 +309,8 @@ int main(int argc, char **argv)
 {
     const char *targets[16];
     int nt = 0;
-    for (int i = 1; i < argc; i++) {
+    /* Every option takes a value: they come in pairs. */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             usage();
@@ -327,7 +328,6 @@ int main(int argc, char **argv)
             run_id = v;
         else
             usage();
-        i++;
     }
     if (!nt || !inflight_goal || !total || nconns < 1 || nconns > 1024 ||
         dup_pct > 100 || total > 100000000)
