@@ -51,6 +51,8 @@ static int campaign_fn(void *arg)
     ao.wait_ms = k->wait_ms;
     ao.lease_ms = k->o->lease_ms;
     ao.on_lost = cli_lost_cb;
+    /* Outages: cli_wait_through_outages says so and tries again. */
+    ao.flags = DLOCK_ACQUIRE_NO_OUTAGE_WAIT;
     return dlock_campaign(&k->e, k->c, k->o->key,
                           k->o->value != NULL ? k->o->value : "", &ao);
 }

@@ -311,13 +311,38 @@ static int keys_call_fn(void *arg)
     return acquire_keys(kc->o, kc->c, kc->ao, kc->out);
 }
 
+/* Is the server a Sentinel deployment? */
+static int is_sentinel(const struct cli *o)
+{
+    return o->nservers == 1 && strstr(o->servers[0], "+sentinel://") != NULL;
+}
+
 /* The servers could not be reached (or no majority of them), or one is
- * not ready (LOADING its data after a restart, MASTERDOWN: the library's
- * message says "not ready"): an outage that may end, not an answer. */
-static int is_outage(dlock_client *c, int rc)
+ * not ready (LOADING its data after a restart, MASTERDOWN, BUSY,
+ * TRYAGAIN: the library's message says "not ready"), or too few replicas
+ * acknowledged a grant (given back: a replica restarting), or on Sentinel
+ * any server error (a failover: READONLY, sentinels naming a master that
+ * died): an outage that may end, not an answer. The library's own wait
+ * rides the same (dlock__outage_retryable); the CLI asks it not to, to say
+ * so once and to be ended by a signal. */
+static int is_outage(const struct cli *o, dlock_client *c, int rc)
 {
     return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
-           (rc == DLOCK_ESERVER && strstr(dlock_errmsg(c), ": not ready: "));
+           rc == DLOCK_NOT_REPLICATED ||
+           (rc == DLOCK_ESERVER &&
+            (is_sentinel(o) || strstr(dlock_errmsg(c), ": not ready: ")));
+}
+
+/* A first try's failure that the wait rides out rather than report at
+ * once (issue 29 item 19): too few replicas (given back), or on Sentinel
+ * an outage (the sentinels still name a master that died: the 2-4 s an
+ * HA setup exists for). Elsewhere a first try that cannot reach the
+ * servers fails at once (a wrong URL, a server that is not there). */
+static int first_rides(const struct cli *o, dlock_client *c, int rc)
+{
+    if (rc == DLOCK_NOT_REPLICATED)
+        return 1;
+    return is_sentinel(o) && is_outage(o, c, rc);
 }
 
 /* See cli.h. */
@@ -333,7 +358,7 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
         rc = cli_cancelable(c, fn, arg, signo);
         if (rc == DLOCK_BUSY)
             rc = DLOCK_TIMEDOUT;
-        if (!is_outage(c, rc) || *signo != 0)
+        if (!is_outage(o, c, rc) || *signo != 0)
             return rc;
         left = o->wait_ms < 0 ? pause : o->wait_ms - (cli_now_ms() - t0);
         if (left <= 0)
@@ -382,9 +407,11 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if (watchdog)
         ao.on_lost = cli_lost_cb;
     ao.wait_ms = 0;
+    /* Outages: cli_wait_through_outages says so and tries again. */
+    ao.flags = DLOCK_ACQUIRE_NO_OUTAGE_WAIT;
     rc = acquire_keys(o, c, &ao, out);
-    if (rc == DLOCK_BUSY && o->wait_ms != 0) {
-        if (o->verbose)
+    if ((rc == DLOCK_BUSY || first_rides(o, c, rc)) && o->wait_ms != 0) {
+        if (o->verbose && rc == DLOCK_BUSY)
             say_waiting(o, c);
         /* The first try may have used up -w (a slow server, a loaded
          * machine): then it is over, and a negative wait_ms (forever)
@@ -394,7 +421,7 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
         } else {
             left = o->wait_ms - (cli_now_ms() - t0);
             if (left <= 0)
-                return DLOCK_TIMEDOUT;
+                return rc == DLOCK_BUSY ? DLOCK_TIMEDOUT : rc;
         }
         ao.wait_ms = left;
         struct keys_call kc = {o, c, &ao, out};

@@ -217,7 +217,8 @@ typedef struct dlock_options {
      * the watchdog thread. This holds for every kind of hold (a lock,
      * a semaphore permit, a reader). So dlock_lock_acquire() returns within
      * command_timeout_ms when it does not wait (wait_ms == 0, or a first
-     * attempt that fails with an error), and within wait_ms +
+     * attempt that fails with an error that is not an outage: see
+     * DLOCK_ACQUIRE_NO_OUTAGE_WAIT), and within wait_ms +
      * command_timeout_ms when it waits (fair mode: plus one more
      * command_timeout_ms to leave the queue). Every other call is one
      * step per node, in parallel: within command_timeout_ms, except
@@ -391,6 +392,18 @@ typedef void (*dlock_lost_cb)(dlock_lock *lock, void *userdata);
  * already holding its key must get DLOCK_BUSY, not a second level of the
  * first request's hold (both would then be processed). */
 #define DLOCK_ACQUIRE_NO_REENTRY 0x1u
+/* Do not wait through an outage: a waiting acquire (wait_ms != 0) whose
+ * attempt fails because the servers cannot be reached or answer too late
+ * (DLOCK_EIO, DLOCK_ETIMEDOUT), too few of them answer (DLOCK_NO_QUORUM),
+ * one is not ready (DLOCK_ESERVER: LOADING, MASTERDOWN, BUSY, TRYAGAIN;
+ * on Sentinel any DLOCK_ESERVER, a failover's READONLY included) or too
+ * few replicas acknowledged the grant (DLOCK_NOT_REPLICATED: given back)
+ * returns that error at once. By default, in every topology, such errors
+ * are tried again, with backoff, while the wait lasts (at most 60 s in a
+ * row), the first attempt's too (so a wrong URL costs a waiting acquire
+ * its wait); at the deadline the acquire returns the outage's error, not
+ * DLOCK_TIMEDOUT. A try (wait_ms 0) never waits through an outage. */
+#define DLOCK_ACQUIRE_NO_OUTAGE_WAIT 0x2u
 
 typedef struct dlock_acquire_options {
     unsigned version; /* DLOCK_ACQUIRE_OPTIONS_VERSION */

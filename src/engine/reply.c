@@ -49,6 +49,10 @@ int dlock__reply_error(const dlock__nodeset *ns, const dlock__node *nd,
              strncmp(msg, "MASTERDOWN", 10) == 0)
         why = "not ready: ";
     *failover = why[0] != '\0';
+    /* Busy with a script, or a slot moving: not ready either (a waiting
+     * acquire tries again), but no failover. */
+    if (strncmp(msg, "BUSY ", 5) == 0 || strncmp(msg, "TRYAGAIN", 8) == 0)
+        why = "not ready: ";
     if (ns->cluster == NULL &&
         (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
         /* A redirection outside cluster mode: the URL names a cluster

@@ -291,5 +291,10 @@ int dlock__attempt(dlock_client *c, dlock__held *h, const dlock__want *w,
     dlock__results_clear(a.res, c->ns.n);
     if (rc != DLOCK_OK)
         undo(&a, g);
+    if (rc == DLOCK_ESERVER) {
+        /* The one mark of it is the message's (reply.c). */
+        const char *m = dlock__errbuf(c);
+        g->notready = m != NULL && strstr(m, ": not ready: ") != NULL;
+    }
     return rc;
 }

@@ -28,6 +28,8 @@ typedef struct dlock__got {
     int64_t valid_until; /* monotonic */
     uint64_t nodes;      /* nodes that granted */
     int split;           /* Redlock: some nodes granted, too few (undone) */
+    int notready;        /* DLOCK_ESERVER: a server not ready (LOADING,
+                          * MASTERDOWN, BUSY, TRYAGAIN): may end */
 } dlock__got;
 
 /*

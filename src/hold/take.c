@@ -1,7 +1,7 @@
 /*
  * take.c - an acquire of any kind, from its spec to its handle (take.h):
  * the first attempt, the wait (wait.c) when the name is taken, in its
- * lock-delay or (Sentinel) its master away, the failure messages, and the
+ * lock-delay or its servers away (an outage), the failure messages, and the
  * record: registration, the first renewal, holder info, metrics.
  */
 #include <inttypes.h>
@@ -56,7 +56,7 @@ int dlock__check_acquire_opts(dlock_client *c,
 }
 
 /* The first attempt and, when the name is taken (or in its lock-delay,
- * or its Sentinel master away) and the caller waits, the wait. fresh: a
+ * or its servers away: an outage) and the caller waits, the wait. fresh: a
  * new hold (not a reentry). */
 static int first_then_wait(dlock_client *c, dlock__held *h,
                            const dlock__want *w, const dlock_acquire_options *o,
@@ -66,6 +66,7 @@ static int first_then_wait(dlock_client *c, dlock__held *h,
     uint64_t gen = atomic_load(&c->cancel_gen);
     int64_t deadline = o->wait_ms < 0 ? -1 : dlock__now_ms() + o->wait_ms;
     int fair = c->opts.wait_strategy == DLOCK_WAIT_FAIR && fresh;
+    int no_ride = !!(dlock__acquire_flags(o) & DLOCK_ACQUIRE_NO_OUTAGE_WAIT);
     int rc;
 
     /* Fair: the first attempt respects the queue but does not join it:
@@ -75,7 +76,8 @@ static int first_then_wait(dlock_client *c, dlock__held *h,
      * again) queues at once: the try would only add a round trip. */
     if (fair && k->queue_at_once && o->wait_ms != 0 &&
         dlock__notify_subscribed(c, h->k.hchan, h->k.hchanlen))
-        return dlock__wait_blocking(c, h, w, deadline, gen, -1, g, warn);
+        return dlock__wait_blocking(c, h, w, deadline, gen, -1, 0, no_ride, g,
+                                    warn);
     rc = dlock__attempt(c, h, w, fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY, 0,
                         g);
     if (rc == DLOCK_BUSY)
@@ -83,10 +85,18 @@ static int first_then_wait(dlock_client *c, dlock__held *h,
     if (o->wait_ms == 0)
         return rc;
     if (rc == DLOCK_BUSY)
-        return dlock__wait_blocking(c, h, w, deadline, gen, g->pttl, g, warn);
-    if (rc == DLOCK_LOCK_DELAY ||
-        dlock__outage_retryable(c->ns.kind == DLOCK__TOPO_SENTINEL, rc))
-        return dlock__wait_blocking(c, h, w, deadline, gen, -1, g, warn);
+        return dlock__wait_blocking(c, h, w, deadline, gen, g->pttl, 0, no_ride,
+                                    g, warn);
+    if (rc == DLOCK_LOCK_DELAY)
+        return dlock__wait_blocking(c, h, w, deadline, gen, -1, 0, no_ride, g,
+                                    warn);
+    if (!no_ride && dlock__outage_retryable(c->ns.kind == DLOCK__TOPO_SENTINEL,
+                                            rc, g->notready)) {
+        if (deadline >= 0 && dlock__now_ms() >= deadline)
+            return rc; /* the attempt outlasted the wait: its error */
+        return dlock__wait_blocking(c, h, w, deadline, gen, -1, rc, no_ride, g,
+                                    warn);
+    }
     return rc;
 }
 
@@ -175,6 +185,8 @@ int dlock__take(dlock_lock **out, dlock_client *c, const char *name,
     /* Only this thread changes h->depth (the owner is this thread), so
      * the attempt may read it without the lock. */
     rc = first_then_wait(c, h, w, o, fresh, &g, &warn);
+    if (rc == DLOCK_OK && msg != NULL)
+        msg[0] = '\0'; /* nor does a failed attempt of the wait */
     if (rc != DLOCK_OK) {
         if (fresh)
             dlock__held_free(h);

@@ -13,8 +13,9 @@
  *    run out;
  *  - DLOCK_WAIT_SPIN: jittered backoff, never past the lease.
  *
- * For every kind: the lock-delay is waited out; on Sentinel, errors a
- * failover explains are ridden out (DLOCK__OUTAGE_RETRY_MS); after a
+ * For every kind: the lock-delay is waited out; outages (servers away,
+ * late or not ready; on Sentinel, errors a failover explains) are ridden
+ * out (DLOCK__OUTAGE_RETRY_MS in a row, within the wait); after a
  * Redlock split vote the waiter backs off with jitter; a SUBSCRIBE the
  * ACL refuses is not asked again for NOSUB_RETRY_MS, and the waiter
  * polls, leaving one warning.
@@ -56,10 +57,11 @@ void dlock__wait_unsubscribed(dlock__wait *x, const dlock__kind *k)
 }
 
 /* See wait.h. */
-int dlock__outage_retryable(int sentinel, int rc)
+int dlock__outage_retryable(int sentinel, int rc, int notready)
 {
-    return sentinel &&
-           (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
+    return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
+           rc == DLOCK_NOT_REPLICATED ||
+           (rc == DLOCK_ESERVER && (sentinel || notready));
 }
 
 /* The earlier of the deadline and until. */
@@ -130,7 +132,8 @@ dlock__next dlock__wait_next(dlock__wait *x, int rc, const dlock__got *g,
         *until = cap(x, now + g->pttl);
         return DLOCK__W_SLEEP;
     }
-    if (dlock__outage_retryable(x->sentinel, rc)) {
+    if (!x->no_ride &&
+        dlock__outage_retryable(x->sentinel, rc, g != NULL && g->notready)) {
         if (x->outage_since == 0)
             x->outage_since = now;
         x->outage_rc = rc;
@@ -323,7 +326,7 @@ static int run(waiting *y, dlock__got *g)
 /* See wait.h. */
 int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
                          int64_t deadline, uint64_t gen, int64_t pttl,
-                         dlock__got *g, int *warn)
+                         int outage, int no_ride, dlock__got *g, int *warn)
 {
     waiting y = {.c = c, .h = h, .w = w, .gen = gen};
     int rc;
@@ -335,6 +338,11 @@ int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
     y.x.spin_min_ms = c->opts.spin_min_ms;
     y.x.spin_max_ms = c->opts.spin_max_ms;
     y.x.pttl = pttl;
+    y.x.no_ride = no_ride;
+    if (outage != 0) { /* the first attempt's: at the deadline, say it */
+        y.x.outage_since = dlock__now_ms();
+        y.x.outage_rc = outage;
+    }
     wait_begin(&y);
     rc = run(&y, g);
     if (y.x.queued && rc != DLOCK_OK)

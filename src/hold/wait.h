@@ -1,6 +1,6 @@
 /*
  * wait.h - one wait of any kind (wait.c): after an attempt found the name
- * taken (or in its lock-delay, or its Sentinel master away), attempt
+ * taken (or in its lock-delay, or its servers away: an outage), attempt
  * again until acquired, the deadline, cancellation or an error.
  *
  * The policy is pure: given what the last attempt (or sleep) came to, it
@@ -32,7 +32,7 @@ typedef enum dlock__next {
  * attempt's status). */
 #define DLOCK__SLEPT 1
 
-/* A waiting Sentinel acquire rides out errors a failover explains for at
+/* A waiting acquire rides out an outage (dlock__outage_retryable) for at
  * most this long in a row. */
 #define DLOCK__OUTAGE_RETRY_MS 60000
 
@@ -41,7 +41,8 @@ typedef struct dlock__wait {
     int strategy;        /* DLOCK_WAIT_*, after the fallbacks */
     int queued;          /* the waiting tries hold a place in a queue */
     int subscribed;      /* there is a subscription to wake on */
-    int sentinel;        /* outages are ridden out (a Sentinel master) */
+    int sentinel;        /* a Sentinel master: any ESERVER is an outage */
+    int no_ride;         /* DLOCK_ACQUIRE_NO_OUTAGE_WAIT: outages end it */
     int64_t deadline;    /* monotonic, -1: none */
     int64_t spin_min_ms; /* the spin backoff's bounds */
     int64_t spin_max_ms;
@@ -60,11 +61,18 @@ int dlock__wait_strategy(const dlock__kind *k, int s, int *queued);
  * a queue that a waiter may hold while polling stays; else it spins. */
 void dlock__wait_unsubscribed(dlock__wait *x, const dlock__kind *k);
 
-/* 1 when a waiting acquire rides out rc rather than return it: on
- * Sentinel, the errors of a master going away or being replaced (refused
- * or dropped connections, timeouts, READONLY, no master named yet) last
- * until the sentinels have promoted a replica. */
-int dlock__outage_retryable(int sentinel, int rc);
+/* 1 when a waiting acquire rides out rc rather than return it (issue 29
+ * items 8 and 19), in every topology: servers that cannot be reached or
+ * answer too late (EIO, ETIMEDOUT: a restart, a pause), too few that
+ * answer (NO_QUORUM), a server not ready (ESERVER with notready: LOADING,
+ * MASTERDOWN, BUSY, TRYAGAIN), too few replicas (NOT_REPLICATED: the
+ * attempt gave its grant back, and a give-back acts only on its own
+ * attempt's grant, so trying again risks nothing a new acquire would
+ * not; a replica restarting ends). On Sentinel any ESERVER: the errors of a
+ * master going away or being replaced (READONLY, no master named yet)
+ * last until the sentinels have promoted a replica. The same outages the
+ * CLI rides (cli_wait_through_outages). */
+int dlock__outage_retryable(int sentinel, int rc, int notready);
 
 /* The policy. rc: the last attempt's status (g: what it got), or
  * DLOCK__SLEPT after a sleep or a wake. Sets *until (monotonic ms, never
@@ -82,12 +90,14 @@ int64_t dlock__handoff_valid_until(int64_t sent, uint64_t nbusy, uint64_t token,
                                    int64_t hl, int64_t drift, int64_t now);
 
 /* The blocking wait of w on h: pttl the holder's lease left as the first
- * attempt saw it (-1: unknown), gen the cancel generation at the start.
- * DLOCK_OK with *g filled, or the status (a timeout during an outage
- * returns the outage's error). *warn set when it got in without
- * notifications because the server's ACL refuses them. */
+ * attempt saw it (-1: unknown), gen the cancel generation at the start,
+ * outage the first attempt's error when it was an outage (0: none),
+ * no_ride: outages end the wait. DLOCK_OK with *g filled, or the status
+ * (a timeout during an outage returns the outage's error). *warn set when
+ * it got in without notifications because the server's ACL refuses
+ * them. */
 int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
                          int64_t deadline, uint64_t gen, int64_t pttl,
-                         dlock__got *g, int *warn);
+                         int outage, int no_ride, dlock__got *g, int *warn);
 
 #endif /* DLOCK_HOLD_WAIT_H */

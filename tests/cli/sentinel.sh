@@ -5,7 +5,8 @@
 # unknown master name are usage errors (64), a redis:// URL at a replica is
 # refused (69, nothing written there); --wait-replicas grants with the
 # replicas up and fails (69, no lock left) with them stopped, and a failed
-# extend --wait-replicas gives its extension back.
+# extend --wait-replicas gives its extension back; a run -w rides out too
+# few replicas and a master just killed (issue 29 item 19).
 . "$(dirname "$0")/common.bash"
 . "$DLOCK_SRC/tests/fixtures/topology.sh"
 
@@ -88,5 +89,29 @@ ettl=$(rcli "$m" PTTL 'dlock:{ek}')
 check "the extension was given back (PTTL $ettl ms, at most 60 s)" \
     test "$ettl" -gt 0 -a "$ettl" -le 60000
 check "no lock left on the master" key_gone "$m" 'dlock:{wk}'
+
+# Issue 29 item 19: a wait rides out too few replicas (each attempt's
+# grant given back) and a master just killed, within -w. Before: 69 at once.
+topo_sentinel_settle || fail "the deployment did not settle"
+kill -STOP "${pids[@]}"
+timeout -k 5 60 "$DLOCK_BIN" run -s "$S" --wait-replicas 2 \
+    --wait-replicas-timeout 0.3 -w 30 wr -- true >"$T/wr.out" 2>"$T/wr.err" &
+wr=$!
+sleep 1.5
+kill -CONT "${pids[@]}"
+wait "$wr"
+got=$?
+check "--wait-replicas -w 30 waits until the replicas are back (got $got)" \
+    test "$got" = 0
+check "and said it tries again" file_has "$T/wr.err" "trying again"
+for i in "${!TOPO_DATA_PORTS[@]}"; do
+    [ "${TOPO_DATA_PORTS[$i]}" = "$m" ] || continue
+    bash "$TOPO_FIXTURES/redis.sh" kill9 "${TOPO_DATA_DIRS[$i]}"
+done
+expect_status 0 "run -w 30 right after kill -9 of the master" \
+    "$DLOCK_BIN" run -s "$S" -w 30 dk -- true
+check "it said it tries again" file_has "$T/err" "trying again"
+nm=$(topo_sentinel_wait_master "$m")
+check "a replica was promoted ($nm, not $m)" test -n "$nm" -a "$nm" != "$m"
 
 finish

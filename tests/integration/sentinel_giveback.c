@@ -44,8 +44,7 @@
 #include "th_replication.h"
 #include "topology.h"
 
-static th_sentinel sent;
-static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
+#include "fixture_sentinel.h"
 
 /* The acquire's command timeout: the stop of the master outlasts it a few
  * times, so that several attempts time out. */
@@ -55,22 +54,6 @@ static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
 #define STOP_MS 1000
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 20000
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_sentinel_start(&sent) != 0)
-        return -1;
-    th_sentinel_url(&sent, surl, sizeof surl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_sentinel_stop(&sent);
-    return 0;
-}
 
 /* The data node that is master now. */
 static th_server *master_node(void)

@@ -25,24 +25,7 @@
 #include "th_waiter.h"
 #include "topology.h"
 
-static th_sentinel sent;
-static char surl[512]; /* redis+sentinel://s1,s2,s3/dlock */
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_sentinel_start(&sent) != 0)
-        return -1;
-    th_sentinel_url(&sent, surl, sizeof surl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_sentinel_stop(&sent);
-    return 0;
-}
+#include "fixture_sentinel.h"
 
 /* A client of the deployment, strategy as given; no WAIT (a grant taken
  * while the restarted node is not yet a replica again would be refused

@@ -190,9 +190,10 @@ static void test_policy_every_kind(void **state)
         assert_int_equal(dlock__wait_next(&x, DLOCK_OK, &g, 1000, &until, &rc),
                          DLOCK__W_DONE);
         assert_int_equal(rc, DLOCK_OK);
-        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
-                         DLOCK__W_DONE);
-        assert_int_equal(rc, DLOCK_EIO);
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK_EINVAL, &g, 1000, &until, &rc),
+            DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_EINVAL);
         assert_int_equal(
             dlock__wait_next(&x, DLOCK_LOCK_DELAY, &g, 1000, &until, &rc),
             DLOCK__W_SLEEP);
@@ -210,16 +211,39 @@ static void test_policy_every_kind(void **state)
     }
 }
 
-/* On Sentinel every kind rides out a failover's errors, with backoff,
- * for up to DLOCK__OUTAGE_RETRY_MS in a row; a timeout in the outage says
- * its cause; a busy answer ends the streak. Elsewhere they end the wait. */
+/* Every kind in every topology rides out an outage, with backoff, for up
+ * to DLOCK__OUTAGE_RETRY_MS in a row; a timeout in the outage says its
+ * cause; a busy answer ends the streak. A server error is an outage when
+ * the server is not ready, or on Sentinel (a failover's); with no_ride
+ * (DLOCK_ACQUIRE_NO_OUTAGE_WAIT) an outage ends the wait. */
 static void test_policy_outage(void **state)
 {
     int k, rc = 0;
     (void)state;
-    assert_false(dlock__outage_retryable(0, DLOCK_EIO));
-    assert_false(dlock__outage_retryable(1, DLOCK_BUSY));
-    assert_false(dlock__outage_retryable(1, DLOCK_EINVAL));
+    assert_true(dlock__outage_retryable(0, DLOCK_EIO, 0));
+    assert_true(dlock__outage_retryable(0, DLOCK_ETIMEDOUT, 0));
+    assert_true(dlock__outage_retryable(0, DLOCK_NO_QUORUM, 0));
+    assert_true(dlock__outage_retryable(0, DLOCK_ESERVER, 1));
+    assert_false(dlock__outage_retryable(0, DLOCK_ESERVER, 0));
+    assert_true(dlock__outage_retryable(1, DLOCK_ESERVER, 0));
+    assert_false(dlock__outage_retryable(1, DLOCK_BUSY, 0));
+    assert_false(dlock__outage_retryable(1, DLOCK_EINVAL, 0));
+    assert_true(dlock__outage_retryable(0, DLOCK_NOT_REPLICATED, 0));
+    {
+        dlock__wait x = state_of(DLOCK__KIND_LOCK, DLOCK_WAIT_NOTIFY, -1);
+        dlock__got g = busy(-1);
+        int64_t until = 0;
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
+                         DLOCK__W_SLEEP);
+        g.notready = 1;
+        assert_int_equal(
+            dlock__wait_next(&x, DLOCK_ESERVER, &g, 1000, &until, &rc),
+            DLOCK__W_SLEEP);
+        x.no_ride = 1;
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
+                         DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_EIO);
+    }
     for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
         dlock__wait x = state_of(k, DLOCK_WAIT_FAIR, -1);
         dlock__got g = busy(-1);

@@ -1,0 +1,145 @@
+/*
+ * sentinel_wait.c - a waiting acquire on Sentinel rides out what an HA
+ * setup exists for (issue 29 item 19), within its wait:
+ *  - its first attempt falls while the sentinels still name a master
+ *    that was just killed (-9): it is granted on the promoted replica;
+ *  - wait_replicas with too few replicas answering (SIGSTOPped): each
+ *    attempt's grant is given back (DLOCK_NOT_REPLICATED) and the wait
+ *    tries again; once the replicas are back it is granted. A try
+ *    (wait_ms 0) still says NOT_REPLICATED at once, and so does a wait
+ *    with DLOCK_ACQUIRE_NO_OUTAGE_WAIT.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "harness.h"
+#include "th_replication.h"
+#include "topology.h"
+
+#include "fixture_sentinel.h"
+
+/* A client with wait_replicas (WAIT timeout 500 ms) and no lock-delay. */
+static dlock_client *sclient(int wait_replicas)
+{
+    char err[256];
+    int rc;
+    dlock_client *c =
+        th_durable_client(surl, wait_replicas, 500, 0, err, sizeof err, &rc);
+    if (c == NULL)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* Does the current master hold a key for lock NAME? */
+static int master_has_lock(const char *name)
+{
+    int p = th_sentinel_master_port(&sent);
+    assert_true(p > 0);
+    return (int)th_cmd_int(th_sentinel_node(&sent, p), "EXISTS dlock:{%s}",
+                           name);
+}
+
+/* Acquire NAME (wait_ms, flags) on c; the status, the lock in *l. */
+static int acquire(dlock_client *c, const char *name, int64_t wait_ms,
+                   unsigned flags, dlock_lock **l)
+{
+    dlock_acquire_options ao;
+    int64_t t0 = th_now_ms();
+    int rc;
+    dlock_acquire_options_init(&ao);
+    ao.wait_ms = wait_ms;
+    ao.lease_ms = 10000;
+    ao.flags = flags;
+    rc = dlock_lock_acquire_ex(l, c, name, &ao);
+    print_message("%s (wait %lld, flags %u): %s after %lld ms: %s\n", name,
+                  (long long)wait_ms, flags, dlock_status_name(rc),
+                  (long long)(th_now_ms() - t0), dlock_errmsg(c));
+    return rc;
+}
+
+/* kill -9 of the master, then at once a waiting acquire: granted on the
+ * promoted replica. */
+static void test_first_attempt_dead_master(void **state)
+{
+    dlock_client *c = sclient(0);
+    dlock_lock *l = NULL;
+    int mp, rc;
+    th_server *m;
+    (void)state;
+    assert_int_equal(th_sentinel_settle(&sent, TH_TOPO_WAIT_MS), 0);
+    assert_int_equal(acquire(c, "sw-warm", 0, 0, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    mp = th_sentinel_master_port(&sent);
+    m = th_sentinel_node(&sent, mp);
+    th_server_kill9(m);
+    rc = acquire(c, "sw-dead", 60000, 0, &l);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(th_sentinel_wait_master(&sent, mp, TH_TOPO_WAIT_MS) > 0);
+    assert_int_not_equal(th_sentinel_master_port(&sent), mp);
+    assert_int_equal(master_has_lock("sw-dead"), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+    assert_int_equal(th_server_restart(m), 0);
+    assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
+}
+
+/* The replicas of master port *arg resumed after a while (a thread:
+ * signals only, no server started). */
+static void *resume_later(void *arg)
+{
+    th_sleep_ms(1500);
+    th_sentinel_resume_replicas(&sent, *(int *)arg);
+    return NULL;
+}
+
+/* Too few replicas: a try and a wait that does not ride say
+ * NOT_REPLICATED at once; a waiting acquire is granted once they are
+ * back. */
+static void test_wait_replicas_rides(void **state)
+{
+    dlock_client *c = sclient(2);
+    dlock_lock *l = NULL;
+    pthread_t t;
+    int mp, rc;
+    (void)state;
+    assert_int_equal(th_sentinel_settle(&sent, TH_TOPO_WAIT_MS), 0);
+    assert_int_equal(acquire(c, "sw-rep-warm", 0, 0, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    mp = th_sentinel_master_port(&sent);
+    th_sentinel_pause_replicas(&sent, mp);
+    rc = acquire(c, "sw-rep-try", 0, 0, &l);
+    if (rc != DLOCK_NOT_REPLICATED)
+        th_sentinel_resume_replicas(&sent, mp);
+    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
+    rc = acquire(c, "sw-rep-flag", 10000, DLOCK_ACQUIRE_NO_OUTAGE_WAIT, &l);
+    if (rc != DLOCK_NOT_REPLICATED)
+        th_sentinel_resume_replicas(&sent, mp);
+    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
+    assert_int_equal(pthread_create(&t, NULL, resume_later, &mp), 0);
+    rc = acquire(c, "sw-rep", 20000, 0, &l);
+    pthread_join(t, NULL);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(master_has_lock("sw-rep"), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wait_replicas_rides),
+        cmocka_unit_test(test_first_attempt_dead_master),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
