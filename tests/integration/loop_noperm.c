@@ -19,27 +19,7 @@
 #include "harness.h"
 #include "th_loop.h"
 
-static th_server srv;
-
-static int setup(void **state)
-{
-    redisReply *r;
-    (void)state;
-    if (th_server_start(&srv, NULL) != 0)
-        return -1;
-    r = th_cmd(&srv, "ACL SETUSER nochan on >pw ~* +@all resetchannels");
-    if (r == NULL || r->type != REDIS_REPLY_STATUS)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
-}
+#include "fixture_nochan.h"
 
 static void waits(int strategy)
 {

@@ -23,27 +23,7 @@
 #include "dlock.h"
 #include "harness.h"
 
-static th_server srv;
-
-static int setup(void **state)
-{
-    redisReply *r;
-    (void)state;
-    if (th_server_start(&srv, NULL) != 0)
-        return -1;
-    r = th_cmd(&srv, "ACL SETUSER nochan on >pw ~* +@all resetchannels");
-    if (r == NULL || r->type != REDIS_REPLY_STATUS)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_server_stop(&srv);
-    return 0;
-}
+#include "fixture_nochan.h"
 
 /* A client that logs in as the user without channel permission. */
 static dlock_client *nochan_client(int strategy)
