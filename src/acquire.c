@@ -4,21 +4,10 @@
  * the acquire every kind shares: one attempt (attempt.c), one wait
  * (wait.c), the kind table (kind.c), the pure verdict (verdict.c).
  */
-#include <string.h>
 
 #include "core.h"
 #include "held.h"
 #include "take.h"
-
-/* Fill *opts with the defaults. */
-void dlock_acquire_options_init(dlock_acquire_options *opts)
-{
-    if (opts == NULL)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = DLOCK_ACQUIRE_OPTIONS_VERSION;
-    opts->lease_ms = 30000;
-}
 
 /* This thread's registered hold of NAME for a reentry (*h, NULL: none),
  * or DLOCK_EINVAL / DLOCK_LOST with the message when it may not take

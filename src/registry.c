@@ -54,7 +54,7 @@
  *
  * Indexes: c->held is a doubly linked list of every registered record
  * (the watchdog walks it); c->held_tab is a hash table of the reentrant
- * ones (not adopted) by name and thread, chained through hnext, doubled
+ * ones (not adopted, not DLOCK__HELD_SOLE) by name and thread serial, chained through hnext, doubled
  * when it holds as many records as buckets. Finding, linking and
  * unlinking cost the same with 100,000 holds as with none (a list walk
  * per acquire and release took most of a client's CPU at 10,000). Should

@@ -27,6 +27,17 @@ int dlock__check_acquire_args(dlock_lock **out, dlock_client *c,
     return dlock__check_name(c, name);
 }
 
+/* See dlock.h. Here, beside the checks of what it fills, because the
+ * acquire of every kind (this file) falls back to it. */
+void dlock_acquire_options_init(dlock_acquire_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = DLOCK_ACQUIRE_OPTIONS_VERSION;
+    opts->lease_ms = 30000;
+}
+
 /* See take.h. */
 int dlock__check_acquire_opts(dlock_client *c,
                               const dlock_acquire_options **opts,
