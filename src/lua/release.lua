@@ -10,7 +10,9 @@
 --          the waiter's handoff lease; see acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the reentry depth the client believes the owner has (>= 1)
--- ARGV[3]  the lock's fencing token
+-- ARGV[3]  the lock's fencing token; "0" from a give-back of an attempt
+--          whose answer was lost (the token is not known): such a release
+--          is never taken for a retry, and never recorded as r
 -- ARGV[4]  the pub/sub channel of the lock
 -- ARGV[5]  handoff lease in ms: the first live waiter is made the owner
 --          with this lease (or the shorter one its deadline carries, see
@@ -131,14 +133,21 @@ local function pass_on(quiet)
                 redis.call('HSET', KEYS[1], head, '1')
             end
             redis.call('PEXPIRE', KEYS[1], hl)
+            -- r: the last token released; a give-back's 0 is none.
+            local f = {'n', tok}
+            if ARGV[3] ~= '0' then
+                f = {'n', tok, 'r', ARGV[3]}
+            end
             if renew then
                 -- Renewed only when less than the retention is left (see
                 -- acquire.lua: field d).
-                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', tok, 'd',
-                           string.format('%d', sec + math.floor(retain / 1000)))
+                f[#f + 1] = 'd'
+                f[#f + 1] = string.format('%d',
+                                          sec + math.floor(retain / 1000))
+                redis.call('HSET', KEYS[2], unpack(f))
                 redis.call('PEXPIRE', KEYS[2], 2 * retain)
             else
-                redis.call('HSET', KEYS[2], 'r', ARGV[3], 'n', tok)
+                redis.call('HSET', KEYS[2], unpack(f))
             end
             return announce(ch, 'h ' .. tok .. ' ' .. head)
         end
@@ -154,7 +163,7 @@ local function pass_on(quiet)
         -- No retention: the fence hash is gone already, or must stay.
         return announce(ARGV[4], 'r ' .. ARGV[7])
     end
-    if redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
+    if ARGV[3] ~= '0' and redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
         -- A new field: the fence hash may be new too (it expired under a
         -- hold longer than its retention): never leave it without a TTL.
         -- Twice the retention, as every renewal: never below its field d.
@@ -209,7 +218,14 @@ local expect = tonumber(ARGV[2])
 if cur > 0 and cur == expect - 1 then
     return 3
 end
-if cur == 0 and expect == 1 and redis.call('HGET', KEYS[2], 'r') == ARGV[3] then
+-- A retry of the hold's last release: r is its token. Not for token 0,
+-- a give-back of an attempt whose answer was lost (the token is not
+-- known): it must take its owner out of the queue below. (It used to
+-- match an r of "0", which such give-backs wrote, and left the entry of
+-- a waiter that had gone: the next release handed the lock to nobody,
+-- finding F6 in docs/reliability.md.)
+if cur == 0 and expect == 1 and ARGV[3] ~= '0' and
+    redis.call('HGET', KEYS[2], 'r') == ARGV[3] then
     return 3
 end
 -- Not the owner here. Redlock (ARGV[5] '0'), the hold's last level: note
