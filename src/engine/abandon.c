@@ -107,11 +107,38 @@ int dlock__call_enough(dlock__call *k)
     return still == 0;
 }
 
+/* Lane l of a fixed set carries a call whose command pins (pin_out):
+ * its connection goes to cmd->pins, whatever it still carries, so that
+ * the hold's next request to that node (the give-back of this acquire)
+ * is read after it. Another pooled connection could be read first, and
+ * a late acquire would then queue or take the lock for a waiter that
+ * has gone (F6 in docs/reliability.md). 1 when pinned. */
+static int lane_pin(dlock__call *k, int l)
+{
+    lane *ln = &k->ln[l];
+    int j;
+    if (!k->fixed)
+        return 0;
+    for (j = 0; j < k->m; j++) {
+        ecall *c = &k->cl[j];
+        if (c->state != C_SENT || c->lane != l || !c->cmd->pin_out ||
+            c->cmd->pins == NULL || c->cmd->pins[c->node] != NULL)
+            continue;
+        c->cmd->pins[c->node] = ln->conn;
+        ln->conn = NULL;
+        ln->qhead = ln->qlen = 0;
+        ln->dirty = 0;
+        return 1;
+    }
+    return 0;
+}
+
 /* The deadline passed with lane l's replies still out: keep the
  * connection, its answers marked unwanted, so that what goes next to the
  * node reaches Redis after them (a new connection could be read first
- * when a stalled server wakes); one with several unanswered requests is
- * closed instead (the node looks dead). Its calls end. */
+ * when a stalled server wakes): pinned to the hold (lane_pin), else in
+ * the pool; one with several unanswered requests is closed instead (the
+ * node looks dead) unless pinned. Its calls end. */
 static void lane_expire(dlock__call *k, int l)
 {
     lane *ln = &k->ln[l];
@@ -127,8 +154,9 @@ static void lane_expire(dlock__call *k, int l)
         infos += e->kind == E_INFO;
         unread = dlock__conn_abandon(ln->conn);
     }
-    dlock__lane_release(
-        k, l, gave_eval || unread <= MAX_STALE + infos + (k->wait ? 2 : 0));
+    if (!lane_pin(k, l))
+        dlock__lane_release(
+            k, l, gave_eval || unread <= MAX_STALE + infos + (k->wait ? 2 : 0));
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
         if (c->state != C_SENT || c->lane != l)

@@ -56,8 +56,9 @@ static int granted_enough(const dlock__result *res, uint64_t waiting, int n,
     return ok >= *(const int *)ud;
 }
 
-/* After a Redlock send: the connections of nodes not waited for stay
- * with the hold (h->pins); returns the mask of those nodes. */
+/* After a send: the connections of nodes not waited for (Redlock) or
+ * not answered by the deadline stay with the hold (h->pins); returns the
+ * mask of the nodes not waited for. */
 static uint64_t keep_pins(attempt *a)
 {
     dlock_client *c = a->c;
@@ -89,18 +90,18 @@ static void send_acquire(attempt *a, uint64_t mask)
     dlock__cmdbuf b;
 
     dlock__kind_of(a->w->kind)->acquire_cmd(&b, c, h, a->w, a->ask, a->ticket);
+    /* A node still out (given up on, or no answer by the deadline) keeps
+     * its connection pinned to this hold, so that the hold's next request
+     * there (its release, an undo, a reentry) comes after it. */
+    memset(a->pins, 0, sizeof a->pins);
+    if (h->pins != NULL) {
+        memcpy(a->pins, h->pins, (size_t)c->ns.n * sizeof *a->pins);
+        free(h->pins);
+        h->pins = NULL;
+    }
+    b.cmd.pins = a->pins;
+    b.cmd.pin_out = 1;
     if (c->ns.n > 1) {
-        /* A node still out keeps its connection pinned to this hold, so
-         * that the hold's next request there (its release, an undo, a
-         * reentry) comes after it. */
-        memset(a->pins, 0, sizeof a->pins);
-        if (h->pins != NULL) {
-            memcpy(a->pins, h->pins, (size_t)c->ns.n * sizeof *a->pins);
-            free(h->pins);
-            h->pins = NULL;
-        }
-        b.cmd.pins = a->pins;
-        b.cmd.pin_out = 1;
         /* Done as soon as a majority granted, but not with wait_replicas:
          * a grant counts only once its WAIT answered, which is read last
          * on the connection, so the early return is off then. */
@@ -116,8 +117,7 @@ static void send_acquire(attempt *a, uint64_t mask)
     dlock__run(c, mask, &b.cmd,
                dlock__deadline_by(c, a->w->lease_ms, h->attempt_end_ms),
                a->res);
-    if (c->ns.n > 1)
-        a->pend = keep_pins(a);
+    a->pend = keep_pins(a);
 }
 
 /* ---- fence, decide --------------------------------------------------------- */

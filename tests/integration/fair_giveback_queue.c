@@ -85,10 +85,9 @@ static long long take(const char *owner)
  * attempt whose answer was lost), handoff lease 2 s. */
 static long long release(const char *owner, const char *tok, const char *id)
 {
-    return first_int(th_cmd(&srv,
-                            "EVAL %s 4 " KEYS4 " %s 1 %s " CHAN
-                            " 2000 604800000 %s",
-                            dlock__lua_release, owner, tok, id));
+    return first_int(
+        th_cmd(&srv, "EVAL %s 4 " KEYS4 " %s 1 %s " CHAN " 2000 604800000 %s",
+               dlock__lua_release, owner, tok, id));
 }
 
 /* The token of the hold of owner now (the fence hash's n). */
@@ -180,7 +179,7 @@ static void test_late_attempt_then_pinned_giveback(void **state)
     handed_then_given_back();
     assert_int_equal(take(H2), 1);
     token_of(tok, sizeof tok);
-    release(D, "0", "c:3"); /* the retry, ahead of the attempt */
+    release(D, "0", "c:3");        /* the retry, ahead of the attempt */
     assert_int_equal(queue(D), 0); /* the attempt, late */
     assert_int_equal(queue(L), 0);
     release(D, "0", "c:2"); /* the give-back behind it */
