@@ -16,6 +16,13 @@
  * Fair mode: the release script names the waiter it handed the lock to
  * ("h TOKEN OWNER"); the message wakes exactly that waiter.
  *
+ * Waking: every wake of a channel (a message, a lost link, a confirmed
+ * subscription, a turn given up, a cancel) broadcasts its condition
+ * variable, on which the blocking waits sleep, and signals the eventfd
+ * of each of its waiters that asked for one (dlock__waiter_fd), which a
+ * non-blocking driver polls; it then looks with the same calls and an
+ * until_ms already past.
+ *
  * When a subscriber connection fails, every waiter is woken to retry
  * (messages may have been lost) and the thread reconnects with backoff and
  * subscribes again.
@@ -132,7 +139,7 @@ void dlock__notify_cancel(dlock_client *c)
         return;
     pthread_mutex_lock(&n->mu);
     for (ch = n->chans; ch != NULL; ch = ch->next)
-        pthread_cond_broadcast(&ch->cv);
+        dlock__sub_chan_wake(ch);
     if (n->reader != NULL)
         dlock__sub_poke(n->reader_fd);
     pthread_mutex_unlock(&n->mu);
@@ -209,6 +216,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
     w->ch = ch;
     w->cancel_gen = cancel_gen;
     w->me = me;
+    w->efd = -1;
     w->ticket = ch->tickets++;
     w->next = ch->waiters;
     ch->waiters = w;
@@ -309,8 +317,8 @@ static int waiter_link(dlock__notifier *n, const dlock__waiter *w)
  * for the notifier thread and no other link is direct. Caller holds mu. */
 static int direct_ok(dlock__notifier *n, const dlock__waiter *w, int li)
 {
-    return li >= 0 && n->nwaiters == 1 && n->links[li].conn != NULL &&
-           (n->reader == NULL || n->reader == w) &&
+    return li >= 0 && n->nwaiters == 1 && w->efd < 0 &&
+           n->links[li].conn != NULL && (n->reader == NULL || n->reader == w) &&
            (n->dlink < 0 || n->dlink == li) && !dlock__sub_link_work(n, li);
 }
 
@@ -354,7 +362,8 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int li,
         dlock__sub_pump(n, li, pfd[0].revents);
 }
 
-/* Sleep on the channel until pred says stop; shared by the two waits. */
+/* Sleep on the channel until something for w came (1), until_ms (0;
+ * one already past only looks), or a cancel; shared by the two waits. */
 static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
 {
     dlock__notifier *n = w->c->notifier;
@@ -463,10 +472,46 @@ void dlock__notify_end(dlock__waiter *w)
         ch->turn = 0;
     /* The turn may be free now, or the next in line may be first now. */
     if (ch->waiters != NULL)
-        pthread_cond_broadcast(&ch->cv);
+        dlock__sub_chan_wake(ch);
     n->nwaiters--;
     if (--ch->refs == 0)
         ch->idle_since = dlock__now_ms(); /* unsubscribed after LINGER_MS */
     pthread_mutex_unlock(&n->mu);
+    if (w->efd >= 0)
+        close(w->efd);
     free(w);
+}
+
+/* See notify.h. Made on first use: a blocking wait never needs it, and
+ * the subscriber then signals no descriptor for it. The thread must read
+ * the waiter's link itself from now on: a link this process's last wait
+ * left parked (read by nobody until the next blocking wait) is given
+ * back to it. */
+int dlock__waiter_fd(dlock__waiter *w)
+{
+    dlock__notifier *n = w->c->notifier;
+    int fd;
+    pthread_mutex_lock(&n->mu);
+    if (w->efd < 0) {
+        w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w->efd >= 0) {
+            dlock__sub_giveback(n);
+            /* What came before the descriptor: look once. */
+            dlock__sub_poke(w->efd);
+        }
+    }
+    fd = w->efd;
+    pthread_mutex_unlock(&n->mu);
+    if (fd < 0)
+        return dlock__set_error(w->c, DLOCK_EIO,
+                                "cannot make the waiter's eventfd: %s",
+                                strerror(errno));
+    return fd;
+}
+
+/* See notify.h. */
+void dlock__waiter_fd_clear(dlock__waiter *w)
+{
+    if (w->efd >= 0)
+        dlock__sub_drain(w->efd);
 }

@@ -49,6 +49,21 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms);
  */
 int dlock__notify_wait(dlock__waiter *w, int64_t until_ms);
 
+/*
+ * The waiter's wake-up descriptor, for a driver that polls instead of
+ * blocking: an eventfd that becomes readable (POLLIN) whenever the
+ * subscriber wakes the waiter's channel (a release or handoff message, a
+ * lost subscriber link, a cancel, another waiter's turn ending), made on
+ * the first call and closed by dlock__notify_end. The driver then clears
+ * it (dlock__waiter_fd_clear) and looks with dlock__notify_wait or
+ * dlock__notify_wait_handoff and an until_ms already past, which do not
+ * block. Readable once at first, for what came before it was made.
+ * Returns the descriptor, or DLOCK_EIO (no eventfd). Wakes may be
+ * spurious, as a condition variable's.
+ */
+int dlock__waiter_fd(dlock__waiter *w);
+void dlock__waiter_fd_clear(dlock__waiter *w);
+
 /* Stop waiting (acquired, gave up or failed): drop the turn, drop the
  * reference (unsubscribing when it was the last), free w. */
 void dlock__notify_end(dlock__waiter *w);

@@ -61,6 +61,10 @@ struct dlock__waiter {
     uint64_t wmask;
     char wrel[64];
     int woken;
+    /* An eventfd signalled with every wake of the channel (beside ch->cv,
+     * which the blocking waits sleep on), for a driver that polls instead
+     * of blocking (dlock__waiter_fd); -1 until one asks for it. */
+    int efd;
 };
 
 typedef struct sub_link {
@@ -90,6 +94,10 @@ struct dlock__notifier {
  * such a wake-up. */
 void dlock__sub_poke(int fd);
 void dlock__sub_drain(int fd);
+
+/* Wake every waiter of ch: its condition variable, and each waiter's
+ * eventfd (those that have one). Caller holds mu. */
+void dlock__sub_chan_wake(chan *ch);
 
 /* Free a channel (no waiter, no link business left). */
 void dlock__sub_chan_free(chan *ch);

@@ -48,6 +48,16 @@ void dlock__sub_drain(int fd)
     (void)r;
 }
 
+/* See notify_impl.h. */
+void dlock__sub_chan_wake(chan *ch)
+{
+    struct dlock__waiter *w;
+    pthread_cond_broadcast(&ch->cv);
+    for (w = ch->waiters; w != NULL; w = w->next)
+        if (w->efd >= 0)
+            dlock__sub_poke(w->efd);
+}
+
 static void wake_thread(dlock__notifier *n)
 {
     dlock__sub_poke(n->wake_fd);
@@ -222,7 +232,7 @@ static void link_down(dlock__notifier *n, int i)
         ch->unsent &= ~bit;
         ch->refused &= ~bit;
         ch->gen++;
-        pthread_cond_broadcast(&ch->cv);
+        dlock__sub_chan_wake(ch);
     }
 }
 
@@ -242,7 +252,7 @@ static int on_noperm(dlock__notifier *n, int i, const redisReply *r)
         if (ch->sent & bit) {
             ch->sent &= ~bit;
             ch->refused |= bit;
-            pthread_cond_broadcast(&ch->cv);
+            dlock__sub_chan_wake(ch);
         }
     return 1;
 }
@@ -270,7 +280,7 @@ static void on_wake(dlock__notifier *n, int i, chan *ch, const char *msg,
         w->wmask |= 1ULL << i;
         if (__builtin_popcountll(w->wmask) >= n->c->ns.quorum) {
             w->woken = 1;
-            pthread_cond_broadcast(&ch->cv);
+            dlock__sub_chan_wake(ch);
         }
     }
 }
@@ -296,7 +306,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     if (strcmp(what, "subscribe") == 0) {
         ch->sent &= ~bit;
         ch->ok |= bit;
-        pthread_cond_broadcast(&ch->cv);
+        dlock__sub_chan_wake(ch);
     } else if (strcmp(what, "unsubscribe") == 0) {
         if (!(ch->unsent & bit) && (ch->ok & bit)) {
             /* Not asked for: the node no longer serves the channel's
@@ -305,7 +315,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
              * waiters to look, and subscribe at the new home. */
             dlock__cluster_stale(&n->c->ns);
             ch->gen++;
-            pthread_cond_broadcast(&ch->cv);
+            dlock__sub_chan_wake(ch);
         }
         ch->unsent &= ~bit;
         ch->ok &= ~bit;
@@ -339,7 +349,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
                         w->token = tok;
                     }
         }
-        pthread_cond_broadcast(&ch->cv);
+        dlock__sub_chan_wake(ch);
     }
 }
 
