@@ -449,6 +449,41 @@ static void test_unanswering_node(void **state)
     }
 }
 
+/* A call that pins (pin_out: an acquire) and gets no answer by its
+ * deadline leaves its connection in pins, with one server too, so that
+ * the hold's give-back goes behind it on that connection (a pooled one
+ * could be read first; F6 in docs/reliability.md). Before, only a
+ * Redlock's early return pinned. A call that does not pin leaves pins
+ * alone. */
+static void test_unanswered_pinned(void **state)
+{
+    dlock_client *c = client(1, 0);
+    dlock__conn *pins[1] = {NULL};
+    dlock__result res[1];
+    dlock__cmdbuf b;
+    int pin;
+    (void)state;
+    srvs[0].mode = A_SILENT;
+    for (pin = 0; pin < 2; pin++) {
+        dlock__cmd_begin(&b, DLOCK__S_INSPECT);
+        dlock__cmd_key(&b, "k", 1);
+        b.cmd.pins = pins;
+        b.cmd.pin_out = pin;
+        assert_int_equal(dlock__exec(&c->ns, c->scripts, 1, &b.cmd,
+                                     dlock__now_ms() + 200, res),
+                         0);
+        assert_int_equal(res[0].status, DLOCK_ETIMEDOUT);
+        if (pin)
+            assert_non_null(pins[0]);
+        else
+            assert_null(pins[0]);
+        dlock__results_clear(res, 1);
+    }
+    dlock__node_put(&c->ns, 0, pins[0], 0); /* closed: its answer never comes */
+    srvs[0].mode = A_OK;
+    dlock_client_free(c);
+}
+
 /* MOVED: the call goes to the node named and its answer is the result;
  * ASK: ASKING, then the call, on the node named (which refuses it
  * without ASKING); a MOVED loop ends after MAX_HOPS redirections with the
@@ -540,6 +575,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_short_after_noscript, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unanswering_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unanswered_pinned, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_redirects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
