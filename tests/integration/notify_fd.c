@@ -4,7 +4,7 @@
  * readable, and a handoff message names its waiter the same way, so that
  * a driver that polls instead of blocking (an event loop) can wait on
  * the subscriber thread's wakes. Uses the notifier's internal API
- * (src/notify.h) against a real server: the channel messages are those
+ * (src/notify/notify.h) against a real server: the channel messages are those
  * release.lua publishes ('r ID', 'h TOKEN OWNER').
  */
 #include <poll.h>
@@ -21,8 +21,8 @@
 #include "harness.h"
 #include "fixture.h"
 
-#include "core.h"
-#include "notify.h"
+#include "hold/core.h"
+#include "notify/notify.h"
 
 #define CHAN "dlock:{nfd}:c"
 #define HCHAN "dlock:{nfd}:c:0123456789abcdef0123456789abcdef"
