@@ -18,7 +18,6 @@
 #include "hold/core.h"
 #include "hold/held.h"
 #include "hold/holder.h"
-#include "hold/lock.h"
 #include "notify/notify.h"
 #include "hold/watchdog.h"
 

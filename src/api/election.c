@@ -31,7 +31,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
-#include "hold/lock.h"
+#include "hold/retention.h"
 #include "notify/notify.h"
 
 /* Observers look at the leader at least this often. */

@@ -30,6 +30,20 @@ struct dlock__notifier;
 struct dlock__watchdog;
 struct dlock__holder;
 
+/* Work due at a time: the registry's signal (dlock__work_due, registry.c)
+ * to the thread that does it, the watchdog (watchdog.c), which sets start
+ * and waits on cv. So nothing in the lock layer calls up into the
+ * watchdog. Every field under the client's held_mu. */
+typedef struct dlock__due {
+    pthread_cond_t cv;
+    int (*start)(dlock_client *c); /* starts the thread: 0 when it runs */
+    int started;                   /* start succeeded */
+    int stop;                      /* the thread is to end */
+    int kicked;                    /* work was signalled since its look */
+    int sleeping;                  /* in its timed wait... */
+    int64_t sleep_until;           /* ...until then (monotonic ms) */
+} dlock__due;
+
 struct dlock_client {
     dlock_options opts; /* strings below point to owned copies */
     char **servers;
@@ -67,6 +81,7 @@ struct dlock_client {
 
     struct dlock__notifier *notifier;
     struct dlock__watchdog *watchdog;
+    dlock__due due; /* work for the watchdog (registry.c, watchdog.c) */
 
     /* Notifications refused by the server's ACL (NOPERM on PUBLISH or
      * SUBSCRIBE: the user has no channel permission): waiters poll

@@ -9,7 +9,7 @@
 
 #include "hold/attempt.h"
 #include "hold/holder.h"
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "notify/notify.h"
 #include "hold/take.h"
 #include "hold/wait.h"

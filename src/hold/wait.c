@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "notify/notify.h"
 #include "hold/wait.h"
 #include "hold/withdraw.h"

@@ -10,7 +10,8 @@
 #include <inttypes.h>
 
 #include "topo/cluster_delay.h"
-#include "hold/lock.h"
+#include "hold/release.h"
+#include "hold/renew.h"
 #include "notify/notify.h"
 #include "hold/withdraw.h"
 
