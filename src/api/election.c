@@ -444,7 +444,7 @@ int dlock_leader_wait(dlock_client *c, const char *name,
     /* Subscribe before the first look, so that a change after it is
      * heard. Without a subscription the wait still works, by looking
      * every second. */
-    if (dlock__notify_begin(c, k->chan, k->chanlen, NULL, &w,
+    if (dlock__notify_begin(c->notifier, k->chan, k->chanlen, NULL, &w,
                             dlock__now_ms() + c->opts.command_timeout_ms,
                             gen) != DLOCK_OK)
         w = NULL;

@@ -97,7 +97,7 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
         h->depth > 0)
         return;
     dlock__owner_id(c, next, sizeof next);
-    dlock__notify_rename(c, h->owner, sizeof h->owner, next);
+    dlock__notify_rename(c->notifier, h->owner, sizeof h->owner, next);
 }
 
 /* See withdraw.h. */
