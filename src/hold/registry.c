@@ -395,8 +395,9 @@ int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out)
 }
 
 /* See held.h. A critical section shorter than half of what is left of a
- * fair handoff's lease never pays the confirming round trip (and with the 2 s handoff
- * lease the watchdog, which looks every second, need not be woken). */
+ * fair handoff's lease never pays the confirming round trip (and with the
+ * 2 s handoff lease the watchdog, which looks every second, need not be
+ * woken). */
 void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms,
                          int64_t valid_until)
 {

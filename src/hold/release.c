@@ -16,7 +16,7 @@
 #include "hold/retention.h"
 #include "hold/release.h"
 
-/* ---- the release command of each kind ----------------------------------- */
+/* ---- the release command of each kind --------------------------------- */
 
 /* See release.h. */
 void dlock__lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
@@ -92,7 +92,7 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__lock_release_cmd(b, c, k, r);
 }
 
-/* ---- running it ----------------------------------------------------------- */
+/* ---- running it --------------------------------------------------------- */
 
 /* Redlock: a release is settled once a majority confirmed it (answers
  * 1 to 4). ud: the quorum. */

@@ -47,9 +47,9 @@ void dlock__reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__keys *k, const dlock__release *r);
 
-/* Run the release script of k's kind (dlock__release_cmd) for (owner, expected depth, token) on
- * the nodes in mask (over pins[i] where set: a hold's pinned
- * connections), waiting until deadline_ms; the answers are left in res
+/* Run the release script of k's kind (dlock__release_cmd) for (owner,
+ * expected depth, token) on the nodes in mask (over pins[i] where set: a
+ * hold's pinned connections), waiting until deadline_ms; the answers are left in res
  * for the caller to read and clear. early: a release, done once a
  * majority confirmed (an undo waits for every node: each answer settles
  * one). eval: send the script's source (an undo retried after a send
