@@ -23,7 +23,7 @@
  * waking everyone when a link drops).
  *
  * Above the lock layer: dlock.h's lock calls, notify.h, the registry's
- * key names, the step layer through core.h.
+ * key names, the engine through core.h.
  */
 #include <stdio.h>
 #include <stdlib.h>

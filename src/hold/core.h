@@ -1,12 +1,14 @@
 /*
  * core.h - struct dlock_client: the state the lock layer shares (options,
  * the node set and scripts, the per-thread messages, the registry of held
- * locks, cancellation, counters). client.c makes and frees it; registry,
- * acquire, lock, inspect, notify and watchdog read it. It includes only
- * the layers below the lock layer (step, node, errors, util); the
- * notifier, the watchdog and the records are opaque here.
+ * locks, cancellation, counters). api/client.c makes and frees it; the
+ * files of hold/, api/ and loop/ read it; the tiers below never see it
+ * (the notifier gets a dlock__notify_ctx). It includes only the tiers
+ * below (engine/step.h, topo/node.h, base/errors.h, base/util.h) and
+ * hold/metrics.h; the notifier, the watchdog and the records are opaque
+ * here.
  *
- * The inline helpers at the end adapt the step layer and the error
+ * The inline helpers at the end adapt the engine and the error
  * channel to a client.
  */
 #ifndef DLOCK_CORE_H

@@ -56,7 +56,8 @@ typedef struct dlock__keys {
 } dlock__keys;
 
 /* What a hold is: the kind chooses the release and renew scripts
- * (lock.c); docs/design.md, "Semaphores and read-write locks". */
+ * (release.c, renew.c); docs/design.md, "Semaphores and read-write
+ * locks". */
 enum {
     DLOCK__KIND_LOCK = 0,   /* exclusive: acquire.lua, release.lua */
     DLOCK__KIND_PERMIT = 1, /* a semaphore permit: sem_*.lua */
@@ -102,7 +103,7 @@ typedef struct dlock__held {
     _Atomic int state;              /* DLOCK_OK, DLOCK_LOST */
     uint64_t nodes;                 /* Redlock: mask of nodes that granted */
     /* The nodes found holding it: the acquire's grants, then each
-     * renewal's answers and take-backs (lock.c); read by
+     * renewal's answers and take-backs (renew.c); read by
      * dlock_lock_nodes_holding from any thread. */
     _Atomic uint64_t held_on;
     int watchdog;

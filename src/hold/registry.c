@@ -15,9 +15,9 @@
  *                            dlock__held_link()
  *   NEW -> freed             the acquire failed; nobody else saw it
  *   LIVE -> RELEASING        a release of the last level starts, or detach
- *   RELEASING -> LIVE        the release left levels (drop_handle)
+ *   RELEASING -> LIVE        the release left levels (dlock__handle_drop)
  *   LIVE, RELEASING
- *            -> UNLINKED     no level left (drop_handle, depth 0)
+ *            -> UNLINKED     no level left (dlock__handle_drop, depth 0)
  *   UNLINKED -> freed        by its last user: the last handle, or the
  *                            last watchdog round holding a reference
  *
@@ -30,7 +30,7 @@
  *              "not owner" is not a loss).
  *   UNLINKED   out of c->held (depth 0): nothing finds it any more. It is
  *              freed by whoever drops the last use: the last handle
- *              (lock.c, drop_handle) or the last watchdog round holding a
+ *              (dlock__handle_drop) or the last watchdog round holding a
  *              reference (wd_refs).
  *
  * Who moves it: the owner thread (acquire: NEW -> LIVE; release, detach:

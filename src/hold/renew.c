@@ -1,7 +1,7 @@
 /*
  * renew.c - renewing leases: every due hold of a kind in one script call
  * per node (extend.lua and its kin take many keys), in a cluster one call
- * per kind and slot, all sent at once through cluster_batch.c; the
+ * per kind and slot, all sent at once (engine/cluster_batch.h); the
  * verdict of each renewal; and, with Redlock, the take-back of a renewed
  * lock on the servers that answered it is not held there (see renew.h).
  */
@@ -454,7 +454,8 @@ static void round_bufs_free(round_bufs *r, int ncalls)
  * In a cluster one script call may only touch keys of one slot (else
  * CROSSSLOT), and each kind has its own script: group hs[0..n-1] by kind
  * and slot, one renewal call per group, and send all the calls at once
- * (cluster_batch.c: each master's calls pipelined behind one WAIT, every
+ * (dlock__cluster_exec_many: each master's calls pipelined behind one
+ * WAIT, every
  * master at the same time), so that a round costs one round trip and at
  * most one WAIT timeout however many masters and slots it spans. Returns
  * 1 when it did (ok[] filled), 0 when there is only one group (or out of
