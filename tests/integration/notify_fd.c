@@ -40,8 +40,8 @@ static int readable(int fd, int ms)
 static dlock__waiter *begin(dlock_client *c, const char *chan, const char *me)
 {
     dlock__waiter *w = NULL;
-    assert_int_equal(dlock__notify_begin(c, chan, strlen(chan), me, &w,
-                                         dlock__now_ms() + 5000,
+    assert_int_equal(dlock__notify_begin(c->notifier, chan, strlen(chan), me,
+                                         &w, dlock__now_ms() + 5000,
                                          atomic_load(&c->cancel_gen)),
                      DLOCK_OK);
     assert_non_null(w);
