@@ -141,6 +141,36 @@ static void enqueue(dlock_loop *l, lreq *r)
         reg(l, &l->cmd);
 }
 
+/* A zeroed request of argc arguments with room for bytes of copies after
+ * its argv and lengths (the caller fills them), or NULL. */
+static lreq *lreq_new(int argc, size_t bytes)
+{
+    /* One allocation: the request, argv, lengths and a copy of every
+     * key and argument (the request outlives its requester's buffers). */
+    lreq *r =
+        calloc(1, sizeof *r + argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (r == NULL)
+        return NULL;
+    r->argv = (const char **)(r + 1);
+    r->argvlen = (size_t *)(r->argv + argc);
+    r->argc = argc;
+    return r;
+}
+
+/* Copy n strings (s, lens) into r's buffer at *cur as arguments from
+ * index at on; the end of the copies in *cur. */
+static void lreq_copy(lreq *r, char **cur, int at, int n, const char **s,
+                      const size_t *lens)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        memcpy(*cur, s[i], lens[i]);
+        r->argv[at + i] = *cur;
+        r->argvlen[at + i] = lens[i];
+        *cur += lens[i];
+    }
+}
+
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out)
@@ -153,32 +183,44 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
         bytes += keylens[i];
     for (i = 0; i < nargs; i++)
         bytes += arglens[i];
-    /* One allocation: the request, argv, lengths and a copy of every
-     * key and argument (the request outlives its requester's buffers). */
-    r = calloc(1, sizeof *r + argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    r = lreq_new(argc, bytes);
     if (r == NULL)
         return DLOCK_ENOMEM;
-    r->argv = (const char **)(r + 1);
-    r->argvlen = (size_t *)(r->argv + argc);
     cur = (char *)(r->argvlen + argc);
     r->fn = fn;
     r->ctx = ctx;
     r->script = script;
-    r->argc = argc;
     r->argv[0] = "EVALSHA";
     r->argv[1] = l->c->scripts[script].sha;
     r->argvlen[2] = dlock__fmt_i64(r->nk, nkeys);
     r->argv[2] = r->nk;
-    for (i = 0; i < nkeys + nargs; i++) {
-        const char *s = i < nkeys ? keys[i] : args[i - nkeys];
-        size_t n = i < nkeys ? keylens[i] : arglens[i - nkeys];
-        memcpy(cur, s, n);
-        r->argv[3 + i] = cur;
-        r->argvlen[3 + i] = n;
-        cur += n;
-    }
+    lreq_copy(r, &cur, 3, nkeys, keys, keylens);
+    lreq_copy(r, &cur, 3 + nkeys, nargs, args, arglens);
     r->argvlen[0] = 7;
     r->argvlen[1] = 40;
+    if (out != NULL)
+        *out = r;
+    enqueue(l, r);
+    return DLOCK_OK;
+}
+
+int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
+                      const size_t *argvlen, lreq_fn fn, void *ctx, lreq **out)
+{
+    size_t bytes = 0;
+    char *cur;
+    lreq *r;
+    int i;
+    for (i = 0; i < argc; i++)
+        bytes += argvlen[i];
+    r = lreq_new(argc, bytes);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    cur = (char *)(r->argvlen + argc);
+    r->fn = fn;
+    r->ctx = ctx;
+    r->script = -1;
+    lreq_copy(r, &cur, 0, argc, argv, argvlen);
     if (out != NULL)
         *out = r;
     enqueue(l, r);
@@ -226,7 +268,8 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
         l->cmd.tail = NULL;
     l->cmd.nreq--;
     if (rep->type == REDIS_REPLY_ERROR) {
-        if (!r->eval && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        if (r->script >= 0 && !r->eval &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
             resend_eval(l, r);
             return;
         }

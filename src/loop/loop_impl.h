@@ -31,8 +31,9 @@ typedef struct lreq {
     struct lreq *next;
     lreq_fn fn; /* NULL: its requester went away; the answer is dropped */
     void *ctx;
-    int script;
-    int argc; /* argv[0] "EVALSHA" / "EVAL", argv[1] the SHA / source */
+    int script; /* -1: a plain command (dloop__send_plain) */
+    int argc;   /* script: argv[0] "EVALSHA" / "EVAL", argv[1] the SHA /
+                   source */
     const char **argv;
     size_t *argvlen;
     int appended;     /* written into the connection's buffer */
@@ -72,7 +73,8 @@ enum {
     OP_FGET,
     OP_PROCLAIM,
     OP_LEADER,
-    OP_MULTI
+    OP_MULTI,
+    OP_FREAD
 };
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
@@ -184,6 +186,10 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out);
+/* Send a plain command (argv[0] its name), not a script: answered like
+ * dloop__send's. */
+int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
+                      const size_t *argvlen, lreq_fn fn, void *ctx, lreq **out);
 /* dloop__send for a command built by the kind table (kind.h). */
 int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                     lreq **out);

@@ -5,7 +5,8 @@
  * most two connections, a waiter woken by a release (notify), a fair
  * handoff reaching the op it names, a cancel mid-wait giving its queue
  * place back, renewal on the loop's clock and a stalled loop's loss
- * reported, fenced set / get.
+ * reported, fenced set / get, and the fenced read that shuts out a
+ * holder paused past its lease.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -478,6 +479,92 @@ static void test_fenced(void **state)
     dlock_client_free(c);
 }
 
+/* A holder paused past its lease (its lock deleted here, as its expiry
+ * would) writes after a newer holder looked: with a plain get the stale
+ * write lands; once the newer holder reads with its token (fenced read)
+ * the stale write is refused, and a read with the old token too. */
+static void test_fenced_read(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    seen a = {0}, b = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
+    gotval g = {0}, r = {0}, r2 = {0}, r3 = {0};
+    uint64_t ta, tb;
+    (void)state;
+    o.renew = 0;
+    assert_int_equal(dlock_loop_lock(NULL, l, "ll:fr", &o, note, &a), DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_OK);
+    ta = dlock_hold_token(a.hold);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{ll:fr}"), 1);
+    assert_int_equal(dlock_loop_lock(NULL, l2, "ll:fr", &o, note, &b),
+                     DLOCK_OK);
+    run1(l2, &b.done);
+    assert_int_equal(b.status, DLOCK_OK);
+    tb = dlock_hold_token(b.hold);
+    assert_true(tb > ta);
+    /* The window: B looks with a plain get, A's stale write lands. */
+    assert_int_equal(dlock_loop_fenced_get(NULL, l2, "ll:frv", got_cb, &g),
+                     DLOCK_OK);
+    run1(l2, &g.done);
+    assert_true(g.null);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "ll:frv", ta, "a", 1, note, &s1),
+        DLOCK_OK);
+    run1(l, &s1.done);
+    assert_int_equal(s1.status, DLOCK_OK);
+    /* Closed: B reads with its token (sees A's value), A writes again:
+     * refused; a read with A's token is refused too. */
+    assert_int_equal(dlock_loop_fenced_read(NULL, l2, "ll:frv", tb, got_cb, &r),
+                     DLOCK_OK);
+    run1(l2, &r.done);
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_string_equal(r.v, "a");
+    assert_int_equal(r.fence, tb);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "ll:frv", ta, "a2", 2, note, &s2),
+        DLOCK_OK);
+    run1(l, &s2.done);
+    assert_int_equal(s2.status, DLOCK_STALE);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", ta, got_cb, &r2),
+                     DLOCK_OK);
+    run1(l, &r2.done);
+    assert_int_equal(r2.status, DLOCK_STALE);
+    assert_int_equal(r2.fence, tb);
+    assert_true(r2.null);
+    /* B's own write goes through; a read of a key never written raises
+     * its fence from nothing. */
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l2, "ll:frv", tb, "b", 1, note, &s3),
+        DLOCK_OK);
+    assert_int_equal(
+        dlock_loop_fenced_read(NULL, l2, "ll:frn", tb, got_cb, &r3), DLOCK_OK);
+    run1(l2, &r3.done);
+    assert_int_equal(s3.status, DLOCK_OK);
+    assert_int_equal(r3.status, DLOCK_OK);
+    assert_true(r3.null);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "ll:frn", ta, "x", 1, note, &s4),
+        DLOCK_OK);
+    run1(l, &s4.done);
+    assert_int_equal(s4.status, DLOCK_STALE);
+    /* Bad arguments: refused at the call. */
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 0, got_cb, &r),
+                     DLOCK_EINVAL);
+    assert_int_equal(
+        dlock_loop_fenced_read(NULL, l, "ll:frv", (1ULL << 53) + 1, got_cb, &r),
+        DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "", 1, got_cb, &r),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 1, NULL, NULL),
+                     DLOCK_EINVAL);
+    release(l2, b.hold);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_renew_and_stall),
         cmocka_unit_test(test_fenced),
+        cmocka_unit_test(test_fenced_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
