@@ -85,9 +85,12 @@ static int append(dlock_loop *l, lreq *r)
     return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
 }
 
-static void lreq_free(lreq *r)
+static void lreq_free(dlock_loop *l, lreq *r)
 {
-    free(r);
+    if (r->pooled)
+        dloop__pool_put(&l->req_pool, r);
+    else
+        free(r);
 }
 
 /* End every request of the command connection with rc / err and close
@@ -106,7 +109,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
         next = r->next;
         if (r->fn != NULL)
             r->fn(l, r->ctx, rc, NULL, err, r->appended);
-        lreq_free(r);
+        lreq_free(l, r);
     }
 }
 
@@ -142,15 +145,19 @@ static void enqueue(dlock_loop *l, lreq *r)
 }
 
 /* A zeroed request of argc arguments with room for bytes of copies after
- * its argv and lengths (the caller fills them), or NULL. */
-static lreq *lreq_new(int argc, size_t bytes)
+ * its argv and lengths (the caller fills them), or NULL. One block: the
+ * request, argv, lengths and a copy of every key and argument (the
+ * request outlives its requester's buffers), from l's pool when small. */
+static lreq *lreq_new(dlock_loop *l, int argc, size_t bytes)
 {
-    /* One allocation: the request, argv, lengths and a copy of every
-     * key and argument (the request outlives its requester's buffers). */
-    lreq *r =
-        calloc(1, sizeof *r + argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    size_t need =
+        sizeof(lreq) + argc * (sizeof(char *) + sizeof(size_t)) + bytes;
+    int pooled = need <= l->req_pool.size;
+    lreq *r = pooled ? dloop__pool_get(&l->req_pool) : malloc(need);
     if (r == NULL)
         return NULL;
+    memset(r, 0, sizeof *r);
+    r->pooled = pooled;
     r->argv = (const char **)(r + 1);
     r->argvlen = (size_t *)(r->argv + argc);
     r->argc = argc;
@@ -183,7 +190,7 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
         bytes += keylens[i];
     for (i = 0; i < nargs; i++)
         bytes += arglens[i];
-    r = lreq_new(argc, bytes);
+    r = lreq_new(l, argc, bytes);
     if (r == NULL)
         return DLOCK_ENOMEM;
     cur = (char *)(r->argvlen + argc);
@@ -213,7 +220,7 @@ int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
     int i;
     for (i = 0; i < argc; i++)
         bytes += argvlen[i];
-    r = lreq_new(argc, bytes);
+    r = lreq_new(l, argc, bytes);
     if (r == NULL)
         return DLOCK_ENOMEM;
     cur = (char *)(r->argvlen + argc);
@@ -280,7 +287,7 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     } else if (r->fn != NULL) {
         r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
     }
-    lreq_free(r);
+    lreq_free(l, r);
 }
 
 /* What one of the loop's connections does with its events: opened

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,39 @@
 
 #define NAME_BUCKETS 4096
 #define SUB_BUCKETS 1024
+/* Pooled blocks: a request of up to REQ_BLOCK bytes with its copies (an
+ * acquire's, a fenced set's of a short value), a hold whose keys take up
+ * to HOLD_KEYS bytes (a name of about 100); larger ones are malloc'd. */
+#define REQ_BLOCK 768
+#define HOLD_KEYS 640
+
+void *dloop__pool_get(lpool *p)
+{
+    void *b = p->free;
+    if (b == NULL)
+        return malloc(p->size);
+    memcpy(&p->free, b, sizeof(void *));
+    p->n--;
+    return b;
+}
+
+void dloop__pool_put(lpool *p, void *b)
+{
+    if (p->n >= LPOOL_MAX) {
+        free(b);
+        return;
+    }
+    memcpy(b, &p->free, sizeof(void *));
+    p->free = b;
+    p->n++;
+}
+
+/* Free every block p keeps. */
+static void pool_drain(lpool *p)
+{
+    while (p->free != NULL)
+        free(dloop__pool_get(p));
+}
 
 int dlock_loop_new(dlock_loop **out, dlock_client *c)
 {
@@ -44,6 +78,9 @@ int dlock_loop_new(dlock_loop **out, dlock_client *c)
     l->renew_min = -1;
     l->nbuckets = NAME_BUCKETS;
     l->nsubs = SUB_BUCKETS;
+    l->op_pool.size = sizeof(dlock_op);
+    l->req_pool.size = REQ_BLOCK;
+    l->hold_pool.size = sizeof(dlock_hold) + HOLD_KEYS;
     l->names = calloc(l->nbuckets, sizeof *l->names);
     l->subs = calloc(l->nsubs, sizeof *l->subs);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -98,7 +135,10 @@ static void run_done(dlock_loop *l)
         free(op->got);
         free(op->key);
         free(op->multi);
-        free(op);
+        if (op->pooled)
+            dloop__pool_put(&l->op_pool, op);
+        else
+            free(op);
     }
 }
 
@@ -156,9 +196,22 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
 
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
 {
-    dlock_op *op = calloc(1, sizeof *op);
+    /* A leader look carries two dlock_leader_info (2 KB) after it; every
+     * other op is a pool block. */
+    size_t extra = type == OP_LEADER ? 2 * sizeof(dlock_leader_info) : 0;
+    dlock_op *op =
+        extra > 0 ? malloc(sizeof *op + extra) : dloop__pool_get(&l->op_pool);
     if (op == NULL)
         return NULL;
+    memset(op, 0, offsetof(dlock_op, err)); /* all but the message */
+    op->err[0] = '\0';
+    if (extra > 0) {
+        op->leader = (dlock_leader_info *)(op + 1);
+        op->known = op->leader + 1;
+        memset(op->leader, 0, extra);
+    } else {
+        op->pooled = 1;
+    }
     op->loop = l;
     op->type = type;
     op->cb = cb;
@@ -228,11 +281,14 @@ static void names_grow(dlock_loop *l)
 dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
 {
     const dlock_client *c = l->c;
-    size_t nlen = strlen(name);
-    dlock_hold *h = calloc(1, sizeof *h + dlock__keys_size(c, name));
+    size_t nlen = strlen(name), ks = dlock__keys_size(c, name);
+    dlock_hold *h = ks <= HOLD_KEYS ? dloop__pool_get(&l->hold_pool)
+                                    : malloc(sizeof *h + ks);
     size_t b;
     if (h == NULL)
         return NULL;
+    memset(h, 0, sizeof *h);
+    h->pooled = ks <= HOLD_KEYS;
     h->loop = l;
     dlock__keys_fill(&h->k, (char *)(h + 1), c, name);
     /* "<client id>:0:<hold number>": thread 0, no thread owns it. */
@@ -272,7 +328,10 @@ void dloop__hold_unref(dlock_hold *h)
         if (h->hnext != NULL)
             h->hnext->hprev = h->hprev;
     }
-    free(h);
+    if (h->pooled)
+        dloop__pool_put(&l->hold_pool, h);
+    else
+        free(h);
 }
 
 int dlock_loop_fd(const dlock_loop *l)
@@ -386,6 +445,9 @@ void dlock_loop_free(dlock_loop *l)
         n = h->hnext;
         free(h);
     }
+    pool_drain(&l->op_pool);
+    pool_drain(&l->req_pool);
+    pool_drain(&l->hold_pool);
     close(l->epfd);
     close(l->evfd);
     free(l->names);
