@@ -282,11 +282,15 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
 {
     const dlock_client *c = l->c;
     size_t nlen = strlen(name), ks = dlock__keys_size(c, name);
-    dlock_hold *h = ks <= HOLD_KEYS ? dloop__pool_get(&l->hold_pool)
-                                    : malloc(sizeof *h + ks);
+    dlock_hold *h;
     size_t b;
+    if (dloop__heap_reserve(l, l->nholds + 1) != DLOCK_OK)
+        return NULL;
+    h = ks <= HOLD_KEYS ? dloop__pool_get(&l->hold_pool)
+                        : malloc(sizeof *h + ks);
     if (h == NULL)
         return NULL;
+    l->nholds++;
     memset(h, 0, sizeof *h);
     h->pooled = ks <= HOLD_KEYS;
     h->loop = l;
@@ -317,6 +321,8 @@ void dloop__hold_unref(dlock_hold *h)
     dlock_loop *l = h->loop;
     if (--h->refs > 0)
         return;
+    dloop__hold_unsched(h);
+    l->nholds--;
     dloop__name_drop(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
@@ -452,6 +458,7 @@ void dlock_loop_free(dlock_loop *l)
     close(l->evfd);
     free(l->names);
     free(l->subs);
+    free(l->heap);
     free(l);
 }
 

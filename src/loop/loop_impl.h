@@ -109,7 +109,9 @@ struct dlock_hold {
     int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
-    int pooled; /* a block of the loop's hold pool */
+    int pooled;  /* a block of the loop's hold pool */
+    int64_t due; /* lheap.c: when it next needs the loop */
+    size_t hidx; /* its place in the loop's heap + 1; 0: not in it */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -175,7 +177,10 @@ struct dlock_loop {
     /* Scripts whose source (EVAL) went out on the command connection since
      * it opened: a NOSCRIPT behind it is sent again by SHA. */
     unsigned char evaled[DLOCK__S_COUNT];
-    int64_t renew_min;
+    int64_t renew_min;     /* the heap's earliest due time, or -1 */
+    dlock_hold **heap;     /* lheap.c: the holds the loop renews */
+    size_t nheap, capheap; /* in it, room */
+    size_t nholds;         /* holds allocated (the heap's room follows) */
     int in_process;
     int signalled;
     lpool op_pool, req_pool, hold_pool;
@@ -222,6 +227,18 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
+
+/* lheap.c: the holds' clock. */
+/* Room in the heap for n holds: DLOCK_OK or DLOCK_ENOMEM. */
+int dloop__heap_reserve(dlock_loop *l, size_t n);
+/* Put h in the heap at its due time (its renewal, or its validity's end
+ * while a renewal is out), move it there, or take it out when nothing is
+ * due (not renewed, lost, released). Call after changing any of them. */
+void dloop__hold_sched(dlock_hold *h);
+/* Take h out of the heap (before it is freed). */
+void dloop__hold_unsched(dlock_hold *h);
+/* The earliest hold due by now, out of the heap; NULL when none. */
+dlock_hold *dloop__heap_pop_due(dlock_loop *l, int64_t now);
 
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */

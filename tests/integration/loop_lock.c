@@ -428,6 +428,70 @@ static void test_renew_and_stall(void **state)
     dlock_client_free(c);
 }
 
+#define NRENEW 450 /* more than one renewal batch (200) of each */
+
+/* The holds' clock over many holds (the heap, lheap.c): NRENEW holds with
+ * 900 ms leases renewed through 1.5 s of running (batches of 200); a
+ * third released meanwhile, one taken away on the server (its renewal
+ * reports the loss, once); the rest still held, none reported lost. */
+static void test_renew_many(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    static seen a[NRENEW], r[NRENEW];
+    static lostnote ln[NRENEW];
+    char name[32];
+    int i, held = 0;
+    (void)state;
+    memset(a, 0, sizeof a);
+    memset(r, 0, sizeof r);
+    memset(ln, 0, sizeof ln);
+    o.lease_ms = 900;
+    o.on_lost = on_lost;
+    for (i = 0; i < NRENEW; i++) {
+        snprintf(name, sizeof name, "ll:m%d", i);
+        o.on_lost_userdata = &ln[i];
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, note, &a[i]),
+                         DLOCK_OK);
+    }
+    run1(l, &a[NRENEW - 1].done);
+    for (i = 0; i < NRENEW; i++)
+        assert_int_equal(a[i].status, DLOCK_OK);
+    run_for(l, 500);
+    for (i = 0; i < NRENEW; i += 3)
+        assert_int_equal(dlock_loop_release(NULL, l, a[i].hold, note, &r[i]),
+                         DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{ll:m1}"), 1);
+    run_for(l, 1000);
+    for (i = 0; i < NRENEW; i++) {
+        snprintf(name, sizeof name, "dlock:{ll:m%d}", i);
+        if (i % 3 == 0) {
+            assert_int_equal(r[i].status, DLOCK_OK);
+            assert_int_equal(ln[i].n, 0);
+        } else if (i == 1) {
+            assert_int_equal(ln[i].n, 1);
+            assert_int_equal(ln[i].status, DLOCK_NOT_OWNER);
+            assert_int_equal(dlock_hold_status(a[i].hold), DLOCK_NOT_OWNER);
+        } else {
+            assert_int_equal(ln[i].n, 0);
+            assert_int_equal(dlock_hold_status(a[i].hold), DLOCK_OK);
+            assert_true(th_cmd_int(&srv, "PTTL %s", name) > 0);
+            held++;
+        }
+    }
+    assert_int_equal(held, NRENEW - NRENEW / 3 - 1);
+    for (i = 0; i < NRENEW; i++)
+        if (i % 3 != 0) {
+            memset(&r[i], 0, sizeof r[i]);
+            assert_int_equal(
+                dlock_loop_release(NULL, l, a[i].hold, note, &r[i]), DLOCK_OK);
+        }
+    run1(l, &r[NRENEW - 1].done);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 typedef struct gotval {
     int done, status;
     char v[32];
@@ -577,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_cancel_wait),
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_renew_and_stall),
+        cmocka_unit_test(test_renew_many),
         cmocka_unit_test(test_fenced),
         cmocka_unit_test(test_fenced_read),
     };
