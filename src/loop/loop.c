@@ -224,19 +224,22 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
     return op;
 }
 
-static size_t name_hash(const dlock_loop *l, const char *s, size_t n)
+/* NAME's hash (all its bits: a hold keeps it, the table masks it). */
+static size_t name_hash(const char *s, size_t n)
 {
     size_t h = 5381, i;
     for (i = 0; i < n; i++)
         h = h * 33 + (unsigned char)s[i];
-    return h & (l->nbuckets - 1);
+    return h;
 }
 
 dlock_hold *dloop__name_find(dlock_loop *l, const char *name)
 {
-    size_t n = strlen(name);
-    dlock_hold *h = l->names[name_hash(l, name, n)];
-    while (h != NULL && (h->k.namelen != n || memcmp(h->k.name, name, n) != 0))
+    size_t n = strlen(name), hv = name_hash(name, n);
+    dlock_hold *h = l->names[hv & (l->nbuckets - 1)];
+    /* The hash first: a chain's other holds are not read past it. */
+    while (h != NULL && (h->nhash != hv || h->k.namelen != n ||
+                         memcmp(h->k.name, name, n) != 0))
         h = h->tnext;
     return h;
 }
@@ -244,7 +247,7 @@ dlock_hold *dloop__name_find(dlock_loop *l, const char *name)
 void dloop__name_drop(dlock_hold *h)
 {
     dlock_loop *l = h->loop;
-    dlock_hold **p = &l->names[name_hash(l, h->k.name, h->k.namelen)];
+    dlock_hold **p = &l->names[h->nhash & (l->nbuckets - 1)];
     while (*p != NULL && *p != h)
         p = &(*p)->tnext;
     if (*p == h) {
@@ -267,7 +270,7 @@ static void names_grow(dlock_loop *l)
     for (i = 0; i < old; i++)
         while (prev[i] != NULL) {
             dlock_hold *h = prev[i];
-            size_t b = name_hash(l, h->k.name, h->k.namelen);
+            size_t b = h->nhash & (l->nbuckets - 1);
             prev[i] = h->tnext;
             h->tnext = tab[b];
             tab[b] = h;
@@ -305,9 +308,10 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
     h->k.kind = kind;
     if (kind != DLOCK__KIND_LOCK)
         return h;
-    if (l->nnames >= 2 * l->nbuckets)
+    if (l->nnames >= l->nbuckets)
         names_grow(l);
-    b = name_hash(l, name, nlen);
+    h->nhash = name_hash(name, nlen);
+    b = h->nhash & (l->nbuckets - 1);
     h->tnext = l->names[b];
     l->names[b] = h;
     l->nnames++;

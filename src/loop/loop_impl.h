@@ -94,6 +94,7 @@ struct dlock_hold {
     struct dlock_loop *loop;
     struct dlock_hold *hnext, *hprev; /* the loop's holds */
     struct dlock_hold *tnext;         /* name table chain */
+    size_t nhash;                     /* its name's hash (the table's) */
     dlock__keys k;
     char owner[DLOCK_OWNER_MAX];
     uint64_t token;
