@@ -150,7 +150,14 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         return;
     if (fmt != NULL) { /* first: the arguments may name the hold */
         va_start(ap, fmt);
-        vsnprintf(op->err, sizeof op->err, fmt, ap);
+        if (strcmp(fmt, "%s") == 0) { /* a success's "": no formatting */
+            const char *m = va_arg(ap, const char *);
+            size_t n = strnlen(m, sizeof op->err - 1);
+            memcpy(op->err, m, n);
+            op->err[n] = '\0';
+        } else {
+            vsnprintf(op->err, sizeof op->err, fmt, ap);
+        }
         va_end(ap);
     }
     op->status = status;

@@ -19,6 +19,13 @@
 #define LOOP_ERRLEN 256
 
 struct dlock_loop;
+struct dlock_hold;
+
+/* lheap.c: one entry of the holds' clock; h NULL: emptied (lazily). */
+typedef struct lheap_ent {
+    int64_t due;
+    struct dlock_hold *h;
+} lheap_ent;
 
 /* A free list of equal blocks (ops, requests, holds): what a completion
  * frees is taken again by the next start instead of going through malloc
@@ -111,8 +118,7 @@ struct dlock_hold {
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
     int pooled;  /* a block of the loop's hold pool */
-    int64_t due; /* lheap.c: when it next needs the loop */
-    size_t hidx; /* its place in the loop's heap + 1; 0: not in it */
+    size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -179,8 +185,9 @@ struct dlock_loop {
      * it opened: a NOSCRIPT behind it is sent again by SHA. */
     unsigned char evaled[DLOCK__S_COUNT];
     int64_t renew_min;     /* the heap's earliest due time, or -1 */
-    dlock_hold **heap;     /* lheap.c: the holds the loop renews */
-    size_t nheap, capheap; /* in it, room */
+    lheap_ent *heap;       /* lheap.c: the holds the loop renews */
+    size_t nheap, capheap; /* entries, room */
+    size_t nstale;         /* emptied entries in it */
     size_t nholds;         /* holds allocated (the heap's room follows) */
     int in_process;
     int signalled;
