@@ -382,8 +382,10 @@ static void poll_conns(dlock_loop *l)
     lconn *lc[2];
     int n = 0, i;
     uint64_t v;
-    if (read(l->evfd, &v, sizeof v) < 0) {
-        /* nothing signalled */
+    /* Only this loop's thread signals (dloop__signal): unsignalled, the
+     * eventfd is empty and needs no read. */
+    if (l->signalled && read(l->evfd, &v, sizeof v) < 0) {
+        /* a full counter is read anyway; nothing else to do */
     }
     l->signalled = 0;
     if (l->cmd.fd >= 0) {
