@@ -144,11 +144,14 @@ static void enqueue(dlock_loop *l, lreq *r)
         reg(l, &l->cmd);
 }
 
-/* A zeroed request of argc arguments with room for bytes of copies after
- * its argv and lengths (the caller fills them), or NULL. One block: the
- * request, argv, lengths and a copy of every key and argument (the
- * request outlives its requester's buffers), from l's pool when small. */
-static lreq *lreq_new(dlock_loop *l, int argc, size_t bytes)
+/* A zeroed request of argc arguments for script (-1: a plain command)
+ * answered to fn(ctx), with room for bytes of copies after its argv and
+ * lengths (*cur: where they go; the caller fills them), or NULL. One
+ * block: the request, argv, lengths and a copy of every key and argument
+ * (the request outlives its requester's buffers), from l's pool when
+ * small. */
+static lreq *lreq_new(dlock_loop *l, int argc, size_t bytes, int script,
+                      lreq_fn fn, void *ctx, char **cur)
 {
     size_t need =
         sizeof(lreq) + argc * (sizeof(char *) + sizeof(size_t)) + bytes;
@@ -161,6 +164,10 @@ static lreq *lreq_new(dlock_loop *l, int argc, size_t bytes)
     r->argv = (const char **)(r + 1);
     r->argvlen = (size_t *)(r->argv + argc);
     r->argc = argc;
+    r->script = script;
+    r->fn = fn;
+    r->ctx = ctx;
+    *cur = (char *)(r->argvlen + argc);
     return r;
 }
 
@@ -178,33 +185,35 @@ static void lreq_copy(lreq *r, char **cur, int at, int n, const char **s,
     }
 }
 
+/* The sum of lens[0..n). */
+static size_t lens_sum(int n, const size_t *lens)
+{
+    size_t t = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        t += lens[i];
+    return t;
+}
+
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out)
 {
-    int argc = 3 + nkeys + nargs, i;
-    size_t bytes = 0;
+    int argc = 3 + nkeys + nargs;
     char *cur;
-    lreq *r;
-    for (i = 0; i < nkeys; i++)
-        bytes += keylens[i];
-    for (i = 0; i < nargs; i++)
-        bytes += arglens[i];
-    r = lreq_new(l, argc, bytes);
+    lreq *r =
+        lreq_new(l, argc, lens_sum(nkeys, keylens) + lens_sum(nargs, arglens),
+                 script, fn, ctx, &cur);
     if (r == NULL)
         return DLOCK_ENOMEM;
-    cur = (char *)(r->argvlen + argc);
-    r->fn = fn;
-    r->ctx = ctx;
-    r->script = script;
     r->argv[0] = "EVALSHA";
+    r->argvlen[0] = 7;
     r->argv[1] = l->c->scripts[script].sha;
+    r->argvlen[1] = 40;
     r->argvlen[2] = dlock__fmt_i64(r->nk, nkeys);
     r->argv[2] = r->nk;
     lreq_copy(r, &cur, 3, nkeys, keys, keylens);
     lreq_copy(r, &cur, 3 + nkeys, nargs, args, arglens);
-    r->argvlen[0] = 7;
-    r->argvlen[1] = 40;
     if (out != NULL)
         *out = r;
     enqueue(l, r);
@@ -214,19 +223,10 @@ int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
 int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
                       const size_t *argvlen, lreq_fn fn, void *ctx, lreq **out)
 {
-    size_t bytes = 0;
     char *cur;
-    lreq *r;
-    int i;
-    for (i = 0; i < argc; i++)
-        bytes += argvlen[i];
-    r = lreq_new(l, argc, bytes);
+    lreq *r = lreq_new(l, argc, lens_sum(argc, argvlen), -1, fn, ctx, &cur);
     if (r == NULL)
         return DLOCK_ENOMEM;
-    cur = (char *)(r->argvlen + argc);
-    r->fn = fn;
-    r->ctx = ctx;
-    r->script = -1;
     lreq_copy(r, &cur, 0, argc, argv, argvlen);
     if (out != NULL)
         *out = r;

@@ -543,6 +543,28 @@ static void test_fenced(void **state)
     dlock_client_free(c);
 }
 
+/* A fenced set of v (token tok) on l, run to its end: its status. */
+static int fset_run(dlock_loop *l, const char *key, uint64_t tok, const char *v)
+{
+    seen s = {0};
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, key, tok, v, strlen(v), note, &s),
+        DLOCK_OK);
+    run1(l, &s.done);
+    return s.status;
+}
+
+/* A fenced read (tok > 0) or get (tok 0) on l into *g, run to its end. */
+static void fread_run(dlock_loop *l, const char *key, uint64_t tok, gotval *g)
+{
+    memset(g, 0, sizeof *g);
+    assert_int_equal(tok > 0
+                         ? dlock_loop_fenced_read(NULL, l, key, tok, got_cb, g)
+                         : dlock_loop_fenced_get(NULL, l, key, got_cb, g),
+                     DLOCK_OK);
+    run1(l, &g->done);
+}
+
 /* A holder paused past its lease (its lock deleted here, as its expiry
  * would) writes after a newer holder looked: with a plain get the stale
  * write lands; once the newer holder reads with its token (fenced read)
@@ -552,8 +574,8 @@ static void test_fenced_read(void **state)
     dlock_client *c = fixture_client(0, 0, 0);
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
     dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
-    seen a = {0}, b = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
-    gotval g = {0}, r = {0}, r2 = {0}, r3 = {0};
+    seen a = {0}, b = {0};
+    gotval g;
     uint64_t ta, tb;
     (void)state;
     o.renew = 0;
@@ -569,57 +591,35 @@ static void test_fenced_read(void **state)
     tb = dlock_hold_token(b.hold);
     assert_true(tb > ta);
     /* The window: B looks with a plain get, A's stale write lands. */
-    assert_int_equal(dlock_loop_fenced_get(NULL, l2, "ll:frv", got_cb, &g),
-                     DLOCK_OK);
-    run1(l2, &g.done);
+    fread_run(l2, "ll:frv", 0, &g);
     assert_true(g.null);
-    assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "ll:frv", ta, "a", 1, note, &s1),
-        DLOCK_OK);
-    run1(l, &s1.done);
-    assert_int_equal(s1.status, DLOCK_OK);
+    assert_int_equal(fset_run(l, "ll:frv", ta, "a"), DLOCK_OK);
     /* Closed: B reads with its token (sees A's value), A writes again:
      * refused; a read with A's token is refused too. */
-    assert_int_equal(dlock_loop_fenced_read(NULL, l2, "ll:frv", tb, got_cb, &r),
-                     DLOCK_OK);
-    run1(l2, &r.done);
-    assert_int_equal(r.status, DLOCK_OK);
-    assert_string_equal(r.v, "a");
-    assert_int_equal(r.fence, tb);
-    assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "ll:frv", ta, "a2", 2, note, &s2),
-        DLOCK_OK);
-    run1(l, &s2.done);
-    assert_int_equal(s2.status, DLOCK_STALE);
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", ta, got_cb, &r2),
-                     DLOCK_OK);
-    run1(l, &r2.done);
-    assert_int_equal(r2.status, DLOCK_STALE);
-    assert_int_equal(r2.fence, tb);
-    assert_true(r2.null);
+    fread_run(l2, "ll:frv", tb, &g);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_string_equal(g.v, "a");
+    assert_int_equal(g.fence, tb);
+    assert_int_equal(fset_run(l, "ll:frv", ta, "a2"), DLOCK_STALE);
+    fread_run(l, "ll:frv", ta, &g);
+    assert_int_equal(g.status, DLOCK_STALE);
+    assert_int_equal(g.fence, tb);
+    assert_true(g.null);
     /* B's own write goes through; a read of a key never written raises
-     * its fence from nothing. */
-    assert_int_equal(
-        dlock_loop_fenced_set(NULL, l2, "ll:frv", tb, "b", 1, note, &s3),
-        DLOCK_OK);
-    assert_int_equal(
-        dlock_loop_fenced_read(NULL, l2, "ll:frn", tb, got_cb, &r3), DLOCK_OK);
-    run1(l2, &r3.done);
-    assert_int_equal(s3.status, DLOCK_OK);
-    assert_int_equal(r3.status, DLOCK_OK);
-    assert_true(r3.null);
-    assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "ll:frn", ta, "x", 1, note, &s4),
-        DLOCK_OK);
-    run1(l, &s4.done);
-    assert_int_equal(s4.status, DLOCK_STALE);
+     * its fence from nothing: A's first write there is refused. */
+    assert_int_equal(fset_run(l2, "ll:frv", tb, "b"), DLOCK_OK);
+    fread_run(l2, "ll:frn", tb, &g);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_true(g.null);
+    assert_int_equal(fset_run(l, "ll:frn", ta, "x"), DLOCK_STALE);
     /* Bad arguments: refused at the call. */
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 0, got_cb, &r),
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 0, got_cb, &g),
                      DLOCK_EINVAL);
     assert_int_equal(
-        dlock_loop_fenced_read(NULL, l, "ll:frv", (1ULL << 53) + 1, got_cb, &r),
+        dlock_loop_fenced_read(NULL, l, "ll:frv", (1ULL << 53) + 1, got_cb, &g),
         DLOCK_EINVAL);
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "", 1, got_cb, &r),
+    assert_non_null(strstr(dlock_errmsg(c), "token"));
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "", 1, got_cb, &g),
                      DLOCK_EINVAL);
     assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 1, NULL, NULL),
                      DLOCK_EINVAL);
