@@ -15,7 +15,7 @@
  */
 #include <stdlib.h>
 
-#include "loop_impl.h"
+#include "loop/loop_impl.h"
 
 /* The time h next needs the loop, or -1 when never (not renewed by the
  * loop, lost, released). */
