@@ -36,7 +36,7 @@ typedef struct lpool {
     size_t n;
     size_t size; /* every block's size */
 } lpool;
-#define LPOOL_MAX 8192
+#define LPOOL_MAX 2048
 
 /* A request's answer: rc DLOCK_OK with r (not owned: the caller must not
  * free it) or a failure with err; sent 1 when the request may have
