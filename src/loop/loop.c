@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,8 +209,7 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
         extra > 0 ? malloc(sizeof *op + extra) : dloop__pool_get(&l->op_pool);
     if (op == NULL)
         return NULL;
-    memset(op, 0, offsetof(dlock_op, err)); /* all but the message */
-    op->err[0] = '\0';
+    memset(op, 0, sizeof *op);
     if (extra > 0) {
         op->leader = (dlock_leader_info *)(op + 1);
         op->known = op->leader + 1;
