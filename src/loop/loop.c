@@ -272,6 +272,7 @@ void dloop__hold_unref(dlock_hold *h)
         if (h->hnext != NULL)
             h->hnext->hprev = h->hprev;
     }
+    free(h->why);
     free(h);
 }
 
@@ -384,6 +385,7 @@ void dlock_loop_free(dlock_loop *l)
     dloop__conns_close(l);
     for (h = l->holds; h != NULL; h = n) {
         n = h->hnext;
+        free(h->why);
         free(h);
     }
     close(l->epfd);

@@ -95,6 +95,7 @@ struct dlock_hold {
     int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
+    char *why; /* once lost: why (query.c), malloc'ed, or NULL */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -159,6 +160,9 @@ struct dlock_loop {
      * it opened: a NOSCRIPT behind it is sent again by SHA. */
     unsigned char evaled[DLOCK__S_COUNT];
     int64_t renew_min;
+    /* The last renewal round's failure ("" after one that answered): a
+     * lease that then runs out was lost because of it (query.c). */
+    char renew_err[LOOP_ERRLEN];
     int in_process;
     int signalled;
 };
@@ -222,5 +226,20 @@ void dloop__ops_time(dlock_loop *l, int64_t now);
 int64_t dloop__ops_wake(const dlock_loop *l);
 void dloop__op_abort(dlock_op *op);
 void dloop__holds_time(dlock_loop *l, int64_t now);
+
+/* holder.c: holder info (the client's holder_info, src/holder.c) for a
+ * loop's locks. After h's grant: record it (holder_set.lua; nothing
+ * waits for the answer) when the client records holder info and h's
+ * kind carries it. */
+void dloop__holder_record(dlock_loop *l, dlock_hold *h);
+/* 1 when renewals of holds of kind must be sent by
+ * dloop__holder_extend. */
+int dloop__holder_renews(const dlock_loop *l, int kind);
+/* holder_extend.lua for hs[0..n) (locks) with their leases. */
+int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
+                         void *ctx, lreq **out);
+
+/* query.c: set h->why when h is found lost with status. */
+void dloop__lost_why(dlock_hold *h, int status);
 
 #endif /* DLOCK_LOOP_IMPL_H */

@@ -353,6 +353,7 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    dloop__holder_record(l, h);
     if (op->campaign) { /* won: proclaim, then complete */
         if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
             dloop__complete(op, DLOCK_ENOMEM, "out of memory");
