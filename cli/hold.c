@@ -50,6 +50,9 @@ const char *cli_hold_blocking_why(const struct cli *o)
         return "--lock-delay";
     if (o->shared && o->prefer_readers)
         return "--prefer-readers";
+    if (o->metrics_file != NULL)
+        return "--metrics-file (the client's metrics count the blocking "
+               "API's acquires and renewals only)";
     return NULL;
 }
 
@@ -260,6 +263,16 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
         return rc;
     }
     rc = loop_wait(o, h->loop, &w, signo);
+    if ((rc == DLOCK_ESERVER || rc == DLOCK_EINVAL) && *signo == 0 &&
+        !cli_is_outage_msg(o, rc, w.err)) {
+        /* The server refused the first try: a name of another kind, or
+         * a key that is not dlock's. The blocking API's acquire says
+         * which (the kind, the stored limit): ask it. */
+        cli_hold_end(h);
+        rc = acquire_blocking(o, c, renew, h, signo);
+        snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(c));
+        return rc;
+    }
     if (rc == DLOCK_BUSY && o->wait_ms != 0 && *signo == 0) {
         if (o->verbose)
             cli_say_waiting(o, c);
@@ -278,8 +291,12 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
         }
         rc = loop_wait(o, h->loop, &w, signo);
     }
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK) {
         keep_holds(h, &w);
+        /* As the blocking API's one warning of a wait that had to poll. */
+        if (*dlock_loop_warning(h->loop) != '\0')
+            cli_err("%s", dlock_loop_warning(h->loop));
+    }
     snprintf(h->err, sizeof h->err, "%s", w.err);
     return rc;
 }
@@ -305,7 +322,7 @@ int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
     rc = acquire_loop(o, c, renew, h, signo);
     if (*signo == 0)
         *signo = cli_signals_stop_pending();
-    if (rc == DLOCK_OK && o->cmd != CMD_ELECT) {
+    if (rc == DLOCK_OK && h->loop != NULL && o->cmd != CMD_ELECT) {
         cli_format_ms(cli_now_ms() - t0, took, sizeof took);
         for (size_t i = 0; i < h->n; i++)
             cli_verbose(o, "acquired \"%s\" after %s, fencing token %llu",

@@ -354,6 +354,12 @@ DLOCK_EXPORT int dlock_loop_pending(const dlock_loop *loop);
  * (DLOCK_OK) when none failed. Lets a program say that it keeps trying. */
 DLOCK_EXPORT int dlock_op_last_failure(const dlock_op *op, const char **msg);
 
+/* A warning about how the loop has to work, or "": the server refused
+ * the loop's SUBSCRIBE (an ACL without the lock's pub/sub channels,
+ * NOPERM), so its waiters poll instead of being notified; the text names
+ * the ACL rule that allows them. Valid until the next call. */
+DLOCK_EXPORT const char *dlock_loop_warning(dlock_loop *loop);
+
 #ifdef __cplusplus
 }
 #endif

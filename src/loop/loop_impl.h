@@ -163,6 +163,8 @@ struct dlock_loop {
     /* The last renewal round's failure ("" after one that answered): a
      * lease that then runs out was lost because of it (query.c). */
     char renew_err[LOOP_ERRLEN];
+    int sub_refused;        /* a SUBSCRIBE was refused (NOPERM): waiters poll */
+    char warn[LOOP_ERRLEN]; /* dlock_loop_warning's text */
     int in_process;
     int signalled;
 };
@@ -238,6 +240,11 @@ int dloop__holder_renews(const dlock_loop *l, int kind);
 /* holder_extend.lua for hs[0..n) (locks) with their leases. */
 int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                          void *ctx, lreq **out);
+
+/* query.c: 1 when the server the command connection just opened to is
+ * a replica (a fixed redis:// server; node.c found it so): no lock write
+ * may go there, so the connection is failed with EREFUSED and err. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* query.c: set h->why when h is found lost with status. */
 void dloop__lost_why(dlock_hold *h, int status);

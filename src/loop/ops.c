@@ -291,7 +291,10 @@ static int subscribe(dlock_op *op)
     dlock_loop *l = op->loop;
     int permit = h->k.kind == DLOCK__KIND_PERMIT;
     if (op->sub == NULL && op->hsub == NULL) {
-        if (!permit) {
+        /* A queued (fair) waiter listens on the handoff channel only, as
+         * the blocking API's does: a release hands over or wakes there,
+         * and the name's channel counts notify waiters (status). */
+        if (!permit && !op->fair) {
             op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
             if (op->sub == NULL)
                 return 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "loop_impl.h"
+#include "node.h"
 
 int dlock_loop_pending(const dlock_loop *l)
 {
@@ -57,4 +58,38 @@ int dlock_hold_lost_reason(const dlock_hold *h, const char **why)
         *why =
             h != NULL && h->status != DLOCK_OK && h->why != NULL ? h->why : "";
     return h != NULL ? h->status : DLOCK_EINVAL;
+}
+
+/* See loop_impl.h. The engine's rule (call.c): a lock written on a
+ * replica would not be seen by the master's clients and would vanish at
+ * the next resync. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len)
+{
+    dlock__node *nd = &l->c->ns.node[0];
+    char of[80];
+
+    if (l->c->ns.locate != NULL || l->c->ns.cluster != NULL ||
+        !atomic_load(&nd->replica))
+        return 0;
+    pthread_mutex_lock(&nd->mu);
+    snprintf(of, sizeof of, "%s", nd->master_of);
+    pthread_mutex_unlock(&nd->mu);
+    snprintf(err, len,
+             "%s is a replica%s%s%s, not a master: locks are taken on "
+             "masters only",
+             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
+    return 1;
+}
+
+const char *dlock_loop_warning(dlock_loop *l)
+{
+    if (l == NULL || !l->sub_refused)
+        return "";
+    snprintf(l->warn, sizeof l->warn,
+             "warning: the server refuses this user the lock's pub/sub "
+             "channels (NOPERM), so waiters poll instead of being "
+             "notified; allow them with the ACL rule &%s:* (or "
+             "allchannels)",
+             l->c->key_prefix);
+    return l->warn;
 }

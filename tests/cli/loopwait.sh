@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# loopwait.sh - `dlock run`, `dlock acquire` and `dlock elect` wait, and
+# hold, on libdlock's event loop (issue 30): one thread, no canceler
+# thread beside a waiting dlock and no watchdog thread beside a holding
+# one (counted in /proc/PID/task); a SIGTERM during a fair wait gives its
+# queue place back before dlock exits (the queue in Redis is empty the
+# moment the waiter is gone); a lease shorter than COMMAND is renewed by
+# the loop; with several servers the blocking path still serves.
+. "$(dirname "$0")/common.bash"
+
+start_redis
+S=(-s "$REDIS_URL")
+P=$REDIS_PORT
+
+# threads PID: how many threads the process has.
+threads() {
+    ls "/proc/$1/task" 2>/dev/null | wc -l
+}
+
+# queued KEY: the number of fair waiters queued for KEY (status --json).
+queued() {
+    "$DLOCK_BIN" status --json "${S[@]}" "$1" |
+        sed -n 's/.*"fair_queue":\([0-9-]*\).*/\1/p'
+}
+
+# queued_is KEY N: N fair waiters are queued for KEY (for wait_until).
+queued_is() {
+    [ "$(queued "$1")" = "$2" ]
+}
+
+# hold KEY: a holder that exits when $T/go-KEY exists; HOLDER its pid.
+hold() {
+    rm -f "$T/go-$1" "$T/held-$1"
+    spawn_bg "$DLOCK_BIN" run -l 60 "${S[@]}" "$1" -- sh -c \
+        'touch "$1/held-$2"; while [ ! -e "$1/go-$2" ]; do sleep 0.05; done' \
+        sh "$T" "$1"
+    HOLDER=$BG
+    wait_until 10 test -e "$T/held-$1" || fail "holder of $1 did not start"
+}
+
+# ---- a holding `dlock run`: one thread (the loop renews, no watchdog).
+hold lw
+check "a holding dlock run has one thread (got $(threads "$HOLDER"))" \
+    test "$(threads "$HOLDER")" = 1
+
+# ---- a waiting `dlock run` (fair by default): queued, one thread.
+spawn_bg_err "$T/w.err" "$DLOCK_BIN" run -w 60 "${S[@]}" lw -- \
+    touch "$T/ran-w"
+waiter=$BG
+wait_until 10 queued_is lw 1 || fail "the waiter did not queue"
+check "a waiting dlock run has one thread, no canceler (got $(threads \
+"$waiter"))" test "$(threads "$waiter")" = 1
+
+# ---- SIGTERM during the wait: 143, and its queue place is given back
+# before dlock exits.
+kill -TERM "$waiter"
+wait_pid "$waiter" 30
+check "SIGTERM during the wait: 143 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 143
+check "the fair queue is empty once the waiter is gone (got $(queued lw))" \
+    test "$(queued lw)" = 0
+check "the queue's key is gone" key_gone "$P" 'dlock:{lw}:q'
+check "nothing ran" test ! -e "$T/ran-w"
+touch "$T/go-lw"
+wait_pid "$HOLDER" 30
+
+# ---- `dlock acquire -w` waiting: one thread; SIGHUP gives its place back
+# (not SIGINT: a background job of a script starts with it ignored).
+hold la
+spawn_bg "$DLOCK_BIN" acquire -w 60 "${S[@]}" la
+waiter=$BG
+wait_until 10 queued_is la 1 || fail "acquire did not queue"
+check "a waiting dlock acquire has one thread (got $(threads "$waiter"))" \
+    test "$(threads "$waiter")" = 1
+kill -HUP "$waiter"
+wait_pid "$waiter" 30
+check "SIGHUP during acquire's wait: 129 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 129
+check "acquire's queue place is given back (got $(queued la))" \
+    test "$(queued la)" = 0
+touch "$T/go-la"
+wait_pid "$HOLDER" 30
+
+# ---- `dlock elect`: a follower waits with one thread; the leader leads
+# with one thread.
+rm -f "$T/leading" "$T/go-el"
+spawn_bg "$DLOCK_BIN" elect -l 60 "${S[@]}" lw-el -- sh -c \
+    'touch "$1/leading"; while [ ! -e "$1/go-el" ]; do sleep 0.05; done' \
+    sh "$T"
+leader=$BG
+wait_until 10 test -e "$T/leading" || fail "the leader did not start"
+check "a leading dlock elect has one thread (got $(threads "$leader"))" \
+    test "$(threads "$leader")" = 1
+spawn_bg "$DLOCK_BIN" elect -w 60 "${S[@]}" lw-el -- touch "$T/ran-f"
+follower=$BG
+wait_until 10 queued_is lw-el 1 || fail "the follower did not queue"
+check "a following dlock elect has one thread (got $(threads "$follower"))" \
+    test "$(threads "$follower")" = 1
+kill -TERM "$follower"
+wait_pid "$follower" 30
+check "SIGTERM ends the campaign: 143 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 143
+check "the follower's queue place is given back (got $(queued lw-el))" \
+    test "$(queued lw-el)" = 0
+touch "$T/go-el"
+wait_pid "$leader" 30
+check "the leader exits with COMMAND's status (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 0
+
+# ---- the loop renews: a lease of 0.3 s outlives a COMMAND of 1 s, with
+# the holder info renewed beside it (COMMAND reads it after 3 leases).
+expect_status 0 "renewed on the loop: COMMAND's status 0" \
+    "$DLOCK_BIN" run -l 0.3 --label renewed "${S[@]}" lr -- sh -c \
+    'sleep 1; redis-cli -h 127.0.0.1 -p "$1" HGET "dlock:{lr}:i" l >"$2"' \
+    sh "$P" "$T/info"
+check "the holder info outlived 3 leases ($(cat "$T/info" 2>/dev/null))" \
+    test "$(cat "$T/info" 2>/dev/null)" = renewed
+
+# ---- several servers (Redlock): the blocking path serves, as before.
+start_redis
+S2=(-s "$REDIS_URL")
+start_redis
+S3=(-s "$REDIS_URL")
+expect_status 0 "Redlock: run through the blocking path" \
+    "$DLOCK_BIN" run "${S[@]}" "${S2[@]}" "${S3[@]}" lrl -- true
+
+finish
