@@ -231,6 +231,8 @@ void cli_signals_wait_mask(sigset_t *m);
  * callback) or LEFT ms have passed (-1: no limit), then empty the pipe.
  * Returns 0, or -1 with errno set. Used by run.c and elect.c. */
 int cli_signals_sleep(const sigset_t *mask, int64_t left);
+/* What is left of O's -w, counted from T0: -1 forever, 0 used up. */
+int64_t cli_wait_left(const struct cli *o, int64_t t0);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
 int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
@@ -272,6 +274,11 @@ const char *cli_hold_blocking_why(const struct cli *o);
 int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                      struct cli_hold *h, int *signo);
 const char *cli_hold_errmsg(const struct cli_hold *h);
+/* FN(O, C, H, ARG) with a cleared hold H, then cli_hold_end(H);
+ * returns FN's exit status. */
+int cli_with_hold(const struct cli *o, dlock_client *c, void *arg,
+                  int (*fn)(const struct cli *o, dlock_client *c,
+                            struct cli_hold *h, void *arg));
 /* The token (elect: the epoch), name and owner of hold I < h->n. */
 uint64_t cli_hold_token(const struct cli_hold *h, size_t i);
 const char *cli_hold_name(const struct cli_hold *h, size_t i);

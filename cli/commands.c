@@ -152,8 +152,9 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
  * released again, since nobody could release it before the lease ends.
  */
 static int acquire_holding(const struct cli *o, dlock_client *c,
-                           struct cli_hold *h)
+                           struct cli_hold *h, void *arg)
 {
+    (void)arg;
     int signo, rc = cli_hold_acquire(o, c, 0, h, &signo);
     char lease[32];
 
@@ -197,13 +198,7 @@ static int acquire_holding(const struct cli *o, dlock_client *c,
 /* See above (acquire_holding). */
 int cli_cmd_acquire(const struct cli *o, dlock_client *c)
 {
-    struct cli_hold h;
-    int code;
-
-    memset(&h, 0, sizeof h);
-    code = acquire_holding(o, c, &h);
-    cli_hold_end(&h);
-    return code;
+    return cli_with_hold(o, c, NULL, acquire_holding);
 }
 
 /* Adopt KEY as --owner for release and extend. Returns 0 with *lock set,

@@ -178,8 +178,9 @@ static int job_code(const struct cli_job *j)
 
 /* cli_elect into H (cli_elect ends it). */
 static int elect_holding(const struct cli *o, dlock_client *c,
-                         struct cli_hold *h)
+                         struct cli_hold *h, void *arg)
 {
+    (void)arg;
     struct cli_job job;
     uint64_t epoch;
     char **envp;
@@ -268,13 +269,7 @@ static int elect_holding(const struct cli *o, dlock_client *c,
  */
 int cli_elect(const struct cli *o, dlock_client *c)
 {
-    struct cli_hold h;
-    int code;
-
-    memset(&h, 0, sizeof h);
-    code = elect_holding(o, c, &h);
-    cli_hold_end(&h);
-    return code;
+    return cli_with_hold(o, c, NULL, elect_holding);
 }
 
 /* Print one leader line: "EPOCH VALUE" (the value's control bytes as

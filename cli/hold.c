@@ -276,14 +276,8 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
     if (rc == DLOCK_BUSY && o->wait_ms != 0 && *signo == 0) {
         if (o->verbose)
             cli_say_waiting(o, c);
-        if (o->wait_ms < 0) {
-            left = -1;
-        } else {
-            /* The first try may have used up -w. */
-            left = o->wait_ms - (cli_now_ms() - t0);
-            if (left <= 0)
-                return DLOCK_TIMEDOUT;
-        }
+        if ((left = cli_wait_left(o, t0)) == 0)
+            return DLOCK_TIMEDOUT;
         rc = start_op(o, c, h->loop, renew, left, &w);
         if (rc != DLOCK_OK) {
             snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(c));
@@ -330,6 +324,20 @@ int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                         (unsigned long long)cli_hold_token(h, i));
     }
     return rc;
+}
+
+/* See cli.h. */
+int cli_with_hold(const struct cli *o, dlock_client *c, void *arg,
+                  int (*fn)(const struct cli *o, dlock_client *c,
+                            struct cli_hold *h, void *arg))
+{
+    struct cli_hold h;
+    int code;
+
+    memset(&h, 0, sizeof h);
+    code = fn(o, c, &h, arg);
+    cli_hold_end(&h);
+    return code;
 }
 
 /* See cli.h. */

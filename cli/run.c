@@ -470,9 +470,10 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
  * obtained; 126/127 when COMMAND could not be executed; 128+N when signal N
  * interrupted the wait; a sysexits(3) code for other failures.
  */
-static int run_holding(struct cli *o, dlock_client *c, dlock_client *marks,
-                       struct cli_hold *held)
+static int run_holding(const struct cli *o, dlock_client *c,
+                       struct cli_hold *held, void *arg)
 {
+    dlock_client *marks = arg;
     struct run_state rs;
     struct slot sl;
     dlock_lock *marker = NULL;
@@ -657,12 +658,5 @@ static int run_holding(struct cli *o, dlock_client *c, dlock_client *marks,
 /* See cli.h (and run_holding above). */
 int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 {
-    struct cli_hold held;
-    int code;
-
-    memset(&held, 0, sizeof held);
-    code = run_holding(o, c, marks, &held);
-
-    cli_hold_end(&held);
-    return code;
+    return cli_with_hold(o, c, marks, run_holding);
 }

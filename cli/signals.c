@@ -393,6 +393,20 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
     }
 }
 
+/* See cli.h. */
+int64_t cli_wait_left(const struct cli *o, int64_t t0)
+{
+    int64_t left;
+
+    /* The first try may have used up -w (a slow server, a loaded
+     * machine): then it is over, and a negative wait_ms (forever) must
+     * not come out of the subtraction. */
+    if (o->wait_ms < 0)
+        return -1;
+    left = o->wait_ms - (cli_now_ms() - t0);
+    return left > 0 ? left : 0;
+}
+
 /*
  * Acquire O->key (O->keys, all or nothing, when there are several) with
  * O's lease and wait, with the watchdog and the lost
@@ -425,16 +439,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     if ((rc == DLOCK_BUSY || first_rides(o, c, rc)) && o->wait_ms != 0) {
         if (o->verbose && rc == DLOCK_BUSY)
             cli_say_waiting(o, c);
-        /* The first try may have used up -w (a slow server, a loaded
-         * machine): then it is over, and a negative wait_ms (forever)
-         * must not come out of the subtraction. */
-        if (o->wait_ms < 0) {
-            left = -1;
-        } else {
-            left = o->wait_ms - (cli_now_ms() - t0);
-            if (left <= 0)
-                return rc == DLOCK_BUSY ? DLOCK_TIMEDOUT : rc;
-        }
+        if ((left = cli_wait_left(o, t0)) == 0)
+            return rc == DLOCK_BUSY ? DLOCK_TIMEDOUT : rc;
         ao.wait_ms = left;
         struct keys_call kc = {o, c, &ao, out};
         rc = cli_wait_through_outages(o, c, keys_call_fn, &kc, &ao.wait_ms, t0,

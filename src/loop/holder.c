@@ -23,18 +23,6 @@ int dloop__holder_renews(const dlock_loop *l, int kind)
     return dlock__kind_of(kind)->holder_info && dlock__holder_on(l->c);
 }
 
-/* holder_set.lua's answer: nothing to do (best effort). */
-static void record_done(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                        const char *err, int sent)
-{
-    (void)l;
-    (void)rc;
-    (void)r;
-    (void)err;
-    (void)sent;
-    (void)ctx;
-}
-
 /* See loop_impl.h. */
 void dloop__holder_record(dlock_loop *l, dlock_hold *h)
 {
@@ -47,8 +35,9 @@ void dloop__holder_record(dlock_loop *l, dlock_hold *h)
     if (ikey == NULL)
         return;
     dlock__holder_set_cmd(l->c, &b, &h->k, ikey, h->owner);
-    /* The request copies its arguments. */
-    dloop__send_cmd(l, &b.cmd, record_done, NULL, NULL);
+    /* The request copies its arguments; its answer is dropped (no
+     * callback). */
+    dloop__send_cmd(l, &b.cmd, NULL, NULL, NULL);
     free(ikey);
 }
 

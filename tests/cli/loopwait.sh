@@ -28,6 +28,22 @@ queued_is() {
     [ "$(queued "$1")" = "$2" ]
 }
 
+# waiting WHAT PID KEY SIG STATUS: PID (dlock WHAT) queues for KEY with
+# one thread; signal SIG ends its wait with STATUS, and its queue place
+# is given back by the time it has exited.
+waiting() {
+    local what=$1 pid=$2 key=$3 sig=$4 want=$5
+    wait_until 10 queued_is "$key" 1 || fail "$what did not queue"
+    check "a waiting $what has one thread, no canceler (got $(threads \
+"$pid"))" test "$(threads "$pid")" = 1
+    kill -"$sig" "$pid"
+    wait_pid "$pid" 30
+    check "SIG$sig during $what's wait: $want (got $WAIT_STATUS)" \
+        test "$WAIT_STATUS" = "$want"
+    check "$what's queue place is given back (got $(queued "$key"))" \
+        test "$(queued "$key")" = 0
+}
+
 # hold KEY: a holder that exits when $T/go-KEY exists; HOLDER its pid.
 hold() {
     rm -f "$T/go-$1" "$T/held-$1"
@@ -43,22 +59,13 @@ hold lw
 check "a holding dlock run has one thread (got $(threads "$HOLDER"))" \
     test "$(threads "$HOLDER")" = 1
 
-# ---- a waiting `dlock run` (fair by default): queued, one thread.
+# ---- a waiting `dlock run` (fair by default): queued, one thread;
+# SIGTERM ends the wait (143) and gives its queue place back before dlock
+# exits.
 spawn_bg_err "$T/w.err" "$DLOCK_BIN" run -w 60 "${S[@]}" lw -- \
     touch "$T/ran-w"
 waiter=$BG
-wait_until 10 queued_is lw 1 || fail "the waiter did not queue"
-check "a waiting dlock run has one thread, no canceler (got $(threads \
-"$waiter"))" test "$(threads "$waiter")" = 1
-
-# ---- SIGTERM during the wait: 143, and its queue place is given back
-# before dlock exits.
-kill -TERM "$waiter"
-wait_pid "$waiter" 30
-check "SIGTERM during the wait: 143 (got $WAIT_STATUS)" \
-    test "$WAIT_STATUS" = 143
-check "the fair queue is empty once the waiter is gone (got $(queued lw))" \
-    test "$(queued lw)" = 0
+waiting "dlock run" "$waiter" lw TERM 143
 check "the queue's key is gone" key_gone "$P" 'dlock:{lw}:q'
 check "nothing ran" test ! -e "$T/ran-w"
 touch "$T/go-lw"
@@ -69,15 +76,7 @@ wait_pid "$HOLDER" 30
 hold la
 spawn_bg "$DLOCK_BIN" acquire -w 60 "${S[@]}" la
 waiter=$BG
-wait_until 10 queued_is la 1 || fail "acquire did not queue"
-check "a waiting dlock acquire has one thread (got $(threads "$waiter"))" \
-    test "$(threads "$waiter")" = 1
-kill -HUP "$waiter"
-wait_pid "$waiter" 30
-check "SIGHUP during acquire's wait: 129 (got $WAIT_STATUS)" \
-    test "$WAIT_STATUS" = 129
-check "acquire's queue place is given back (got $(queued la))" \
-    test "$(queued la)" = 0
+waiting "dlock acquire" "$waiter" la HUP 129
 touch "$T/go-la"
 wait_pid "$HOLDER" 30
 
@@ -93,15 +92,7 @@ check "a leading dlock elect has one thread (got $(threads "$leader"))" \
     test "$(threads "$leader")" = 1
 spawn_bg "$DLOCK_BIN" elect -w 60 "${S[@]}" lw-el -- touch "$T/ran-f"
 follower=$BG
-wait_until 10 queued_is lw-el 1 || fail "the follower did not queue"
-check "a following dlock elect has one thread (got $(threads "$follower"))" \
-    test "$(threads "$follower")" = 1
-kill -TERM "$follower"
-wait_pid "$follower" 30
-check "SIGTERM ends the campaign: 143 (got $WAIT_STATUS)" \
-    test "$WAIT_STATUS" = 143
-check "the follower's queue place is given back (got $(queued lw-el))" \
-    test "$(queued lw-el)" = 0
+waiting "dlock elect follower" "$follower" lw-el TERM 143
 touch "$T/go-el"
 wait_pid "$leader" 30
 check "the leader exits with COMMAND's status (got $WAIT_STATUS)" \
