@@ -44,18 +44,14 @@ waiting() {
         test "$(queued "$key")" = 0
 }
 
-# hold KEY: a holder that exits when $T/go-KEY exists; HOLDER its pid.
-hold() {
-    rm -f "$T/go-$1" "$T/held-$1"
-    spawn_bg "$DLOCK_BIN" run -l 60 "${S[@]}" "$1" -- sh -c \
-        'touch "$1/held-$2"; while [ ! -e "$1/go-$2" ]; do sleep 0.05; done' \
-        sh "$T" "$1"
-    HOLDER=$BG
-    wait_until 10 test -e "$T/held-$1" || fail "holder of $1 did not start"
-}
+# A COMMAND that touches $1, then runs until $2 exists.
+until_go='touch "$1"; while [ ! -e "$2" ]; do sleep 0.05; done'
 
 # ---- a holding `dlock run`: one thread (the loop renews, no watchdog).
-hold lw
+spawn_bg "$DLOCK_BIN" run -l 60 "${S[@]}" lw -- sh -c "$until_go" sh \
+    "$T/held" "$T/go"
+HOLDER=$BG
+wait_until 10 test -e "$T/held" || fail "the holder did not start"
 check "a holding dlock run has one thread (got $(threads "$HOLDER"))" \
     test "$(threads "$HOLDER")" = 1
 
@@ -68,24 +64,24 @@ waiter=$BG
 waiting "dlock run" "$waiter" lw TERM 143
 check "the queue's key is gone" key_gone "$P" 'dlock:{lw}:q'
 check "nothing ran" test ! -e "$T/ran-w"
-touch "$T/go-lw"
+touch "$T/go"
 wait_pid "$HOLDER" 30
 
 # ---- `dlock acquire -w` waiting: one thread; SIGHUP gives its place back
 # (not SIGINT: a background job of a script starts with it ignored).
-hold la
+expect_status 0 "a holder of la" "$DLOCK_BIN" acquire -l 60 "${S[@]}" la
+owner=$(cut -d' ' -f1 "$T/out")
 spawn_bg "$DLOCK_BIN" acquire -w 60 "${S[@]}" la
 waiter=$BG
 waiting "dlock acquire" "$waiter" la HUP 129
-touch "$T/go-la"
-wait_pid "$HOLDER" 30
+expect_status 0 "la released" "$DLOCK_BIN" release "${S[@]}" la \
+    --owner "$owner"
 
 # ---- `dlock elect`: a follower waits with one thread; the leader leads
 # with one thread.
 rm -f "$T/leading" "$T/go-el"
-spawn_bg "$DLOCK_BIN" elect -l 60 "${S[@]}" lw-el -- sh -c \
-    'touch "$1/leading"; while [ ! -e "$1/go-el" ]; do sleep 0.05; done' \
-    sh "$T"
+spawn_bg "$DLOCK_BIN" elect -l 60 "${S[@]}" lw-el -- sh -c "$until_go" sh \
+    "$T/leading" "$T/go-el"
 leader=$BG
 wait_until 10 test -e "$T/leading" || fail "the leader did not start"
 check "a leading dlock elect has one thread (got $(threads "$leader"))" \
