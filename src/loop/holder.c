@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "holder.h"
-#include "kind.h"
-#include "loop_impl.h"
+#include "hold/holder.h"
+#include "hold/kind.h"
+#include "loop/loop_impl.h"
 
 /* The most holds one renewal call names (holds.c's BATCH_MAX). */
 #define RENEW_MAX 200

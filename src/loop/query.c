@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop_impl.h"
-#include "node.h"
+#include "loop/loop_impl.h"
+#include "topo/node.h"
 
 int dlock_loop_pending(const dlock_loop *l)
 {
