@@ -35,6 +35,10 @@
 
 #include "cli.h"
 
+/* The longest dlock drives a loop for what is still out (each request
+ * ends by the command timeout anyway): a bound, not a wait. */
+#define CLI_DRAIN_MAX_MS (24 * 3600 * 1000LL)
+
 /* See cli.h. Why O must wait through the blocking API, or NULL. */
 const char *cli_hold_blocking_why(const struct cli *o)
 {
@@ -247,6 +251,26 @@ static void keep_holds(struct cli_hold *h, const struct lwait *w)
     h->n = (size_t)w->nholds;
 }
 
+/* Run L's process until nothing is out, or BOUND_MS have passed; the
+ * handled signals stay blocked (they wait, pending, for the next
+ * ppoll). */
+static void loop_drain(dlock_loop *l, const int *left, int64_t bound_ms)
+{
+    int64_t end = cli_now_ms() + bound_ms;
+
+    while ((left != NULL ? *left > 0 : dlock_loop_pending(l) > 0) &&
+           cli_now_ms() < end) {
+        struct pollfd p = {dlock_loop_fd(l), POLLIN, 0};
+        int64_t t = dlock_loop_timeout_ms(l), rest = end - cli_now_ms();
+
+        if (t < 0 || t > rest)
+            t = rest > 0 ? rest : 0;
+        if (poll(&p, 1, (int)t) < 0 && errno != EINTR)
+            return;
+        dlock_loop_process(l);
+    }
+}
+
 /* The loop path of cli_hold_acquire: a first try, so that -v can say
  * whom it waits for, then the wait for the rest of -w. */
 static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
@@ -274,6 +298,10 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
         return rc;
     }
     if (rc == DLOCK_BUSY && o->wait_ms != 0 && *signo == 0) {
+        /* What the try gave back (the names of several KEYs it took
+         * before one was busy) must be released before the wait asks for
+         * them again: until then the loop counts them as its own. */
+        loop_drain(h->loop, NULL, CLI_DRAIN_MAX_MS);
         if (o->verbose)
             cli_say_waiting(o, c);
         if ((left = cli_wait_left(o, t0)) == 0)
@@ -419,26 +447,6 @@ static void lrel_cb(dlock_op *op, int status, dlock_hold *hold, void *ud)
         r->status = status;
 }
 
-/* Run L's process until nothing is out, or BOUND_MS have passed; the
- * handled signals stay blocked (they wait, pending, for the next
- * ppoll). */
-static void loop_drain(dlock_loop *l, const int *left, int64_t bound_ms)
-{
-    int64_t end = cli_now_ms() + bound_ms;
-
-    while ((left != NULL ? *left > 0 : dlock_loop_pending(l) > 0) &&
-           cli_now_ms() < end) {
-        struct pollfd p = {dlock_loop_fd(l), POLLIN, 0};
-        int64_t t = dlock_loop_timeout_ms(l), rest = end - cli_now_ms();
-
-        if (t < 0 || t > rest)
-            t = rest > 0 ? rest : 0;
-        if (poll(&p, 1, (int)t) < 0 && errno != EINTR)
-            return;
-        dlock_loop_process(l);
-    }
-}
-
 /* See cli.h. */
 int cli_hold_release(struct cli_hold *h)
 {
@@ -462,7 +470,7 @@ int cli_hold_release(struct cli_hold *h)
                 r.status = rc;
         }
         /* Each release ends by the command timeout at most. */
-        loop_drain(h->loop, &r.left, 24 * 3600 * 1000LL);
+        loop_drain(h->loop, &r.left, CLI_DRAIN_MAX_MS);
         rc = r.status;
     }
     memset(h->locks, 0, sizeof h->locks);
@@ -495,7 +503,7 @@ void cli_hold_end(struct cli_hold *h)
     if (h->loop == NULL)
         return;
     /* Give-backs of a cancelled wait, releases: let them be answered. */
-    loop_drain(h->loop, NULL, 24 * 3600 * 1000LL);
+    loop_drain(h->loop, NULL, CLI_DRAIN_MAX_MS);
     dlock_loop_free(h->loop);
     h->loop = NULL;
 }

@@ -205,6 +205,8 @@ void dloop__sub_put(dlock_loop *l, lsub *s);
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */
 void dloop__multi_abort(dlock_op *parent);
+/* multi.c: the lock a several-locks op is acquiring now, or NULL. */
+dlock_op *dloop__multi_child(const dlock_op *parent);
 
 /* elect.c: send elect_proclaim.lua for h with value for op. */
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);

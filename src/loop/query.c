@@ -27,6 +27,9 @@ int dlock_loop_pending(const dlock_loop *l)
 
 int dlock_op_last_failure(const dlock_op *op, const char **msg)
 {
+    /* Several locks: the one being acquired now. */
+    if (op != NULL && op->type == OP_MULTI && dloop__multi_child(op) != NULL)
+        op = dloop__multi_child(op);
     if (msg != NULL)
         *msg = op != NULL && op->last_rc != DLOCK_OK ? op->err : "";
     return op != NULL ? op->last_rc : DLOCK_OK;

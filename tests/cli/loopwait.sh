@@ -103,6 +103,21 @@ expect_status 0 "renewed on the loop: COMMAND's status 0" \
 check "the holder info outlived 3 leases ($(cat "$T/info" 2>/dev/null))" \
     test "$(cat "$T/info" 2>/dev/null)" = renewed
 
+# ---- several KEYs, the second busy: the try gives the first back, and
+# the wait (on the loop, where the name is the loop's until that release
+# is answered) then queues for the second and runs once it is free.
+expect_status 0 "a holder of k2" "$DLOCK_BIN" acquire -l 60 "${S[@]}" k2
+owner=$(cut -d' ' -f1 "$T/out")
+spawn_bg_err "$T/k.err" "$DLOCK_BIN" run -w 60 "${S[@]}" k1 k2 -- \
+    touch "$T/ran-k"
+waiter=$BG
+check "the waiter for k1 k2 queues for k2" wait_until 10 queued_is k2 1
+expect_status 0 "k2 released" "$DLOCK_BIN" release "${S[@]}" k2 \
+    --owner "$owner"
+wait_pid "$waiter" 30
+check "then it runs with both (got $WAIT_STATUS)" test "$WAIT_STATUS" = 0
+check "its command ran" test -e "$T/ran-k"
+
 # ---- several servers (Redlock): the blocking path serves, as before.
 start_redis
 S2=(-s "$REDIS_URL")
