@@ -18,11 +18,15 @@
  * the self-pipe like the blocking API's lost callback.
  *
  * The blocking path (cli_hold_blocking_why): the loop does not serve
- * clients of several servers (Redlock), Sentinel and Cluster yet, nor
- * the client options --wait-replicas and --lock-delay, nor
- * --prefer-readers. For exactly those, acquire_blocking() takes the
+ * clients of several servers (Redlock), Sentinel and Cluster yet
+ * (dlock_loop_new refuses them until the multi-node loop lands: then
+ * they move over here), nor the client options --wait-replicas and
+ * --lock-delay, nor --prefer-readers, nor the client's metrics
+ * (--metrics-file). For exactly those, acquire_blocking() takes the
  * locks (or the leadership) as before: the blocking API, its watchdog
- * thread, and signals.c's canceler thread that cancels the wait.
+ * thread, and signals.c's canceler thread that cancels the wait. A first
+ * try the server refuses (a name of another kind, a key not dlock's) is
+ * asked again there too: the blocking API's message names the kind.
  *
  * Beside signals.c in the tool's layers: signals.c, shared.c, report.c,
  * util.c below it.
