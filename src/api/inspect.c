@@ -123,6 +123,61 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     return DLOCK_OK;
 }
 
+/* Read node i's answer to inspect.lua (res[i]) into out: the last token,
+ * the queue's length and, where the node holds the lock, its holder.
+ * Returns 1 when the node answered well-formed, else 0 (a malformed
+ * answer is marked so). */
+static int inspect_answer(dlock_client *c, dlock__result *res, int i,
+                          dlock_info *out)
+{
+    const redisReply *r = res[i].reply;
+    const redisReply *f;
+    long long pttl;
+    uint64_t n;
+    size_t k;
+    int bad;
+    if (res[i].status != DLOCK_OK)
+        return 0;
+    /* {pttl, {owner, count, ...}, token, queue length, info}: check
+     * every type before reading anything. */
+    bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+          r->element[0]->type != REDIS_REPLY_INTEGER ||
+          r->element[1]->type != REDIS_REPLY_ARRAY ||
+          r->element[2]->type != REDIS_REPLY_INTEGER ||
+          r->element[3]->type != REDIS_REPLY_INTEGER ||
+          r->element[4]->type != REDIS_REPLY_ARRAY ||
+          r->element[1]->elements % 2 != 0;
+    for (k = 0; !bad && k < r->element[1]->elements; k++)
+        bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
+    if (bad) {
+        dlock__malformed(&c->ns, res, i, "the inspect script");
+        return 0;
+    }
+    pttl = dlock__elem_int(r, 0);
+    f = r->element[1];
+    n = (uint64_t)dlock__elem_int(r, 2);
+    if (n > out->last_token)
+        out->last_token = n;
+    if (dlock__elem_int(r, 3) > out->fair_queue)
+        out->fair_queue = dlock__elem_int(r, 3);
+    /* Fields starting with '#' are a read-write lock's marks
+     * (rw_acquire.lua), not an owner. */
+    for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
+        k += 2;
+    if (pttl >= 0 && k + 1 < f->elements) {
+        out->nodes_holding++;
+        out->held = 1;
+        if (out->ttl_ms < 0 || pttl < out->ttl_ms)
+            out->ttl_ms = pttl;
+        snprintf(out->owner, sizeof out->owner, "%.*s", (int)f->element[k]->len,
+                 f->element[k]->str);
+        out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
+        if (r->element[4]->elements > 0)
+            dlock__holder_parse(r->element[4], out);
+    }
+    return 1;
+}
+
 /* dlock_lock_inspect; count_waiters 0 spares the waiters' step (adopt
  * needs only the holder). */
 static int inspect(dlock_client *c, const char *name, dlock_info *out,
@@ -164,54 +219,8 @@ static int inspect(dlock_client *c, const char *name, dlock_info *out,
     /* Both steps (the lock, then its waiters) within one timeout. */
     deadline = dlock__deadline(c, 0);
     dlock__run(c, dlock__all_nodes(c), &b.cmd, deadline, res);
-    for (i = 0; i < c->ns.n; i++) {
-        const redisReply *r = res[i].reply;
-        const redisReply *f;
-        long long pttl;
-        uint64_t n;
-        size_t k;
-        int bad;
-        if (res[i].status != DLOCK_OK)
-            continue;
-        /* {pttl, {owner, count, ...}, token, queue length, info}: check
-         * every type before reading anything. */
-        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-              r->element[0]->type != REDIS_REPLY_INTEGER ||
-              r->element[1]->type != REDIS_REPLY_ARRAY ||
-              r->element[2]->type != REDIS_REPLY_INTEGER ||
-              r->element[3]->type != REDIS_REPLY_INTEGER ||
-              r->element[4]->type != REDIS_REPLY_ARRAY ||
-              r->element[1]->elements % 2 != 0;
-        for (k = 0; !bad && k < r->element[1]->elements; k++)
-            bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
-        if (bad) {
-            dlock__malformed(&c->ns, res, i, "the inspect script");
-            continue;
-        }
-        answered++;
-        pttl = dlock__elem_int(r, 0);
-        f = r->element[1];
-        n = (uint64_t)dlock__elem_int(r, 2);
-        if (n > out->last_token)
-            out->last_token = n;
-        if (dlock__elem_int(r, 3) > out->fair_queue)
-            out->fair_queue = dlock__elem_int(r, 3);
-        /* Fields starting with '#' are a read-write lock's marks
-         * (rw_acquire.lua), not an owner. */
-        for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
-            k += 2;
-        if (pttl >= 0 && k + 1 < f->elements) {
-            out->nodes_holding++;
-            out->held = 1;
-            if (out->ttl_ms < 0 || pttl < out->ttl_ms)
-                out->ttl_ms = pttl;
-            snprintf(out->owner, sizeof out->owner, "%.*s",
-                     (int)f->element[k]->len, f->element[k]->str);
-            out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
-            if (r->element[4]->elements > 0)
-                dlock__holder_parse(r->element[4], out);
-        }
-    }
+    for (i = 0; i < c->ns.n; i++)
+        answered += inspect_answer(c, res, i, out);
     if (answered < c->ns.quorum)
         rc = dlock__fail_step(c, res, dlock__all_nodes(c),
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
