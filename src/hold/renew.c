@@ -13,6 +13,7 @@
 #include "engine/cluster_batch.h"
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/metrics.h"
 #include "hold/holder.h"
 #include "hold/kind.h"
 #include "hold/renew.h"
