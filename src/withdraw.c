@@ -12,6 +12,7 @@
 #include "cluster_delay.h"
 #include "lock.h"
 #include "notify.h"
+#include "watchdog.h"
 #include "withdraw.h"
 
 /* See withdraw.h. */
@@ -97,6 +98,25 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
         return;
     dlock__owner_id(c, next, sizeof next);
     dlock__notify_rename(c, h->owner, sizeof h->owner, next);
+}
+
+/* See withdraw.h. */
+void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
+                       int depth, uint64_t token, int64_t until_ms)
+{
+    dlock__undo *u = dlock__undo_new(c, h->k.name, h->owner);
+    if (u == NULL)
+        return; /* the lease runs out by itself */
+    u->k.kind = h->k.kind;
+    u->nodes = mask;
+    u->depth = depth;
+    u->token = token;
+    u->until_ms = until_ms;
+    pthread_mutex_lock(&c->held_mu);
+    u->next = c->undos;
+    c->undos = u;
+    pthread_mutex_unlock(&c->held_mu);
+    dlock__watchdog_kick(c, 0); /* retry at once */
 }
 
 /* See withdraw.h. */

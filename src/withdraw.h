@@ -64,6 +64,13 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
                       uint64_t token, int64_t lease_ms, uint64_t ticket,
                       int eval);
 
+/* Queue a give-back of h's attempt (depth, token) on the nodes in mask
+ * for the watchdog thread, which retries it with the script's source
+ * until they answer or until_ms (monotonic: the lease has run out by
+ * then). Never blocks on the servers. */
+void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
+                       int depth, uint64_t token, int64_t until_ms);
+
 /* A grant handed over by a release script (a fair lock's handoff, a
  * permit passed on) came without WAIT, which only the acquirer's own
  * writes carry: with wait_replicas, confirm it at once (the extend to the
