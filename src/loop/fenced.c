@@ -67,6 +67,8 @@ static int check_key(dlock_loop *l, const char *key, dlock_op_cb cb,
                      const char *what)
 {
     size_t n = key != NULL ? strlen(key) : 0;
+    if (l->engine)
+        return dloop__mn_refuse(l, what);
     if (n == 0 || n > DLOCK_KEY_MAX || cb == NULL)
         return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
                                 cb == NULL ? "no callback"
