@@ -79,24 +79,14 @@ static dlock_loop_acquire opts(dlock_client *c, int64_t wait_ms,
 static dlock_hold *take(dlock_loop *l, const char *name,
                         const dlock_loop_acquire *o, int status)
 {
-    seen s = {0};
-    assert_int_equal(dlock_loop_lock(NULL, l, name, o, note, &s), DLOCK_OK);
-    assert_int_equal(s.done, 0); /* never from inside the call */
-    run1(l, &s.done);
-    if (s.status != status)
-        fprintf(stderr, "take %s: %d (%s)\n", name, s.status, s.err);
-    assert_int_equal(s.status, status);
-    return s.hold;
+    dlock_hold *h;
+    assert_int_equal(th_loop_lock(l, name, o, &h), status);
+    return h;
 }
 
 static void release(dlock_loop *l, dlock_hold *h)
 {
-    seen s = {0};
-    assert_int_equal(dlock_loop_release(NULL, l, h, note, &s), DLOCK_OK);
-    run1(l, &s.done);
-    if (s.status != DLOCK_OK)
-        fprintf(stderr, "release: %d (%s)\n", s.status, s.err);
-    assert_int_equal(s.status, DLOCK_OK);
+    assert_int_equal(th_loop_release(l, h), DLOCK_OK);
 }
 
 /* How many of the servers hold KEY. */
