@@ -90,6 +90,8 @@ static void job_pollfds(mjob *j)
     }
 }
 
+static void fds_add(dlock_loop *l, const mjob *j);
+
 /* j is started (a or k set): on the loop's list, done already or polled
  * for. */
 static void job_link(dlock_loop *l, mjob *j)
@@ -105,10 +107,12 @@ static void job_link(dlock_loop *l, mjob *j)
     } else {
         j->finished = dlock__call_done(j->k);
     }
-    if (j->finished)
+    if (j->finished) {
         dloop__signal(l);
-    else
-        job_pollfds(j);
+        return;
+    }
+    job_pollfds(j);
+    fds_add(l, j);
 }
 
 /* Take j off the loop's list and free it (an attempt or call not done is
@@ -153,9 +157,39 @@ static void job_step(mjob *j)
         job_pollfds(j);
 }
 
+/* Register pfd (its events) in the loop's epoll set: MOD, else ADD (a
+ * descriptor closed and reopened under the same number since it was
+ * registered is registered again). */
+static void fd_put(dlock_loop *l, const struct pollfd *pfd)
+{
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = (pfd->events & POLLIN ? EPOLLIN : 0) |
+               (pfd->events & POLLOUT ? EPOLLOUT : 0);
+    e.data.fd = pfd->fd;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, pfd->fd, &e) != 0 && errno == ENOENT)
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, pfd->fd, &e);
+}
+
+/* A new job's descriptors, registered now (the loop's fd must wake for
+ * them before the next process) and noted in l->mfd. */
+static void fds_add(dlock_loop *l, const mjob *j)
+{
+    int *p, i;
+    if (j->n == 0)
+        return;
+    p = realloc(l->mfd, (size_t)(l->nmfd + j->n) * sizeof *p);
+    if (p == NULL)
+        return; /* its wake-up time still brings process */
+    l->mfd = p;
+    for (i = 0; i < j->n; i++) {
+        fd_put(l, &j->pfd[i]);
+        l->mfd[l->nmfd++] = j->pfd[i].fd;
+    }
+}
+
 /* Register exactly the descriptors the jobs poll now in the loop's epoll
- * set (a descriptor closed and reopened under the same number since the
- * last time is registered again: MOD, else ADD). */
+ * set (fd_put), and take out those no job polls any more. */
 static void fds_sync(dlock_loop *l)
 {
     int want = 0, i, m = 0;
@@ -166,14 +200,7 @@ static void fds_sync(dlock_loop *l)
     fds = want > 0 ? malloc((size_t)want * sizeof *fds) : NULL;
     for (j = l->jobs; j != NULL && fds != NULL; j = j->next) {
         for (i = 0; i < j->n && !j->finished; i++) {
-            struct epoll_event e;
-            memset(&e, 0, sizeof e);
-            e.events = (j->pfd[i].events & POLLIN ? EPOLLIN : 0) |
-                       (j->pfd[i].events & POLLOUT ? EPOLLOUT : 0);
-            e.data.fd = j->pfd[i].fd;
-            if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, e.data.fd, &e) != 0 &&
-                errno == ENOENT)
-                epoll_ctl(l->epfd, EPOLL_CTL_ADD, e.data.fd, &e);
+            fd_put(l, &j->pfd[i]);
             fds[m++] = j->pfd[i].fd;
         }
     }
@@ -263,9 +290,10 @@ static mjob *job_new(dlock_op *op, int ncmds, int nres)
 static int job_call(dlock_loop *l, mjob *j)
 {
     dlock_client *c = l->c;
-    if (dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds,
-                          dlock__all_nodes(c), dlock__deadline(c, 0),
-                          j->res) != DLOCK_OK) {
+    /* A cluster's calls are one per command, every one of them run. */
+    uint64_t mask = c->ns.cluster != NULL ? ~0ULL : dlock__all_nodes(c);
+    if (dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
+                          dlock__deadline(c, 0), j->res) != DLOCK_OK) {
         job_free(j);
         return DLOCK_ENOMEM;
     }
