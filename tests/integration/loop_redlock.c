@@ -302,12 +302,51 @@ static void test_killed_under_waiters(void **state)
     dlock_client_free(c);
 }
 
+/* Readers share a name over Redlock, a writer's try is then BUSY;
+ * several locks at once, each held on every node. */
+static void test_readers_and_all(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 30000);
+    const char *names[3] = {"lr:all-a", "lr:all-b", "lr:all-c"};
+    seen r1 = {0}, r2 = {0}, all = {0};
+    int i;
+    (void)state;
+    assert_int_equal(dlock_loop_read_acquire(NULL, l, "lr:rw", &o, note, &r1),
+                     DLOCK_OK);
+    assert_int_equal(dlock_loop_read_acquire(NULL, l2, "lr:rw", &o, note, &r2),
+                     DLOCK_OK);
+    run1(l, &r1.done);
+    run1(l2, &r2.done);
+    assert_int_equal(r1.status, DLOCK_OK);
+    assert_int_equal(r2.status, DLOCK_OK);
+    assert_null(take(l2, "lr:rw", &o, DLOCK_BUSY));
+    release(l, r1.hold);
+    release(l2, r2.hold);
+    assert_int_equal(take(l2, "lr:rw", &o, DLOCK_OK) != NULL, 1);
+
+    assert_int_equal(dlock_loop_lock_all(NULL, l, names, 3, &o, note, &all),
+                     DLOCK_OK);
+    run1(l, &all.done);
+    assert_int_equal(all.status, DLOCK_OK);
+    dlock_loop_free(l2); /* its hold of lr:rw runs out */
+    dlock_loop_free(l);
+    for (i = 0; i < 3; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "dlock:{%s}", names[i]);
+        assert_int_equal(holders(key), 3);
+    }
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_majority),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_readers_and_all),
         cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_killed_under_waiters),
