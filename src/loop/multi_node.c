@@ -257,6 +257,8 @@ void dloop__jobs_free(dlock_loop *l)
     while (l->jobs != NULL) {
         if (l->jobs->op != NULL)
             l->jobs->op->mn->job = NULL;
+        else
+            free(l->jobs->batch); /* a renewal round's */
         job_free(l->jobs);
     }
     fds_sync(l);
@@ -409,7 +411,6 @@ void dloop__mn_acquire(dlock_op *op)
     dlock_hold *h = op->hold;
     const dlock__kind *k = dlock__kind_of(h->k.kind);
     dlock__wait *x;
-    int queued;
     if (mop_new(op) != DLOCK_OK)
         return;
     if (c->ns.n > 1 && !k->redlock_ok) {
@@ -428,8 +429,6 @@ void dloop__mn_acquire(dlock_op *op)
     x = &op->mn->x;
     /* No subscription and no queue here: the policy's unsubscribed
      * wait (the spin backoff). */
-    x->strategy = dlock__wait_strategy(k, op->strategy, &queued);
-    x->queued = queued;
     x->strategy = DLOCK_WAIT_SPIN;
     x->queued = 0;
     x->sentinel = c->ns.kind == DLOCK__TOPO_SENTINEL;

@@ -3,7 +3,7 @@
  * Sentinel client (a master, two replicas, three sentinels): the loop
  * runs the engine and the attempt there (src/loop/multi_node.c).
  * Acquire, extend and release on the master; renewal on the loop's
- * clock; a waiting op rides out SENTINEL FAILOVER and is granted on the
+ * clock; semaphore permits; a waiting op rides out SENTINEL FAILOVER and is granted on the
  * promoted master once the holder's lease has run out.
  */
 #include <setjmp.h>
@@ -133,10 +133,43 @@ static void test_failover_under_waiter(void **state)
     dlock_client_free(c);
 }
 
+/* Permits of a semaphore through the loop on Sentinel: LIMIT of them,
+ * then BUSY; one released makes room again. */
+static void test_permits(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 30000, 1);
+    th_seen p[3] = {{0}, {0}, {0}};
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &o, th_note, &p[i]),
+            DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &p[i].done), 0);
+    }
+    assert_int_equal(p[0].status, DLOCK_OK);
+    assert_int_equal(p[1].status, DLOCK_OK);
+    assert_int_equal(p[2].status, DLOCK_BUSY);
+    assert_int_equal(th_loop_release(l, p[0].hold), DLOCK_OK);
+    memset(&p[2], 0, sizeof p[2]);
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &o, th_note, &p[2]),
+        DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &p[2].done), 0);
+    assert_int_equal(p[2].status, DLOCK_OK);
+    assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(l, p[2].hold), DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
+        cmocka_unit_test(test_permits),
         cmocka_unit_test(test_failover_under_waiter),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
