@@ -18,14 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attempt.h"
-#include "call.h"
-#include "held.h"
-#include "lock.h"
-#include "notify.h"
-#include "watchdog.h"
-#include "verdict.h"
-#include "withdraw.h"
+#include "engine/call.h"
+#include "hold/attempt.h"
+#include "hold/held.h"
+#include "hold/lock.h"
+#include "hold/verdict.h"
+#include "hold/watchdog.h"
+#include "hold/withdraw.h"
+#include "notify/notify.h"
 
 /* The phases that do I/O, each one engine call (call.h). */
 enum { P_SEND, P_FENCE, P_UNDO, P_DONE };

@@ -29,11 +29,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "attempt.h"
-#include "call.h"
-#include "kind.h"
-#include "loop_impl.h"
-#include "wait.h"
+#include "engine/call.h"
+#include "hold/attempt.h"
+#include "hold/kind.h"
+#include "hold/wait.h"
+#include "loop/loop_impl.h"
 
 /* A job of the engine on the loop: an attempt or a call in flight. */
 typedef struct mjob {

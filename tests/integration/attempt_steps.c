@@ -25,11 +25,11 @@
 
 #include <cmocka.h>
 
-#include "attempt.h"
 #include "dlock.h"
 #include "harness.h"
-#include "held.h"
-#include "kind.h"
+#include "hold/attempt.h"
+#include "hold/held.h"
+#include "hold/kind.h"
 
 #define FIXTURE_NS 3
 #include "fixture_n.h"
