@@ -81,3 +81,21 @@ int th_loop_release(dlock_loop *l, dlock_hold *h)
         fprintf(stderr, "th_loop_release: %d (%s)\n", s.status, s.err);
     return s.status;
 }
+
+dlock_loop *th_loop_new(dlock_client *c)
+{
+    dlock_loop *l = NULL;
+    if (dlock_loop_new(&l, c) != DLOCK_OK)
+        fprintf(stderr, "dlock_loop_new: %s\n", dlock_errmsg(c));
+    return l;
+}
+
+dlock_loop_acquire th_loop_opts(const dlock_client *c, int64_t wait_ms,
+                                int64_t lease_ms)
+{
+    dlock_loop_acquire o;
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = wait_ms;
+    o.lease_ms = lease_ms;
+    return o;
+}

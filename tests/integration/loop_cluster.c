@@ -44,19 +44,9 @@ static dlock_client *client(void)
 
 static dlock_loop *new_loop(dlock_client *c)
 {
-    dlock_loop *l = NULL;
-    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop *l = th_loop_new(c);
+    assert_non_null(l);
     return l;
-}
-
-static dlock_loop_acquire opts(dlock_client *c, int64_t wait_ms,
-                               int64_t lease_ms)
-{
-    dlock_loop_acquire o;
-    dlock_loop_acquire_init(&o, c);
-    o.wait_ms = wait_ms;
-    o.lease_ms = lease_ms;
-    return o;
 }
 
 /* The master owning lock NAME's key: does it hold it, and its PTTL. */
@@ -74,7 +64,7 @@ static void test_acquire_extend_release(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     dlock_hold *h[NHOLDS], *x;
     char name[NHOLDS][32];
     th_seen e = {0};
@@ -107,7 +97,7 @@ static void test_renewal(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 900);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 900);
     dlock_hold *h[NHOLDS];
     char name[NHOLDS][32];
     int i;
@@ -131,7 +121,8 @@ static void test_waiter(void **state)
 {
     dlock_client *c = client();
     dlock_loop *ls[2] = {new_loop(c), new_loop(c)};
-    dlock_loop_acquire t = opts(c, 0, 30000), w = opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire t = th_loop_opts(c, 0, 30000),
+                       w = th_loop_opts(c, LIVE_MS, 30000);
     dlock_hold *h;
     th_seen s = {0};
     (void)state;
@@ -156,8 +147,8 @@ static void test_failover_under_waiter(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire hold = opts(c, 0, 4000);
-    dlock_loop_acquire wait = opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire hold = th_loop_opts(c, 0, 4000);
+    dlock_loop_acquire wait = th_loop_opts(c, LIVE_MS, 30000);
     const char key[] = "dlock:{lcf}";
     dlock_hold *h;
     th_seen s = {0};

@@ -60,19 +60,9 @@ static dlock_client *client(void)
 
 static dlock_loop *new_loop(dlock_client *c)
 {
-    dlock_loop *l = NULL;
-    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop *l = th_loop_new(c);
+    assert_non_null(l);
     return l;
-}
-
-static dlock_loop_acquire opts(dlock_client *c, int64_t wait_ms,
-                               int64_t lease_ms)
-{
-    dlock_loop_acquire o;
-    dlock_loop_acquire_init(&o, c);
-    o.wait_ms = wait_ms;
-    o.lease_ms = lease_ms;
-    return o;
 }
 
 /* Acquire NAME on l (o), expecting status; the hold (or NULL). */
@@ -102,7 +92,7 @@ static void test_acquire_extend_release(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     dlock_hold *h;
     seen e = {0};
     int i;
@@ -135,7 +125,7 @@ static void test_majority(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     dlock_hold *h;
     (void)state;
     th_server_pause(&srv[2]);
@@ -156,7 +146,7 @@ static void test_refused(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     seen s = {0};
     (void)state;
     assert_int_equal(dlock_loop_sem_acquire(NULL, l, "lr:sem", 2, &o, note, &s),
@@ -187,7 +177,7 @@ static void test_renewal(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 900);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 900);
     dlock_hold *h;
     (void)state;
     o.on_lost = on_lost;
@@ -221,8 +211,8 @@ static void test_cancel(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire o = opts(c, LIVE_MS, 30000);
-    dlock_loop_acquire lo = opts(c, 0, LONG_LEASE_MS);
+    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire lo = th_loop_opts(c, 0, LONG_LEASE_MS);
     dlock_hold *h;
     dlock_op *op = NULL;
     seen w = {0}, x = {0};
@@ -261,8 +251,8 @@ static void test_killed_under_waiters(void **state)
 {
     dlock_client *c = client();
     dlock_loop *ls[3] = {new_loop(c), new_loop(c), new_loop(c)};
-    dlock_loop_acquire o = opts(c, LIVE_MS, 30000);
-    dlock_loop_acquire t = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire t = th_loop_opts(c, 0, 30000);
     dlock_hold *h;
     seen a = {0}, b = {0};
     int first_a;
@@ -308,7 +298,7 @@ static void test_readers_and_all(void **state)
 {
     dlock_client *c = client();
     dlock_loop *l = new_loop(c), *l2 = new_loop(c);
-    dlock_loop_acquire o = opts(c, 0, 30000);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     const char *names[3] = {"lr:all-a", "lr:all-b", "lr:all-c"};
     seen r1 = {0}, r2 = {0}, all = {0};
     int i;

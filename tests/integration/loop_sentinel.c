@@ -41,18 +41,15 @@ static dlock_client *client(void)
 
 static dlock_loop *new_loop(dlock_client *c)
 {
-    dlock_loop *l = NULL;
-    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop *l = th_loop_new(c);
+    assert_non_null(l);
     return l;
 }
 
 static dlock_loop_acquire opts(dlock_client *c, int64_t wait_ms,
                                int64_t lease_ms, int renew)
 {
-    dlock_loop_acquire o;
-    dlock_loop_acquire_init(&o, c);
-    o.wait_ms = wait_ms;
-    o.lease_ms = lease_ms;
+    dlock_loop_acquire o = th_loop_opts(c, wait_ms, lease_ms);
     o.renew = renew;
     return o;
 }
