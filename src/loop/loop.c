@@ -87,8 +87,9 @@ static void run_done(dlock_loop *l)
         if (op->cb != NULL)
             op->cb(op, op->status, op->type == OP_LEADER ? NULL : op->hold,
                    op->ud);
-        /* A release's hold, a leader wait's (its keys) go with the op. */
-        if ((op->type == OP_RELEASE || op->type == OP_LEADER) &&
+        /* A release's hold, a leader wait's (its keys), the reference of
+         * an engine loop's extend go with the op. */
+        if ((op->type == OP_RELEASE || op->type == OP_LEADER || op->href) &&
             op->hold != NULL)
             dloop__hold_unref(op->hold);
         free(op->got);

@@ -140,6 +140,8 @@ struct dlock_op {
     int has_got;
     int last_rc;
     struct mop *mn; /* an engine loop's op state (multi_node.c) */
+    int href;       /* holds a reference to hold, dropped after the
+                       callback (an engine loop's extend) */
     char err[LOOP_ERRLEN];
 };
 

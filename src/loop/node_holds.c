@@ -259,6 +259,10 @@ int dloop__mn_extend(dlock_op *op)
     b->h = (dlock_hold **)(b + 1);
     b->h[0] = op->hold;
     b->sent_ms = dlock__now_ms();
+    /* A release may complete first (another call): the hold stays until
+     * this op's callback has run. */
+    op->hold->refs++;
+    op->href = 1;
     j = extend_job(l, op, b);
     if (j == NULL) {
         free(b);
