@@ -21,11 +21,10 @@
 #include "engine/call.h"
 #include "hold/attempt.h"
 #include "hold/held.h"
-#include "hold/lock.h"
+#include "hold/release.h"
+#include "hold/retention.h"
 #include "hold/verdict.h"
-#include "hold/watchdog.h"
 #include "hold/withdraw.h"
-#include "notify/notify.h"
 
 /* The phases that do I/O, each one engine call (call.h). */
 enum { P_SEND, P_FENCE, P_UNDO, P_DONE };
@@ -197,16 +196,12 @@ static void undo_left(attempt *a, uint64_t left)
 {
     dlock_client *c = a->c;
     dlock__held *h = a->h;
-    char next[DLOCK_OWNER_MAX];
     dlock__held_drop_pins(c, h);
     if (left == 0)
         return;
     dlock__undo_queue(c, h, left, h->depth + 1, a->utoken,
                       dlock__now_ms() + a->w.lease_ms);
-    if (h->depth > 0)
-        return;
-    dlock__owner_id(c, next, sizeof next);
-    dlock__notify_rename(c, h->owner, sizeof h->owner, next);
+    dlock__give_back_left(c, h);
 }
 
 /* The give-back answered (or its time is up). */

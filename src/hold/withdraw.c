@@ -9,8 +9,8 @@
  */
 #include <inttypes.h>
 
-#include "hold/lock.h"
-#include "hold/watchdog.h"
+#include "hold/release.h"
+#include "hold/renew.h"
 #include "hold/withdraw.h"
 #include "notify/notify.h"
 #include "topo/cluster_delay.h"
@@ -91,32 +91,19 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
                       uint64_t token, int64_t lease_ms, uint64_t ticket,
                       int eval)
 {
-    char next[DLOCK_OWNER_MAX];
     if (dlock__undo_acquire(c, h, mask, h->depth + 1, token, lease_ms, ticket,
-                            eval) == 0 ||
-        h->depth > 0)
-        return;
-    dlock__owner_id(c, next, sizeof next);
-    dlock__notify_rename(c, h->owner, sizeof h->owner, next);
+                            eval) != 0)
+        dlock__give_back_left(c, h);
 }
 
 /* See withdraw.h. */
-void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
-                       int depth, uint64_t token, int64_t until_ms)
+void dlock__give_back_left(dlock_client *c, dlock__held *h)
 {
-    dlock__undo *u = dlock__undo_new(c, h->k.name, h->owner);
-    if (u == NULL)
-        return; /* the lease runs out by itself */
-    u->k.kind = h->k.kind;
-    u->nodes = mask;
-    u->depth = depth;
-    u->token = token;
-    u->until_ms = until_ms;
-    pthread_mutex_lock(&c->held_mu);
-    u->next = c->undos;
-    c->undos = u;
-    pthread_mutex_unlock(&c->held_mu);
-    dlock__watchdog_kick(c, 0); /* retry at once */
+    char next[DLOCK_OWNER_MAX];
+    if (h->depth > 0)
+        return;
+    dlock__owner_id(c, next, sizeof next);
+    dlock__notify_rename(c->notifier, h->owner, sizeof h->owner, next);
 }
 
 /* See withdraw.h. */

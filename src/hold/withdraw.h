@@ -5,7 +5,7 @@
  * kind (hold/attempt.c) judges its grants by this rule, says so with
  * these words, and gives back a failed attempt's grants the same way
  * (dlock__give_back). Above verdict.h (the tally), cluster_delay.h,
- * lock.h and notify.h.
+ * release.h, renew.h and notify.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H
@@ -64,12 +64,10 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
                       uint64_t token, int64_t lease_ms, uint64_t ticket,
                       int eval);
 
-/* Queue a give-back of h's attempt (depth, token) on the nodes in mask
- * for the watchdog thread, which retries it with the script's source
- * until they answer or until_ms (monotonic: the lease has run out by
- * then). Never blocks on the servers. */
-void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
-                       int depth, uint64_t token, int64_t until_ms);
+/* A give-back of h's attempt was left unanswered (it may still arrive):
+ * a fresh hold (h->depth 0) takes a new owner id for its next attempts
+ * (dlock__give_back's rule). */
+void dlock__give_back_left(dlock_client *c, dlock__held *h);
 
 /* A grant handed over by a release script (a fair lock's handoff, a
  * permit passed on) came without WAIT, which only the acquirer's own
