@@ -94,9 +94,8 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 
 /* ---- running it --------------------------------------------------------- */
 
-/* Redlock: a release is settled once a majority confirmed it (answers
- * 1 to 4). ud: the quorum. */
-static int release_enough(const dlock__result *res, uint64_t waiting, int n,
+/* See release.h. */
+int dlock__release_enough(const dlock__result *res, uint64_t waiting, int n,
                           const void *ud)
 {
     int i, ok = 0;
@@ -135,7 +134,7 @@ void dlock__release_run(dlock_client *c, const dlock__keys *k,
          * an answer NOSCRIPT among them makes their connection send the
          * source (dlock__cmd.enough), so no node keeps the lock for
          * want of a cached script. */
-        b.cmd.enough = release_enough;
+        b.cmd.enough = dlock__release_enough;
         b.cmd.enough_ud = &c->ns.quorum;
     }
     dlock__run(c, mask, &b.cmd, deadline_ms, res);

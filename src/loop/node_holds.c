@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "hold/kind.h"
+#include "hold/release.h"
 #include "loop/multi_node.h"
 
 /* Over the outcomes of j's call: how many nodes answered hold i of the
@@ -95,8 +96,14 @@ void dloop__mn_release(dlock_op *op)
     dlock__kind_of(h->k.kind)->release_cmd(&j->bufs[0], c, &h->k, &r);
     j->cmds[0] = j->bufs[0].cmd;
     j->cmds[0].give_back = 1;
-    /* Behind the acquire's requests still out (Redlock's pins). */
+    /* Behind the acquire's requests still out (Redlock's pins); done
+     * once a majority confirmed (the rest given up on, as
+     * dlock_lock_release does). */
     j->cmds[0].pins = h->rec != NULL ? h->rec->pins : NULL;
+    if (c->ns.cluster == NULL && c->ns.n > 1) {
+        j->cmds[0].enough = dlock__release_enough;
+        j->cmds[0].enough_ud = &c->ns.quorum;
+    }
     j->done = release_done;
     op->state = ST_OUT;
     op->mn->job = j;
