@@ -193,7 +193,6 @@ static int renew_verdict(const mjob *j, int i, int *fail)
 static void renew_done(mjob *j)
 {
     lbatch *b = j->batch;
-    dlock_loop *l = j->l;
     int64_t now = dlock__now_ms();
     int i, fail;
     for (i = 0; i < b->n; i++) {
@@ -206,14 +205,13 @@ static void renew_done(mjob *j)
         v = renew_verdict(j, i, &fail);
         if (v == 1 && h->status == DLOCK_OK) {
             dloop__renewed(h, b->sent_ms, h->lease_ms);
-        } else if (v == 0) {
-            dloop__lost(h, DLOCK_NOT_OWNER);
-        } else if (v < 0) {
-            /* Try again soon; the validity running out reports it. */
-            h->renew_at = now + 100;
-            if (l->renew_min < 0 || h->renew_at < l->renew_min)
-                l->renew_min = h->renew_at;
+            continue; /* scheduled there */
         }
+        if (v == 0)
+            dloop__lost(h, DLOCK_NOT_OWNER);
+        else if (v < 0) /* again soon; the validity running out reports it */
+            h->renew_at = now + 100;
+        dloop__hold_sched(h);
     }
     free(b);
 }
