@@ -44,8 +44,8 @@
  *    given back, by the client's watchdog thread), renewal and loss,
  *    several locks at once. A wait there polls with the spin backoff
  *    (no wake-up by notification, no fair queue yet) and rides out
- *    outages and failovers as the blocking API does. Fenced set / get
- *    and election return DLOCK_EINVAL there (not implemented yet).
+ *    outages and failovers as the blocking API does. Fenced set / get /
+ *    read and election return DLOCK_EINVAL there (not implemented yet).
  *    What may still block dlock_loop_process (or the call that starts
  *    an operation) there, each bounded by the connect or command
  *    timeout: on Sentinel, locating the master and opening a connection

@@ -174,6 +174,8 @@ static void test_refused(void **state)
         DLOCK_EINVAL);
     assert_int_equal(dlock_loop_campaign(NULL, l, "lr:e", "me", &o, note, &s),
                      DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 1, note, &s),
+                     DLOCK_EINVAL);
     assert_non_null(strstr(dlock_errmsg(c), "not implemented"));
     dlock_loop_free(l);
     dlock_client_free(c);
