@@ -17,12 +17,15 @@
  * found lost is reported by the loop's on_lost callback, which writes to
  * the self-pipe like the blocking API's lost callback.
  *
- * The blocking path (cli_hold_blocking_why): the loop does not serve
- * clients of several servers (Redlock), Sentinel and Cluster yet
- * (dlock_loop_new refuses them until the multi-node loop lands: then
- * they move over here), nor the client options --wait-replicas and
- * --lock-delay, nor --prefer-readers, nor the client's metrics
- * (--metrics-file). For exactly those, acquire_blocking() takes the
+ * The blocking path (cli_hold_blocking_why): several servers (Redlock),
+ * Sentinel and Cluster stay there. The loop serves them (src/loop/
+ * multi_node.c), but its waits there poll with spin backoff, without the
+ * fair queue, and it refuses election: moving them would change the
+ * order waiters get the lock in (fair, FIFO, by default: dlock.1), what
+ * `dlock status` counts, and `elect`. They move over here once the
+ * engine loop queues fairly and campaigns. The loop does not serve the
+ * client options --wait-replicas and --lock-delay, nor --prefer-readers,
+ * nor the client's metrics (--metrics-file) either. For exactly those, acquire_blocking() takes the
  * locks (or the leadership) as before: the blocking API, its watchdog
  * thread, and signals.c's canceler thread that cancels the wait. A first
  * try the server refuses (a name of another kind, a key not dlock's) is

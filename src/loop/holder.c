@@ -20,7 +20,10 @@
 /* See loop_impl.h. */
 int dloop__holder_renews(const dlock_loop *l, int kind)
 {
-    return dlock__kind_of(kind)->holder_info && dlock__holder_on(l->c);
+    /* Not on an engine loop (several servers, Sentinel, Cluster): the
+     * loop's own connection goes to one server only. Not yet there. */
+    return !l->engine && dlock__kind_of(kind)->holder_info &&
+           dlock__holder_on(l->c);
 }
 
 /* See loop_impl.h. */
