@@ -60,7 +60,7 @@
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
  *  - fenced set / get / read (dlock_loop_fenced_read);
- *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
+ *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent);
  *  - the client's holder_info (one server): a lock taken through the
  *    loop records its holder (holder_set.lua after the grant) and its
  *    renewals renew that record (holder_extend.lua);
