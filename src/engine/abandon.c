@@ -107,17 +107,21 @@ int dlock__call_enough(dlock__call *k)
     return still == 0;
 }
 
-/* Lane l of a fixed set carries a call whose command pins (pin_out):
+/* Lane l of a one-node set carries a call whose command pins (pin_out):
  * its connection goes to cmd->pins, whatever it still carries, so that
  * the hold's next request to that node (the give-back of this acquire)
  * is read after it. Another pooled connection could be read first, and
  * a late acquire would then queue or take the lock for a waiter that
- * has gone (F6 in docs/reliability.md). 1 when pinned. */
+ * has gone (F6 in docs/reliability.md). Not with Redlock: its nodes that
+ * do not answer go back to the pool as before (a failing attempt waits
+ * for every node, and a connection stuck behind a cut-off node would
+ * hold up the hold's next attempts); its early return pins (abandon_call).
+ * 1 when pinned. */
 static int lane_pin(dlock__call *k, int l)
 {
     lane *ln = &k->ln[l];
     int j;
-    if (!k->fixed)
+    if (!k->fixed || k->ns->n != 1)
         return 0;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
