@@ -485,8 +485,9 @@ class AsyncClient:
             return
         try:
             if lane.aloop.is_closed():
-                lane.close()
+                self.close()  # no event loop runs it any more
             else:
+                # Never from here: this may run inside dlock_loop_process.
                 lane.aloop.call_soon_threadsafe(self.close)
         except Exception:
             pass
