@@ -374,12 +374,13 @@ def _consume(fut: "asyncio.Future[Any]") -> None:
 
 
 class _Gate:
-    """In-client FIFO for one exclusive name: who may ask the loop."""
+    """In-client FIFO for one exclusive name: who may ask the loop (the
+    queue is made when a second task comes: most names never have one)."""
 
     __slots__ = ("waiters",)
 
     def __init__(self) -> None:
-        self.waiters: Deque["asyncio.Future[None]"] = collections.deque()
+        self.waiters: Optional[Deque["asyncio.Future[None]"]] = None
 
 
 class _Ticket:
@@ -459,7 +460,7 @@ class AsyncClient:
             return
         self._closed = True
         for g in self._gates.values():
-            for f in g.waiters:
+            for f in g.waiters or ():
                 if not f.done():
                     f.set_exception(_errors.Canceled(
                         "the AsyncClient was closed", -5, "CANCELED"))
@@ -523,6 +524,8 @@ class AsyncClient:
                                "of this AsyncClient" % _s(b), -1, "BUSY")
         aloop = asyncio.get_running_loop()
         fut: "asyncio.Future[None]" = aloop.create_future()
+        if g.waiters is None:
+            g.waiters = collections.deque()
         g.waiters.append(fut)
         timer = None
         if deadline is not None:
@@ -538,7 +541,7 @@ class AsyncClient:
             if fut.done() and not fut.cancelled() and \
                     fut.exception() is None:
                 self._gate_leave(b)  # handed over as we were cancelled
-            else:
+            elif g.waiters is not None:
                 try:
                     g.waiters.remove(fut)
                 except ValueError:
@@ -614,6 +617,7 @@ class AsyncClient:
             if ticket is not None:
                 ticket.leave()
             raise
+        o = None  # copied by the library: not kept while waiting
         return await _settle(fut, ticket)
 
     def lock(self, name: Name, *, lease: float = 30.0,
@@ -929,7 +933,8 @@ class _Acquirable:
         self.renew = renew
         self.strategy = strategy
         self.on_lost = on_lost
-        self._entered: Dict[Any, List[Any]] = {}
+        # `async with` entries per task, made on first use.
+        self._entered: Optional[Dict[Any, List[Any]]] = None
 
     @property
     def name(self) -> str:
@@ -946,11 +951,14 @@ class _Acquirable:
 
     async def __aenter__(self) -> Any:
         held = await self.acquire()
+        if self._entered is None:
+            self._entered = {}
         self._entered.setdefault(asyncio.current_task(), []).append(held)
         return held
 
     async def __aexit__(self, *exc: Any) -> None:
         task = asyncio.current_task()
+        assert self._entered is not None
         st = self._entered[task]
         held = st.pop()
         if not st:
