@@ -142,7 +142,7 @@ async def one_pass(url, prefix, n, mode, trace):
         if mode == "names":
             return all(probe.inspect(names[j]).fair_queue == 1
                        for j in (0, n // 2, n - 1))
-        return probe.inspect("s").fair_queue >= n
+        return probe.inspect_shared("s", 1).waiters >= n
     await until(queued, "every waiter queued")
     # a little more for stragglers in the middle, then measure
     await asyncio.sleep(0.5)
