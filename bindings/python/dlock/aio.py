@@ -80,9 +80,9 @@ import collections
 import ctypes
 import itertools
 import weakref
-from ctypes import byref, c_char_p, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import byref, c_char_p, c_size_t, c_uint64, c_void_p
 from typing import (Any, Awaitable, Callable, Deque, Dict, Generator,
-                    Iterator, List, Optional, Sequence, Tuple, Union)
+                    Iterator, List, Optional, Sequence, Union)
 
 from . import _core, _errors, _ffi
 from ._core import Client, FencedValue, LeaderInfo, Name, _b, _ms, _s
@@ -482,7 +482,8 @@ class AsyncClient:
 
     def __del__(self) -> None:
         lane = self._lane
-        if lane is None or not lane.ptr or self._closed:
+        if lane is None or not lane.ptr or self._closed or \
+                self._client._gen != _core._fork_gen:
             return
         try:
             if lane.aloop.is_closed():
@@ -864,7 +865,10 @@ class AsyncHeld:
         try:
             if lane.client._gen != _core._fork_gen:
                 return
-            lane.aloop.call_soon_threadsafe(lane.release_quiet, p)
+            # The next task queued for the name goes once it is released.
+            t = self._ticket
+            lane.aloop.call_soon_threadsafe(lane.release_quiet, p,
+                                            t.leave if t else None)
         except Exception:
             pass
 

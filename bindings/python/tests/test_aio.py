@@ -14,7 +14,7 @@ import threading
 import pytest
 
 try:
-    import pytest_asyncio  # noqa: F401
+    import pytest_asyncio  # noqa: F401 - the plugin must be there
 except ImportError:  # a clear failure, not a silent skip of the suite
     raise ImportError("dlock.aio's tests need pytest-asyncio (Debian: "
                       "python3-pytest-asyncio; scripts/deps.sh installs it)")
@@ -216,8 +216,14 @@ async def test_close_cancels_a_waiter(make):
 async def test_dropped_hold_is_released(make):
     a, b = make(), make()
     h = await a.lock("d")
+    waiter = asyncio.ensure_future(a.lock("d").acquire())  # queued in a
+    await asyncio.sleep(0.05)
     del h
     gc.collect()
+    # a's next task for the name gets it (not stuck behind the dropped
+    # hold), and b sees it free once that one is released too
+    h = await asyncio.wait_for(waiter, WAIT)
+    await h.release()
     await until(lambda: not a.sync.inspect("d").held, "released")
     h = await b.lock("d", timeout=0)
     await h.release()
