@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop_impl.h"
+#include "loop/loop_impl.h"
 
 /* The state of one several-locks operation (one allocation with the
  * names' copies). */
@@ -76,7 +76,8 @@ static void take_next(dlock_op *parent)
     if (rc != DLOCK_OK) {
         m->child = NULL;
         give_back(parent->loop, m);
-        dloop__complete(parent, rc, "%s", dlock_errmsg(parent->loop->c));
+        dloop__complete(parent, rc, "%s",
+                        dlock__msgs_peek(&parent->loop->c->msgs));
     }
 }
 

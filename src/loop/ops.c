@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
-#include "lock.h"
-#include "loop_impl.h"
+#include "hold/kind.h"
+#include "hold/held.h"
+#include "loop/loop_impl.h"
 
 /* A fair waiter refreshes its queue place this often. */
 #define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
@@ -345,8 +345,7 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
-        if (l->renew_min < 0 || h->renew_at < l->renew_min)
-            l->renew_min = h->renew_at;
+        dloop__hold_sched(h);
     }
     h->hnext = l->holds;
     if (l->holds != NULL)
