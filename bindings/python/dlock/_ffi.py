@@ -337,6 +337,8 @@ _LOOP_SIGS = {
     "dlock_loop_fenced_set": (c_int, [_PP, _P, c_char_p, c_uint64,
                                       c_char_p, c_size_t, OP_CB, c_void_p]),
     "dlock_loop_fenced_get": (c_int, [_PP, _P, c_char_p, OP_CB, c_void_p]),
+    "dlock_loop_fenced_read": (c_int, [_PP, _P, c_char_p, c_uint64, OP_CB,
+                                       c_void_p]),
     "dlock_op_value": (c_void_p, [_P, POINTER(c_size_t),
                                   POINTER(c_uint64)]),
     "dlock_op_cancel": (None, [_P]),

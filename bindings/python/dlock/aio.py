@@ -37,6 +37,7 @@ The API mirrors the sync one (help(dlock)), awaited:
         await lead.proclaim("host:8081")
     info = await e.leader(); new = await e.observe(info, timeout=60)
     await c.fenced_set("data", held.token, b"v"); await c.fenced_get("data")
+    await c.fenced_read("data", held.token)  # read, and shut older out
 
 Waiting. timeout=None (the default) waits as long as it takes, 0 tries
 once (dlock.Busy when held), t > 0 waits at most t seconds
@@ -64,7 +65,7 @@ Limits of the event-loop interface today: one server only (redis://,
 rediss://, unix://); a Redlock (several servers), Sentinel or Cluster
 client raises dlock.InvalidArgument at first use with the library's
 message. The client options wait_replicas, holder_info and on_event are
-not used by loop holds. No fenced_read, no downgrade through the loop.
+not used by loop holds. No downgrade through the loop.
 
 Threads. An AsyncClient is used from one event loop (the first one that
 uses it; another raises RuntimeError). The blocking sync calls
@@ -690,19 +691,36 @@ class AsyncClient:
 
     async def fenced_get(self, key: Name) -> FencedValue:
         """The fenced value KEY and the highest token it has seen."""
+        return await self._fenced(key, None)
+
+    async def fenced_read(self, key: Name, token: int) -> FencedValue:
+        """The read of a read-modify-write under a lock: read KEY and make
+        TOKEN its highest token in one step, so an older holder's later
+        write is refused. dlock.Stale when TOKEN is older than KEY's. (No
+        wait for replicas, unlike the sync call.)"""
+        return await self._fenced(key, token)
+
+    async def _fenced(self, key: Name, token: Optional[int]) -> FencedValue:
         lane = self._get_lane()
+        lib = lane.lib
         bkey = _b(key, "key")
+        if token is not None and not hasattr(lib, "dlock_loop_fenced_read"):
+            raise DlockError("this libdlock has no dlock_loop_fenced_read",
+                             -20, "EINVAL")
 
         def finish(op: int, status: int, _h: int) -> FencedValue:
             if status != OK:
                 raise lane.error(op, status)
             n = c_size_t()
             fence = c_uint64()
-            p = lane.lib.dlock_op_value(op, byref(n), byref(fence))
+            p = lib.dlock_op_value(op, byref(n), byref(fence))
             data = ctypes.string_at(p, n.value) if p else None
             return FencedValue(data, fence.value)
-        return await lane.start(lambda out, k: lane.lib.dlock_loop_fenced_get(
-            out, lane.ptr, bkey, _OP_CB, k), finish)
+        if token is None:
+            return await lane.start(lambda out, k: lib.dlock_loop_fenced_get(
+                out, lane.ptr, bkey, _OP_CB, k), finish)
+        return await lane.start(lambda out, k: lib.dlock_loop_fenced_read(
+            out, lane.ptr, bkey, token, _OP_CB, k), finish)
 
 
 async def _settle(fut: "asyncio.Future[Any]",

@@ -302,6 +302,17 @@ async def test_fenced_set_get(make):
         with pytest.raises(dlock.Stale):
             await c.fenced_set("fk", h.token - 1, "old")
     assert (await c.fenced_get("nothing")).value is None
+    # fenced_read raises the floor: an older token's write is then stale
+    h1 = await c.lock("g")
+    await h1.release()
+    h2 = await c.lock("g")
+    fv = await c.fenced_read("gk", h2.token)
+    assert fv.value is None and fv.fence == h2.token
+    with pytest.raises(dlock.Stale):
+        await c.fenced_set("gk", h1.token, b"late")
+    with pytest.raises(dlock.Stale):
+        await c.fenced_read("gk", h1.token)
+    await h2.release()
 
 
 async def test_no_thread_per_waiter(make):
