@@ -483,10 +483,11 @@ class AsyncClient:
 
     def __del__(self) -> None:
         lane = self._lane
-        if lane is None or not lane.ptr or self._closed or \
-                self._client._gen != _core._fork_gen:
+        if lane is None or not lane.ptr or self._closed:
             return
         try:
+            if self._client._gen != _core._fork_gen:
+                return
             if lane.aloop.is_closed():
                 self.close()  # no event loop runs it any more
             else:

@@ -245,9 +245,9 @@ def _pool_for(r: Any) -> _Pool:
 # ------------------------------------------------------------------- Lock
 
 
-class Lock:
-    """redis-py's Lock over dlock: see the module's docstring for what
-    follows redis-py and what differs."""
+class _LockBase:
+    """What Lock and AsyncLock share: redis-py's constructor, how its
+    arguments become dlock's wait and lease, and the token's hold."""
 
     def __init__(self, redis: Any, name: Union[str, bytes],
                  timeout: Optional[Number] = None, sleep: Number = 0.1,
@@ -265,6 +265,71 @@ class Lock:
                            else SimpleNamespace())
         self.local.token = None
         self._bname = _core._b(name)
+
+    def _terms(self, blocking: Optional[bool],
+               blocking_timeout: Optional[Number]
+               ) -> Tuple[Optional[float], float, bool]:
+        """(wait, lease, renewed) for an acquire: blocking=False tries
+        once; timeout=None is a renewed NO_TIMEOUT_LEASE."""
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        wait: Optional[float]
+        if not blocking:
+            wait = 0
+        elif blocking_timeout is None:
+            wait = None
+        else:
+            wait = max(0.0, float(blocking_timeout))
+        if self.timeout is None:
+            return wait, NO_TIMEOUT_LEASE, True
+        return wait, float(self.timeout), False
+
+    def _token(self) -> Optional[bytes]:
+        token = getattr(self.local, "token", None)
+        return token.encode() if isinstance(token, str) else token
+
+    def _take_held(self) -> Any:
+        """The hold this Lock took under its current token, if any."""
+        held = getattr(self.local, "held", None)
+        if held is not None and held._ptr and \
+                held.owner.encode() == self._token():
+            return held
+        return None
+
+    def _check(self, what: str) -> None:
+        """extend's and reacquire's refusals, as redis-py words them."""
+        if getattr(self.local, "token", None) is None:
+            raise LockError("Cannot %s an unlocked lock" % what)
+        if self.timeout is None:
+            raise LockError("Cannot %s a lock with no timeout" % what)
+
+    def _extended(self, additional_time: Number, replace_ttl: bool) -> float:
+        """The lease extend() asks for: additional_time more than is left
+        by this process's clock (replace_ttl: additional_time)."""
+        add = float(additional_time)
+        if replace_ttl:
+            return add
+        held = self._take_held()
+        left = held.validity if held is not None else 0.0
+        if held is not None and left <= 0:
+            raise LockNotOwnedError(
+                "Cannot extend a lock that's no longer owned")
+        return left + add
+
+
+class Lock(_LockBase):
+    """redis-py's Lock over dlock: see the module's docstring for what
+    follows redis-py and what differs."""
+
+    def __init__(self, redis: Any, name: Union[str, bytes],
+                 timeout: Optional[Number] = None, sleep: Number = 0.1,
+                 blocking: bool = True,
+                 blocking_timeout: Optional[Number] = None,
+                 thread_local: bool = True) -> None:
+        super().__init__(redis, name, timeout, sleep, blocking,
+                         blocking_timeout, thread_local)
         self._pool_of: Optional[_Pool] = _pool_for(redis)
         self._pool_gen = _core._fork_gen
 
@@ -293,21 +358,7 @@ class Lock:
         return False when held; else wait up to blocking_timeout seconds
         (None: forever), then False. sleep and token are accepted and not
         used (see the module's docstring)."""
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        wait: Optional[float]
-        if not blocking:
-            wait = 0
-        elif blocking_timeout is None:
-            wait = None
-        else:
-            wait = max(0.0, float(blocking_timeout))
-        if self.timeout is None:
-            lease, watchdog = NO_TIMEOUT_LEASE, True
-        else:
-            lease, watchdog = float(self.timeout), False
+        wait, lease, watchdog = self._terms(blocking, blocking_timeout)
         client, key, i = self._pool.pick(self._bname)
         try:
             held = client._acquire(0, self._bname, 0, lease, wait, watchdog,
@@ -331,25 +382,14 @@ class Lock:
 
     def owned(self) -> bool:
         """True when the lock is held under this Lock's token."""
-        token = getattr(self.local, "token", None)
+        token = self._token()
         if token is None:
             return False
         try:
             info = self._pool.first().inspect(self._bname)
         except _errors.DlockError as e:
             raise _translate(e) from e
-        if isinstance(token, str):
-            token = token.encode()
         return info.held and info.owner.encode() == token
-
-    def _take_held(self) -> Optional[Held]:
-        held = getattr(self.local, "held", None)
-        token = getattr(self.local, "token", None)
-        if held is not None and held._ptr is not None and \
-                held.owner.encode() == (token.encode()
-                                        if isinstance(token, str) else token):
-            return held
-        return None
 
     def _adopt(self, token: Union[str, bytes]) -> Held:
         """A handle for a token set by hand (another process's)."""
@@ -402,26 +442,13 @@ class Lock:
         """Add additional_time seconds to the lease left (replace_ttl:
         set the lease to it). LockError for an unheld lock or one with
         timeout=None; LockNotOwnedError when it is no longer ours."""
-        if getattr(self.local, "token", None) is None:
-            raise LockError("Cannot extend an unlocked lock")
-        if self.timeout is None:
-            raise LockError("Cannot extend a lock with no timeout")
-        add = float(additional_time)
-        if replace_ttl:
-            return self._renew(add, "extend")
-        held = self._take_held()
-        left = held.validity if held is not None else 0.0
-        if held is not None and left <= 0:
-            raise LockNotOwnedError(
-                "Cannot extend a lock that's no longer owned")
-        return self._renew(left + add, "extend")
+        self._check("extend")
+        return self._renew(self._extended(additional_time, replace_ttl),
+                           "extend")
 
     def reacquire(self) -> bool:
         """Set the lease back to timeout seconds."""
-        if getattr(self.local, "token", None) is None:
-            raise LockError("Cannot reacquire an unlocked lock")
-        if self.timeout is None:
-            raise LockError("Cannot reacquire a lock with no timeout")
+        self._check("reacquire")
         return self._renew(float(self.timeout), "reacquire")
 
 
@@ -463,7 +490,7 @@ def _aio_client_for(r: Any) -> Any:
     return ac
 
 
-class AsyncLock:
+class AsyncLock(_LockBase):
     """redis.asyncio.lock.Lock over dlock's event-loop API (dlock.aio):
 
         from dlock.redis_compat import AsyncLock as Lock  # was: from
@@ -486,23 +513,6 @@ class AsyncLock:
     - releasing a token set by hand (another process's) adopts it
       through the client's blocking sync API (one round trip)."""
 
-    def __init__(self, redis: Any, name: Union[str, bytes],
-                 timeout: Optional[Number] = None, sleep: Number = 0.1,
-                 blocking: bool = True,
-                 blocking_timeout: Optional[Number] = None,
-                 thread_local: bool = True) -> None:
-        self.redis = redis
-        self.name = name
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.local: Any = (threading.local() if self.thread_local
-                           else SimpleNamespace())
-        self.local.token = None
-        self._bname = _core._b(name)
-
     async def __aenter__(self) -> "AsyncLock":
         if await self.acquire():
             return self
@@ -518,21 +528,7 @@ class AsyncLock:
         blocking_timeout (blocking=False: try once). A cancelled task
         gives its place in the queue back. sleep and token are accepted
         and not used."""
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        wait: Optional[float]
-        if not blocking:
-            wait = 0
-        elif blocking_timeout is None:
-            wait = None
-        else:
-            wait = max(0.0, float(blocking_timeout))
-        if self.timeout is None:
-            lease, renew = NO_TIMEOUT_LEASE, True
-        else:
-            lease, renew = float(self.timeout), False
+        wait, lease, renew = self._terms(blocking, blocking_timeout)
         try:
             ac = _aio_client_for(self.redis)
             held = await ac._acquire("lock", self._bname, 0, lease, wait,
@@ -560,22 +556,11 @@ class AsyncLock:
 
     async def owned(self) -> bool:
         """True when the lock is held under this Lock's token."""
-        token = getattr(self.local, "token", None)
+        token = self._token()
         if token is None:
             return False
-        if isinstance(token, str):
-            token = token.encode()
         held, owner = await self._holder()
         return held and owner == token
-
-    def _take_held(self) -> Any:
-        held = getattr(self.local, "held", None)
-        token = getattr(self.local, "token", None)
-        if isinstance(token, str):
-            token = token.encode()
-        if held is not None and held._ptr and held.owner.encode() == token:
-            return held
-        return None
 
     def release(self) -> Awaitable[None]:
         """Release the lock. LockError at once when this Lock does not
@@ -622,26 +607,18 @@ class AsyncLock:
         """Add additional_time seconds to the lease left (replace_ttl:
         set it to that). LockError at once for an unheld lock or one with
         timeout=None; LockNotOwnedError when it is no longer ours."""
-        if getattr(self.local, "token", None) is None:
-            raise LockError("Cannot extend an unlocked lock")
-        if self.timeout is None:
-            raise LockError("Cannot extend a lock with no timeout")
-        add = float(additional_time)
-        if replace_ttl:
-            return self._renew(add, "extend")
-        held = self._take_held()
-        left = held.validity if held is not None else 0.0
-        if left <= 0:
+        self._check("extend")
+        try:
+            lease = self._extended(additional_time, replace_ttl)
+        except LockNotOwnedError as e:
+            err = e
+
             async def gone() -> bool:
-                raise LockNotOwnedError(
-                    "Cannot extend a lock that's no longer owned")
+                raise err  # from the awaitable, as redis-py's
             return gone()
-        return self._renew(left + add, "extend")
+        return self._renew(lease, "extend")
 
     def reacquire(self) -> Awaitable[bool]:
         """Set the lease back to timeout seconds."""
-        if getattr(self.local, "token", None) is None:
-            raise LockError("Cannot reacquire an unlocked lock")
-        if self.timeout is None:
-            raise LockError("Cannot reacquire a lock with no timeout")
+        self._check("reacquire")
         return self._renew(float(self.timeout), "reacquire")
