@@ -56,11 +56,13 @@ What differs anyway, and cannot be hidden:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import weakref
 from types import SimpleNamespace
-from typing import Any, Awaitable, Dict, List, Optional, Set, Tuple, Union
+from typing import (Any, Awaitable, Dict, Iterator, List, Optional, Set,
+                    Tuple, Union)
 from urllib.parse import quote
 
 import redis.exceptions as _rx
@@ -97,6 +99,20 @@ class TimeoutError(_errors.DlockError, _rx.TimeoutError):
 
 class AuthenticationError(_errors.DlockError, _rx.AuthenticationError):
     """redis-py's AuthenticationError: credentials refused."""
+
+
+@contextlib.contextmanager
+def _owned_or_raise(what: str) -> Iterator[None]:
+    """Run a release or extend: dlock's NotOwner and Lost become
+    redis-py's LockNotOwnedError ("Cannot WHAT a lock that's no longer
+    owned"), any other failure its redis-py class (_translate)."""
+    try:
+        yield
+    except (_errors.NotOwner, _errors.Lost):
+        raise LockNotOwnedError(
+            "Cannot %s a lock that's no longer owned" % what) from None
+    except _errors.DlockError as e:
+        raise _translate(e) from e
 
 
 def _translate(e: _errors.DlockError) -> Exception:
@@ -412,29 +428,20 @@ class Lock(_LockBase):
         self.local.token = None
         held = self._take_held()
         try:
-            if held is None:
-                held = self._adopt(token)
-            held.release()
-        except (_errors.NotOwner, _errors.Lost):
-            raise LockNotOwnedError(
-                "Cannot release a lock that's no longer owned") from None
-        except _errors.DlockError as e:
-            raise _translate(e) from e
+            with _owned_or_raise("release"):
+                if held is None:
+                    held = self._adopt(token)
+                held.release()
         finally:
             self._done()
 
     def _renew(self, lease: float, what: str) -> bool:
         held = self._take_held()
-        try:
+        with _owned_or_raise(what):
             if held is None:
                 held = self._adopt(self.local.token)
                 self.local.held = held
             held.extend(lease)
-        except (_errors.NotOwner, _errors.Lost):
-            raise LockNotOwnedError(
-                "Cannot %s a lock that's no longer owned" % what) from None
-        except _errors.DlockError as e:
-            raise _translate(e) from e
         return True
 
     def extend(self, additional_time: Number,
@@ -575,31 +582,21 @@ class AsyncLock(_LockBase):
         return self._do_release(token, held)
 
     async def _do_release(self, token: Union[str, bytes], held: Any) -> None:
-        try:
+        with _owned_or_raise("release"):
             if held is None:
                 owner = token.decode() if isinstance(token, bytes) else token
                 _aio_client_for(self.redis).sync.adopt(
                     self._bname, owner).release()
             else:
                 await held.release()
-        except (_errors.NotOwner, _errors.Lost):
-            raise LockNotOwnedError(
-                "Cannot release a lock that's no longer owned") from None
-        except _errors.DlockError as e:
-            raise _translate(e) from e
 
     async def _renew(self, lease: float, what: str) -> bool:
         held = self._take_held()
-        try:
+        with _owned_or_raise(what):
             if held is None:
                 raise _errors.NotOwner("not held through this Lock", -3,
                                        "NOT_OWNER")
             await held.extend(lease)
-        except (_errors.NotOwner, _errors.Lost):
-            raise LockNotOwnedError(
-                "Cannot %s a lock that's no longer owned" % what) from None
-        except _errors.DlockError as e:
-            raise _translate(e) from e
         return True
 
     def extend(self, additional_time: Number,
