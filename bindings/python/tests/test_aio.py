@@ -362,3 +362,46 @@ async def test_help_is_useful():
     for word in ("add_reader", "AsyncClient", "cancel", "on_lost",
                  "timeout"):
         assert word in text
+
+
+async def test_cancelled_in_flight_gives_back_what_it_got(make):
+    """Cancelled while its request is in flight (the lock is free, so it
+    would have got it): nothing stays held, by this client or anyone."""
+    a, b = make(), make()
+    for _ in range(5):
+        t = asyncio.ensure_future(a.lock("f").acquire())
+        await asyncio.sleep(0)  # started: the request is on its way
+        t.cancel()
+        try:
+            h = await t
+        except asyncio.CancelledError:
+            continue
+        await h.release()  # it completed before the cancel: a normal hold
+    # A give-back may trail the cancel (it goes once the answer is in),
+    # so b waits; a hold left behind would keep it out for the 30 s lease.
+    h = await b.lock("f", timeout=WAIT)
+    await h.release()
+    h = await a.lock("f", timeout=WAIT)  # and a's queue for "f" is open
+    await h.release()
+
+
+async def test_server_down_is_an_error_class(fresh_server):
+    url = fresh_server.url
+    fresh_server.stop()
+    c = AsyncClient(url, env=False)
+    try:
+        with pytest.raises(dlock.ConnectionFailed) as ei:
+            await c.lock("x", timeout=0)
+        assert str(ei.value)
+    finally:
+        c.close()
+
+
+async def test_one_event_loop_per_client(make):
+    c = make()
+
+    async def use():
+        await (await c.lock("x")).release()
+    await use()
+    with pytest.raises(RuntimeError, match="another event loop"):
+        await asyncio.to_thread(asyncio.run, use())
