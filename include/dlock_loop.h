@@ -37,9 +37,20 @@
  * dlock_loop_timeout_ms and dlock_loop_process follow the same rule.
  *
  * What is implemented (the rest is declared later, when it is):
- *  - one server (redis://, rediss://, unix://) only: dlock_loop_new on a
- *    client of several servers (Redlock), Sentinel or Cluster returns
- *    DLOCK_EINVAL with a message saying it is not implemented yet;
+ *  - one server (redis://, rediss://, unix://): everything below;
+ *  - several servers (Redlock), Sentinel, Cluster: locks and readers
+ *    (and permits but over Redlock, refused as by dlock_sem_acquire):
+ *    try, wait, release, extend, cancel (what the attempt may hold is
+ *    given back, by the client's watchdog thread), renewal and loss,
+ *    several locks at once. A wait there polls with the spin backoff
+ *    (no wake-up by notification, no fair queue yet) and rides out
+ *    outages and failovers as the blocking API does. Fenced set / get /
+ *    read and election return DLOCK_EINVAL there (not implemented yet).
+ *    What may still block dlock_loop_process (or the call that starts
+ *    an operation) there, each bounded by the connect or command
+ *    timeout: on Sentinel, locating the master and opening a connection
+ *    to it; on Cluster, a slot-map refresh and opening a connection to
+ *    a master. Redlock opens its connections without blocking;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
@@ -50,7 +61,7 @@
  *  - several locks at once (dlock_loop_lock_all);
  *  - fenced set / get / read (dlock_loop_fenced_read);
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: Redlock / Sentinel / Cluster, the CLI on the loop, the
+ * Not yet: the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
@@ -92,11 +103,11 @@ typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
                                    void *userdata);
 
 /*
- * Make a loop over client's server. Opens nothing yet (connections are
- * opened without blocking when the first operation needs them). Returns
- * DLOCK_OK (*out set), DLOCK_EINVAL (a NULL argument; a client of
- * several servers, Sentinel or Cluster: not implemented yet; the message
- * is in dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
+ * Make a loop over client's servers. Opens nothing yet (connections are
+ * opened when the first operation needs them: see above for what may
+ * block on Sentinel and Cluster). Returns DLOCK_OK (*out set),
+ * DLOCK_EINVAL (a NULL argument; the message is in
+ * dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
  * DLOCK_ENOMEM. The client must outlive the loop.
  */
 DLOCK_EXPORT int dlock_loop_new(dlock_loop **out, dlock_client *client);

@@ -115,6 +115,8 @@ struct dlock_hold {
     int gone;      /* released or cancelled: freed once nothing refers to it */
     int refs;      /* requests out that name it */
     int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
+    struct dlock__held *rec; /* an engine loop's record of it (multi_node.c:
+                                keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
     int pooled;  /* a block of the loop's hold pool */
@@ -163,6 +165,9 @@ struct dlock_op {
     size_t gotlen;
     int has_got;
     int last_rc;
+    struct mop *mn; /* an engine loop's op state (multi_node.c) */
+    int href;       /* holds a reference to hold, dropped after the
+                       callback (an engine loop's extend) */
     char err[LOOP_ERRLEN];
 };
 
@@ -189,6 +194,12 @@ struct dlock_loop {
     size_t nheap, capheap; /* entries, room */
     size_t nstale;         /* emptied entries in it */
     size_t nholds;         /* holds allocated (the heap's room follows) */
+    /* Several servers, Sentinel or Cluster: the ops run as jobs of the
+     * engine (multi_node.c), their descriptors mfd[0..nmfd) registered in
+     * epfd. */
+    int engine;
+    struct mjob *jobs;
+    int *mfd, nmfd;
     int in_process;
     int signalled;
     lpool op_pool, req_pool, hold_pool;
@@ -274,5 +285,41 @@ void dloop__ops_time(dlock_loop *l, int64_t now);
 int64_t dloop__ops_wake(const dlock_loop *l);
 void dloop__op_abort(dlock_op *op);
 void dloop__holds_time(dlock_loop *l, int64_t now);
+
+/* ops.c: op's acquire was granted token, sent at sent_ms: the hold is
+ * held (renewed from now on), op completes (a campaign proclaims
+ * first). */
+void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms);
+
+/* holds.c: a hold's renewal (or extend) for lease confirmed at sent_ms;
+ * a hold's lease lost (status), said once through on_lost. */
+void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease);
+void dloop__lost(dlock_hold *h, int status);
+
+/* multi_node.c: the loop on several servers (Redlock), Sentinel or
+ * Cluster, through the engine (l->engine). Jobs: run what their
+ * descriptors and the clock allow and complete the finished ones
+ * (process), their earliest wake-up (-1 none), free them all. */
+void dloop__jobs_run(dlock_loop *l);
+int64_t dloop__jobs_wake(const dlock_loop *l);
+void dloop__jobs_free(dlock_loop *l);
+/* Start acquire op (its hold set up) as attempts and waits. */
+void dloop__mn_acquire(dlock_op *op);
+/* Release op->hold's last level. */
+void dloop__mn_release(dlock_op *op);
+/* Extend op->hold to its lease_ms (set for the call). DLOCK_OK or
+ * DLOCK_ENOMEM. */
+int dloop__mn_extend(dlock_op *op);
+/* Renew b's holds (one kind); the batch is the job's. DLOCK_OK or
+ * DLOCK_ENOMEM (b still the caller's). */
+int dloop__mn_renew(dlock_loop *l, lbatch *b);
+/* op ends: its job goes (an attempt cut short gives back), an acquire
+ * not granted drops its hold. */
+void dloop__mn_abort(dlock_op *op);
+/* Free an engine hold's record (its pins given back). */
+void dloop__mn_rec_free(dlock_hold *h);
+/* DLOCK_OK, or DLOCK_EINVAL with the message (what is not implemented
+ * on an engine loop yet). */
+int dloop__mn_refuse(dlock_loop *l, const char *what);
 
 #endif /* DLOCK_LOOP_IMPL_H */

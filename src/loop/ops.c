@@ -213,6 +213,10 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
+    if (op->mn != NULL) {
+        dloop__mn_abort(op);
+        return;
+    }
     if (op->type == OP_MULTI) {
         dloop__multi_abort(op);
         return;
@@ -335,13 +339,13 @@ static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
     sleep_until(op, now + dlock__backoff_ms(50, 1000, op->round++));
 }
 
-/* The acquire was granted: the hold is the caller's. */
-static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
+/* See loop_impl.h. */
+void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
 {
     dlock_hold *h = op->hold;
     dlock_loop *l = op->loop;
     h->held = 1;
-    h->token = (uint64_t)dlock__elem_int(r, 1);
+    h->token = token;
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
@@ -376,7 +380,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     if (dlock__elem_int(r, 0) == 1) {
-        granted(op, r, op->arg_lease);
+        dloop__hold_granted(op, (uint64_t)dlock__elem_int(r, 1), op->arg_lease);
         return;
     }
     op->maybe = 0; /* an answer: nothing taken */
@@ -619,7 +623,10 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     op->deadline = opts->wait_ms == 0  ? 0
                    : opts->wait_ms < 0 ? -1
                                        : dlock__now_ms() + opts->wait_ms;
-    attempt(op);
+    if (l->engine)
+        dloop__mn_acquire(op);
+    else
+        attempt(op);
     return DLOCK_OK;
 }
 
