@@ -61,11 +61,17 @@ hold stays the caller's: release it (dlock.Lost).
 Errors are the sync API's classes (dlock.DlockError and subclasses)
 with the library's message for that operation (dlock_op_errmsg).
 
-Limits of the event-loop interface today: one server only (redis://,
-rediss://, unix://); a Redlock (several servers), Sentinel or Cluster
-client raises dlock.InvalidArgument at first use with the library's
-message. The client options wait_replicas, holder_info and on_event are
-not used by loop holds. No downgrade through the loop.
+Topologies. Everything above works on one server (redis://, rediss://,
+unix://). On several servers (Redlock), Sentinel or Cluster the library's
+loop does locks, read locks, permits (not over Redlock), lock_all,
+extend and release; a wait there polls with backoff (no fair queue
+yet), and a cancelled attempt's give-back runs on the client's watchdog
+thread (one thread, not one per waiter). Elections and fenced values
+there raise dlock.InvalidArgument ("not implemented yet") with the
+library's message. On Sentinel and Cluster, locating a master or
+refreshing the slot map may block the event loop for up to the connect
+or command timeout. The client options wait_replicas, holder_info and
+on_event are not used by loop holds. No downgrade through the loop.
 
 Threads. An AsyncClient is used from one event loop (the first one that
 uses it; another raises RuntimeError). The blocking sync calls
@@ -410,8 +416,8 @@ class AsyncClient:
     servers and every keyword: as dlock.Client (URLs, $DLOCK_SERVERS and
     the other environment variables); or servers may be a dlock.Client
     made for this AsyncClient (it is then the AsyncClient's: closed with
-    it). The event-loop interface serves one server only today: other
-    topologies raise dlock.InvalidArgument at first use.
+    it). Over several servers, Sentinel or Cluster, elections and fenced
+    values are not there yet (help(dlock.aio), "Topologies").
 
     Use it from one event loop; close it with `await aclose()` or
     `async with`. Blocking sync calls: client.sync (a dlock.Client)."""

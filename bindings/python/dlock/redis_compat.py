@@ -549,13 +549,19 @@ class AsyncLock(_LockBase):
         return True
 
     async def _holder(self) -> Tuple[bool, bytes]:
-        """(held by anyone, its owner id)."""
+        """(held by anyone, its owner id): the loop's leader query (a
+        lock's holder), or where the loop has none (several servers,
+        Sentinel, Cluster) the blocking inspect."""
+        ac = _aio_client_for(self.redis)
         try:
-            info = await _aio_client_for(self.redis).election(
-                self._bname).leader()
+            try:
+                info = await ac.election(self._bname).leader()
+                return info.leading, info.owner.encode()
+            except _errors.InvalidArgument:
+                li = ac.sync.inspect(self._bname)
+                return li.held, li.owner.encode()
         except _errors.DlockError as e:
             raise _translate(e) from e
-        return info.leading, info.owner.encode()
 
     async def locked(self) -> bool:
         """True when any process holds the lock."""

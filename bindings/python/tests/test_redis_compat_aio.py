@@ -155,3 +155,18 @@ async def test_server_down_is_redis_pys_connection_error(fresh_server,
                 blocking_timeout=0.3)
     finally:
         await r.close()
+
+
+async def test_over_a_redlock_client(server, fresh_server, prefix, name):
+    """A dlock.Client of several servers: locked()/owned() fall back to
+    the blocking inspect (the loop has no leader query there)."""
+    c = dlock.Client([server.url, fresh_server.url], prefix=prefix,
+                     env=False)
+    a = AsyncLock(c, name, timeout=10)
+    b = AsyncLock(c, name, timeout=10)
+    assert await a.acquire(blocking=False)
+    assert await a.locked() and await a.owned() and not await b.owned()
+    assert not await b.acquire(blocking=False)
+    await a.release()
+    assert not await a.locked()
+    c.close()
