@@ -20,9 +20,9 @@ dlock_loop_process, which never blocks. Every operation returns an
 asyncio Future that the library's completion callback resolves, inside
 process, on the event loop's thread. No thread is started per waiter or
 per lock: 10,000 waiting tasks are 10,000 small records in the loop
-(bench/aio_waiters.py measures them). Leases are renewed on the loop
-too (renew=True, the default, at a third of the lease): a loop that does
-not run for a whole lease loses its locks, and says so.
+(bench/peers/aio_waiters.py measures them). Leases are renewed on the
+loop too (renew=True, the default, at a third of the lease): a loop that
+does not run for a whole lease loses its locks, and says so.
 
 The API mirrors the sync one (help(dlock)), awaited:
 
