@@ -179,8 +179,16 @@ async def test_lost_lease_sets_flag_and_calls_back(make, rpy, prefix):
 
 async def test_renewal_keeps_a_short_lease(make):
     a, b = make(), make()
-    h = await a.lock("r", lease=0.3)
-    await asyncio.sleep(1.0)  # three leases: renewed on the loop
+    h = await a.lock("r", lease=1.0)
+    renewals, last = 0, h.validity
+    loop = asyncio.get_running_loop()
+    end = loop.time() + WAIT * 2
+    while renewals < 3:  # the validity went up: renewed on the loop
+        assert loop.time() < end and h.held, "not renewed"
+        await asyncio.sleep(0.02)
+        v = h.validity
+        renewals += v > last
+        last = v
     assert h.held and not h.lost
     with pytest.raises(dlock.Busy):
         await b.lock("r", timeout=0)
