@@ -144,7 +144,7 @@ _OP_CB = _ffi.OP_CB(_op_trampoline)
 _LOST_CB = _ffi.HOLD_LOST_CB(_lost_trampoline)
 
 
-def _wait_ms(timeout: Optional[float], wait: Any) -> Optional[float]:
+def _timeout_of(timeout: Optional[float], wait: Any) -> Optional[float]:
     """The wait asked for: timeout, or the sync API's wait= (not both)."""
     if wait is not ...:
         if timeout is not None:
@@ -646,7 +646,7 @@ class AsyncClient:
         on_lost(held): called from the event loop when the lease is found
         lost (held.lost says it too)."""
         return AsyncLock(self, name, lease=lease,
-                         timeout=_wait_ms(timeout, wait), renew=renew,
+                         timeout=_timeout_of(timeout, wait), renew=renew,
                          strategy=strategy, on_lost=on_lost)
 
     def semaphore(self, name: Name, limit: int, *, lease: float = 30.0,
@@ -657,7 +657,7 @@ class AsyncClient:
         """The counting semaphore NAME (at most LIMIT holders); each
         acquire is a permit of its own. Options as lock()."""
         return AsyncSemaphore(self, name, limit, lease=lease,
-                              timeout=_wait_ms(timeout, wait), renew=renew,
+                              timeout=_timeout_of(timeout, wait), renew=renew,
                               strategy=strategy, on_lost=on_lost)
 
     def rwlock(self, name: Name) -> "AsyncRWLock":
@@ -673,7 +673,7 @@ class AsyncClient:
         64 distinct names): `async with c.lock_all(["a", "b"]) as (a,
         b):`. timeout bounds the whole call."""
         return AsyncMultiLock(self, names, lease=lease,
-                              timeout=_wait_ms(timeout, wait), renew=renew,
+                              timeout=_timeout_of(timeout, wait), renew=renew,
                               strategy=strategy, on_lost=on_lost)
 
     def election(self, name: Name) -> "AsyncElection":
@@ -1063,7 +1063,7 @@ class AsyncRWLock:
              ) -> AsyncReadLock:
         """The shared lock."""
         return AsyncReadLock(self.client, self._bname, lease,
-                             _wait_ms(timeout, wait), renew, None, on_lost)
+                             _timeout_of(timeout, wait), renew, None, on_lost)
 
     def write(self, *, lease: float = 30.0, timeout: Optional[float] = None,
               wait: Any = ..., renew: bool = True,
@@ -1072,7 +1072,7 @@ class AsyncRWLock:
               ) -> AsyncLock:
         """The exclusive lock (waits for the readers to leave)."""
         return AsyncLock(self.client, self._bname, lease=lease,
-                         timeout=_wait_ms(timeout, wait), renew=renew,
+                         timeout=_timeout_of(timeout, wait), renew=renew,
                          strategy=strategy, on_lost=on_lost)
 
 
