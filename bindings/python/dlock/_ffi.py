@@ -348,6 +348,8 @@ _LOOP_SIGS = {
     "dlock_hold_owner": (c_char_p, [_P]),
     "dlock_hold_validity_ms": (c_int64, [_P]),
     "dlock_hold_status": (c_int, [_P]),
+    "dlock_hold_lost_reason": (c_int, [_P, POINTER(c_char_p)]),
+    "dlock_loop_pending": (c_int, [_P]),
 }
 _SIGS.update(_LOOP_SIGS)
 

@@ -78,7 +78,9 @@ uses it; another raises RuntimeError). The blocking sync calls
 (inspect, list, check, ...) are on client.sync, the dlock.Client inside
 (they block the event loop for their round trip). Close the AsyncClient
 (aclose() or `async with`): operations still running complete with
-dlock.Canceled; holds not released are left to their leases.
+dlock.Canceled, releases already sent and the give-backs of cancelled
+waits are let through first (at most 2 s); holds not released are left
+to their leases. close() (not awaitable) frees at once.
 """
 from __future__ import annotations
 
@@ -157,7 +159,7 @@ class _Op:
     """One operation in flight: its future, what makes its result, what
     gives back what a cancelled acquire got anyway."""
 
-    __slots__ = ("lane", "fut", "ptr", "key", "finish", "orphan")
+    __slots__ = ("lane", "fut", "ptr", "key", "finish", "orphan", "keep")
 
     def __init__(self, lane: "_Lane", finish: Callable[[int, int, int], Any],
                  orphan: Optional[Callable[[int, int], None]]) -> None:
@@ -167,6 +169,8 @@ class _Op:
         self.key = next(_keys)
         self.finish = finish
         self.orphan = orphan
+        # A release: aclose() lets it finish rather than cancel it.
+        self.keep = False
 
     def complete(self, op: int, status: int, hold: int) -> None:
         fut = self.fut
@@ -278,12 +282,14 @@ class _Lane:
 
     def start(self, call: Callable[[Any, int], int],
               finish: Callable[[int, int, int], Any],
-              orphan: Optional[Callable[[int, int], None]] = None
-              ) -> "asyncio.Future[Any]":
+              orphan: Optional[Callable[[int, int], None]] = None,
+              keep: bool = False) -> "asyncio.Future[Any]":
         """call(out, key) starts a C operation with _OP_CB and userdata
-        KEY; the future resolves with finish(op, status, hold)."""
+        KEY; the future resolves with finish(op, status, hold). keep: a
+        release, which aclose() waits for instead of cancelling."""
         self.check()
         rec = _Op(self, finish, orphan)
+        rec.keep = keep
         out = c_void_p()
         _ops[rec.key] = rec
         rc = call(byref(out), rec.key)
@@ -340,7 +346,7 @@ class _Lane:
                 then()
         try:
             fut = self.start(lambda out, key: self.lib.dlock_loop_release(
-                out, self.ptr, hold, _OP_CB, key), done)
+                out, self.ptr, hold, _OP_CB, key), done, keep=True)
             fut.add_done_callback(_consume)
         except DlockError:
             pass
@@ -477,15 +483,34 @@ class AsyncClient:
         self._client._pinned = False
         self._client.close()
 
-    async def aclose(self) -> None:
-        """close(), awaitable."""
+    async def aclose(self, drain: float = 2.0) -> None:
+        """Close, letting what the library still has out finish first:
+        operations in flight but releases are cancelled (dlock.Canceled),
+        then the event loop runs until the releases and the give-backs of
+        cancelled waits are answered (dlock_loop_pending), at most DRAIN
+        seconds, then close()."""
+        lane = self._lane
+        if self._closed or lane is None or not lane.ptr or \
+                not hasattr(lane.lib, "dlock_loop_pending"):
+            self.close()
+            return
+        for rec in [r for r in list(_ops.values()) if r.lane is lane]:
+            if not rec.keep and rec.key in _ops and lane.ptr:
+                lane.lib.dlock_op_cancel(rec.ptr)  # Canceled, now
+        lane.kick()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + drain
+        await asyncio.sleep(0)
+        while lane.ptr and lane.lib.dlock_loop_pending(lane.ptr) > 0 and \
+                loop.time() < end:
+            await asyncio.sleep(0.005)
         self.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        self.close()
+        await self.aclose()
 
     def __del__(self) -> None:
         lane = self._lane
@@ -825,12 +850,18 @@ class AsyncHeld:
 
     @property
     def lost_reason(self) -> Optional[DlockError]:
-        """Why it was lost (NotOwner or Lost, not raised), or None."""
+        """Why it was lost (NotOwner or Lost, not raised, with the
+        library's message while the hold is not released), or None."""
         st = self._lost_status
         if st == OK:
             return None
         lib = self._lane.lib
-        return _errors.make(st, _s(lib.dlock_strerror(st)),
+        msg = ""
+        if self._ptr and hasattr(lib, "dlock_hold_lost_reason"):
+            why = c_char_p()
+            lib.dlock_hold_lost_reason(self._ptr, byref(why))
+            msg = _s(why.value)
+        return _errors.make(st, msg or _s(lib.dlock_strerror(st)),
                             _s(lib.dlock_status_name(st)))
 
     def _op(self, call: Callable[[Any, int], int],
@@ -855,7 +886,7 @@ class AsyncHeld:
             if status != OK:
                 raise lane.error(op, status)
         fut = lane.start(lambda out, k: lane.lib.dlock_loop_release(
-            out, lane.ptr, p, _OP_CB, k), finish)
+            out, lane.ptr, p, _OP_CB, k), finish, keep=True)
         self._ptr = 0
         lane.holds.pop(p, None)
         # A cancelled wait for the answer does not stop the release.

@@ -173,6 +173,7 @@ async def test_lost_lease_sets_flag_and_calls_back(make, rpy, prefix):
     await asyncio.wait_for(seen.wait(), WAIT)
     assert got == [h] and h.lost and not h.held
     assert isinstance(h.lost_reason, (dlock.NotOwner, dlock.Lost))
+    assert str(h.lost_reason)  # the library's words
     with pytest.raises((dlock.Lost, dlock.NotOwner)):
         await h.release()
 
@@ -218,6 +219,25 @@ async def test_close_cancels_a_waiter(make):
     b.close()
     with pytest.raises(dlock.Canceled):
         await t
+    await h.release()
+
+
+async def test_aclose_drains_the_give_backs(make):
+    """aclose() cancels a waiter (dlock.Canceled) and lets its give-back
+    and a release in flight reach the server before freeing the loop."""
+    a, b = make(), make()
+    h = await a.lock("g")
+    mine = await b.lock("own")
+    t = asyncio.ensure_future(b.lock("g").acquire())
+    await until(lambda: a.sync.inspect("g").fair_queue == 1, "queued")
+    rel = asyncio.ensure_future(mine.release())
+    await asyncio.sleep(0)
+    await b.aclose()
+    with pytest.raises(dlock.Canceled):
+        await t
+    await rel  # answered before the loop was freed
+    assert a.sync.inspect("g").fair_queue == 0
+    assert not a.sync.inspect("own").held
     await h.release()
 
 
