@@ -70,6 +70,7 @@ void dloop__lost(dlock_hold *h, int status)
 {
     if (h->status != DLOCK_OK)
         return;
+    dloop__lost_why(h, status);
     h->status = status;
     if (h->on_lost != NULL && !h->gone)
         h->on_lost(h, status, h->lost_ud);
@@ -121,6 +122,12 @@ static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
     char(*num)[24] = malloc(n * sizeof *num);
     const char **args;
     size_t *al;
+    if (dloop__holder_renews(l, hs[0]->k.kind)) {
+        free(keys);
+        free(kl);
+        free(num);
+        return dloop__holder_extend(l, hs, n, fn, ctx, out);
+    }
     if (keys == NULL || kl == NULL || num == NULL) {
         free(keys);
         free(kl);
@@ -182,9 +189,11 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     lbatch *b = ctx;
     int64_t now = dlock__now_ms();
     int i;
-    (void)l;
-    (void)err;
     (void)sent;
+    if (rc != DLOCK_OK)
+        snprintf(l->renew_err, sizeof l->renew_err, "extend: %s", err);
+    else
+        l->renew_err[0] = '\0';
     for (i = 0; i < b->n; i++) {
         dlock_hold *h = b->h[i];
         if (h == NULL)

@@ -341,6 +341,8 @@ void dloop__hold_unref(dlock_hold *h)
         if (h->hnext != NULL)
             h->hnext->hprev = h->hprev;
     }
+    free(h->why);
+    h->why = NULL;
     if (h->pooled)
         dloop__pool_put(&l->hold_pool, h);
     else
@@ -464,6 +466,7 @@ void dlock_loop_free(dlock_loop *l)
     free(l->mfd);
     for (h = l->holds; h != NULL; h = n) {
         n = h->hnext;
+        free(h->why);
         dloop__mn_rec_free(h);
         free(h);
     }

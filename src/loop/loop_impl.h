@@ -119,6 +119,7 @@ struct dlock_hold {
                                 keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
+    char *why;   /* once lost: why (query.c), malloc'ed, or NULL */
     int pooled;  /* a block of the loop's hold pool */
     size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
 };
@@ -200,6 +201,11 @@ struct dlock_loop {
     int engine;
     struct mjob *jobs;
     int *mfd, nmfd;
+    /* The last renewal round's failure ("" after one that answered): a
+     * lease that then runs out was lost because of it (query.c). */
+    char renew_err[LOOP_ERRLEN];
+    int sub_refused;        /* a SUBSCRIBE was refused (NOPERM): waiters poll */
+    char warn[LOOP_ERRLEN]; /* dlock_loop_warning's text */
     int in_process;
     int signalled;
     lpool op_pool, req_pool, hold_pool;
@@ -262,6 +268,8 @@ dlock_hold *dloop__heap_pop_due(dlock_loop *l, int64_t now);
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */
 void dloop__multi_abort(dlock_op *parent);
+/* multi.c: the lock a several-locks op is acquiring now, or NULL. */
+dlock_op *dloop__multi_child(const dlock_op *parent);
 
 /* elect.c: send elect_proclaim.lua for h with value for op. */
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
@@ -321,5 +329,25 @@ void dloop__mn_rec_free(dlock_hold *h);
 /* DLOCK_OK, or DLOCK_EINVAL with the message (what is not implemented
  * on an engine loop yet). */
 int dloop__mn_refuse(dlock_loop *l, const char *what);
+/* holder.c: holder info (the client's holder_info, src/holder.c) for a
+ * loop's locks. After h's grant: record it (holder_set.lua; nothing
+ * waits for the answer) when the client records holder info and h's
+ * kind carries it. */
+void dloop__holder_record(dlock_loop *l, dlock_hold *h);
+/* 1 when renewals of holds of kind must be sent by
+ * dloop__holder_extend (one server only: an engine loop records no
+ * holder info yet). */
+int dloop__holder_renews(const dlock_loop *l, int kind);
+/* holder_extend.lua for hs[0..n) (locks) with their leases. */
+int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
+                         void *ctx, lreq **out);
+
+/* query.c: 1 when the server the command connection just opened to is
+ * a replica (a fixed redis:// server; node.c found it so): no lock write
+ * may go there, so the connection is failed with EREFUSED and err. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
+
+/* query.c: set h->why when h is found lost with status. */
+void dloop__lost_why(dlock_hold *h, int status);
 
 #endif /* DLOCK_LOOP_IMPL_H */

@@ -295,7 +295,10 @@ static int subscribe(dlock_op *op)
     dlock_loop *l = op->loop;
     int permit = h->k.kind == DLOCK__KIND_PERMIT;
     if (op->sub == NULL && op->hsub == NULL) {
-        if (!permit) {
+        /* A queued (fair) waiter listens on the handoff channel only, as
+         * the blocking API's does: a release hands over or wakes there,
+         * and the name's channel counts notify waiters (status). */
+        if (!permit && !op->fair) {
             op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
             if (op->sub == NULL)
                 return 0;
@@ -356,6 +359,7 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    dloop__holder_record(l, h);
     if (op->campaign) { /* won: proclaim, then complete */
         if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
             dloop__complete(op, DLOCK_ENOMEM, "out of memory");
