@@ -62,6 +62,14 @@
 -- its own mark, which rw_leave.lua removes when the writer gives up; a
 -- hash left holding only marks is free for a writer.
 --
+-- Listeners: a plain try (mode "0": a notify waiter's attempts too) that
+-- finds a writer's hold sets its field '#l' = '1'; release.lua announces
+-- a release ('r ID' on the lock's channel) only for a hold so marked, so
+-- an uncontended cycle publishes nothing. A waiter subscribes before its
+-- next attempt, and that attempt marks whatever hold it finds, so a
+-- release between the mark and the subscription is seen by the attempt
+-- and a later one is heard.
+--
 -- Returns
 --   {1, token, depth}  acquired; depth = the owner's reentry count now (also
 --                      when a fair handoff is found: this confirms it, the
@@ -134,16 +142,18 @@ local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
 -- writer's mark, readers, the hold's token when it is kept in the lock
 -- hash (absent fields are false).
-local cur, readers, wmark, held_tok = 0, false, false, false
+local cur, readers, wmark, held_tok, lmark = 0, false, false, false, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t', '#l')
     cur = f[1] and tonumber(f[1]) or 0
-    wmark, readers, held_tok = f[2], f[3], f[4]
+    wmark, readers, held_tok, lmark = f[2], f[3], f[4], f[5]
     if expect == '0' and f[2] and not readers then
-        -- Only waiting writers' marks ('#w', '#w:<owner>'): free.
+        -- Only marks (waiting writers' '#w', '#w:<owner>', and a
+        -- listener's '#l' beside them): free. (A hold's '#l' goes with
+        -- it: release deletes the hash, rw_downgrade.lua the mark.)
         local only = true
         for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
-            if string.sub(k, 1, 2) ~= '#w' then
+            if string.sub(k, 1, 2) ~= '#w' and k ~= '#l' then
                 only = false
                 break
             end
@@ -214,6 +224,17 @@ end
 -- '#w' for readers, '#w:<owner>' its own, which it takes away when it
 -- gives up (rw_leave.lua).
 local function busy()
+    if mode == '0' and not readers and not lmark then
+        -- A plain try or a notify waiter's attempt may wait for the
+        -- release's announcement: mark the hold ('#l'), so that its
+        -- release publishes (an unmarked release announces nothing:
+        -- nobody listens). A waiter subscribes before its next attempt,
+        -- which marks again whatever hold it finds, so no release it
+        -- waits for goes unannounced. (Readers' holds are always
+        -- announced by their last release; queued waiters are served
+        -- through the queue.)
+        redis.call('HSET', KEYS[1], '#l', '1')
+    end
     if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)

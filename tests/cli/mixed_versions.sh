@@ -10,13 +10,13 @@
 #
 # The previous release's tool: $DLOCK_OLD_BIN when set; else, with
 # DLOCK_TEST_BUILD_OLD=1 and the repository's git history at hand, built
-# from commit $DLOCK_OLD_COMMIT (default de8c0e6) in this test's temp dir
+# from commit $DLOCK_OLD_COMMIT (default 34ce30b) in this test's temp dir
 # (a minute or two: not done by default); else the test is skipped with a
 # message. docs/design.md, "Clients of different versions", says what a
 # rolling upgrade does.
 . "$(dirname "$0")/common.bash"
 
-OLD_COMMIT=${DLOCK_OLD_COMMIT:-de8c0e6}
+OLD_COMMIT=${DLOCK_OLD_COMMIT:-34ce30b}
 OLD=${DLOCK_OLD_BIN:-}
 if [ -z "$OLD" ] && [ "${DLOCK_TEST_BUILD_OLD:-0}" = 1 ] &&
     git -C "$DLOCK_SRC" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then

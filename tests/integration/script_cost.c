@@ -26,11 +26,11 @@
 #include "th_waiter.h"
 
 /* The budgets: Redis commands per step, script internals counted. */
-#define CYCLE_BUDGET 13 /* fair try that takes a free lock + release */
+#define CYCLE_BUDGET 12 /* fair try that takes a free lock + release */
 /* The same without fence retention (issue 31): EXISTS of lock, queue and
  * fence hash, TIME, HSET, PEXPIRE; HGET, DEL of lock and fence hash,
  * PUBLISH; and the two EVALSHAs. */
-#define CYCLE_BUDGET_NO_RETENTION 9
+#define CYCLE_BUDGET_NO_RETENTION 8
 /* busy try + SUBSCRIBE + queueing attempt; the queueing answer carries
  * the lock's last token granted (one HGET: a waiter tells a lapsed
  * handoff from a live one by it, docs/design.md "Validity of a handed
