@@ -142,25 +142,39 @@ static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     }
 }
 
+/* sem_release.lua for OWNER, leaving the queue too when leave is set;
+ * without fence retention it deletes a semaphore left free and unqueued
+ * (ARGV[7] '0'). */
+static void permit_release_args(dlock__cmdbuf *b, const dlock_client *c,
+                                const dlock__keys *k, const char *owner,
+                                int leave)
+{
+    int none = dlock__fence_retention(c) == 0;
+    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+    lock_keys(b, k, 4);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    if (leave || none)
+        dlock__cmd_arg(b, leave ? "1" : "0", 1);
+    if (none)
+        dlock__cmd_arg(b, "0", 1);
+}
+
 /* sem_release.lua: the freed permit goes to the first live waiter,
  * handed over in FIFO mode, else woken. */
 static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__keys *k, const dlock__release *r)
 {
-    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
-    lock_keys(b, k, 4);
-    dlock__cmd_arg(b, r->owner, strlen(r->owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
-    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    permit_release_args(b, c, k, r->owner, 0);
 }
 
 /* rw_release.lua (the last reader out wakes a fair writer: the queue). */
 static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__keys *k, const dlock__release *r)
 {
-    (void)c;
     dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
     dlock__cmd_key(b, k->key, k->keylen);
     dlock__cmd_key(b, k->fkey, k->fkeylen);
@@ -169,6 +183,8 @@ static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_arg(b, r->owner, strlen(r->owner));
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg(b, r->relid, r->relidlen);
+    if (dlock__fence_retention(c) == 0) /* the last reader deletes all */
+        dlock__cmd_arg(b, "0", 1);
 }
 
 /* ---- leaving a queue ------------------------------------------------------ */
@@ -208,10 +224,8 @@ static void lock_leave(dlock_client *c, dlock__held *h)
 static void permit_leave(dlock_client *c, dlock__held *h)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__release r = {.owner = h->owner};
     dlock__cmdbuf b;
-    permit_release_cmd(&b, c, &h->k, &r);
-    dlock__cmd_arg(&b, "1", 1); /* and leave the queue */
+    permit_release_args(&b, c, &h->k, h->owner, 1); /* and leave the queue */
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
     dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     dlock__results_clear(res, c->ns.n);
