@@ -62,6 +62,14 @@
 -- its own mark, which rw_leave.lua removes when the writer gives up; a
 -- hash left holding only marks is free for a writer.
 --
+-- The queue's mark: a queued waiter's attempt (mode "2") that finds a
+-- writer's hold sets its field '#q' = '1', and so do a hand-over
+-- (release.lua) and a grant that may have waiters behind it (a plain
+-- acquire's, which does not read the queue, and one taken from the head
+-- of the queue); with fence retention release.lua looks at the queue
+-- only for a hold so marked (without, the fence hash's existence tells
+-- it: see ARGV[9]).
+--
 -- Listeners: a plain try (mode "0": a notify waiter's attempts too) that
 -- finds a writer's hold sets its field '#l' = '1'; release.lua announces
 -- a release ('r ID' on the lock's channel) only for a hold so marked, so
@@ -98,6 +106,9 @@
 -- mark below) takes the lock with the server's time as its token, in
 -- four calls. (Not for a queued waiter's attempt, mode 2: it found the
 -- lock busy before, and rarely finds it free now.)
+-- Whether a grant marks its hold '#q' (release.lua then looks at the
+-- queue): set below where waiters may be queued.
+local qm = false
 if ARGV[9] == '0' and ARGV[3] == '0' and ARGV[4] ~= '2' and
     redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
     local tm = redis.call('TIME')
@@ -142,18 +153,20 @@ local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
 -- writer's mark, readers, the hold's token when it is kept in the lock
 -- hash (absent fields are false).
-local cur, readers, wmark, held_tok, lmark = 0, false, false, false, false
+local cur, readers, wmark, held_tok, lmark, qmark = 0, false, false, false,
+                                                    false, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t', '#l')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t', '#l', '#q')
     cur = f[1] and tonumber(f[1]) or 0
-    wmark, readers, held_tok, lmark = f[2], f[3], f[4], f[5]
+    wmark, readers, held_tok, lmark, qmark = f[2], f[3], f[4], f[5], f[6]
     if expect == '0' and f[2] and not readers then
         -- Only marks (waiting writers' '#w', '#w:<owner>', and a
-        -- listener's '#l' beside them): free. (A hold's '#l' goes with
-        -- it: release deletes the hash, rw_downgrade.lua the mark.)
+        -- listener's '#l' or a queue's '#q' beside them): free. (A
+        -- hold's '#l' and '#q' go with it: release deletes the hash,
+        -- rw_downgrade.lua and rw_release.lua the marks.)
         local only = true
         for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
-            if string.sub(k, 1, 2) ~= '#w' and k ~= '#l' then
+            if string.sub(k, 1, 2) ~= '#w' and k ~= '#l' and k ~= '#q' then
                 only = false
                 break
             end
@@ -166,6 +179,9 @@ if pttl ~= -2 then
 end
 if expect == '0' and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
+    -- A plain acquire does not see the queue (it has no key of it):
+    -- its hold is marked, so that its release looks.
+    qm = mode == '0'
     return grant()
 end
 
@@ -235,6 +251,12 @@ local function busy()
         -- through the queue.)
         redis.call('HSET', KEYS[1], '#l', '1')
     end
+    if mode == '2' and not readers and not qmark and ARGV[9] ~= '0' then
+        -- A queued waiter marks the hold, so that its release looks at
+        -- the queue (an unmarked release does not: nobody is queued).
+        -- Without retention the fence hash's mark 'w' does (above).
+        redis.call('HSET', KEYS[1], '#q', '1')
+    end
     if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
@@ -277,6 +299,7 @@ if pttl == -2 then
             redis.call('ZREM', KEYS[3], owner)
             redis.call('ZREM', KEYS[4], owner)
         end
+        qm = true -- others may be queued behind
         return grant()
     end
 end

@@ -100,10 +100,11 @@ end
 
 -- The lock is free here: hand it to (or wake) the first live waiter, or
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
--- and quiet is set.
-local function pass_on(quiet)
+-- and quiet is set. unqueued: the hold was not marked '#q' (nobody
+-- queued for it): the queue is not looked at.
+local function pass_on(quiet, unqueued)
     local hand = ARGV[5] ~= '0'
-    while true do
+    while not unqueued do
         local head
         if hand then
             head = redis.call('ZPOPMIN', KEYS[3])[1]
@@ -142,10 +143,12 @@ local function pass_on(quiet)
             if #rt > #tok or (#rt == #tok and rt >= tok) then
                 tok = string.format('%d', tonumber(rt) + 1)
             end
+            -- '#q': others may be queued behind it.
             if ARGV[6] == '0' then
-                redis.call('HSET', KEYS[1], head, '1', '#t', tok, '#f', '1')
+                redis.call('HSET', KEYS[1], head, '1', '#t', tok, '#f', '1',
+                           '#q', '1')
             else
-                redis.call('HSET', KEYS[1], head, '1')
+                redis.call('HSET', KEYS[1], head, '1', '#q', '1')
             end
             redis.call('PEXPIRE', KEYS[1], hl)
             if renew then
@@ -183,10 +186,10 @@ end
 
 -- (The counts compared as text first: both are plain decimals.) In the
 -- same call the marks: '#l', someone may listen for the release (above),
--- and, without retention, '#f': the hold was granted beside a fence hash
+-- '#q', someone may be queued (acquire.lua), and, without retention, '#f': the hold was granted beside a fence hash
 -- holding a token (a hand-over's record), which must then stay (see the
 -- top).
-local f = redis.call('HMGET', KEYS[1], owner, '#f', '#l')
+local f = redis.call('HMGET', KEYS[1], owner, '#f', '#l', '#q')
 local cur, keepf = f[1] or '0', f[2]
 heard = f[3]
 if cur == ARGV[2] then
@@ -216,7 +219,9 @@ if cur == ARGV[2] then
             redis.call('PEXPIRE', KEYS[2], '1209600000') -- the queue's mark
         end
     end
-    return pass_on(false)
+    -- With retention, a hold nobody queued for ('#q', acquire.lua) has
+    -- no queue to look at.
+    return pass_on(false, ARGV[6] ~= '0' and ticket == 0 and not f[4])
 end
 cur = tonumber(cur)
 local expect = tonumber(ARGV[2])

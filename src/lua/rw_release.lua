@@ -48,7 +48,8 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
     -- The last reader: the lock is the writers'. A waiting writer's mark
     -- stays (acquire.lua takes a hash holding only the mark as free) so
     -- that readers woken by the same message do not get in first.
-    redis.call('HDEL', KEYS[1], '#r')
+    -- (With a writer's marks a downgrade of an earlier version left.)
+    redis.call('HDEL', KEYS[1], '#r', '#l', '#q')
     local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
     if mark <= now then
         rw_unmark(KEYS[1])
