@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "call_impl.h"
-#include "cluster.h"
-#include "ident.h"
-#include "script.h"
+#include "engine/call_impl.h"
+#include "topo/cluster.h"
+#include "topo/ident.h"
+#include "engine/script.h"
 
 /* Give up on call j's request in flight on conn, keeping its EVAL form
  * for a NOSCRIPT answer (dlock__conn_abandon_eval): a give-back answered

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "call_impl.h"
-#include "cluster.h"
-#include "ident.h"
-#include "script.h"
+#include "engine/call_impl.h"
+#include "topo/cluster.h"
+#include "topo/ident.h"
+#include "engine/script.h"
 
 /* A failure worth waiting out in a cluster: the node may be gone and its
  * slots on their way to a replica. Not a bad password or TLS setup. */

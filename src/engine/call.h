@@ -17,8 +17,8 @@
 #include <poll.h>
 #include <stdint.h>
 
-#include "node.h"
-#include "step.h"
+#include "topo/node.h"
+#include "engine/step.h"
 
 typedef struct dlock__call dlock__call;
 

@@ -7,8 +7,8 @@
 #ifndef DLOCK_CALL_IMPL_H
 #define DLOCK_CALL_IMPL_H
 
-#include "call.h"
-#include "node.h"
+#include "engine/call.h"
+#include "topo/node.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
 #define MAX_STALE 2

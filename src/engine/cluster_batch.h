@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#include "node.h"
-#include "step.h"
+#include "topo/node.h"
+#include "engine/step.h"
 
 /*
  * Run cmds[0..m-1] on the cluster of ns at once. Each call's keys share

@@ -10,8 +10,8 @@
 #include <poll.h>
 #include <stdlib.h>
 
-#include "call_impl.h"
-#include "cluster_batch.h"
+#include "engine/call_impl.h"
+#include "engine/cluster_batch.h"
 
 /* Note descriptor n (fd, events) as p (a lane, or -1 - j for call j's
  * open) when pfd has room. */

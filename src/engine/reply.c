@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ident.h"
-#include "step.h"
+#include "topo/ident.h"
+#include "engine/step.h"
 
 /* Free the replies of res[0..n-1]. */
 void dlock__results_clear(dlock__result *res, int n)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "script.h"
+#include "engine/script.h"
 
 /* The sources, in DLOCK__S_* order. */
 static const char *const script_src[DLOCK__S_COUNT] = {

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "step.h"
+#include "engine/step.h"
 
 /* Arguments held without an allocation: every call but a large renewal
  * batch. */

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errors.h"
-#include "node.h"
+#include "base/errors.h"
+#include "topo/node.h"
 
 /* Every script: its id and its file, src/lua/<file>.lua, embedded at build
  * time as dlock__lua_<file> (cmake/embed_lua.cmake). Add a script here and

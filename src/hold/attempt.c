@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attempt.h"
-#include "lock.h"
-#include "verdict.h"
-#include "withdraw.h"
+#include "hold/attempt.h"
+#include "hold/lock.h"
+#include "hold/verdict.h"
+#include "hold/withdraw.h"
 
 /* One attempt's state through its phases. */
 typedef struct attempt {

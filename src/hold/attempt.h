@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "core.h"
-#include "held.h"
-#include "kind.h"
+#include "hold/core.h"
+#include "hold/held.h"
+#include "hold/kind.h"
 
 /* What an attempt got, for the caller to record in the held record. */
 typedef struct dlock__got {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "kind.h"
-#include "lock.h"
-#include "rw_leave.h"
+#include "hold/kind.h"
+#include "hold/lock.h"
+#include "hold/rw_leave.h"
 
 /* ---- commands ------------------------------------------------------------- */
 

@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "core.h"
-#include "held.h"
-#include "step.h"
+#include "hold/core.h"
+#include "hold/held.h"
+#include "engine/step.h"
 
 /* A queued waiter (a fair lock's, a semaphore's) drops out this long
  * after its last refresh, and refreshes at a third of it. The one waiter

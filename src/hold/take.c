@@ -7,12 +7,12 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "attempt.h"
-#include "holder.h"
-#include "lock.h"
-#include "notify.h"
-#include "take.h"
-#include "wait.h"
+#include "hold/attempt.h"
+#include "hold/holder.h"
+#include "hold/lock.h"
+#include "notify/notify.h"
+#include "hold/take.h"
+#include "hold/wait.h"
 
 /* See take.h. */
 int dlock__check_acquire_args(dlock_lock **out, dlock_client *c,

@@ -9,10 +9,10 @@
 #ifndef DLOCK_HOLD_TAKE_H
 #define DLOCK_HOLD_TAKE_H
 
-#include "attempt.h"
-#include "core.h"
-#include "held.h"
-#include "kind.h"
+#include "hold/attempt.h"
+#include "hold/core.h"
+#include "hold/held.h"
+#include "hold/kind.h"
 
 /* The checks every acquire starts with: *out set to NULL (out not
  * NULL), c not NULL, NAME a valid name. DLOCK_OK, or DLOCK_EINVAL (with

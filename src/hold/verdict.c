@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "verdict.h"
+#include "hold/verdict.h"
 
 /* See verdict.h. */
 int dlock__classify(const redisReply *r)

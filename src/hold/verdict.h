@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "step.h"
+#include "engine/step.h"
 
 /* The answers of one acquire attempt, counted. */
 typedef struct dlock__tally {

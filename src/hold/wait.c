@@ -24,10 +24,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "lock.h"
-#include "notify.h"
-#include "wait.h"
-#include "withdraw.h"
+#include "hold/lock.h"
+#include "notify/notify.h"
+#include "hold/wait.h"
+#include "hold/withdraw.h"
 
 /* After the server refused our subscription (ACL NOPERM), waiters poll
  * and do not ask again for this long. */

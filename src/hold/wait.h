@@ -15,10 +15,10 @@
 
 #include <stdint.h>
 
-#include "attempt.h"
-#include "core.h"
-#include "held.h"
-#include "kind.h"
+#include "hold/attempt.h"
+#include "hold/core.h"
+#include "hold/held.h"
+#include "hold/kind.h"
 
 /* What to do next. */
 typedef enum dlock__next {

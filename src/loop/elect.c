@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h"
-#include "loop_impl.h"
+#include "hold/lock.h"
+#include "loop/loop_impl.h"
 
 /* "<key>:l" of hold h's name, into buf (DLOCK_KEY_MAX + 64 bytes). */
 static size_t leader_key(const dlock__keys *k, char *buf)

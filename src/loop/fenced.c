@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop_impl.h"
+#include "loop/loop_impl.h"
 
 static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                        const char *err, int sent)

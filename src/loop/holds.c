@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
-#include "lock.h"
-#include "loop_impl.h"
+#include "hold/kind.h"
+#include "hold/lock.h"
+#include "loop/loop_impl.h"
 
 #define BATCH_MAX 200
 

@@ -13,8 +13,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "loop_impl.h"
+#include "io/conn.h"
+#include "loop/loop_impl.h"
 
 /* lc's descriptor now (its connection's or its open's) and the poll
  * events it waits for; -1 when it has none. */

@@ -16,8 +16,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "loop_impl.h"
+#include "io/conn.h"
+#include "loop/loop_impl.h"
 
 #define NAME_BUCKETS 4096
 #define SUB_BUCKETS 1024

@@ -12,8 +12,8 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "held.h"
+#include "hold/core.h"
+#include "hold/held.h"
 #include "dlock_loop.h"
 
 #define LOOP_ERRLEN 256

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop_impl.h"
+#include "loop/loop_impl.h"
 
 /* The state of one several-locks operation (one allocation with the
  * names' copies). */

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
-#include "lock.h"
-#include "loop_impl.h"
+#include "hold/kind.h"
+#include "hold/lock.h"
+#include "loop/loop_impl.h"
 
 /* A fair waiter refreshes its queue place this often. */
 #define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "url.h"
+#include "base/url.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

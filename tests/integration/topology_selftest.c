@@ -23,7 +23,7 @@
 
 #include "harness.h"
 #include "topology.h"
-#include "../../src/slot.h"
+#include "../../src/base/slot.h"
 
 /* Assert that r is a string reply equal to want; frees r. */
 static void expect_str(redisReply *r, const char *want)

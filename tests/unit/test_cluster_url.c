@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "cluster.h"
+#include "topo/cluster.h"
 #include "dlock.h"
 
 #define MAXS 8

@@ -23,10 +23,10 @@
 
 #include <cmocka.h>
 
-#include "cluster_batch.h"
-#include "core.h"
-#include "slot.h"
-#include "step.h"
+#include "engine/cluster_batch.h"
+#include "hold/core.h"
+#include "base/slot.h"
+#include "engine/step.h"
 
 /* How a scripted server answers a script call (EVALSHA / EVAL). */
 enum {

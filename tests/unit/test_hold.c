@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "kind.h"
-#include "verdict.h"
-#include "wait.h"
+#include "hold/kind.h"
+#include "hold/verdict.h"
+#include "hold/wait.h"
 #include "fake_reply.h"
 
 /* ---- replies built by hand ------------------------------------------------ */

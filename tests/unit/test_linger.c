@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "notify_impl.h"
+#include "notify/notify_impl.h"
 
 /* No channel, or only channels with waiters or nothing subscribed: no
  * linger. */

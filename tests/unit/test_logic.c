@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "step.h"
-#include "util.h"
+#include "engine/step.h"
+#include "base/util.h"
 
 #ifndef DLOCK_SOURCE_DIR
 #error "DLOCK_SOURCE_DIR must name the source tree"

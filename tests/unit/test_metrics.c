@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "hold/metrics.h"
 
 /* Bounds: 100 us, 250 us, 500 us, 1 ms ... 5000 s; -1 past the end. */
 static void test_bounds(void **state)

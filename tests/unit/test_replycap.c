@@ -25,11 +25,11 @@
 
 #include <cmocka.h>
 
-#include "conn.h"
+#include "io/conn.h"
 #include "dlock.h"
-#include "net.h"
-#include "url.h"
-#include "util.h"
+#include "io/net.h"
+#include "base/url.h"
+#include "base/util.h"
 
 /* A peer that answers every chunk it receives with REPLY and keeps the
  * connection open until the client closes it. */

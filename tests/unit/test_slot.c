@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "slot.h"
+#include "base/slot.h"
 
 /* The slot of a NUL-terminated key. */
 static unsigned slot_of(const char *key)

@@ -32,11 +32,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "conn.h"
-#include "net.h"
-#include "tls.h"
-#include "url.h"
-#include "util.h"
+#include "io/conn.h"
+#include "io/net.h"
+#include "io/tls.h"
+#include "base/url.h"
+#include "base/util.h"
 
 /* What the scripted peer does with its one connection. */
 typedef struct peer {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "url.h"
+#include "base/url.h"
 
 /* Parse url and expect success; the endpoint is left in *ep for checks
  * (the caller clears it). */

@@ -1,0 +1,766 @@
+/*
+ * cluster.c - the Redis Cluster topology: the seed URL, the table of the
+ * cluster's nodes, the slot map and its refresh, and what MOVED, ASK,
+ * TRYAGAIN and CLUSTERDOWN mean for them (see cluster.h for the place of
+ * this file between the node set and the step layer).
+ *
+ * State and its rules:
+ *  - node[]: the cluster's nodes, each with its own connection pool. The
+ *    table only grows (seeds first, then every master a map or a
+ *    redirection names), so a node's address stays valid for the life of
+ *    the client and an index into the table is a stable name for it. A
+ *    node is set up completely under mu before n is raised past it.
+ *  - owner[]: slot -> index of the master serving it (NO_OWNER: none
+ *    known). Single bytes read and written atomically without a lock: a
+ *    reader sees either the old or the new owner, and either is safe to
+ *    try (a wrong one answers MOVED).
+ *  - loaded / stale: the map was loaded once / something said it may be
+ *    out of date (a node failed, CLUSTERDOWN, an unknown slot). A refresh
+ *    runs under refresh_mu, one at a time; a caller with a usable map does
+ *    not wait for another's refresh (trylock), and refreshes come at most
+ *    every REFRESH_GAP_MS.
+ *
+ * The map comes from CLUSTER SHARDS (Redis 7), or CLUSTER SLOTS when the
+ * server does not know SHARDS. A MOVED updates one slot at once; no full
+ * refresh is needed for it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topo/cluster.h"
+
+#define NO_OWNER 0xff
+#define REFRESH_GAP_MS 100
+
+struct dlock__cluster {
+    pthread_mutex_t mu;         /* adding a node */
+    pthread_mutex_t refresh_mu; /* one refresh at a time */
+    dlock__node node[DLOCK_MAX_SERVERS];
+    _Atomic int n;
+    dlock__endpoint tmpl; /* kind, user and password of every node */
+    _Atomic unsigned char owner[DLOCK__CLUSTER_SLOTS];
+    _Atomic int loaded;
+    _Atomic int stale;
+    int64_t refreshed_ms; /* under refresh_mu */
+};
+
+/* ---- the URL ------------------------------------------------------------ */
+
+/* 1 when the n bytes at s equal the lower-case word w, ignoring case. */
+static int prefix_ci(const char *s, const char *w, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\0')
+            return 0;
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c != w[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* Length of the cluster scheme that url starts with ("redis+cluster://"
+ * or "rediss+cluster://"), 0 when none; *tls says which. */
+static size_t cluster_scheme(const char *url, int *tls)
+{
+    if (url != NULL && prefix_ci(url, "redis+cluster://", 16)) {
+        *tls = 0;
+        return 16;
+    }
+    if (url != NULL && prefix_ci(url, "rediss+cluster://", 17)) {
+        *tls = 1;
+        return 17;
+    }
+    return 0;
+}
+
+/* See cluster.h. */
+int dlock__cluster_is_url(const char *url)
+{
+    int tls;
+    return cluster_scheme(url, &tls) != 0;
+}
+
+/* Parse one seed: HOST[:PORT] (seg, len bytes) with the URL's user
+ * information and path, through the redis:// parser so that every rule of
+ * url.c holds for seeds too. */
+static int parse_seed(dlock__endpoint *ep, int tls, const char *ui,
+                      size_t uilen, const char *seg, size_t len,
+                      const char *path, int k, char *err, size_t errlen)
+{
+    size_t cap = 10 + uilen + len + strlen(path) + 1;
+    char *buf = malloc(cap);
+    char e[DLOCK__ERRLEN];
+    const char *why;
+    int rc;
+
+    if (buf == NULL)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    snprintf(buf, cap, "%s%.*s%.*s%s", tls ? "rediss://" : "redis://",
+             (int)uilen, ui, (int)len, seg, path);
+    rc = dlock__url_parse(ep, buf, e, sizeof e);
+    explicit_bzero(buf, cap); /* it held the password */
+    free(buf);
+    if (rc != DLOCK_OK) {
+        why = strncmp(e, "server URL: ", 12) == 0 ? e + 12 : e;
+        return dlock__fail(err, errlen, rc, "cluster URL: seed %d: %s", k, why);
+    }
+    if (ep->db != 0) {
+        dlock__endpoint_clear(ep);
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "cluster URL: a Redis Cluster has database 0 "
+                           "only");
+    }
+    return DLOCK_OK;
+}
+
+/* See cluster.h. */
+int dlock__cluster_parse_url(const char *url, dlock__endpoint *eps, int max,
+                             char *err, size_t errlen)
+{
+    const char *rest, *aend, *at = NULL, *p, *hosts, *seg;
+    int tls = 0, n = 0, rc;
+    size_t skip = cluster_scheme(url, &tls);
+
+    if (skip == 0)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "cluster URL: expected redis+cluster:// or "
+                           "rediss+cluster://");
+    rest = url + skip;
+    aend = rest + strcspn(rest, "/");
+    for (p = rest; p < aend; p++)
+        if (*p == '@')
+            at = p;
+    hosts = at != NULL ? at + 1 : rest;
+    if (hosts == aend)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "cluster URL: no seed node "
+                           "(redis+cluster://HOST:PORT[,HOST:PORT...])");
+    for (seg = hosts; seg <= aend; seg = p + 1) {
+        p = memchr(seg, ',', (size_t)(aend - seg));
+        if (p == NULL)
+            p = aend;
+        if (p == seg) {
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "cluster URL: empty seed (two commas, or a "
+                             "comma at an end)");
+            goto fail;
+        }
+        if (n >= max) {
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "cluster URL: more than %d seeds", max);
+            goto fail;
+        }
+        rc = parse_seed(&eps[n], tls, rest,
+                        at != NULL ? (size_t)(hosts - rest) : 0, seg,
+                        (size_t)(p - seg), aend, n + 1, err, errlen);
+        if (rc != DLOCK_OK)
+            goto fail;
+        n++;
+    }
+    return n;
+fail:
+    while (n > 0)
+        dlock__endpoint_clear(&eps[--n]);
+    return rc;
+}
+
+/* ---- the node table ----------------------------------------------------- */
+
+/* Make ep for host:port with tmpl's kind, user and password. */
+static int ep_make(dlock__endpoint *ep, const dlock__endpoint *tmpl,
+                   const char *host, int port)
+{
+    size_t dlen = strlen(host) + 16;
+    memset(ep, 0, sizeof *ep);
+    ep->kind = tmpl->kind;
+    ep->port = port;
+    ep->host = strdup(host);
+    ep->display = malloc(dlen);
+    ep->user = tmpl->user != NULL ? strdup(tmpl->user) : NULL;
+    ep->password = tmpl->password != NULL ? strdup(tmpl->password) : NULL;
+    if (ep->host == NULL || ep->display == NULL ||
+        (tmpl->user != NULL && ep->user == NULL) ||
+        (tmpl->password != NULL && ep->password == NULL)) {
+        dlock__endpoint_clear(ep);
+        return DLOCK_ENOMEM;
+    }
+    snprintf(ep->display, dlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+             port);
+    return DLOCK_OK;
+}
+
+/* The index of the node host:port, added to the table when new; -1 when
+ * the table is full or out of memory. */
+static int node_find_add(dlock__nodeset *ns, const char *host, int port)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    dlock__endpoint ep;
+    int i, n;
+
+    pthread_mutex_lock(&cl->mu);
+    n = atomic_load(&cl->n);
+    for (i = 0; i < n; i++)
+        if (cl->node[i].ep.port == port &&
+            strcmp(cl->node[i].ep.host, host) == 0) {
+            pthread_mutex_unlock(&cl->mu);
+            return i;
+        }
+    if (n >= DLOCK_MAX_SERVERS ||
+        ep_make(&ep, &cl->tmpl, host, port) != DLOCK_OK) {
+        pthread_mutex_unlock(&cl->mu);
+        return -1;
+    }
+    if (dlock__node_init_ep(&cl->node[n], &ep, ns->pool_size) != DLOCK_OK) {
+        dlock__node_clear(&cl->node[n]);
+        pthread_mutex_unlock(&cl->mu);
+        return -1;
+    }
+    atomic_store(&cl->n, n + 1);
+    pthread_mutex_unlock(&cl->mu);
+    return n;
+}
+
+/* See cluster.h. */
+int dlock__cluster_fill(dlock__nodeset *ns, const dlock_options *o, char *err,
+                        size_t errlen)
+{
+    dlock__endpoint eps[DLOCK_MAX_SERVERS];
+    struct dlock__cluster *cl;
+    int k, i, rc = DLOCK_OK;
+
+    k = dlock__cluster_parse_url(o->servers[0], eps, DLOCK_MAX_SERVERS, err,
+                                 errlen);
+    if (k < 0)
+        return k;
+    for (i = 0; i < k && rc == DLOCK_OK; i++) {
+        if (o->username != NULL) {
+            free(eps[i].user);
+            if ((eps[i].user = strdup(o->username)) == NULL)
+                rc = DLOCK_ENOMEM;
+        }
+        if (o->password != NULL) {
+            free(eps[i].password);
+            if ((eps[i].password = strdup(o->password)) == NULL)
+                rc = DLOCK_ENOMEM;
+        }
+    }
+    ns->kind = DLOCK__TOPO_CLUSTER;
+    ns->n = 1;
+    ns->quorum = 1;
+    cl = calloc(1, sizeof *cl);
+    ns->node = calloc(1, sizeof *ns->node);
+    if (rc != DLOCK_OK || cl == NULL || ns->node == NULL) {
+        for (i = 0; i < k; i++)
+            dlock__endpoint_clear(&eps[i]);
+        free(cl);
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&cl->mu, NULL);
+    pthread_mutex_init(&cl->refresh_mu, NULL);
+    for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++)
+        atomic_init(&cl->owner[i], NO_OWNER);
+    ns->cluster = cl;
+    /* The virtual node: the first seed's address, for messages and for
+     * the TLS decision; commands never use its pool. */
+    rc = ep_make(&cl->tmpl, &eps[0], eps[0].host, eps[0].port);
+    if (rc == DLOCK_OK)
+        rc = ep_make(&ns->node[0].ep, &eps[0], eps[0].host, eps[0].port);
+    if (rc == DLOCK_OK)
+        rc = dlock__node_init_ep(&ns->node[0], &ns->node[0].ep, 1);
+    for (i = 0; i < k; i++) {
+        if (rc == DLOCK_OK)
+            rc = dlock__node_init_ep(&cl->node[i], &eps[i], ns->pool_size);
+        if (rc == DLOCK_OK)
+            atomic_store(&cl->n, i + 1);
+        dlock__endpoint_clear(&eps[i]);
+    }
+    if (rc != DLOCK_OK)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* See cluster.h. */
+void dlock__cluster_free(dlock__nodeset *ns)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    int i, n;
+    if (cl == NULL)
+        return;
+    n = atomic_load(&cl->n);
+    for (i = 0; i < n; i++)
+        dlock__node_clear(&cl->node[i]);
+    dlock__endpoint_clear(&cl->tmpl);
+    pthread_mutex_destroy(&cl->mu);
+    pthread_mutex_destroy(&cl->refresh_mu);
+    free(cl);
+    ns->cluster = NULL;
+}
+
+/* ---- reading a map ------------------------------------------------------ */
+
+/* The value after key name in a flattened map (RESP2 array of key,
+ * value, ...), or NULL. */
+static const redisReply *field(const redisReply *kv, const char *name)
+{
+    size_t i;
+    if (kv == NULL || kv->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (i = 0; i + 1 < kv->elements; i += 2)
+        if (kv->element[i]->type == REDIS_REPLY_STRING &&
+            strcmp(kv->element[i]->str, name) == 0)
+            return kv->element[i + 1];
+    return NULL;
+}
+
+/* A string field's text, or NULL (also for "" and "?": unknown). */
+static const char *field_str(const redisReply *kv, const char *name)
+{
+    const redisReply *v = field(kv, name);
+    if (v == NULL || v->type != REDIS_REPLY_STRING || v->len == 0 ||
+        strcmp(v->str, "?") == 0)
+        return NULL;
+    return v->str;
+}
+
+/* An integer field (or a number in a string), or -1. */
+static long long field_int(const redisReply *kv, const char *name)
+{
+    const redisReply *v = field(kv, name);
+    if (v == NULL)
+        return -1;
+    if (v->type == REDIS_REPLY_INTEGER)
+        return v->integer;
+    if (v->type == REDIS_REPLY_STRING)
+        return strtoll(v->str, NULL, 10);
+    return -1;
+}
+
+/* Give slots lo..hi to node idx in map; 0, or -1 for a bad range. */
+static int map_range(unsigned char *map, long long lo, long long hi, int idx)
+{
+    long long s;
+    if (lo < 0 || hi < lo || hi >= DLOCK__CLUSTER_SLOTS)
+        return -1;
+    for (s = lo; s <= hi; s++)
+        map[s] = (unsigned char)idx;
+    return 0;
+}
+
+/* The master of one shard of CLUSTER SHARDS: its index in the table (an
+ * online master preferred), or -1. from: the node asked (its host when
+ * the shard gives none). */
+static int shard_master(dlock__nodeset *ns, const redisReply *nodes,
+                        const dlock__node *from)
+{
+    int best = -1, pass;
+    size_t i;
+    for (pass = 0; pass < 2 && best < 0; pass++) {
+        for (i = 0; i < nodes->elements && best < 0; i++) {
+            const redisReply *nd = nodes->element[i];
+            const char *role = field_str(nd, "role");
+            const char *health = field_str(nd, "health");
+            const char *host = field_str(nd, "endpoint");
+            long long port = -1;
+            if (role == NULL || strcmp(role, "master") != 0)
+                continue;
+            if (pass == 0 && (health == NULL || strcmp(health, "online") != 0))
+                continue;
+            if (host == NULL)
+                host = field_str(nd, "ip");
+            if (host == NULL)
+                host = from->ep.host;
+            if (from->ep.kind == DLOCK__EP_TLS)
+                port = field_int(nd, "tls-port");
+            if (port <= 0)
+                port = field_int(nd, "port");
+            if (port <= 0 || port > 65535)
+                continue;
+            best = node_find_add(ns, host, (int)port);
+        }
+    }
+    return best;
+}
+
+/* Fill map from a CLUSTER SHARDS reply. DLOCK_OK or DLOCK_EPROTO. */
+static int read_shards(dlock__nodeset *ns, const redisReply *r,
+                       const dlock__node *from, unsigned char *map)
+{
+    size_t i, k;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return DLOCK_EPROTO;
+    for (i = 0; i < r->elements; i++) {
+        const redisReply *slots = field(r->element[i], "slots");
+        const redisReply *nodes = field(r->element[i], "nodes");
+        int idx;
+        if (slots == NULL || nodes == NULL ||
+            slots->type != REDIS_REPLY_ARRAY ||
+            nodes->type != REDIS_REPLY_ARRAY || slots->elements % 2 != 0)
+            return DLOCK_EPROTO;
+        if (slots->elements == 0)
+            continue; /* a shard without slots (a new, empty master) */
+        idx = shard_master(ns, nodes, from);
+        if (idx < 0)
+            continue; /* no master known: those slots stay unserved */
+        for (k = 0; k < slots->elements; k += 2) {
+            const redisReply *a = slots->element[k], *b = slots->element[k + 1];
+            if (a->type != REDIS_REPLY_INTEGER ||
+                b->type != REDIS_REPLY_INTEGER ||
+                map_range(map, a->integer, b->integer, idx) != 0)
+                return DLOCK_EPROTO;
+        }
+    }
+    return DLOCK_OK;
+}
+
+/* Fill map from a CLUSTER SLOTS reply: {start, end, {host, port, id...},
+ * replicas...} per range. DLOCK_OK or DLOCK_EPROTO. */
+static int read_slots(dlock__nodeset *ns, const redisReply *r,
+                      const dlock__node *from, unsigned char *map)
+{
+    size_t i;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return DLOCK_EPROTO;
+    for (i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i], *m;
+        const char *host;
+        int idx;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY ||
+            e->element[2]->elements < 2 ||
+            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+            return DLOCK_EPROTO;
+        m = e->element[2];
+        host = m->element[0]->str;
+        if (host[0] == '\0' || strcmp(host, "?") == 0)
+            host = from->ep.host;
+        if (m->element[1]->integer <= 0 || m->element[1]->integer > 65535)
+            return DLOCK_EPROTO;
+        idx = node_find_add(ns, host, (int)m->element[1]->integer);
+        if (idx < 0)
+            continue;
+        if (map_range(map, e->element[0]->integer, e->element[1]->integer,
+                      idx) != 0)
+            return DLOCK_EPROTO;
+    }
+    return DLOCK_OK;
+}
+
+/* One round trip of a command without arguments but its words. */
+static int ask_once(dlock__conn *conn, const char *a, const char *b,
+                    redisReply **rep, int64_t deadline_ms, char *err,
+                    size_t errlen)
+{
+    const char *argv[2] = {a, b};
+    int rc = dlock__conn_append_argv(conn, 2, argv, NULL);
+    if (rc == DLOCK_OK)
+        rc = dlock__conn_roundtrip(conn, 1, rep, deadline_ms, -1, err, errlen);
+    return rc;
+}
+
+/* Ask node nd for the map (CLUSTER SHARDS, else CLUSTER SLOTS) into map.
+ * DLOCK_EINVAL when nd is not in cluster mode, or not a cluster node at
+ * all (a Sentinel, or a server without CLUSTER: the message says what to
+ * use instead). */
+static int ask_map(dlock__nodeset *ns, dlock__node *nd, unsigned char *map,
+                   int64_t deadline_ms, char *err, size_t errlen)
+{
+    dlock__conn *conn = NULL;
+    redisReply *rep = NULL;
+    int rc, shards = 1, sentinel = 0;
+
+    rc = dlock__node_take(ns, nd, &conn, deadline_ms, err, errlen);
+    if (rc != DLOCK_OK)
+        return rc;
+    atomic_fetch_add(&ns->stats->requests, 1);
+    rc = ask_once(conn, "CLUSTER", "SHARDS", &rep, deadline_ms, err, errlen);
+    if (rc == DLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
+        strstr(rep->str, "nknown subcommand") != NULL) {
+        freeReplyObject(rep);
+        rep = NULL;
+        shards = 0;
+        atomic_fetch_add(&ns->stats->requests, 1);
+        rc = ask_once(conn, "CLUSTER", "SLOTS", &rep, deadline_ms, err, errlen);
+    } else if (rc == DLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
+               strstr(rep->str, "nknown command") != NULL) {
+        /* No CLUSTER command at all: a Sentinel answers SENTINEL MYID. */
+        redisReply *s = NULL;
+        char e2[DLOCK__ERRLEN];
+        atomic_fetch_add(&ns->stats->requests, 1);
+        if (ask_once(conn, "SENTINEL", "MYID", &s, deadline_ms, e2,
+                     sizeof e2) == DLOCK_OK &&
+            s->type == REDIS_REPLY_STRING)
+            sentinel = 1;
+        if (s != NULL)
+            freeReplyObject(s);
+    }
+    dlock__node_give(ns, nd, conn, rc == DLOCK_OK);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (strstr(rep->str, "cluster support disabled") != NULL)
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "%s is not in cluster mode (cluster support "
+                             "disabled): use redis:// for a single server",
+                             nd->ep.display);
+        else if (sentinel)
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "%s is a Redis Sentinel, not a cluster node: "
+                             "use redis+sentinel://HOST:PORT[,HOST:PORT...]/"
+                             "MASTER-NAME for the master it watches",
+                             nd->ep.display);
+        else if (strstr(rep->str, "nknown command") != NULL)
+            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
+                             "%s does not know CLUSTER: not a Redis Cluster "
+                             "node (use redis:// for a single server)",
+                             nd->ep.display);
+        else if (strncmp(rep->str, "NOAUTH", 6) == 0)
+            rc = dlock__fail(err, errlen, DLOCK_EAUTH, "%s: %s", nd->ep.display,
+                             rep->str);
+        else
+            rc = dlock__fail(err, errlen, DLOCK_ESERVER, "%s: CLUSTER %s: %s",
+                             nd->ep.display, shards ? "SHARDS" : "SLOTS",
+                             rep->str);
+    } else {
+        rc = shards ? read_shards(ns, rep, nd, map)
+                    : read_slots(ns, rep, nd, map);
+        if (rc != DLOCK_OK)
+            dlock__fail(err, errlen, rc, "%s: unexpected reply to CLUSTER %s",
+                        nd->ep.display, shards ? "SHARDS" : "SLOTS");
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* The refresh itself, with refresh_mu held: ask the masters of the map
+ * first, then every other node of the table, until one answers. */
+static int refresh_locked(dlock__nodeset *ns, int64_t deadline_ms, char *err,
+                          size_t errlen)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    unsigned char *map = malloc(DLOCK__CLUSTER_SLOTS);
+    uint64_t tried = 0, masters = 0;
+    int i, pass, rc = DLOCK_EIO, einval = 0;
+    char e[DLOCK__ERRLEN] = "";
+
+    if (map == NULL)
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
+    for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++) {
+        int o = atomic_load(&cl->owner[i]);
+        if (o != NO_OWNER)
+            masters |= 1ULL << o;
+    }
+    for (pass = 0; pass < 2 && rc != DLOCK_OK; pass++) {
+        for (i = 0; i < atomic_load(&cl->n) && rc != DLOCK_OK; i++) {
+            uint64_t bit = 1ULL << i;
+            if ((tried & bit) || (pass == 0 && !(masters & bit)))
+                continue;
+            if (tried != 0 && dlock__now_ms() >= deadline_ms)
+                break; /* at least one node was asked */
+            tried |= bit;
+            memset(map, NO_OWNER, DLOCK__CLUSTER_SLOTS);
+            rc = ask_map(ns, &cl->node[i], map, deadline_ms, e, sizeof e);
+            /* A node that is not in cluster mode is the clearest thing
+             * to report; keep its message over later ones. */
+            if (rc != DLOCK_OK && !einval) {
+                einval = rc == DLOCK_EINVAL;
+                dlock__fail(err, errlen, rc, "%s", e);
+            }
+        }
+    }
+    if (rc == DLOCK_OK) {
+        for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++)
+            atomic_store(&cl->owner[i], map[i]);
+        atomic_store(&cl->loaded, 1);
+        atomic_store(&cl->stale, 0);
+    } else {
+        rc = einval ? DLOCK_EINVAL : rc;
+        if (err != NULL && err[0] == '\0')
+            dlock__fail(err, errlen, rc, "cluster: no node to ask");
+    }
+    cl->refreshed_ms = dlock__now_ms();
+    free(map);
+    return rc;
+}
+
+/* Refresh when needed. wait: block on another thread's refresh (there is
+ * no usable map yet) rather than go on with the old map. */
+static int refresh(dlock__nodeset *ns, int wait, int64_t deadline_ms, char *err,
+                   size_t errlen)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    int rc = DLOCK_OK;
+    if (wait)
+        pthread_mutex_lock(&cl->refresh_mu);
+    else if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
+        return DLOCK_OK; /* another thread is at it; the old map will do */
+    if (!atomic_load(&cl->loaded) ||
+        (atomic_load(&cl->stale) &&
+         dlock__now_ms() - cl->refreshed_ms >= REFRESH_GAP_MS))
+        rc = refresh_locked(ns, deadline_ms, err, errlen);
+    pthread_mutex_unlock(&cl->refresh_mu);
+    return rc;
+}
+
+/* See cluster.h. */
+int dlock__cluster_refresh(dlock__nodeset *ns, int64_t deadline_ms, char *err,
+                           size_t errlen)
+{
+    return refresh(ns, !atomic_load(&ns->cluster->loaded), deadline_ms, err,
+                   errlen);
+}
+
+/* See cluster.h. */
+int dlock__cluster_wants_refresh(const dlock__nodeset *ns)
+{
+    return !atomic_load(&ns->cluster->loaded) ||
+           atomic_load(&ns->cluster->stale);
+}
+
+/* See cluster.h. */
+void dlock__cluster_stale(dlock__nodeset *ns)
+{
+    if (ns->cluster != NULL)
+        atomic_store(&ns->cluster->stale, 1);
+}
+
+/* See cluster.h. */
+int dlock__cluster_route(dlock__nodeset *ns, uint16_t slot, dlock__node **out,
+                         int64_t deadline_ms, char *err, size_t errlen)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    int o;
+    if (dlock__cluster_wants_refresh(ns)) {
+        int rc = dlock__cluster_refresh(ns, deadline_ms, err, errlen);
+        if (rc != DLOCK_OK && !atomic_load(&cl->loaded))
+            return rc;
+    }
+    o = atomic_load(&cl->owner[slot]);
+    if (o == NO_OWNER) {
+        atomic_store(&cl->stale, 1);
+        return dlock__fail(err, errlen, DLOCK_ESERVER,
+                           "cluster: no master serves slot %u (the cluster "
+                           "is down or the slot is unassigned)",
+                           (unsigned)slot);
+    }
+    *out = &cl->node[o];
+    return DLOCK_OK;
+}
+
+/* See cluster.h. */
+dlock__redirect dlock__cluster_redirect(dlock__nodeset *ns,
+                                        const dlock__node *from,
+                                        const char *msg, dlock__node **to,
+                                        int *slot_out)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    dlock__redirect kind;
+    const char *p, *colon;
+    char host[256];
+    long slot, port;
+    char *end;
+    int idx;
+
+    *slot_out = -1;
+    if (strncmp(msg, "MOVED ", 6) == 0) {
+        kind = DLOCK__REDIR_MOVED;
+        p = msg + 6;
+    } else if (strncmp(msg, "ASK ", 4) == 0) {
+        kind = DLOCK__REDIR_ASK;
+        p = msg + 4;
+    } else if (strncmp(msg, "TRYAGAIN", 8) == 0) {
+        return DLOCK__REDIR_RETRY;
+    } else if (strncmp(msg, "CLUSTERDOWN", 11) == 0) {
+        atomic_store(&cl->stale, 1);
+        return DLOCK__REDIR_RETRY;
+    } else {
+        return DLOCK__REDIR_NONE;
+    }
+    slot = strtol(p, &end, 10);
+    if (end == p || *end != ' ' || slot < 0 || slot >= DLOCK__CLUSTER_SLOTS)
+        return DLOCK__REDIR_NONE;
+    *slot_out = (int)slot;
+    p = end + 1;
+    colon = strrchr(p, ':');
+    if (colon == NULL || (size_t)(colon - p) >= sizeof host)
+        return DLOCK__REDIR_NONE;
+    port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
+        return DLOCK__REDIR_NONE;
+    if (colon == p)
+        snprintf(host, sizeof host, "%s", from->ep.host);
+    else
+        snprintf(host, sizeof host, "%.*s", (int)(colon - p), p);
+    idx = node_find_add(ns, host, (int)port);
+    if (idx < 0)
+        return DLOCK__REDIR_NONE;
+    if (kind == DLOCK__REDIR_MOVED)
+        atomic_store(&cl->owner[slot], (unsigned char)idx);
+    *to = &cl->node[idx];
+    return kind;
+}
+
+/* See cluster.h. */
+int dlock__cluster_lookup(const dlock__nodeset *ns, uint16_t slot)
+{
+    int o;
+    if (!atomic_load(&ns->cluster->loaded))
+        return -1;
+    o = atomic_load(&ns->cluster->owner[slot]);
+    return o == NO_OWNER ? -1 : o;
+}
+
+/* See cluster.h. */
+int dlock__cluster_nnodes(const dlock__nodeset *ns)
+{
+    return atomic_load(&ns->cluster->n);
+}
+
+/* See cluster.h. */
+dlock__node *dlock__cluster_node(dlock__nodeset *ns, int i)
+{
+    return &ns->cluster->node[i];
+}
+
+/* See cluster.h. */
+int dlock__cluster_masters(dlock__nodeset *ns, dlock__node **out, int max)
+{
+    uint64_t seen = 0;
+    int i, n = 0;
+    for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++) {
+        int o = dlock__cluster_lookup(ns, (uint16_t)i);
+        if (o < 0 || (seen & (1ULL << o)))
+            continue;
+        seen |= 1ULL << o;
+        if (n < max)
+            out[n++] = &ns->cluster->node[o];
+    }
+    return n;
+}
+
+/* See cluster.h. */
+int dlock__links_max(const dlock__nodeset *ns)
+{
+    return ns->cluster != NULL ? DLOCK_MAX_SERVERS : ns->n;
+}
+
+/* See cluster.h. */
+int dlock__links_count(const dlock__nodeset *ns)
+{
+    return ns->cluster != NULL ? atomic_load(&ns->cluster->n) : ns->n;
+}
+
+/* See cluster.h. */
+const dlock__endpoint *dlock__link_ep(dlock__nodeset *ns, int i)
+{
+    if (ns->cluster == NULL)
+        return &ns->node[i].ep;
+    return i < atomic_load(&ns->cluster->n) ? &ns->cluster->node[i].ep : NULL;
+}
