@@ -226,6 +226,16 @@ static void test_none_downgrade(void **state)
     dlock_client_free(c);
 }
 
+/* A try (no wait) with a 10 s lease. */
+static dlock_acquire_options try_opts(void)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = 0;
+    o.lease_ms = 10000;
+    return o;
+}
+
 /* 0 and a semaphore: once its last permit is released and nobody waits,
  * no key is left (zset, fence hash, queue deadlines); tokens still rise
  * from hold to hold; while a permit is held, releasing another leaves
@@ -233,14 +243,11 @@ static void test_none_downgrade(void **state)
 static void test_none_semaphore(void **state)
 {
     dlock_client *c = client_keep(0), *d = client_keep(7 * DAY_MS);
-    dlock_acquire_options o;
+    dlock_acquire_options o = try_opts();
     dlock_lock *p, *q;
     uint64_t prev = 0;
     int i;
     (void)state;
-    dlock_acquire_options_init(&o);
-    o.wait_ms = 0;
-    o.lease_ms = 10000;
     for (i = 0; i < 3; i++) {
         assert_int_equal(dlock_sem_acquire(&p, c, "fr-sem", 2, &o), DLOCK_OK);
         assert_true(dlock_lock_token(p) > prev);
@@ -268,14 +275,11 @@ static void test_none_semaphore(void **state)
 static void test_none_readers(void **state)
 {
     dlock_client *c = client_keep(0), *d = client_keep(7 * DAY_MS);
-    dlock_acquire_options o;
+    dlock_acquire_options o = try_opts();
     dlock_lock *r1, *r2;
     uint64_t prev = 0;
     int i;
     (void)state;
-    dlock_acquire_options_init(&o);
-    o.wait_ms = 0;
-    o.lease_ms = 10000;
     for (i = 0; i < 3; i++) {
         assert_int_equal(dlock_rw_acquire_shared(&r1, c, "fr-rd", 0, &o),
                          DLOCK_OK);
