@@ -17,7 +17,9 @@
 -- ARGV[4]  mode (default "0"): "0" plain (ignores the queue), "1" fair try
 --          (busy while anyone is queued; does not join), "2" fair queue
 --          (joins the queue, or refreshes its place, when the lock cannot
---          be had; takes a free lock when first among the live waiters)
+--          be had; takes a free lock when first among the live waiters);
+--          "a", "b", "c": the same without fence retention (as ARGV[9]
+--          "0", which is then not sent)
 -- ARGV[5]  (optional) a token the client proposes (Redlock: the same on
 --          every node, so that nodes agree; 0 for none). It can only raise
 --          a token.
@@ -29,7 +31,8 @@
 --          "1" send ARGV[4..8] only then), so readers holding the lock are
 --          to let no new reader in
 -- ARGV[9]  (optional) the fence retention in ms, sent (with ARGV[4..8])
---          only when it is not the default 7 days; "0": none, the token
+--          only when it is neither the default 7 days nor 0 (modes "a",
+--          "b", "c" say 0); "0" (as those modes): none, the token
 --          of a hold is kept in the lock hash's field '#t' instead of the
 --          fence hash (grant.luainc), and release.lua deletes the fence
 --          hash with the lock unless a token was on record at the grant
@@ -100,21 +103,32 @@
 -- and above every token issued before by any node whose clock was not ahead
 -- of this one's (a promoted replica that missed the last increments, or a
 -- fence hash that expired).
--- Without fence retention (ARGV[9] '0'), the common case first: a
+-- Without fence retention (modes "a" to "c"), the common case first: a
 -- fresh acquire of a free name with nothing beside it (no queue, no
 -- fence hash: while anyone is queued the fence hash exists, see the
 -- mark below) takes the lock with the server's time as its token, in
 -- four calls. (Not for a queued waiter's attempt, mode 2: it found the
 -- lock busy before, and rarely finds it free now.)
+-- The mode, and whether the fence hash is kept: modes "a", "b", "c" are
+-- "0", "1", "2" without fence retention (one argument, where the "0" of
+-- ARGV[9] took six: every argument costs Redis about 1k instructions a
+-- call, docs/benchmarks.md).
+local mode = ARGV[4] or '0'
+local none = ARGV[9] == '0'
+if mode > '9' then
+    none = true
+    mode = mode == 'a' and '0' or mode == 'b' and '1' or '2'
+end
 -- Whether a grant marks its hold '#q' (release.lua then looks at the
 -- queue): set below where waiters may be queued.
 local qm = false
-if ARGV[9] == '0' and ARGV[3] == '0' and ARGV[4] ~= '2' and
+if none and ARGV[3] == '0' and mode ~= '2' and
     redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
     local tm = redis.call('TIME')
     local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
     local hint = ARGV[5]
-    if hint ~= '0' and (#hint > #tok or (#hint == #tok and hint > tok)) then
+    if hint and hint ~= '0' and
+        (#hint > #tok or (#hint == #tok and hint > tok)) then
         tok = hint
     end
     redis.call('HSET', KEYS[1], ARGV[1], '1', '#t', tok)
@@ -124,7 +138,7 @@ end
 -- The common case first, before anything else is set up: a fresh fair
 -- try of a free lock nobody queues for (one EXISTS of lock and queue).
 -- (Without retention the one above has looked already.)
-if ARGV[3] == '0' and ARGV[4] == '1' and ARGV[9] ~= '0' and
+if ARGV[3] == '0' and mode == '1' and not none and
     redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
     local tm = redis.call('TIME')
 --@include grant.luainc
@@ -132,7 +146,6 @@ end
 
 local owner = ARGV[1]
 local expect = ARGV[3]
-local mode = ARGV[4] or '0'
 local t
 
 local function now()
@@ -251,7 +264,7 @@ local function busy()
         -- through the queue.)
         redis.call('HSET', KEYS[1], '#l', '1')
     end
-    if mode == '2' and not readers and not qmark and ARGV[9] ~= '0' then
+    if mode == '2' and not readers and not qmark and not none then
         -- A queued waiter marks the hold, so that its release looks at
         -- the queue (an unmarked release does not: nobody is queued).
         -- Without retention the fence hash's mark 'w' does (above).
@@ -321,7 +334,7 @@ if mode == '2' then
     -- Without fence retention, a queue is never without the fence hash:
     -- its mark 'w' tells release.lua to look at the queue (a release
     -- that finds no fence hash skips it). One holding a token is there.
-    if ARGV[9] == '0' and not fence_n() and
+    if none and not fence_n() and
         redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
         redis.call('PEXPIRE', KEYS[2], '1209600000')
     end
