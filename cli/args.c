@@ -284,243 +284,258 @@ static int more_keys(struct cli *o, int argc, char **argv)
     return 0;
 }
 
-/*
- * Parse argv for subcommand O->cmd (argv[0] is the subcommand's name).
- * run stops at KEY like flock(1) ("+"): options go before KEY, and what
- * follows KEY (after an optional "--") is COMMAND. The other subcommands
- * take options anywhere. Returns 0, CLI_EX_USAGE after printing the
- * problem, or -1 for "--help/--version printed: exit 0".
- */
-int cli_parse_args(struct cli *o, int argc, char **argv)
+/* What an option group answers for an option that is not its own. */
+#define NOT_HERE 1
+
+/* Options of the client: servers, credentials, TLS, key prefix, timeout,
+ * durability, verbosity. Returns 0 when OPT was applied, NOT_HERE when
+ * OPT is not one of these, else the exit status after printing the problem. */
+static int client_option(struct cli *o, int opt)
 {
-    const char *shorts = o->cmd == CMD_RUN || o->cmd == CMD_ELECT
-                             ? "+:s:vw:nl:E:L:hV"
-                             : ":s:vw:nl:E:L:hV";
     const char *why;
     char name[32];
-    int opt, positional;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, shorts, long_options, NULL)) != -1) {
-        if (opt == '?') {
-            if (optopt > 0 && optopt < 256)
-                return cli_usage_error(o->cmd_name, "unknown option '-%c'",
-                                       optopt);
-            return cli_usage_error(o->cmd_name, "unknown option '%s'",
-                                   argv[optind - 1]);
+    switch (opt) {
+    case 's':
+        if (add_server(o, optarg) < 0) {
+            cli_err("out of memory");
+            return CLI_EX_OSERR;
         }
-        if (opt == ':') {
-            option_name(optopt, name, sizeof name);
-            return cli_usage_error(o->cmd_name, "option '%s' needs a value",
-                                   name);
-        }
-        if (!accepts(o->cmd, opt)) {
+        cli_mask_password(optarg);
+        o->servers_from = "--server";
+        break;
+    case OPT_USER:
+        o->user = optarg;
+        break;
+    case OPT_CACERT:
+        o->cacert = optarg;
+        break;
+    case OPT_CERT:
+        o->tls_cert = optarg;
+        break;
+    case OPT_KEY:
+        o->tls_key = optarg;
+        break;
+    case OPT_INSECURE:
+        o->insecure = 1;
+        break;
+    case OPT_PREFIX:
+        o->prefix = optarg;
+        break;
+    case OPT_TIMEOUT:
+        if (cli_parse_seconds(optarg, &o->timeout_ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "--timeout '%s': %s", optarg,
+                                   why);
+        if (o->timeout_ms <= 0)
+            return cli_usage_error(
+                o->cmd_name, "--timeout '%s': must be more than 0", optarg);
+        break;
+    case CLI_OPT_WAIT_REPLICAS:
+    case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
+    case CLI_OPT_LOCK_DELAY:
+    case CLI_OPT_FENCE_RETENTION:
+        if (cli_durability_opt(o, opt, optarg, &why) < 0) {
             option_name(opt, name, sizeof name);
-            return cli_usage_error(o->cmd_name,
-                                   "option '%s' does not apply to %s", name,
-                                   o->cmd_name);
+            return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
+                                   why);
         }
-        switch (opt) {
-        case 's':
-            if (add_server(o, optarg) < 0) {
-                cli_err("out of memory");
-                return CLI_EX_OSERR;
-            }
-            cli_mask_password(optarg);
-            o->servers_from = "--server";
-            break;
-        case OPT_USER:
-            o->user = optarg;
-            break;
-        case OPT_CACERT:
-            o->cacert = optarg;
-            break;
-        case OPT_CERT:
-            o->tls_cert = optarg;
-            break;
-        case OPT_KEY:
-            o->tls_key = optarg;
-            break;
-        case OPT_INSECURE:
-            o->insecure = 1;
-            break;
-        case OPT_PREFIX:
-            o->prefix = optarg;
-            break;
-        case OPT_TIMEOUT:
-            if (cli_parse_seconds(optarg, &o->timeout_ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "--timeout '%s': %s",
-                                       optarg, why);
-            if (o->timeout_ms <= 0)
-                return cli_usage_error(
-                    o->cmd_name, "--timeout '%s': must be more than 0", optarg);
-            break;
-        case CLI_OPT_WAIT_REPLICAS:
-        case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
-        case CLI_OPT_LOCK_DELAY:
-        case CLI_OPT_FENCE_RETENTION:
-            if (cli_durability_opt(o, opt, optarg, &why) < 0) {
-                option_name(opt, name, sizeof name);
-                return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
-                                       why);
-            }
-            break;
-        case 'v':
-            o->verbose = 1;
-            break;
-        case 'w':
-            if (cli_parse_seconds(optarg, &o->wait_ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "--wait '%s': %s", optarg,
-                                       why);
-            break;
-        case 'n':
-            o->wait_ms = 0;
-            break;
-        case 'l':
-            if (cli_parse_seconds(optarg, &o->lease_ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "--lease '%s': %s", optarg,
-                                       why);
-            if (o->lease_ms <= 0)
-                return cli_usage_error(
-                    o->cmd_name, "--lease '%s': must be more than 0", optarg);
-            if (o->lease_ms < CLI_MIN_LEASE_MS)
-                return cli_usage_error(
-                    o->cmd_name,
-                    "--lease '%s': below the minimum of %.1f "
-                    "s (the lease must outlast a round trip "
-                    "and the clock drift allowance, and be "
-                    "renewed every third of it)",
-                    optarg, CLI_MIN_LEASE_MS / 1000.0);
-            break;
-        case OPT_GRACE:
-            if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "--grace '%s': %s", optarg,
-                                       why);
-            break;
-        case 'E':
-            if (cli_parse_code(optarg, &o->conflict_code) < 0)
-                return cli_usage_error(
-                    o->cmd_name,
-                    "--conflict-exit-code '%s': not a status "
-                    "from 0 to 255",
-                    optarg);
-            break;
-        case 'L':
-            if (cli_parse_code(optarg, &o->lost_code) < 0)
-                return cli_usage_error(o->cmd_name,
-                                       "--lost-exit-code '%s': not a status "
-                                       "from 0 to 255",
-                                       optarg);
-            break;
-        case OPT_ON_LOST:
-            if (strcmp(optarg, "term") == 0)
-                o->on_lost = ON_LOST_TERM;
-            else if (strcmp(optarg, "kill") == 0)
-                o->on_lost = ON_LOST_KILL;
-            else if (strcmp(optarg, "ignore") == 0)
-                o->on_lost = ON_LOST_IGNORE;
-            else
-                return cli_usage_error(
-                    o->cmd_name, "--on-lost '%s': not term, kill or ignore",
-                    optarg);
-            break;
-        case OPT_ONCE_PER:
-            if (cli_parse_seconds(optarg, &o->once_per_ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "--once-per '%s': %s",
-                                       optarg, why);
-            if (o->once_per_ms < CLI_MIN_ONCE_PER_MS)
-                return cli_usage_error(o->cmd_name,
-                                       "--once-per '%s': must be at least 1 s "
-                                       "(a slot must be far longer than the "
-                                       "clock skew between the machines)",
-                                       optarg);
-            break;
-        case OPT_SLOT:
-            why = cli_check_slot_name(optarg);
-            if (why != NULL)
-                return cli_usage_error(o->cmd_name, "--slot '%s': %s", optarg,
-                                       why);
-            o->slot = optarg;
-            break;
-        case OPT_MIN_HOLD:
-        case OPT_MAX_HOLD: {
-            int64_t *ms =
-                opt == OPT_MIN_HOLD ? &o->min_hold_ms : &o->max_hold_ms;
-
-            option_name(opt, name, sizeof name);
-            if (cli_parse_seconds(optarg, ms, &why) < 0)
-                return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
-                                       why);
-            if (*ms <= 0)
-                return cli_usage_error(
-                    o->cmd_name, "%s '%s': must be more than 0", name, optarg);
-            break;
-        }
-        case OPT_DONE_CODE:
-            if (cli_parse_code(optarg, &o->done_code) < 0)
-                return cli_usage_error(o->cmd_name,
-                                       "--done-exit-code '%s': not a status "
-                                       "from 0 to 255",
-                                       optarg);
-            break;
-        case OPT_EXPORT:
-            o->export_env = 1;
-            break;
-        case OPT_OWNER:
-            o->owner = optarg;
-            break;
-        case OPT_JSON:
-            o->json = 1;
-            break;
-        case OPT_METRICS_FILE:
-            if (*optarg == '\0')
-                return cli_usage_error(o->cmd_name, "--metrics-file is empty");
-            o->metrics_file = optarg;
-            break;
-        case OPT_LABEL:
-            if (strlen(optarg) >= DLOCK_LABEL_MAX)
-                return cli_usage_error(o->cmd_name,
-                                       "--label is longer than %d bytes",
-                                       DLOCK_LABEL_MAX - 1);
-            o->label = optarg;
-            break;
-        case OPT_LIMIT:
-            if (cli_parse_limit(optarg, &o->limit) < 0)
-                return cli_usage_error(
-                    o->cmd_name, "--limit '%s': not a number from 1 to %d",
-                    optarg, DLOCK_SEM_LIMIT_MAX);
-            break;
-        case OPT_SHARED:
-            o->shared = 1;
-            break;
-        case OPT_PREFER_READERS:
-            o->prefer_readers = 1;
-            break;
-        case OPT_VALUE:
-            if (strlen(optarg) > DLOCK_VALUE_MAX)
-                return cli_usage_error(o->cmd_name,
-                                       "--value is longer than %d bytes",
-                                       DLOCK_VALUE_MAX);
-            o->value = optarg;
-            break;
-        case OPT_READY_FILE:
-            if (*optarg == '\0')
-                return cli_usage_error(o->cmd_name,
-                                       "--ready-file must not be empty");
-            o->ready_file = optarg;
-            break;
-        case OPT_WATCH:
-            o->watch = 1;
-            break;
-        case 'h':
-            cli_print_usage();
-            return -1;
-        case 'V':
-            printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
-            return -1;
-        }
+        break;
+    case 'v':
+        o->verbose = 1;
+        break;
+    default:
+        return NOT_HERE;
     }
+    return 0;
+}
+
+/* Options of time: wait, lease, grace, the once-per slot, the hold's
+ * bounds. Returns as client_option. */
+static int timing_option(struct cli *o, int opt)
+{
+    const char *why;
+    char name[32];
+
+    switch (opt) {
+    case 'w':
+        if (cli_parse_seconds(optarg, &o->wait_ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "--wait '%s': %s", optarg, why);
+        break;
+    case 'n':
+        o->wait_ms = 0;
+        break;
+    case 'l':
+        if (cli_parse_seconds(optarg, &o->lease_ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "--lease '%s': %s", optarg,
+                                   why);
+        if (o->lease_ms <= 0)
+            return cli_usage_error(o->cmd_name,
+                                   "--lease '%s': must be more than 0", optarg);
+        if (o->lease_ms < CLI_MIN_LEASE_MS)
+            return cli_usage_error(o->cmd_name,
+                                   "--lease '%s': below the minimum of %.1f "
+                                   "s (the lease must outlast a round trip "
+                                   "and the clock drift allowance, and be "
+                                   "renewed every third of it)",
+                                   optarg, CLI_MIN_LEASE_MS / 1000.0);
+        break;
+    case OPT_GRACE:
+        if (cli_parse_seconds(optarg, &o->grace_ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "--grace '%s': %s", optarg,
+                                   why);
+        break;
+    case OPT_ONCE_PER:
+        if (cli_parse_seconds(optarg, &o->once_per_ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "--once-per '%s': %s", optarg,
+                                   why);
+        if (o->once_per_ms < CLI_MIN_ONCE_PER_MS)
+            return cli_usage_error(o->cmd_name,
+                                   "--once-per '%s': must be at least 1 s "
+                                   "(a slot must be far longer than the "
+                                   "clock skew between the machines)",
+                                   optarg);
+        break;
+    case OPT_SLOT:
+        why = cli_check_slot_name(optarg);
+        if (why != NULL)
+            return cli_usage_error(o->cmd_name, "--slot '%s': %s", optarg, why);
+        o->slot = optarg;
+        break;
+    case OPT_MIN_HOLD:
+    case OPT_MAX_HOLD: {
+        int64_t *ms = opt == OPT_MIN_HOLD ? &o->min_hold_ms : &o->max_hold_ms;
+
+        option_name(opt, name, sizeof name);
+        if (cli_parse_seconds(optarg, ms, &why) < 0)
+            return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,
+                                   why);
+        if (*ms <= 0)
+            return cli_usage_error(o->cmd_name, "%s '%s': must be more than 0",
+                                   name, optarg);
+        break;
+    }
+    default:
+        return NOT_HERE;
+    }
+    return 0;
+}
+
+/* Options of exit codes and of what a lost lock does to COMMAND.
+ * Returns as client_option. */
+static int exits_option(struct cli *o, int opt)
+{
+    switch (opt) {
+    case 'E':
+        if (cli_parse_code(optarg, &o->conflict_code) < 0)
+            return cli_usage_error(o->cmd_name,
+                                   "--conflict-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+        break;
+    case 'L':
+        if (cli_parse_code(optarg, &o->lost_code) < 0)
+            return cli_usage_error(o->cmd_name,
+                                   "--lost-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+        break;
+    case OPT_ON_LOST:
+        if (strcmp(optarg, "term") == 0)
+            o->on_lost = ON_LOST_TERM;
+        else if (strcmp(optarg, "kill") == 0)
+            o->on_lost = ON_LOST_KILL;
+        else if (strcmp(optarg, "ignore") == 0)
+            o->on_lost = ON_LOST_IGNORE;
+        else
+            return cli_usage_error(o->cmd_name,
+                                   "--on-lost '%s': not term, kill or ignore",
+                                   optarg);
+        break;
+    case OPT_DONE_CODE:
+        if (cli_parse_code(optarg, &o->done_code) < 0)
+            return cli_usage_error(o->cmd_name,
+                                   "--done-exit-code '%s': not a status "
+                                   "from 0 to 255",
+                                   optarg);
+        break;
+    default:
+        return NOT_HERE;
+    }
+    return 0;
+}
+
+/* The other options (the kind of hold, output, owner, labels, files).
+ * Also -h and -V: -1 after printing them. Returns as client_option. */
+static int other_option(struct cli *o, int opt)
+{
+    switch (opt) {
+    case OPT_EXPORT:
+        o->export_env = 1;
+        break;
+    case OPT_OWNER:
+        o->owner = optarg;
+        break;
+    case OPT_JSON:
+        o->json = 1;
+        break;
+    case OPT_METRICS_FILE:
+        if (*optarg == '\0')
+            return cli_usage_error(o->cmd_name, "--metrics-file is empty");
+        o->metrics_file = optarg;
+        break;
+    case OPT_LABEL:
+        if (strlen(optarg) >= DLOCK_LABEL_MAX)
+            return cli_usage_error(o->cmd_name,
+                                   "--label is longer than %d bytes",
+                                   DLOCK_LABEL_MAX - 1);
+        o->label = optarg;
+        break;
+    case OPT_LIMIT:
+        if (cli_parse_limit(optarg, &o->limit) < 0)
+            return cli_usage_error(o->cmd_name,
+                                   "--limit '%s': not a number from 1 to %d",
+                                   optarg, DLOCK_SEM_LIMIT_MAX);
+        break;
+    case OPT_SHARED:
+        o->shared = 1;
+        break;
+    case OPT_PREFER_READERS:
+        o->prefer_readers = 1;
+        break;
+    case OPT_VALUE:
+        if (strlen(optarg) > DLOCK_VALUE_MAX)
+            return cli_usage_error(o->cmd_name,
+                                   "--value is longer than %d bytes",
+                                   DLOCK_VALUE_MAX);
+        o->value = optarg;
+        break;
+    case OPT_READY_FILE:
+        if (*optarg == '\0')
+            return cli_usage_error(o->cmd_name,
+                                   "--ready-file must not be empty");
+        o->ready_file = optarg;
+        break;
+    case OPT_WATCH:
+        o->watch = 1;
+        break;
+
+    case 'h':
+        cli_print_usage();
+        return -1;
+    case 'V':
+        printf("dlock %s (libdlock %s)\n", DLOCK_VERSION, dlock_version());
+        return -1;
+    default:
+        return NOT_HERE;
+    }
+    return 0;
+}
+
+/* KEY (or KEYs), then COMMAND (run, elect), TOKEN (check) or N (limit)
+ * from argv[optind..]. 0, or the exit status after printing the problem. */
+static int positionals(struct cli *o, int argc, char **argv)
+{
+    int positional;
 
     positional = argc - optind;
     if (o->cmd == CMD_LIST && positional == 0)
@@ -578,6 +593,13 @@ int cli_parse_args(struct cli *o, int argc, char **argv)
         return cli_usage_error(o->cmd_name, "unexpected argument '%s'",
                                argv[optind + 1]);
     }
+    return 0;
+}
+
+/* The options that go together or exclude each other, once all are read.
+ * 0, or the exit status after printing the problem. */
+static int combinations(struct cli *o)
+{
     if (o->slot != NULL && o->once_per_ms == 0)
         return cli_usage_error(
             o->cmd_name, "--slot needs --once-per SECONDS: how long the "
@@ -625,6 +647,61 @@ int cli_parse_args(struct cli *o, int argc, char **argv)
             return cli_usage_error(o->cmd_name,
                                    "no owner: give --owner or set DLOCK_OWNER");
     }
+    return 0;
+}
+
+/*
+ * Parse argv for subcommand O->cmd (argv[0] is the subcommand's name).
+ * run stops at KEY like flock(1) ("+"): options go before KEY, and what
+ * follows KEY (after an optional "--") is COMMAND. The other subcommands
+ * take options anywhere. Returns 0, CLI_EX_USAGE after printing the
+ * problem, or -1 for "--help/--version printed: exit 0".
+ */
+int cli_parse_args(struct cli *o, int argc, char **argv)
+{
+    const char *shorts = o->cmd == CMD_RUN || o->cmd == CMD_ELECT
+                             ? "+:s:vw:nl:E:L:hV"
+                             : ":s:vw:nl:E:L:hV";
+    char name[32];
+    int opt, rc;
+
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, shorts, long_options, NULL)) != -1) {
+        if (opt == '?') {
+            if (optopt > 0 && optopt < 256)
+                return cli_usage_error(o->cmd_name, "unknown option '-%c'",
+                                       optopt);
+            return cli_usage_error(o->cmd_name, "unknown option '%s'",
+                                   argv[optind - 1]);
+        }
+        if (opt == ':') {
+            option_name(optopt, name, sizeof name);
+            return cli_usage_error(o->cmd_name, "option '%s' needs a value",
+                                   name);
+        }
+        if (!accepts(o->cmd, opt)) {
+            option_name(opt, name, sizeof name);
+            return cli_usage_error(o->cmd_name,
+                                   "option '%s' does not apply to %s", name,
+                                   o->cmd_name);
+        }
+        rc = client_option(o, opt);
+        if (rc == NOT_HERE)
+            rc = timing_option(o, opt);
+        if (rc == NOT_HERE)
+            rc = exits_option(o, opt);
+        if (rc == NOT_HERE)
+            rc = other_option(o, opt);
+        if (rc != 0)
+            return rc;
+    }
+
+    rc = positionals(o, argc, argv);
+    if (rc == 0)
+        rc = combinations(o);
+    if (rc != 0)
+        return rc;
     if (o->nservers == 0)
         return default_servers(o);
     return 0;

@@ -11,7 +11,15 @@
  * leases). With one server the lock is a single-instance lock; with several
  * independent masters it is a Redlock (quorum of N/2+1); with one
  * redis+sentinel:// URL it is a single-instance lock on the master the
- * sentinels name, followed across failovers.
+ * sentinels name, followed across failovers; with one redis+cluster://
+ * URL it is a single-instance lock on the master serving the name's hash
+ * slot, followed across slot moves and failovers.
+ *
+ * What can be held on a name: a lock (exclusive, reentrant), a
+ * semaphore's permit (at most N holders), a read-write lock's reader
+ * (the writer is the lock itself), and a leadership (an election is a
+ * lock whose holder is the leader). All are held through a dlock_lock
+ * handle with its own lease, owner id and fencing token.
  *
  * A dlock_lock is one held lock. It is obtained by dlock_lock_acquire() and
  * given back by dlock_lock_release(), which always frees the handle.
@@ -51,6 +59,32 @@
  *
  * Durations are int64_t milliseconds and named *_ms. Deadlines and
  * validity are measured on CLOCK_MONOTONIC.
+ *
+ * Contents
+ * --------
+ * The declarations come in sections, one per object, each under a
+ * numbered divider:
+ *   1. Errors            dlock_status, dlock_strerror, dlock_status_name,
+ *                        dlock_version
+ *   2. The client        dlock_options, dlock_client_new/_free,
+ *                        dlock_errmsg, dlock_client_id, dlock_client_cancel
+ *   3. The lock          dlock_acquire_options, dlock_lock_acquire(_ex),
+ *                        dlock_lock_release/_detach/_extend, the handle's
+ *                        accessors, dlock_with_lock
+ *   4. Semaphores and    dlock_sem_acquire, dlock_sem_set_limit,
+ *      read-write locks  dlock_rw_acquire_shared, dlock_rw_downgrade,
+ *                        dlock_shared_inspect
+ *   5. Fencing tokens    dlock_fenced_set/_get/_read, dlock_lock_check
+ *      and fenced values
+ *   6. Leader election   dlock_campaign, dlock_election_*, dlock_leader,
+ *                        dlock_leader_wait
+ *   7. Several locks     dlock_lock_acquire_all, dlock_lock_release_all
+ *   8. The operator's    dlock_lock_inspect, dlock_client_check,
+ *      view              dlock_client_topology, dlock_lock_adopt,
+ *                        dlock_list
+ *   9. Metrics and       dlock_client_stats, dlock_client_metrics,
+ *      events            dlock_histogram_bound_us, the events of
+ *                        dlock_options.on_event, dlock_event_name
  */
 #ifndef DLOCK_H
 #define DLOCK_H
@@ -70,6 +104,10 @@ extern "C" {
 
 #define DLOCK_VERSION "0.1.0"
 #define DLOCK_VERSION_NUM 0x000100
+
+/* ====================================================================
+ * 1. Errors: status codes, their texts, the version
+ * ==================================================================== */
 
 /*
  * Status codes: X(NAME, value, text). Append-only: values never change.
@@ -120,6 +158,10 @@ DLOCK_EXPORT const char *dlock_strerror(int code);
 DLOCK_EXPORT const char *dlock_status_name(int code);
 /* The library's version string, as DLOCK_VERSION at build time. */
 DLOCK_EXPORT const char *dlock_version(void);
+
+/* ====================================================================
+ * 2. The client: options, lifetime, messages, cancellation
+ * ==================================================================== */
 
 /* How a waiting acquire waits for the holder to go away. */
 typedef enum dlock_wait_strategy {
@@ -359,20 +401,9 @@ DLOCK_EXPORT const char *dlock_client_id(const dlock_client *client);
  * thread (not from a signal handler). */
 DLOCK_EXPORT void dlock_client_cancel(dlock_client *client);
 
-/* Counters the client keeps since it was created; a snapshot. */
-typedef struct dlock_stats {
-    uint64_t requests;     /* commands sent to servers (all nodes) */
-    uint64_t acquisitions; /* successful acquires (reentrant ones too) */
-    uint64_t busy;         /* acquire attempts that found the lock held */
-    uint64_t waits;        /* times a thread went to sleep waiting */
-    uint64_t wakeups;      /* release notifications that woke a waiter */
-    uint64_t renewals;     /* lease renewals by the watchdog */
-    uint64_t lost;         /* leases found lost */
-    uint64_t reconnects;   /* connections (re)opened */
-} dlock_stats;
-
-DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
-                                     dlock_stats *out);
+/* ====================================================================
+ * 3. The lock: acquire, release, extend, the handle
+ * ==================================================================== */
 
 /* Called from the client's watchdog thread when a held lock's lease is
  * found lost (the key is gone or has another owner, or renewals failed
@@ -544,250 +575,9 @@ DLOCK_EXPORT int dlock_with_lock(dlock_client *client, const char *name,
                                  int (*fn)(dlock_lock *lock, void *userdata),
                                  void *userdata, int *fn_result);
 
-/*
- * Fenced write: store VALUE under the Redis key KEY (un-prefixed, as the
- * caller names it) only if TOKEN is >= the highest token any fenced write
- * (or dlock_fenced_read) of KEY has carried, and record TOKEN. KEY holds a hash with fields
- * "value" and "fence". Returns DLOCK_OK, DLOCK_STALE (older token:
- * nothing changed), or an error class. With several servers the write
- * goes to the first one: the fenced value does not get Redlock's tolerance
- * of failed servers.
- */
-DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
-                                  uint64_t token, const void *value,
-                                  size_t len);
-
-/* Read a fenced value: *value (malloc'd, NUL-terminated, free() it) and
- * *len, and the highest token seen in *fence (0 if never written).
- * *value is NULL when KEY has no value. Returns DLOCK_OK, DLOCK_EINVAL,
- * DLOCK_EPROTO (KEY is not a fenced value's hash) or an error class. */
-DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
-                                  char **value, size_t *len, uint64_t *fence);
-
-/* What the servers say about a lock, for tools such as `dlock status`. */
-typedef struct dlock_info {
-    int held;                    /* 1 if some owner holds it */
-    char owner[DLOCK_OWNER_MAX]; /* the owner id, "" when free */
-    int64_t reentry;             /* the owner's reentry count */
-    int64_t ttl_ms;              /* remaining lease, -1 when free */
-    uint64_t last_token;         /* the last fencing token granted (0: never) */
-    /* Waiters as far as Redis can tell: notify_waiters + fair_queue, or
-     * -1 when notify_waiters is unknown. Spin-mode waiters are in no
-     * Redis structure and are never counted. */
-    int64_t waiters;
-    int nodes_holding; /* Redlock: nodes on which it is held */
-
-    /* Holder info, when the holder's client records it (holder_info in
-     * dlock_options): has_holder = 1 and the fields below. Info left by
-     * an earlier hold is never shown as the current holder's. */
-    int has_holder;
-    char holder_host[DLOCK_HOST_MAX];   /* host name */
-    int64_t holder_pid;                 /* process id on that host */
-    char holder_label[DLOCK_LABEL_MAX]; /* command line or label, or "" */
-    char holder_version[32];            /* the holder's libdlock version */
-    int64_t held_ms; /* since the hold began, by the server's clock;
-                        -1 unknown */
-    /* Appended fields. dlock_info has no version field: the library
-     * fills the whole struct of its own header, so a program must be
-     * built against the header of the library it runs with. */
-    /* Processes waiting by notification (the default strategy): the
-     * subscribers of the lock's release channel (PUBSUB NUMSUB; with
-     * Redlock the most any server counts). One per process however many
-     * of its threads wait; a process stays subscribed up to 2 s after
-     * its last waiter got the lock or gave up, so it may count a process
-     * that has just stopped waiting. -1 when no server could be asked
-     * (PUBSUB refused by an ACL, no answer in time). */
-    int64_t notify_waiters;
-    /* Waiters queued in fair mode, one per waiting client (process)
-     * however many of its threads wait (they take turns in-process, in
-     * arrival order), -1 when unknown. */
-    int64_t fair_queue;
-} dlock_info;
-
-/* Fill *out from the servers (all of them with Redlock; held = held on
- * any). Returns DLOCK_OK, DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer
- * than a majority answered) or an error class. */
-DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
-                                    dlock_info *out);
-
-/*
- * Ask every server for the settings the lock's promises rest on, and
- * describe each one that weakens them, one line per finding, into buf
- * (len bytes, NUL-terminated, as many lines as fit):
- *  - maxmemory-policy other than noeviction: under memory pressure Redis
- *    may evict a lock key (every lock key has a TTL, so volatile-*
- *    policies too), and then two owners can hold the lock;
- *  - with several servers (Redlock), appendonly not yes or appendfsync
- *    not always: a node restarted without its data forgets the locks and
- *    fencing counters a majority argument relies on (docs/design.md);
- *  - a replica (ROLE): read-only, every acquire is refused (READONLY);
- *    writable (replica-read-only no), a lock taken there is not seen by
- *    the master's clients and vanishes at the next resync;
- *  - two servers found to be one (see servers in dlock_options);
- *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
- *    (ACL, renamed command): not checked, said so;
- *  - a user that may not use the lock's pub/sub channels (ACL NOPERM,
- *    Redis 7's default for new users): releases are not announced and
- *    waiters poll; the finding names the rule that allows them
- *    (&<prefix>:* or allchannels).
- *  - a master with replicas and no wait_replicas (a failover can lose a
- *    grant), fewer replicas connected than wait_replicas, a failover or
- *    restart seen recently, a sentinel that does not answer or that
- *    disagrees with the others (see dlock_client_topology).
- * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
- */
-DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
-                                    size_t len);
-
-/*
- * Describe the deployment, for "is this lock safe here?" (`dlock status`):
- * one line per fact into buf (len bytes, NUL-terminated, as many whole
- * lines as fit): the client's topology, wait_replicas and lock-delay;
- * with Sentinel, what each sentinel names as master and whether the
- * +switch-master watch is up; for every server its role, the replicas
- * connected and their lag, min-replicas-to-write, persistence (AOF and
- * appendfsync, or RDB only) and maxmemory-policy ("unknown" where an ACL
- * refuses INFO or CONFIG), and a failover or restart this client has
- * seen (its run_id or replication id changed). dlock_client_check()
- * includes the warnings that follow from these facts.
- * Returns the number of lines, or DLOCK_EINVAL.
- */
-DLOCK_EXPORT int dlock_client_topology(dlock_client *client, char *buf,
-                                       size_t len);
-
-/*
- * Adopt a lock held under another owner id, for tools whose acquire and
- * release happen in different processes (`dlock acquire` ... `dlock
- * release`). OWNER is the string dlock_lock_owner() gave; TOKEN its
- * fencing token (0 if unknown). Checks that OWNER holds NAME now
- * (DLOCK_NOT_OWNER otherwise); the handle then releases or extends as
- * that owner, at its current reentry level.
- */
-DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
-                                  const char *name, const char *owner,
-                                  uint64_t token);
-
-/*
- * Check a caller's fencing token against the lock NAME now, for a resource
- * outside Redis that must verify who may act (Chubby's CheckSequencer,
- * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
- * token of its current hold, or of one of its live readers or semaphore
- * permits (each has its own; with Redlock: on a majority of the servers);
- * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
- * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
- * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
- * name), DLOCK_NO_QUORUM or an error class. A check is a snapshot: the
- * hold can end right after it; a resource that needs more writes with the
- * token (dlock_fenced_set, or its own "fence <= token" condition).
- */
-DLOCK_EXPORT int dlock_lock_check(dlock_client *client, const char *name,
-                                  uint64_t token);
-
-/* One lock found by dlock_list(). */
-typedef struct dlock_list_entry {
-    const char *kind; /* "lock" (later kinds: "semaphore", "rwlock") */
-    const char *name; /* the lock's name */
-    dlock_info info;  /* as dlock_lock_inspect() gives it */
-} dlock_list_entry;
-
-/* Called by dlock_list() for each lock found, on the calling thread; the
- * entry lives until it returns. Return 0 to go on, non-zero to stop. */
-typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
-
-/*
- * List every held lock whose name matches PATTERN (a Redis glob: * ? [..]
- * and \ escapes; NULL means "*"), sorted by name within each kind, with
- * what dlock_lock_inspect() says of it (holder, TTL, token, fair-mode
- * waiters, holder info). Keys are found with SCAN on every server of the
- * client (a lock of a Redlock is listed once), so it does not block
- * Redis, but a lock taken or released during the scan may or may not be
- * listed. Each lock found costs one inspect round trip. Returns how many
- * were passed to cb, or DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer than
- * a majority could be scanned or inspected) or an error class.
- */
-DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
-                            dlock_list_cb cb, void *userdata);
-
-/*
- * Metrics: latency histograms beside the counters of dlock_client_stats(),
- * for export to Prometheus or OpenTelemetry (`dlock run --metrics-file`
- * writes them in Prometheus's text format).
- *
- * Buckets are fixed and log-scale: 1, 2.5 and 5 per decade from 100 us to
- * 5000 s (dlock_histogram_bound_us), then one for everything above.
- * bucket[i] counts values v with bound(i-1) < v <= bound(i) (not
- * cumulative; Prometheus's le buckets are the running sums).
- */
-#define DLOCK_HIST_BUCKETS 25
-
-typedef struct dlock_histogram {
-    uint64_t count;  /* values recorded: the sum of bucket[] */
-    uint64_t sum_us; /* their sum, microseconds */
-    uint64_t bucket[DLOCK_HIST_BUCKETS];
-} dlock_histogram;
-
-/* The upper bound of bucket i in microseconds, or -1 for the last bucket
- * (no bound: +Inf) and for i out of range. */
-DLOCK_EXPORT int64_t dlock_histogram_bound_us(int i);
-
-typedef struct dlock_metrics {
-    dlock_stats stats; /* as dlock_client_stats() */
-    /* Successful acquires: time in the acquire call, waiting included. */
-    dlock_histogram acquire_wait;
-    /* Holds released (last level): from the acquisition to the release. */
-    dlock_histogram hold;
-    /* Renewal calls (watchdog rounds, dlock_lock_extend): round trip. */
-    dlock_histogram renewal;
-} dlock_metrics;
-
-/* A snapshot of the client's counters and histograms. Lock-free: values
- * recorded meanwhile may be in one histogram's buckets and not yet in its
- * sum. Accepts NULL client (all zero). */
-DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
-                                       dlock_metrics *out);
-
-/*
- * Events: with on_event set in dlock_options, the client calls it for
- * each of these, on the thread where it happens, with no library lock
- * held. Keep it short; it may call dlock_client_metrics() and
- * dlock_client_stats(), and must not release or acquire locks of this
- * client.
- */
-typedef enum dlock_event_type {
-    /* An acquire succeeded (the acquiring thread). duration: time in the
-     * acquire call, waiting included. token: the lock's. */
-    DLOCK_EVENT_ACQUIRED = 1,
-    /* An acquire that was not to wait found the lock held (the acquiring
-     * thread). duration: time in the call. */
-    DLOCK_EVENT_BUSY = 2,
-    /* An acquire waited and gave up: status DLOCK_TIMEDOUT or
-     * DLOCK_CANCELED (the acquiring thread). duration: time waited. */
-    DLOCK_EVENT_WAITED = 3,
-    /* A lease was renewed: by the watchdog (its thread) or
-     * dlock_lock_extend (the caller's). duration: the round trip. */
-    DLOCK_EVENT_RENEWED = 4,
-    /* A lease was found lost (the watchdog thread, before the lost
-     * callback). duration: how long it had been held. */
-    DLOCK_EVENT_LOST = 5,
-    /* A hold was released, last level (the releasing thread). status:
-     * the release's result. duration: how long it was held. */
-    DLOCK_EVENT_RELEASED = 6
-} dlock_event_type;
-
-typedef struct dlock_event {
-    dlock_event_type type;
-    const char *name;    /* the lock's name; valid during the call */
-    int status;          /* DLOCK_OK or the outcome named above */
-    int64_t duration_us; /* see the type */
-    uint64_t token;      /* the fencing token, 0 when none */
-} dlock_event;
-
-/* The callback's type (dlock_options.on_event). */
-typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
-
-/* "acquired", "busy", "waited", "renewed", "lost", "released", or
- * "unknown". */
-DLOCK_EXPORT const char *dlock_event_name(int type);
+/* ====================================================================
+ * 4. Semaphores and read-write locks
+ * ==================================================================== */
 
 /*
  * Semaphores and read-write locks
@@ -935,50 +725,71 @@ DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
                                       dlock_shared_info *out,
                                       dlock_holder *holders, size_t nholders);
 
-/*
- * Several locks at once
- * ---------------------
- * All or nothing, and free of deadlock whatever order callers give the
- * names in: the locks are taken one after the other in one global order
- * (the names sorted bytewise, shorter first on a common prefix), each
- * with the time left of opts->wait_ms, and when one cannot be had, those
- * already taken are released again (in reverse order) before the call
- * returns. Two callers that both use this call can therefore never each
- * hold a lock the other waits for. (A thread that already holds one of
- * the names from elsewhere re-enters it; mixing such holds with this call
- * can deadlock as with any locks.)
- */
-
-/* The most names one dlock_lock_acquire_all() takes. */
-#define DLOCK_MULTI_MAX 64
+/* ====================================================================
+ * 5. Fencing tokens and fenced values
+ * ==================================================================== */
 
 /*
- * Acquire the N locks NAMES[0..n-1] (1 to DLOCK_MULTI_MAX distinct names,
- * each as for dlock_lock_acquire) with the options opts (may be NULL: try
- * once, 30 s lease). opts->wait_ms bounds the whole call. On DLOCK_OK,
- * out[i] is the handle of NAMES[i], each with its own fencing token,
- * renewal (opts->watchdog) and lost callback (opts->on_lost is called
- * with the handle of the lock that was lost): release them with
- * dlock_lock_release_all() or one by one. On failure every out[i] is
- * NULL, no lock of the call is left held (a rollback release that cannot
- * reach a server leaves that lock to its lease), and the status is the
- * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
- * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
- * the leases of the first locks run while the call waits for the later
- * ones: once all are taken the call checks each, and if one has run out
- * (or was lost: the process paused) it gives all back and takes them
- * again while the wait allows, else returns DLOCK_TIMEDOUT. So on
- * DLOCK_OK every lock is valid.
+ * Fenced write: store VALUE under the Redis key KEY (un-prefixed, as the
+ * caller names it) only if TOKEN is >= the highest token any fenced write
+ * (or dlock_fenced_read) of KEY has carried, and record TOKEN. KEY holds a hash with fields
+ * "value" and "fence". Returns DLOCK_OK, DLOCK_STALE (older token:
+ * nothing changed), or an error class. With several servers the write
+ * goes to the first one: the fenced value does not get Redlock's tolerance
+ * of failed servers.
  */
-DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
-                                        const char *const *names, size_t n,
-                                        const dlock_acquire_options *opts);
+DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
+                                  uint64_t token, const void *value,
+                                  size_t len);
 
-/* Release the N handles LOCKS[0..n-1] (NULL entries are skipped) in the
- * reverse of the global order, free them and set every entry to NULL.
- * Returns DLOCK_OK when every release did, else the first failure in
- * LOCKS's order (DLOCK_NOT_OWNER, DLOCK_LOST, an error class). */
-DLOCK_EXPORT int dlock_lock_release_all(dlock_lock **locks, size_t n);
+/* Read a fenced value: *value (malloc'd, NUL-terminated, free() it) and
+ * *len, and the highest token seen in *fence (0 if never written).
+ * *value is NULL when KEY has no value. Returns DLOCK_OK, DLOCK_EINVAL,
+ * DLOCK_EPROTO (KEY is not a fenced value's hash) or an error class. */
+DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
+                                  char **value, size_t *len, uint64_t *fence);
+
+/*
+ * Fenced read: the read of a read-modify-write under a lock. Read the
+ * fenced value KEY (as dlock_fenced_get) and, in the same step, make
+ * TOKEN (the lock's, 1 to 2^53) the highest token KEY has seen, so that
+ * from then on dlock_fenced_set refuses every older token. Without it a
+ * holder paused past its lease can still write between a newer holder's
+ * read and that holder's write (nothing newer has been written yet), and
+ * the newer holder's write then loses that update; with it the paused
+ * holder's write is refused (DLOCK_STALE). Read and write with the same
+ * token. *value (malloc'd, NUL-terminated, free() it) and *len: the
+ * value, *value NULL when KEY has none; *fence: the highest token seen
+ * (TOKEN when read). Returns DLOCK_OK; DLOCK_STALE (TOKEN is older than
+ * *fence: a newer holder has read or written; nothing read, nothing
+ * changed); DLOCK_NOT_REPLICATED (with wait_replicas: read and raised on
+ * the master, *value filled, but fewer replicas acknowledged it); or
+ * DLOCK_EINVAL or an error class (*value NULL). Like the other fenced
+ * calls it goes to the first server only.
+ */
+DLOCK_EXPORT int dlock_fenced_read(dlock_client *client, const char *key,
+                                   uint64_t token, char **value, size_t *len,
+                                   uint64_t *fence);
+
+/*
+ * Check a caller's fencing token against the lock NAME now, for a resource
+ * outside Redis that must verify who may act (Chubby's CheckSequencer,
+ * etcd's IsOwner). Returns DLOCK_OK when NAME is held and TOKEN is the
+ * token of its current hold, or of one of its live readers or semaphore
+ * permits (each has its own; with Redlock: on a majority of the servers);
+ * DLOCK_STALE when a later token has been granted since (TOKEN's hold is
+ * over); DLOCK_NOT_OWNER when the lock is free or TOKEN is not one the
+ * servers granted (a newer token than theirs); DLOCK_EINVAL (token 0, bad
+ * name), DLOCK_NO_QUORUM or an error class. A check is a snapshot: the
+ * hold can end right after it; a resource that needs more writes with the
+ * token (dlock_fenced_set, or its own "fence <= token" condition).
+ */
+DLOCK_EXPORT int dlock_lock_check(dlock_client *client, const char *name,
+                                  uint64_t token);
+
+/* ====================================================================
+ * 6. Leader election
+ * ==================================================================== */
 
 /*
  * Leader election
@@ -1074,27 +885,286 @@ DLOCK_EXPORT int dlock_leader_wait(dlock_client *client, const char *name,
                                    const dlock_leader_info *known,
                                    int64_t wait_ms, dlock_leader_info *out);
 
+/* ====================================================================
+ * 7. Several locks at once
+ * ==================================================================== */
+
 /*
- * Fenced read: the read of a read-modify-write under a lock. Read the
- * fenced value KEY (as dlock_fenced_get) and, in the same step, make
- * TOKEN (the lock's, 1 to 2^53) the highest token KEY has seen, so that
- * from then on dlock_fenced_set refuses every older token. Without it a
- * holder paused past its lease can still write between a newer holder's
- * read and that holder's write (nothing newer has been written yet), and
- * the newer holder's write then loses that update; with it the paused
- * holder's write is refused (DLOCK_STALE). Read and write with the same
- * token. *value (malloc'd, NUL-terminated, free() it) and *len: the
- * value, *value NULL when KEY has none; *fence: the highest token seen
- * (TOKEN when read). Returns DLOCK_OK; DLOCK_STALE (TOKEN is older than
- * *fence: a newer holder has read or written; nothing read, nothing
- * changed); DLOCK_NOT_REPLICATED (with wait_replicas: read and raised on
- * the master, *value filled, but fewer replicas acknowledged it); or
- * DLOCK_EINVAL or an error class (*value NULL). Like the other fenced
- * calls it goes to the first server only.
+ * Several locks at once
+ * ---------------------
+ * All or nothing, and free of deadlock whatever order callers give the
+ * names in: the locks are taken one after the other in one global order
+ * (the names sorted bytewise, shorter first on a common prefix), each
+ * with the time left of opts->wait_ms, and when one cannot be had, those
+ * already taken are released again (in reverse order) before the call
+ * returns. Two callers that both use this call can therefore never each
+ * hold a lock the other waits for. (A thread that already holds one of
+ * the names from elsewhere re-enters it; mixing such holds with this call
+ * can deadlock as with any locks.)
  */
-DLOCK_EXPORT int dlock_fenced_read(dlock_client *client, const char *key,
-                                   uint64_t token, char **value, size_t *len,
-                                   uint64_t *fence);
+
+/* The most names one dlock_lock_acquire_all() takes. */
+#define DLOCK_MULTI_MAX 64
+
+/*
+ * Acquire the N locks NAMES[0..n-1] (1 to DLOCK_MULTI_MAX distinct names,
+ * each as for dlock_lock_acquire) with the options opts (may be NULL: try
+ * once, 30 s lease). opts->wait_ms bounds the whole call. On DLOCK_OK,
+ * out[i] is the handle of NAMES[i], each with its own fencing token,
+ * renewal (opts->watchdog) and lost callback (opts->on_lost is called
+ * with the handle of the lock that was lost): release them with
+ * dlock_lock_release_all() or one by one. On failure every out[i] is
+ * NULL, no lock of the call is left held (a rollback release that cannot
+ * reach a server leaves that lock to its lease), and the status is the
+ * failing acquire's (DLOCK_BUSY, DLOCK_TIMEDOUT...) with the name in
+ * dlock_errmsg(). A repeated name is DLOCK_EINVAL. Without the watchdog,
+ * the leases of the first locks run while the call waits for the later
+ * ones: once all are taken the call checks each, and if one has run out
+ * (or was lost: the process paused) it gives all back and takes them
+ * again while the wait allows, else returns DLOCK_TIMEDOUT. So on
+ * DLOCK_OK every lock is valid.
+ */
+DLOCK_EXPORT int dlock_lock_acquire_all(dlock_lock **out, dlock_client *client,
+                                        const char *const *names, size_t n,
+                                        const dlock_acquire_options *opts);
+
+/* Release the N handles LOCKS[0..n-1] (NULL entries are skipped) in the
+ * reverse of the global order, free them and set every entry to NULL.
+ * Returns DLOCK_OK when every release did, else the first failure in
+ * LOCKS's order (DLOCK_NOT_OWNER, DLOCK_LOST, an error class). */
+DLOCK_EXPORT int dlock_lock_release_all(dlock_lock **locks, size_t n);
+
+/* ====================================================================
+ * 8. The operator's view: inspect, adopt, check, topology, list
+ * ==================================================================== */
+
+/* What the servers say about a lock, for tools such as `dlock status`. */
+typedef struct dlock_info {
+    int held;                    /* 1 if some owner holds it */
+    char owner[DLOCK_OWNER_MAX]; /* the owner id, "" when free */
+    int64_t reentry;             /* the owner's reentry count */
+    int64_t ttl_ms;              /* remaining lease, -1 when free */
+    uint64_t last_token;         /* the last fencing token granted (0: never) */
+    /* Waiters as far as Redis can tell: notify_waiters + fair_queue, or
+     * -1 when notify_waiters is unknown. Spin-mode waiters are in no
+     * Redis structure and are never counted. */
+    int64_t waiters;
+    int nodes_holding; /* Redlock: nodes on which it is held */
+
+    /* Holder info, when the holder's client records it (holder_info in
+     * dlock_options): has_holder = 1 and the fields below. Info left by
+     * an earlier hold is never shown as the current holder's. */
+    int has_holder;
+    char holder_host[DLOCK_HOST_MAX];   /* host name */
+    int64_t holder_pid;                 /* process id on that host */
+    char holder_label[DLOCK_LABEL_MAX]; /* command line or label, or "" */
+    char holder_version[32];            /* the holder's libdlock version */
+    int64_t held_ms; /* since the hold began, by the server's clock;
+                        -1 unknown */
+    /* Appended fields. dlock_info has no version field: the library
+     * fills the whole struct of its own header, so a program must be
+     * built against the header of the library it runs with. */
+    /* Processes waiting by notification (the default strategy): the
+     * subscribers of the lock's release channel (PUBSUB NUMSUB; with
+     * Redlock the most any server counts). One per process however many
+     * of its threads wait; a process stays subscribed up to 2 s after
+     * its last waiter got the lock or gave up, so it may count a process
+     * that has just stopped waiting. -1 when no server could be asked
+     * (PUBSUB refused by an ACL, no answer in time). */
+    int64_t notify_waiters;
+    /* Waiters queued in fair mode, one per waiting client (process)
+     * however many of its threads wait (they take turns in-process, in
+     * arrival order), -1 when unknown. */
+    int64_t fair_queue;
+} dlock_info;
+
+/* Fill *out from the servers (all of them with Redlock; held = held on
+ * any). Returns DLOCK_OK, DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer
+ * than a majority answered) or an error class. */
+DLOCK_EXPORT int dlock_lock_inspect(dlock_client *client, const char *name,
+                                    dlock_info *out);
+
+/*
+ * Ask every server for the settings the lock's promises rest on, and
+ * describe each one that weakens them, one line per finding, into buf
+ * (len bytes, NUL-terminated, as many lines as fit):
+ *  - maxmemory-policy other than noeviction: under memory pressure Redis
+ *    may evict a lock key (every lock key has a TTL, so volatile-*
+ *    policies too), and then two owners can hold the lock;
+ *  - with several servers (Redlock), appendonly not yes or appendfsync
+ *    not always: a node restarted without its data forgets the locks and
+ *    fencing counters a majority argument relies on (docs/design.md);
+ *  - a replica (ROLE): read-only, every acquire is refused (READONLY);
+ *    writable (replica-read-only no), a lock taken there is not seen by
+ *    the master's clients and vanishes at the next resync;
+ *  - two servers found to be one (see servers in dlock_options);
+ *  - a server that cannot be reached, or that refuses CONFIG GET or ROLE
+ *    (ACL, renamed command): not checked, said so;
+ *  - a user that may not use the lock's pub/sub channels (ACL NOPERM,
+ *    Redis 7's default for new users): releases are not announced and
+ *    waiters poll; the finding names the rule that allows them
+ *    (&<prefix>:* or allchannels).
+ *  - a master with replicas and no wait_replicas (a failover can lose a
+ *    grant), fewer replicas connected than wait_replicas, a failover or
+ *    restart seen recently, a sentinel that does not answer or that
+ *    disagrees with the others (see dlock_client_topology).
+ * Returns the number of findings (0: nothing to report), or DLOCK_EINVAL.
+ */
+DLOCK_EXPORT int dlock_client_check(dlock_client *client, char *buf,
+                                    size_t len);
+
+/*
+ * Describe the deployment, for "is this lock safe here?" (`dlock status`):
+ * one line per fact into buf (len bytes, NUL-terminated, as many whole
+ * lines as fit): the client's topology, wait_replicas and lock-delay;
+ * with Sentinel, what each sentinel names as master and whether the
+ * +switch-master watch is up; for every server its role, the replicas
+ * connected and their lag, min-replicas-to-write, persistence (AOF and
+ * appendfsync, or RDB only) and maxmemory-policy ("unknown" where an ACL
+ * refuses INFO or CONFIG), and a failover or restart this client has
+ * seen (its run_id or replication id changed). dlock_client_check()
+ * includes the warnings that follow from these facts.
+ * Returns the number of lines, or DLOCK_EINVAL.
+ */
+DLOCK_EXPORT int dlock_client_topology(dlock_client *client, char *buf,
+                                       size_t len);
+
+/*
+ * Adopt a lock held under another owner id, for tools whose acquire and
+ * release happen in different processes (`dlock acquire` ... `dlock
+ * release`). OWNER is the string dlock_lock_owner() gave; TOKEN its
+ * fencing token (0 if unknown). Checks that OWNER holds NAME now
+ * (DLOCK_NOT_OWNER otherwise); the handle then releases or extends as
+ * that owner, at its current reentry level.
+ */
+DLOCK_EXPORT int dlock_lock_adopt(dlock_lock **out, dlock_client *client,
+                                  const char *name, const char *owner,
+                                  uint64_t token);
+
+/* One lock found by dlock_list(). */
+typedef struct dlock_list_entry {
+    const char *kind; /* "lock" (later kinds: "semaphore", "rwlock") */
+    const char *name; /* the lock's name */
+    dlock_info info;  /* as dlock_lock_inspect() gives it */
+} dlock_list_entry;
+
+/* Called by dlock_list() for each lock found, on the calling thread; the
+ * entry lives until it returns. Return 0 to go on, non-zero to stop. */
+typedef int (*dlock_list_cb)(const dlock_list_entry *entry, void *userdata);
+
+/*
+ * List every held lock whose name matches PATTERN (a Redis glob: * ? [..]
+ * and \ escapes; NULL means "*"), sorted by name within each kind, with
+ * what dlock_lock_inspect() says of it (holder, TTL, token, fair-mode
+ * waiters, holder info). Keys are found with SCAN on every server of the
+ * client (a lock of a Redlock is listed once), so it does not block
+ * Redis, but a lock taken or released during the scan may or may not be
+ * listed. Each lock found costs one inspect round trip. Returns how many
+ * were passed to cb, or DLOCK_EINVAL, DLOCK_NO_QUORUM (Redlock: fewer than
+ * a majority could be scanned or inspected) or an error class.
+ */
+DLOCK_EXPORT int dlock_list(dlock_client *client, const char *pattern,
+                            dlock_list_cb cb, void *userdata);
+
+/* ====================================================================
+ * 9. Metrics and events
+ * ==================================================================== */
+
+/* Counters the client keeps since it was created; a snapshot. */
+typedef struct dlock_stats {
+    uint64_t requests;     /* commands sent to servers (all nodes) */
+    uint64_t acquisitions; /* successful acquires (reentrant ones too) */
+    uint64_t busy;         /* acquire attempts that found the lock held */
+    uint64_t waits;        /* times a thread went to sleep waiting */
+    uint64_t wakeups;      /* release notifications that woke a waiter */
+    uint64_t renewals;     /* lease renewals by the watchdog */
+    uint64_t lost;         /* leases found lost */
+    uint64_t reconnects;   /* connections (re)opened */
+} dlock_stats;
+
+DLOCK_EXPORT void dlock_client_stats(const dlock_client *client,
+                                     dlock_stats *out);
+
+/*
+ * Metrics: latency histograms beside the counters of dlock_client_stats(),
+ * for export to Prometheus or OpenTelemetry (`dlock run --metrics-file`
+ * writes them in Prometheus's text format).
+ *
+ * Buckets are fixed and log-scale: 1, 2.5 and 5 per decade from 100 us to
+ * 5000 s (dlock_histogram_bound_us), then one for everything above.
+ * bucket[i] counts values v with bound(i-1) < v <= bound(i) (not
+ * cumulative; Prometheus's le buckets are the running sums).
+ */
+#define DLOCK_HIST_BUCKETS 25
+
+typedef struct dlock_histogram {
+    uint64_t count;  /* values recorded: the sum of bucket[] */
+    uint64_t sum_us; /* their sum, microseconds */
+    uint64_t bucket[DLOCK_HIST_BUCKETS];
+} dlock_histogram;
+
+/* The upper bound of bucket i in microseconds, or -1 for the last bucket
+ * (no bound: +Inf) and for i out of range. */
+DLOCK_EXPORT int64_t dlock_histogram_bound_us(int i);
+
+typedef struct dlock_metrics {
+    dlock_stats stats; /* as dlock_client_stats() */
+    /* Successful acquires: time in the acquire call, waiting included. */
+    dlock_histogram acquire_wait;
+    /* Holds released (last level): from the acquisition to the release. */
+    dlock_histogram hold;
+    /* Renewal calls (watchdog rounds, dlock_lock_extend): round trip. */
+    dlock_histogram renewal;
+} dlock_metrics;
+
+/* A snapshot of the client's counters and histograms. Lock-free: values
+ * recorded meanwhile may be in one histogram's buckets and not yet in its
+ * sum. Accepts NULL client (all zero). */
+DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
+                                       dlock_metrics *out);
+
+/*
+ * Events: with on_event set in dlock_options, the client calls it for
+ * each of these, on the thread where it happens, with no library lock
+ * held. Keep it short; it may call dlock_client_metrics() and
+ * dlock_client_stats(), and must not release or acquire locks of this
+ * client.
+ */
+typedef enum dlock_event_type {
+    /* An acquire succeeded (the acquiring thread). duration: time in the
+     * acquire call, waiting included. token: the lock's. */
+    DLOCK_EVENT_ACQUIRED = 1,
+    /* An acquire that was not to wait found the lock held (the acquiring
+     * thread). duration: time in the call. */
+    DLOCK_EVENT_BUSY = 2,
+    /* An acquire waited and gave up: status DLOCK_TIMEDOUT or
+     * DLOCK_CANCELED (the acquiring thread). duration: time waited. */
+    DLOCK_EVENT_WAITED = 3,
+    /* A lease was renewed: by the watchdog (its thread) or
+     * dlock_lock_extend (the caller's). duration: the round trip. */
+    DLOCK_EVENT_RENEWED = 4,
+    /* A lease was found lost (the watchdog thread, before the lost
+     * callback). duration: how long it had been held. */
+    DLOCK_EVENT_LOST = 5,
+    /* A hold was released, last level (the releasing thread). status:
+     * the release's result. duration: how long it was held. */
+    DLOCK_EVENT_RELEASED = 6
+} dlock_event_type;
+
+typedef struct dlock_event {
+    dlock_event_type type;
+    const char *name;    /* the lock's name; valid during the call */
+    int status;          /* DLOCK_OK or the outcome named above */
+    int64_t duration_us; /* see the type */
+    uint64_t token;      /* the fencing token, 0 when none */
+} dlock_event;
+
+/* The callback's type (dlock_options.on_event). */
+typedef void (*dlock_event_cb)(const dlock_event *ev, void *userdata);
+
+/* "acquired", "busy", "waited", "renewed", "lost", "released", or
+ * "unknown". */
+DLOCK_EXPORT const char *dlock_event_name(int type);
 
 #ifdef __cplusplus
 }

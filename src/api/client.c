@@ -18,7 +18,6 @@
 #include "hold/core.h"
 #include "hold/held.h"
 #include "hold/holder.h"
-#include "hold/lock.h"
 #include "notify/notify.h"
 #include "hold/watchdog.h"
 
@@ -145,7 +144,8 @@ static void client_destroy(dlock_client *c)
 {
     size_t i;
     dlock__watchdog_free(c);
-    dlock__notify_free(c);
+    dlock__notify_free(c->notifier);
+    c->notifier = NULL;
     dlock__topology_free(&c->ns);
     dlock__holder_free(c);
     if (c->servers != NULL)
@@ -181,6 +181,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     dlock_client *c;
     int rc, oom = 0;
     size_t k;
+    dlock__notify_ctx nx;
 
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
@@ -255,7 +256,13 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     for (k = 0; k < sizeof c->id; k++)
         snprintf(c->idhex + 2 * k, 3, "%02x", c->id[k]);
     dlock__scripts_init(c->scripts);
-    rc = dlock__notify_init(c);
+    nx = (dlock__notify_ctx){.ns = &c->ns,
+                             .msgs = &c->msgs,
+                             .stats = &c->stats,
+                             .cancel_gen = &c->cancel_gen,
+                             .nopub = &c->nopub,
+                             .connect_timeout_ms = c->opts.connect_timeout_ms};
+    rc = dlock__notify_init(&c->notifier, &nx);
     if (rc == DLOCK_OK)
         rc = dlock__watchdog_init(c);
     if (rc != DLOCK_OK) {
@@ -280,7 +287,8 @@ void dlock_client_free(dlock_client *c)
         return;
     dlock_client_cancel(c);
     dlock__watchdog_free(c);
-    dlock__notify_free(c);
+    dlock__notify_free(c->notifier);
+    c->notifier = NULL;
     /* Handles still out are the caller's bug; their leases run out. */
     dlock__registry_clear(c);
     client_destroy(c);
@@ -309,5 +317,5 @@ void dlock_client_cancel(dlock_client *c)
     atomic_fetch_add(&c->cancel_gen, 1);
     pthread_cond_broadcast(&c->wait_cv);
     pthread_mutex_unlock(&c->wait_mu);
-    dlock__notify_cancel(c);
+    dlock__notify_cancel(c->notifier);
 }

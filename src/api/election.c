@@ -23,7 +23,7 @@
  * waking everyone when a link drops).
  *
  * Above the lock layer: dlock.h's lock calls, notify.h, the registry's
- * key names, the step layer through core.h.
+ * key names, the engine through core.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
-#include "hold/lock.h"
+#include "hold/retention.h"
 #include "notify/notify.h"
 
 /* Observers look at the leader at least this often. */
@@ -444,7 +444,7 @@ int dlock_leader_wait(dlock_client *c, const char *name,
     /* Subscribe before the first look, so that a change after it is
      * heard. Without a subscription the wait still works, by looking
      * every second. */
-    if (dlock__notify_begin(c, k->chan, k->chanlen, NULL, &w,
+    if (dlock__notify_begin(c->notifier, k->chan, k->chanlen, NULL, &w,
                             dlock__now_ms() + c->opts.command_timeout_ms,
                             gen) != DLOCK_OK)
         w = NULL;

@@ -1,7 +1,7 @@
 /*
  * health.h - the deployment as the servers describe it (health.c):
  * dlock_client_topology() is its API; dlock_client_check() (inspect.c)
- * appends its warnings. Above the node set, the step layer and
+ * appends its warnings. Above the node set, the engine and
  * sentinel.h; beside inspect.c.
  */
 #ifndef DLOCK_HEALTH_H

@@ -18,7 +18,6 @@
 #include "hold/held.h"
 #include "hold/holder.h"
 #include "topo/ident.h"
-#include "hold/lock.h"
 #include "api/shared_info.h"
 #include "api/waiters.h"
 

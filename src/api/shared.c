@@ -17,7 +17,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
-#include "hold/lock.h"
+#include "hold/release.h"
 #include "hold/take.h"
 
 /* The common checks; *found = this thread's registered hold of NAME's

@@ -3,7 +3,7 @@
  * dlock_shared_inspect() for status tools, and the lookup of one permit
  * or reader by owner id for dlock_lock_adopt() (inspect.c). One script,
  * shared_inspect.lua, answers both. Beside inspect.c in the layers: it
- * calls only core (the step layer) and registry's key names.
+ * calls only core (the engine) and registry's key names.
  */
 #include <inttypes.h>
 #include <stdio.h>

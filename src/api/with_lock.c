@@ -1,8 +1,7 @@
 /*
  * with_lock.c - dlock_with_lock: acquire, call the caller's function,
- * release, through the public entry points of acquire.c and lock.c. A
- * file of its own so that lock.c, which acquire.c calls, never calls back
- * up into acquire.c.
+ * release, through the public entry points (api/acquire.c, api/lock.c):
+ * a composite of the API, as multi.c and election.c are.
  */
 #include "hold/core.h"
 

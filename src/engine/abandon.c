@@ -1,5 +1,5 @@
 /*
- * abandon.c - how the engine's calls end (see call_impl.h): what is given
+ * abandon.c - how the engine's calls end (see machine.h): what is given
  * up on (the nodes still out once the outcome is certain, the calls
  * still out at the deadline, the connections still being opened, a
  * cancel), a step over a node set in which two entries are one server,
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/call_impl.h"
+#include "engine/machine.h"
 #include "topo/cluster.h"
 #include "topo/ident.h"
 #include "engine/script.h"
@@ -62,7 +62,7 @@ static void abandon_call(dlock__call *k, int j)
 }
 
 /*
- * See call_impl.h. A node where a NOSCRIPT is likely is waited for all
+ * See machine.h. A node where a NOSCRIPT is likely is waited for all
  * the same: one reached over a connection opened for this call (it may
  * have restarted), or one not known to have this script cached (it never
  * ran it, or answered NOSCRIPT to a script it had run since it last ran
@@ -143,7 +143,7 @@ static void lane_expire(dlock__call *k, int l)
     }
 }
 
-/* See call_impl.h. */
+/* See machine.h. */
 void dlock__call_expire(dlock__call *k)
 {
     int j, l;
@@ -164,7 +164,7 @@ void dlock__call_expire(dlock__call *k)
     dlock__call_unopened(k, DLOCK_ETIMEDOUT, "no answer in time (connecting)");
 }
 
-/* See call_impl.h. Nothing was sent to them; their opens are closed. */
+/* See machine.h. Nothing was sent to them; their opens are closed. */
 void dlock__call_unopened(dlock__call *k, int rc, const char *why)
 {
     int j;
@@ -179,7 +179,7 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why)
     }
 }
 
-/* See call_impl.h. */
+/* See machine.h. */
 int dlock__call_same_server(dlock__call *k)
 {
     char msg[DLOCK__ERRLEN];
@@ -200,7 +200,7 @@ int dlock__call_same_server(dlock__call *k)
     return 1;
 }
 
-/* See call_impl.h. The end: connections opened and not used go to their
+/* See machine.h. The end: connections opened and not used go to their
  * pools (opens not finished are closed), a cluster that kept refusing
  * says so, one server counted twice refuses everything; the results are
  * final. */

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/call_impl.h"
+#include "engine/machine.h"
 #include "topo/cluster.h"
 #include "topo/ident.h"
 #include "engine/script.h"
@@ -37,15 +37,6 @@ static int cluster_transient(const dlock__call *k, int rc)
 {
     return k->ns->cluster != NULL &&
            (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
-}
-
-/* See call_impl.h. Call j is finished with status rc (res[j].err says
- * why). */
-void dlock__call_end(dlock__call *k, int j, int rc)
-{
-    k->cl[j].state = C_DONE;
-    k->cl[j].lane = -1;
-    k->res[j].status = rc;
 }
 
 /* Cluster: call j cannot go now (a failover or a slot migration under
@@ -126,17 +117,6 @@ static int q_push(lane *l, int kind, int call)
     }
     l->q[l->qlen++] = (expect){kind, call};
     return DLOCK_OK;
-}
-
-/* See call_impl.h. Lane l's connection goes back to its pool (ok 0:
- * closed); l is free. */
-void dlock__lane_release(dlock__call *k, int l, int ok)
-{
-    lane *ln = &k->ln[l];
-    dlock__node_give(k->ns, ln->nd, ln->conn, ok);
-    ln->conn = NULL;
-    ln->qhead = ln->qlen = 0;
-    ln->dirty = 0;
 }
 
 /* Lane l's connection failed (rc, err): every call on it not answered

@@ -10,7 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 
-#include "engine/call_impl.h"
+#include "engine/machine.h"
 #include "engine/cluster_batch.h"
 
 /* Note descriptor n (fd, events) as p (a lane, or -1 - j for call j's

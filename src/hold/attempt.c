@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "hold/attempt.h"
-#include "hold/lock.h"
+#include "hold/retention.h"
 #include "hold/verdict.h"
 #include "hold/withdraw.h"
 

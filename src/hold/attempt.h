@@ -5,7 +5,7 @@
  * the Redlock fencing counter when the granting nodes disagree), undo
  * (give back what a failed attempt may have taken). Every step of it ends
  * by the attempt's end, command_timeout_ms after it began (dlock.h).
- * Above kind.h, verdict.h, withdraw.h and lock.h (the undo).
+ * Above kind.h, verdict.h, withdraw.h and release.h (the undo).
  */
 #ifndef DLOCK_HOLD_ATTEMPT_H
 #define DLOCK_HOLD_ATTEMPT_H

@@ -1,12 +1,14 @@
 /*
  * core.h - struct dlock_client: the state the lock layer shares (options,
  * the node set and scripts, the per-thread messages, the registry of held
- * locks, cancellation, counters). client.c makes and frees it; registry,
- * acquire, lock, inspect, notify and watchdog read it. It includes only
- * the layers below the lock layer (step, node, errors, util); the
- * notifier, the watchdog and the records are opaque here.
+ * locks, cancellation, counters). api/client.c makes and frees it; the
+ * files of hold/, api/ and loop/ read it; the tiers below never see it
+ * (the notifier gets a dlock__notify_ctx). It includes only the tiers
+ * below (engine/step.h, topo/node.h, base/errors.h, base/util.h) and
+ * hold/metrics.h; the notifier, the watchdog and the records are opaque
+ * here.
  *
- * The inline helpers at the end adapt the step layer and the error
+ * The inline helpers at the end adapt the engine and the error
  * channel to a client.
  */
 #ifndef DLOCK_CORE_H
@@ -29,6 +31,20 @@ struct dlock__undo;
 struct dlock__notifier;
 struct dlock__watchdog;
 struct dlock__holder;
+
+/* Work due at a time: the registry's signal (dlock__work_due, registry.c)
+ * to the thread that does it, the watchdog (watchdog.c), which sets start
+ * and waits on cv. So nothing in the lock layer calls up into the
+ * watchdog. Every field under the client's held_mu. */
+typedef struct dlock__due {
+    pthread_cond_t cv;
+    int (*start)(dlock_client *c); /* starts the thread: 0 when it runs */
+    int started;                   /* start succeeded */
+    int stop;                      /* the thread is to end */
+    int kicked;                    /* work was signalled since its look */
+    int sleeping;                  /* in its timed wait... */
+    int64_t sleep_until;           /* ...until then (monotonic ms) */
+} dlock__due;
 
 struct dlock_client {
     dlock_options opts; /* strings below point to owned copies */
@@ -67,6 +83,7 @@ struct dlock_client {
 
     struct dlock__notifier *notifier;
     struct dlock__watchdog *watchdog;
+    dlock__due due; /* work for the watchdog (registry.c, watchdog.c) */
 
     /* Notifications refused by the server's ACL (NOPERM on PUBLISH or
      * SUBSCRIBE: the user has no channel permission): waiters poll

@@ -14,6 +14,30 @@
 
 #include "base/util.h"
 
+/* The fair handoff lease: a lock handed to a waiter has this lease (at
+ * most) until the new owner confirms it; the bound on how long a waiter
+ * that died while being handed the lock can hold the others up. */
+#define DLOCK__FAIR_HANDOFF_MS 2000
+
+/* The fence hash outlives the last acquisition by this long (7 days) by
+ * default (the option fence_retention_ms); see docs/design.md, "Fence
+ * retention". acquire.lua has it as a constant (RETAIN) to keep the hot
+ * path's command short: other retentions are sent (ARGV[9]). */
+#define DLOCK__FENCE_RETENTION_MS (7LL * 24 * 3600 * 1000)
+
+/* A queued waiter (a fair lock's, a semaphore's) drops out this long
+ * after its last refresh, and refreshes at a third of it. The one waiter
+ * TTL of every queue. */
+#define DLOCK__WAITER_TTL_MS 3000
+
+/* The lease a fair handoff gives until the new owner confirms it:
+ * min(lease_ms, DLOCK__FAIR_HANDOFF_MS). */
+static inline int64_t dlock__fair_handoff_lease(int64_t lease_ms)
+{
+    return lease_ms < DLOCK__FAIR_HANDOFF_MS ? lease_ms
+                                             : DLOCK__FAIR_HANDOFF_MS;
+}
+
 /* The names of one lock's keys and channels, "<prefix>:{<name>}..."; the
  * strings live in the allocation of the record that holds this. */
 typedef struct dlock__keys {
@@ -32,7 +56,8 @@ typedef struct dlock__keys {
 } dlock__keys;
 
 /* What a hold is: the kind chooses the release and renew scripts
- * (lock.c); docs/design.md, "Semaphores and read-write locks". */
+ * (release.c, renew.c); docs/design.md, "Semaphores and read-write
+ * locks". */
 enum {
     DLOCK__KIND_LOCK = 0,   /* exclusive: acquire.lua, release.lua */
     DLOCK__KIND_PERMIT = 1, /* a semaphore permit: sem_*.lua */
@@ -78,7 +103,7 @@ typedef struct dlock__held {
     _Atomic int state;              /* DLOCK_OK, DLOCK_LOST */
     uint64_t nodes;                 /* Redlock: mask of nodes that granted */
     /* The nodes found holding it: the acquire's grants, then each
-     * renewal's answers and take-backs (lock.c); read by
+     * renewal's answers and take-backs (renew.c); read by
      * dlock_lock_nodes_holding from any thread. */
     _Atomic uint64_t held_on;
     int watchdog;
@@ -169,6 +194,36 @@ void dlock__registry_clear(dlock_client *c);
 /* Owner id of a fresh hold of the calling thread:
  * "<client id>:<tid>:<hold number>". */
 void dlock__owner_id(dlock_client *c, char *buf, size_t len);
+
+/* A new handle for h: DLOCK_OK and *out, or DLOCK_ENOMEM (message set). */
+int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out);
+
+/* Give the caller a new handle on h (see dlock__handle_new); a watchdog
+ * hold keeps it as the handle its renewals and on_lost callback name. */
+int dlock__handle_give(dlock_client *c, dlock__held *h, int watchdog,
+                       dlock_lock **out);
+
+/* Drop handle l of h: one reentry level given back (or all of them when
+ * gone); unlink h from the registry when no level is left, and free it
+ * (and l) once no handle and no watchdog round uses it. */
+void dlock__handle_drop(dlock_client *c, dlock__held *h, dlock_lock *l,
+                        int gone);
+
+/* The common end of every successful acquire (locks, permits, readers).
+ * Call with c->held_mu held, after h's fields are set and h is linked:
+ * schedules h's first renewal (a fair handoff's short lease, valid until
+ * valid_until, is confirmed at half of what is left of it; any other
+ * lease renewed at a third), unlocks held_mu, counts the acquisition and
+ * signals the work as due (dlock__work_due) when the watchdog has to act. */
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                         int64_t valid_until);
+
+/* Signal work due at due_ms (monotonic): a lock to renew or confirm, an
+ * undo to retry, a request given up on to settle. The registry's signal
+ * to the thread that does it (c->due: the watchdog waits on it and set
+ * its start function): starts that thread on first use; wakes it only if
+ * it would sleep past due_ms (it looks at least once a second anyway). */
+void dlock__work_due(dlock_client *c, int64_t due_ms);
 
 /* Check a lock name; DLOCK_OK or DLOCK_EINVAL with the message set. */
 int dlock__check_name(const dlock_client *c, const char *name);

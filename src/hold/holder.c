@@ -7,7 +7,7 @@
  * the owner id, host name, pid, label, library version and the server's
  * time at the start (holder_set.lua). It carries the lock's remaining
  * lease and is renewed with it: the watchdog and dlock_lock_extend use
- * holder_extend.lua instead of extend.lua (lock.c), which renews both in
+ * holder_extend.lua instead of extend.lua (renew.c), which renews both in
  * the same call. After the release it is left to expire: it costs no
  * round trip, and inspect.lua shows info only while its owner id holds
  * the lock, so info of an earlier hold is never taken for the holder's.

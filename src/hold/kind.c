@@ -10,7 +10,9 @@
 #include <time.h>
 
 #include "hold/kind.h"
-#include "hold/lock.h"
+#include "hold/held.h"
+#include "hold/release.h"
+#include "hold/retention.h"
 #include "hold/rw_leave.h"
 
 /* ---- commands ------------------------------------------------------------- */
@@ -28,18 +30,6 @@ static int64_t token_hint(const dlock_client *c)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + 1000000;
 }
 
-/* The keys of a lock's scripts: the lock, its fence, its fair queue and
- * the queue's deadlines (the first nkeys of them). */
-static void lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
-{
-    dlock__cmd_key(b, k->key, k->keylen);
-    dlock__cmd_key(b, k->fkey, k->fkeylen);
-    if (nkeys > 2)
-        dlock__cmd_key(b, k->qkey, k->qkeylen);
-    if (nkeys > 3)
-        dlock__cmd_key(b, k->qtkey, k->qtkeylen);
-}
-
 /* acquire.lua. Each mode sends only the keys and arguments it reads (the
  * script lists them): a plain single-server try is 2 keys and 3
  * arguments, a fair try 3 and 4, which keeps the hot path short. */
@@ -53,7 +43,7 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     /* Without fence retention the mode says so ("a" to "c"). */
     const char *modes = dlock__fence_retention(c) == 0 ? "abc" : "012";
     dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
-    lock_keys(b, &h->k, queue ? 4 : fair ? 3 : 2);
+    dlock__lock_keys(b, &h->k, queue ? 4 : fair ? 3 : 2);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, w->lease_ms);
     dlock__cmd_arg_i64(b, h->depth);
@@ -87,7 +77,7 @@ static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                           : 0;
     (void)ticket;
     dlock__cmd_begin(b, DLOCK__S_SEM_ACQUIRE);
-    lock_keys(b, &h->k, 4);
+    dlock__lock_keys(b, &h->k, 4);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, w->lease_ms);
     dlock__cmd_arg_i64(b, w->limit);
@@ -122,73 +112,6 @@ static void reader_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_durable(c, &b->cmd);
 }
 
-/* release.lua. With one server the lock is handed to the first live fair
- * waiter; with several, that waiter is only woken. */
-static void lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                             const dlock__keys *k, const dlock__release *r)
-{
-    dlock__cmd_begin(b, DLOCK__S_RELEASE);
-    lock_keys(b, k, 4);
-    dlock__cmd_arg(b, r->owner, strlen(r->owner));
-    dlock__cmd_arg_i64(b, r->depth);
-    dlock__cmd_arg_u64(b, r->token);
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(b, c->ns.n > 1 ? 0 : DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg_i64(b, dlock__fence_retention(c)); /* 0: keep none */
-    dlock__cmd_arg(b, r->relid, r->relidlen);
-    if (c->ns.cluster != NULL || r->ticket > 0) /* SPUBLISH: sharded */
-        dlock__cmd_arg(b, c->ns.cluster != NULL ? "1" : "0", 1);
-    if (r->ticket > 0) {
-        dlock__cmd_arg_u64(b, r->ticket);
-        dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
-    }
-}
-
-/* sem_release.lua for OWNER, leaving the queue too when leave is set;
- * without fence retention it deletes a semaphore left free and unqueued
- * (ARGV[7] '0'). */
-static void permit_release_args(dlock__cmdbuf *b, const dlock_client *c,
-                                const dlock__keys *k, const char *owner,
-                                int leave)
-{
-    int none = dlock__fence_retention(c) == 0;
-    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
-    lock_keys(b, k, 4);
-    dlock__cmd_arg(b, owner, strlen(owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
-    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
-    if (leave || none)
-        dlock__cmd_arg(b, leave ? "1" : "0", 1);
-    if (none)
-        dlock__cmd_arg(b, "0", 1);
-}
-
-/* sem_release.lua: the freed permit goes to the first live waiter,
- * handed over in FIFO mode, else woken. */
-static void permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const dlock__release *r)
-{
-    permit_release_args(b, c, k, r->owner, 0);
-}
-
-/* rw_release.lua (the last reader out wakes a fair writer: the queue). */
-static void reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
-                               const dlock__keys *k, const dlock__release *r)
-{
-    dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
-    dlock__cmd_key(b, k->key, k->keylen);
-    dlock__cmd_key(b, k->fkey, k->fkeylen);
-    dlock__cmd_key(b, k->rkey, k->rkeylen);
-    dlock__cmd_key(b, k->qkey, k->qkeylen);
-    dlock__cmd_arg(b, r->owner, strlen(r->owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg(b, r->relid, r->relidlen);
-    if (dlock__fence_retention(c) == 0) /* the last reader deletes all */
-        dlock__cmd_arg(b, "0", 1);
-}
-
 /* ---- leaving a queue ------------------------------------------------------ */
 
 /* A fair lock's waiter gives up: leave the queue on every node; where the
@@ -200,7 +123,7 @@ static void lock_leave(dlock_client *c, dlock__held *h)
     uint64_t mask = 0, tok = 0;
     int i;
     dlock__cmd_begin(&b, DLOCK__S_FAIR_LEAVE);
-    lock_keys(&b, &h->k, 4);
+    dlock__lock_keys(&b, &h->k, 4);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
     dlock__run(c, dlock__all_nodes(c), &b.cmd,
@@ -227,7 +150,7 @@ static void permit_leave(dlock_client *c, dlock__held *h)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
-    permit_release_args(&b, c, &h->k, h->owner, 1); /* and leave the queue */
+    dlock__permit_leave_cmd(&b, c, &h->k, h->owner);
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
     dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     dlock__results_clear(res, c->ns.n);
@@ -251,7 +174,7 @@ static const dlock__kind kinds[] = {
      .extend_script = DLOCK__S_EXTEND,
      .extend_keys = 1,
      .acquire_cmd = lock_acquire_cmd,
-     .release_cmd = lock_release_cmd,
+     .release_cmd = dlock__lock_release_cmd,
      .leave = lock_leave,
      .give_up = dlock__rw_leave},
     {.id = DLOCK__KIND_PERMIT,
@@ -263,7 +186,7 @@ static const dlock__kind kinds[] = {
      .extend_script = DLOCK__S_SEM_EXTEND,
      .extend_keys = 1,
      .acquire_cmd = permit_acquire_cmd,
-     .release_cmd = permit_release_cmd,
+     .release_cmd = dlock__permit_release_cmd,
      .leave = permit_leave},
     {.id = DLOCK__KIND_READ,
      .noun = "read-write lock",
@@ -275,7 +198,7 @@ static const dlock__kind kinds[] = {
      .extend_script = DLOCK__S_RW_EXTEND,
      .extend_keys = 2,
      .acquire_cmd = reader_acquire_cmd,
-     .release_cmd = reader_release_cmd,
+     .release_cmd = dlock__reader_release_cmd,
      .leave = NULL},
 };
 

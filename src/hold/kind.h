@@ -5,7 +5,9 @@
  * name that is another kind or not dlock's, whether a kind is re-entered,
  * allowed over Redlock, queued); the attempt (attempt.c) and the wait
  * (wait.c) are one for every kind and read this table.
- * Above verdict.h and lock.h (the constants of handoffs and fences).
+ * Above release.h (the release command of each kind, which a waiter
+ * that leaves a queue sends) and held.h (the constants of queues,
+ * handoffs and fences).
  */
 #ifndef DLOCK_HOLD_KIND_H
 #define DLOCK_HOLD_KIND_H
@@ -14,12 +16,8 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/release.h"
 #include "engine/step.h"
-
-/* A queued waiter (a fair lock's, a semaphore's) drops out this long
- * after its last refresh, and refreshes at a third of it. The one waiter
- * TTL of every queue. */
-#define DLOCK__WAITER_TTL_MS 3000
 
 /* How an attempt asks; each kind maps it to its script's mode. */
 typedef enum dlock__ask {
@@ -46,18 +44,6 @@ enum {
     DLOCK__Q_FAIR = 1, /* queued under DLOCK_WAIT_FAIR only (a lock) */
     DLOCK__Q_ALL = 2   /* queued under NOTIFY and FAIR (a permit) */
 };
-
-/* What a release gives back: (owner, depth, token); ticket > 0, a
- * Redlock fair waiter's undo, back into the queue at that place; relid,
- * the request's id, the same on every node. */
-typedef struct dlock__release {
-    const char *owner;
-    int depth;
-    uint64_t token;
-    uint64_t ticket;
-    const char *relid;
-    size_t relidlen;
-} dlock__release;
 
 typedef struct dlock__kind {
     int id;             /* DLOCK__KIND_* */
@@ -86,9 +72,9 @@ typedef struct dlock__kind {
     void (*acquire_cmd)(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__held *h, const dlock__want *w,
                         dlock__ask ask, uint64_t ticket);
-    /* The release command of r on keys k. */
+    /* The release command of r on keys k (release.c). */
     void (*release_cmd)(dlock__cmdbuf *b, const dlock_client *c,
-                        const dlock__keys *k, const struct dlock__release *r);
+                        const dlock__keys *k, const dlock__release *r);
     /* Leave the queue after giving up (NULL: no queue). */
     void (*leave)(dlock_client *c, dlock__held *h);
     /* After a wait that timed out or was cancelled: take back what the

@@ -15,9 +15,9 @@
  *                            dlock__held_link()
  *   NEW -> freed             the acquire failed; nobody else saw it
  *   LIVE -> RELEASING        a release of the last level starts, or detach
- *   RELEASING -> LIVE        the release left levels (drop_handle)
+ *   RELEASING -> LIVE        the release left levels (dlock__handle_drop)
  *   LIVE, RELEASING
- *            -> UNLINKED     no level left (drop_handle, depth 0)
+ *            -> UNLINKED     no level left (dlock__handle_drop, depth 0)
  *   UNLINKED -> freed        by its last user: the last handle, or the
  *                            last watchdog round holding a reference
  *
@@ -30,7 +30,7 @@
  *              "not owner" is not a loss).
  *   UNLINKED   out of c->held (depth 0): nothing finds it any more. It is
  *              freed by whoever drops the last use: the last handle
- *              (lock.c, drop_handle) or the last watchdog round holding a
+ *              (dlock__handle_drop) or the last watchdog round holding a
  *              reference (wd_refs).
  *
  * Who moves it: the owner thread (acquire: NEW -> LIVE; release, detach:
@@ -378,4 +378,94 @@ int dlock__check_name(const dlock_client *c, const char *name)
 int dlock__check_key(const dlock_client *c, const char *key)
 {
     return check_text(c, "key", key, DLOCK_KEY_MAX);
+}
+
+/* ---- handles and the start of a hold --------------------------------- */
+
+/* See held.h. */
+int dlock__handle_new(dlock_client *c, dlock__held *h, dlock_lock **out)
+{
+    dlock_lock *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    l->client = c;
+    l->held = h;
+    *out = l;
+    return DLOCK_OK;
+}
+
+/* See held.h. A critical section shorter than half of what is left of a
+ * fair handoff's lease never pays the confirming round trip (and with the
+ * 2 s handoff lease the watchdog, which looks every second, need not be
+ * woken). */
+void dlock__held_started(dlock_client *c, dlock__held *h, int64_t lease_ms,
+                         int64_t valid_until)
+{
+    int64_t due = dlock__now_ms();
+    due += h->confirm_pending ? (valid_until - due) / 2 : lease_ms / 3;
+    int kick = h->watchdog || h->confirm_pending;
+    h->next_renew_ms = due;
+    pthread_mutex_unlock(&c->held_mu);
+    atomic_fetch_add(&c->stats.acquisitions, 1);
+    if (kick)
+        dlock__work_due(c, due);
+}
+
+/* See held.h. */
+int dlock__handle_give(dlock_client *c, dlock__held *h, int watchdog,
+                       dlock_lock **out)
+{
+    int rc = dlock__handle_new(c, h, out);
+    if (rc != DLOCK_OK)
+        return rc; /* the lease runs out by itself */
+    if (watchdog) {
+        pthread_mutex_lock(&c->held_mu);
+        h->wd_handle = *out;
+        pthread_mutex_unlock(&c->held_mu);
+    }
+    return DLOCK_OK;
+}
+
+/* See held.h. */
+void dlock__handle_drop(dlock_client *c, dlock__held *h, dlock_lock *l,
+                        int gone)
+{
+    int free_it;
+    pthread_mutex_lock(&c->held_mu);
+    assert(h->handles > 0);
+    h->handles--;
+    if (gone)
+        h->depth = 0;
+    else if (h->depth > 0)
+        h->depth--;
+    if (h->wd_handle == l)
+        h->wd_handle = NULL;
+    if (h->depth <= 0 && h->life != DLOCK__HELD_UNLINKED)
+        dlock__held_unlink(c, h);
+    if (h->depth > 0 && h->life == DLOCK__HELD_RELEASING)
+        h->life = DLOCK__HELD_LIVE; /* levels remain: renew it again */
+    free_it =
+        h->life == DLOCK__HELD_UNLINKED && h->handles <= 0 && h->wd_refs == 0;
+    pthread_mutex_unlock(&c->held_mu);
+    free(l);
+    if (free_it) {
+        dlock__held_drop_pins(c, h);
+        dlock__held_free(h);
+    }
+}
+
+/* See held.h. A thread asleep until no later than due_ms will see the
+ * work in time: it is left asleep. One that is running rescans (kicked). */
+void dlock__work_due(dlock_client *c, int64_t due_ms)
+{
+    dlock__due *d = &c->due;
+    pthread_mutex_lock(&c->held_mu);
+    if (!d->started && !d->stop && d->start != NULL)
+        d->started = d->start(c) == 0;
+    if (!(d->sleeping && d->sleep_until <= due_ms)) {
+        d->kicked = 1;
+        if (d->sleeping)
+            pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&c->held_mu);
 }

@@ -1,22 +1,24 @@
 /*
  * retention.c - the fence retention a client asks for (the option
  * fence_retention_ms), as the scripts are told it: acquire.lua's ARGV[9],
- * sent only when it is neither the default nor 0 (0 is in the mode,
- * "a" to "c": the hot path's command stays short), release.lua's ARGV[6], and the retention of a fence hash that
- * must exist (a Redlock fencing round). Redlock keeps the default for 0.
+ * sent only when it is neither the default nor 0 (0 is in the mode, "a"
+ * to "c": the hot path's command stays short), release.lua's ARGV[6],
+ * and the retention of a fence hash that must exist (a Redlock fencing
+ * round). Redlock keeps the default for 0.
  * See docs/design.md, "Fence retention".
  */
 #include "hold/core.h"
-#include "hold/lock.h"
+#include "hold/held.h"
+#include "hold/retention.h"
 
-/* See lock.h. */
+/* See retention.h. */
 int64_t dlock__fence_keep_ms(const dlock_client *c)
 {
     return c->opts.fence_retention_ms > 0 ? c->opts.fence_retention_ms
                                           : DLOCK__FENCE_RETENTION_MS;
 }
 
-/* See lock.h. */
+/* See retention.h. */
 int64_t dlock__fence_retention(const dlock_client *c)
 {
     if (c->opts.fence_retention_ms == 0 && c->ns.n > 1)
@@ -24,7 +26,7 @@ int64_t dlock__fence_retention(const dlock_client *c)
     return c->opts.fence_retention_ms;
 }
 
-/* See lock.h. The placeholders are the values acquire.lua reads as
+/* See retention.h. The placeholders are the values acquire.lua reads as
  * absent: mode "0" (plain), no hint, no waiter TTL or ticket, not a
  * waiting writer. */
 void dlock__acquire_retention_args(dlock__cmdbuf *b, const dlock_client *c)

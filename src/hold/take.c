@@ -9,7 +9,7 @@
 
 #include "hold/attempt.h"
 #include "hold/holder.h"
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "notify/notify.h"
 #include "hold/take.h"
 #include "hold/wait.h"
@@ -86,7 +86,7 @@ static int first_then_wait(dlock_client *c, dlock__held *h,
      * subscription. A process still subscribed (contending for the name
      * again) queues at once: the try would only add a round trip. */
     if (fair && k->queue_at_once && o->wait_ms != 0 &&
-        dlock__notify_subscribed(c, h->k.hchan, h->k.hchanlen))
+        dlock__notify_subscribed(c->notifier, h->k.hchan, h->k.hchanlen))
         return dlock__wait_blocking(c, h, w, deadline, gen, -1, 0, no_ride, g,
                                     warn);
     rc = dlock__attempt(c, h, w, fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY, 0,

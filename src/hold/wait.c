@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "notify/notify.h"
 #include "hold/wait.h"
 #include "hold/withdraw.h"
@@ -200,7 +200,7 @@ static void wait_begin(waiting *y)
         rc = DLOCK_EAUTH; /* refused moments ago: do not ask again yet */
     } else {
         dlock__wait_channel(y->h, y->x.queued, &chan, &len, &owner);
-        rc = dlock__notify_begin(c, chan, len, owner, &y->sub,
+        rc = dlock__notify_begin(c->notifier, chan, len, owner, &y->sub,
                                  cap(&y->x, now + c->opts.command_timeout_ms),
                                  y->gen);
         if (rc == DLOCK_EAUTH)

@@ -9,7 +9,7 @@
  * then never needs the round trip).
  *
  * The thread looks at least once a second, so taking a lock due later than
- * its next look does not wake it (dlock__watchdog_kick): with the 2 s
+ * its next look does not wake it (dlock__work_due): with the 2 s
  * handoff lease, a fair hand-over costs the new holder no thread wake-up.
  *
  * Each look also lets idle pooled connections read the answers to
@@ -39,7 +39,8 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
-#include "hold/lock.h"
+#include "hold/release.h"
+#include "hold/renew.h"
 #include "hold/watchdog.h"
 
 #define ROUND_MAX 256
@@ -50,23 +51,29 @@
  * section, otherwise). */
 #define IDLE_TICK_MS 1000
 
+/* The thread. Its wake-ups are the client's due signal (c->due, under
+ * held_mu): the registry raises it (dlock__work_due) where work is
+ * queued, and starts the thread through due.start on first use. */
 typedef struct dlock__watchdog {
     pthread_t thread;
-    int started;
-    int stop;
-    int kicked;
-    int sleeping;        /* in its timed wait */
-    int64_t sleep_until; /* ...until then (monotonic ms) */
-    pthread_cond_t cv;   /* with c->held_mu */
 } watchdog;
 
-/* See watchdog.h. The thread starts with the first watchdog lock. */
+static void *watchdog_main(void *arg);
+
+/* c->due.start: start the thread (held_mu held). 0 when it runs. */
+static int watchdog_start(dlock_client *c)
+{
+    return pthread_create(&c->watchdog->thread, NULL, watchdog_main, c);
+}
+
+/* See watchdog.h. The thread starts with the first work signalled. */
 int dlock__watchdog_init(dlock_client *c)
 {
     watchdog *w = calloc(1, sizeof *w);
     if (w == NULL)
         return DLOCK_ENOMEM;
-    dlock__cond_init(&w->cv);
+    dlock__cond_init(&c->due.cv);
+    c->due.start = watchdog_start;
     c->watchdog = w;
     return DLOCK_OK;
 }
@@ -75,15 +82,17 @@ int dlock__watchdog_init(dlock_client *c)
 void dlock__watchdog_free(dlock_client *c)
 {
     watchdog *w = c->watchdog;
+    int started;
     if (w == NULL)
         return;
     pthread_mutex_lock(&c->held_mu);
-    w->stop = 1;
-    pthread_cond_broadcast(&w->cv);
+    c->due.stop = 1;
+    started = c->due.started;
+    pthread_cond_broadcast(&c->due.cv);
     pthread_mutex_unlock(&c->held_mu);
-    if (w->started)
+    if (started)
         pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&c->due.cv);
     free(w);
     c->watchdog = NULL;
 }
@@ -239,13 +248,14 @@ static int undo_round(dlock_client *c)
     return c->undos != NULL;
 }
 
-/* The thread: sleep until the next renewal is due or a kick, renew. */
+/* The thread: sleep until the next renewal is due or work is signalled
+ * (c->due), renew. */
 static void *watchdog_main(void *arg)
 {
     dlock_client *c = arg;
-    watchdog *w = c->watchdog;
+    dlock__due *d = &c->due;
     pthread_mutex_lock(&c->held_mu);
-    while (!w->stop) {
+    while (!d->stop) {
         int64_t next;
         /* Requests given up on that a NOSCRIPT answer makes us send
          * again (a Redlock release returned with a majority): if no
@@ -254,50 +264,31 @@ static void *watchdog_main(void *arg)
         dlock__nodes_settle(&c->ns);
         pthread_mutex_lock(&c->held_mu);
         next = round_once(c);
-        if (w->stop)
+        if (d->stop)
             break;
         if (undo_round(c)) {
             int64_t soon = dlock__now_ms() + 100;
             if (next < 0 || soon < next)
                 next = soon;
         }
-        if (w->stop)
+        if (d->stop)
             break;
         if (next >= 0 && next <= dlock__now_ms()) {
             /* More may be due (or failures wait for retry_after). */
-            if (!w->kicked)
+            if (!d->kicked)
                 continue;
         }
-        if (!w->kicked) {
+        if (!d->kicked) {
             int64_t tick = dlock__now_ms() + IDLE_TICK_MS;
             if (next < 0 || next > tick)
                 next = tick;
-            w->sleeping = 1;
-            w->sleep_until = next;
-            dlock__cond_wait_until(&w->cv, &c->held_mu, next);
-            w->sleeping = 0;
+            d->sleeping = 1;
+            d->sleep_until = next;
+            dlock__cond_wait_until(&d->cv, &c->held_mu, next);
+            d->sleeping = 0;
         }
-        w->kicked = 0;
+        d->kicked = 0;
     }
     pthread_mutex_unlock(&c->held_mu);
     return NULL;
-}
-
-/* See watchdog.h. */
-void dlock__watchdog_kick(dlock_client *c, int64_t due_ms)
-{
-    watchdog *w = c->watchdog;
-    pthread_mutex_lock(&c->held_mu);
-    if (!w->started && !w->stop) {
-        if (pthread_create(&w->thread, NULL, watchdog_main, c) == 0)
-            w->started = 1;
-    }
-    /* A thread asleep until no later than due_ms will see the work in
-     * time: leave it asleep. One that is running rescans (kicked). */
-    if (!(w->sleeping && w->sleep_until <= due_ms)) {
-        w->kicked = 1;
-        if (w->sleeping)
-            pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&c->held_mu);
 }

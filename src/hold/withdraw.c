@@ -10,7 +10,8 @@
 #include <inttypes.h>
 
 #include "topo/cluster_delay.h"
-#include "hold/lock.h"
+#include "hold/release.h"
+#include "hold/renew.h"
 #include "notify/notify.h"
 #include "hold/withdraw.h"
 
@@ -96,7 +97,7 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
         h->depth > 0)
         return;
     dlock__owner_id(c, next, sizeof next);
-    dlock__notify_rename(c, h->owner, sizeof h->owner, next);
+    dlock__notify_rename(c->notifier, h->owner, sizeof h->owner, next);
 }
 
 /* See withdraw.h. */

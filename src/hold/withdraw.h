@@ -5,7 +5,7 @@
  * kind (hold/attempt.c) judges its grants by this rule, says so with
  * these words, and gives back a failed attempt's grants the same way
  * (dlock__give_back). Above verdict.h (the tally), cluster_delay.h,
- * lock.h and notify.h.
+ * release.h, renew.h and notify.h.
  */
 #ifndef DLOCK_WITHDRAW_H
 #define DLOCK_WITHDRAW_H

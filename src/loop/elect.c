@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "loop/loop_impl.h"
 
 /* "<key>:l" of hold h's name, into buf (DLOCK_KEY_MAX + 64 bytes). */

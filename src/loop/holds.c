@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "hold/kind.h"
-#include "hold/lock.h"
 #include "loop/loop_impl.h"
 
 #define BATCH_MAX 200

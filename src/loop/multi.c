@@ -76,7 +76,8 @@ static void take_next(dlock_op *parent)
     if (rc != DLOCK_OK) {
         m->child = NULL;
         give_back(parent->loop, m);
-        dloop__complete(parent, rc, "%s", dlock_errmsg(parent->loop->c));
+        dloop__complete(parent, rc, "%s",
+                        dlock__msgs_peek(&parent->loop->c->msgs));
     }
 }
 

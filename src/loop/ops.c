@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "hold/kind.h"
-#include "hold/lock.h"
+#include "hold/held.h"
 #include "loop/loop_impl.h"
 
 /* A fair waiter refreshes its queue place this often. */

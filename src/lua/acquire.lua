@@ -42,7 +42,7 @@
 -- keys and 4 (Redis refuses commands of more than 10 words before AUTH,
 -- and a short command is cheaper to parse on every acquisition).
 -- The fence hash lives at least RETAIN (7 days, DLOCK__FENCE_RETENTION_MS
--- in lock.h) after the last acquisition, and at most twice that: a grant
+-- in hold/held.h) after the last acquisition, and at most twice that: a grant
 -- at or after its field d (the server second from which less than RETAIN
 -- is left, as the last renewal set it) renews it to 2 * RETAIN and sets d
 -- to RETAIN from now, so only about one grant in RETAIN pays for the

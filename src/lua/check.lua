@@ -1,5 +1,5 @@
 -- check.lua: is a token the fencing token of a live hold of this name?
--- (dlock_lock_check, src/check.c). Read-only.
+-- (dlock_lock_check, src/api/check.c). Read-only.
 --
 -- KEYS[1]  the lock hash, or the semaphore's zset <prefix>:{<name>}
 -- KEYS[2]  the fence hash: n = the last token granted; t:<owner> = the

@@ -1,5 +1,5 @@
 -- kind.lua: what a name's key holds, for the message of an acquire the
--- servers refused with WRONGTYPE (src/kind.c). Read-only.
+-- servers refused with WRONGTYPE (src/hold/kind.c). Read-only.
 --
 -- KEYS[1]  the name's key <prefix>:{<name>}
 -- KEYS[2]  its fence hash <prefix>:{<name>}:f

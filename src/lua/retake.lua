@@ -1,7 +1,7 @@
 -- retake.lua: Redlock: put a held lock back on a server that lost it or
 -- never got it (a restart without data, an acquire that reached only a
 -- majority), after a renewal confirmed that a majority still holds it for
--- this owner (lock.c). Never takes it from another owner.
+-- this owner (hold/renew.c). Never takes it from another owner.
 --
 -- KEYS[2i-1]  lock hash i
 -- KEYS[2i]    fence hash i (n, r, x: see acquire.lua and release.lua)

@@ -42,6 +42,7 @@
  * n->reader) touches a link's connection.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,25 @@
 #include "notify/notify.h"
 #include "notify/notify_impl.h"
 
+/* Write this thread's message on n's client and return code. */
+static int fail(const dlock__notifier *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(const dlock__notifier *n, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    code = dlock__msgs_vset(n->x.msgs, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 /* See notify.h. The thread starts on first use. */
-int dlock__notify_init(dlock_client *c)
+int dlock__notify_init(dlock__notifier **out, const dlock__notify_ctx *x)
 {
     dlock__notifier *n = calloc(1, sizeof *n);
     if (n == NULL)
         return DLOCK_ENOMEM;
-    n->links = calloc((size_t)dlock__links_max(&c->ns), sizeof *n->links);
+    n->links = calloc((size_t)dlock__links_max(x->ns), sizeof *n->links);
     n->dlink = -1;
     n->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     n->reader_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -72,16 +85,15 @@ int dlock__notify_init(dlock_client *c)
         free(n);
         return rc;
     }
-    n->c = c;
+    n->x = *x;
     pthread_mutex_init(&n->mu, NULL);
-    c->notifier = n;
+    *out = n;
     return DLOCK_OK;
 }
 
 /* See notify.h. */
-void dlock__notify_free(dlock_client *c)
+void dlock__notify_free(dlock__notifier *n)
 {
-    dlock__notifier *n = c->notifier;
     int i;
     if (n == NULL)
         return;
@@ -92,7 +104,7 @@ void dlock__notify_free(dlock_client *c)
         dlock__sub_poke(n->wake_fd);
         pthread_join(n->thread, NULL);
     }
-    for (i = 0; i < dlock__links_max(&c->ns); i++)
+    for (i = 0; i < dlock__links_max(n->x.ns); i++)
         dlock__conn_close(n->links[i].conn);
     while (n->chans != NULL) {
         chan *next = n->chans->next;
@@ -104,14 +116,12 @@ void dlock__notify_free(dlock_client *c)
     free(n->links);
     pthread_mutex_destroy(&n->mu);
     free(n);
-    c->notifier = NULL;
 }
 
 /* See notify.h. */
-void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
+void dlock__notify_rename(dlock__notifier *n, char *buf, size_t len,
                           const char *owner)
 {
-    dlock__notifier *n = c->notifier;
     size_t k = strlen(owner);
     if (len == 0)
         return;
@@ -124,9 +134,8 @@ void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
 }
 
 /* Wake every waiter of every channel (cancellation). */
-void dlock__notify_cancel(dlock_client *c)
+void dlock__notify_cancel(dlock__notifier *n)
 {
-    dlock__notifier *n = c->notifier;
     chan *ch;
     if (n == NULL)
         return;
@@ -142,34 +151,32 @@ void dlock__notify_cancel(dlock_client *c)
  * is announced by every node that held the lock, which is a majority. In
  * a cluster: the master serving the channel's slot, where the release
  * script publishes. */
-static int subscribed_enough(const dlock_client *c, const chan *ch)
+static int subscribed_enough(dlock__notifier *n, const chan *ch)
 {
-    if (c->ns.cluster != NULL) {
-        int home = dlock__sub_chan_home(c->notifier, ch);
+    if (n->x.ns->cluster != NULL) {
+        int home = dlock__sub_chan_home(n, ch);
         return home >= 0 && (ch->ok & (1ULL << home)) != 0;
     }
-    return __builtin_popcountll(ch->ok) >= c->ns.quorum;
+    return __builtin_popcountll(ch->ok) >= n->x.ns->quorum;
 }
 
 /* See notify.h. */
-int dlock__notify_subscribed(dlock_client *c, const char *name, size_t len)
+int dlock__notify_subscribed(dlock__notifier *n, const char *name, size_t len)
 {
-    dlock__notifier *n = c->notifier;
     chan *ch;
     int yes;
     pthread_mutex_lock(&n->mu);
     ch = dlock__sub_chan_find(n, name, len);
-    yes = ch != NULL && subscribed_enough(c, ch);
+    yes = ch != NULL && subscribed_enough(n, ch);
     pthread_mutex_unlock(&n->mu);
     return yes;
 }
 
 /* See notify.h. */
-int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
+int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
                         const char *me, dlock__waiter **out,
                         int64_t deadline_ms, uint64_t cancel_gen)
 {
-    dlock__notifier *n = c->notifier;
     dlock__waiter *w;
     chan *ch;
     int rc = DLOCK_OK;
@@ -183,8 +190,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
         if (pthread_create(&n->thread, NULL, dlock__sub_main, n) != 0) {
             pthread_mutex_unlock(&n->mu);
             free(w);
-            return dlock__set_error(c, DLOCK_ENOMEM,
-                                    "cannot start the notifier thread");
+            return fail(n, DLOCK_ENOMEM, "cannot start the notifier thread");
         }
         n->started = 1;
     }
@@ -205,7 +211,7 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
         n->chans = ch;
     }
     ch->refs++;
-    w->c = c;
+    w->n = n;
     w->ch = ch;
     w->cancel_gen = cancel_gen;
     w->me = me;
@@ -220,27 +226,27 @@ int dlock__notify_begin(dlock_client *c, const char *name, size_t len,
          * releases, so that none of them wakes it. */
         dlock__sub_pump(n, n->dlink, POLLIN);
     }
-    if (!subscribed_enough(c, ch)) {
+    if (!subscribed_enough(n, ch)) {
         dlock__sub_giveback(n);
         dlock__sub_poke(
             n->wake_fd); /* a lingering subscription needs no round trip */
     }
-    while (!subscribed_enough(c, ch)) {
-        if (atomic_load(&c->cancel_gen) != cancel_gen) {
+    while (!subscribed_enough(n, ch)) {
+        if (atomic_load(n->x.cancel_gen) != cancel_gen) {
             rc = DLOCK_CANCELED;
             break;
         }
-        if (__builtin_popcountll(ch->refused) > c->ns.n - c->ns.quorum) {
-            rc = dlock__set_error(c, DLOCK_EAUTH,
-                                  "SUBSCRIBE %s: NOPERM: this user may not "
-                                  "use the lock's channels",
-                                  ch->name);
+        if (__builtin_popcountll(ch->refused) > n->x.ns->n - n->x.ns->quorum) {
+            rc = fail(n, DLOCK_EAUTH,
+                      "SUBSCRIBE %s: NOPERM: this user may not "
+                      "use the lock's channels",
+                      ch->name);
             break;
         }
         if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) == ETIMEDOUT &&
-            !subscribed_enough(c, ch)) {
-            rc = dlock__set_error(c, DLOCK_ETIMEDOUT,
-                                  "no subscription to %s in time", ch->name);
+            !subscribed_enough(n, ch)) {
+            rc = fail(n, DLOCK_ETIMEDOUT, "no subscription to %s in time",
+                      ch->name);
             break;
         }
     }
@@ -269,14 +275,14 @@ static int first_in_line(const dlock__waiter *w)
 /* See notify.h. */
 int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
 {
-    dlock__notifier *n = w->c->notifier;
+    dlock__notifier *n = w->n;
     chan *ch = w->ch;
     int rc = 1;
     if (w->has_turn)
         return 1;
     pthread_mutex_lock(&n->mu);
     while (ch->turn || !first_in_line(w)) {
-        if (atomic_load(&w->c->cancel_gen) != w->cancel_gen) {
+        if (atomic_load(w->n->x.cancel_gen) != w->cancel_gen) {
             rc = DLOCK_CANCELED;
             break;
         }
@@ -299,8 +305,8 @@ int dlock__notify_turn(dlock__waiter *w, int64_t deadline_ms)
  * links) or while the slot map does not know. Caller holds mu. */
 static int waiter_link(dlock__notifier *n, const dlock__waiter *w)
 {
-    if (n->c->ns.cluster == NULL)
-        return n->c->ns.n == 1 ? 0 : -1;
+    if (n->x.ns->cluster == NULL)
+        return n->x.ns->n == 1 ? 0 : -1;
     return dlock__sub_chan_home(n, w->ch);
 }
 
@@ -357,12 +363,12 @@ static void direct_step(dlock__notifier *n, dlock__waiter *w, int li,
 /* Sleep on the channel until pred says stop; shared by the two waits. */
 static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
 {
-    dlock__notifier *n = w->c->notifier;
+    dlock__notifier *n = w->n;
     chan *ch = w->ch;
     int rc = 0, li;
     pthread_mutex_lock(&n->mu);
     for (;;) {
-        if (atomic_load(&w->c->cancel_gen) != w->cancel_gen) {
+        if (atomic_load(w->n->x.cancel_gen) != w->cancel_gen) {
             rc = DLOCK_CANCELED;
             break;
         }
@@ -399,7 +405,7 @@ static int wait_on(dlock__waiter *w, int64_t until_ms, int fair)
     w->seen = ch->gen;
     pthread_mutex_unlock(&n->mu);
     if (rc == 1)
-        atomic_fetch_add(&w->c->stats.wakeups, 1);
+        atomic_fetch_add(&w->n->x.stats->wakeups, 1);
     return rc;
 }
 
@@ -426,7 +432,7 @@ uint64_t dlock__notify_handoff_token(const dlock__waiter *w)
  * but the notifier sets it under mu. */
 int dlock__notify_handed(dlock__waiter *w)
 {
-    dlock__notifier *n = w->c->notifier;
+    dlock__notifier *n = w->n;
     int handed;
     pthread_mutex_lock(&n->mu);
     handed = w->handed;
@@ -437,10 +443,10 @@ int dlock__notify_handed(dlock__waiter *w)
 /* See notify.h. Under mu: the subscriber sets handed under it. */
 void dlock__notify_handoff_reset(dlock__waiter *w)
 {
-    pthread_mutex_lock(&w->c->notifier->mu);
+    pthread_mutex_lock(&w->n->mu);
     w->handed = 0;
     w->token = 0;
-    pthread_mutex_unlock(&w->c->notifier->mu);
+    pthread_mutex_unlock(&w->n->mu);
 }
 
 /* See notify.h. */
@@ -451,7 +457,7 @@ void dlock__notify_end(dlock__waiter *w)
     dlock__waiter **pp;
     if (w == NULL)
         return;
-    n = w->c->notifier;
+    n = w->n;
     ch = w->ch;
     pthread_mutex_lock(&n->mu);
     for (pp = &ch->waiters; *pp != NULL; pp = &(*pp)->next)

@@ -2,8 +2,9 @@
  * notify.h - release notifications (notify.c): a waiter subscribes to a
  * lock's channel, takes turns as its process's one contender, and sleeps
  * until a release (or, in fair mode, a handoff to it) is announced. One
- * subscriber thread per client, started on first use. Above the
- * transport; the wait (hold/wait.c) is its caller.
+ * subscriber thread per client, started on first use. Above the node
+ * set (a narrow context, dlock__notify_ctx, instead of the client); the
+ * wait (hold/wait.c) is its caller.
  */
 #ifndef DLOCK_NOTIFY_H
 #define DLOCK_NOTIFY_H
@@ -11,14 +12,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/errors.h"
+#include "base/util.h"
 #include "dlock.h"
+#include "topo/node.h"
 
 typedef struct dlock__notifier dlock__notifier;
 typedef struct dlock__waiter dlock__waiter;
 
-/* Start/stop the notifier (the thread starts on first use). */
-int dlock__notify_init(dlock_client *c);
-void dlock__notify_free(dlock_client *c);
+/* What the notifier needs of its client, and no more (it sits below the
+ * lock layer and never sees struct dlock_client): the node set, the
+ * per-thread messages its failures are written to, the counters it bumps,
+ * the cancel generation it compares, the flag a NOPERM on SUBSCRIBE
+ * raises (waiters poll) and the connect timeout of its links. The
+ * pointers must outlive the notifier. */
+typedef struct dlock__notify_ctx {
+    dlock__nodeset *ns;
+    const dlock__msgs *msgs;
+    dlock__stats *stats;
+    _Atomic uint64_t *cancel_gen;
+    _Atomic int *nopub;
+    int64_t connect_timeout_ms;
+} dlock__notify_ctx;
+
+/* Make a notifier over x (copied) into *out (the thread starts on first
+ * use): DLOCK_OK, DLOCK_ENOMEM or DLOCK_EIO. */
+int dlock__notify_init(dlock__notifier **out, const dlock__notify_ctx *x);
+/* Stop the thread and free n. Accepts NULL. */
+void dlock__notify_free(dlock__notifier *n);
 
 /*
  * Register interest in a lock's channel and wait (until deadline_ms) for
@@ -29,7 +50,7 @@ void dlock__notify_free(dlock_client *c);
  * handoff to it is recorded from now on, also one that arrives before the
  * waiter sleeps (the reply to its queueing attempt can come after it).
  */
-int dlock__notify_begin(dlock_client *c, const char *chan, size_t chanlen,
+int dlock__notify_begin(dlock__notifier *n, const char *chan, size_t chanlen,
                         const char *me, dlock__waiter **out,
                         int64_t deadline_ms, uint64_t cancel_gen);
 
@@ -55,17 +76,17 @@ void dlock__notify_end(dlock__waiter *w);
 
 /* 1 when this process already has a confirmed subscription to the channel
  * (a lingering one counts): a fair waiter may then queue at once. */
-int dlock__notify_subscribed(dlock_client *c, const char *chan, size_t len);
+int dlock__notify_subscribed(dlock__notifier *n, const char *chan, size_t len);
 
 /* Write owner (NUL-terminated) into buf (len bytes), an owner id that a
  * waiter may be watching (the `me` given to dlock__notify_begin): under
  * the notifier's mutex, which the subscriber thread holds while it reads
  * `me`. */
-void dlock__notify_rename(dlock_client *c, char *buf, size_t len,
+void dlock__notify_rename(dlock__notifier *n, char *buf, size_t len,
                           const char *owner);
 
-/* Wake every waiter of the client (dlock_client_cancel). */
-void dlock__notify_cancel(dlock_client *c);
+/* Wake every waiter of the client (dlock_client_cancel). Accepts NULL. */
+void dlock__notify_cancel(dlock__notifier *n);
 
 /* Fair mode: sleep until a handoff addressed to the owner id given to
  * dlock__notify_begin has arrived (1, also when it arrived before this

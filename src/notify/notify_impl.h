@@ -12,12 +12,7 @@
 #include <stdint.h>
 
 #include "io/conn.h"
-#include "hold/core.h"
-
-/* As in notify.h, which this header does not include: notify.c is above
- * subscriber.c, and only it needs the waiters' API. */
-typedef struct dlock__notifier dlock__notifier;
-typedef struct dlock__waiter dlock__waiter;
+#include "notify/notify.h"
 
 /* A channel nobody waits on stays subscribed this long, so that a process
  * that contends for a lock again and again does not pay a SUBSCRIBE and an
@@ -46,7 +41,7 @@ typedef struct chan {
 
 struct dlock__waiter {
     struct dlock__waiter *next;
-    dlock_client *c;
+    dlock__notifier *n;
     chan *ch;
     uint64_t cancel_gen;
     uint64_t seen; /* ch->gen when it last looked */
@@ -71,7 +66,7 @@ typedef struct sub_link {
 } sub_link;
 
 struct dlock__notifier {
-    dlock_client *c;
+    dlock__notify_ctx x; /* what it needs of its client */
     pthread_mutex_t mu;
     pthread_t thread;
     int started;

@@ -74,21 +74,21 @@ chan *dlock__sub_chan_find(dlock__notifier *n, const char *name, size_t len)
 /* See notify_impl.h. */
 int dlock__sub_chan_home(dlock__notifier *n, const chan *ch)
 {
-    if (n->c->ns.cluster == NULL)
+    if (n->x.ns->cluster == NULL)
         return -2;
-    return dlock__cluster_lookup(&n->c->ns, dlock__key_slot(ch->name, ch->len));
+    return dlock__cluster_lookup(n->x.ns, dlock__key_slot(ch->name, ch->len));
 }
 
 /* Send (UN)SUBSCRIBE for one channel on one link (SSUBSCRIBE and
  * SUNSUBSCRIBE in a cluster). Caller holds mu. */
 static int send_sub(dlock__notifier *n, int i, chan *ch, int sub)
 {
-    int sharded = n->c->ns.cluster != NULL;
+    int sharded = n->x.ns->cluster != NULL;
     const char *argv[2] = {sub ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
                                : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
                            ch->name};
     size_t lens[2] = {strlen(argv[0]), ch->len};
-    atomic_fetch_add(&n->c->stats.requests, 1);
+    atomic_fetch_add(&n->x.stats->requests, 1);
     return dlock__conn_append_argv(n->links[i].conn, 2, argv, lens);
 }
 
@@ -230,14 +230,14 @@ static void link_down(dlock__notifier *n, int i)
  * it). Returns 1 for NOPERM: the user may not use our channels (ACL channel rules are
  * patterns, so one refusal stands for all of them): every pending
  * subscription is refused, its waiters told, and the client polls
- * instead (c->nopub). Caller holds mu. */
+ * instead (the client's nopub). Caller holds mu. */
 static int on_noperm(dlock__notifier *n, int i, const redisReply *r)
 {
     uint64_t bit = 1ULL << i;
     chan *ch;
     if (strncmp(r->str, "NOPERM", 6) != 0)
         return 0;
-    atomic_store(&n->c->nopub, 1);
+    atomic_store(n->x.nopub, 1);
     for (ch = n->chans; ch != NULL; ch = ch->next)
         if (ch->sent & bit) {
             ch->sent &= ~bit;
@@ -268,7 +268,7 @@ static void on_wake(dlock__notifier *n, int i, chan *ch, const char *msg,
             w->wmask = 0;
         }
         w->wmask |= 1ULL << i;
-        if (__builtin_popcountll(w->wmask) >= n->c->ns.quorum) {
+        if (__builtin_popcountll(w->wmask) >= n->x.ns->quorum) {
             w->woken = 1;
             pthread_cond_broadcast(&ch->cv);
         }
@@ -291,7 +291,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
     ch = dlock__sub_chan_find(n, name->str, name->len);
     if (ch == NULL)
         return;
-    what = kind->str[0] == 's' && n->c->ns.cluster != NULL ? kind->str + 1
+    what = kind->str[0] == 's' && n->x.ns->cluster != NULL ? kind->str + 1
                                                            : kind->str;
     if (strcmp(what, "subscribe") == 0) {
         ch->sent &= ~bit;
@@ -303,7 +303,7 @@ static void on_push(dlock__notifier *n, int i, const redisReply *r)
              * slot (cluster resharding or failover). A release may now
              * be announced where nobody of ours listens: wake the
              * waiters to look, and subscribe at the new home. */
-            dlock__cluster_stale(&n->c->ns);
+            dlock__cluster_stale(n->x.ns);
             ch->gen++;
             pthread_cond_broadcast(&ch->cv);
         }
@@ -357,9 +357,9 @@ static int on_error(dlock__notifier *n, int i, const redisReply *r)
     chan *ch;
     if (on_noperm(n, i, r))
         return 1; /* refused: the client polls */
-    if (n->c->ns.cluster == NULL)
+    if (n->x.ns->cluster == NULL)
         return 1; /* not ours to judge: as before, ignored */
-    if (dlock__cluster_redirect(&n->c->ns, dlock__cluster_node(&n->c->ns, i),
+    if (dlock__cluster_redirect(n->x.ns, dlock__cluster_node(n->x.ns, i),
                                 r->str, &to, &slot) != DLOCK__REDIR_MOVED)
         return 0;
     for (ch = n->chans; ch != NULL; ch = ch->next) {
@@ -416,7 +416,7 @@ static int link_needed(dlock__notifier *n, int i)
 {
     uint64_t bit = 1ULL << i;
     chan *ch;
-    if (n->c->ns.cluster == NULL)
+    if (n->x.ns->cluster == NULL)
         return 1;
     for (ch = n->chans; ch != NULL; ch = ch->next)
         if ((ch->refs > 0 && dlock__sub_chan_home(n, ch) == i) ||
@@ -430,8 +430,7 @@ static int link_needed(dlock__notifier *n, int i)
 void *dlock__sub_main(void *arg)
 {
     dlock__notifier *n = arg;
-    dlock_client *c = n->c;
-    int nmax = dlock__links_max(&c->ns);
+    int nmax = dlock__links_max(n->x.ns);
     struct pollfd *pfd = calloc((size_t)nmax + 1, sizeof *pfd);
     int *idx = calloc((size_t)nmax + 1, sizeof *idx);
     char err[DLOCK__ERRLEN];
@@ -448,16 +447,16 @@ void *dlock__sub_main(void *arg)
         int64_t linger;
         int any = n->chans != NULL;
 
-        if (any && c->ns.cluster != NULL &&
-            dlock__cluster_wants_refresh(&c->ns)) {
+        if (any && n->x.ns->cluster != NULL &&
+            dlock__cluster_wants_refresh(n->x.ns)) {
             /* Where do the channels belong? (at most every 100 ms) */
             pthread_mutex_unlock(&n->mu);
-            dlock__cluster_refresh(&c->ns, now + c->opts.connect_timeout_ms,
-                                   err, sizeof err);
+            dlock__cluster_refresh(n->x.ns, now + n->x.connect_timeout_ms, err,
+                                   sizeof err);
             pthread_mutex_lock(&n->mu);
             now = dlock__now_ms();
         }
-        nl = dlock__links_count(&c->ns);
+        nl = dlock__links_count(n->x.ns);
         for (i = 0; i < nl; i++) {
             sub_link *l = &n->links[i];
             if (l->conn == NULL && any && now >= l->retry_at &&
@@ -467,17 +466,17 @@ void *dlock__sub_main(void *arg)
                 pthread_mutex_unlock(&n->mu);
                 /* A node of the set is checked and located (Sentinel)
                  * as any new connection; a cluster's links are not. */
-                if (c->ns.cluster == NULL)
-                    rc = dlock__node_open(&c->ns, i, &conn,
-                                          now + c->opts.connect_timeout_ms, err,
+                if (n->x.ns->cluster == NULL)
+                    rc = dlock__node_open(n->x.ns, i, &conn,
+                                          now + n->x.connect_timeout_ms, err,
                                           sizeof err);
                 else
                     rc = dlock__conn_open(
-                        &conn, dlock__link_ep(&c->ns, i), c->ns.tls,
-                        now + c->opts.connect_timeout_ms, err, sizeof err);
+                        &conn, dlock__link_ep(n->x.ns, i), n->x.ns->tls,
+                        now + n->x.connect_timeout_ms, err, sizeof err);
                 pthread_mutex_lock(&n->mu);
                 if (rc == DLOCK_OK) {
-                    atomic_fetch_add(&c->stats.reconnects, 1);
+                    atomic_fetch_add(&n->x.stats->reconnects, 1);
                     l->conn = conn;
                     l->backoff = 0;
                 } else {
@@ -487,9 +486,9 @@ void *dlock__sub_main(void *arg)
                     l->retry_at = dlock__now_ms() + l->backoff;
                 }
             }
-            if (l->conn != NULL && c->ns.cluster == NULL &&
+            if (l->conn != NULL && n->x.ns->cluster == NULL &&
                 strcmp(dlock__conn_peer(l->conn),
-                       dlock__node_name(&c->ns.node[i])) != 0) {
+                       dlock__node_name(&n->x.ns->node[i])) != 0) {
                 /* The node moved (Sentinel failover): subscribe on the
                  * new master; the waiters retry meanwhile. */
                 if (l->direct)

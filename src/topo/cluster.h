@@ -1,8 +1,9 @@
 /*
- * cluster.h - the Redis Cluster topology (cluster.c): seed URLs, the
- * table of the cluster's nodes (each a dlock__node with its own pool), the
- * slot map (slot -> the master serving it, from CLUSTER SHARDS or CLUSTER
- * SLOTS), and what a MOVED or ASK redirection means for it.
+ * cluster.h - the Redis Cluster topology (cluster.c; the seed URLs are
+ * cluster_url.c's): seed URLs, the table of the cluster's nodes (each a
+ * dlock__node with its own pool), the slot map (slot -> the master
+ * serving it, from CLUSTER SHARDS or CLUSTER SLOTS), and what a MOVED or
+ * ASK redirection means for it.
  *
  * A cluster client's node set (node.h) has one node, quorum 1: to the lock
  * layer a cluster lock is a single-instance lock. The engine (src/engine/call.c)

@@ -106,7 +106,7 @@ typedef int (*dlock__locate_fn)(struct dlock__nodeset *ns, int i,
                                 int64_t deadline_ms, char *err, size_t errlen);
 
 /* The node set: filled by dlock__topology_fill(), used by node.c's pool
- * and the step layer's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
+ * and the engine's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
  * set of nodes fits a uint64_t mask (bit i = node i). */
 typedef struct dlock__nodeset {
     dlock__topology kind;

@@ -10,7 +10,7 @@
  * A minority's address is taken only when the majority's is its replica
  * (a failover not all sentinels have seen yet); sentinels that name two
  * masters are an error, not a guess. A node is located on first use, and again when
- * the node layer or the step layer suspects it moved (READONLY, LOADING,
+ * the node layer or the engine suspects it moved (READONLY, LOADING,
  * a refused or dropped connection).
  *
  * The watch: a thread, started with the first locate, keeps a pub/sub

@@ -1,11 +1,11 @@
 /*
- * call_impl.h - the engine's state, shared by its two files: call.c (the
+ * machine.h - the engine's state, shared by its two files: call.c (the
  * calls, the lanes, the replies) and abandon.c (how calls end: the early
  * return, the deadline, a cancel, the final results). Private to
  * src/engine/.
  */
-#ifndef DLOCK_CALL_IMPL_H
-#define DLOCK_CALL_IMPL_H
+#ifndef DLOCK_ENGINE_MACHINE_H
+#define DLOCK_ENGINE_MACHINE_H
 
 #include "engine/call.h"
 #include "topo/node.h"
@@ -80,9 +80,23 @@ struct dlock__call {
     int64_t deadline;
 };
 
-/* call.c: call j ends with status rc; lane l goes back to its pool. */
-void dlock__call_end(dlock__call *k, int j, int rc);
-void dlock__lane_release(dlock__call *k, int l, int ok);
+/* Call j is finished with status rc (res[j].err says why). */
+static inline void dlock__call_end(dlock__call *k, int j, int rc)
+{
+    k->cl[j].state = C_DONE;
+    k->cl[j].lane = -1;
+    k->res[j].status = rc;
+}
+
+/* Lane l's connection goes back to its pool (ok 0: closed); l is free. */
+static inline void dlock__lane_release(dlock__call *k, int l, int ok)
+{
+    lane *ln = &k->ln[l];
+    dlock__node_give(k->ns, ln->nd, ln->conn, ok);
+    ln->conn = NULL;
+    ln->qhead = ln->qlen = 0;
+    ln->dirty = 0;
+}
 
 /* abandon.c: the results are made final (the connections still held
  * given back, a cluster's refusal named, one server counted twice
@@ -104,4 +118,4 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why);
  * refused. */
 int dlock__call_same_server(dlock__call *k);
 
-#endif /* DLOCK_CALL_IMPL_H */
+#endif /* DLOCK_ENGINE_MACHINE_H */

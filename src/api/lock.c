@@ -1,0 +1,213 @@
+/*
+ * lock.c - a held lock as the caller sees it (dlock.h): release (all
+ * levels or one), detach, extend, and the accessors of a handle. The
+ * release script and the undo are hold/release.c's, renewal
+ * hold/renew.c's, the handles and the record's lifecycle registry.c's
+ * (its mutex rules are at the top of that file).
+ */
+#include <stdlib.h>
+
+#include "hold/core.h"
+#include "hold/extend_back.h"
+#include "hold/held.h"
+#include "hold/release.h"
+#include "hold/renew.h"
+
+/* See dlock.h. */
+int dlock_lock_release(dlock_lock *l)
+{
+    dlock_client *c;
+    dlock__held *h;
+    dlock__result res[DLOCK_MAX_SERVERS];
+    int i, confirmed = 0, notowner = 0, rc, depth;
+
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    c = l->client;
+    h = l->held;
+
+    pthread_mutex_lock(&c->held_mu);
+    depth = h->depth;
+    /* From here no renewal result or lost callback may concern this
+     * lock (renewal is idempotent on the server: an extend that lands
+     * after the delete finds no owner and changes nothing). */
+    if (depth <= 1 && h->life == DLOCK__HELD_LIVE)
+        h->life = DLOCK__HELD_RELEASING;
+    if (h->wd_handle == l)
+        h->wd_handle = NULL;
+    while (h->flags & DLOCK__HELD_CB)
+        pthread_cond_wait(&c->held_cv, &c->held_mu);
+    pthread_mutex_unlock(&c->held_mu);
+    /* Only this thread moves h out of the registry: its life may be read
+     * without the mutex here. */
+    if (atomic_load(&h->state) == DLOCK_LOST ||
+        h->life == DLOCK__HELD_UNLINKED || depth <= 0) {
+        int st = atomic_load(&h->state);
+        dlock__handle_drop(c, h, l, 1);
+        return dlock__set_error(c,
+                                st == DLOCK_LOST ? DLOCK_LOST : DLOCK_NOT_OWNER,
+                                "release: the lock was already lost");
+    }
+    dlock__release_run(c, &h->k, h->owner, dlock__all_nodes(c), depth, h->token,
+                       0, 0, h->pins, 1, dlock__deadline(c, 0), res);
+    dlock__held_drop_pins(c, h);
+    for (i = 0; i < c->ns.n; i++)
+        if (res[i].pending) {
+            /* Given up on with a majority confirmed: the watchdog's next
+             * look (within a second) settles what no thread reuses. */
+            dlock__work_due(c, dlock__now_ms() + 1000);
+            break;
+        }
+    for (i = 0; i < c->ns.n; i++) {
+        const redisReply *r = res[i].reply;
+        if (res[i].status != DLOCK_OK)
+            continue;
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 4)
+            dlock__malformed(&c->ns, res, i, "the release script");
+        else if (r->integer > 0)
+            confirmed++;
+        else
+            notowner++;
+        if (res[i].status == DLOCK_OK && r->integer == 4)
+            atomic_store(&c->nopub, 1); /* released; waiters must poll */
+    }
+    if (confirmed >= c->ns.quorum)
+        rc = DLOCK_OK;
+    else if (notowner > c->ns.n - c->ns.quorum ||
+             (c->ns.n == 1 && notowner == 1))
+        rc = dlock__set_error(c, DLOCK_NOT_OWNER,
+                              "release %s: not the owner (the lease expired "
+                              "or another owner has the lock)",
+                              h->k.name);
+    else
+        rc = dlock__fail_all(c, res, "release");
+    dlock__results_clear(res, c->ns.n);
+    if (depth <= 1) { /* the hold ends here (metrics) */
+        int64_t held_us = dlock__now_us() - h->since_us;
+        if (rc == DLOCK_OK)
+            dlock__hist_add(&c->metrics.hold, held_us);
+        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
+    }
+    dlock__handle_drop(c, h, l, rc != DLOCK_OK);
+    return rc;
+}
+
+/* See dlock.h. The registry forgets this level: a later release by this
+ * owner in this process would expect one level less. */
+void dlock_lock_detach(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->client->held_mu);
+    if (l->held->life == DLOCK__HELD_LIVE)
+        l->held->life = DLOCK__HELD_RELEASING;
+    while (l->held->flags & DLOCK__HELD_CB)
+        pthread_cond_wait(&l->client->held_cv, &l->client->held_mu);
+    pthread_mutex_unlock(&l->client->held_mu);
+    dlock__handle_drop(l->client, l->held, l, 1);
+}
+
+/* See dlock.h. */
+int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
+{
+    dlock_client *c;
+    dlock__held *h;
+    int ok;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    c = l->client;
+    h = l->held;
+    if (lease_ms <= 0)
+        return dlock__set_error(c, DLOCK_EINVAL, "lease_ms must be > 0");
+    if (atomic_load(&h->state) == DLOCK_LOST)
+        return dlock__set_error(c, DLOCK_LOST, "extend: the lease was lost");
+    /* Over the hold's pinned connections: behind its acquire. */
+    dlock__extend_many(c, &h, &lease_ms, 1, &ok, h->pins);
+    dlock__held_drop_pins(c, h);
+    if (ok == DLOCK_OK) {
+        int on = dlock_lock_nodes_holding(l, NULL);
+        pthread_mutex_lock(&c->held_mu);
+        h->lease_ms = lease_ms;
+        h->next_renew_ms = dlock__now_ms() + lease_ms / 3;
+        pthread_mutex_unlock(&c->held_mu);
+        if (on < c->ns.n)
+            dlock__set_error(
+                c, DLOCK_OK, "warning: extend %s: held on %d of %d servers%s",
+                h->k.name, on, c->ns.n,
+                on <= c->ns.quorum ? " (a bare majority: losing one more of "
+                                     "them loses the lock)"
+                                   : "");
+    } else if (ok == DLOCK_NOT_OWNER) {
+        dlock__set_error(c, ok, "extend %s: not the owner (expired or taken)",
+                         h->k.name);
+    } else if (ok == DLOCK_NOT_REPLICATED) {
+        dlock__extend_give_back(c, h); /* the old lease, not this one */
+    }
+    return ok;
+}
+
+/* See dlock.h. */
+uint64_t dlock_lock_token(const dlock_lock *l)
+{
+    return l != NULL ? l->held->token : 0;
+}
+
+/* See dlock.h. */
+int dlock_lock_nodes_holding(const dlock_lock *l, int *servers)
+{
+    if (servers != NULL)
+        *servers = 0;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (servers != NULL)
+        *servers = l->client->ns.n;
+    return __builtin_popcountll(atomic_load(&l->held->held_on));
+}
+
+/* See dlock.h. */
+int64_t dlock_lock_validity_ms(const dlock_lock *l)
+{
+    int64_t left;
+    if (l == NULL || atomic_load(&l->held->state) != DLOCK_OK)
+        return 0;
+    left = atomic_load(&l->held->valid_until_ms) - dlock__now_ms();
+    return left > 0 ? left : 0;
+}
+
+/* See dlock.h. */
+int dlock_lock_status(const dlock_lock *l)
+{
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (atomic_load(&l->held->state) == DLOCK_LOST)
+        return DLOCK_LOST;
+    return dlock_lock_validity_ms(l) > 0 ? DLOCK_OK : DLOCK_NOT_OWNER;
+}
+
+/* See dlock.h. The reason was written before state LOST was stored. */
+int dlock_lock_lost_reason(const dlock_lock *l, const char **why)
+{
+    const dlock__held *h;
+    if (why != NULL)
+        *why = "";
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    h = l->held;
+    if (atomic_load(&h->state) != DLOCK_LOST)
+        return DLOCK_OK;
+    if (why != NULL)
+        *why = h->lost_why != NULL ? h->lost_why : dlock_strerror(h->lost_code);
+    return h->lost_code;
+}
+
+/* See dlock.h. */
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l != NULL ? l->held->k.name : "";
+}
+
+/* See dlock.h. */
+const char *dlock_lock_owner(const dlock_lock *l)
+{
+    return l != NULL ? l->held->owner : "";
+}
