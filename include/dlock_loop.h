@@ -48,7 +48,7 @@
  *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
- *  - fenced set / get;
+ *  - fenced set / get / read (dlock_loop_fenced_read);
  *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
  * Not yet: Redlock / Sentinel / Cluster, the CLI on the loop, the
  * client's options wait_replicas, holder_info and on_event (loop holds
@@ -298,9 +298,25 @@ DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
                                        const char *key, dlock_op_cb cb,
                                        void *userdata);
 
-/* In a fenced get's callback: the value (NUL-terminated, owned by the
- * op: copy it), its length and the fence (0 when never written). NULL
- * for other operations or when KEY has no value. */
+/*
+ * Fenced read through the loop (dlock_fenced_read's rules): read KEY's
+ * value under TOKEN (1 to 2^53) and make TOKEN the key's floor, so that a
+ * fenced set with an older token is refused from then on: the read of a
+ * read-modify-write, or a new holder's look before it acts, which shuts
+ * out a previous holder paused past its lease (its later fenced set gets
+ * DLOCK_STALE). Callback: DLOCK_OK (dlock_op_value gives the value, NULL
+ * when none, and the fence, now TOKEN), DLOCK_STALE (TOKEN is older than
+ * the fence, which dlock_op_value's fence gives; nothing changed) or an
+ * error class; hold is NULL. Unlike the blocking call it does not wait
+ * for replicas (wait_replicas).
+ */
+DLOCK_EXPORT int dlock_loop_fenced_read(dlock_op **out, dlock_loop *loop,
+                                        const char *key, uint64_t token,
+                                        dlock_op_cb cb, void *userdata);
+
+/* In a fenced get's or read's callback: the value (NUL-terminated, owned
+ * by the op: copy it), its length and the fence (0 when never written).
+ * NULL for other operations or when KEY has no value. */
 DLOCK_EXPORT const char *dlock_op_value(const dlock_op *op, size_t *len,
                                         uint64_t *fence);
 

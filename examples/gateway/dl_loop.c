@@ -8,16 +8,22 @@
  *
  * Decide K (the lock is P:dedup:K, the result the fenced value
  * P:result:K):
- *   1. a try of the lock and a fenced get of the result, started together
- *      (sent in that order on the loop's one command connection: the get
- *      sees what the lock's holder, if any, stored before it released);
+ *   1. a try of the lock, then: got it, a fenced read of the result with
+ *      the hold's token (the result's fence becomes that token: a
+ *      previous holder paused past its lease, its lock expired, can no
+ *      longer store its result after this look: its fenced set is
+ *      refused); busy, a fenced get (a plain HMGET). With --read plain the
+ *      try and a fenced get are started together instead (sent in that
+ *      order on the loop's one command connection: the get sees what the
+ *      lock's holder, if any, stored before it released): one round trip
+ *      less, the window above open;
  *   2. got the lock, no result -> PROCESS (the loop renews the lease
  *      while the backend runs);
  *      got the lock, a result  -> release it, STORED;
  *      busy, a result          -> STORED;
  *      busy, no result         -> reject: BUSY; wait: a waiting acquire
- *      (woken by the release notification), then a fenced get: a result
- *      -> release, STORED; none (the holder failed) -> PROCESS.
+ *      (woken by the release notification), then a fenced read (get): a
+ *      result -> release, STORED; none (the holder failed) -> PROCESS.
  * Finish: a fenced set of the body with the hold's token (refused,
  * DLOCK_STALE, when a newer holder has written: a processor that lost its
  * lease cannot overwrite the result of one that holds it), then the
@@ -165,6 +171,32 @@ static void on_hold_lost(dlock_hold *hold, int status, void *ud)
     d->lost = status ? status : DLOCK_LOST;
 }
 
+static void on_get(dlock_op *op, int status, dlock_hold *hold, void *ud);
+
+/* Start D's look for a stored result: a fenced read with the hold's
+ * token when D holds K (and --read fenced), else a fenced get. */
+static void start_get(dreq *d)
+{
+    dl_be *b = d->b;
+    int rc;
+    d->get_done = 0;
+    if (d->hold && !b->base.cfg->plain_get)
+        rc = dlock_loop_fenced_read(NULL, b->dl, d->reskey,
+                                    dlock_hold_token(d->hold), on_get, d);
+    else
+        rc = dlock_loop_fenced_get(NULL, b->dl, d->reskey, on_get, d);
+    if (rc != DLOCK_OK) {
+        /* No callback comes: decide gives the hold back. */
+        d->get_done = 1;
+        d->get_status = rc;
+        snprintf(d->msg, sizeof d->msg, "fenced read: %s",
+                 dlock_errmsg(b->client));
+        decide(d);
+        return;
+    }
+    kick(b);
+}
+
 static void on_lock(dlock_op *op, int status, dlock_hold *hold, void *ud)
 {
     dreq *d = ud;
@@ -175,6 +207,15 @@ static void on_lock(dlock_op *op, int status, dlock_hold *hold, void *ud)
     else if (status != DLOCK_BUSY)
         snprintf(d->msg, sizeof d->msg, "lock: %s: %s", dlock_strerror(status),
                  dlock_op_errmsg(op));
+    if (!d->b->base.cfg->plain_get &&
+        (status == DLOCK_OK || status == DLOCK_BUSY)) {
+        start_get(d); /* the look after the try */
+        return;
+    }
+    if (!d->b->base.cfg->plain_get) {
+        d->get_done = 1; /* failed: nothing to look at */
+        d->get_status = DLOCK_OK;
+    }
     decide(d);
 }
 
@@ -196,7 +237,12 @@ static void on_get(dlock_op *op, int status, dlock_hold *hold, void *ud)
                 d->vlen = len;
             }
         }
-    } else
+    } else if (status == DLOCK_STALE)
+        snprintf(d->msg, sizeof d->msg,
+                 "the lease was lost before the look: a newer holder has "
+                 "read (%s)",
+                 dlock_op_errmsg(op));
+    else
         snprintf(d->msg, sizeof d->msg, "fenced get: %s: %s",
                  dlock_strerror(status), dlock_op_errmsg(op));
     decide(d);
@@ -244,14 +290,7 @@ static void on_waited(dlock_op *op, int status, dlock_hold *hold, void *ud)
     d->hold = hold;
     d->lock_done = 1;
     d->lock_status = DLOCK_OK;
-    d->get_done = 0;
-    if (dlock_loop_fenced_get(NULL, d->b->dl, d->reskey, on_get, d) !=
-        DLOCK_OK) {
-        drop_hold(d);
-        settle(d, GW_FAIL, NULL, 0, dlock_errmsg(d->b->client));
-        return;
-    }
-    kick(d->b);
+    start_get(d);
 }
 
 /* Start D's round: the try + get (first), or the waiting acquire. */
@@ -271,8 +310,10 @@ static void start_round(dreq *d)
         a.wait_ms = 0;
         if (dlock_loop_lock(NULL, b->dl, d->name, &a, on_lock, d) != DLOCK_OK)
             goto fail;
-        if (dlock_loop_fenced_get(NULL, b->dl, d->reskey, on_get, d) !=
-            DLOCK_OK) {
+        if (!b->base.cfg->plain_get) {
+            /* The look follows the try's answer (on_lock). */
+        } else if (dlock_loop_fenced_get(NULL, b->dl, d->reskey, on_get, d) !=
+                   DLOCK_OK) {
             /* The lock's callback comes; it cannot decide without the
              * get: mark the get failed so that decide gives it back. */
             d->get_done = 1;

@@ -5,7 +5,7 @@
  *                 [--mode wait|reject] [--lease-ms N] [--keep-ms N]
  *                 [--impl dlock|floor] [--prefix P] [--poll-ms N]
  *                 [--wait-strategy fair|notify|spin]
- *                 [--fence-retention-ms N]
+ *                 [--fence-retention-ms N] [--read fenced|plain]
  *
  * Any method and path. A request with "Idempotency-Key: K": the first for
  * K is processed (a simulated backend: a timer of N ms) and answered 200
@@ -21,10 +21,16 @@
  * --impl floor with raw hiredis async on the same loop (the benchmark's
  * floor; its duplicates in wait mode ask again every --poll-ms, default
  * 10). --wait-strategy: how dlock's duplicates wait (default the
- * client's). --fence-retention-ms (dlock; default the library's): how
- * long a released, free lock name keeps its fence record; 0 keeps
- * nothing (no key left per request's name: dlock_options'
- * fence_retention_ms). --lease-ms (default 10000): the lock's lease,
+ * client's). --fence-retention-ms (dlock; default 0): how long a
+ * released, free lock name keeps its fence record; 0 keeps nothing (no
+ * key left per request's name: dlock_options' fence_retention_ms; the
+ * tokens of a name's later holds then rest on the server's clock not
+ * stepping back). --read (dlock; default fenced): how the holder of K
+ * looks for a stored result: "fenced", a fenced read with its token once
+ * the lock is granted (a processor paused past its lease can then no
+ * longer store its result over the newer holder's look); "plain", a
+ * fenced get sent with the try (one round trip less, that window open).
+ * --lease-ms (default 10000): the lock's lease,
  * renewed while the backend runs; --keep-ms (floor only; default 0, kept
  * until deleted): the stored result's retention. --prefix (default gw):
  * the keys' prefix; gateways that must act as one use the same. Prints
@@ -693,7 +699,8 @@ static void usage(FILE *f)
                "                     [--impl dlock|floor] [--prefix P] "
                "[--poll-ms N]\n"
                "                     [--wait-strategy fair|notify|spin] "
-               "[--fence-retention-ms N]\n");
+               "[--fence-retention-ms N]\n"
+               "                     [--read fenced|plain]\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
@@ -717,7 +724,7 @@ int main(int argc, char **argv)
     cfg.poll_ms = 10;
     cfg.mode = GW_WAIT;
     cfg.strategy = -1;
-    cfg.fence_retention_ms = -1;
+    cfg.fence_retention_ms = 0;
     cfg.prefix = "gw";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -756,6 +763,14 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--fence-retention-ms")) {
             cfg.fence_retention_ms = intarg(a, v);
+            i++;
+        } else if (!strcmp(a, "--read") && v) {
+            if (!strcmp(v, "fenced") || !strcmp(v, "plain"))
+                cfg.plain_get = !strcmp(v, "plain");
+            else {
+                fprintf(stderr, "dlock-gateway: --read fenced|plain\n");
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--wait-strategy") && v) {
             if (!strcmp(v, "notify"))

@@ -35,6 +35,12 @@ typedef struct gw_config {
     int poll_ms;    /* floor's wait mode: retry period */
     enum gw_mode mode;
     long long fence_retention_ms; /* dlock: -1 the library's default */
+    /* dlock: 1 the holder's look is a plain fenced get sent with the try
+     * (one round trip, but a holder paused past its lease may still store
+     * its result after a newer holder looked); 0 (default) a fenced read
+     * with the new hold's token once it is granted (shuts that holder
+     * out) */
+    int plain_get;
     /* dlock: -1 the client's default, else a dlock_wait_strategy */
     int strategy;
     const char *prefix; /* key prefix: PREFIX:dedup:K, PREFIX:result:K */

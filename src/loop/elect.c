@@ -127,7 +127,7 @@ static void leader_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent)
 {
     dlock_op *op = ctx;
-    dlock_leader_info *li = &op->leader;
+    dlock_leader_info *li = op->leader;
     long long kind;
     memset(li, 0, sizeof *li);
     (void)l;
@@ -160,7 +160,7 @@ static void leader_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         }
         li->ttl_ms = dlock__elem_int(r, kind == 1 ? 5 : 3);
     }
-    if (op->watch && same_leader(li, &op->known)) {
+    if (op->watch && same_leader(li, op->known)) {
         /* No change yet: until a message, or the lease would end. */
         dloop__wait_sleep(op, dlock__now_ms() +
                                   (li->ttl_ms > 0 ? li->ttl_ms + 1 : 1000));
@@ -253,7 +253,7 @@ int dlock_loop_leader_wait(dlock_op **out, dlock_loop *l, const char *name,
     if (out != NULL)
         *out = op;
     op->watch = wait_ms != 0; /* 0: answer as dlock_loop_leader */
-    op->known = *known;
+    *op->known = *known;
     op->again = leader_ask;
     op->deadline = wait_ms == 0  ? 0
                    : wait_ms < 0 ? -1
@@ -267,6 +267,6 @@ int dlock_op_leader(const dlock_op *op, dlock_leader_info *out)
 {
     if (op == NULL || out == NULL || op->type != OP_LEADER)
         return DLOCK_EINVAL;
-    *out = op->leader;
+    *out = *op->leader;
     return DLOCK_OK;
 }

@@ -1,8 +1,13 @@
 /*
- * fenced.c - fenced set / get through a loop (include/dlock_loop.h):
- * fenced_set.lua and fenced_get.lua on the loop's command connection,
- * with dlock_fenced_set / dlock_fenced_get's rules.
+ * fenced.c - fenced set / get / read through a loop
+ * (include/dlock_loop.h), on the loop's command connection with
+ * dlock_fenced_set / dlock_fenced_get / dlock_fenced_read's rules: the
+ * set and the read are scripts (fenced_set.lua, fenced_read.lua: a
+ * compare and a write), the get is a plain HMGET of the hash's "value"
+ * and "fence" (what fenced_get.lua does, without a script's cost on the
+ * server: one read needs no atomicity beyond the command's).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,112 +33,147 @@ static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         (unsigned long long)op->token, dlock__elem_int(r, 1));
 }
 
-static void fget_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                       const char *err, int sent)
+/* Copy the reply element v (a string, or nil: no value) into op's value.
+ * DLOCK_OK or DLOCK_ENOMEM. */
+static int take_value(dlock_op *op, const redisReply *v)
+{
+    if (v->type != REDIS_REPLY_STRING)
+        return DLOCK_OK;
+    op->got = malloc(v->len + 1);
+    if (op->got == NULL)
+        return DLOCK_ENOMEM;
+    memcpy(op->got, v->str, v->len);
+    op->got[v->len] = '\0';
+    op->gotlen = v->len;
+    op->has_got = 1;
+    return DLOCK_OK;
+}
+
+/* A get's answer (HMGET key value fence: {value or nil, fence or nil})
+ * or a read's (fenced_read.lua: {1, value or nil, token} read, the fence
+ * raised to the token; {0, nil, fence} refused) into op. */
+static void value_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
 {
     dlock_op *op = ctx;
-    const redisReply *v;
+    int rd = op->type == OP_FREAD;
+    const char *what = rd ? "fenced read" : "fenced get";
     (void)l;
     (void)sent;
     op->req = NULL;
     if (rc != DLOCK_OK) {
-        dloop__complete(op, rc, "fenced get: %s", err);
+        dloop__complete(op, rc, "%s: %s", what, err);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        dloop__complete(op, DLOCK_EPROTO, "fenced get: a malformed reply");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != (rd ? 3u : 2u) ||
+        (rd && r->element[0]->type != REDIS_REPLY_INTEGER)) {
+        dloop__complete(op, DLOCK_EPROTO, "%s: a malformed reply", what);
         return;
     }
-    v = r->element[0];
-    op->fence = r->element[1]->type == REDIS_REPLY_STRING
-                    ? strtoull(r->element[1]->str, NULL, 10)
-                    : 0;
-    if (v->type == REDIS_REPLY_STRING) {
-        op->got = malloc(v->len + 1);
-        if (op->got == NULL) {
-            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
-            return;
-        }
-        memcpy(op->got, v->str, v->len);
-        op->got[v->len] = '\0';
-        op->gotlen = v->len;
-        op->has_got = 1;
-    }
-    dloop__complete(op, DLOCK_OK, "%s", "");
+    if (!rd)
+        op->fence = r->element[1]->type == REDIS_REPLY_STRING
+                        ? strtoull(r->element[1]->str, NULL, 10)
+                        : 0;
+    else
+        op->fence = (uint64_t)dlock__elem_int(r, 2);
+    if (rd && r->element[0]->integer != 1)
+        dloop__complete(op, DLOCK_STALE,
+                        "fenced read: token %" PRIu64 " is older than %" PRIu64,
+                        op->token, op->fence);
+    else if (take_value(op, r->element[rd ? 1 : 0]) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    else
+        dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
-/* Check a fenced key; DLOCK_OK or DLOCK_EINVAL with the message set. */
-static int check_key(dlock_loop *l, const char *key, dlock_op_cb cb,
-                     const char *what)
+/* Start a fenced op of type on KEY for the call named what, after the
+ * checks every fenced op shares (a key of 1 to DLOCK_KEY_MAX bytes, a
+ * callback; ok: the call's own argument check, its message bad). *op
+ * (and *out) the op, waiting for its request; DLOCK_OK, or DLOCK_EINVAL /
+ * DLOCK_ENOMEM with the message in dlock_errmsg(l's client). */
+static int fenced_op(dlock_op **op, dlock_op **out, dlock_loop *l, int type,
+                     const char *key, int ok, const char *bad, dlock_op_cb cb,
+                     void *userdata, const char *what)
 {
     size_t n = key != NULL ? strlen(key) : 0;
-    if (n == 0 || n > DLOCK_KEY_MAX || cb == NULL)
+    *op = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (n == 0 || n > DLOCK_KEY_MAX || cb == NULL || !ok)
         return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
                                 cb == NULL ? "no callback"
+                                : !ok      ? bad
                                            : "the key must be 1 to 4096 "
                                              "bytes");
+    *op = dloop__op_new(l, type, cb, userdata);
+    if (*op == NULL)
+        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
+    if (out != NULL)
+        *out = *op;
+    (*op)->state = ST_OUT;
     return DLOCK_OK;
+}
+
+/* Send fenced script for op: KEY, TOKEN and nargs more arguments. */
+static void send_script(dlock_op *op, int script, const char *key,
+                        uint64_t token, int nargs, const char **args,
+                        size_t *al, lreq_fn fn)
+{
+    char tok[24];
+    size_t kl = strlen(key);
+    op->token = token;
+    args[0] = tok, al[0] = dlock__fmt_u64(tok, token);
+    if (dloop__send(op->loop, script, 1, &key, &kl, nargs, args, al, fn, op,
+                    &op->req) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
 }
 
 int dlock_loop_fenced_set(dlock_op **out, dlock_loop *l, const char *key,
                           uint64_t token, const void *value, size_t len,
                           dlock_op_cb cb, void *userdata)
 {
-    char tok[24];
     const char *args[2];
-    size_t al[2], kl;
+    size_t al[2];
     dlock_op *op;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
-    rc = check_key(l, key, cb, "dlock_loop_fenced_set");
-    if (rc == DLOCK_OK && value == NULL && len > 0)
-        rc = dlock__set_error(l->c, DLOCK_EINVAL,
-                              "dlock_loop_fenced_set: value is NULL");
+    int rc = fenced_op(&op, out, l, OP_FSET, key, value != NULL || len == 0,
+                       "value is NULL", cb, userdata, "dlock_loop_fenced_set");
     if (rc != DLOCK_OK)
         return rc;
-    op = dloop__op_new(l, OP_FSET, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
-    op->token = token;
-    kl = strlen(key);
-    args[0] = tok, al[0] = dlock__fmt_u64(tok, token);
     args[1] = value != NULL ? value : "", al[1] = len;
-    op->state = ST_OUT;
-    rc = dloop__send(l, DLOCK__S_FENCED_SET, 1, &key, &kl, 2, args, al,
-                     fset_reply, op, &op->req);
-    if (rc != DLOCK_OK)
-        dloop__complete(op, rc, "out of memory");
+    send_script(op, DLOCK__S_FENCED_SET, key, token, 2, args, al, fset_reply);
     return DLOCK_OK;
 }
 
 int dlock_loop_fenced_get(dlock_op **out, dlock_loop *l, const char *key,
                           dlock_op_cb cb, void *userdata)
 {
-    size_t kl;
+    const char *argv[4] = {"HMGET", key, "value", "fence"};
+    size_t lens[4] = {5, 0, 5, 5};
     dlock_op *op;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
-    rc = check_key(l, key, cb, "dlock_loop_fenced_get");
+    int rc = fenced_op(&op, out, l, OP_FGET, key, 1, "", cb, userdata,
+                       "dlock_loop_fenced_get");
     if (rc != DLOCK_OK)
         return rc;
-    op = dloop__op_new(l, OP_FGET, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
-    kl = strlen(key);
-    op->state = ST_OUT;
-    rc = dloop__send(l, DLOCK__S_FENCED_GET, 1, &key, &kl, 0, NULL, NULL,
-                     fget_reply, op, &op->req);
+    lens[1] = strlen(key);
+    if (dloop__send_plain(l, 4, argv, lens, value_reply, op, &op->req) !=
+        DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+int dlock_loop_fenced_read(dlock_op **out, dlock_loop *l, const char *key,
+                           uint64_t token, dlock_op_cb cb, void *userdata)
+{
+    const char *args[1];
+    size_t al[1];
+    dlock_op *op;
+    int rc = fenced_op(
+        &op, out, l, OP_FREAD, key, token > 0 && token <= (1ULL << 53),
+        "the token must be 1 to 2^53", cb, userdata, "dlock_loop_fenced_read");
     if (rc != DLOCK_OK)
-        dloop__complete(op, rc, "out of memory");
+        return rc;
+    send_script(op, DLOCK__S_FENCED_READ, key, token, 1, args, al, value_reply);
     return DLOCK_OK;
 }

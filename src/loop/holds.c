@@ -77,11 +77,9 @@ static void renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
     dlock_loop *l = h->loop;
     h->lease_ms = lease;
     h->valid_until = sent_ms + lease - dlock__drift(l->c, lease);
-    if (h->renew) {
+    if (h->renew)
         h->renew_at = sent_ms + lease / 3;
-        if (l->renew_min < 0 || h->renew_at < l->renew_min)
-            l->renew_min = h->renew_at;
-    }
+    dloop__hold_sched(h);
 }
 
 static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
@@ -192,13 +190,15 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             r->elements != (size_t)b->n) {
             /* Try again soon; the validity running out reports it. */
             h->renew_at = now + 100;
-            if (l->renew_min < 0 || h->renew_at < l->renew_min)
-                l->renew_min = h->renew_at;
+            dloop__hold_sched(h);
         } else if (dlock__elem_int(r, (size_t)i) == 1) {
             if (h->status == DLOCK_OK)
                 renewed(h, b->sent_ms, h->lease_ms);
+            else
+                dloop__hold_sched(h);
         } else {
             lost(h, DLOCK_NOT_OWNER);
+            dloop__hold_sched(h);
         }
     }
     free(b);
@@ -224,47 +224,46 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
         for (i = 0; i < n; i++) {
             hs[i]->batch = NULL;
             hs[i]->renewing = 0;
+            hs[i]->renew_at = now + 100; /* again soon */
         }
         free(b);
     }
+    for (i = 0; i < n; i++) /* due again: at its validity's end, or the
+                               retry */
+        dloop__hold_sched(hs[i]);
 }
 
-/* The holds' clock: report leases run out, renew those due (batched). */
+/* The holds' clock: report leases run out, renew those due (batched),
+ * taking from the heap (lheap.c) only the holds due by now. */
 void dloop__holds_time(dlock_loop *l, int64_t now)
 {
     dlock_hold *h, *due[3][BATCH_MAX], *gone[BATCH_MAX];
     int nd[3] = {0, 0, 0}, ng = 0, i;
-    int64_t min = -1;
-    if (l->renew_min < 0 || now < l->renew_min)
-        return;
-    for (h = l->holds; h != NULL; h = h->hnext) {
+    while ((h = dloop__heap_pop_due(l, now)) != NULL) {
         int k = h->k.kind; /* DLOCK__KIND_LOCK, _PERMIT, _READ: 0, 1, 2 */
         if (!h->renew || h->status != DLOCK_OK || h->gone)
-            continue;
+            continue; /* released or lost since: nothing more due */
         if (now >= h->valid_until) {
-            if (ng < BATCH_MAX)
-                gone[ng++] = h;
-            continue;
-        }
-        if (min < 0 || h->valid_until < min)
-            min = h->valid_until; /* renewing or not: watched */
-        if (!h->renewing && now >= h->renew_at) {
-            due[k][nd[k]++] = h;
-            if (nd[k] == BATCH_MAX) {
-                renew_batch(l, due[k], nd[k], now);
-                nd[k] = 0;
+            if (ng == BATCH_MAX) {
+                dloop__hold_sched(h); /* more to report: next process */
+                break;
             }
+            gone[ng++] = h;
             continue;
         }
-        if (!h->renewing && (min < 0 || h->renew_at < min))
-            min = h->renew_at;
+        if (h->renewing || now < h->renew_at) {
+            dloop__hold_sched(h); /* not due after all */
+            continue;
+        }
+        due[k][nd[k]++] = h;
+        if (nd[k] == BATCH_MAX) {
+            renew_batch(l, due[k], nd[k], now); /* back in the heap */
+            nd[k] = 0;
+        }
     }
     for (i = 0; i < 3; i++)
         if (nd[i] > 0)
             renew_batch(l, due[i], nd[i], now);
-    l->renew_min = min;
-    if (ng == BATCH_MAX && (l->renew_min < 0 || now < l->renew_min))
-        l->renew_min = now; /* more to report: next process */
     for (i = 0; i < ng; i++)
         lost(gone[i], DLOCK_LOST);
 }

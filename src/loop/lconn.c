@@ -85,9 +85,12 @@ static int append(dlock_loop *l, lreq *r)
     return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
 }
 
-static void lreq_free(lreq *r)
+static void lreq_free(dlock_loop *l, lreq *r)
 {
-    free(r);
+    if (r->pooled)
+        dloop__pool_put(&l->req_pool, r);
+    else
+        free(r);
 }
 
 /* End every request of the command connection with rc / err and close
@@ -106,7 +109,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
         next = r->next;
         if (r->fn != NULL)
             r->fn(l, r->ctx, rc, NULL, err, r->appended);
-        lreq_free(r);
+        lreq_free(l, r);
     }
 }
 
@@ -141,44 +144,90 @@ static void enqueue(dlock_loop *l, lreq *r)
         reg(l, &l->cmd);
 }
 
+/* A zeroed request of argc arguments for script (-1: a plain command)
+ * answered to fn(ctx), with room for bytes of copies after its argv and
+ * lengths (*cur: where they go; the caller fills them), or NULL. One
+ * block: the request, argv, lengths and a copy of every key and argument
+ * (the request outlives its requester's buffers), from l's pool when
+ * small. */
+static lreq *lreq_new(dlock_loop *l, int argc, size_t bytes, int script,
+                      lreq_fn fn, void *ctx, char **cur)
+{
+    size_t need =
+        sizeof(lreq) + argc * (sizeof(char *) + sizeof(size_t)) + bytes;
+    int pooled = need <= l->req_pool.size;
+    lreq *r = pooled ? dloop__pool_get(&l->req_pool) : malloc(need);
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->pooled = pooled;
+    r->argv = (const char **)(r + 1);
+    r->argvlen = (size_t *)(r->argv + argc);
+    r->argc = argc;
+    r->script = script;
+    r->fn = fn;
+    r->ctx = ctx;
+    *cur = (char *)(r->argvlen + argc);
+    return r;
+}
+
+/* Copy n strings (s, lens) into r's buffer at *cur as arguments from
+ * index at on; the end of the copies in *cur. */
+static void lreq_copy(lreq *r, char **cur, int at, int n, const char **s,
+                      const size_t *lens)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        memcpy(*cur, s[i], lens[i]);
+        r->argv[at + i] = *cur;
+        r->argvlen[at + i] = lens[i];
+        *cur += lens[i];
+    }
+}
+
+/* The sum of lens[0..n). */
+static size_t lens_sum(int n, const size_t *lens)
+{
+    size_t t = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        t += lens[i];
+    return t;
+}
+
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out)
 {
-    int argc = 3 + nkeys + nargs, i;
-    size_t bytes = 0;
+    int argc = 3 + nkeys + nargs;
     char *cur;
-    lreq *r;
-    for (i = 0; i < nkeys; i++)
-        bytes += keylens[i];
-    for (i = 0; i < nargs; i++)
-        bytes += arglens[i];
-    /* One allocation: the request, argv, lengths and a copy of every
-     * key and argument (the request outlives its requester's buffers). */
-    r = calloc(1, sizeof *r + argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    lreq *r =
+        lreq_new(l, argc, lens_sum(nkeys, keylens) + lens_sum(nargs, arglens),
+                 script, fn, ctx, &cur);
     if (r == NULL)
         return DLOCK_ENOMEM;
-    r->argv = (const char **)(r + 1);
-    r->argvlen = (size_t *)(r->argv + argc);
-    cur = (char *)(r->argvlen + argc);
-    r->fn = fn;
-    r->ctx = ctx;
-    r->script = script;
-    r->argc = argc;
     r->argv[0] = "EVALSHA";
+    r->argvlen[0] = 7;
     r->argv[1] = l->c->scripts[script].sha;
+    r->argvlen[1] = 40;
     r->argvlen[2] = dlock__fmt_i64(r->nk, nkeys);
     r->argv[2] = r->nk;
-    for (i = 0; i < nkeys + nargs; i++) {
-        const char *s = i < nkeys ? keys[i] : args[i - nkeys];
-        size_t n = i < nkeys ? keylens[i] : arglens[i - nkeys];
-        memcpy(cur, s, n);
-        r->argv[3 + i] = cur;
-        r->argvlen[3 + i] = n;
-        cur += n;
-    }
-    r->argvlen[0] = 7;
-    r->argvlen[1] = 40;
+    lreq_copy(r, &cur, 3, nkeys, keys, keylens);
+    lreq_copy(r, &cur, 3 + nkeys, nargs, args, arglens);
+    if (out != NULL)
+        *out = r;
+    enqueue(l, r);
+    return DLOCK_OK;
+}
+
+int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
+                      const size_t *argvlen, lreq_fn fn, void *ctx, lreq **out)
+{
+    char *cur;
+    lreq *r = lreq_new(l, argc, lens_sum(argc, argvlen), -1, fn, ctx, &cur);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    lreq_copy(r, &cur, 0, argc, argv, argvlen);
     if (out != NULL)
         *out = r;
     enqueue(l, r);
@@ -226,7 +275,8 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
         l->cmd.tail = NULL;
     l->cmd.nreq--;
     if (rep->type == REDIS_REPLY_ERROR) {
-        if (!r->eval && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        if (r->script >= 0 && !r->eval &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
             resend_eval(l, r);
             return;
         }
@@ -237,7 +287,7 @@ static void cmd_reply(dlock_loop *l, redisReply *rep)
     } else if (r->fn != NULL) {
         r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
     }
-    lreq_free(r);
+    lreq_free(l, r);
 }
 
 /* What one of the loop's connections does with its events: opened

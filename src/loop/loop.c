@@ -21,6 +21,39 @@
 
 #define NAME_BUCKETS 4096
 #define SUB_BUCKETS 1024
+/* Pooled blocks: a request of up to REQ_BLOCK bytes with its copies (an
+ * acquire's, a fenced set's of a short value), a hold whose keys take up
+ * to HOLD_KEYS bytes (a name of about 100); larger ones are malloc'd. */
+#define REQ_BLOCK 768
+#define HOLD_KEYS 640
+
+void *dloop__pool_get(lpool *p)
+{
+    void *b = p->free;
+    if (b == NULL)
+        return malloc(p->size);
+    memcpy(&p->free, b, sizeof(void *));
+    p->n--;
+    return b;
+}
+
+void dloop__pool_put(lpool *p, void *b)
+{
+    if (p->n >= LPOOL_MAX) {
+        free(b);
+        return;
+    }
+    memcpy(b, &p->free, sizeof(void *));
+    p->free = b;
+    p->n++;
+}
+
+/* Free every block p keeps. */
+static void pool_drain(lpool *p)
+{
+    while (p->free != NULL)
+        free(dloop__pool_get(p));
+}
 
 int dlock_loop_new(dlock_loop **out, dlock_client *c)
 {
@@ -44,6 +77,9 @@ int dlock_loop_new(dlock_loop **out, dlock_client *c)
     l->renew_min = -1;
     l->nbuckets = NAME_BUCKETS;
     l->nsubs = SUB_BUCKETS;
+    l->op_pool.size = sizeof(dlock_op);
+    l->req_pool.size = REQ_BLOCK;
+    l->hold_pool.size = sizeof(dlock_hold) + HOLD_KEYS;
     l->names = calloc(l->nbuckets, sizeof *l->names);
     l->subs = calloc(l->nsubs, sizeof *l->subs);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -98,7 +134,10 @@ static void run_done(dlock_loop *l)
         free(op->got);
         free(op->key);
         free(op->multi);
-        free(op);
+        if (op->pooled)
+            dloop__pool_put(&l->op_pool, op);
+        else
+            free(op);
     }
 }
 
@@ -110,7 +149,14 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         return;
     if (fmt != NULL) { /* first: the arguments may name the hold */
         va_start(ap, fmt);
-        vsnprintf(op->err, sizeof op->err, fmt, ap);
+        if (strcmp(fmt, "%s") == 0) { /* a success's "": no formatting */
+            const char *m = va_arg(ap, const char *);
+            size_t n = strnlen(m, sizeof op->err - 1);
+            memcpy(op->err, m, n);
+            op->err[n] = '\0';
+        } else {
+            vsnprintf(op->err, sizeof op->err, fmt, ap);
+        }
         va_end(ap);
     }
     op->status = status;
@@ -156,9 +202,21 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
 
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
 {
-    dlock_op *op = calloc(1, sizeof *op);
+    /* A leader look carries two dlock_leader_info (2 KB) after it; every
+     * other op is a pool block. */
+    size_t extra = type == OP_LEADER ? 2 * sizeof(dlock_leader_info) : 0;
+    dlock_op *op =
+        extra > 0 ? malloc(sizeof *op + extra) : dloop__pool_get(&l->op_pool);
     if (op == NULL)
         return NULL;
+    memset(op, 0, sizeof *op);
+    if (extra > 0) {
+        op->leader = (dlock_leader_info *)(op + 1);
+        op->known = op->leader + 1;
+        memset(op->leader, 0, extra);
+    } else {
+        op->pooled = 1;
+    }
     op->loop = l;
     op->type = type;
     op->cb = cb;
@@ -171,19 +229,22 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
     return op;
 }
 
-static size_t name_hash(const dlock_loop *l, const char *s, size_t n)
+/* NAME's hash (all its bits: a hold keeps it, the table masks it). */
+static size_t name_hash(const char *s, size_t n)
 {
     size_t h = 5381, i;
     for (i = 0; i < n; i++)
         h = h * 33 + (unsigned char)s[i];
-    return h & (l->nbuckets - 1);
+    return h;
 }
 
 dlock_hold *dloop__name_find(dlock_loop *l, const char *name)
 {
-    size_t n = strlen(name);
-    dlock_hold *h = l->names[name_hash(l, name, n)];
-    while (h != NULL && (h->k.namelen != n || memcmp(h->k.name, name, n) != 0))
+    size_t n = strlen(name), hv = name_hash(name, n);
+    dlock_hold *h = l->names[hv & (l->nbuckets - 1)];
+    /* The hash first: a chain's other holds are not read past it. */
+    while (h != NULL && (h->nhash != hv || h->k.namelen != n ||
+                         memcmp(h->k.name, name, n) != 0))
         h = h->tnext;
     return h;
 }
@@ -191,7 +252,7 @@ dlock_hold *dloop__name_find(dlock_loop *l, const char *name)
 void dloop__name_drop(dlock_hold *h)
 {
     dlock_loop *l = h->loop;
-    dlock_hold **p = &l->names[name_hash(l, h->k.name, h->k.namelen)];
+    dlock_hold **p = &l->names[h->nhash & (l->nbuckets - 1)];
     while (*p != NULL && *p != h)
         p = &(*p)->tnext;
     if (*p == h) {
@@ -214,7 +275,7 @@ static void names_grow(dlock_loop *l)
     for (i = 0; i < old; i++)
         while (prev[i] != NULL) {
             dlock_hold *h = prev[i];
-            size_t b = name_hash(l, h->k.name, h->k.namelen);
+            size_t b = h->nhash & (l->nbuckets - 1);
             prev[i] = h->tnext;
             h->tnext = tab[b];
             tab[b] = h;
@@ -228,11 +289,18 @@ static void names_grow(dlock_loop *l)
 dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
 {
     const dlock_client *c = l->c;
-    size_t nlen = strlen(name);
-    dlock_hold *h = calloc(1, sizeof *h + dlock__keys_size(c, name));
+    size_t nlen = strlen(name), ks = dlock__keys_size(c, name);
+    dlock_hold *h;
     size_t b;
+    if (dloop__heap_reserve(l, l->nholds + 1) != DLOCK_OK)
+        return NULL;
+    h = ks <= HOLD_KEYS ? dloop__pool_get(&l->hold_pool)
+                        : malloc(sizeof *h + ks);
     if (h == NULL)
         return NULL;
+    l->nholds++;
+    memset(h, 0, sizeof *h);
+    h->pooled = ks <= HOLD_KEYS;
     h->loop = l;
     dlock__keys_fill(&h->k, (char *)(h + 1), c, name);
     /* "<client id>:0:<hold number>": thread 0, no thread owns it. */
@@ -245,9 +313,10 @@ dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind)
     h->k.kind = kind;
     if (kind != DLOCK__KIND_LOCK)
         return h;
-    if (l->nnames >= 2 * l->nbuckets)
+    if (l->nnames >= l->nbuckets)
         names_grow(l);
-    b = name_hash(l, name, nlen);
+    h->nhash = name_hash(name, nlen);
+    b = h->nhash & (l->nbuckets - 1);
     h->tnext = l->names[b];
     l->names[b] = h;
     l->nnames++;
@@ -261,6 +330,8 @@ void dloop__hold_unref(dlock_hold *h)
     dlock_loop *l = h->loop;
     if (--h->refs > 0)
         return;
+    dloop__hold_unsched(h);
+    l->nholds--;
     dloop__name_drop(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
@@ -272,7 +343,10 @@ void dloop__hold_unref(dlock_hold *h)
         if (h->hnext != NULL)
             h->hnext->hprev = h->hprev;
     }
-    free(h);
+    if (h->pooled)
+        dloop__pool_put(&l->hold_pool, h);
+    else
+        free(h);
 }
 
 int dlock_loop_fd(const dlock_loop *l)
@@ -306,8 +380,10 @@ static void poll_conns(dlock_loop *l)
     lconn *lc[2];
     int n = 0, i;
     uint64_t v;
-    if (read(l->evfd, &v, sizeof v) < 0) {
-        /* nothing signalled */
+    /* Only this loop's thread signals (dloop__signal): unsignalled, the
+     * eventfd is empty and needs no read. */
+    if (l->signalled && read(l->evfd, &v, sizeof v) < 0) {
+        /* a full counter is read anyway; nothing else to do */
     }
     l->signalled = 0;
     if (l->cmd.fd >= 0) {
@@ -386,10 +462,14 @@ void dlock_loop_free(dlock_loop *l)
         n = h->hnext;
         free(h);
     }
+    pool_drain(&l->op_pool);
+    pool_drain(&l->req_pool);
+    pool_drain(&l->hold_pool);
     close(l->epfd);
     close(l->evfd);
     free(l->names);
     free(l->subs);
+    free(l->heap);
     free(l);
 }
 
@@ -400,7 +480,7 @@ const char *dlock_op_errmsg(const dlock_op *op)
 
 const char *dlock_op_value(const dlock_op *op, size_t *len, uint64_t *fence)
 {
-    if (op == NULL || op->type != OP_FGET) {
+    if (op == NULL || (op->type != OP_FGET && op->type != OP_FREAD)) {
         if (len != NULL)
             *len = 0;
         if (fence != NULL)

@@ -19,6 +19,24 @@
 #define LOOP_ERRLEN 256
 
 struct dlock_loop;
+struct dlock_hold;
+
+/* lheap.c: one entry of the holds' clock; h NULL: emptied (lazily). */
+typedef struct lheap_ent {
+    int64_t due;
+    struct dlock_hold *h;
+} lheap_ent;
+
+/* A free list of equal blocks (ops, requests, holds): what a completion
+ * frees is taken again by the next start instead of going through malloc
+ * (at 10,000 requests in flight malloc and free were about a quarter of
+ * the loop's CPU). At most LPOOL_MAX blocks are kept. */
+typedef struct lpool {
+    void *free; /* the first word of a free block links the next */
+    size_t n;
+    size_t size; /* every block's size */
+} lpool;
+#define LPOOL_MAX 2048
 
 /* A request's answer: rc DLOCK_OK with r (not owned: the caller must not
  * free it) or a failure with err; sent 1 when the request may have
@@ -31,10 +49,12 @@ typedef struct lreq {
     struct lreq *next;
     lreq_fn fn; /* NULL: its requester went away; the answer is dropped */
     void *ctx;
-    int script;
-    int argc; /* argv[0] "EVALSHA" / "EVAL", argv[1] the SHA / source */
+    int script; /* -1: a plain command (dloop__send_plain) */
+    int argc;   /* script: argv[0] "EVALSHA" / "EVAL", argv[1] the SHA /
+                   source */
     const char **argv;
     size_t *argvlen;
+    int pooled;       /* a block of the loop's request pool */
     int appended;     /* written into the connection's buffer */
     int eval;         /* sent as EVAL already (after NOSCRIPT) */
     int again;        /* sent again by SHA behind another's EVAL */
@@ -72,7 +92,8 @@ enum {
     OP_FGET,
     OP_PROCLAIM,
     OP_LEADER,
-    OP_MULTI
+    OP_MULTI,
+    OP_FREAD
 };
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
@@ -80,6 +101,7 @@ struct dlock_hold {
     struct dlock_loop *loop;
     struct dlock_hold *hnext, *hprev; /* the loop's holds */
     struct dlock_hold *tnext;         /* name table chain */
+    size_t nhash;                     /* its name's hash (the table's) */
     dlock__keys k;
     char owner[DLOCK_OWNER_MAX];
     uint64_t token;
@@ -95,6 +117,8 @@ struct dlock_hold {
     int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
+    int pooled;  /* a block of the loop's hold pool */
+    size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -125,8 +149,10 @@ struct dlock_op {
     int watch;    /* OP_LEADER: wait until the leader is not op->leader */
     struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
     void (*again)(struct dlock_op *op); /* a waiting op's next try */
-    dlock_leader_info leader;           /* OP_LEADER's answer */
-    dlock_leader_info known; /* a leader wait: the leadership it outwaits */
+    /* OP_LEADER only (room after the op, else NULL): its answer, and a
+     * leader wait's leadership it outwaits */
+    dlock_leader_info *leader, *known;
+    int pooled; /* a block of the loop's op pool */
     int64_t deadline, wake_at, lease_ms;
     int64_t arg_lease;
     char *key; /* fenced: the key; set: value follows */
@@ -158,12 +184,22 @@ struct dlock_loop {
     /* Scripts whose source (EVAL) went out on the command connection since
      * it opened: a NOSCRIPT behind it is sent again by SHA. */
     unsigned char evaled[DLOCK__S_COUNT];
-    int64_t renew_min;
+    int64_t renew_min;     /* the heap's earliest due time, or -1 */
+    lheap_ent *heap;       /* lheap.c: the holds the loop renews */
+    size_t nheap, capheap; /* entries, room */
+    size_t nstale;         /* emptied entries in it */
+    size_t nholds;         /* holds allocated (the heap's room follows) */
     int in_process;
     int signalled;
+    lpool op_pool, req_pool, hold_pool;
 };
 
 /* loop.c */
+/* A block of p's size (not zeroed) from p, or malloc'd; NULL when out of
+ * memory. */
+void *dloop__pool_get(lpool *p);
+/* Give block b (of p's size) back to p, or free it when p is full. */
+void dloop__pool_put(lpool *p, void *b);
 void dloop__signal(dlock_loop *l);
 void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -184,6 +220,10 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
                 const size_t *keylens, int nargs, const char **args,
                 const size_t *arglens, lreq_fn fn, void *ctx, lreq **out);
+/* Send a plain command (argv[0] its name), not a script: answered like
+ * dloop__send's. */
+int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
+                      const size_t *argvlen, lreq_fn fn, void *ctx, lreq **out);
 /* dloop__send for a command built by the kind table (kind.h). */
 int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                     lreq **out);
@@ -195,6 +235,18 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
+
+/* lheap.c: the holds' clock. */
+/* Room in the heap for n holds: DLOCK_OK or DLOCK_ENOMEM. */
+int dloop__heap_reserve(dlock_loop *l, size_t n);
+/* Put h in the heap at its due time (its renewal, or its validity's end
+ * while a renewal is out), move it there, or take it out when nothing is
+ * due (not renewed, lost, released). Call after changing any of them. */
+void dloop__hold_sched(dlock_hold *h);
+/* Take h out of the heap (before it is freed). */
+void dloop__hold_unsched(dlock_hold *h);
+/* The earliest hold due by now, out of the heap; NULL when none. */
+dlock_hold *dloop__heap_pop_due(dlock_loop *l, int64_t now);
 
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */

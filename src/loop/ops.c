@@ -345,8 +345,7 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
-        if (l->renew_min < 0 || h->renew_at < l->renew_min)
-            l->renew_min = h->renew_at;
+        dloop__hold_sched(h);
     }
     h->hnext = l->holds;
     if (l->holds != NULL)

@@ -8,12 +8,14 @@
 --
 -- Returns {1, value or nil, token} read (the fence is now the token);
 -- {0, nil, fence} refused: the token is older than fence, nothing changed.
+-- One HMGET reads both fields (and an HSET raises the fence when needed).
 local tok = tonumber(ARGV[1])
-local fence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+local got = redis.call('HMGET', KEYS[1], 'value', 'fence')
+local fence = tonumber(got[2] or '0')
 if tok < fence then
     return {0, false, fence}
 end
 if tok > fence then
     redis.call('HSET', KEYS[1], 'fence', ARGV[1])
 end
-return {1, redis.call('HGET', KEYS[1], 'value'), tok}
+return {1, got[1], tok}

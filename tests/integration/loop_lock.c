@@ -5,7 +5,8 @@
  * most two connections, a waiter woken by a release (notify), a fair
  * handoff reaching the op it names, a cancel mid-wait giving its queue
  * place back, renewal on the loop's clock and a stalled loop's loss
- * reported, fenced set / get.
+ * reported, fenced set / get, and the fenced read that shuts out a
+ * holder paused past its lease.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -427,6 +428,70 @@ static void test_renew_and_stall(void **state)
     dlock_client_free(c);
 }
 
+#define NRENEW 450 /* more than one renewal batch (200) of each */
+
+/* The holds' clock over many holds (the heap, lheap.c): NRENEW holds with
+ * 900 ms leases renewed through 1.5 s of running (batches of 200); a
+ * third released meanwhile, one taken away on the server (its renewal
+ * reports the loss, once); the rest still held, none reported lost. */
+static void test_renew_many(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    static seen a[NRENEW], r[NRENEW];
+    static lostnote ln[NRENEW];
+    char name[32];
+    int i, held = 0;
+    (void)state;
+    memset(a, 0, sizeof a);
+    memset(r, 0, sizeof r);
+    memset(ln, 0, sizeof ln);
+    o.lease_ms = 900;
+    o.on_lost = on_lost;
+    for (i = 0; i < NRENEW; i++) {
+        snprintf(name, sizeof name, "ll:m%d", i);
+        o.on_lost_userdata = &ln[i];
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, note, &a[i]),
+                         DLOCK_OK);
+    }
+    run1(l, &a[NRENEW - 1].done);
+    for (i = 0; i < NRENEW; i++)
+        assert_int_equal(a[i].status, DLOCK_OK);
+    run_for(l, 500);
+    for (i = 0; i < NRENEW; i += 3)
+        assert_int_equal(dlock_loop_release(NULL, l, a[i].hold, note, &r[i]),
+                         DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{ll:m1}"), 1);
+    run_for(l, 1000);
+    for (i = 0; i < NRENEW; i++) {
+        snprintf(name, sizeof name, "dlock:{ll:m%d}", i);
+        if (i % 3 == 0) {
+            assert_int_equal(r[i].status, DLOCK_OK);
+            assert_int_equal(ln[i].n, 0);
+        } else if (i == 1) {
+            assert_int_equal(ln[i].n, 1);
+            assert_int_equal(ln[i].status, DLOCK_NOT_OWNER);
+            assert_int_equal(dlock_hold_status(a[i].hold), DLOCK_NOT_OWNER);
+        } else {
+            assert_int_equal(ln[i].n, 0);
+            assert_int_equal(dlock_hold_status(a[i].hold), DLOCK_OK);
+            assert_true(th_cmd_int(&srv, "PTTL %s", name) > 0);
+            held++;
+        }
+    }
+    assert_int_equal(held, NRENEW - NRENEW / 3 - 1);
+    for (i = 0; i < NRENEW; i++)
+        if (i % 3 != 0) {
+            memset(&r[i], 0, sizeof r[i]);
+            assert_int_equal(
+                dlock_loop_release(NULL, l, a[i].hold, note, &r[i]), DLOCK_OK);
+        }
+    run1(l, &r[NRENEW - 1].done);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 typedef struct gotval {
     int done, status;
     char v[32];
@@ -478,6 +543,92 @@ static void test_fenced(void **state)
     dlock_client_free(c);
 }
 
+/* A fenced set of v (token tok) on l, run to its end: its status. */
+static int fset_run(dlock_loop *l, const char *key, uint64_t tok, const char *v)
+{
+    seen s = {0};
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, key, tok, v, strlen(v), note, &s),
+        DLOCK_OK);
+    run1(l, &s.done);
+    return s.status;
+}
+
+/* A fenced read (tok > 0) or get (tok 0) on l into *g, run to its end. */
+static void fread_run(dlock_loop *l, const char *key, uint64_t tok, gotval *g)
+{
+    memset(g, 0, sizeof *g);
+    assert_int_equal(tok > 0
+                         ? dlock_loop_fenced_read(NULL, l, key, tok, got_cb, g)
+                         : dlock_loop_fenced_get(NULL, l, key, got_cb, g),
+                     DLOCK_OK);
+    run1(l, &g->done);
+}
+
+/* A holder paused past its lease (its lock deleted here, as its expiry
+ * would) writes after a newer holder looked: with a plain get the stale
+ * write lands; once the newer holder reads with its token (fenced read)
+ * the stale write is refused, and a read with the old token too. */
+static void test_fenced_read(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    seen a = {0}, b = {0};
+    gotval g;
+    uint64_t ta, tb;
+    (void)state;
+    o.renew = 0;
+    assert_int_equal(dlock_loop_lock(NULL, l, "ll:fr", &o, note, &a), DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_OK);
+    ta = dlock_hold_token(a.hold);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{ll:fr}"), 1);
+    assert_int_equal(dlock_loop_lock(NULL, l2, "ll:fr", &o, note, &b),
+                     DLOCK_OK);
+    run1(l2, &b.done);
+    assert_int_equal(b.status, DLOCK_OK);
+    tb = dlock_hold_token(b.hold);
+    assert_true(tb > ta);
+    /* The window: B looks with a plain get, A's stale write lands. */
+    fread_run(l2, "ll:frv", 0, &g);
+    assert_true(g.null);
+    assert_int_equal(fset_run(l, "ll:frv", ta, "a"), DLOCK_OK);
+    /* Closed: B reads with its token (sees A's value), A writes again:
+     * refused; a read with A's token is refused too. */
+    fread_run(l2, "ll:frv", tb, &g);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_string_equal(g.v, "a");
+    assert_int_equal(g.fence, tb);
+    assert_int_equal(fset_run(l, "ll:frv", ta, "a2"), DLOCK_STALE);
+    fread_run(l, "ll:frv", ta, &g);
+    assert_int_equal(g.status, DLOCK_STALE);
+    assert_int_equal(g.fence, tb);
+    assert_true(g.null);
+    /* B's own write goes through; a read of a key never written raises
+     * its fence from nothing: A's first write there is refused. */
+    assert_int_equal(fset_run(l2, "ll:frv", tb, "b"), DLOCK_OK);
+    fread_run(l2, "ll:frn", tb, &g);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_true(g.null);
+    assert_int_equal(fset_run(l, "ll:frn", ta, "x"), DLOCK_STALE);
+    /* Bad arguments: refused at the call. */
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 0, got_cb, &g),
+                     DLOCK_EINVAL);
+    assert_int_equal(
+        dlock_loop_fenced_read(NULL, l, "ll:frv", (1ULL << 53) + 1, got_cb, &g),
+        DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "token"));
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "", 1, got_cb, &g),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "ll:frv", 1, NULL, NULL),
+                     DLOCK_EINVAL);
+    release(l2, b.hold);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,7 +641,9 @@ int main(void)
         cmocka_unit_test(test_cancel_wait),
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_renew_and_stall),
+        cmocka_unit_test(test_renew_many),
         cmocka_unit_test(test_fenced),
+        cmocka_unit_test(test_fenced_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
