@@ -264,10 +264,12 @@ local function busy()
         -- through the queue.)
         redis.call('HSET', KEYS[1], '#l', '1')
     end
-    if mode == '2' and not readers and not qmark and not none then
+    if mode == '2' and not readers and not qmark then
         -- A queued waiter marks the hold, so that its release looks at
-        -- the queue (an unmarked release does not: nobody is queued).
-        -- Without retention the fence hash's mark 'w' does (above).
+        -- the queue (a release with retention that finds no mark does
+        -- not: nobody is queued). Without retention too: the hold may be
+        -- a client's with retention (one setting per name is the advice,
+        -- but a deployment switching to 0 mixes them for a while).
         redis.call('HSET', KEYS[1], '#q', '1')
     end
     if (ARGV[8] == '1' or mode == '2') and readers then

@@ -177,12 +177,13 @@ static void await_queued(const char *name, long long n)
  * than expected met one of those, and is measured again (at most 5
  * times) rather than counted.
  */
-static void contended(dlock_client *(*make)(void), const char *name,
-                      long long join_budget, long long hand_budget)
+static void contended2(dlock_client *(*make_holder)(void),
+                       dlock_client *(*make_waiter)(void), const char *name,
+                       long long join_budget, long long hand_budget)
 {
     int tries;
     for (tries = 0; tries < 5; tries++) {
-        dlock_client *ca = make(), *cb = make();
+        dlock_client *ca = make_holder(), *cb = make_waiter();
         dlock_lock *la;
         th_waiter w = th_waiter_keeping(cb, name);
         stats s0, s1, s2;
@@ -211,6 +212,12 @@ static void contended(dlock_client *(*make)(void), const char *name,
     fail_msg("no undisturbed measurement in 5 tries");
 }
 
+static void contended(dlock_client *(*make)(void), const char *name,
+                      long long join_budget, long long hand_budget)
+{
+    contended2(make, make, name, join_budget, hand_budget);
+}
+
 static void test_contended(void **state)
 {
     (void)state;
@@ -221,13 +228,24 @@ static void test_contended(void **state)
  * queue's mark ('w': HSETNX and PEXPIRE) and the new fence hash's
  * retention at the hand-over (PEXPIRE) come on top; then, on a name
  * contended before (its fence hash holds the hand-over's token, and
- * stays), the same as with retention but the hold's mark '#q' (the
- * fence hash's 'w' tells the release instead). */
+ * stays), the same as with retention. */
 static void test_contended_no_retention(void **state)
 {
     (void)state;
-    contended(client_none, "sc-busy0", JOIN_BUDGET + 1, HANDOVER_BUDGET + 1);
-    contended(client_none, "sc-busy0", JOIN_BUDGET - 1, HANDOVER_BUDGET);
+    contended(client_none, "sc-busy0", JOIN_BUDGET + 2, HANDOVER_BUDGET + 1);
+    contended(client_none, "sc-busy0", JOIN_BUDGET, HANDOVER_BUDGET);
+}
+
+/* A holder with retention, a waiter without (a deployment switching to
+ * 0): the waiter's queueing marks the hold ('#q'), so the holder's
+ * release hands it the lock (without the mark it would look at no
+ * queue, and the waiter would get the lock by its refresh, which the
+ * measurement takes for a disturbance: no hand-over in 5 tries). */
+static void test_contended_mixed_retention(void **state)
+{
+    (void)state;
+    contended2(client, client_none, "sc-busymix", JOIN_BUDGET + 2,
+               HANDOVER_BUDGET + 1);
 }
 
 /* The server's clock in ms. */
@@ -308,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_uncontended_cycle_no_retention),
         cmocka_unit_test(test_contended),
         cmocka_unit_test(test_contended_no_retention),
+        cmocka_unit_test(test_contended_mixed_retention),
         cmocka_unit_test(test_fence_retention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
