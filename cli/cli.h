@@ -14,8 +14,12 @@
  *   job.c        COMMAND as a job: its own process group, signalled and
  *                waited for as a whole, and a guard that kills it if dlock
  *                dies
+ *   hold.c       what run, acquire and elect hold, and the wait for it:
+ *                on the event loop (dlock_loop.h), one ppoll over its fd
+ *                and the self-pipe; the blocking path where it cannot
  *   signals.c    the signal handlers, the self-pipe they and the lease-lost
- *                callback write to, and the acquire a signal can interrupt
+ *                callback write to, and the blocking acquire a signal can
+ *                interrupt (a canceler thread)
  *   check.c      `check KEY TOKEN`: is TOKEN the current holder's?
  *   list.c       `list [PATTERN]`: every held lock and its holder
  *   metrics.c    run --metrics-file: Prometheus text when run ends
@@ -40,6 +44,7 @@
 #include <sys/types.h>
 
 #include "dlock.h"
+#include "dlock_loop.h"
 
 /* Exit statuses of dlock itself (sysexits(3) values, as flock(1) uses). */
 #define CLI_EX_USAGE 64       /* bad command line */
@@ -165,6 +170,8 @@ void cli_verbose(const struct cli *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int cli_exit_for(const struct cli *o, int rc);
 void cli_report(dlock_client *c, const char *what, const char *key, int rc);
+void cli_report_msg(const char *what, const char *key, int rc,
+                    const char *detail);
 
 /* run.c: MARKS is the client for the done-markers of --once-per (its key
  * prefix is O's plus CLI_DONE_PREFIX_SUFFIX), NULL without --once-per. */
@@ -205,6 +212,16 @@ const sigset_t *cli_signals_set(void);
 int cli_signals_take(void);
 void cli_signals_child_reset(void);
 void cli_lost_cb(dlock_lock *lock, void *userdata);
+/* Note a lost lease and wake the main loop (the lost callbacks). */
+void cli_lost_note(void);
+/* A forwarded signal that came while none was watched for: its number
+ * (taken), or 0. */
+int cli_signals_stop_pending(void);
+/* -v: say for whom the acquire of O's KEY waits. */
+void cli_say_waiting(const struct cli *o, dlock_client *c);
+/* Is RC (with the library's message MSG) an outage that a wait rides
+ * out (the servers out of reach, not ready...)? */
+int cli_is_outage_msg(const struct cli *o, int rc, const char *msg);
 int cli_lost_seen(void);
 void cli_drain_pipe(void);
 /* The signal mask to sleep with: dlock's original one without the signals
@@ -214,6 +231,8 @@ void cli_signals_wait_mask(sigset_t *m);
  * callback) or LEFT ms have passed (-1: no limit), then empty the pipe.
  * Returns 0, or -1 with errno set. Used by run.c and elect.c. */
 int cli_signals_sleep(const sigset_t *mask, int64_t left);
+/* What is left of O's -w, counted from T0: -1 forever, 0 used up. */
+int64_t cli_wait_left(const struct cli *o, int64_t t0);
 int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
                 dlock_lock **out, int *signo);
 int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
@@ -229,6 +248,57 @@ int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg,
 int cli_wait_through_outages(const struct cli *o, dlock_client *c,
                              int (*fn)(void *arg), void *arg, int64_t *wait_ms,
                              int64_t t0, int *signo);
+
+/* hold.c: what run, acquire and elect hold, on the event loop (or, for
+ * what it does not serve yet, through the blocking API). */
+struct cli_hold {
+    dlock_client *c;
+    dlock_loop *loop;                   /* NULL: the blocking path */
+    dlock_hold *holds[DLOCK_MULTI_MAX]; /* the loop path's */
+    dlock_lock *locks[DLOCK_MULTI_MAX]; /* the blocking path's (run, acquire) */
+    dlock_election *e;                  /* the blocking path's (elect) */
+    size_t n;                           /* how many are held (0: none) */
+    char err[512];                      /* the acquire's message */
+};
+/* Why O's acquire must take the blocking path (a topology or an option
+ * the event loop does not serve yet), or NULL. */
+const char *cli_hold_blocking_why(const struct cli *o);
+/* Acquire what O asks for into *H: the locks of O's KEYs (run, acquire:
+ * a permit with --limit, a read lock with --shared), or the leadership
+ * (elect, campaigning with --value), renewed until released when RENEW
+ * is set (the loss is noted: cli_lost_seen). Tries once, then waits for
+ * the rest of -w; a forwarded signal ends the wait (*signo set, the wait
+ * cancelled; when the lock was had anyway it is in *H: release it).
+ * Returns the library's status, its message in cli_hold_errmsg(H).
+ * Call cli_hold_end(H) whatever the outcome. */
+int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
+                     struct cli_hold *h, int *signo);
+const char *cli_hold_errmsg(const struct cli_hold *h);
+/* FN(O, C, H, ARG) with a cleared hold H, then cli_hold_end(H);
+ * returns FN's exit status. */
+int cli_with_hold(const struct cli *o, dlock_client *c, void *arg,
+                  int (*fn)(const struct cli *o, dlock_client *c,
+                            struct cli_hold *h, void *arg));
+/* The token (elect: the epoch), name and owner of hold I < h->n. */
+uint64_t cli_hold_token(const struct cli_hold *h, size_t i);
+const char *cli_hold_name(const struct cli_hold *h, size_t i);
+const char *cli_hold_owner(const struct cli_hold *h, size_t i);
+/* DLOCK_OK while every hold is believed held, else the first other
+ * status (*which: its index); DLOCK_LOST when nothing is held. */
+int cli_hold_status(const struct cli_hold *h, size_t *which);
+/* Hold I's status and, once lost, why (the library's words). */
+int cli_hold_lost_reason(const struct cli_hold *h, size_t i, const char **why);
+/* Release (elect: resign) everything held; h->n is 0 after. DLOCK_OK or
+ * the first failure (DLOCK_LOST, DLOCK_NOT_OWNER...). */
+int cli_hold_release(struct cli_hold *h);
+/* Leave everything held, unrenewed (acquire). */
+void cli_hold_detach(struct cli_hold *h);
+/* cli_signals_sleep, and on the loop path the loop's fd in the same
+ * ppoll and its process after it (renewals, the loss). */
+int cli_hold_sleep(struct cli_hold *h, const sigset_t *mask, int64_t left);
+/* Let what is still out reach the server (give-backs, releases), then
+ * free the loop. */
+void cli_hold_end(struct cli_hold *h);
 
 /* check.c, list.c */
 int cli_parse_token(const char *s, uint64_t *token);

@@ -147,18 +147,19 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
 
 /*
  * `dlock acquire KEY`: take the lock, print the owner handle and exit still
- * holding it (no renewal). If the handle cannot be written the lock is
+ * holding it (no renewal; the wait is on the event loop, hold.c). If the
+ * handle cannot be written the lock is
  * released again, since nobody could release it before the lease ends.
  */
-int cli_cmd_acquire(const struct cli *o, dlock_client *c)
+static int acquire_holding(const struct cli *o, dlock_client *c,
+                           struct cli_hold *h, void *arg)
 {
-    dlock_lock *lock;
-    int signo, rc = cli_acquire(o, c, 0, &lock, &signo);
+    (void)arg;
+    int signo, rc = cli_hold_acquire(o, c, 0, h, &signo);
     char lease[32];
 
     if (signo != 0) {
-        if (lock != NULL)
-            dlock_lock_release(lock);
+        cli_hold_release(h);
         cli_verbose(o, "interrupted by signal %d", signo);
         return 128 + signo;
     }
@@ -166,32 +167,38 @@ int cli_cmd_acquire(const struct cli *o, dlock_client *c)
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
             cli_say_holder(o, c, dlock_strerror(rc));
         else
-            cli_report(c, "acquire", o->key, rc);
+            cli_report_msg("acquire", o->key, rc, cli_hold_errmsg(h));
         return cli_exit_for(o, rc);
     }
     if (o->export_env) {
         fputs("DLOCK_KEY=", stdout);
         cli_shell_quote(stdout, o->key);
         fputs("; DLOCK_OWNER=", stdout);
-        cli_shell_quote(stdout, dlock_lock_owner(lock));
+        cli_shell_quote(stdout, cli_hold_owner(h, 0));
         printf("; DLOCK_FENCING_TOKEN=%llu; export DLOCK_KEY DLOCK_OWNER "
                "DLOCK_FENCING_TOKEN\n",
-               (unsigned long long)dlock_lock_token(lock));
+               (unsigned long long)cli_hold_token(h, 0));
     } else {
-        printf("%s %llu\n", dlock_lock_owner(lock),
-               (unsigned long long)dlock_lock_token(lock));
+        printf("%s %llu\n", cli_hold_owner(h, 0),
+               (unsigned long long)cli_hold_token(h, 0));
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_err("writing the owner to stdout: %s; releasing \"%s\"",
                 strerror(errno), o->key);
-        dlock_lock_release(lock);
+        cli_hold_release(h);
         return 74;
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     cli_verbose(o, "holding \"%s\" for %s (not renewed)", o->key, lease);
-    /* The lock outlives us: free the handle without releasing it. */
-    dlock_lock_detach(lock);
+    /* The lock outlives us: leave it held, unrenewed. */
+    cli_hold_detach(h);
     return 0;
+}
+
+/* See above (acquire_holding). */
+int cli_cmd_acquire(const struct cli *o, dlock_client *c)
+{
+    return cli_with_hold(o, c, NULL, acquire_holding);
 }
 
 /* Adopt KEY as --owner for release and extend. Returns 0 with *lock set,

@@ -32,6 +32,38 @@ static const char *env_nonempty(const char *name)
     return v != NULL && *v != '\0' ? v : NULL;
 }
 
+/* --verbose: the servers the client is made for, and what they are. */
+static void say_servers(const struct cli *o)
+{
+    char shown[512];
+    for (size_t i = 0; i < o->nservers; i++) {
+        cli_redact_url(o->servers[i], shown, sizeof shown);
+        cli_verbose(o, "server %zu of %zu: %s (from %s)", i + 1, o->nservers,
+                    shown, o->servers_from);
+    }
+    if (o->nservers > 1)
+        cli_verbose(o, "Redlock over %zu servers: quorum %zu", o->nservers,
+                    o->nservers / 2 + 1);
+    else if (cli_is_cluster_url(o->servers[0]))
+        cli_verbose(o, "Redis Cluster: each lock on the master of its "
+                       "key's slot, found from the seed nodes");
+}
+
+/* The exit status of a dlock_client_new that failed with rc. */
+static int new_failed(int rc)
+{
+    switch (rc) {
+    case DLOCK_EINVAL:
+        return CLI_EX_USAGE;
+    case DLOCK_ETLS:
+        return CLI_EX_CONFIG;
+    case DLOCK_ENOMEM:
+        return CLI_EX_OSERR;
+    default:
+        return CLI_EX_UNAVAILABLE;
+    }
+}
+
 /*
  * Create the client from the options and the environment (DLOCK_USER,
  * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
@@ -46,7 +78,6 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
 {
     dlock_options opts;
     char err[256] = "";
-    char shown[512];
     char *done_prefix = NULL;
     char label[DLOCK_LABEL_MAX];
     const char *env;
@@ -110,35 +141,15 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         opts.holder_label = label;
     }
 
-    if (o->verbose && !marks) {
-        for (size_t i = 0; i < o->nservers; i++) {
-            cli_redact_url(o->servers[i], shown, sizeof shown);
-            cli_verbose(o, "server %zu of %zu: %s (from %s)", i + 1,
-                        o->nservers, shown, o->servers_from);
-        }
-        if (o->nservers > 1)
-            cli_verbose(o, "Redlock over %zu servers: quorum %zu", o->nservers,
-                        o->nservers / 2 + 1);
-        else if (cli_is_cluster_url(o->servers[0]))
-            cli_verbose(o, "Redis Cluster: each lock on the master of its "
-                           "key's slot, found from the seed nodes");
-    }
+    if (o->verbose && !marks)
+        say_servers(o);
 
     rc = dlock_client_new(out, &opts, err, sizeof err);
     free(done_prefix);
     if (rc != DLOCK_OK) {
         cli_err("%s%s%s%s", marks ? "the client for the done-markers: " : "",
                 dlock_strerror(rc), *err ? ": " : "", err);
-        switch (rc) {
-        case DLOCK_EINVAL:
-            return CLI_EX_USAGE;
-        case DLOCK_ETLS:
-            return CLI_EX_CONFIG;
-        case DLOCK_ENOMEM:
-            return CLI_EX_OSERR;
-        default:
-            return CLI_EX_UNAVAILABLE;
-        }
+        return new_failed(rc);
     }
     if (o->insecure && !marks)
         cli_err("warning: --insecure: TLS certificates are not checked");
@@ -151,6 +162,63 @@ static const struct cmd_def commands[] = {
     {"list", CMD_LIST},     {"limit", CMD_LIMIT},     {"elect", CMD_ELECT},
     {"leader", CMD_LEADER}, {NULL, CMD_RUN}};
 
+/* o with every setting at its default, before the command line. */
+static void defaults(struct cli *o)
+{
+    memset(o, 0, sizeof *o);
+    o->wait_ms = -1;
+    o->lease_ms = CLI_DEFAULT_LEASE_MS;
+    o->grace_ms = CLI_DEFAULT_GRACE_MS;
+    o->conflict_code = CLI_DEFAULT_CONFLICT_CODE;
+    o->lost_code = CLI_DEFAULT_LOST_CODE;
+    o->on_lost = ON_LOST_TERM;
+    cli_durability_init(o);
+    o->done_code = CLI_DEFAULT_DONE_CODE;
+}
+
+/* Run the subcommand o->cmd with its client (and the done-markers'
+ * client of run --once-per, else NULL). Its exit status. */
+static int dispatch(struct cli *o, dlock_client *client, dlock_client *marks)
+{
+    int rc = 0;
+
+    switch (o->cmd) {
+    case CMD_RUN:
+        rc = cli_run(o, client, marks);
+        if (o->metrics_file != NULL)
+            cli_metrics_write(o, client, rc);
+        break;
+    case CMD_ACQUIRE:
+        rc = cli_cmd_acquire(o, client);
+        break;
+    case CMD_RELEASE:
+        rc = cli_cmd_release(o, client);
+        break;
+    case CMD_EXTEND:
+        rc = cli_cmd_extend(o, client);
+        break;
+    case CMD_STATUS:
+        rc = cli_cmd_status(o, client);
+        break;
+    case CMD_CHECK:
+        rc = cli_cmd_check(o, client);
+        break;
+    case CMD_LIST:
+        rc = cli_cmd_list(o, client);
+        break;
+    case CMD_LIMIT:
+        rc = cli_cmd_limit(o, client);
+        break;
+    case CMD_ELECT:
+        rc = cli_elect(o, client);
+        break;
+    case CMD_LEADER:
+        rc = cli_leader(o, client);
+        break;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct cli o;
@@ -158,15 +226,7 @@ int main(int argc, char **argv)
     dlock_client *client = NULL, *marks = NULL;
     int rc;
 
-    memset(&o, 0, sizeof o);
-    o.wait_ms = -1;
-    o.lease_ms = CLI_DEFAULT_LEASE_MS;
-    o.grace_ms = CLI_DEFAULT_GRACE_MS;
-    o.conflict_code = CLI_DEFAULT_CONFLICT_CODE;
-    o.lost_code = CLI_DEFAULT_LOST_CODE;
-    o.on_lost = ON_LOST_TERM;
-    cli_durability_init(&o);
-    o.done_code = CLI_DEFAULT_DONE_CODE;
+    defaults(&o);
 
     if (argc < 2)
         return cli_usage_error(NULL,
@@ -214,40 +274,7 @@ int main(int argc, char **argv)
         }
     }
 
-    switch (o.cmd) {
-    case CMD_RUN:
-        rc = cli_run(&o, client, marks);
-        if (o.metrics_file != NULL)
-            cli_metrics_write(&o, client, rc);
-        break;
-    case CMD_ACQUIRE:
-        rc = cli_cmd_acquire(&o, client);
-        break;
-    case CMD_RELEASE:
-        rc = cli_cmd_release(&o, client);
-        break;
-    case CMD_EXTEND:
-        rc = cli_cmd_extend(&o, client);
-        break;
-    case CMD_STATUS:
-        rc = cli_cmd_status(&o, client);
-        break;
-    case CMD_CHECK:
-        rc = cli_cmd_check(&o, client);
-        break;
-    case CMD_LIST:
-        rc = cli_cmd_list(&o, client);
-        break;
-    case CMD_LIMIT:
-        rc = cli_cmd_limit(&o, client);
-        break;
-    case CMD_ELECT:
-        rc = cli_elect(&o, client);
-        break;
-    case CMD_LEADER:
-        rc = cli_leader(&o, client);
-        break;
-    }
+    rc = dispatch(&o, client, marks);
     dlock_client_free(marks);
     dlock_client_free(client);
 out:

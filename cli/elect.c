@@ -18,8 +18,10 @@
  * and one for each change (dlock_leader_wait, on the lock's
  * notifications), until a signal stops it.
  *
- * Calls downward only: signals.c (the self-pipe, the cancelable wait),
- * job.c, report.c, util.c.
+ * The campaign waits, and the leadership is renewed, on libdlock's event
+ * loop (hold.c): the main loop's ppoll watches its fd beside the
+ * self-pipe. Calls downward only: hold.c, signals.c (the self-pipe, the
+ * cancelable wait of `leader --watch`), job.c, report.c, util.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,29 +35,6 @@
 #include "cli.h"
 
 extern char **environ;
-
-/* What the campaign call needs (cli_cancelable takes one argument). */
-struct campaign {
-    const struct cli *o;
-    dlock_client *c;
-    dlock_election *e;
-    int64_t wait_ms; /* this call's wait: 0 for the first try */
-};
-
-static int campaign_fn(void *arg)
-{
-    struct campaign *k = arg;
-    dlock_acquire_options ao;
-
-    dlock_acquire_options_init(&ao);
-    ao.wait_ms = k->wait_ms;
-    ao.lease_ms = k->o->lease_ms;
-    ao.on_lost = cli_lost_cb;
-    /* Outages: cli_wait_through_outages says so and tries again. */
-    ao.flags = DLOCK_ACQUIRE_NO_OUTAGE_WAIT;
-    return dlock_campaign(&k->e, k->c, k->o->key,
-                          k->o->value != NULL ? k->o->value : "", &ao);
-}
 
 /* COMMAND's environment: ours with DLOCK_KEY, DLOCK_FENCING_TOKEN and
  * DLOCK_LEADER_VALUE set for this leadership (ENV_SET of them). NULL when
@@ -150,8 +129,8 @@ static void on_lost(const struct cli *o, struct cli_job *j, uint64_t epoch,
 
 /* Wait until no process of the job is left, forwarding signals and
  * applying the policy on a loss. 0, or -1 with errno set. */
-static int wait_job(const struct cli *o, struct cli_job *j, uint64_t epoch,
-                    int *ready_gone, int *lost)
+static int wait_job(const struct cli *o, struct cli_hold *h, struct cli_job *j,
+                    uint64_t epoch, int *ready_gone, int *lost)
 {
     sigset_t mask;
     int64_t kill_at = -1;
@@ -165,7 +144,7 @@ static int wait_job(const struct cli *o, struct cli_job *j, uint64_t epoch,
             left = kill_at > now ? kill_at - now : 0;
         if (j->exited && (left < 0 || left > 100))
             left = 100;
-        if (cli_signals_sleep(&mask, left) < 0)
+        if (cli_hold_sleep(h, &mask, left) < 0)
             return -1;
         while ((s = cli_signals_take()) != 0)
             cli_job_signal(j, s);
@@ -197,17 +176,11 @@ static int job_code(const struct cli_job *j)
     return CLI_EX_SOFTWARE;
 }
 
-/*
- * `dlock elect NAME -- COMMAND`. Returns COMMAND's status when it ran
- * and the leadership held until it ended; the lost code when it was
- * lost; the conflict code when -w/-n gave up; 128+N when signal N ended
- * the campaign; 126/127 when COMMAND could not be executed; a sysexits(3)
- * code for other failures.
- */
-int cli_elect(const struct cli *o, dlock_client *c)
+/* cli_elect into H (cli_elect ends it). */
+static int elect_holding(const struct cli *o, dlock_client *c,
+                         struct cli_hold *h, void *arg)
 {
-    struct campaign k = {o, c, NULL, 0};
-    int64_t t0 = cli_now_ms();
+    (void)arg;
     struct cli_job job;
     uint64_t epoch;
     char **envp;
@@ -215,21 +188,9 @@ int cli_elect(const struct cli *o, dlock_client *c)
 
     cli_verbose(o, "campaigning for \"%s\" with value \"%s\"", o->key,
                 o->value != NULL ? o->value : "");
-    /* A first try, then the wait: servers that stop answering during the
-     * wait (a restart) are tried again while it lasts; a first try that
-     * cannot reach them fails at once. */
-    rc = cli_cancelable(c, campaign_fn, &k, &signo);
-    if ((rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT) && signo == 0 &&
-        o->wait_ms != 0) {
-        k.wait_ms = o->wait_ms < 0 ? -1 : o->wait_ms - (cli_now_ms() - t0);
-        if (k.wait_ms != 0)
-            rc = o->wait_ms >= 0 && k.wait_ms < 0
-                     ? DLOCK_TIMEDOUT
-                     : cli_wait_through_outages(o, c, campaign_fn, &k,
-                                                &k.wait_ms, t0, &signo);
-    }
+    rc = cli_hold_acquire(o, c, 1, h, &signo);
     if (signo != 0) {
-        dlock_election_resign(k.e);
+        cli_hold_release(h);
         cli_verbose(o, "SIG%s while campaigning for \"%s\": giving up",
                     sigabbrev_np(signo) ? sigabbrev_np(signo) : "?", o->key);
         return 128 + signo;
@@ -239,21 +200,21 @@ int cli_elect(const struct cli *o, dlock_client *c)
             cli_verbose(o, "\"%s\" has another leader: %s", o->key,
                         dlock_strerror(rc));
         else
-            cli_report(c, "campaign", o->key, rc);
+            cli_report_msg("campaign", o->key, rc, cli_hold_errmsg(h));
         return cli_exit_for(o, rc);
     }
-    epoch = dlock_election_epoch(k.e);
+    epoch = cli_hold_token(h, 0);
     cli_verbose(o, "leading \"%s\", epoch %llu", o->key,
                 (unsigned long long)epoch);
     if (ready_make(o, epoch) < 0) {
-        dlock_election_resign(k.e);
+        cli_hold_release(h);
         return CLI_EX_OSERR;
     }
     envp = leader_env(o, epoch);
     if (envp == NULL) {
         cli_err("out of memory");
         ready_remove(o, &ready_gone);
-        dlock_election_resign(k.e);
+        cli_hold_release(h);
         return CLI_EX_OSERR;
     }
     memset(&job, 0, sizeof job);
@@ -266,22 +227,22 @@ int cli_elect(const struct cli *o, dlock_client *c)
         else
             cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
         ready_remove(o, &ready_gone);
-        dlock_election_resign(k.e);
+        cli_hold_release(h);
         if (exec_errno == 0)
             return CLI_EX_OSERR;
         return exec_errno == ENOENT ? CLI_EX_NOT_FOUND : CLI_EX_CANNOT_EXEC;
     }
-    if (wait_job(o, &job, epoch, &ready_gone, &lost) < 0) {
+    if (wait_job(o, h, &job, epoch, &ready_gone, &lost) < 0) {
         cli_err("waiting for COMMAND (pid %ld): %s", (long)job.pid,
                 strerror(errno));
         ready_remove(o, &ready_gone);
-        dlock_election_resign(k.e);
+        cli_hold_release(h);
         return CLI_EX_OSERR;
     }
     cli_job_end(&job);
     code = job_code(&job);
     ready_remove(o, &ready_gone);
-    rc = dlock_election_resign(k.e);
+    rc = cli_hold_release(h);
     if (lost || cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER) {
         if (!lost)
             cli_err("the leadership of \"%s\" ran out before COMMAND "
@@ -296,6 +257,19 @@ int cli_elect(const struct cli *o, dlock_client *c)
     else
         cli_verbose(o, "resigned \"%s\"", o->key);
     return code;
+}
+
+/*
+ * `dlock elect NAME -- COMMAND`. Returns COMMAND's status when it ran
+ * and the leadership held until it ended; the lost code when it was
+ * lost; the conflict code when -w/-n gave up; 128+N when signal N ended
+ * the campaign; 126/127 when COMMAND could not be executed; a sysexits(3)
+ * code for other failures. The campaign and the leadership's renewal run
+ * on the event loop (hold.c).
+ */
+int cli_elect(const struct cli *o, dlock_client *c)
+{
+    return cli_with_hold(o, c, NULL, elect_holding);
 }
 
 /* Print one leader line: "EPOCH VALUE" (the value's control bytes as

@@ -92,8 +92,14 @@ int cli_exit_for(const struct cli *o, int rc)
  * text". */
 void cli_report(dlock_client *c, const char *what, const char *key, int rc)
 {
-    const char *detail = c != NULL ? dlock_errmsg(c) : "";
+    cli_report_msg(what, key, rc, c != NULL ? dlock_errmsg(c) : "");
+}
 
+/* cli_report with the details given (an event-loop operation's message:
+ * dlock_op_errmsg). */
+void cli_report_msg(const char *what, const char *key, int rc,
+                    const char *detail)
+{
     if (detail != NULL && *detail != '\0')
         cli_err("\"%s\": %s (%s)", key, dlock_strerror(rc), detail);
     else

@@ -1,13 +1,15 @@
 /*
  * run.c - `dlock run KEY -- COMMAND`: run COMMAND while holding KEY.
  *
- * The lock is taken with the library's watchdog, which renews the lease
- * every third of it while COMMAND runs and calls back when the lease is
- * found lost. COMMAND runs as a job in a process group of its own (job.c);
+ * The lock is taken on libdlock's event loop (hold.c), which renews the
+ * lease every third of it while COMMAND runs and calls back when the lease
+ * is found lost: the main loop's ppoll watches the loop's descriptor too
+ * and runs its process (with several servers, Sentinel or Cluster, the
+ * library's watchdog thread renews it instead: hold.c's blocking path). COMMAND runs as a job in a process group of its own (job.c);
  * signals dlock receives are forwarded to the whole group, and the lock is
  * released when no process of the group is left. The main loop sleeps in
  * ppoll() on the self-pipe of signals.c, with the handled signals unblocked
- * only there, and reaps with waitpid(WNOHANG) after every wake-up. When the
+ * only there (and the event loop's fd beside it), and reaps with waitpid(WNOHANG) after every wake-up. When the
  * lease is lost, the --on-lost policy applies to the group: SIGTERM then
  * SIGKILL after the grace period, SIGKILL at once, or nothing; dlock then
  * exits with the lost code whatever COMMAND's status, because COMMAND's
@@ -54,7 +56,7 @@ static const char *sig_name(int sig)
  * memory. Free with cli_env_free(env, ENV_SET).
  */
 #define ENV_SET 3
-static char **child_env(const struct cli *o, dlock_lock **locks)
+static char **child_env(const struct cli *o, const struct cli_hold *h)
 {
     char *set[ENV_SET] = {NULL};
     size_t len;
@@ -64,7 +66,7 @@ static char **child_env(const struct cli *o, dlock_lock **locks)
         fputs("DLOCK_FENCING_TOKENS=", f);
         for (size_t k = 0; k < o->nkeys; k++)
             fprintf(f, "%s%llu", k > 0 ? " " : "",
-                    (unsigned long long)dlock_lock_token(locks[k]));
+                    (unsigned long long)cli_hold_token(h, k));
         if (fclose(f) != 0) {
             free(set[0]);
             set[0] = NULL;
@@ -72,40 +74,31 @@ static char **child_env(const struct cli *o, dlock_lock **locks)
     }
     set[1] = cli_strf("DLOCK_KEY=%s", o->key);
     set[2] = cli_strf("DLOCK_FENCING_TOKEN=%llu",
-                      (unsigned long long)dlock_lock_token(locks[0]));
+                      (unsigned long long)cli_hold_token(h, 0));
     return cli_env_with(set, ENV_SET);
 }
 
 /* The first of KEY's locks that is not held as far as this process knows
  * (the one the lost callback was about), or the first lock. */
-static dlock_lock *lost_one(const struct cli *o, dlock_lock **locks)
+static size_t lost_one(const struct cli_hold *h)
 {
-    for (size_t k = 0; k < o->nkeys; k++)
-        if (locks[k] != NULL && dlock_lock_status(locks[k]) != DLOCK_OK)
-            return locks[k];
-    return locks[0];
-}
+    size_t which;
 
-/* DLOCK_OK while every lock of KEY... is believed held, else the first
- * lock's other status. */
-static int locks_status(const struct cli *o, dlock_lock **locks)
-{
-    int rc = dlock_lock_status(lost_one(o, locks));
-
-    return rc;
+    cli_hold_status(h, &which);
+    return which;
 }
 
 /* State of the wait for the job. */
 struct run_state {
     struct cli_job job;
-    dlock_lock **lock; /* KEY's locks; [0] NULL once released early
-                          (--max-hold, ignore) */
-    int64_t kill_at;   /* when to send SIGKILL after SIGTERM, -1: not due */
-    int64_t max_at;    /* when --max-hold is reached, -1: no --max-hold */
-    int lost;          /* the lost policy was applied */
-    int max_hold;      /* ... because --max-hold was reached */
-    int stopped;       /* a signal that ends --min-hold came (SIGINT...) */
-    int said_left;     /* -v said that COMMAND's group outlives it */
+    struct cli_hold *hold; /* KEY's locks; none once released early
+                              (--max-hold, ignore) */
+    int64_t kill_at;       /* when to send SIGKILL after SIGTERM, -1: not due */
+    int64_t max_at;        /* when --max-hold is reached, -1: no --max-hold */
+    int lost;              /* the lost policy was applied */
+    int max_hold;          /* ... because --max-hold was reached */
+    int stopped;           /* a signal that ends --min-hold came (SIGINT...) */
+    int said_left;         /* -v said that COMMAND's group outlives it */
 };
 
 /* Does signal S end the --min-hold hold-on? The ones that ask to stop
@@ -126,8 +119,9 @@ static int ends_hold(int s)
  * moment ago, so that is one quick round trip. A server that does not
  * answer is not asked again.
  */
-static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
-                        char *buf, size_t len)
+static void lost_reason(const struct cli *o, dlock_client *c,
+                        const struct cli_hold *h, size_t i, char *buf,
+                        size_t len)
 {
     dlock_info info;
     const char *why;
@@ -137,15 +131,15 @@ static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
         cli_shared_lost_reason(o, c, buf, len);
         return;
     }
-    code = dlock_lock_lost_reason(lock, &why);
+    code = cli_hold_lost_reason(h, i, &why);
     if (code == DLOCK_NOT_OWNER &&
-        dlock_lock_inspect(c, dlock_lock_name(lock), &info) == 0) {
+        dlock_lock_inspect(c, cli_hold_name(h, i), &info) == 0) {
         if (!info.held) {
             snprintf(buf, len,
                      "the lock is free now: it expired or was deleted");
             return;
         }
-        if (strcmp(info.owner, dlock_lock_owner(lock)) != 0) {
+        if (strcmp(info.owner, cli_hold_owner(h, i)) != 0) {
             snprintf(buf, len, "it is held by another owner now, %s",
                      info.owner);
             return;
@@ -157,11 +151,11 @@ static void lost_reason(const struct cli *o, dlock_client *c, dlock_lock *lock,
 /* Apply the --on-lost policy, once, when the watchdog reported the loss:
  * to every process of the job first, then say why. */
 static void on_lease_lost(const struct cli *o, dlock_client *c,
-                          struct run_state *rs, dlock_lock *lock)
+                          struct run_state *rs, size_t i)
 {
-    char grace[32], why[256];
-    unsigned long long token = dlock_lock_token(lock);
-    const char *key = dlock_lock_name(lock);
+    char grace[32], why[512];
+    unsigned long long token = cli_hold_token(rs->hold, i);
+    const char *key = cli_hold_name(rs->hold, i);
     long pgid = (long)rs->job.pid;
 
     rs->lost = 1;
@@ -171,7 +165,7 @@ static void on_lease_lost(const struct cli *o, dlock_client *c,
     } else if (o->on_lost == ON_LOST_KILL) {
         cli_job_signal(&rs->job, SIGKILL);
     }
-    lost_reason(o, c, lock, why, sizeof why);
+    lost_reason(o, c, rs->hold, i, why, sizeof why);
     switch (o->on_lost) {
     case ON_LOST_TERM:
         cli_format_ms(o->grace_ms, grace, sizeof grace);
@@ -205,7 +199,7 @@ static void on_max_hold(const struct cli *o, dlock_client *c,
                         struct run_state *rs)
 {
     char held[32], grace[32];
-    unsigned long long token = dlock_lock_token(rs->lock[0]);
+    unsigned long long token = cli_hold_token(rs->hold, 0);
     long pgid = (long)rs->job.pid;
     int rc;
 
@@ -231,7 +225,7 @@ static void on_max_hold(const struct cli *o, dlock_client *c,
                 o->key, token, held, pgid);
         break;
     case ON_LOST_IGNORE:
-        rc = dlock_lock_release_all(rs->lock, o->nkeys);
+        rc = cli_hold_release(rs->hold);
         if (rc != DLOCK_OK)
             cli_report(c, "release", o->key, rc);
         cli_err("max-hold reached: \"%s\" (fencing token %llu) was held for "
@@ -271,7 +265,7 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
         }
         if (j->exited && (left < 0 || left > 100))
             left = 100;
-        if (cli_signals_sleep(&waitmask, left) < 0)
+        if (cli_hold_sleep(rs->hold, &waitmask, left) < 0)
             return -1;
 
         while ((s = cli_signals_take()) != 0) {
@@ -284,7 +278,7 @@ static int wait_job(const struct cli *o, dlock_client *c, struct run_state *rs)
                             sig_name(s), (long)j->pid);
         }
         if (!rs->lost && cli_lost_seen())
-            on_lease_lost(o, c, rs, lost_one(o, rs->lock));
+            on_lease_lost(o, c, rs, lost_one(rs->hold));
         if (!rs->lost && rs->max_at >= 0 && cli_now_ms() >= rs->max_at)
             on_max_hold(o, c, rs);
         if (rs->kill_at >= 0 && cli_now_ms() >= rs->kill_at) {
@@ -442,7 +436,7 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
     cli_verbose(o, "holding \"%s\" for %s more (--min-hold)", o->key, left_s);
     cli_signals_wait_mask(&waitmask);
     while ((now = cli_now_ms()) < until) {
-        if (cli_signals_sleep(&waitmask, until - now) < 0)
+        if (cli_hold_sleep(rs->hold, &waitmask, until - now) < 0)
             return -1;
         /* Children that left the job's group may still end: reap them. */
         if (cli_job_reap(o, &rs->job) < 0)
@@ -463,7 +457,8 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
 }
 
 /*
- * `dlock run`: acquire with renewal, run COMMAND, release. With --once-per
+ * `dlock run` into HELD (cli_run ends it): acquire with renewal, run
+ * COMMAND, release. With --once-per
  * (MARKS is then the client for done-markers), first check, holding the
  * lock, that the slot is not done; after a run with status 0, mark it done
  * before releasing. With --min-hold, hold the lock on after a short run;
@@ -475,16 +470,18 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
  * obtained; 126/127 when COMMAND could not be executed; 128+N when signal N
  * interrupted the wait; a sysexits(3) code for other failures.
  */
-int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
+static int run_holding(const struct cli *o, dlock_client *c,
+                       struct cli_hold *held, void *arg)
 {
+    dlock_client *marks = arg;
     struct run_state rs;
     struct slot sl;
-    dlock_lock *locks[DLOCK_MULTI_MAX] = {NULL}, **lock = locks;
     dlock_lock *marker = NULL;
     char **envp;
     char took[32], lease[32];
     int rc, signo, exec_errno, code, lost_in_job, held_on = 0;
     int64_t t_acq, t0;
+    size_t which;
 
     memset(&sl, 0, sizeof sl);
     if (marks != NULL) {
@@ -497,11 +494,10 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
                         sl.name, o->key, took);
         }
     }
-    rc = cli_acquire(o, c, 1, lock, &signo);
+    rc = cli_hold_acquire(o, c, 1, held, &signo);
     t_acq = cli_now_ms();
     if (signo != 0) {
-        if (lock[0] != NULL)
-            dlock_lock_release_all(lock, o->nkeys);
+        cli_hold_release(held);
         cli_verbose(o, "SIG%s while waiting for \"%s\": giving up",
                     sig_name(signo), o->key);
         return 128 + signo;
@@ -510,7 +506,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
             cli_say_holder(o, c, dlock_strerror(rc));
         else
-            cli_report(c, "acquire", o->key, rc);
+            cli_report_msg("acquire", o->key, rc, cli_hold_errmsg(held));
         return cli_exit_for(o, rc);
     }
 
@@ -524,7 +520,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
                         sl.name, o->key);
             }
             code = rc < 0 ? cli_exit_for(o, rc) : o->done_code;
-            rc = dlock_lock_release_all(lock, o->nkeys);
+            rc = cli_hold_release(held);
             if (rc != DLOCK_OK)
                 cli_report(c, "release", o->key, rc);
             else
@@ -533,16 +529,16 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         }
     }
 
-    envp = child_env(o, lock);
+    envp = child_env(o, held);
     if (envp == NULL) {
         cli_err("out of memory");
-        dlock_lock_release_all(lock, o->nkeys);
+        cli_hold_release(held);
         return CLI_EX_OSERR;
     }
     cli_format_ms(o->lease_ms, lease, sizeof lease);
     t0 = cli_now_ms();
     memset(&rs, 0, sizeof rs);
-    rs.lock = lock;
+    rs.hold = held;
     rs.kill_at = -1;
     rs.max_at = o->max_hold_ms > 0 ? t_acq + o->max_hold_ms : -1;
     rc = cli_job_start(&rs.job, o, envp, &exec_errno);
@@ -556,7 +552,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
             cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
             code = CLI_EX_OSERR;
         }
-        rc = dlock_lock_release_all(lock, o->nkeys);
+        rc = cli_hold_release(held);
         if (rc != DLOCK_OK)
             cli_report(c, "release", o->key, rc);
         else
@@ -573,10 +569,9 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
                 strerror(errno));
         /* The guard then sends the --on-lost signal to what is left. */
-        dlock_lock_release_all(rs.lock, o->nkeys);
+        cli_hold_release(held);
         return CLI_EX_OSERR;
     }
-    lock = rs.lock;
     cli_job_end(&rs.job);
     cli_format_ms(cli_now_ms() - t0, took, sizeof took);
     if (WIFEXITED(rs.job.status)) {
@@ -592,8 +587,8 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
     }
 
     if (rs.max_hold) {
-        if (lock[0] != NULL) {
-            rc = dlock_lock_release_all(lock, o->nkeys);
+        if (held->n > 0) {
+            rc = cli_hold_release(held);
             if (rc != DLOCK_OK && rc != DLOCK_LOST && rc != DLOCK_NOT_OWNER)
                 cli_report(c, "release", o->key, rc);
             else
@@ -607,7 +602,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
 
     /* As far as this machine knows, the lease held until the job was
      * over; the release below asks the servers. */
-    lost_in_job = cli_lost_seen() || locks_status(o, lock) != DLOCK_OK;
+    lost_in_job = cli_lost_seen() || cli_hold_status(held, &which) != DLOCK_OK;
     if (marks != NULL && code == 0 && !lost_in_job)
         marker = slot_mark(o, marks, &sl);
     else if (marks != NULL)
@@ -624,7 +619,7 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
             cli_err("during the --min-hold hold-on: %s", strerror(errno));
     }
 
-    rc = dlock_lock_release_all(lock, o->nkeys);
+    rc = cli_hold_release(held);
     if (!lost_in_job && held_on &&
         (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER)) {
         /* COMMAND's work was protected all along: only the hold-on after
@@ -658,4 +653,10 @@ int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
         cli_verbose(o, "released \"%s\"", o->key);
     }
     return code;
+}
+
+/* See cli.h (and run_holding above). */
+int cli_run(struct cli *o, dlock_client *c, dlock_client *marks)
+{
+    return cli_with_hold(o, c, marks, run_holding);
 }

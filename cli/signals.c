@@ -157,10 +157,16 @@ void cli_signals_child_reset(void)
  * wake the main loop. Nothing more: the callback must be short. */
 void cli_lost_cb(dlock_lock *lock, void *userdata)
 {
-    char b = 'l';
-
     (void)lock;
     (void)userdata;
+    cli_lost_note();
+}
+
+/* See cli.h. */
+void cli_lost_note(void)
+{
+    char b = 'l';
+
     atomic_store(&lost_seen, 1);
     if (write(self_pipe[1], &b, 1) < 0) {
         /* A full pipe already holds a wake-up. */
@@ -215,7 +221,7 @@ static void *canceler_main(void *arg)
 
 /* A forwarded signal that came while no helper thread watched (it stays
  * pending, blocked, in the kernel): take it and return its number, or 0. */
-static int stop_signal_pending(void)
+int cli_signals_stop_pending(void)
 {
     sigset_t set;
     struct timespec zero = {0, 0};
@@ -230,7 +236,7 @@ static int stop_signal_pending(void)
 }
 
 /* Print who holds KEY, for -v before waiting. */
-static void say_waiting(const struct cli *o, dlock_client *c)
+void cli_say_waiting(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
     char ttl[32], wait[48];
@@ -293,7 +299,7 @@ int cli_cancelable(dlock_client *c, int (*fn)(void *arg), void *arg, int *signo)
         pthread_join(k.thread, NULL);
     close(k.stop[0]);
     close(k.stop[1]);
-    *signo = k.signo != 0 ? k.signo : stop_signal_pending();
+    *signo = k.signo != 0 ? k.signo : cli_signals_stop_pending();
     return rc;
 }
 
@@ -327,10 +333,16 @@ static int is_sentinel(const struct cli *o)
  * so once and to be ended by a signal. */
 static int is_outage(const struct cli *o, dlock_client *c, int rc)
 {
+    return cli_is_outage_msg(o, rc, dlock_errmsg(c));
+}
+
+/* See cli.h. */
+int cli_is_outage_msg(const struct cli *o, int rc, const char *msg)
+{
     return rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_NO_QUORUM ||
            rc == DLOCK_NOT_REPLICATED ||
            (rc == DLOCK_ESERVER &&
-            (is_sentinel(o) || strstr(dlock_errmsg(c), ": not ready: ")));
+            (is_sentinel(o) || strstr(msg, ": not ready: ")));
 }
 
 /* A first try's failure that the wait rides out rather than report at
@@ -370,7 +382,7 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
         }
         cli_signals_wait_mask(&mask);
         cli_signals_sleep(&mask, left < pause ? left : pause);
-        if ((*signo = stop_signal_pending()) != 0)
+        if ((*signo = cli_signals_stop_pending()) != 0)
             return DLOCK_CANCELED;
         pause = pause * 2 > 2000 ? 2000 : pause * 2;
         if (o->wait_ms >= 0) {
@@ -379,6 +391,20 @@ int cli_wait_through_outages(const struct cli *o, dlock_client *c,
                 *wait_ms = 0; /* one last try */
         }
     }
+}
+
+/* See cli.h. */
+int64_t cli_wait_left(const struct cli *o, int64_t t0)
+{
+    int64_t left;
+
+    /* The first try may have used up -w (a slow server, a loaded
+     * machine): then it is over, and a negative wait_ms (forever) must
+     * not come out of the subtraction. */
+    if (o->wait_ms < 0)
+        return -1;
+    left = o->wait_ms - (cli_now_ms() - t0);
+    return left > 0 ? left : 0;
 }
 
 /*
@@ -412,24 +438,16 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     rc = acquire_keys(o, c, &ao, out);
     if ((rc == DLOCK_BUSY || first_rides(o, c, rc)) && o->wait_ms != 0) {
         if (o->verbose && rc == DLOCK_BUSY)
-            say_waiting(o, c);
-        /* The first try may have used up -w (a slow server, a loaded
-         * machine): then it is over, and a negative wait_ms (forever)
-         * must not come out of the subtraction. */
-        if (o->wait_ms < 0) {
-            left = -1;
-        } else {
-            left = o->wait_ms - (cli_now_ms() - t0);
-            if (left <= 0)
-                return rc == DLOCK_BUSY ? DLOCK_TIMEDOUT : rc;
-        }
+            cli_say_waiting(o, c);
+        if ((left = cli_wait_left(o, t0)) == 0)
+            return rc == DLOCK_BUSY ? DLOCK_TIMEDOUT : rc;
         ao.wait_ms = left;
         struct keys_call kc = {o, c, &ao, out};
         rc = cli_wait_through_outages(o, c, keys_call_fn, &kc, &ao.wait_ms, t0,
                                       signo);
     }
     if (*signo == 0)
-        *signo = stop_signal_pending();
+        *signo = cli_signals_stop_pending();
     if (rc == DLOCK_OK) {
         /* The library's one warning of a wait that had to poll (the
          * server's ACL refuses the lock's channels). */

@@ -37,9 +37,20 @@
  * dlock_loop_timeout_ms and dlock_loop_process follow the same rule.
  *
  * What is implemented (the rest is declared later, when it is):
- *  - one server (redis://, rediss://, unix://) only: dlock_loop_new on a
- *    client of several servers (Redlock), Sentinel or Cluster returns
- *    DLOCK_EINVAL with a message saying it is not implemented yet;
+ *  - one server (redis://, rediss://, unix://): everything below;
+ *  - several servers (Redlock), Sentinel, Cluster: locks and readers
+ *    (and permits but over Redlock, refused as by dlock_sem_acquire):
+ *    try, wait, release, extend, cancel (what the attempt may hold is
+ *    given back, by the client's watchdog thread), renewal and loss,
+ *    several locks at once. A wait there polls with the spin backoff
+ *    (no wake-up by notification, no fair queue yet) and rides out
+ *    outages and failovers as the blocking API does. Fenced set / get /
+ *    read and election return DLOCK_EINVAL there (not implemented yet).
+ *    What may still block dlock_loop_process (or the call that starts
+ *    an operation) there, each bounded by the connect or command
+ *    timeout: on Sentinel, locating the master and opening a connection
+ *    to it; on Cluster, a slot-map refresh and opening a connection to
+ *    a master. Redlock opens its connections without blocking;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
@@ -49,9 +60,13 @@
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
  *  - fenced set / get / read (dlock_loop_fenced_read);
- *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent).
- * Not yet: Redlock / Sentinel / Cluster, the CLI on the loop, the
- * client's options wait_replicas, holder_info and on_event (loop holds
+ *  - adapters: dlock_loop_uv.h (libuv), dlock_loop_event.h (libevent);
+ *  - the client's holder_info (one server): a lock taken through the
+ *    loop records its holder (holder_set.lua after the grant) and its
+ *    renewals renew that record (holder_extend.lua);
+ *  - the dlock tool's run, acquire and elect wait through a loop (one
+ *    server).
+ * Not yet: the client's options wait_replicas and on_event (loop holds
  * do not use them), and the lock-delay after a failover.
  */
 #ifndef DLOCK_LOOP_H
@@ -92,11 +107,11 @@ typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
                                    void *userdata);
 
 /*
- * Make a loop over client's server. Opens nothing yet (connections are
- * opened without blocking when the first operation needs them). Returns
- * DLOCK_OK (*out set), DLOCK_EINVAL (a NULL argument; a client of
- * several servers, Sentinel or Cluster: not implemented yet; the message
- * is in dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
+ * Make a loop over client's servers. Opens nothing yet (connections are
+ * opened when the first operation needs them: see above for what may
+ * block on Sentinel and Cluster). Returns DLOCK_OK (*out set),
+ * DLOCK_EINVAL (a NULL argument; the message is in
+ * dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
  * DLOCK_ENOMEM. The client must outlive the loop.
  */
 DLOCK_EXPORT int dlock_loop_new(dlock_loop **out, dlock_client *client);
@@ -345,6 +360,32 @@ DLOCK_EXPORT const char *dlock_hold_owner(const dlock_hold *hold);
 DLOCK_EXPORT int64_t dlock_hold_validity_ms(const dlock_hold *hold);
 /* DLOCK_OK while believed held, DLOCK_LOST / DLOCK_NOT_OWNER once lost. */
 DLOCK_EXPORT int dlock_hold_status(const dlock_hold *hold);
+
+/* The hold's status (as dlock_hold_status) and, once lost, *why (when
+ * why is not NULL): "the servers say it is no longer this owner's..."
+ * (DLOCK_NOT_OWNER) or "renewals failed: " and the last renewal's
+ * failure (DLOCK_LOST); "" while held. Valid while the hold is. */
+DLOCK_EXPORT int dlock_hold_lost_reason(const dlock_hold *hold,
+                                        const char **why);
+
+/* How much work the loop still has out: its live operations plus the
+ * requests sent and not yet answered (give-backs of cancelled waits
+ * among them). A program about to exit calls process until it is 0 (or
+ * a bound of its own), so that what a cancel gives back reaches the
+ * server; each request ends by the client's command timeout at most. */
+DLOCK_EXPORT int dlock_loop_pending(const dlock_loop *loop);
+
+/* While an acquire waits on: the status of its last attempt that failed
+ * (the servers out of reach, not ready...: the wait rides it out), and
+ * in *msg (when not NULL) its message, valid until the next process; 0
+ * (DLOCK_OK) when none failed. Lets a program say that it keeps trying. */
+DLOCK_EXPORT int dlock_op_last_failure(const dlock_op *op, const char **msg);
+
+/* A warning about how the loop has to work, or "": the server refused
+ * the loop's SUBSCRIBE (an ACL without the lock's pub/sub channels,
+ * NOPERM), so its waiters poll instead of being notified; the text names
+ * the ACL rule that allows them. Valid until the next call. */
+DLOCK_EXPORT const char *dlock_loop_warning(dlock_loop *loop);
 
 #ifdef __cplusplus
 }

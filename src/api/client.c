@@ -174,14 +174,65 @@ static void client_destroy(dlock_client *c)
     free(c);
 }
 
+/* Copy the strings of opts into c (c->opts is a shallow copy of opts):
+ * the copy must not point at the caller's memory. Returns 1 when out of
+ * memory (what was copied is freed with c), else 0. */
+static int own_strings(dlock_client *c, const dlock_options *opts)
+{
+    int oom = 0;
+    size_t k;
+    c->servers = calloc(opts->nservers, sizeof *c->servers);
+    if (c->servers == NULL)
+        oom = 1;
+    for (k = 0; c->servers != NULL && k < opts->nservers; k++)
+        c->servers[k] = dup_opt(opts->servers[k], &oom);
+    c->username = dup_opt(opts->username, &oom);
+    c->password = dup_opt(opts->password, &oom);
+    c->key_prefix = dup_opt(opts->key_prefix, &oom);
+    c->tls_ca_file = dup_opt(opts->tls_ca_file, &oom);
+    c->tls_ca_dir = dup_opt(opts->tls_ca_dir, &oom);
+    c->tls_server_name = dup_opt(opts->tls_server_name, &oom);
+    c->tls_cert_file = dup_opt(opts->tls_cert_file, &oom);
+    c->tls_key_file = dup_opt(opts->tls_key_file, &oom);
+    c->sentinel_username = dup_opt(opts->sentinel_username, &oom);
+    c->sentinel_password = dup_opt(opts->sentinel_password, &oom);
+    c->opts.servers = (const char *const *)c->servers;
+    c->opts.username = c->username;
+    c->opts.password = c->password;
+    c->opts.key_prefix = c->key_prefix;
+    c->opts.tls_ca_file = c->tls_ca_file;
+    c->opts.tls_ca_dir = c->tls_ca_dir;
+    c->opts.tls_server_name = c->tls_server_name;
+    c->opts.tls_cert_file = c->tls_cert_file;
+    c->opts.tls_key_file = c->tls_key_file;
+    c->opts.sentinel_username = c->sentinel_username;
+    c->opts.sentinel_password = c->sentinel_password;
+    return oom;
+}
+
+/* Make the notifier (over the parts of c it needs) and the watchdog;
+ * their threads start on first use. DLOCK_OK or the failure. */
+static int start_threads(dlock_client *c)
+{
+    dlock__notify_ctx nx = {.ns = &c->ns,
+                            .msgs = &c->msgs,
+                            .stats = &c->stats,
+                            .cancel_gen = &c->cancel_gen,
+                            .nopub = &c->nopub,
+                            .connect_timeout_ms = c->opts.connect_timeout_ms};
+    int rc = dlock__notify_init(&c->notifier, &nx);
+    if (rc == DLOCK_OK)
+        rc = dlock__watchdog_init(c);
+    return rc;
+}
+
 /* See dlock.h. */
 int dlock_client_new(dlock_client **out, const dlock_options *opts,
                      char *errbuf, size_t errlen)
 {
     dlock_client *c;
-    int rc, oom = 0;
+    int rc, oom;
     size_t k;
-    dlock__notify_ctx nx;
 
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
@@ -207,33 +258,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     pthread_mutex_init(&c->wait_mu, NULL);
     dlock__cond_init(&c->wait_cv);
     copy_options(&c->opts, opts);
-    c->servers = calloc(opts->nservers, sizeof *c->servers);
-    if (c->servers == NULL)
-        oom = 1;
-    for (k = 0; c->servers != NULL && k < opts->nservers; k++)
-        c->servers[k] = dup_opt(opts->servers[k], &oom);
-    c->username = dup_opt(opts->username, &oom);
-    c->password = dup_opt(opts->password, &oom);
-    c->key_prefix = dup_opt(opts->key_prefix, &oom);
-    c->tls_ca_file = dup_opt(opts->tls_ca_file, &oom);
-    c->tls_ca_dir = dup_opt(opts->tls_ca_dir, &oom);
-    c->tls_server_name = dup_opt(opts->tls_server_name, &oom);
-    c->tls_cert_file = dup_opt(opts->tls_cert_file, &oom);
-    c->tls_key_file = dup_opt(opts->tls_key_file, &oom);
-    c->sentinel_username = dup_opt(opts->sentinel_username, &oom);
-    c->sentinel_password = dup_opt(opts->sentinel_password, &oom);
-    /* The copy must not point at the caller's memory. */
-    c->opts.servers = (const char *const *)c->servers;
-    c->opts.username = c->username;
-    c->opts.password = c->password;
-    c->opts.key_prefix = c->key_prefix;
-    c->opts.tls_ca_file = c->tls_ca_file;
-    c->opts.tls_ca_dir = c->tls_ca_dir;
-    c->opts.tls_server_name = c->tls_server_name;
-    c->opts.tls_cert_file = c->tls_cert_file;
-    c->opts.tls_key_file = c->tls_key_file;
-    c->opts.sentinel_username = c->sentinel_username;
-    c->opts.sentinel_password = c->sentinel_password;
+    oom = own_strings(c, opts);
     if (oom) {
         client_destroy(c);
         return dlock__fail(errbuf, errlen, DLOCK_ENOMEM, "out of memory");
@@ -256,15 +281,7 @@ int dlock_client_new(dlock_client **out, const dlock_options *opts,
     for (k = 0; k < sizeof c->id; k++)
         snprintf(c->idhex + 2 * k, 3, "%02x", c->id[k]);
     dlock__scripts_init(c->scripts);
-    nx = (dlock__notify_ctx){.ns = &c->ns,
-                             .msgs = &c->msgs,
-                             .stats = &c->stats,
-                             .cancel_gen = &c->cancel_gen,
-                             .nopub = &c->nopub,
-                             .connect_timeout_ms = c->opts.connect_timeout_ms};
-    rc = dlock__notify_init(&c->notifier, &nx);
-    if (rc == DLOCK_OK)
-        rc = dlock__watchdog_init(c);
+    rc = start_threads(c);
     if (rc != DLOCK_OK) {
         client_destroy(c);
         return dlock__fail(errbuf, errlen, rc, "cannot start threads");

@@ -123,6 +123,61 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     return DLOCK_OK;
 }
 
+/* Read node i's answer to inspect.lua (res[i]) into out: the last token,
+ * the queue's length and, where the node holds the lock, its holder.
+ * Returns 1 when the node answered well-formed, else 0 (a malformed
+ * answer is marked so). */
+static int inspect_answer(dlock_client *c, dlock__result *res, int i,
+                          dlock_info *out)
+{
+    const redisReply *r = res[i].reply;
+    const redisReply *f;
+    long long pttl;
+    uint64_t n;
+    size_t k;
+    int bad;
+    if (res[i].status != DLOCK_OK)
+        return 0;
+    /* {pttl, {owner, count, ...}, token, queue length, info}: check
+     * every type before reading anything. */
+    bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+          r->element[0]->type != REDIS_REPLY_INTEGER ||
+          r->element[1]->type != REDIS_REPLY_ARRAY ||
+          r->element[2]->type != REDIS_REPLY_INTEGER ||
+          r->element[3]->type != REDIS_REPLY_INTEGER ||
+          r->element[4]->type != REDIS_REPLY_ARRAY ||
+          r->element[1]->elements % 2 != 0;
+    for (k = 0; !bad && k < r->element[1]->elements; k++)
+        bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
+    if (bad) {
+        dlock__malformed(&c->ns, res, i, "the inspect script");
+        return 0;
+    }
+    pttl = dlock__elem_int(r, 0);
+    f = r->element[1];
+    n = (uint64_t)dlock__elem_int(r, 2);
+    if (n > out->last_token)
+        out->last_token = n;
+    if (dlock__elem_int(r, 3) > out->fair_queue)
+        out->fair_queue = dlock__elem_int(r, 3);
+    /* Fields starting with '#' are a read-write lock's marks
+     * (rw_acquire.lua), not an owner. */
+    for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
+        k += 2;
+    if (pttl >= 0 && k + 1 < f->elements) {
+        out->nodes_holding++;
+        out->held = 1;
+        if (out->ttl_ms < 0 || pttl < out->ttl_ms)
+            out->ttl_ms = pttl;
+        snprintf(out->owner, sizeof out->owner, "%.*s", (int)f->element[k]->len,
+                 f->element[k]->str);
+        out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
+        if (r->element[4]->elements > 0)
+            dlock__holder_parse(r->element[4], out);
+    }
+    return 1;
+}
+
 /* dlock_lock_inspect; count_waiters 0 spares the waiters' step (adopt
  * needs only the holder). */
 static int inspect(dlock_client *c, const char *name, dlock_info *out,
@@ -164,54 +219,8 @@ static int inspect(dlock_client *c, const char *name, dlock_info *out,
     /* Both steps (the lock, then its waiters) within one timeout. */
     deadline = dlock__deadline(c, 0);
     dlock__run(c, dlock__all_nodes(c), &b.cmd, deadline, res);
-    for (i = 0; i < c->ns.n; i++) {
-        const redisReply *r = res[i].reply;
-        const redisReply *f;
-        long long pttl;
-        uint64_t n;
-        size_t k;
-        int bad;
-        if (res[i].status != DLOCK_OK)
-            continue;
-        /* {pttl, {owner, count, ...}, token, queue length, info}: check
-         * every type before reading anything. */
-        bad = r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-              r->element[0]->type != REDIS_REPLY_INTEGER ||
-              r->element[1]->type != REDIS_REPLY_ARRAY ||
-              r->element[2]->type != REDIS_REPLY_INTEGER ||
-              r->element[3]->type != REDIS_REPLY_INTEGER ||
-              r->element[4]->type != REDIS_REPLY_ARRAY ||
-              r->element[1]->elements % 2 != 0;
-        for (k = 0; !bad && k < r->element[1]->elements; k++)
-            bad = r->element[1]->element[k]->type != REDIS_REPLY_STRING;
-        if (bad) {
-            dlock__malformed(&c->ns, res, i, "the inspect script");
-            continue;
-        }
-        answered++;
-        pttl = dlock__elem_int(r, 0);
-        f = r->element[1];
-        n = (uint64_t)dlock__elem_int(r, 2);
-        if (n > out->last_token)
-            out->last_token = n;
-        if (dlock__elem_int(r, 3) > out->fair_queue)
-            out->fair_queue = dlock__elem_int(r, 3);
-        /* Fields starting with '#' are a read-write lock's marks
-         * (rw_acquire.lua), not an owner. */
-        for (k = 0; k + 1 < f->elements && f->element[k]->str[0] == '#';)
-            k += 2;
-        if (pttl >= 0 && k + 1 < f->elements) {
-            out->nodes_holding++;
-            out->held = 1;
-            if (out->ttl_ms < 0 || pttl < out->ttl_ms)
-                out->ttl_ms = pttl;
-            snprintf(out->owner, sizeof out->owner, "%.*s",
-                     (int)f->element[k]->len, f->element[k]->str);
-            out->reentry = strtoll(f->element[k + 1]->str, NULL, 10);
-            if (r->element[4]->elements > 0)
-                dlock__holder_parse(r->element[4], out);
-        }
-    }
+    for (i = 0; i < c->ns.n; i++)
+        answered += inspect_answer(c, res, i, out);
     if (answered < c->ns.quorum)
         rc = dlock__fail_step(c, res, dlock__all_nodes(c),
                               c->ns.n == 1 ? res[0].status : DLOCK_NO_QUORUM,
@@ -403,14 +412,93 @@ static int check_nodes(dlock_client *c, dlock__node **nodes, char *buf,
     return dlock__cluster_masters(&c->ns, nodes, DLOCK_MAX_SERVERS);
 }
 
+/* What dlock_client_check asks every node: CONFIG GET of each of these,
+ * then ROLE (reply NCONF). */
+static const char *const check_names[] = {"maxmemory-policy", "appendonly",
+                                          "appendfsync", "replica-read-only",
+                                          "cluster-enabled"};
+enum { NCONF = 5, NREPLY = NCONF + 1 };
+
+/* Ask node nd the settings (r[0..NREPLY-1], owned by the caller on
+ * DLOCK_OK), by the client's command timeout; a second try on a fresh
+ * connection, as a pooled one may have been closed by the server since
+ * it was last used. DLOCK_OK or the failure with err set. */
+static int ask_settings(dlock_client *c, dlock__node *nd, redisReply **r,
+                        char *err, size_t errlen)
+{
+    int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
+    int rc = DLOCK_EIO, attempt, k;
+
+    for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
+        dlock__conn *conn = NULL;
+        rc = dlock__node_take(&c->ns, nd, &conn, deadline, err, errlen);
+        for (k = 0; rc == DLOCK_OK && k < NCONF; k++) {
+            const char *argv[3] = {"CONFIG", "GET", check_names[k]};
+            rc = dlock__conn_append_argv(conn, 3, argv, NULL);
+        }
+        if (rc == DLOCK_OK) {
+            const char *argv[1] = {"ROLE"};
+            rc = dlock__conn_append_argv(conn, 1, argv, NULL);
+        }
+        if (rc == DLOCK_OK)
+            rc = dlock__conn_roundtrip(conn, NREPLY, r, deadline, -1, err,
+                                       errlen);
+        if (conn != NULL)
+            dlock__node_give(&c->ns, nd, conn, rc == DLOCK_OK);
+        if (rc == DLOCK_OK)
+            atomic_fetch_add(&c->stats.requests, NREPLY);
+        if (dlock__now_ms() >= deadline)
+            break;
+    }
+    return rc;
+}
+
+/* The findings of node HOST's settings r (as ask_settings read them)
+ * appended to buf (len bytes; *n counts them). */
+static void settings_findings(const dlock_client *c, const char *host,
+                              redisReply **r, char *buf, size_t len, int *n)
+{
+    const char *policy, *aof, *fsync, *cluster;
+    int k;
+
+    replica_finding(buf, len, n, host, r[NCONF], config_value(r[3]));
+    for (k = 0; k < 4; k++)
+        if (r[k]->type == REDIS_REPLY_ERROR)
+            break;
+    if (k < 4) {
+        finding(buf, len, n, "%s: not checked: CONFIG GET %s refused: %.120s",
+                host, check_names[k], r[k]->str);
+        return;
+    }
+    policy = config_value(r[0]);
+    aof = config_value(r[1]);
+    fsync = config_value(r[2]);
+    cluster = config_value(r[4]);
+    if (policy != NULL && strcmp(policy, "noeviction") != 0)
+        finding(buf, len, n,
+                "%s: maxmemory-policy is %s: under memory pressure "
+                "Redis may evict a lock key, and then two owners "
+                "can hold the lock (use noeviction)",
+                host, policy);
+    if (c->ns.cluster == NULL && cluster != NULL && strcmp(cluster, "yes") == 0)
+        finding(buf, len, n,
+                "%s: this is a Redis Cluster node: use "
+                "redis+cluster:// (with redis:// only the keys of "
+                "its own slots work, the others fail)",
+                host);
+    if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
+        (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
+        finding(buf, len, n,
+                "%s: appendonly %s, appendfsync %s: a restart can "
+                "forget locks and fencing counters; Redlock needs "
+                "appendfsync always or restarts delayed past the "
+                "longest lease",
+                host, aof, fsync);
+}
+
 /* See dlock.h. */
 int dlock_client_check(dlock_client *c, char *buf, size_t len)
 {
-    /* CONFIG GET for each of names, then ROLE. */
-    static const char *const names[5] = {"maxmemory-policy", "appendonly",
-                                         "appendfsync", "replica-read-only",
-                                         "cluster-enabled"};
-    enum { NCONF = 5, NREPLY = NCONF + 1 };
     dlock__node *nodes[DLOCK_MAX_SERVERS];
     int i, k, n = 0, nn;
 
@@ -428,84 +516,20 @@ int dlock_client_check(dlock_client *c, char *buf, size_t len)
     nn = check_nodes(c, nodes, buf, len, &n);
     for (i = 0; i < nn; i++) {
         const char *host = dlock__node_name(nodes[i]);
-        int64_t deadline = dlock__now_ms() + c->opts.command_timeout_ms;
         char err[DLOCK__ERRLEN] = "";
         redisReply *r[NREPLY] = {NULL};
-        dlock__conn *conn = NULL;
-        const char *policy, *aof, *fsync, *cluster;
-        int rc = DLOCK_EIO, attempt;
+        char msg[512];
 
-        /* A second try on a fresh connection: a pooled one may have been
-         * closed by the server since it was last used. */
-        for (attempt = 0; attempt < 2 && rc != DLOCK_OK; attempt++) {
-            conn = NULL;
-            rc = dlock__node_take(&c->ns, nodes[i], &conn, deadline, err,
-                                  sizeof err);
-            for (k = 0; rc == DLOCK_OK && k < NCONF; k++) {
-                const char *argv[3] = {"CONFIG", "GET", names[k]};
-                rc = dlock__conn_append_argv(conn, 3, argv, NULL);
-            }
-            if (rc == DLOCK_OK) {
-                const char *argv[1] = {"ROLE"};
-                rc = dlock__conn_append_argv(conn, 1, argv, NULL);
-            }
-            if (rc == DLOCK_OK)
-                rc = dlock__conn_roundtrip(conn, NREPLY, r, deadline, -1, err,
-                                           sizeof err);
-            if (conn != NULL)
-                dlock__node_give(&c->ns, nodes[i], conn, rc == DLOCK_OK);
-            if (rc == DLOCK_OK)
-                atomic_fetch_add(&c->stats.requests, NREPLY);
-            if (dlock__now_ms() >= deadline)
-                break;
-        }
-        if (rc != DLOCK_OK) {
+        if (ask_settings(c, nodes[i], r, err, sizeof err) != DLOCK_OK) {
             finding(buf, len, &n, "%s: not checked: %s", host, err);
             continue;
         }
-        replica_finding(buf, len, &n, host, r[NCONF], config_value(r[3]));
-        for (k = 0; k < 4; k++)
-            if (r[k]->type == REDIS_REPLY_ERROR)
-                break;
-        if (k < 4) {
-            finding(buf, len, &n,
-                    "%s: not checked: CONFIG GET %s refused: %.120s", host,
-                    names[k], r[k]->str);
-        } else {
-            policy = config_value(r[0]);
-            aof = config_value(r[1]);
-            fsync = config_value(r[2]);
-            cluster = config_value(r[4]);
-            if (policy != NULL && strcmp(policy, "noeviction") != 0)
-                finding(buf, len, &n,
-                        "%s: maxmemory-policy is %s: under memory pressure "
-                        "Redis may evict a lock key, and then two owners "
-                        "can hold the lock (use noeviction)",
-                        host, policy);
-            if (c->ns.cluster == NULL && cluster != NULL &&
-                strcmp(cluster, "yes") == 0)
-                finding(buf, len, &n,
-                        "%s: this is a Redis Cluster node: use "
-                        "redis+cluster:// (with redis:// only the keys of "
-                        "its own slots work, the others fail)",
-                        host);
-            if (c->ns.n > 1 && aof != NULL && fsync != NULL &&
-                (strcmp(aof, "yes") != 0 || strcmp(fsync, "always") != 0))
-                finding(buf, len, &n,
-                        "%s: appendonly %s, appendfsync %s: a restart can "
-                        "forget locks and fencing counters; Redlock needs "
-                        "appendfsync always or restarts delayed past the "
-                        "longest lease",
-                        host, aof, fsync);
-        }
+        settings_findings(c, host, r, buf, len, &n);
         for (k = 0; k < NREPLY; k++)
             if (r[k] != NULL)
                 freeReplyObject(r[k]);
-        {
-            char msg[512];
-            if (dlock__check_channels(c, nodes[i], msg, sizeof msg))
-                finding(buf, len, &n, "%s", msg);
-        }
+        if (dlock__check_channels(c, nodes[i], msg, sizeof msg))
+            finding(buf, len, &n, "%s", msg);
     }
     return n + dlock__health_warnings(c, buf, len);
 }

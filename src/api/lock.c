@@ -10,6 +10,7 @@
 #include "hold/core.h"
 #include "hold/extend_back.h"
 #include "hold/held.h"
+#include "hold/metrics.h"
 #include "hold/release.h"
 #include "hold/renew.h"
 

@@ -115,10 +115,24 @@ void dlock__msgs_destroy(dlock__msgs *m)
     pthread_mutex_destroy(&m->mu);
 }
 
+/* The buffer of an operation that keeps its own message, or NULL. */
+static __thread char *captured;
+
+/* See errors.h. */
+char *dlock__msgs_capture(char *buf)
+{
+    char *prev = captured;
+    captured = buf;
+    return prev;
+}
+
 /* See errors.h. Allocated on first use by each thread. */
 char *dlock__msgs_buf(const dlock__msgs *cm)
 {
-    dlock__msgnode *e = pthread_getspecific(cm->key);
+    dlock__msgnode *e;
+    if (captured != NULL)
+        return captured;
+    e = pthread_getspecific(cm->key);
     if (e == NULL) {
         dlock__msgs *m = (dlock__msgs *)cm; /* the list is not API state */
         e = calloc(1, sizeof *e);
@@ -139,7 +153,10 @@ char *dlock__msgs_buf(const dlock__msgs *cm)
 /* See errors.h. */
 const char *dlock__msgs_peek(const dlock__msgs *m)
 {
-    const dlock__msgnode *e = pthread_getspecific(m->key);
+    const dlock__msgnode *e;
+    if (captured != NULL)
+        return captured;
+    e = pthread_getspecific(m->key);
     return e != NULL ? e->msg : "";
 }
 

@@ -37,6 +37,13 @@ void dlock__msgs_destroy(dlock__msgs *m);
  * when out of memory. The store is not API state: const is fine. */
 char *dlock__msgs_buf(const dlock__msgs *m);
 
+/* Send the messages this thread sets from now on (through any store) to
+ * buf (DLOCK__MSGLEN bytes; NULL: back to the thread's own buffers), and
+ * return the buffer they went to before, to restore it. An operation
+ * that keeps its own message (an attempt, hold/attempt.h) runs its steps
+ * with it set; the blocking API copies it to the thread's message. */
+char *dlock__msgs_capture(char *buf);
+
 /* This thread's message, "" when it has none (allocates nothing). */
 const char *dlock__msgs_peek(const dlock__msgs *m);
 

@@ -1,7 +1,7 @@
 /*
  * hist.h - latency histograms (hist.c): the buckets, recording a value,
  * reading a snapshot. Pure, above dlock.h only; the client keeps three of
- * them (hold/metrics.h's dlock__metrics).
+ * them (dlock__metrics).
  */
 #ifndef DLOCK_BASE_HIST_H
 #define DLOCK_BASE_HIST_H
@@ -17,6 +17,11 @@ typedef struct dlock__hist {
     _Atomic uint64_t bucket[DLOCK_HIST_BUCKETS];
     _Atomic uint64_t sum_us;
 } dlock__hist;
+
+/* The client's histograms (struct dlock_client's metrics). */
+typedef struct dlock__metrics {
+    dlock__hist acquire_wait, hold, renewal;
+} dlock__metrics;
 
 /* Record a value of us microseconds (< 0 counts as 0). */
 void dlock__hist_add(dlock__hist *h, int64_t us);

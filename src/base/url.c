@@ -558,6 +558,43 @@ static int parse_sentinel_query(dlock__sentinel_url *su, const char *s,
     return DLOCK_OK;
 }
 
+/* The sentinels of a sentinel URL, rest up to slash: HOST[:PORT] items
+ * separated by commas, into s->sentinel[] (s->n of them, also those
+ * parsed before a failure, which the caller clears). DLOCK_OK or
+ * DLOCK_EINVAL with err set. */
+static int parse_sentinel_list(dlock__sentinel_url *s, const char *rest,
+                               const char *slash, char *err, size_t errlen)
+{
+    const char *p;
+    int r = DLOCK_OK;
+
+    for (p = rest; p <= slash && r == DLOCK_OK;) {
+        const char *comma = memchr(p, ',', (size_t)(slash - p));
+        const char *iend = comma != NULL ? comma : slash;
+        if (iend == p) {
+            r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                            s->n == 0 && comma == NULL
+                                ? "sentinel URL: no sentinel host"
+                                : "sentinel URL: empty entry in the sentinel "
+                                  "list");
+            break;
+        }
+        if (s->n == DLOCK__SENTINELS_MAX) {
+            r = dlock__fail(err, errlen, DLOCK_EINVAL,
+                            "sentinel URL: more than %d sentinels",
+                            DLOCK__SENTINELS_MAX);
+            break;
+        }
+        r = parse_sentinel_host(&s->sentinel[s->n], p, (size_t)(iend - p),
+                                s->tls, err, errlen);
+        s->n++;
+        p = iend + 1;
+        if (comma == NULL)
+            break;
+    }
+    return r;
+}
+
 /* See url.h. The user information ends at the last '@' before the first
  * '/', as for redis:// URLs. */
 int dlock__sentinel_url_parse(dlock__sentinel_url *su, const char *url,
@@ -612,31 +649,7 @@ int dlock__sentinel_url_parse(dlock__sentinel_url *su, const char *url,
                         "sentinel URL: unexpected '#'");
         goto fail;
     }
-    /* The sentinels: HOST[:PORT] items separated by commas. */
-    for (p = rest; p <= slash && r == DLOCK_OK;) {
-        const char *comma = memchr(p, ',', (size_t)(slash - p));
-        const char *iend = comma != NULL ? comma : slash;
-        if (iend == p) {
-            r = dlock__fail(err, errlen, DLOCK_EINVAL,
-                            s.n == 0 && comma == NULL
-                                ? "sentinel URL: no sentinel host"
-                                : "sentinel URL: empty entry in the sentinel "
-                                  "list");
-            break;
-        }
-        if (s.n == DLOCK__SENTINELS_MAX) {
-            r = dlock__fail(err, errlen, DLOCK_EINVAL,
-                            "sentinel URL: more than %d sentinels",
-                            DLOCK__SENTINELS_MAX);
-            break;
-        }
-        r = parse_sentinel_host(&s.sentinel[s.n], p, (size_t)(iend - p), s.tls,
-                                err, errlen);
-        s.n++;
-        p = iend + 1;
-        if (comma == NULL)
-            break;
-    }
+    r = parse_sentinel_list(&s, rest, slash, err, errlen);
     if (r != DLOCK_OK)
         goto fail;
     q = strchr(slash, '?');

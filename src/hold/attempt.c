@@ -18,27 +18,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/call.h"
 #include "hold/attempt.h"
+#include "hold/held.h"
+#include "hold/release.h"
 #include "hold/retention.h"
 #include "hold/verdict.h"
 #include "hold/withdraw.h"
 
-/* One attempt's state through its phases. */
-typedef struct attempt {
+/* The phases that do I/O, each one engine call (call.h). */
+enum { P_SEND, P_FENCE, P_UNDO, P_DONE };
+
+/* One attempt's state through its phases (attempt.h). */
+struct dlock__attempt_state {
     dlock_client *c;
     dlock__held *h;
-    const dlock__want *w;
+    dlock__want w;
     dlock__ask ask;
     uint64_t ticket;
+    int phase;
+    int rc;          /* the status so far (the final one at P_DONE) */
+    dlock__call *k;  /* the phase's call, NULL between phases */
+    dlock__cmdbuf b; /* its command */
+    char relid[64];  /* an undo's request id */
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__conn *pins[DLOCK_MAX_SERVERS];
     dlock__tally t;
     dlock__verdict v;
+    dlock__got g;
     int64_t t0;         /* when it was sent (monotonic) */
     uint64_t pend;      /* Redlock: nodes not waited for */
     uint64_t withdrawn; /* grants that may not last */
     long long minacks;
-} attempt;
+    uint64_t umask;  /* P_UNDO: the nodes given back to */
+    uint64_t utoken; /* and the token given back */
+    int ueval;       /* sent with the source */
+    char err[DLOCK__MSGLEN];
+};
+typedef struct dlock__attempt_state attempt;
 
 /* ---- send ------------------------------------------------------------------ */
 
@@ -54,6 +71,17 @@ static int granted_enough(const dlock__result *res, uint64_t waiting, int n,
             dlock__classify(res[i].reply) == DLOCK__R_GRANTED)
             ok++;
     return ok >= *(const int *)ud;
+}
+
+/* Start the call of phase (a->b.cmd on the nodes of mask, by
+ * deadline). Out of memory leaves a->k NULL and res saying so: the
+ * phase is then over at once. */
+static void phase_start(attempt *a, int phase, uint64_t mask, int64_t deadline)
+{
+    a->phase = phase;
+    if (dlock__call_start(&a->k, &a->c->ns, a->c->scripts, &a->b.cmd, 1, mask,
+                          deadline, a->res) != DLOCK_OK)
+        a->k = NULL;
 }
 
 /* After a Redlock send: the connections of nodes not waited for stay
@@ -76,19 +104,20 @@ static uint64_t keep_pins(attempt *a)
              * request (it reads before it notices the close). */
             dlock__node_put(&c->ns, i, a->pins[i], 0);
         }
+        a->pins[i] = NULL;
     }
     return pend;
 }
 
-/* Send the acquire command to the nodes in mask and wait for the
- * answers (a->res), by the attempt's end. */
+/* Start sending the acquire command to the nodes in mask; the attempt's
+ * end is set from now. */
 static void send_acquire(attempt *a, uint64_t mask)
 {
     dlock_client *c = a->c;
     dlock__held *h = a->h;
-    dlock__cmdbuf b;
 
-    dlock__kind_of(a->w->kind)->acquire_cmd(&b, c, h, a->w, a->ask, a->ticket);
+    dlock__kind_of(a->w.kind)->acquire_cmd(&a->b, c, h, &a->w, a->ask,
+                                           a->ticket);
     if (c->ns.n > 1) {
         /* A node still out keeps its connection pinned to this hold, so
          * that the hold's next request there (its release, an undo, a
@@ -99,64 +128,150 @@ static void send_acquire(attempt *a, uint64_t mask)
             free(h->pins);
             h->pins = NULL;
         }
-        b.cmd.pins = a->pins;
-        b.cmd.pin_out = 1;
+        a->b.cmd.pins = a->pins;
+        a->b.cmd.pin_out = 1;
         /* Done as soon as a majority granted, but not with wait_replicas:
          * a grant counts only once its WAIT answered, which is read last
          * on the connection, so the early return is off then. */
         if (c->ns.wait_replicas == 0) {
-            b.cmd.enough = granted_enough;
-            b.cmd.enough_ud = &c->ns.quorum;
+            a->b.cmd.enough = granted_enough;
+            a->b.cmd.enough_ud = &c->ns.quorum;
         }
     }
     a->t0 = dlock__now_ms();
     /* The whole attempt ends within the command timeout (dlock.h): the
      * step, a retry on a fresh connection, the fencing round, the undo. */
     h->attempt_end_ms = a->t0 + c->opts.command_timeout_ms;
-    dlock__run(c, mask, &b.cmd,
-               dlock__deadline_by(c, a->w->lease_ms, h->attempt_end_ms),
-               a->res);
-    if (c->ns.n > 1)
-        a->pend = keep_pins(a);
+    phase_start(a, P_SEND, mask,
+                dlock__deadline_by(c, a->w.lease_ms, h->attempt_end_ms));
+}
+
+/* ---- undo, the end ---------------------------------------------------------- */
+
+/* The attempt is over with a->rc. */
+static void finish(attempt *a)
+{
+    a->phase = P_DONE;
+    /* The one mark of a server not ready is the message's (reply.c). */
+    if (a->rc == DLOCK_ESERVER)
+        a->g.notready = strstr(a->err, ": not ready: ") != NULL;
+}
+
+/* Give back what the failed attempt may have taken on the nodes in mask
+ * (token; ticket: a queued Redlock waiter's place, back into the queue;
+ * eval: with the script's source), at depth h->depth + 1, over h's pins,
+ * waiting no longer than the attempt's end. Nothing to give back: the
+ * pins go back to the pool and the attempt is over. */
+static void undo_start(attempt *a, uint64_t mask, uint64_t token,
+                       uint64_t ticket, int eval)
+{
+    dlock_client *c = a->c;
+    dlock__held *h = a->h;
+    dlock__release r = {.owner = h->owner,
+                        .depth = h->depth + 1,
+                        .token = token,
+                        .ticket = ticket,
+                        .relid = a->relid};
+    if (mask == 0) {
+        dlock__held_drop_pins(c, h);
+        finish(a);
+        return;
+    }
+    a->umask = mask;
+    a->utoken = token;
+    r.relidlen = dlock__request_id(c, a->relid);
+    dlock__kind_of(h->k.kind)->release_cmd(&a->b, c, &h->k, &r);
+    a->b.cmd.eval = eval;
+    a->b.cmd.give_back = 1;
+    a->b.cmd.pins = h->pins;
+    a->ueval = eval;
+    phase_start(a, P_UNDO, mask, dlock__deadline_by(c, 0, h->attempt_end_ms));
+}
+
+/* The nodes of mask that did not answer (may still get the give-back
+ * later) are handed to the watchdog, which retries with the source until
+ * they answer or the lease has run out. A fresh hold then takes a new
+ * owner id for its next attempts (withdraw.h: dlock__give_back). */
+static void undo_left(attempt *a, uint64_t left)
+{
+    dlock_client *c = a->c;
+    dlock__held *h = a->h;
+    dlock__held_drop_pins(c, h);
+    if (left == 0)
+        return;
+    dlock__undo_queue(c, h, left, h->depth + 1, a->utoken,
+                      dlock__now_ms() + a->w.lease_ms);
+    dlock__give_back_left(c, h);
+}
+
+/* The give-back answered (or its time is up). */
+static void undo_done(attempt *a)
+{
+    uint64_t left = a->umask;
+    int i;
+    /* Any answer settles a node (released, or nothing to release). */
+    for (i = 0; i < a->c->ns.n; i++)
+        if ((left & (1ULL << i)) && a->res[i].status != DLOCK_EIO &&
+            a->res[i].status != DLOCK_ETIMEDOUT)
+            left &= ~(1ULL << i);
+    dlock__results_clear(a->res, a->c->ns.n);
+    undo_left(a, left);
+    finish(a);
+}
+
+/* The attempt failed (a->rc): give back what it may have taken, by the
+ * attempt's end (the rest by the watchdog): partial grants and
+ * unanswered requests. A queued Redlock waiter goes back into the queue
+ * at its ticket. */
+static void undo(attempt *a)
+{
+    dlock_client *c = a->c;
+    dlock__held *h = a->h;
+    uint64_t mask = dlock__acquire_undo_mask(&a->t, a->v, c->ns.n, h->depth);
+    a->g.split = c->ns.n > 1 && a->t.granted > 0;
+    /* A give-back left unanswered gives a fresh hold a new owner id for
+     * its next attempts (withdraw.h): it acts on this attempt's grant
+     * only. */
+    undo_start(a, mask, a->t.tmax,
+               a->ask == DLOCK__ASK_FIFO && c->ns.n > 1 ? a->ticket : 0,
+               (mask & a->t.unknown & ~a->pend) != 0);
+}
+
+/* The verdict is a->rc: done, or undo first. */
+static void decided(attempt *a)
+{
+    if (a->rc == DLOCK_OK)
+        finish(a);
+    else
+        undo(a);
 }
 
 /* ---- fence, decide --------------------------------------------------------- */
 
 /* Redlock's fencing step: the granting nodes' counters may disagree, so
- * raise the counter to the highest token on the granting nodes (mask);
- * once a majority holds it, any later winner's majority sees it. By the
- * attempt's end. DLOCK_OK or DLOCK_NO_QUORUM. */
-static int raise_fence(dlock_client *c, dlock__held *h, uint64_t mask,
-                       uint64_t token)
+ * raise the counter to the highest token on the granting nodes; once a
+ * majority holds it, any later winner's majority sees it. By the
+ * attempt's end. */
+static void fence_start(attempt *a)
 {
-    dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__cmdbuf b;
-    int i, ok = 0;
-
-    dlock__cmd_begin(&b, DLOCK__S_FENCE_RAISE);
-    dlock__cmd_key(&b, h->k.fkey, h->k.fkeylen);
-    dlock__cmd_arg_u64(&b, token);
-    dlock__cmd_arg_i64(&b, dlock__fence_keep_ms(c));
-    dlock__run(c, mask, &b.cmd,
-               dlock__deadline_by(c, h->lease_ms, h->attempt_end_ms), res);
-    for (i = 0; i < c->ns.n; i++)
-        if ((mask & (1ULL << i)) && res[i].status == DLOCK_OK &&
-            res[i].reply->type == REDIS_REPLY_INTEGER &&
-            (uint64_t)res[i].reply->integer >= token)
-            ok++;
-    dlock__results_clear(res, c->ns.n);
-    return ok >= c->ns.quorum ? DLOCK_OK : DLOCK_NO_QUORUM;
+    dlock__held *h = a->h;
+    dlock__cmd_begin(&a->b, DLOCK__S_FENCE_RAISE);
+    dlock__cmd_key(&a->b, h->k.fkey, h->k.fkeylen);
+    dlock__cmd_arg_u64(&a->b, a->t.tmax);
+    dlock__cmd_arg_i64(&a->b, dlock__fence_keep_ms(a->c));
+    phase_start(a, P_FENCE, a->t.gmask,
+                dlock__deadline_by(a->c, h->lease_ms, h->attempt_end_ms));
 }
 
-/* A grant: fence it when Redlock's granting nodes disagree on the token,
- * then fill *g if validity is left. */
-static int decide_granted(attempt *a, dlock__got *g)
+/* A grant (fenced if it had to be: fenced, the nodes that recorded the
+ * token, or -1 when it needed no fence): fill a->g if validity is left.
+ * The status. */
+static int decide_granted(attempt *a, int fenced)
 {
     dlock_client *c = a->c;
     const dlock__tally *t = &a->t;
-    int64_t lease_ms = a->w->lease_ms, drift = dlock__drift(c, lease_ms);
-    if (c->ns.n > 1 && t->tokens_differ &&
-        raise_fence(c, a->h, t->gmask, t->tmax) != DLOCK_OK)
+    int64_t lease_ms = a->w.lease_ms, drift = dlock__drift(c, lease_ms);
+    if (fenced >= 0 && fenced < c->ns.quorum)
         return dlock__set_error(c, DLOCK_NO_QUORUM,
                                 "acquire %s: could not record the fencing "
                                 "token on a majority",
@@ -166,20 +281,36 @@ static int decide_granted(attempt *a, dlock__got *g)
                                 "acquire %s: validity used up before the "
                                 "majority answered",
                                 a->h->k.name);
-    g->token = t->tmax;
-    g->nodes = t->gmask;
-    g->valid_until = a->t0 + lease_ms - drift;
+    a->g.token = t->tmax;
+    a->g.nodes = t->gmask;
+    a->g.valid_until = a->t0 + lease_ms - drift;
     return DLOCK_OK;
 }
 
+/* The fencing round answered (or its time is up). */
+static void fence_done(attempt *a)
+{
+    int i, ok = 0;
+    for (i = 0; i < a->c->ns.n; i++)
+        if ((a->t.gmask & (1ULL << i)) && a->res[i].status == DLOCK_OK &&
+            a->res[i].reply->type == REDIS_REPLY_INTEGER &&
+            (uint64_t)a->res[i].reply->integer >= a->t.tmax)
+            ok++;
+    dlock__results_clear(a->res, a->c->ns.n);
+    a->rc = decide_granted(a, ok);
+    decided(a);
+}
+
 /* The status (and message) of the attempt's verdict, elapsed ms after it
- * was sent. DLOCK_OK fills the grant into *g. */
-static int decide(attempt *a, int64_t elapsed, dlock__got *g)
+ * was sent, but for a grant that needs the fencing round first (1). */
+static int decide(attempt *a, int64_t elapsed)
 {
     dlock_client *c = a->c;
     switch (a->v) {
     case DLOCK__V_GRANTED:
-        return decide_granted(a, g);
+        if (c->ns.n > 1 && a->t.tokens_differ)
+            return 1;
+        return decide_granted(a, -1);
     case DLOCK__V_NOT_OWNER:
         return dlock__set_error(c, DLOCK_NOT_OWNER,
                                 "acquire %s: the earlier hold of this owner "
@@ -191,35 +322,21 @@ static int decide(attempt *a, int64_t elapsed, dlock__got *g)
         return dlock__set_error(c, DLOCK_NO_QUORUM,
                                 "acquire %s: validity used up (lease %" PRId64
                                 " ms, took %" PRId64 " ms)",
-                                a->h->k.name, a->w->lease_ms, elapsed);
+                                a->h->k.name, a->w.lease_ms, elapsed);
     case DLOCK__V_FAILED:
     default:
         return dlock__fail_all(c, a->res, "acquire");
     }
 }
 
-/* ---- verdict, undo ----------------------------------------------------------- */
-
-/* A node refused (another limit or kind): give back what the attempt may
- * have taken elsewhere. The refusal's status. */
-static int refused(attempt *a, int rc)
-{
-    dlock_client *c = a->c;
-    uint64_t undo = dlock__refused_undo_mask(a->res, c->ns.n);
-    dlock__results_clear(a->res, c->ns.n);
-    if (undo != 0)
-        dlock__give_back(c, a->h, undo, 0, a->w->lease_ms, 0, 1);
-    else
-        dlock__held_drop_pins(c, a->h);
-    return rc;
-}
-
 /* Count the answers, withdraw grants that may not last, and decide.
- * Fills *g (pttl, nbusy, ahead, depth; the grant on DLOCK_OK). */
-static int judge(attempt *a, dlock__got *g)
+ * Fills a->g (pttl, nbusy, ahead, depth). The status, or 1: a grant to
+ * fence first. */
+static int judge(attempt *a)
 {
     dlock_client *c = a->c;
     dlock__held *h = a->h;
+    dlock__got *g = &a->g;
     int64_t elapsed;
     int i;
 
@@ -236,65 +353,205 @@ static int judge(attempt *a, dlock__got *g)
     g->depth = a->t.depth;
     elapsed = dlock__now_ms() - a->t0;
     a->v = dlock__acquire_verdict(&a->t, c->ns.quorum, h->depth,
-                                  a->w->lease_ms - elapsed -
-                                      dlock__drift(c, a->w->lease_ms));
+                                  a->w.lease_ms - elapsed -
+                                      dlock__drift(c, a->w.lease_ms));
     if (dlock__withdraw_decides(a->withdrawn, a->v)) {
         g->pttl = -1;
         return dlock__withdrawn_error(c, h, a->withdrawn, a->minacks, &g->pttl);
     }
-    return decide(a, elapsed, g);
+    return decide(a, elapsed);
 }
 
-/* Give back what the failed attempt may have taken (by the attempt's end;
- * the rest by the watchdog): partial grants and unanswered requests. A
- * queued Redlock waiter goes back into the queue at its ticket. */
-static void undo(attempt *a, dlock__got *g)
+/* The acquire answered (or its time is up): a refusal (another limit or
+ * kind: what was taken elsewhere is given back), else the verdict. */
+static void send_done(attempt *a)
 {
     dlock_client *c = a->c;
-    dlock__held *h = a->h;
-    uint64_t mask = dlock__acquire_undo_mask(&a->t, a->v, c->ns.n, h->depth);
-    g->split = c->ns.n > 1 && a->t.granted > 0;
-    if (mask == 0) {
-        dlock__held_drop_pins(c, h);
+    int rc;
+    if (c->ns.n > 1)
+        a->pend = keep_pins(a);
+    rc = dlock__refusal(c, a->h, &a->w, a->res);
+    if (rc != DLOCK_OK) {
+        uint64_t mask = dlock__refused_undo_mask(a->res, c->ns.n);
+        dlock__results_clear(a->res, c->ns.n);
+        a->rc = rc;
+        undo_start(a, mask, 0, 0, 1);
         return;
     }
-    /* A give-back left unanswered gives a fresh hold a new owner id for
-     * its next attempts (withdraw.h): it acts on this attempt's grant
-     * only. */
-    dlock__give_back(c, h, mask, a->t.tmax, a->w->lease_ms,
-                     a->ask == DLOCK__ASK_FIFO && c->ns.n > 1 ? a->ticket : 0,
-                     (mask & a->t.unknown & ~a->pend) != 0);
+    rc = judge(a);
+    dlock__results_clear(a->res, c->ns.n);
+    if (rc == 1) {
+        fence_start(a);
+        return;
+    }
+    a->rc = rc;
+    decided(a);
+}
+
+/* The phase's call is over: on to the next phase. */
+static void phase_done(attempt *a)
+{
+    dlock__call_free(a->k);
+    a->k = NULL;
+    if (a->phase == P_SEND)
+        send_done(a);
+    else if (a->phase == P_FENCE)
+        fence_done(a);
+    else if (a->phase == P_UNDO)
+        undo_done(a);
+}
+
+/* Move on while the phase's call is over (a phase may end at its
+ * start). DLOCK__AGAIN or the final status. */
+static int advance(attempt *a)
+{
+    while (a->phase != P_DONE && (a->k == NULL || dlock__call_done(a->k)))
+        phase_done(a);
+    return a->phase == P_DONE ? a->rc : DLOCK__AGAIN;
 }
 
 /* ---- the attempt --------------------------------------------------------- */
 
 /* See attempt.h. */
+int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,
+                         dlock__held *h, const dlock__want *w, dlock__ask ask,
+                         uint64_t ticket)
+{
+    attempt *a = calloc(1, sizeof *a);
+    char *prev;
+    uint64_t mask;
+    *out = a;
+    if (a == NULL)
+        return DLOCK_ENOMEM;
+    a->c = c;
+    a->h = h;
+    a->w = *w;
+    a->ask = ask;
+    a->ticket = ticket;
+    a->g.pttl = -1;
+    prev = dlock__msgs_capture(a->err);
+    /* ask: no fresh grant from a master that may have forgotten grants
+     * (failover, restart): the lock-delay. */
+    mask = dlock__askable_nodes(c, h, h->depth == 0, &a->g.pttl);
+    if (mask == 0) {
+        a->rc = dlock__lock_delay_error(c, h, a->g.pttl);
+        a->phase = P_DONE;
+    } else {
+        send_acquire(a, mask);
+        advance(a);
+    }
+    dlock__msgs_capture(prev);
+    return DLOCK_OK;
+}
+
+/* See attempt.h. */
+int dlock__attempt_pollfds(dlock__attempt_state *a, struct pollfd *pfd, int max,
+                           int64_t *wake_ms)
+{
+    if (a->k == NULL) {
+        *wake_ms = dlock__now_ms();
+        return 0;
+    }
+    return dlock__call_pollfds(a->k, pfd, max, wake_ms);
+}
+
+/* See attempt.h. */
+int dlock__attempt_process(dlock__attempt_state *a, const struct pollfd *pfd,
+                           int n)
+{
+    char *prev;
+    int rc;
+    if (a->phase == P_DONE)
+        return a->rc;
+    prev = dlock__msgs_capture(a->err);
+    if (a->k != NULL)
+        dlock__call_process(a->k, pfd, n);
+    rc = advance(a);
+    dlock__msgs_capture(prev);
+    return rc;
+}
+
+/* See attempt.h. */
+const dlock__got *dlock__attempt_got(const dlock__attempt_state *a)
+{
+    return &a->g;
+}
+
+/* See attempt.h. */
+const char *dlock__attempt_errmsg(const dlock__attempt_state *a)
+{
+    return a->err;
+}
+
+/* See attempt.h. Cut short: what the phase under way may have taken
+ * goes to the watchdog to give back (never waited for here). */
+void dlock__attempt_free(dlock__attempt_state *a)
+{
+    dlock_client *c;
+    uint64_t left = 0;
+    int i;
+    if (a == NULL)
+        return;
+    c = a->c;
+    if (a->phase != P_DONE) {
+        char *prev = dlock__msgs_capture(a->err);
+        if (a->k != NULL)
+            dlock__call_cancel(a->k, DLOCK_CANCELED, "cancelled");
+        if (a->phase == P_SEND) {
+            for (i = 0; i < c->ns.n; i++) {
+                if (a->res[i].sent || a->res[i].status == DLOCK_OK)
+                    left |= 1ULL << i;
+                if (a->pins[i] != NULL)
+                    dlock__node_put(&c->ns, i, a->pins[i], 0);
+                a->pins[i] = NULL;
+            }
+            a->utoken = 0;
+        } else if (a->phase == P_FENCE) {
+            left = a->t.gmask | a->t.unknown;
+            a->utoken = a->t.tmax;
+        } else {
+            left = a->umask;
+        }
+        dlock__call_free(a->k);
+        a->k = NULL;
+        dlock__results_clear(a->res, c->ns.n);
+        undo_left(a, left);
+        dlock__msgs_capture(prev);
+    }
+    free(a);
+}
+
+/* The descriptors one phase polls at most: a Redlock's nodes, or a
+ * cluster's master and one node being opened. */
+#define MAX_FDS (DLOCK_MAX_SERVERS + 1)
+
+/* See attempt.h. The blocking driver: start, then poll() and process
+ * until done; the attempt's message becomes this thread's. */
 int dlock__attempt(dlock_client *c, dlock__held *h, const dlock__want *w,
                    dlock__ask ask, uint64_t ticket, dlock__got *g)
 {
-    attempt a = {.c = c, .h = h, .w = w, .ask = ask, .ticket = ticket};
-    uint64_t mask;
+    struct pollfd pfd[MAX_FDS];
+    dlock__attempt_state *a;
     int rc;
 
     memset(g, 0, sizeof *g);
     g->pttl = -1;
-    /* ask: no fresh grant from a master that may have forgotten grants
-     * (failover, restart): the lock-delay. */
-    mask = dlock__askable_nodes(c, h, h->depth == 0, &g->pttl);
-    if (mask == 0)
-        return dlock__lock_delay_error(c, h, g->pttl);
-    send_acquire(&a, mask);
-    rc = dlock__refusal(c, h, w, a.res);
-    if (rc != DLOCK_OK)
-        return refused(&a, rc);
-    rc = judge(&a, g);
-    dlock__results_clear(a.res, c->ns.n);
-    if (rc != DLOCK_OK)
-        undo(&a, g);
-    if (rc == DLOCK_ESERVER) {
-        /* The one mark of it is the message's (reply.c). */
-        const char *m = dlock__errbuf(c);
-        g->notready = m != NULL && strstr(m, ": not ready: ") != NULL;
+    if (dlock__attempt_start(&a, c, h, w, ask, ticket) != DLOCK_OK)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    rc = a->phase == P_DONE ? a->rc : DLOCK__AGAIN;
+    while (rc == DLOCK__AGAIN) {
+        int64_t wake, left;
+        int n = dlock__attempt_pollfds(a, pfd, MAX_FDS, &wake), r;
+        if (n > MAX_FDS)
+            n = MAX_FDS; /* the rest is polled next time round */
+        left = wake - dlock__now_ms();
+        left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+        r = poll(pfd, (nfds_t)n, (int)left);
+        rc = dlock__attempt_process(a, pfd, r > 0 ? n : 0);
     }
+    *g = a->g;
+    if (a->err[0] != '\0')
+        dlock__set_error(c, rc, "%s", a->err);
+    dlock__attempt_free(a);
     return rc;
 }

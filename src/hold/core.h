@@ -4,8 +4,8 @@
  * locks, cancellation, counters). api/client.c makes and frees it; the
  * files of hold/, api/ and loop/ read it; the tiers below never see it
  * (the notifier gets a dlock__notify_ctx). It includes only the tiers
- * below (engine/step.h, topo/node.h, base/errors.h, base/util.h) and
- * hold/metrics.h; the notifier, the watchdog and the records are opaque
+ * below (engine/step.h, topo/node.h, base/errors.h, base/util.h,
+ * base/hist.h); the notifier, the watchdog and the records are opaque
  * here.
  *
  * The inline helpers at the end adapt the engine and the error
@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "base/errors.h"
-#include "hold/metrics.h"
+#include "base/hist.h"
 #include "topo/node.h"
 #include "engine/step.h"
 #include "base/util.h"

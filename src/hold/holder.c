@@ -85,28 +85,35 @@ size_t dlock__holder_key(char *buf, const char *key, size_t keylen)
 }
 
 /* See holder.h. */
+void dlock__holder_set_cmd(const dlock_client *c, dlock__cmdbuf *b,
+                           const dlock__keys *k, char *ikey, const char *owner)
+{
+    const dlock__holder *hd = c->holder;
+    size_t ilen = dlock__holder_key(ikey, k->key, k->keylen);
+
+    dlock__cmd_begin(b, DLOCK__S_HOLDER_SET);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, ikey, ilen);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, hd->host, strlen(hd->host));
+    dlock__cmd_arg(b, hd->pid, strlen(hd->pid));
+    dlock__cmd_arg(b, hd->label, strlen(hd->label));
+    dlock__cmd_arg(b, DLOCK_VERSION, strlen(DLOCK_VERSION));
+}
+
+/* See holder.h. */
 void dlock__holder_record(dlock_client *c, const dlock__held *h)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    const dlock__holder *hd = c->holder;
     dlock__cmdbuf b;
     char *ikey;
-    size_t ilen;
 
-    if (hd == NULL)
+    if (c->holder == NULL)
         return;
     ikey = malloc(h->k.keylen + sizeof DLOCK__HOLDER_SUFFIX);
     if (ikey == NULL)
         return;
-    ilen = dlock__holder_key(ikey, h->k.key, h->k.keylen);
-    dlock__cmd_begin(&b, DLOCK__S_HOLDER_SET);
-    dlock__cmd_key(&b, h->k.key, h->k.keylen);
-    dlock__cmd_key(&b, ikey, ilen);
-    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
-    dlock__cmd_arg(&b, hd->host, strlen(hd->host));
-    dlock__cmd_arg(&b, hd->pid, strlen(hd->pid));
-    dlock__cmd_arg(&b, hd->label, strlen(hd->label));
-    dlock__cmd_arg(&b, DLOCK_VERSION, strlen(DLOCK_VERSION));
+    dlock__holder_set_cmd(c, &b, &h->k, ikey, h->owner);
     dlock__run(c, h->nodes != 0 ? h->nodes : dlock__all_nodes(c), &b.cmd,
                dlock__deadline(c, h->lease_ms), res);
     dlock__results_clear(res, c->ns.n);

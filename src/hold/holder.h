@@ -32,6 +32,12 @@ int dlock__holder_on(const dlock_client *c);
  * at least); returns its length. */
 size_t dlock__holder_key(char *buf, const char *key, size_t keylen);
 
+/* holder_set.lua for the hold of keys k by owner, into b, for a client
+ * that records holder info (c->holder set). ikey: room for the info key
+ * (k->keylen + sizeof DLOCK__HOLDER_SUFFIX bytes), which b refers to. */
+void dlock__holder_set_cmd(const dlock_client *c, dlock__cmdbuf *b,
+                           const dlock__keys *k, char *ikey, const char *owner);
+
 /* After a fresh acquisition of h: record the holder info on the nodes
  * that granted it (one round trip), when c records it. Best effort: the
  * lock is held whatever happens here; a failure leaves no info (status

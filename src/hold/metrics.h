@@ -1,8 +1,8 @@
 /*
  * metrics.h - the client's latency histograms and the event callback
  * (metrics.c): what a program exports to Prometheus or OpenTelemetry.
- * Lock layer; the histograms live in struct dlock_client (core.h), the
- * hooks are called by hold/take.c, api/lock.c, hold/renew.c and
+ * Lock layer; the histograms (base/hist.h) live in struct dlock_client
+ * (core.h), the hooks are called by hold/take.c, api/lock.c, hold/renew.c and
  * watchdog.c where the events happen.
  */
 #ifndef DLOCK_METRICS_H
@@ -12,11 +12,6 @@
 
 #include "base/hist.h"
 #include "dlock.h"
-
-/* The client's histograms. */
-typedef struct dlock__metrics {
-    dlock__hist acquire_wait, hold, renewal;
-} dlock__metrics;
 
 /* Call the client's event callback, if any, with an event of TYPE for
  * lock NAME: status, duration and token. */

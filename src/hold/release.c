@@ -117,9 +117,8 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 
 /* ---- running it --------------------------------------------------------- */
 
-/* Redlock: a release is settled once a majority confirmed it (answers
- * 1 to 4). ud: the quorum. */
-static int release_enough(const dlock__result *res, uint64_t waiting, int n,
+/* See release.h. */
+int dlock__release_enough(const dlock__result *res, uint64_t waiting, int n,
                           const void *ud)
 {
     int i, ok = 0;
@@ -158,7 +157,7 @@ void dlock__release_run(dlock_client *c, const dlock__keys *k,
          * an answer NOSCRIPT among them makes their connection send the
          * source (dlock__cmd.enough), so no node keeps the lock for
          * want of a cached script. */
-        b.cmd.enough = release_enough;
+        b.cmd.enough = dlock__release_enough;
         b.cmd.enough_ud = &c->ns.quorum;
     }
     dlock__run(c, mask, &b.cmd, deadline_ms, res);
@@ -199,9 +198,8 @@ uint64_t dlock__undo_send(dlock_client *c, const dlock__keys *k,
                         dlock__deadline(c, 0));
 }
 
-/* Queue an undo for the watchdog thread to retry until the nodes in mask
- * answer or until_ms (when the lease would have run out anyway). */
-static void undo_later(dlock_client *c, const dlock__held *h, uint64_t mask,
+/* See release.h. */
+void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
                        int depth, uint64_t token, int64_t until_ms)
 {
     dlock__undo *u = dlock__undo_new(c, h->k.name, h->owner);
@@ -230,6 +228,6 @@ uint64_t dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
                      h->pins, dlock__deadline_by(c, 0, h->attempt_end_ms));
     dlock__held_drop_pins(c, h);
     if (left != 0)
-        undo_later(c, h, left, depth, token, t0 + lease_ms);
+        dlock__undo_queue(c, h, left, depth, token, t0 + lease_ms);
     return left;
 }

@@ -97,4 +97,17 @@ uint64_t dlock__undo_acquire(dlock_client *c, dlock__held *h, uint64_t mask,
                              int depth, uint64_t token, int64_t lease_ms,
                              uint64_t ticket, int eval);
 
+/* Queue a give-back of h's acquire (depth, token) on the nodes in mask
+ * for the watchdog thread, which retries it with the script's source
+ * until they answer or until_ms (monotonic: the lease has run out by
+ * then). Never blocks on the servers (an attempt cut short uses it:
+ * hold/attempt.h). */
+void dlock__undo_queue(dlock_client *c, const dlock__held *h, uint64_t mask,
+                       int depth, uint64_t token, int64_t until_ms);
+
+/* Redlock: a release is settled once a majority confirmed it (answers
+ * 1 to 4): a dlock__cmd.enough. ud: the quorum (an int). */
+int dlock__release_enough(const dlock__result *res, uint64_t waiting, int n,
+                          const void *ud);
+
 #endif /* DLOCK_HOLD_RELEASE_H */

@@ -13,6 +13,7 @@
 #include "engine/cluster_batch.h"
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/metrics.h"
 #include "hold/holder.h"
 #include "hold/kind.h"
 #include "hold/renew.h"
@@ -225,6 +226,9 @@ typedef struct retake_bufs {
     const char **keys, **args;
     size_t *keylens, *arglens;
     char (*num)[24];
+    int nk, na;       /* keys and arguments of the call */
+    uint64_t mask;    /* the nodes it goes to */
+    int64_t maxlease; /* the longest lease it sets */
 } retake_bufs;
 
 /* Free what b holds. */
@@ -253,11 +257,66 @@ static int retakable(const dlock_client *c, const dlock__held *h, int ok,
     return !depth || (h->token != 0 && h->depth >= 1);
 }
 
-/* Put argument a (len bytes) at *k of b. */
-static void retake_arg(retake_bufs *b, int *k, const char *a, size_t len)
+/* Append argument a (len bytes) to b's. */
+static void retake_arg(retake_bufs *b, const char *a, size_t len)
 {
-    b->args[*k] = a;
-    b->arglens[(*k)++] = len;
+    b->args[b->na] = a;
+    b->arglens[b->na++] = len;
+}
+
+/* Fill b for the take-back call of the m locks among hs[0..n-1] that
+ * retakable() chose (renewal verdicts ok): their keys, owners, leases,
+ * depths and tokens, the nodes to send it to, the longest lease. Returns
+ * the locks in the call (0: none, or out of memory). */
+static int retake_build(dlock_client *c, dlock__held **hs,
+                        const int64_t *leases, int n, const int *ok,
+                        retake_bufs *b, int m)
+{
+    int i;
+
+    if (m > 0) {
+        b->which = calloc((size_t)m, sizeof *b->which);
+        b->keys = calloc((size_t)m * 2, sizeof *b->keys);
+        b->keylens = calloc((size_t)m * 2, sizeof *b->keylens);
+        b->args = calloc((size_t)m * 4 + 1, sizeof *b->args);
+        b->arglens = calloc((size_t)m * 4 + 1, sizeof *b->arglens);
+        b->num = calloc((size_t)m * 3 + 1, sizeof *b->num);
+    }
+    if (m > 0 && b->which != NULL && b->keys != NULL && b->keylens != NULL &&
+        b->args != NULL && b->arglens != NULL && b->num != NULL) {
+        int nn = 0;
+        retake_arg(b, b->num[nn],
+                   dlock__fmt_i64(b->num[nn], DLOCK__FENCE_RETENTION_MS));
+        nn++;
+        m = 0;
+        /* Depth and token are the holding thread's: read under the
+         * registry lock (a reentry changes the depth). */
+        pthread_mutex_lock(&c->held_mu);
+        for (i = 0; i < n; i++) {
+            dlock__held *h = hs[i];
+            if (!retakable(c, h, ok[i], b->miss[i], 1))
+                continue;
+            b->which[m++] = i;
+            b->mask |= b->miss[i];
+            if (leases[i] > b->maxlease)
+                b->maxlease = leases[i];
+            b->keys[b->nk] = h->k.key;
+            b->keylens[b->nk++] = h->k.keylen;
+            b->keys[b->nk] = h->k.fkey;
+            b->keylens[b->nk++] = h->k.fkeylen;
+            retake_arg(b, h->owner, strlen(h->owner));
+            retake_arg(b, b->num[nn], dlock__fmt_i64(b->num[nn], leases[i]));
+            nn++;
+            retake_arg(b, b->num[nn], dlock__fmt_i64(b->num[nn], h->depth));
+            nn++;
+            retake_arg(b, b->num[nn], dlock__fmt_u64(b->num[nn], h->token));
+            nn++;
+        }
+        pthread_mutex_unlock(&c->held_mu);
+    } else {
+        m = 0;
+    }
+    return m;
 }
 
 /*
@@ -279,9 +338,7 @@ static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
     dlock__result rr[DLOCK_MAX_SERVERS];
     retake_bufs b = {0};
     dlock__cmd cmd;
-    uint64_t mask = 0;
-    int64_t maxlease = 0;
-    int i, j, m = 0, ka = 0, kk = 0;
+    int i, j, m = 0;
 
     if (c->ns.n == 1) { /* one node (or a cluster's): nothing to take back */
         for (i = 0; i < n; i++)
@@ -304,61 +361,19 @@ static void retake(dlock_client *c, dlock__held **hs, const int64_t *leases,
         }
         m += retakable(c, hs[i], ok[i], b.miss[i], 0);
     }
-    if (m > 0) {
-        b.which = calloc((size_t)m, sizeof *b.which);
-        b.keys = calloc((size_t)m * 2, sizeof *b.keys);
-        b.keylens = calloc((size_t)m * 2, sizeof *b.keylens);
-        b.args = calloc((size_t)m * 4 + 1, sizeof *b.args);
-        b.arglens = calloc((size_t)m * 4 + 1, sizeof *b.arglens);
-        b.num = calloc((size_t)m * 3 + 1, sizeof *b.num);
-    }
-    if (m > 0 && b.which != NULL && b.keys != NULL && b.keylens != NULL &&
-        b.args != NULL && b.arglens != NULL && b.num != NULL) {
-        int nn = 0;
-        retake_arg(&b, &ka, b.num[nn],
-                   dlock__fmt_i64(b.num[nn], DLOCK__FENCE_RETENTION_MS));
-        nn++;
-        m = 0;
-        /* Depth and token are the holding thread's: read under the
-         * registry lock (a reentry changes the depth). */
-        pthread_mutex_lock(&c->held_mu);
-        for (i = 0; i < n; i++) {
-            dlock__held *h = hs[i];
-            if (!retakable(c, h, ok[i], b.miss[i], 1))
-                continue;
-            b.which[m++] = i;
-            mask |= b.miss[i];
-            if (leases[i] > maxlease)
-                maxlease = leases[i];
-            b.keys[kk] = h->k.key;
-            b.keylens[kk++] = h->k.keylen;
-            b.keys[kk] = h->k.fkey;
-            b.keylens[kk++] = h->k.fkeylen;
-            retake_arg(&b, &ka, h->owner, strlen(h->owner));
-            retake_arg(&b, &ka, b.num[nn],
-                       dlock__fmt_i64(b.num[nn], leases[i]));
-            nn++;
-            retake_arg(&b, &ka, b.num[nn], dlock__fmt_i64(b.num[nn], h->depth));
-            nn++;
-            retake_arg(&b, &ka, b.num[nn], dlock__fmt_u64(b.num[nn], h->token));
-            nn++;
-        }
-        pthread_mutex_unlock(&c->held_mu);
-    } else {
-        m = 0;
-    }
+    m = retake_build(c, hs, leases, n, ok, &b, m);
     if (m > 0) {
         cmd = (dlock__cmd){.script = DLOCK__S_RETAKE,
-                           .nkeys = kk,
+                           .nkeys = b.nk,
                            .keys = b.keys,
                            .keylens = b.keylens,
-                           .nargs = ka,
+                           .nargs = b.na,
                            .args = b.args,
                            .arglens = b.arglens};
         dlock__cmd_durable(c, &cmd);
-        dlock__run(c, mask, &cmd, dlock__deadline(c, maxlease), rr);
+        dlock__run(c, b.mask, &cmd, dlock__deadline(c, b.maxlease), rr);
         for (j = 0; j < c->ns.n; j++) {
-            if (!(mask & (1ULL << j)))
+            if (!(b.mask & (1ULL << j)))
                 continue;
             for (i = 0; i < m; i++)
                 if (ext_holds(c, &rr[j], i))

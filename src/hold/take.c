@@ -10,6 +10,7 @@
 #include "hold/attempt.h"
 #include "hold/holder.h"
 #include "hold/held.h"
+#include "hold/metrics.h"
 #include "notify/notify.h"
 #include "hold/take.h"
 #include "hold/wait.h"

@@ -39,6 +39,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/metrics.h"
 #include "hold/release.h"
 #include "hold/renew.h"
 #include "hold/watchdog.h"

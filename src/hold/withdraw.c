@@ -9,11 +9,11 @@
  */
 #include <inttypes.h>
 
-#include "topo/cluster_delay.h"
 #include "hold/release.h"
 #include "hold/renew.h"
-#include "notify/notify.h"
 #include "hold/withdraw.h"
+#include "notify/notify.h"
+#include "topo/cluster_delay.h"
 
 /* See withdraw.h. */
 uint64_t dlock__askable_nodes(dlock_client *c, const dlock__held *h, int fresh,
@@ -91,10 +91,16 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
                       uint64_t token, int64_t lease_ms, uint64_t ticket,
                       int eval)
 {
-    char next[DLOCK_OWNER_MAX];
     if (dlock__undo_acquire(c, h, mask, h->depth + 1, token, lease_ms, ticket,
-                            eval) == 0 ||
-        h->depth > 0)
+                            eval) != 0)
+        dlock__give_back_left(c, h);
+}
+
+/* See withdraw.h. */
+void dlock__give_back_left(dlock_client *c, dlock__held *h)
+{
+    char next[DLOCK_OWNER_MAX];
+    if (h->depth > 0)
         return;
     dlock__owner_id(c, next, sizeof next);
     dlock__notify_rename(c->notifier, h->owner, sizeof h->owner, next);

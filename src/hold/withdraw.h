@@ -64,6 +64,11 @@ void dlock__give_back(dlock_client *c, dlock__held *h, uint64_t mask,
                       uint64_t token, int64_t lease_ms, uint64_t ticket,
                       int eval);
 
+/* A give-back of h's attempt was left unanswered (it may still arrive):
+ * a fresh hold (h->depth 0) takes a new owner id for its next attempts
+ * (dlock__give_back's rule). */
+void dlock__give_back_left(dlock_client *c, dlock__held *h);
+
 /* A grant handed over by a release script (a fair lock's handoff, a
  * permit passed on) came without WAIT, which only the acquirer's own
  * writes carry: with wait_replicas, confirm it at once (the extend to the

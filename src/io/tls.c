@@ -174,6 +174,48 @@ static int ctx_fail(char *err, size_t errlen, const char *what,
     return r;
 }
 
+/* Load into t the CAs to trust (opts' file or directory, else the
+ * system's store) and the client certificate and key, when given.
+ * DLOCK_OK, or DLOCK_ETLS / DLOCK_ENOMEM with err set. */
+static int load_trust(dlock__tls_ctx *t, const dlock__tls_opts *opts, char *err,
+                      size_t errlen)
+{
+    if (opts != NULL && (opts->ca_file != NULL || opts->ca_dir != NULL)) {
+        if (SSL_CTX_load_verify_locations(t->ssl_ctx, opts->ca_file,
+                                          opts->ca_dir) != 1) {
+            return ctx_fail(err, errlen, "cannot load the CA",
+                            opts->ca_file != NULL ? opts->ca_file
+                                                  : opts->ca_dir);
+        }
+    } else if (SSL_CTX_set_default_verify_paths(t->ssl_ctx) != 1) {
+        return ctx_fail(err, errlen, "cannot load the system CA store", NULL);
+    }
+    if (opts != NULL && opts->key_file != NULL && opts->cert_file == NULL) {
+        return dlock__fail(err, errlen, DLOCK_ETLS,
+                           "TLS: a client key was given without a client "
+                           "certificate");
+    }
+    if (opts != NULL && opts->cert_file != NULL) {
+        const char *key =
+            opts->key_file != NULL ? opts->key_file : opts->cert_file;
+        if (SSL_CTX_use_certificate_chain_file(t->ssl_ctx, opts->cert_file) !=
+            1) {
+            return ctx_fail(err, errlen, "cannot load the client certificate",
+                            opts->cert_file);
+        }
+        if (SSL_CTX_use_PrivateKey_file(t->ssl_ctx, key, SSL_FILETYPE_PEM) !=
+            1) {
+            return ctx_fail(err, errlen, "cannot load the client key", key);
+        }
+        if (SSL_CTX_check_private_key(t->ssl_ctx) != 1) {
+            return ctx_fail(err, errlen,
+                            "the client key does not match the certificate",
+                            key);
+        }
+    }
+    return DLOCK_OK;
+}
+
 /* Build the client-side SSL_CTX and our BIO method from opts. On failure
  * everything made so far is freed and *out is NULL. */
 int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
@@ -215,44 +257,9 @@ int dlock__tls_ctx_new(dlock__tls_ctx **out, const dlock__tls_opts *opts,
     SSL_CTX_set_verify(t->ssl_ctx,
                        t->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
 
-    if (opts != NULL && (opts->ca_file != NULL || opts->ca_dir != NULL)) {
-        if (SSL_CTX_load_verify_locations(t->ssl_ctx, opts->ca_file,
-                                          opts->ca_dir) != 1) {
-            r = ctx_fail(err, errlen, "cannot load the CA",
-                         opts->ca_file != NULL ? opts->ca_file : opts->ca_dir);
-            goto fail;
-        }
-    } else if (SSL_CTX_set_default_verify_paths(t->ssl_ctx) != 1) {
-        r = ctx_fail(err, errlen, "cannot load the system CA store", NULL);
+    r = load_trust(t, opts, err, errlen);
+    if (r != DLOCK_OK)
         goto fail;
-    }
-
-    if (opts != NULL && opts->key_file != NULL && opts->cert_file == NULL) {
-        r = dlock__fail(err, errlen, DLOCK_ETLS,
-                        "TLS: a client key was given without a client "
-                        "certificate");
-        goto fail;
-    }
-    if (opts != NULL && opts->cert_file != NULL) {
-        const char *key =
-            opts->key_file != NULL ? opts->key_file : opts->cert_file;
-        if (SSL_CTX_use_certificate_chain_file(t->ssl_ctx, opts->cert_file) !=
-            1) {
-            r = ctx_fail(err, errlen, "cannot load the client certificate",
-                         opts->cert_file);
-            goto fail;
-        }
-        if (SSL_CTX_use_PrivateKey_file(t->ssl_ctx, key, SSL_FILETYPE_PEM) !=
-            1) {
-            r = ctx_fail(err, errlen, "cannot load the client key", key);
-            goto fail;
-        }
-        if (SSL_CTX_check_private_key(t->ssl_ctx) != 1) {
-            r = ctx_fail(err, errlen,
-                         "the client key does not match the certificate", key);
-            goto fail;
-        }
-    }
     if (opts != NULL && opts->server_name != NULL &&
         opts->server_name[0] != '\0') {
         t->server_name = strdup(opts->server_name);

@@ -101,6 +101,8 @@ static int fenced_op(dlock_op **op, dlock_op **out, dlock_loop *l, int type,
         *out = NULL;
     if (l == NULL)
         return DLOCK_EINVAL;
+    if (l->engine)
+        return dloop__mn_refuse(l, what);
     if (n == 0 || n > DLOCK_KEY_MAX || cb == NULL || !ok)
         return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
                                 cb == NULL ? "no callback"

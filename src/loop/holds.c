@@ -55,24 +55,29 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return DLOCK_OK;
     }
     op->state = ST_OUT;
+    if (l->engine) {
+        dloop__mn_release(op);
+        return DLOCK_OK;
+    }
     rc = dloop__send_release(l, h, 1, h->token, release_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
     return DLOCK_OK;
 }
 
-/* A hold's lease is no longer ours: say so once. */
-static void lost(dlock_hold *h, int status)
+/* See loop_impl.h. A hold's lease is no longer ours: say so once. */
+void dloop__lost(dlock_hold *h, int status)
 {
     if (h->status != DLOCK_OK)
         return;
+    dloop__lost_why(h, status);
     h->status = status;
     if (h->on_lost != NULL && !h->gone)
         h->on_lost(h, status, h->lost_ud);
 }
 
-/* A renewal (or extend) confirmed at sent_ms for lease. */
-static void renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
+/* See loop_impl.h. */
+void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
 {
     dlock_loop *l = h->loop;
     h->lease_ms = lease;
@@ -93,10 +98,10 @@ static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, rc, "extend: %s", err);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
                dlock__elem_int(r, 0) == 1) {
-        renewed(op->hold, op->wake_at, op->lease_ms);
+        dloop__renewed(op->hold, op->wake_at, op->lease_ms);
         dloop__complete(op, DLOCK_OK, "%s", "");
     } else {
-        lost(op->hold, DLOCK_NOT_OWNER);
+        dloop__lost(op->hold, DLOCK_NOT_OWNER);
         dloop__complete(op, DLOCK_NOT_OWNER,
                         "extend: %s: not the owner (the lease expired or "
                         "another owner has it)",
@@ -117,6 +122,12 @@ static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
     char(*num)[24] = malloc(n * sizeof *num);
     const char **args;
     size_t *al;
+    if (dloop__holder_renews(l, hs[0]->k.kind)) {
+        free(keys);
+        free(kl);
+        free(num);
+        return dloop__holder_extend(l, hs, n, fn, ctx, out);
+    }
     if (keys == NULL || kl == NULL || num == NULL) {
         free(keys);
         free(kl);
@@ -164,7 +175,8 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     op->state = ST_OUT;
     keep = h->lease_ms;
     h->lease_ms = lease_ms;
-    rc = send_extend(l, &h, 1, extend_reply, op, &op->req);
+    rc = l->engine ? dloop__mn_extend(op)
+                   : send_extend(l, &h, 1, extend_reply, op, &op->req);
     h->lease_ms = keep;
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
@@ -177,9 +189,11 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     lbatch *b = ctx;
     int64_t now = dlock__now_ms();
     int i;
-    (void)l;
-    (void)err;
     (void)sent;
+    if (rc != DLOCK_OK)
+        snprintf(l->renew_err, sizeof l->renew_err, "extend: %s", err);
+    else
+        l->renew_err[0] = '\0';
     for (i = 0; i < b->n; i++) {
         dlock_hold *h = b->h[i];
         if (h == NULL)
@@ -193,11 +207,11 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             dloop__hold_sched(h);
         } else if (dlock__elem_int(r, (size_t)i) == 1) {
             if (h->status == DLOCK_OK)
-                renewed(h, b->sent_ms, h->lease_ms);
+                dloop__renewed(h, b->sent_ms, h->lease_ms);
             else
                 dloop__hold_sched(h);
         } else {
-            lost(h, DLOCK_NOT_OWNER);
+            dloop__lost(h, DLOCK_NOT_OWNER);
             dloop__hold_sched(h);
         }
     }
@@ -220,7 +234,8 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
         hs[i]->slot = i;
         hs[i]->renewing = 1;
     }
-    if (send_extend(l, hs, n, batch_reply, b, NULL) != DLOCK_OK) {
+    if ((l->engine ? dloop__mn_renew(l, b)
+                   : send_extend(l, hs, n, batch_reply, b, NULL)) != DLOCK_OK) {
         for (i = 0; i < n; i++) {
             hs[i]->batch = NULL;
             hs[i]->renewing = 0;
@@ -265,5 +280,5 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
         if (nd[i] > 0)
             renew_batch(l, due[i], nd[i], now);
     for (i = 0; i < ng; i++)
-        lost(gone[i], DLOCK_LOST);
+        dloop__lost(gone[i], DLOCK_LOST);
 }

@@ -117,6 +117,11 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
 static void cmd_opened(dlock_loop *l)
 {
     lreq *r;
+    char err[LOOP_ERRLEN];
+    if (dloop__replica_refused(l, err, sizeof err)) {
+        cmd_fail(l, DLOCK_EREFUSED, err);
+        return;
+    }
     memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
     for (r = l->cmd.head; r != NULL; r = r->next)
         if (!r->appended && append(l, r) != DLOCK_OK) {
@@ -410,6 +415,7 @@ static void sub_reply(dlock_loop *l, redisReply *r)
          * done and their waiters go on; each sleeps no longer than the
          * holder's lease or its queue refresh (ops.c), so they poll. */
         size_t i;
+        l->sub_refused = 1; /* dlock_loop_warning */
         for (i = 0; i < l->nsubs; i++)
             for (s = l->subs[i]; s != NULL; s = s->next)
                 if (s->state == 1) {

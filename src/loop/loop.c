@@ -64,15 +64,11 @@ int dlock_loop_new(dlock_loop **out, dlock_client *c)
     if (out == NULL || c == NULL)
         return c != NULL ? dlock__set_error(c, DLOCK_EINVAL, "out is NULL")
                          : DLOCK_EINVAL;
-    if (c->ns.n != 1 || c->ns.cluster != NULL || c->ns.locate != NULL)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "dlock_loop_new: not implemented yet for "
-                                "several servers, Sentinel or Cluster "
-                                "(one server only)");
     l = calloc(1, sizeof *l);
     if (l == NULL)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
     l->c = c;
+    l->engine = c->ns.n != 1 || c->ns.cluster != NULL || c->ns.locate != NULL;
     l->cmd.fd = l->sub.fd = -1;
     l->renew_min = -1;
     l->nbuckets = NAME_BUCKETS;
@@ -127,8 +123,9 @@ static void run_done(dlock_loop *l)
         if (op->cb != NULL)
             op->cb(op, op->status, op->type == OP_LEADER ? NULL : op->hold,
                    op->ud);
-        /* A release's hold, a leader wait's (its keys) go with the op. */
-        if ((op->type == OP_RELEASE || op->type == OP_LEADER) &&
+        /* A release's hold, a leader wait's (its keys), the reference of
+         * an engine loop's extend go with the op. */
+        if ((op->type == OP_RELEASE || op->type == OP_LEADER || op->href) &&
             op->hold != NULL)
             dloop__hold_unref(op->hold);
         free(op->got);
@@ -333,6 +330,7 @@ void dloop__hold_unref(dlock_hold *h)
     dloop__hold_unsched(h);
     l->nholds--;
     dloop__name_drop(h);
+    dloop__mn_rec_free(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
     if (h->held) {
@@ -343,6 +341,8 @@ void dloop__hold_unref(dlock_hold *h)
         if (h->hnext != NULL)
             h->hnext->hprev = h->hprev;
     }
+    free(h->why);
+    h->why = NULL;
     if (h->pooled)
         dloop__pool_put(&l->hold_pool, h);
     else
@@ -363,6 +363,9 @@ int64_t dlock_loop_timeout_ms(const dlock_loop *l)
         return 0;
     w = dloop__conns_wake(l);
     o = dloop__ops_wake(l);
+    if (o >= 0 && (w < 0 || o < w))
+        w = o;
+    o = dloop__jobs_wake(l);
     if (o >= 0 && (w < 0 || o < w))
         w = o;
     if (l->renew_min >= 0 && (w < 0 || l->renew_min < w))
@@ -419,6 +422,7 @@ int dlock_loop_process(dlock_loop *l)
         return DLOCK_EINVAL;
     l->in_process = 1;
     poll_conns(l);
+    dloop__jobs_run(l);
     now = dlock__now_ms();
     dloop__holds_time(l, now);
     dloop__ops_time(l, now);
@@ -458,8 +462,12 @@ void dlock_loop_free(dlock_loop *l)
     if (l->cmd.conn != NULL)
         dlock__conn_progress(l->cmd.conn, POLLOUT, NULL, 0);
     dloop__conns_close(l);
+    dloop__jobs_free(l);
+    free(l->mfd);
     for (h = l->holds; h != NULL; h = n) {
         n = h->hnext;
+        free(h->why);
+        dloop__mn_rec_free(h);
         free(h);
     }
     pool_drain(&l->op_pool);

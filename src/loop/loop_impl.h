@@ -115,8 +115,11 @@ struct dlock_hold {
     int gone;      /* released or cancelled: freed once nothing refers to it */
     int refs;      /* requests out that name it */
     int64_t limit; /* a semaphore permit's limit (k.kind PERMIT) */
+    struct dlock__held *rec; /* an engine loop's record of it (multi_node.c:
+                                keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
+    char *why;   /* once lost: why (query.c), malloc'ed, or NULL */
     int pooled;  /* a block of the loop's hold pool */
     size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
 };
@@ -163,6 +166,9 @@ struct dlock_op {
     size_t gotlen;
     int has_got;
     int last_rc;
+    struct mop *mn; /* an engine loop's op state (multi_node.c) */
+    int href;       /* holds a reference to hold, dropped after the
+                       callback (an engine loop's extend) */
     char err[LOOP_ERRLEN];
 };
 
@@ -189,6 +195,17 @@ struct dlock_loop {
     size_t nheap, capheap; /* entries, room */
     size_t nstale;         /* emptied entries in it */
     size_t nholds;         /* holds allocated (the heap's room follows) */
+    /* Several servers, Sentinel or Cluster: the ops run as jobs of the
+     * engine (multi_node.c), their descriptors mfd[0..nmfd) registered in
+     * epfd. */
+    int engine;
+    struct mjob *jobs;
+    int *mfd, nmfd;
+    /* The last renewal round's failure ("" after one that answered): a
+     * lease that then runs out was lost because of it (query.c). */
+    char renew_err[LOOP_ERRLEN];
+    int sub_refused;        /* a SUBSCRIBE was refused (NOPERM): waiters poll */
+    char warn[LOOP_ERRLEN]; /* dlock_loop_warning's text */
     int in_process;
     int signalled;
     lpool op_pool, req_pool, hold_pool;
@@ -251,6 +268,8 @@ dlock_hold *dloop__heap_pop_due(dlock_loop *l, int64_t now);
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */
 void dloop__multi_abort(dlock_op *parent);
+/* multi.c: the lock a several-locks op is acquiring now, or NULL. */
+dlock_op *dloop__multi_child(const dlock_op *parent);
 
 /* elect.c: send elect_proclaim.lua for h with value for op. */
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
@@ -274,5 +293,61 @@ void dloop__ops_time(dlock_loop *l, int64_t now);
 int64_t dloop__ops_wake(const dlock_loop *l);
 void dloop__op_abort(dlock_op *op);
 void dloop__holds_time(dlock_loop *l, int64_t now);
+
+/* ops.c: op's acquire was granted token, sent at sent_ms: the hold is
+ * held (renewed from now on), op completes (a campaign proclaims
+ * first). */
+void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms);
+
+/* holds.c: a hold's renewal (or extend) for lease confirmed at sent_ms;
+ * a hold's lease lost (status), said once through on_lost. */
+void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease);
+void dloop__lost(dlock_hold *h, int status);
+
+/* multi_node.c: the loop on several servers (Redlock), Sentinel or
+ * Cluster, through the engine (l->engine). Jobs: run what their
+ * descriptors and the clock allow and complete the finished ones
+ * (process), their earliest wake-up (-1 none), free them all. */
+void dloop__jobs_run(dlock_loop *l);
+int64_t dloop__jobs_wake(const dlock_loop *l);
+void dloop__jobs_free(dlock_loop *l);
+/* Start acquire op (its hold set up) as attempts and waits. */
+void dloop__mn_acquire(dlock_op *op);
+/* Release op->hold's last level. */
+void dloop__mn_release(dlock_op *op);
+/* Extend op->hold to its lease_ms (set for the call). DLOCK_OK or
+ * DLOCK_ENOMEM. */
+int dloop__mn_extend(dlock_op *op);
+/* Renew b's holds (one kind); the batch is the job's. DLOCK_OK or
+ * DLOCK_ENOMEM (b still the caller's). */
+int dloop__mn_renew(dlock_loop *l, lbatch *b);
+/* op ends: its job goes (an attempt cut short gives back), an acquire
+ * not granted drops its hold. */
+void dloop__mn_abort(dlock_op *op);
+/* Free an engine hold's record (its pins given back). */
+void dloop__mn_rec_free(dlock_hold *h);
+/* DLOCK_OK, or DLOCK_EINVAL with the message (what is not implemented
+ * on an engine loop yet). */
+int dloop__mn_refuse(dlock_loop *l, const char *what);
+/* holder.c: holder info (the client's holder_info, src/holder.c) for a
+ * loop's locks. After h's grant: record it (holder_set.lua; nothing
+ * waits for the answer) when the client records holder info and h's
+ * kind carries it. */
+void dloop__holder_record(dlock_loop *l, dlock_hold *h);
+/* 1 when renewals of holds of kind must be sent by
+ * dloop__holder_extend (one server only: an engine loop records no
+ * holder info yet). */
+int dloop__holder_renews(const dlock_loop *l, int kind);
+/* holder_extend.lua for hs[0..n) (locks) with their leases. */
+int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
+                         void *ctx, lreq **out);
+
+/* query.c: 1 when the server the command connection just opened to is
+ * a replica (a fixed redis:// server; node.c found it so): no lock write
+ * may go there, so the connection is failed with EREFUSED and err. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
+
+/* query.c: set h->why when h is found lost with status. */
+void dloop__lost_why(dlock_hold *h, int status);
 
 #endif /* DLOCK_LOOP_IMPL_H */

@@ -25,6 +25,12 @@ struct lmulti {
     int64_t deadline; /* -1: none, 0: try */
 };
 
+/* See loop_impl.h. */
+dlock_op *dloop__multi_child(const dlock_op *parent)
+{
+    return parent->multi != NULL ? parent->multi->child : NULL;
+}
+
 /* Sort order[0..n) by name: bytewise, a prefix first (strcmp); an
  * insertion sort (n <= DLOCK_MULTI_MAX, no shared state). */
 static void sort_order(int *order, const char *const *name, int n)

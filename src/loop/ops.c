@@ -213,6 +213,10 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
+    if (op->mn != NULL) {
+        dloop__mn_abort(op);
+        return;
+    }
     if (op->type == OP_MULTI) {
         dloop__multi_abort(op);
         return;
@@ -291,7 +295,10 @@ static int subscribe(dlock_op *op)
     dlock_loop *l = op->loop;
     int permit = h->k.kind == DLOCK__KIND_PERMIT;
     if (op->sub == NULL && op->hsub == NULL) {
-        if (!permit) {
+        /* A queued (fair) waiter listens on the handoff channel only, as
+         * the blocking API's does: a release hands over or wakes there,
+         * and the name's channel counts notify waiters (status). */
+        if (!permit && !op->fair) {
             op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
             if (op->sub == NULL)
                 return 0;
@@ -335,13 +342,13 @@ static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
     sleep_until(op, now + dlock__backoff_ms(50, 1000, op->round++));
 }
 
-/* The acquire was granted: the hold is the caller's. */
-static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
+/* See loop_impl.h. */
+void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
 {
     dlock_hold *h = op->hold;
     dlock_loop *l = op->loop;
     h->held = 1;
-    h->token = (uint64_t)dlock__elem_int(r, 1);
+    h->token = token;
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
@@ -352,6 +359,7 @@ static void granted(dlock_op *op, const redisReply *r, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    dloop__holder_record(l, h);
     if (op->campaign) { /* won: proclaim, then complete */
         if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
             dloop__complete(op, DLOCK_ENOMEM, "out of memory");
@@ -376,7 +384,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     if (dlock__elem_int(r, 0) == 1) {
-        granted(op, r, op->arg_lease);
+        dloop__hold_granted(op, (uint64_t)dlock__elem_int(r, 1), op->arg_lease);
         return;
     }
     op->maybe = 0; /* an answer: nothing taken */
@@ -619,7 +627,10 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     op->deadline = opts->wait_ms == 0  ? 0
                    : opts->wait_ms < 0 ? -1
                                        : dlock__now_ms() + opts->wait_ms;
-    attempt(op);
+    if (l->engine)
+        dloop__mn_acquire(op);
+    else
+        attempt(op);
     return DLOCK_OK;
 }
 

@@ -12,28 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/errors.h"
-#include "base/util.h"
 #include "dlock.h"
-#include "topo/node.h"
-
-typedef struct dlock__notifier dlock__notifier;
-typedef struct dlock__waiter dlock__waiter;
-
-/* What the notifier needs of its client, and no more (it sits below the
- * lock layer and never sees struct dlock_client): the node set, the
- * per-thread messages its failures are written to, the counters it bumps,
- * the cancel generation it compares, the flag a NOPERM on SUBSCRIBE
- * raises (waiters poll) and the connect timeout of its links. The
- * pointers must outlive the notifier. */
-typedef struct dlock__notify_ctx {
-    dlock__nodeset *ns;
-    const dlock__msgs *msgs;
-    dlock__stats *stats;
-    _Atomic uint64_t *cancel_gen;
-    _Atomic int *nopub;
-    int64_t connect_timeout_ms;
-} dlock__notify_ctx;
+#include "notify/ctx.h"
 
 /* Make a notifier over x (copied) into *out (the thread starts on first
  * use): DLOCK_OK, DLOCK_ENOMEM or DLOCK_EIO. */

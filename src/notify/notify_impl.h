@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "io/conn.h"
-#include "notify/notify.h"
+#include "notify/ctx.h"
 
 /* A channel nobody waits on stays subscribed this long, so that a process
  * that contends for a lock again and again does not pay a SUBSCRIBE and an

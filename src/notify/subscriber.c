@@ -425,6 +425,93 @@ static int link_needed(dlock__notifier *n, int i)
     return 0;
 }
 
+/* Open link i's connection (its time came: retry_at), with backoff on
+ * failure (50 ms doubling to 2 s). Caller holds mu; dropped around the
+ * I/O. */
+static void link_open(dlock__notifier *n, int i, int64_t now)
+{
+    sub_link *l = &n->links[i];
+    dlock__conn *conn = NULL;
+    char err[DLOCK__ERRLEN];
+    int rc;
+    pthread_mutex_unlock(&n->mu);
+    /* A node of the set is checked and located (Sentinel) as any new
+     * connection; a cluster's links are not. */
+    if (n->x.ns->cluster == NULL)
+        rc = dlock__node_open(n->x.ns, i, &conn, now + n->x.connect_timeout_ms,
+                              err, sizeof err);
+    else
+        rc = dlock__conn_open(&conn, dlock__link_ep(n->x.ns, i), n->x.ns->tls,
+                              now + n->x.connect_timeout_ms, err, sizeof err);
+    pthread_mutex_lock(&n->mu);
+    if (rc == DLOCK_OK) {
+        atomic_fetch_add(&n->x.stats->reconnects, 1);
+        l->conn = conn;
+        l->backoff = 0;
+    } else {
+        l->backoff = l->backoff == 0 ? 50 : l->backoff * 2;
+        if (l->backoff > 2000)
+            l->backoff = 2000;
+        l->retry_at = dlock__now_ms() + l->backoff;
+    }
+}
+
+/* Bring the first nl links in line with the channels (any: some channel
+ * exists): open the missing ones that are due, drop one whose node moved
+ * (Sentinel failover: subscribe on the new master; the waiters retry
+ * meanwhile), take back a direct link with work for the thread, and send
+ * what the thread's links owe. Caller holds mu. */
+static void links_tend(dlock__notifier *n, int nl, int any, int64_t now)
+{
+    int i;
+    for (i = 0; i < nl; i++) {
+        sub_link *l = &n->links[i];
+        if (l->conn == NULL && any && now >= l->retry_at && link_needed(n, i))
+            link_open(n, i, now);
+        if (l->conn != NULL && n->x.ns->cluster == NULL &&
+            strcmp(dlock__conn_peer(l->conn),
+                   dlock__node_name(&n->x.ns->node[i])) != 0) {
+            if (l->direct)
+                dlock__sub_giveback(n);
+            else
+                link_down(n, i);
+            continue;
+        }
+        if (l->conn != NULL && l->direct && dlock__sub_link_work(n, i))
+            dlock__sub_giveback(n);
+        if (l->conn != NULL && !l->direct)
+            sync_link(n, i);
+    }
+}
+
+/* The poll set of the thread: pfd[0] its wake-up, then its links'
+ * connections (idx[k]: the link of pfd[k]; direct links are a waiter's);
+ * *timeout lowered to the next retry of a missing link that is needed.
+ * Returns the descriptors in pfd. Caller holds mu. */
+static int links_pollfds(dlock__notifier *n, int nl, int any, int64_t now,
+                         struct pollfd *pfd, int *idx, int *timeout)
+{
+    int i, np = 1;
+    pfd[0].fd = n->wake_fd;
+    pfd[0].events = POLLIN;
+    pfd[0].revents = 0;
+    for (i = 0; i < nl; i++) {
+        sub_link *l = &n->links[i];
+        if (l->conn == NULL) {
+            if (any && link_needed(n, i) && l->retry_at - now < *timeout)
+                *timeout = (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
+            continue;
+        }
+        if (l->direct)
+            continue; /* a waiter's */
+        pfd[np].fd = dlock__conn_fd(l->conn);
+        pfd[np].events = dlock__conn_events(l->conn);
+        pfd[np].revents = 0;
+        idx[np++] = i;
+    }
+    return np;
+}
+
 /* The subscriber thread: keep links up, subscriptions in sync, and turn
  * pushes into wake-ups, until told to stop. */
 void *dlock__sub_main(void *arg)
@@ -442,7 +529,7 @@ void *dlock__sub_main(void *arg)
     }
     pthread_mutex_lock(&n->mu);
     while (!n->stop) {
-        int i, nl, np = 1, timeout = 1000;
+        int i, nl, np, timeout = 1000;
         int64_t now = dlock__now_ms();
         int64_t linger;
         int any = n->chans != NULL;
@@ -457,71 +544,9 @@ void *dlock__sub_main(void *arg)
             now = dlock__now_ms();
         }
         nl = dlock__links_count(n->x.ns);
-        for (i = 0; i < nl; i++) {
-            sub_link *l = &n->links[i];
-            if (l->conn == NULL && any && now >= l->retry_at &&
-                link_needed(n, i)) {
-                dlock__conn *conn = NULL;
-                int rc;
-                pthread_mutex_unlock(&n->mu);
-                /* A node of the set is checked and located (Sentinel)
-                 * as any new connection; a cluster's links are not. */
-                if (n->x.ns->cluster == NULL)
-                    rc = dlock__node_open(n->x.ns, i, &conn,
-                                          now + n->x.connect_timeout_ms, err,
-                                          sizeof err);
-                else
-                    rc = dlock__conn_open(
-                        &conn, dlock__link_ep(n->x.ns, i), n->x.ns->tls,
-                        now + n->x.connect_timeout_ms, err, sizeof err);
-                pthread_mutex_lock(&n->mu);
-                if (rc == DLOCK_OK) {
-                    atomic_fetch_add(&n->x.stats->reconnects, 1);
-                    l->conn = conn;
-                    l->backoff = 0;
-                } else {
-                    l->backoff = l->backoff == 0 ? 50 : l->backoff * 2;
-                    if (l->backoff > 2000)
-                        l->backoff = 2000;
-                    l->retry_at = dlock__now_ms() + l->backoff;
-                }
-            }
-            if (l->conn != NULL && n->x.ns->cluster == NULL &&
-                strcmp(dlock__conn_peer(l->conn),
-                       dlock__node_name(&n->x.ns->node[i])) != 0) {
-                /* The node moved (Sentinel failover): subscribe on the
-                 * new master; the waiters retry meanwhile. */
-                if (l->direct)
-                    dlock__sub_giveback(n);
-                else
-                    link_down(n, i);
-                continue;
-            }
-            if (l->conn != NULL && l->direct && dlock__sub_link_work(n, i))
-                dlock__sub_giveback(n);
-            if (l->conn != NULL && !l->direct)
-                sync_link(n, i);
-        }
+        links_tend(n, nl, any, now);
         gc_chans(n);
-
-        pfd[0].fd = n->wake_fd;
-        pfd[0].events = POLLIN;
-        pfd[0].revents = 0;
-        for (i = 0; i < nl; i++) {
-            sub_link *l = &n->links[i];
-            if (l->conn == NULL) {
-                if (any && link_needed(n, i) && l->retry_at - now < timeout)
-                    timeout =
-                        (int)(l->retry_at - now < 0 ? 0 : l->retry_at - now);
-                continue;
-            }
-            if (l->direct)
-                continue; /* a waiter's */
-            pfd[np].fd = dlock__conn_fd(l->conn);
-            pfd[np].events = dlock__conn_events(l->conn);
-            pfd[np].revents = 0;
-            idx[np++] = i;
-        }
+        np = links_pollfds(n, nl, any, now, pfd, idx, &timeout);
         /* At least 5 ms: a channel whose UNSUBSCRIBE could not be sent
          * stays due, and must not make this a busy loop. */
         linger = dlock__sub_linger_left(n, dlock__now_ms());

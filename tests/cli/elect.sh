@@ -21,6 +21,8 @@ export DLOCK_SERVERS=$REDIS_URL
 
 # The worker: a fenced "resource" ($T/res.max holds the highest epoch that
 # wrote; a write with a lower one is refused and logged in $T/stale).
+# res.max is replaced by a rename: a worker killed mid-write must not
+# leave it empty (the next write would then compare with nothing).
 cat >"$T/worker" <<'W'
 #!/bin/sh
 E=$DLOCK_FENCING_TOKEN
@@ -29,7 +31,8 @@ write() {
     flock "$D/res.lock" sh -c '
         max=$(cat "$1/res.max" 2>/dev/null || echo 0)
         if [ "$2" -ge "$max" ]; then
-            echo "$2" >"$1/res.max"; echo "$3 $2 $4" >>"$1/log"
+            echo "$2" >"$1/res.max.$$" && mv -f "$1/res.max.$$" "$1/res.max"
+            echo "$3 $2 $4" >>"$1/log"
         else
             echo "$3 $2 $4" >>"$1/stale"
         fi' sh "$D" "$E" "$1" "$ID"

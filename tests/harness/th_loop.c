@@ -54,3 +54,48 @@ void th_loop_run_for(dlock_loop **ls, int n, int64_t ms)
     while ((left = end - th_now_ms()) > 0)
         round_once(ls, n, left);
 }
+
+int th_loop_lock(dlock_loop *l, const char *name, const dlock_loop_acquire *o,
+                 dlock_hold **hold)
+{
+    th_seen s = {0};
+    *hold = NULL;
+    if (dlock_loop_lock(NULL, l, name, o, th_note, &s) != DLOCK_OK)
+        return -1000;
+    if (s.done != 0 || th_loop_run(&l, 1, &s.done) != 0)
+        return -1001; /* run from inside the call, or a hang */
+    if (s.status != DLOCK_OK)
+        fprintf(stderr, "th_loop_lock %s: %d (%s)\n", name, s.status, s.err);
+    *hold = s.hold;
+    return s.status;
+}
+
+int th_loop_release(dlock_loop *l, dlock_hold *h)
+{
+    th_seen s = {0};
+    if (dlock_loop_release(NULL, l, h, th_note, &s) != DLOCK_OK)
+        return -1000;
+    if (th_loop_run(&l, 1, &s.done) != 0)
+        return -1001;
+    if (s.status != DLOCK_OK)
+        fprintf(stderr, "th_loop_release: %d (%s)\n", s.status, s.err);
+    return s.status;
+}
+
+dlock_loop *th_loop_new(dlock_client *c)
+{
+    dlock_loop *l = NULL;
+    if (dlock_loop_new(&l, c) != DLOCK_OK)
+        fprintf(stderr, "dlock_loop_new: %s\n", dlock_errmsg(c));
+    return l;
+}
+
+dlock_loop_acquire th_loop_opts(const dlock_client *c, int64_t wait_ms,
+                                int64_t lease_ms)
+{
+    dlock_loop_acquire o;
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = wait_ms;
+    o.lease_ms = lease_ms;
+    return o;
+}

@@ -28,4 +28,22 @@ int th_loop_run(dlock_loop **ls, int n, const int *flag);
 /* Run the loops for ms, whatever happens. */
 void th_loop_run_for(dlock_loop **ls, int n, int64_t ms);
 
+/* A new loop of c, or NULL (the message on stderr). */
+dlock_loop *th_loop_new(dlock_client *c);
+
+/* An acquire's options: c's defaults with wait_ms and lease_ms. */
+dlock_loop_acquire th_loop_opts(const dlock_client *c, int64_t wait_ms,
+                                int64_t lease_ms);
+
+/* Acquire the lock NAME on l with o (NULL: the defaults) and run l until
+ * it completes: its status (the message on stderr when not DLOCK_OK),
+ * *hold its hold (or NULL). -1000: the call refused; -1001: the callback
+ * ran from inside the call, or a hang (30 s). */
+int th_loop_lock(dlock_loop *l, const char *name, const dlock_loop_acquire *o,
+                 dlock_hold **hold);
+
+/* Release h on l and run l until it completes: its status (-1000, -1001
+ * as th_loop_lock). */
+int th_loop_release(dlock_loop *l, dlock_hold *h);
+
 #endif /* TH_LOOP_H */

@@ -1,0 +1,65 @@
+/*
+ * multi_node.h - the loop's jobs on the engine (multi_node.c), shared
+ * with node_holds.c (release, extend, renewal): a job is an attempt or
+ * an engine call in flight, its descriptors in the loop's epoll set.
+ * Private to src/loop/.
+ */
+#ifndef DLOCK_LOOP_MULTI_NODE_H
+#define DLOCK_LOOP_MULTI_NODE_H
+
+#include <poll.h>
+
+#include "engine/call.h"
+#include "hold/attempt.h"
+#include "hold/wait.h"
+#include "loop/loop_impl.h"
+
+/* A job of the engine on the loop: an attempt or a call in flight. */
+typedef struct mjob {
+    struct mjob *next, *prev; /* the loop's jobs */
+    dlock_loop *l;
+    dlock_op *op;                 /* the op it serves; NULL: a renewal */
+    lbatch *batch;                /* a renewal's or an extend's holds */
+    dlock__attempt_state *a;      /* an acquire's attempt, or */
+    dlock__call *k;               /* a call (release, extend, renewal) */
+    dlock__cmd *cmds;             /* its commands (one per hold in a cluster) */
+    dlock__cmdbuf *bufs;          /* a release's storage */
+    const char **ks;              /* a renewal's keys, then its arguments */
+    size_t *kls;                  /* and their lengths */
+    char (*num)[24];              /* its leases, formatted */
+    int ncmds;                    /* cmds given to the call */
+    dlock__result *res;           /* the call's outcomes */
+    int nres;                     /* entries of res */
+    char relid[64];               /* a release's request id */
+    void (*done)(struct mjob *j); /* it finished: complete what it serves */
+    struct pollfd *pfd;           /* what it polls now */
+    int n, cap;
+    int64_t wake; /* process it by then */
+    int finished;
+    int rc; /* an attempt's status */
+} mjob;
+
+/* What an op of an engine loop keeps (op->mn). */
+struct mop {
+    mjob *job;     /* out now, or NULL */
+    dlock__wait x; /* an acquire's wait (hold/wait.h) */
+};
+
+/* A new job for op (NULL: none), with room for ncmds commands and nres
+ * results; NULL out of memory. */
+mjob *dloop__job_new(dlock_op *op, int ncmds, int nres);
+
+/* Start j's call of its commands (j->cmds[0..ncmds) on every node of a
+ * fixed set, or each routed in a cluster) by the command timeout, and
+ * put it on the loop. DLOCK_OK, or DLOCK_ENOMEM (j freed). */
+int dloop__job_call(dlock_loop *l, mjob *j);
+
+/* Take j off the loop's list and free it (an attempt or call not done is
+ * cut short: dlock__attempt_free gives back what it may hold). */
+void dloop__job_free(mjob *j);
+
+/* The state every op of an engine loop keeps (op->mn); DLOCK_OK, or
+ * DLOCK_ENOMEM (op completed). */
+int dloop__mop_new(dlock_op *op);
+
+#endif /* DLOCK_LOOP_MULTI_NODE_H */

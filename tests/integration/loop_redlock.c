@@ -1,0 +1,363 @@
+/*
+ * loop_redlock.c - the event-loop API (include/dlock_loop.h) on a client
+ * of three redis-servers (Redlock, majority 2): the loop runs the one
+ * engine and the one attempt there (src/loop/multi_node.c). Acquire,
+ * extend and release on every node; a loop hold never re-entered; a
+ * grant at a majority with a node stopped; waiters riding out a server
+ * killed under them and getting the name at the majority left; a cancel
+ * mid-wait and one mid-attempt (what the attempt may hold is given
+ * back); renewal on the loop's clock and a stalled loop's loss reported;
+ * what is not implemented there refused with DLOCK_EINVAL.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "th_loop.h"
+
+#define FIXTURE_NS 3
+#include "fixture_n.h"
+
+/* The command timeout: a stopped node outlasts it. */
+#define CMD_MS 500
+/* Bounded waits (liveness, not timing). */
+#define LIVE_MS 20000
+/* A lease far longer than any liveness wait here. */
+#define LONG_LEASE_MS 120000
+
+typedef th_seen seen;
+#define note th_note
+
+static void run(dlock_loop **ls, int n, const int *flag)
+{
+    assert_int_equal(th_loop_run(ls, n, flag), 0);
+}
+
+static void run1(dlock_loop *l, const int *flag)
+{
+    run(&l, 1, flag);
+}
+
+static dlock_client *client(void)
+{
+    const char *urls[FIXTURE_NS];
+    dlock_client *c;
+    fixture_urls(urls);
+    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, CMD_MS, 0);
+    assert_non_null(c);
+    return c;
+}
+
+static dlock_loop *new_loop(dlock_client *c)
+{
+    dlock_loop *l = th_loop_new(c);
+    assert_non_null(l);
+    return l;
+}
+
+/* Acquire NAME on l (o), expecting status; the hold (or NULL). */
+static dlock_hold *take(dlock_loop *l, const char *name,
+                        const dlock_loop_acquire *o, int status)
+{
+    dlock_hold *h;
+    assert_int_equal(th_loop_lock(l, name, o, &h), status);
+    return h;
+}
+
+static void release(dlock_loop *l, dlock_hold *h)
+{
+    assert_int_equal(th_loop_release(l, h), DLOCK_OK);
+}
+
+/* How many of the servers hold KEY. */
+static int holders(const char *key)
+{
+    int i, n = 0;
+    for (i = 0; i < FIXTURE_NS; i++)
+        n += th_cmd_int(&srv[i], "EXISTS %s", key) == 1;
+    return n;
+}
+
+static void test_acquire_extend_release(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    dlock_hold *h;
+    seen e = {0};
+    int i;
+    (void)state;
+    h = take(l, "lr:a", &o, DLOCK_OK);
+    assert_non_null(h);
+    assert_true(dlock_hold_token(h) > 0);
+    assert_true(dlock_hold_validity_ms(h) > 0);
+    assert_int_equal(holders("dlock:{lr:a}"), 3);
+    /* The same loop again: refused, never re-entered; another loop of
+     * the same client: another owner, BUSY. */
+    assert_null(take(l, "lr:a", &o, DLOCK_BUSY));
+    assert_null(take(l2, "lr:a", &o, DLOCK_BUSY));
+    assert_int_equal(dlock_loop_extend(NULL, l, h, 60000, note, &e), DLOCK_OK);
+    run1(l, &e.done);
+    assert_int_equal(e.status, DLOCK_OK);
+    for (i = 0; i < FIXTURE_NS; i++)
+        assert_true(th_cmd_int(&srv[i], "PTTL dlock:{lr:a}") > 30000);
+    release(l, h);
+    assert_int_equal(holders("dlock:{lr:a}"), 0);
+    h = take(l2, "lr:a", &o, DLOCK_OK);
+    release(l2, h);
+    /* An extend and a release of one hold out together (two calls): both
+     * complete, the hold outlives the extend's callback (ASan). */
+    h = take(l, "lr:a2", &o, DLOCK_OK);
+    memset(&e, 0, sizeof e);
+    {
+        seen r = {0};
+        assert_int_equal(dlock_loop_extend(NULL, l, h, 60000, note, &e),
+                         DLOCK_OK);
+        assert_int_equal(dlock_loop_release(NULL, l, h, note, &r), DLOCK_OK);
+        run1(l, &r.done);
+        run1(l, &e.done);
+        assert_int_equal(r.status, DLOCK_OK);
+        assert_true(e.status == DLOCK_OK || e.status == DLOCK_NOT_OWNER);
+        assert_true(e.hold != NULL);
+    }
+    assert_int_equal(holders("dlock:{lr:a2}"), 0);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* One node stopped: a grant at the majority; another owner's try BUSY. */
+static void test_majority(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    dlock_hold *h;
+    (void)state;
+    th_server_pause(&srv[2]);
+    h = take(l, "lr:m", &o, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:m}"), 1);
+    assert_int_equal(th_cmd_int(&srv[1], "EXISTS dlock:{lr:m}"), 1);
+    assert_null(take(l2, "lr:m", &o, DLOCK_BUSY));
+    release(l, h);
+    th_server_resume(&srv[2]);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* A semaphore is not available over Redlock (as dlock_sem_acquire);
+ * fenced set and a campaign are not implemented on such a loop yet. */
+static void test_refused(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    seen s = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_sem_acquire(NULL, l, "lr:sem", 2, &o, note, &s),
+                     DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, DLOCK_EINVAL);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "lr:f", 1, "v", 1, note, &s),
+        DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_campaign(NULL, l, "lr:e", "me", &o, note, &s),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 1, note, &s),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "not implemented"));
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* Renewal on the loop's clock keeps a short lease on every node; a loop
+ * that does not run past its lease has its loss reported. */
+static int lost_status;
+static void on_lost(dlock_hold *h, int status, void *ud)
+{
+    (void)h;
+    (void)ud;
+    lost_status = status;
+}
+
+static void test_renewal(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 900);
+    dlock_hold *h;
+    (void)state;
+    o.on_lost = on_lost;
+    h = take(l, "lr:r", &o, DLOCK_OK);
+    /* Three leases long: alive only if renewed. */
+    th_loop_run_for(&l, 1, 2700);
+    assert_int_equal(dlock_hold_status(h), DLOCK_OK);
+    assert_int_equal(holders("dlock:{lr:r}"), 3);
+    release(l, h);
+    lost_status = 0;
+    h = take(l, "lr:r2", &o, DLOCK_OK);
+    th_sleep_ms(1500); /* the loop stalls past the lease */
+    th_loop_run_for(&l, 1, 200);
+    assert_int_equal(lost_status, DLOCK_LOST);
+    assert_int_equal(dlock_hold_status(h), DLOCK_LOST);
+    {
+        seen s = {0};
+        assert_int_equal(dlock_loop_release(NULL, l, h, note, &s), DLOCK_OK);
+        run1(l, &s.done);
+        assert_int_equal(s.status, DLOCK_LOST);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* A cancel mid-wait completes CANCELED and leaves nothing; a cancel
+ * right after the start (its attempt out on every node) gives back what
+ * the attempt may have taken: another loop's waiter gets the name long
+ * before the cancelled one's lease would have run out. */
+static void test_cancel(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire lo = th_loop_opts(c, 0, LONG_LEASE_MS);
+    dlock_hold *h;
+    dlock_op *op = NULL;
+    seen w = {0}, x = {0};
+    (void)state;
+    h = take(l, "lr:c", &lo, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(&op, l2, "lr:c", &o, note, &w), DLOCK_OK);
+    th_loop_run_for(&l2, 1, 300);
+    assert_int_equal(w.done, 0);
+    dlock_op_cancel(op);
+    assert_int_equal(w.done, 1);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    release(l, h);
+    assert_int_equal(holders("dlock:{lr:c}"), 0);
+
+    /* Mid-attempt: warm the connections, then start and cancel. */
+    h = take(l2, "lr:c-warm", &lo, DLOCK_OK);
+    release(l2, h);
+    memset(&w, 0, sizeof w);
+    assert_int_equal(dlock_loop_lock(&op, l2, "lr:c2", &lo, note, &w),
+                     DLOCK_OK);
+    dlock_op_cancel(op);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lr:c2", &o, note, &x), DLOCK_OK);
+    run1(l, &x.done);
+    assert_int_equal(x.status, DLOCK_OK);
+    release(l, x.hold);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* Two waiters (two loops) for a name held by a third; one server is
+ * killed under them; the holder releases (at the majority left) and the
+ * waiters get it in turn, each at the majority of the two left. */
+static void test_killed_under_waiters(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *ls[3] = {new_loop(c), new_loop(c), new_loop(c)};
+    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
+    dlock_loop_acquire t = th_loop_opts(c, 0, 30000);
+    dlock_hold *h;
+    seen a = {0}, b = {0};
+    int first_a;
+    int64_t end;
+    (void)state;
+    h = take(ls[0], "lr:k", &t, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "lr:k", &o, note, &a),
+                     DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, ls[2], "lr:k", &o, note, &b),
+                     DLOCK_OK);
+    th_loop_run_for(ls, 3, 300);
+    assert_int_equal(a.done + b.done, 0);
+    th_server_kill9(&srv[2]);
+    th_loop_run_for(ls, 3, 300);
+    assert_int_equal(a.done + b.done, 0);
+    release(ls[0], h);
+    end = th_now_ms() + LIVE_MS;
+    while (a.done + b.done == 0 && th_now_ms() < end)
+        th_loop_run_for(ls, 3, 20);
+    assert_int_equal(a.done + b.done, 1);
+    first_a = a.done;
+    assert_int_equal((first_a ? &a : &b)->status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:k}") +
+                         th_cmd_int(&srv[1], "EXISTS dlock:{lr:k}"),
+                     2);
+    release(first_a ? ls[1] : ls[2], (first_a ? &a : &b)->hold);
+    end = th_now_ms() + LIVE_MS;
+    while (a.done + b.done < 2 && th_now_ms() < end)
+        th_loop_run_for(ls, 3, 20);
+    assert_int_equal(a.done + b.done, 2);
+    assert_int_equal((first_a ? &b : &a)->status, DLOCK_OK);
+    release(first_a ? ls[2] : ls[1], (first_a ? &b : &a)->hold);
+    assert_int_equal(th_server_restart(&srv[2]), 0);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_loop_free(ls[2]);
+    dlock_client_free(c);
+}
+
+/* Readers share a name over Redlock, a writer's try is then BUSY;
+ * several locks at once, each held on every node. */
+static void test_readers_and_all(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    const char *names[3] = {"lr:all-a", "lr:all-b", "lr:all-c"};
+    seen r1 = {0}, r2 = {0}, all = {0};
+    int i;
+    (void)state;
+    assert_int_equal(dlock_loop_read_acquire(NULL, l, "lr:rw", &o, note, &r1),
+                     DLOCK_OK);
+    assert_int_equal(dlock_loop_read_acquire(NULL, l2, "lr:rw", &o, note, &r2),
+                     DLOCK_OK);
+    run1(l, &r1.done);
+    run1(l2, &r2.done);
+    assert_int_equal(r1.status, DLOCK_OK);
+    assert_int_equal(r2.status, DLOCK_OK);
+    assert_null(take(l2, "lr:rw", &o, DLOCK_BUSY));
+    release(l, r1.hold);
+    release(l2, r2.hold);
+    assert_int_equal(take(l2, "lr:rw", &o, DLOCK_OK) != NULL, 1);
+
+    assert_int_equal(dlock_loop_lock_all(NULL, l, names, 3, &o, note, &all),
+                     DLOCK_OK);
+    run1(l, &all.done);
+    assert_int_equal(all.status, DLOCK_OK);
+    dlock_loop_free(l2); /* its hold of lr:rw runs out */
+    dlock_loop_free(l);
+    for (i = 0; i < 3; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "dlock:{%s}", names[i]);
+        assert_int_equal(holders(key), 3);
+    }
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_extend_release),
+        cmocka_unit_test(test_majority),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_readers_and_all),
+        cmocka_unit_test(test_renewal),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_killed_under_waiters),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,173 @@
+/*
+ * loop_sentinel.c - the event-loop API (include/dlock_loop.h) on a
+ * Sentinel client (a master, two replicas, three sentinels): the loop
+ * runs the engine and the attempt there (src/loop/multi_node.c).
+ * Acquire, extend and release on the master; renewal on the loop's
+ * clock; semaphore permits; a waiting op rides out SENTINEL FAILOVER and is granted on the
+ * promoted master once the holder's lease has run out.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "th_loop.h"
+#include "th_replication.h"
+#include "topology.h"
+#include "fixture_sentinel.h"
+
+/* Bounded waits (liveness, not timing). */
+#define LIVE_MS 60000
+
+/* A client of the deployment without a lock-delay (a grant on the
+ * promoted master is not held back). */
+static dlock_client *client(void)
+{
+    char err[256];
+    dlock_client *c = th_durable_client(surl, 0, 0, 0, err, sizeof err, NULL);
+    if (c == NULL)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+static dlock_loop *new_loop(dlock_client *c)
+{
+    dlock_loop *l = th_loop_new(c);
+    assert_non_null(l);
+    return l;
+}
+
+static dlock_loop_acquire opts(dlock_client *c, int64_t wait_ms,
+                               int64_t lease_ms, int renew)
+{
+    dlock_loop_acquire o = th_loop_opts(c, wait_ms, lease_ms);
+    o.renew = renew;
+    return o;
+}
+
+/* Does the current master hold a key for lock NAME? */
+static long long master_has(const char *name)
+{
+    int p = th_sentinel_master_port(&sent);
+    assert_true(p > 0);
+    return th_cmd_int(th_sentinel_node(&sent, p), "EXISTS dlock:{%s}", name);
+}
+
+static void test_acquire_extend_release(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 900, 1);
+    dlock_hold *h, *x;
+    th_seen e = {0};
+    int p;
+    (void)state;
+    assert_int_equal(th_loop_lock(l, "lsn:a", &o, &h), DLOCK_OK);
+    assert_true(dlock_hold_token(h) > 0);
+    assert_int_equal(master_has("lsn:a"), 1);
+    assert_int_equal(th_loop_lock(l2, "lsn:a", &o, &x), DLOCK_BUSY);
+    /* Renewed on the loop's clock: alive after three leases. */
+    th_loop_run_for(&l, 1, 2700);
+    assert_int_equal(dlock_hold_status(h), DLOCK_OK);
+    assert_int_equal(master_has("lsn:a"), 1);
+    assert_int_equal(dlock_loop_extend(NULL, l, h, 60000, th_note, &e),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &e.done), 0);
+    assert_int_equal(e.status, DLOCK_OK);
+    p = th_sentinel_master_port(&sent);
+    assert_true(th_cmd_int(th_sentinel_node(&sent, p), "PTTL dlock:{lsn:a}") >
+                30000);
+    assert_int_equal(th_loop_release(l, h), DLOCK_OK);
+    assert_int_equal(master_has("lsn:a"), 0);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* A waiter (wait_ms LIVE) for a name held without renewal; the master
+ * is failed over while it waits; it is granted on the new master. */
+static void test_failover_under_waiter(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire hold = opts(c, 0, 4000, 0);
+    dlock_loop_acquire wait = opts(c, LIVE_MS, 30000, 1);
+    dlock_hold *h;
+    th_seen w = {0};
+    int old, now;
+    int64_t end;
+    (void)state;
+    assert_int_equal(th_loop_lock(l, "lsn:f", &hold, &h), DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, l2, "lsn:f", &wait, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(&l2, 1, 300);
+    assert_int_equal(w.done, 0);
+    old = th_sentinel_master_port(&sent);
+    now = th_sentinel_failover(&sent);
+    assert_true(now > 0 && now != old);
+    end = th_now_ms() + LIVE_MS;
+    while (!w.done && th_now_ms() < end)
+        th_loop_run_for(&l2, 1, 50);
+    if (w.status != DLOCK_OK)
+        fprintf(stderr, "waiter: %d (%s)\n", w.status, w.err);
+    assert_int_equal(w.done, 1);
+    assert_int_equal(w.status, DLOCK_OK);
+    assert_int_equal(th_sentinel_master_port(&sent), now);
+    assert_int_equal(master_has("lsn:f"), 1);
+    assert_int_equal(th_loop_release(l2, w.hold), DLOCK_OK);
+    assert_int_equal(master_has("lsn:f"), 0);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* Permits of a semaphore through the loop on Sentinel: LIMIT of them,
+ * then BUSY; one released makes room again. */
+static void test_permits(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 30000, 1);
+    th_seen p[3] = {{0}, {0}, {0}};
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &o, th_note, &p[i]),
+            DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &p[i].done), 0);
+    }
+    assert_int_equal(p[0].status, DLOCK_OK);
+    assert_int_equal(p[1].status, DLOCK_OK);
+    assert_int_equal(p[2].status, DLOCK_BUSY);
+    assert_int_equal(th_loop_release(l, p[0].hold), DLOCK_OK);
+    memset(&p[2], 0, sizeof p[2]);
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &o, th_note, &p[2]),
+        DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &p[2].done), 0);
+    assert_int_equal(p[2].status, DLOCK_OK);
+    assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(l, p[2].hold), DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_extend_release),
+        cmocka_unit_test(test_permits),
+        cmocka_unit_test(test_failover_under_waiter),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
