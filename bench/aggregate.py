@@ -834,15 +834,20 @@ def main():
         v = nr.get("redis_commands_per_cycle")
         target("W1 fair without fence retention <= 6 Redis commands/cycle",
                v, v is not None and v <= 6)
+    # Keyed "none"/"default" for locks (as before), "<kind>_none" /
+    # "<kind>_default" for permits and readers.
     results["memory"] = {
-        ("none" if d["fence_retention_ms"] == 0 else "default"):
+        (("" if d.get("kind", "lock") == "lock" else d["kind"] + "_") +
+         ("none" if d["fence_retention_ms"] == 0 else "default")):
         {k: v for k, v in d.items() if k != "label"}
         for d in runs.values() if d.get("mode") == "memory"}
-    none = results["memory"].get("none")
-    if none:
-        target("memory: %d names without fence retention, used_memory "
-               "back within 5 MB" % none["names"], none["delta_mb"],
-               abs(none["delta_mb"]) <= 5.0)
+    for key, what in (("none", "names"), ("permit_none", "semaphores"),
+                      ("reader_none", "read-write locks (a reader each)")):
+        none = results["memory"].get(key)
+        if none:
+            target("memory: %d %s without fence retention, used_memory "
+                   "back within 5 MB" % (none["names"], what),
+                   none["delta_mb"], abs(none["delta_mb"]) <= 5.0)
     results["targets_issue18"] = targets18
     pyb, targets32 = python_binding(runs, rounds)
     if pyb:

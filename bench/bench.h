@@ -52,6 +52,9 @@ struct conf {
     /* The clients' fence_retention_ms (--fence-retention); -1: the
      * library's default. */
     int64_t fence_retention_ms;
+    /* memory.c: what each name is (--kind): "lock" (default), "permit"
+     * (a semaphore's, limit 2) or "reader" (a read-write lock's). */
+    const char *kind;
 };
 
 /* Redis-side totals, summed over the servers (see redis_stats()). */

@@ -42,6 +42,7 @@
  *       See keys.c.
  *
  *   dlock_bench memory -s URL [-k NAMES] [-p THREADS] [--fence-retention MS]
+ *                      [--kind lock|permit|reader]
  *       Redis's used_memory before and after NAMES distinct names were
  *       each acquired and released once. See memory.c.
  *   dlock_bench holds -s URL [-k HOLDS] [-n CYCLES]
@@ -541,6 +542,7 @@ static void usage(void)
             "[-t seconds] [-S ...]\n"
             "       dlock_bench holds -s URL [-k holds] [-n cycles]\n"
             "       dlock_bench memory -s URL [-k names] [-p threads]\n"
+            "                          [--kind lock|permit|reader]\n"
             "       (any mode) [--fence-retention MS]\n"
             "       (any mode) [-r RAW_URL] [--wait-replicas N]\n");
     exit(1);
@@ -561,6 +563,7 @@ int main(int argc, char **argv)
     cf.writer_wait_ms = WAIT_MS;
     cf.nkeys = 1000;
     cf.fence_retention_ms = -1;
+    cf.kind = "lock";
     if (argc < 2)
         usage();
     cf.mode = argv[1];
@@ -621,6 +624,10 @@ int main(int argc, char **argv)
             cf.nkeys = atol(v);
         else if (strcmp(a, "--fence-retention") == 0)
             cf.fence_retention_ms = atoll(v);
+        else if (strcmp(a, "--kind") == 0 &&
+                 (strcmp(v, "lock") == 0 || strcmp(v, "permit") == 0 ||
+                  strcmp(v, "reader") == 0))
+            cf.kind = v;
         else
             usage();
     }

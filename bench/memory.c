@@ -4,7 +4,7 @@
  * its fence hash for 7 to 14 days).
  *
  *   dlock_bench memory -s URL [-k NAMES] [-p THREADS]
- *                      [--fence-retention MS]
+ *                      [--fence-retention MS] [--kind lock|permit|reader]
  *
  * THREADS threads (one client each) acquire and release NAMES distinct
  * names once each (names of this run only: bench:mem:<pid>:<i>), with the
@@ -12,7 +12,8 @@
  * and key count (INFO memory, DBSIZE) are read before and after, once
  * every lease is over (each name was released, so at once). Prints
  * bytes_per_name = (used_memory after - before) / NAMES and the
- * difference in MB.
+ * difference in MB. --kind: each name a plain lock (default), a
+ * semaphore's permit (limit 2) or a read-write lock's reader.
  */
 #include "bench.h"
 
@@ -35,10 +36,20 @@ static void *mem_work(void *arg)
     dlock_client *c = make_client(w->cf);
     char name[96];
     long i;
+    dlock_acquire_options o;
+    int permit = strcmp(w->cf->kind, "permit") == 0;
+    int reader = strcmp(w->cf->kind, "reader") == 0;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = 0;
+    o.lease_ms = LEASE_MS;
     for (i = w->from; i < w->to; i++) {
         dlock_lock *l;
+        int rc;
         snprintf(name, sizeof name, "bench:mem:%ld:%ld", (long)getpid(), i);
-        if (dlock_lock_acquire(&l, c, name, 0, LEASE_MS) != DLOCK_OK)
+        rc = permit   ? dlock_sem_acquire(&l, c, name, 2, &o)
+             : reader ? dlock_rw_acquire_shared(&l, c, name, 0, &o)
+                      : dlock_lock_acquire(&l, c, name, 0, LEASE_MS);
+        if (rc != DLOCK_OK)
             die("acquire %s: %s", name, dlock_errmsg(c));
         if (dlock_lock_release(l) != DLOCK_OK)
             die("release %s: %s", name, dlock_errmsg(c));
@@ -84,13 +95,14 @@ int run_memory(const struct conf *cf)
     for (i = 0; i < cf->procs; i++)
         pthread_join(w[i].tid, NULL);
     mem_read(r, &used1, &keys1);
-    printf("{\"mode\":\"memory\",\"floor\":false,\"names\":%ld,"
+    printf("{\"mode\":\"memory\",\"floor\":false,\"kind\":\"%s\","
+           "\"names\":%ld,"
            "\"fence_retention_ms\":%lld,\"threads\":%d,"
            "\"seconds\":%.1f,\"used_memory_before\":%lld,"
            "\"used_memory_after\":%lld,\"keys_before\":%lld,"
            "\"keys_after\":%lld,\"delta_mb\":%.2f,"
            "\"bytes_per_name\":%.1f}\n",
-           cf->nkeys,
+           cf->kind, cf->nkeys,
            (long long)(cf->fence_retention_ms < 0 ? 604800000LL
                                                   : cf->fence_retention_ms),
            cf->procs, (double)(now_ns() - t0) / 1e9, used0, used1, keys0, keys1,

@@ -359,10 +359,13 @@ typedef struct dlock_options {
      * held, and tokens of later holds are still above it as long as the
      * server's clock does not step back (docs/design.md, "Fence
      * retention"). Otherwise 1000 ms to 10 years. Applies to plain locks
-     * (and writers) of one server or a Cluster, and to elections (a
+     * (and writers) of one server or a Cluster, to elections (a
      * resignation also deletes the leader hash <prefix>:{<name>}:l; a
-     * leader that died leaves it for 7 days); semaphores, readers and a
-     * client of several servers (Redlock) keep 7 days when it is 0. */
+     * leader that died leaves it for 7 days), to semaphores and to
+     * readers (with 0 the release that leaves the name free and
+     * unqueued deletes its keys; a holder that died leaves them for 7
+     * days); a client of several servers (Redlock) keeps 7 days when it
+     * is 0. */
     int64_t fence_retention_ms;
 } dlock_options;
 

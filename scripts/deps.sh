@@ -31,7 +31,8 @@ packages=(
     manpages manpages-dev
     nftables iproute2
     file
-    python3-pytest python3-pip python3-setuptools python3-wheel
+    python3-pytest python3-pytest-asyncio python3-pip python3-setuptools
+    python3-wheel
 )
 # bench/run's peers: redis-py's Lock (Debian's python3-redis, for
 # /usr/bin/python3) and node-redlock, whose node_modules bench/run installs

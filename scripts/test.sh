@@ -213,7 +213,7 @@ python_check() {
         --no-index --no-build-isolation --target "$t/site" \
         "$root/bindings/python" >"$t/pip.log" 2>&1 ||
         ! (cd "$t" && DLOCK_LIBRARY=$lib PYTHONPATH=$t/site \
-            /usr/bin/python3 -c 'import dlock.redis_compat, dlock
+            /usr/bin/python3 -c 'import dlock.redis_compat, dlock.aio, dlock
 print("python: installed", dlock.__file__, dlock.library_version())'); then
         echo "python: the install command failed"
         cat "$t/pip.log"

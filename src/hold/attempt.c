@@ -37,12 +37,12 @@ struct dlock__attempt_state {
     dlock__ask ask;
     uint64_t ticket;
     int phase;
-    int rc;          /* the status so far (the final one at P_DONE) */
-    dlock__call *k;  /* the phase's call, NULL between phases */
-    dlock__cmdbuf b; /* its command */
-    char relid[64];  /* an undo's request id */
-    dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__conn *pins[DLOCK_MAX_SERVERS];
+    int rc;             /* the status so far (the final one at P_DONE) */
+    dlock__call *k;     /* the phase's call, NULL between phases */
+    dlock__cmdbuf b;    /* its command */
+    char relid[64];     /* an undo's request id */
+    dlock__result *res; /* one per node (after the struct) */
+    dlock__conn **pins; /* the same */
     dlock__tally t;
     dlock__verdict v;
     dlock__got g;
@@ -122,7 +122,7 @@ static void send_acquire(attempt *a, uint64_t mask)
     /* A node still out (given up on, or no answer by the deadline) keeps
      * its connection pinned to this hold, so that the hold's next request
      * there (its release, an undo, a reentry) comes after it. */
-    memset(a->pins, 0, sizeof a->pins);
+    memset(a->pins, 0, (size_t)c->ns.n * sizeof *a->pins);
     if (h->pins != NULL) {
         memcpy(a->pins, h->pins, (size_t)c->ns.n * sizeof *a->pins);
         free(h->pins);
@@ -417,12 +417,18 @@ int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,
                          dlock__held *h, const dlock__want *w, dlock__ask ask,
                          uint64_t ticket)
 {
-    attempt *a = calloc(1, sizeof *a);
+    /* The results and pins of the node set's nodes (a cluster's call has
+     * one result), not of DLOCK_MAX_SERVERS: many attempts may be in
+     * flight on a loop. */
+    size_t n = c->ns.n > 1 ? (size_t)c->ns.n : 1;
+    attempt *a = calloc(1, sizeof *a + n * (sizeof *a->res + sizeof *a->pins));
     char *prev;
     uint64_t mask;
     *out = a;
     if (a == NULL)
         return DLOCK_ENOMEM;
+    a->res = (dlock__result *)(a + 1);
+    a->pins = (dlock__conn **)(a->res + n);
     a->c = c;
     a->h = h;
     a->w = *w;

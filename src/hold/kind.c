@@ -40,13 +40,15 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     int64_t hint = token_hint(c);
     int queue = ask == DLOCK__ASK_FIFO, waiting = ask == DLOCK__ASK_WAIT;
     int fair = queue || ask == DLOCK__ASK_TRY_FAIR;
+    /* Without fence retention the mode says so ("a" to "c"). */
+    const char *modes = dlock__fence_retention(c) == 0 ? "abc" : "012";
     dlock__cmd_begin(b, DLOCK__S_ACQUIRE);
     dlock__lock_keys(b, &h->k, queue ? 4 : fair ? 3 : 2);
     dlock__cmd_arg(b, h->owner, strlen(h->owner));
     dlock__cmd_arg_i64(b, w->lease_ms);
     dlock__cmd_arg_i64(b, h->depth);
-    if (fair || hint != 0 || waiting)
-        dlock__cmd_arg(b, queue ? "2" : fair ? "1" : "0", 1);
+    if (fair || hint != 0 || waiting || modes[0] == 'a')
+        dlock__cmd_arg(b, &modes[queue ? 2 : fair ? 1 : 0], 1);
     if (hint != 0 || queue || waiting)
         dlock__cmd_arg_i64(b, hint);
     if (waiting) {
@@ -147,10 +149,8 @@ static void lock_leave(dlock_client *c, dlock__held *h)
 static void permit_leave(dlock_client *c, dlock__held *h)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__release r = {.owner = h->owner};
     dlock__cmdbuf b;
-    dlock__permit_release_cmd(&b, c, &h->k, &r);
-    dlock__cmd_arg(&b, "1", 1); /* and leave the queue */
+    dlock__permit_leave_cmd(&b, c, &h->k, h->owner);
     h->attempt_end_ms = dlock__now_ms() + c->opts.command_timeout_ms;
     dlock__run(c, 1, &b.cmd, dlock__deadline_by(c, 0, h->attempt_end_ms), res);
     dlock__results_clear(res, c->ns.n);

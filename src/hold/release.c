@@ -51,25 +51,46 @@ void dlock__lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     }
 }
 
+/* sem_release.lua for OWNER, leaving the queue too when leave is set;
+ * without fence retention it deletes a semaphore left free and unqueued
+ * (ARGV[7] '0'). */
+static void permit_release_args(dlock__cmdbuf *b, const dlock_client *c,
+                                const dlock__keys *k, const char *owner,
+                                int leave)
+{
+    int none = dlock__fence_retention(c) == 0;
+    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
+    dlock__lock_keys(b, k, 4);
+    dlock__cmd_arg(b, owner, strlen(owner));
+    dlock__cmd_arg(b, k->chan, k->chanlen);
+    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
+    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
+    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    if (leave || none)
+        dlock__cmd_arg(b, leave ? "1" : "0", 1);
+    if (none)
+        dlock__cmd_arg(b, "0", 1);
+}
+
 /* sem_release.lua: the freed permit goes to the first live waiter,
  * handed over in FIFO mode, else woken. */
 void dlock__permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__keys *k, const dlock__release *r)
 {
-    dlock__cmd_begin(b, DLOCK__S_SEM_RELEASE);
-    dlock__lock_keys(b, k, 4);
-    dlock__cmd_arg(b, r->owner, strlen(r->owner));
-    dlock__cmd_arg(b, k->chan, k->chanlen);
-    dlock__cmd_arg_i64(b, DLOCK__FAIR_HANDOFF_MS);
-    dlock__cmd_arg(b, c->opts.wait_strategy == DLOCK_WAIT_FAIR ? "1" : "0", 1);
-    dlock__cmd_arg_i64(b, DLOCK__FENCE_RETENTION_MS);
+    permit_release_args(b, c, k, r->owner, 0);
+}
+
+/* See release.h. */
+void dlock__permit_leave_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__keys *k, const char *owner)
+{
+    permit_release_args(b, c, k, owner, 1);
 }
 
 /* rw_release.lua (the last reader out wakes a fair writer: the queue). */
 void dlock__reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__keys *k, const dlock__release *r)
 {
-    (void)c;
     dlock__cmd_begin(b, DLOCK__S_RW_RELEASE);
     dlock__cmd_key(b, k->key, k->keylen);
     dlock__cmd_key(b, k->fkey, k->fkeylen);
@@ -78,6 +99,8 @@ void dlock__reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_arg(b, r->owner, strlen(r->owner));
     dlock__cmd_arg(b, k->chan, k->chanlen);
     dlock__cmd_arg(b, r->relid, r->relidlen);
+    if (dlock__fence_retention(c) == 0) /* the last reader deletes all */
+        dlock__cmd_arg(b, "0", 1);
 }
 
 /* See release.h. */

@@ -43,6 +43,12 @@ void dlock__permit_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 void dlock__reader_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                                const dlock__keys *k, const dlock__release *r);
 
+/* sem_release.lua for a semaphore's waiter that gives up (OWNER): it
+ * leaves the queue, and a permit handed to it meanwhile is released and
+ * passed on. */
+void dlock__permit_leave_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__keys *k, const char *owner);
+
 /* The release command of r on keys k, by k's kind (one of the three). */
 void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__keys *k, const dlock__release *r);

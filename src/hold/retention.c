@@ -1,9 +1,10 @@
 /*
  * retention.c - the fence retention a client asks for (the option
  * fence_retention_ms), as the scripts are told it: acquire.lua's ARGV[9],
- * sent only when it is not the default (the hot path's command stays
- * short), release.lua's ARGV[6], and the retention of a fence hash that
- * must exist (a Redlock fencing round). Redlock keeps the default for 0.
+ * sent only when it is neither the default nor 0 (0 is in the mode, "a"
+ * to "c": the hot path's command stays short), release.lua's ARGV[6],
+ * and the retention of a fence hash that must exist (a Redlock fencing
+ * round). Redlock keeps the default for 0.
  * See docs/design.md, "Fence retention".
  */
 #include "hold/core.h"
@@ -33,8 +34,8 @@ void dlock__acquire_retention_args(dlock__cmdbuf *b, const dlock_client *c)
     static const char *const none[] = {"0", "0", "0", "0", "0"};
     int have = b->cmd.nargs - 3; /* of ARGV[4..8] */
     int64_t keep = dlock__fence_retention(c);
-    if (keep == DLOCK__FENCE_RETENTION_MS)
-        return;
+    if (keep == DLOCK__FENCE_RETENTION_MS || keep == 0)
+        return; /* 0: the mode says it ("a" to "c", kind.c) */
     for (; have < 5; have++)
         dlock__cmd_arg(b, none[have], 1);
     dlock__cmd_arg_i64(b, keep);

@@ -24,8 +24,9 @@ int64_t dlock__fence_keep_ms(const dlock_client *c);
 int64_t dlock__fence_retention(const dlock_client *c);
 
 /* Append acquire.lua's ARGV[9] (the fence retention) to b, an acquire
- * command built so far, when the client's retention is not the default,
- * with the placeholders of the ARGV[4..8] it left off. */
+ * command built so far, when the client's retention is neither the
+ * default nor 0 (which the mode carries), with the placeholders of the
+ * ARGV[4..8] it left off. */
 void dlock__acquire_retention_args(dlock__cmdbuf *b, const dlock_client *c);
 
 #endif /* DLOCK_HOLD_RETENTION_H */

@@ -370,6 +370,16 @@ static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
     return rc;
 }
 
+/* Queue a SUBSCRIBE of channel s on the open subscriber connection (its
+ * state becomes 1, asked; left 0 when out of memory). */
+static void sub_one(dlock_loop *l, lsub *s)
+{
+    const char *argv[2] = {"SUBSCRIBE", s->chan};
+    size_t lens[2] = {9, s->len};
+    if (dlock__conn_append_argv(l->sub.conn, 2, argv, lens) == DLOCK_OK)
+        s->state = 1;
+}
+
 /* Subscriber: (re)subscribe every channel not subscribed yet. */
 static void sub_flush(dlock_loop *l)
 {
@@ -377,13 +387,8 @@ static void sub_flush(dlock_loop *l)
     lsub *s;
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
-            if (s->state == 0 && s->refs > 0) {
-                const char *argv[2] = {"SUBSCRIBE", s->chan};
-                size_t lens[2] = {9, s->len};
-                if (dlock__conn_append_argv(l->sub.conn, 2, argv, lens) ==
-                    DLOCK_OK)
-                    s->state = 1;
-            }
+            if (s->state == 0 && s->refs > 0)
+                sub_one(l, s);
 }
 
 /* The subscriber failed: every channel is unsubscribed; waiters retry. */
@@ -579,7 +584,10 @@ lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len)
     if (s->refs++ == 0) {
         l->subcount++;
         if (l->sub.conn != NULL) {
-            sub_flush(l);
+            /* This channel only: a walk of every channel per new one made
+             * N waiters cost N^2 (10,000 stalled the loop for seconds). */
+            if (s->state == 0)
+                sub_one(l, s);
             reg(l, &l->sub);
         } else {
             dloop__signal(l);

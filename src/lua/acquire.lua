@@ -17,7 +17,9 @@
 -- ARGV[4]  mode (default "0"): "0" plain (ignores the queue), "1" fair try
 --          (busy while anyone is queued; does not join), "2" fair queue
 --          (joins the queue, or refreshes its place, when the lock cannot
---          be had; takes a free lock when first among the live waiters)
+--          be had; takes a free lock when first among the live waiters);
+--          "a", "b", "c": the same without fence retention (as ARGV[9]
+--          "0", which is then not sent)
 -- ARGV[5]  (optional) a token the client proposes (Redlock: the same on
 --          every node, so that nodes agree; 0 for none). It can only raise
 --          a token.
@@ -29,7 +31,8 @@
 --          "1" send ARGV[4..8] only then), so readers holding the lock are
 --          to let no new reader in
 -- ARGV[9]  (optional) the fence retention in ms, sent (with ARGV[4..8])
---          only when it is not the default 7 days; "0": none, the token
+--          only when it is neither the default 7 days nor 0 (modes "a",
+--          "b", "c" say 0); "0" (as those modes): none, the token
 --          of a hold is kept in the lock hash's field '#t' instead of the
 --          fence hash (grant.luainc), and release.lua deletes the fence
 --          hash with the lock unless a token was on record at the grant
@@ -62,6 +65,22 @@
 -- its own mark, which rw_leave.lua removes when the writer gives up; a
 -- hash left holding only marks is free for a writer.
 --
+-- The queue's mark: a queued waiter's attempt (mode "2") that finds a
+-- writer's hold sets its field '#q' = '1', and so do a hand-over
+-- (release.lua) and a grant that may have waiters behind it (a plain
+-- acquire's, which does not read the queue, and one taken from the head
+-- of the queue); with fence retention release.lua looks at the queue
+-- only for a hold so marked (without, the fence hash's existence tells
+-- it: see ARGV[9]).
+--
+-- Listeners: a plain try (mode "0": a notify waiter's attempts too) that
+-- finds a writer's hold sets its field '#l' = '1'; release.lua announces
+-- a release ('r ID' on the lock's channel) only for a hold so marked, so
+-- an uncontended cycle publishes nothing. A waiter subscribes before its
+-- next attempt, and that attempt marks whatever hold it finds, so a
+-- release between the mark and the subscription is seen by the attempt
+-- and a later one is heard.
+--
 -- Returns
 --   {1, token, depth}  acquired; depth = the owner's reentry count now (also
 --                      when a fair handoff is found: this confirms it, the
@@ -84,18 +103,32 @@
 -- and above every token issued before by any node whose clock was not ahead
 -- of this one's (a promoted replica that missed the last increments, or a
 -- fence hash that expired).
--- Without fence retention (ARGV[9] '0'), the common case first: a
+-- Without fence retention (modes "a" to "c"), the common case first: a
 -- fresh acquire of a free name with nothing beside it (no queue, no
 -- fence hash: while anyone is queued the fence hash exists, see the
 -- mark below) takes the lock with the server's time as its token, in
 -- four calls. (Not for a queued waiter's attempt, mode 2: it found the
 -- lock busy before, and rarely finds it free now.)
-if ARGV[9] == '0' and ARGV[3] == '0' and ARGV[4] ~= '2' and
+-- The mode, and whether the fence hash is kept: modes "a", "b", "c" are
+-- "0", "1", "2" without fence retention (one argument, where the "0" of
+-- ARGV[9] took six: every argument costs Redis about 1k instructions a
+-- call, docs/benchmarks.md).
+local mode = ARGV[4] or '0'
+local none = ARGV[9] == '0'
+if mode > '9' then
+    none = true
+    mode = mode == 'a' and '0' or mode == 'b' and '1' or '2'
+end
+-- Whether a grant marks its hold '#q' (release.lua then looks at the
+-- queue): set below where waiters may be queued.
+local qm = false
+if none and ARGV[3] == '0' and mode ~= '2' and
     redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
     local tm = redis.call('TIME')
     local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
     local hint = ARGV[5]
-    if hint ~= '0' and (#hint > #tok or (#hint == #tok and hint > tok)) then
+    if hint and hint ~= '0' and
+        (#hint > #tok or (#hint == #tok and hint > tok)) then
         tok = hint
     end
     redis.call('HSET', KEYS[1], ARGV[1], '1', '#t', tok)
@@ -105,7 +138,7 @@ end
 -- The common case first, before anything else is set up: a fresh fair
 -- try of a free lock nobody queues for (one EXISTS of lock and queue).
 -- (Without retention the one above has looked already.)
-if ARGV[3] == '0' and ARGV[4] == '1' and ARGV[9] ~= '0' and
+if ARGV[3] == '0' and mode == '1' and not none and
     redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
     local tm = redis.call('TIME')
 --@include grant.luainc
@@ -113,7 +146,6 @@ end
 
 local owner = ARGV[1]
 local expect = ARGV[3]
-local mode = ARGV[4] or '0'
 local t
 
 local function now()
@@ -134,16 +166,20 @@ local pttl = redis.call('PTTL', KEYS[1])
 -- The fields the rest needs, in one call: this owner's count, a waiting
 -- writer's mark, readers, the hold's token when it is kept in the lock
 -- hash (absent fields are false).
-local cur, readers, wmark, held_tok = 0, false, false, false
+local cur, readers, wmark, held_tok, lmark, qmark = 0, false, false, false,
+                                                    false, false
 if pttl ~= -2 then
-    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t')
+    local f = redis.call('HMGET', KEYS[1], owner, '#w', '#r', '#t', '#l', '#q')
     cur = f[1] and tonumber(f[1]) or 0
-    wmark, readers, held_tok = f[2], f[3], f[4]
+    wmark, readers, held_tok, lmark, qmark = f[2], f[3], f[4], f[5], f[6]
     if expect == '0' and f[2] and not readers then
-        -- Only waiting writers' marks ('#w', '#w:<owner>'): free.
+        -- Only marks (waiting writers' '#w', '#w:<owner>', and a
+        -- listener's '#l' or a queue's '#q' beside them): free. (A
+        -- hold's '#l' and '#q' go with it: release deletes the hash,
+        -- rw_downgrade.lua and rw_release.lua the marks.)
         local only = true
         for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
-            if string.sub(k, 1, 2) ~= '#w' then
+            if string.sub(k, 1, 2) ~= '#w' and k ~= '#l' and k ~= '#q' then
                 only = false
                 break
             end
@@ -156,6 +192,9 @@ if pttl ~= -2 then
 end
 if expect == '0' and pttl == -2 and
     (mode == '0' or redis.call('EXISTS', KEYS[3]) == 0) then
+    -- A plain acquire does not see the queue (it has no key of it):
+    -- its hold is marked, so that its release looks.
+    qm = mode == '0'
     return grant()
 end
 
@@ -214,6 +253,25 @@ end
 -- '#w' for readers, '#w:<owner>' its own, which it takes away when it
 -- gives up (rw_leave.lua).
 local function busy()
+    if mode == '0' and not readers and not lmark then
+        -- A plain try or a notify waiter's attempt may wait for the
+        -- release's announcement: mark the hold ('#l'), so that its
+        -- release publishes (an unmarked release announces nothing:
+        -- nobody listens). A waiter subscribes before its next attempt,
+        -- which marks again whatever hold it finds, so no release it
+        -- waits for goes unannounced. (Readers' holds are always
+        -- announced by their last release; queued waiters are served
+        -- through the queue.)
+        redis.call('HSET', KEYS[1], '#l', '1')
+    end
+    if mode == '2' and not readers and not qmark then
+        -- A queued waiter marks the hold, so that its release looks at
+        -- the queue (a release with retention that finds no mark does
+        -- not: nobody is queued). Without retention too: the hold may be
+        -- a client's with retention (one setting per name is the advice,
+        -- but a deployment switching to 0 mixes them for a while).
+        redis.call('HSET', KEYS[1], '#q', '1')
+    end
     if (ARGV[8] == '1' or mode == '2') and readers then
         local bt = now()
         local bms = tonumber(bt[1]) * 1000 + math.floor(tonumber(bt[2]) / 1000)
@@ -256,6 +314,7 @@ if pttl == -2 then
             redis.call('ZREM', KEYS[3], owner)
             redis.call('ZREM', KEYS[4], owner)
         end
+        qm = true -- others may be queued behind
         return grant()
     end
 end
@@ -277,7 +336,7 @@ if mode == '2' then
     -- Without fence retention, a queue is never without the fence hash:
     -- its mark 'w' tells release.lua to look at the queue (a release
     -- that finds no fence hash skips it). One holding a token is there.
-    if ARGV[9] == '0' and not fence_n() and
+    if none and not fence_n() and
         redis.call('HSETNX', KEYS[2], 'w', '1') == 1 then
         redis.call('PEXPIRE', KEYS[2], '1209600000')
     end

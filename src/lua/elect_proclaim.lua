@@ -37,6 +37,9 @@ if not since then
     since = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
 redis.call('HSET', KEYS[2], 'o', ARGV[1], 'e', ARGV[2], 'v', ARGV[3], 's', since)
+-- Observers wait for the leader's release (a resignation): mark its hold
+-- so that release.lua announces it ('#l').
+redis.call('HSET', KEYS[1], '#l', '1')
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PUBLISH', ARGV[5], 'l ' .. ARGV[2])
 return 1

@@ -40,7 +40,12 @@
 -- ARGV[10] (with ARGV[9]) the waiter time-to-live in ms
 --
 -- Messages (PUBLISH, or SPUBLISH with ARGV[8] "1")
---   'r ID'              on ARGV[4]: released, nobody queued
+--   'r ID'              on ARGV[4]: released, nobody queued; only when
+--                       the hold carries the mark '#l' (a try or a
+--                       notify waiter found it busy, a reader waits for
+--                       it, an election's leader holds it: acquire.lua,
+--                       rw_acquire.lua, elect_proclaim.lua): nobody else
+--                       listens on ARGV[4]
 --   'h TOKEN OWNER'     on ARGV[4]:<OWNER's client id>: handed to OWNER
 --   'w ID OWNER'        on ARGV[4]:<OWNER's client id>: free, OWNER is first
 -- Only the process of the waiter named listens on ARGV[4]:<client id>.
@@ -61,6 +66,18 @@ local function announce(ch, msg)
     local r = redis.pcall(publish, ch, msg)
     if type(r) == 'table' and r.err then
         return 4
+    end
+    return 1
+end
+
+-- The lock is free and nobody queued: announce 'r ID' where the hold was
+-- marked ('#l': someone found it busy and may be waiting for this; see
+-- acquire.lua), else nothing (nobody listens: the announcement would only
+-- cost the server a PUBLISH).
+local heard
+local function released()
+    if heard then
+        return announce(ARGV[4], 'r ' .. ARGV[7])
     end
     return 1
 end
@@ -86,10 +103,11 @@ end
 
 -- The lock is free here: hand it to (or wake) the first live waiter, or
 -- announce the release. Returns 1 or 4, or 0 when nothing was announced
--- and quiet is set.
-local function pass_on(quiet)
+-- and quiet is set. unqueued: the hold was not marked '#q' (nobody
+-- queued for it): the queue is not looked at.
+local function pass_on(quiet, unqueued)
     local hand = ARGV[5] ~= '0'
-    while true do
+    while not unqueued do
         local head
         if hand then
             head = redis.call('ZPOPMIN', KEYS[3])[1]
@@ -128,10 +146,12 @@ local function pass_on(quiet)
             if #rt > #tok or (#rt == #tok and rt >= tok) then
                 tok = string.format('%d', tonumber(rt) + 1)
             end
+            -- '#q': others may be queued behind it.
             if ARGV[6] == '0' then
-                redis.call('HSET', KEYS[1], head, '1', '#t', tok, '#f', '1')
+                redis.call('HSET', KEYS[1], head, '1', '#t', tok, '#f', '1',
+                           '#q', '1')
             else
-                redis.call('HSET', KEYS[1], head, '1')
+                redis.call('HSET', KEYS[1], head, '1', '#q', '1')
             end
             redis.call('PEXPIRE', KEYS[1], hl)
             -- r: the last token released; a give-back's 0 is none.
@@ -162,7 +182,7 @@ local function pass_on(quiet)
     end
     if ARGV[6] == '0' then
         -- No retention: the fence hash is gone already, or must stay.
-        return announce(ARGV[4], 'r ' .. ARGV[7])
+        return released()
     end
     if (ARGV[3] ~= '0' or ARGV[5] == '0') and
         redis.call('HSET', KEYS[2], 'r', ARGV[3]) == 1 then
@@ -172,20 +192,17 @@ local function pass_on(quiet)
         args()
         redis.call('PEXPIRE', KEYS[2], 2 * retain)
     end
-    return announce(ARGV[4], 'r ' .. ARGV[7])
+    return released()
 end
 
--- (The counts compared as text first: both are plain decimals.) Without
--- retention also the lock hash's '#f': the hold was granted beside a
--- fence hash holding a token (a hand-over's record), which must then
--- stay (see the top).
-local cur, keepf
-if ARGV[6] == '0' then
-    local f = redis.call('HMGET', KEYS[1], owner, '#f')
-    cur, keepf = f[1] or '0', f[2]
-else
-    cur = redis.call('HGET', KEYS[1], owner) or '0'
-end
+-- (The counts compared as text first: both are plain decimals.) In the
+-- same call the marks: '#l', someone may listen for the release (above),
+-- '#q', someone may be queued (acquire.lua), and, without retention, '#f': the hold was granted beside a fence hash
+-- holding a token (a hand-over's record), which must then stay (see the
+-- top).
+local f = redis.call('HMGET', KEYS[1], owner, '#f', '#l', '#q')
+local cur, keepf = f[1] or '0', f[2]
+heard = f[3]
 if cur == ARGV[2] then
     if cur ~= '1' then
         redis.call('HINCRBY', KEYS[1], owner, -1)
@@ -196,7 +213,7 @@ if cur == ARGV[2] then
         -- there: nobody is queued (a queue always has one, acquire.lua),
         -- so only the announcement is left.
         if redis.call('DEL', KEYS[1], KEYS[2]) == 1 then
-            return announce(ARGV[4], 'r ' .. ARGV[7])
+            return released()
         end
         return pass_on(false)
     end
@@ -213,7 +230,9 @@ if cur == ARGV[2] then
             redis.call('PEXPIRE', KEYS[2], '1209600000') -- the queue's mark
         end
     end
-    return pass_on(false)
+    -- With retention, a hold nobody queued for ('#q', acquire.lua) has
+    -- no queue to look at.
+    return pass_on(false, ARGV[6] ~= '0' and ticket == 0 and not f[4])
 end
 cur = tonumber(cur)
 local expect = tonumber(ARGV[2])

@@ -45,7 +45,8 @@ for i = 1, #KEYS / 2 do
         if (f[2] and ge(f[2], tok)) or (f[3] and ge(f[3], tok)) then
             out[i] = 0
         else
-            redis.call('HSET', key, owner, depth)
+            -- '#q': waiters may be queued here (acquire.lua)
+            redis.call('HSET', key, owner, depth, '#q', '1')
             redis.call('PEXPIRE', key, lease)
             if not f[1] or not ge(f[1], tok) then
                 redis.call('HSET', fkey, 'n', tok)

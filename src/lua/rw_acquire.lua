@@ -71,9 +71,20 @@ if mine and tonumber(mine) > now then
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
-for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+local fields = redis.call('HKEYS', KEYS[1])
+for _, f in ipairs(fields) do
     if string.sub(f, 1, 1) ~= '#' then
-        return {0, pttl} -- a writer holds it
+        -- A writer holds it: mark its hold ('#l') so that its release
+        -- announces itself (release.lua publishes only for marked holds);
+        -- a waiting reader subscribes before its next attempt, which
+        -- marks again.
+        for _, g in ipairs(fields) do
+            if g == '#l' then
+                return {0, pttl}
+            end
+        end
+        redis.call('HSET', KEYS[1], '#l', '1')
+        return {0, pttl}
     end
 end
 local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')

@@ -33,9 +33,10 @@ if depth > 1 then
     return -1
 end
 -- The writer's field goes, and its token's ('#t', '#f', kept there
--- without fence retention: acquire.lua), or the hash would outlive the
--- readers.
-redis.call('HDEL', KEYS[1], owner, '#t', '#f')
+-- without fence retention: acquire.lua) and its marks ('#l', '#q':
+-- this script announces, the readers' last release wakes the queue), or
+-- the hash would outlive the readers.
+redis.call('HDEL', KEYS[1], owner, '#t', '#f', '#l', '#q')
 redis.call('HSET', KEYS[1], '#r', '1')
 redis.call('ZADD', KEYS[3], now + lease, owner)
 rw_cover(KEYS[1], KEYS[3], now)

@@ -11,6 +11,10 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  the lock's pub/sub channel
 -- ARGV[3]  an id of this release request ('r ID' is published)
+-- ARGV[4]  (optional) '0': no fence retention: the last reader out of a
+--          name nobody else holds, marks or queues for deletes the
+--          readers' zset and the fence hash (their tombstones and tokens
+--          too: a retried release then answers 0)
 --
 -- Returns
 --   1  released
@@ -44,7 +48,8 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
     -- The last reader: the lock is the writers'. A waiting writer's mark
     -- stays (acquire.lua takes a hash holding only the mark as free) so
     -- that readers woken by the same message do not get in first.
-    redis.call('HDEL', KEYS[1], '#r')
+    -- (With a writer's marks a downgrade of an earlier version left.)
+    redis.call('HDEL', KEYS[1], '#r', '#l', '#q')
     local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
     if mark <= now then
         rw_unmark(KEYS[1])
@@ -54,6 +59,9 @@ if redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf') == 0 t
     if head then
         redis.pcall('PUBLISH', ARGV[2] .. ':' .. string.sub(head, 1, 32),
                     'w ' .. ARGV[3] .. ' ' .. head)
+    elseif ARGV[4] == '0' and redis.call('EXISTS', KEYS[1]) == 0 then
+        -- Without retention, free and nobody waiting: nothing stays.
+        redis.call('DEL', KEYS[2], KEYS[3])
     end
 else
     rw_cover(KEYS[1], KEYS[3], now)

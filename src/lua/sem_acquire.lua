@@ -35,7 +35,9 @@
 --                   first holder's lease ends (-2: free permits are kept
 --                   for live waiters ahead in the FIFO queue)
 --   {0, pttl, n}    the same in modes 2, 3, with n = the last token
---                   granted: a handoff whose token is not above n was made
+--                   granted, never below the server's time in us (a
+--                   fence hash deleted without retention: sem_release.lua):
+--                   a handoff whose token is not above n was made
 --                   before this call (and has lapsed, or this call would
 --                   have confirmed it), so the waiter must not take it
 --   {-2, limit}     the semaphore exists with another limit: nothing done
@@ -189,7 +191,13 @@ end
 keep(0)
 local function busy(pttl)
     if mode == '2' or mode == '3' then
-        return {0, pttl, tonumber(redis.call('HGET', KEYS[2], 'n') or '0')}
+        -- Never below the server's time in us: a client without fence
+        -- retention deletes a free semaphore's fence hash (sem_release.lua),
+        -- and every token granted before this call is at most that time,
+        -- a handoff made after it above (as acquire.lua's waiter_floor).
+        local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
+        local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        return {0, pttl, n > us and n or us}
     end
     return {0, pttl}
 end

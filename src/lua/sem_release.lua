@@ -11,8 +11,13 @@
 -- ARGV[4]  '1': FIFO (hand the permit to the first live waiter), '0': wake
 --          the first live waiter ('h 0 OWNER') to try again
 -- ARGV[5]  how long the semaphore outlives its last use, ms
--- ARGV[6]  '1': the owner is a waiter giving up: it also leaves the queue
---          (a permit handed to it meanwhile is released and passed on)
+-- ARGV[6]  (optional) '1': the owner is a waiter giving up: it also
+--          leaves the queue (a permit handed to it meanwhile is released
+--          and passed on)
+-- ARGV[7]  (optional) '0': no fence retention: a semaphore left with no
+--          live holder and nobody queued is deleted (zset, fence hash,
+--          deadlines): a released and free name keeps nothing (no
+--          tombstone either: a retried release then answers 0)
 --
 -- Returns
 --   1  released (the permit is passed on as ARGV[4] says)
@@ -53,6 +58,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('%d', -now), '(0')
 -- Pass free permits on to live waiters, oldest first.
 local limit = tonumber(redis.call('ZSCORE', KEYS[1], '#') or '0')
 pass_permits(limit, now, t, ARGV[4], ARGV[2], ARGV[5])
+if ARGV[7] == '0' and
+    redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', now), '+inf') == 0 and
+    redis.call('LLEN', KEYS[3]) == 0 then
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
+end
 if released then
     return 1
 end

@@ -10,13 +10,13 @@
 #
 # The previous release's tool: $DLOCK_OLD_BIN when set; else, with
 # DLOCK_TEST_BUILD_OLD=1 and the repository's git history at hand, built
-# from commit $DLOCK_OLD_COMMIT (default de8c0e6) in this test's temp dir
+# from commit $DLOCK_OLD_COMMIT (default 34ce30b) in this test's temp dir
 # (a minute or two: not done by default); else the test is skipped with a
 # message. docs/design.md, "Clients of different versions", says what a
 # rolling upgrade does.
 . "$(dirname "$0")/common.bash"
 
-OLD_COMMIT=${DLOCK_OLD_COMMIT:-de8c0e6}
+OLD_COMMIT=${DLOCK_OLD_COMMIT:-34ce30b}
 OLD=${DLOCK_OLD_BIN:-}
 if [ -z "$OLD" ] && [ "${DLOCK_TEST_BUILD_OLD:-0}" = 1 ] &&
     git -C "$DLOCK_SRC" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
@@ -90,6 +90,33 @@ holder_then_try new old mv-c
 holder_then_try new0 old mv-d
 holder_then_try new0 new mv-e
 holder_then_try new new0 mv-f
+
+# A reader of one version waiting for a writer of the other (readers
+# wait by notification): it gets in only after the writer's command has
+# ended. A reader of the previous release does not mark the hold it
+# waits for ('#l'), so a writer of this one does not announce its
+# release to it: it gets in when the writer's lease would have run out
+# (4 s here) at the latest (docs/design.md, "Clients of different
+# versions").
+writer_then_reader() {
+    local writer=$1 reader=$2 name=$3
+    rm -f "$T/wheld" "$T/wdone" "$T/rsaw"
+    spawn_bg "$writer" run -l 4 "$name" -- sh -c \
+        'touch "$1"; sleep 1; touch "$2"' sh "$T/wheld" "$T/wdone"
+    local h=$BG end=$(($(now_ms) + 10000))
+    while [ ! -f "$T/wheld" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
+    check "$writer writes $name" test -f "$T/wheld"
+    expect_status 0 "$reader's reader waits for $writer's writer" \
+        "$reader" run --shared -w 30 "$name" -- sh -c \
+        'test -f "$1" && touch "$2"' sh "$T/wdone" "$T/rsaw"
+    check "... and reads only after the writer's command ended" \
+        test -f "$T/rsaw"
+    wait_pid "$h" 30 || fail "$writer's hold did not end"
+}
+writer_then_reader new old mv-r1
+writer_then_reader new0 old mv-r2
+writer_then_reader old new mv-r3
+writer_then_reader new new mv-r4
 
 # The counter: 2 workers of each kind, 15 rounds each, waiting their turn
 # (fair: the old and new waiters share one queue).

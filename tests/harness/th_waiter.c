@@ -94,3 +94,18 @@ int th_wait_busy(dlock_client *c, unsigned long long n, int64_t timeout_ms)
     } while (th_now_ms() < end);
     return -1;
 }
+
+/* See th_waiter.h. */
+int th_release_heard(th_waiter *w, dlock_lock *l)
+{
+    if (th_waiter_start(w) != 0)
+        return -1;
+    if (th_wait_busy(w->c, 2, 10000) != 0 ||
+        dlock_lock_release(l) != DLOCK_OK) {
+        th_waiter_join(w);
+        return -1;
+    }
+    if (th_waiter_join(w) != 0)
+        return -1;
+    return w->rc == DLOCK_OK ? 0 : -1;
+}

@@ -73,6 +73,13 @@ int th_await_queued(const struct th_server *s, const char *name, long long n);
  * machine). 0, or -1 when it never did. */
 int th_wait_busy(dlock_client *c, unsigned long long n, int64_t timeout_ms);
 
+/* Start w (its client waiting by notification for what l holds), wait
+ * until it has found the name busy twice (its first try, and its attempt
+ * once subscribed), release l and join w: 0 when w got in (w->rc is
+ * DLOCK_OK), -1 otherwise. With a lease of l longer than w's wait, w gets
+ * in only by hearing the release (issue 31: the '#l' mark). */
+int th_release_heard(th_waiter *w, dlock_lock *l);
+
 /* What dlock_shared_inspect() says of NAME through c (no holder list),
  * for a test waiting until its waiters are queued; when the inspect
  * fails, kind and the counts (limit, holders, waiters,

@@ -219,9 +219,93 @@ static void test_none_downgrade(void **state)
     assert_int_equal(hfield("dlock:{fr-rw}", "#t"), 0);
     assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     assert_int_equal(exists("dlock:{fr-rw}"), 0);
+    assert_int_equal(exists("dlock:{fr-rw}:r"), 0);
+    assert_int_equal(exists("dlock:{fr-rw}:f"), 0);
     assert_int_equal(dlock_lock_acquire(&w, c, "fr-rw", 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
     dlock_client_free(c);
+}
+
+/* A try (no wait) with a 10 s lease. */
+static dlock_acquire_options try_opts(void)
+{
+    dlock_acquire_options o;
+    dlock_acquire_options_init(&o);
+    o.wait_ms = 0;
+    o.lease_ms = 10000;
+    return o;
+}
+
+/* 0 and a semaphore: once its last permit is released and nobody waits,
+ * no key is left (zset, fence hash, queue deadlines); tokens still rise
+ * from hold to hold; while a permit is held, releasing another leaves
+ * the semaphore. With the default the zset and the fence hash stay. */
+static void test_none_semaphore(void **state)
+{
+    dlock_client *c = client_keep(0), *d = client_keep(7 * DAY_MS);
+    dlock_acquire_options o = try_opts();
+    dlock_lock *p, *q;
+    uint64_t prev = 0;
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(dlock_sem_acquire(&p, c, "fr-sem", 2, &o), DLOCK_OK);
+        assert_true(dlock_lock_token(p) > prev);
+        prev = dlock_lock_token(p);
+        assert_int_equal(dlock_sem_acquire(&q, c, "fr-sem", 2, &o), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(q), DLOCK_OK);
+        assert_int_equal(exists("dlock:{fr-sem}"), 1);
+        assert_int_equal(dlock_lock_release(p), DLOCK_OK);
+        assert_int_equal(exists("dlock:{fr-sem}"), 0);
+        assert_int_equal(exists("dlock:{fr-sem}:f"), 0);
+        assert_int_equal(exists("dlock:{fr-sem}:qt"), 0);
+    }
+    assert_int_equal(dlock_sem_acquire(&p, d, "fr-sem2", 2, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(p), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-sem2}"), 1);
+    assert_int_equal(exists("dlock:{fr-sem2}:f"), 1);
+    dlock_client_free(c);
+    dlock_client_free(d);
+}
+
+/* 0 and readers: the last reader out of a name nobody else holds leaves
+ * no key (the lock hash, the readers' zset, the fence hash with their
+ * tokens); tokens still rise. With the default the readers' zset and
+ * the fence hash stay. */
+static void test_none_readers(void **state)
+{
+    dlock_client *c = client_keep(0), *d = client_keep(7 * DAY_MS);
+    dlock_acquire_options o = try_opts();
+    dlock_lock *r1, *r2;
+    uint64_t prev = 0;
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(dlock_rw_acquire_shared(&r1, c, "fr-rd", 0, &o),
+                         DLOCK_OK);
+        assert_true(dlock_lock_token(r1) > prev);
+        prev = dlock_lock_token(r1);
+        assert_int_equal(dlock_rw_acquire_shared(&r2, d, "fr-rd", 0, &o),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+        assert_int_equal(exists("dlock:{fr-rd}"), 1);
+        assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
+        /* The last reader out kept retention (d): the keys stay; the
+         * next round's last reader is c's. */
+        assert_int_equal(dlock_rw_acquire_shared(&r1, c, "fr-rd", 0, &o),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+        assert_int_equal(exists("dlock:{fr-rd}"), 0);
+        assert_int_equal(exists("dlock:{fr-rd}:r"), 0);
+        assert_int_equal(exists("dlock:{fr-rd}:f"), 0);
+    }
+    assert_int_equal(dlock_rw_acquire_shared(&r1, d, "fr-rd2", 0, &o),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    assert_int_equal(exists("dlock:{fr-rd2}:r"), 1);
+    assert_int_equal(exists("dlock:{fr-rd2}:f"), 1);
+    dlock_client_free(c);
+    dlock_client_free(d);
 }
 
 /* 0 with a queued waiter: the queue is never without the fence hash
@@ -305,6 +389,8 @@ int main(void)
         cmocka_unit_test(test_order_by_clock),
         cmocka_unit_test(test_custom_retention),
         cmocka_unit_test(test_none_downgrade),
+        cmocka_unit_test(test_none_semaphore),
+        cmocka_unit_test(test_none_readers),
         cmocka_unit_test(test_none_queue_marked),
         cmocka_unit_test(test_none_election),
         cmocka_unit_test(test_options),

@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "fixture.h"
 #include "th_procs.h"
+#include "th_waiter.h"
 
 /* A client for the server under test with the given strategy. */
 static dlock_client *client_for(const th_server *s, int strategy,
@@ -245,6 +246,35 @@ static void test_expired_is_not_owner(void **state)
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
     dlock_client_free(c);
     dlock_client_free(other);
+}
+
+/* A notify waiter hears the release of a hold with a long lease: its
+ * attempts mark the hold ('#l', acquire.lua), and release.lua announces
+ * only marked holds (an unmarked release publishes nothing). Unmarked,
+ * the waiter would sleep until the 60 s lease ran out, past its 20 s
+ * wait. With fence retention and without. */
+static void hears_release(int64_t keep_ms, const char *name)
+{
+    dlock_client *c = th_client_keep(th_url(&srv), keep_ms);
+    dlock_client *other = client_for(&srv, DLOCK_WAIT_NOTIFY, 0);
+    dlock_lock *l;
+    th_waiter w = {.c = other,
+                   .name = name,
+                   .wait_ms = 20000,
+                   .lease_ms = 10000,
+                   .hold_ms = 0};
+    assert_non_null(c);
+    assert_int_equal(dlock_lock_acquire(&l, c, name, 0, 60000), DLOCK_OK);
+    assert_int_equal(th_release_heard(&w, l), 0);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_waiter_hears_release(void **state)
+{
+    (void)state;
+    hears_release(604800000, "hear");
+    hears_release(0, "hear0");
 }
 
 static void test_tokens_increase(void **state)
@@ -676,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_non_owner_release_refused),
         cmocka_unit_test(test_expired_is_not_owner),
         cmocka_unit_test(test_tokens_increase),
+        cmocka_unit_test(test_waiter_hears_release),
         cmocka_unit_test(test_with_lock),
         cmocka_unit_test(test_detach_adopt),
         cmocka_unit_test(test_wait_timeout_and_expiry),

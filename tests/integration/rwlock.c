@@ -119,6 +119,23 @@ static th_waiter waiter_of(dlock_client *c, const char *name, int writer,
                        .hold_ms = hold_ms};
 }
 
+/* A reader waiting for a writer with a long lease hears its release: the
+ * reader's attempts mark the writer's hold ('#l', rw_acquire.lua), and
+ * release.lua announces only marked holds. Unmarked, the reader would
+ * sleep until the 60 s lease ran out, past its 20 s wait. */
+static void test_reader_hears_release(void **state)
+{
+    dlock_client *a = client(), *wc = client();
+    dlock_lock *w;
+    th_waiter r = waiter_of(a, "rw:hear", 0, 0);
+    (void)state;
+    assert_int_equal(wr(&w, wc, "rw:hear", 0), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(w, 60000), DLOCK_OK);
+    assert_int_equal(th_release_heard(&r, w), 0);
+    dlock_client_free(wc);
+    dlock_client_free(a);
+}
+
 /* How long a writer has been waiting on NAME (-1: unknown). */
 static int64_t writer_mark(dlock_client *c, const char *name)
 {
@@ -478,6 +495,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusion),
         cmocka_unit_test(test_writer_preference),
+        cmocka_unit_test(test_reader_hears_release),
         cmocka_unit_test(test_writer_leaves_notify),
         cmocka_unit_test(test_writer_leaves_fair),
         cmocka_unit_test(test_downgrade_upgrade),

@@ -37,7 +37,8 @@ Durations are seconds (floats). wait: None waits as long as it takes
 most t seconds (TimedOut). Every failure raises a subclass of
 DlockError carrying the library's status code and message.
 
-dlock.redis_compat.Lock is a drop-in for redis-py's Lock.
+dlock.redis_compat.Lock is a drop-in for redis-py's Lock (AsyncLock for
+redis.asyncio's).
 
 The library is found by $DLOCK_LIBRARY (a path to libdlock.so), then a
 libdlock.so.0 in this package's directory, then the system loader.
@@ -45,8 +46,9 @@ Threads: one Client serves all threads (make one per process; a child
 after fork() must make its own). A lock's owner is the client and the
 thread: release from the thread that acquired.
 
-The asyncio API needs libdlock's event-loop interface (issue 32's
-second part) and is not here yet.
+asyncio: dlock.aio (import dlock.aio; help(dlock.aio)), on libdlock's
+event-loop interface: `async with AsyncClient(url) as c: async with
+c.lock("job", lease=10, timeout=5) as held: ...`, no thread per waiter.
 """
 from ._core import (Client, Election, Event, FencedValue, Held, HeldAll,
                     Histogram, HolderInfo, LeaderInfo, Leadership, ListEntry,

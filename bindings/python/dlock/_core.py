@@ -406,6 +406,8 @@ class Client:
                  env: bool = True) -> None:
         self._ptr: Optional[int] = None
         self._gen = _fork_gen
+        # Set while a dlock.aio.AsyncClient's loop uses it: no close.
+        self._pinned = False
         # What made it, for _clone() (dlock.redis_compat's extra owners).
         self._made_with = dict(
             username=username, password=password, prefix=prefix,
@@ -621,6 +623,11 @@ class Client:
         if self._gen != _fork_gen:
             self._ptr = None
             return True
+        if self._pinned:
+            # The C client must outlive the AsyncClient's event loop.
+            raise DlockError("this Client belongs to a dlock.aio."
+                             "AsyncClient: close that instead", -20,
+                             "EINVAL")
         if _in_lost_callback():
             raise RuntimeError("Client.close() from a lost callback would "
                                "wait for the callback's own thread")

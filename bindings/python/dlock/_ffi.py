@@ -276,6 +276,84 @@ _SIGS = {
 }
 
 
+# ------------------------------------------------- the event-loop API
+# include/dlock_loop.h (dlock.aio). Pointers to dlock_loop, dlock_op and
+# dlock_hold are plain c_void_p.
+LOOP_ACQUIRE_VERSION = 1
+
+# void (*dlock_op_cb)(dlock_op *op, int status, dlock_hold *hold, void *ud)
+OP_CB = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_void_p, c_void_p)
+# void (*dlock_hold_lost_cb)(dlock_hold *hold, int status, void *ud)
+HOLD_LOST_CB = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_void_p)
+
+
+class LoopAcquire(Structure):
+    """struct dlock_loop_acquire."""
+    _fields_ = [
+        ("version", c_uint),
+        ("wait_ms", c_int64),
+        ("lease_ms", c_int64),
+        ("renew", c_int),
+        ("strategy", c_int),
+        ("on_lost", HOLD_LOST_CB),
+        ("on_lost_userdata", c_void_p),
+    ]
+
+
+# Structures of dlock_loop.h (test_abi.py compiles them against it).
+LOOP_STRUCTS = {
+    "dlock_loop_acquire": LoopAcquire,
+}
+
+_LOOP_SIGS = {
+    "dlock_loop_new": (c_int, [_PP, _P]),
+    "dlock_loop_free": (None, [_P]),
+    "dlock_loop_fd": (c_int, [_P]),
+    "dlock_loop_timeout_ms": (c_int64, [_P]),
+    "dlock_loop_process": (c_int, [_P]),
+    "dlock_loop_acquire_init": (None, [POINTER(LoopAcquire), _P]),
+    "dlock_loop_lock": (c_int, [_PP, _P, c_char_p, POINTER(LoopAcquire),
+                                OP_CB, c_void_p]),
+    "dlock_loop_sem_acquire": (c_int, [_PP, _P, c_char_p, c_int64,
+                                       POINTER(LoopAcquire), OP_CB,
+                                       c_void_p]),
+    "dlock_loop_read_acquire": (c_int, [_PP, _P, c_char_p,
+                                        POINTER(LoopAcquire), OP_CB,
+                                        c_void_p]),
+    "dlock_loop_campaign": (c_int, [_PP, _P, c_char_p, c_char_p,
+                                    POINTER(LoopAcquire), OP_CB, c_void_p]),
+    "dlock_loop_proclaim": (c_int, [_PP, _P, _P, c_char_p, OP_CB,
+                                    c_void_p]),
+    "dlock_loop_leader": (c_int, [_PP, _P, c_char_p, OP_CB, c_void_p]),
+    "dlock_loop_leader_wait": (c_int, [_PP, _P, c_char_p,
+                                       POINTER(LeaderInfo), c_int64, OP_CB,
+                                       c_void_p]),
+    "dlock_op_leader": (c_int, [_P, POINTER(LeaderInfo)]),
+    "dlock_loop_lock_all": (c_int, [_PP, _P, POINTER(c_char_p), c_int,
+                                    POINTER(LoopAcquire), OP_CB, c_void_p]),
+    "dlock_op_holds": (c_int, [_P, _PP]),
+    "dlock_loop_release": (c_int, [_PP, _P, _P, OP_CB, c_void_p]),
+    "dlock_loop_extend": (c_int, [_PP, _P, _P, c_int64, OP_CB, c_void_p]),
+    "dlock_loop_fenced_set": (c_int, [_PP, _P, c_char_p, c_uint64,
+                                      c_char_p, c_size_t, OP_CB, c_void_p]),
+    "dlock_loop_fenced_get": (c_int, [_PP, _P, c_char_p, OP_CB, c_void_p]),
+    "dlock_loop_fenced_read": (c_int, [_PP, _P, c_char_p, c_uint64, OP_CB,
+                                       c_void_p]),
+    "dlock_op_value": (c_void_p, [_P, POINTER(c_size_t),
+                                  POINTER(c_uint64)]),
+    "dlock_op_cancel": (None, [_P]),
+    "dlock_op_errmsg": (c_char_p, [_P]),
+    "dlock_hold_name": (c_char_p, [_P]),
+    "dlock_hold_token": (c_uint64, [_P]),
+    "dlock_hold_owner": (c_char_p, [_P]),
+    "dlock_hold_validity_ms": (c_int64, [_P]),
+    "dlock_hold_status": (c_int, [_P]),
+    "dlock_hold_lost_reason": (c_int, [_P, POINTER(c_char_p)]),
+    "dlock_loop_pending": (c_int, [_P]),
+}
+_SIGS.update(_LOOP_SIGS)
+
+
 def _candidates() -> list[str]:
     """Where libdlock is looked for, in order: $DLOCK_LIBRARY, the
     package's own directory (a library copied in at install), the system
@@ -308,6 +386,8 @@ def load() -> ctypes.CDLL:
             errors.append("%s: %s" % (cand, e))
             continue
         for name, (res, args) in _SIGS.items():
+            if name in _LOOP_SIGS and not hasattr(lib, name):
+                continue  # an older libdlock: dlock.aio says so
             fn = getattr(lib, name)
             fn.restype = res
             fn.argtypes = args

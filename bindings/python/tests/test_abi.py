@@ -1,6 +1,7 @@
-"""The ctypes structures match include/dlock.h: a C program built against
-the header prints every field's offset and every struct's size, and
-dlock/_ffi.py must agree (a header change not made there fails here)."""
+"""The ctypes structures match include/dlock.h and dlock_loop.h: a C
+program built against the headers prints every field's offset and every
+struct's size, and dlock/_ffi.py must agree (a header change not made
+there fails here)."""
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ def test_structs_match_the_header(tmp_path):
     if cc is None or not os.path.exists(header):
         pytest.skip("no C compiler or no include/dlock.h")
     lines = ['#include <stdio.h>', '#include <stddef.h>',
-             '#include "dlock.h"', 'int main(void) {']
-    for cname, cls in _ffi.STRUCTS.items():
+             '#include "dlock.h"', '#include "dlock_loop.h"',
+             'int main(void) {']
+    structs = dict(_ffi.STRUCTS, **_ffi.LOOP_STRUCTS)
+    for cname, cls in structs.items():
         lines.append('printf("%s %%zu\\n", sizeof(%s));' % (cname, cname))
         for field, _ in cls._fields_:
             lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));'
@@ -35,7 +38,7 @@ def test_structs_match_the_header(tmp_path):
                          text=True).stdout
     want = dict(ln.split() for ln in out.splitlines())
     got = {}
-    for cname, cls in _ffi.STRUCTS.items():
+    for cname, cls in structs.items():
         got[cname] = str(_ffi.ctypes.sizeof(cls))
         for field, _ in cls._fields_:
             got["%s.%s" % (cname, field)] = str(getattr(cls, field).offset)
