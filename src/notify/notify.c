@@ -179,51 +179,6 @@ int dlock__notify_subscribed(dlock__notifier *n, const char *name, size_t len)
     return yes;
 }
 
-/* NAME's channel (len bytes), found or made (no waiter yet, not
- * subscribed); NULL when out of memory. Caller holds mu. */
-static chan *chan_get(dlock__notifier *n, const char *name, size_t len)
-{
-    chan *ch = dlock__sub_chan_find(n, name, len);
-    if (ch != NULL)
-        return ch;
-    ch = calloc(1, sizeof *ch);
-    if (ch == NULL || (ch->name = malloc(len + 1)) == NULL) {
-        free(ch);
-        return NULL;
-    }
-    memcpy(ch->name, name, len);
-    ch->name[len] = '\0';
-    ch->len = len;
-    dlock__cond_init(&ch->cv);
-    ch->next = n->chans;
-    n->chans = ch;
-    return ch;
-}
-
-/* Wait until enough nodes confirmed ch's subscription (subscribed_enough)
- * by deadline_ms: DLOCK_OK, DLOCK_CANCELED (cancel_gen moved on),
- * DLOCK_EAUTH (NOPERM from too many nodes for a majority) or
- * DLOCK_ETIMEDOUT, with the message. Caller holds mu (released while it
- * waits). */
-static int wait_subscribed(dlock__notifier *n, chan *ch, int64_t deadline_ms,
-                           uint64_t cancel_gen)
-{
-    while (!subscribed_enough(n, ch)) {
-        if (atomic_load(n->x.cancel_gen) != cancel_gen)
-            return DLOCK_CANCELED;
-        if (__builtin_popcountll(ch->refused) > n->x.ns->n - n->x.ns->quorum)
-            return fail(n, DLOCK_EAUTH,
-                        "SUBSCRIBE %s: NOPERM: this user may not "
-                        "use the lock's channels",
-                        ch->name);
-        if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) == ETIMEDOUT &&
-            !subscribed_enough(n, ch))
-            return fail(n, DLOCK_ETIMEDOUT, "no subscription to %s in time",
-                        ch->name);
-    }
-    return DLOCK_OK;
-}
-
 /* See notify.h. */
 int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
                         const char *me, dlock__waiter **out,
@@ -231,7 +186,7 @@ int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
 {
     dlock__waiter *w;
     chan *ch;
-    int rc;
+    int rc = DLOCK_OK;
 
     *out = NULL;
     w = calloc(1, sizeof *w);
@@ -246,11 +201,21 @@ int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
         }
         n->started = 1;
     }
-    ch = chan_get(n, name, len);
+    ch = dlock__sub_chan_find(n, name, len);
     if (ch == NULL) {
-        pthread_mutex_unlock(&n->mu);
-        free(w);
-        return DLOCK_ENOMEM;
+        ch = calloc(1, sizeof *ch);
+        if (ch == NULL || (ch->name = malloc(len + 1)) == NULL) {
+            pthread_mutex_unlock(&n->mu);
+            free(ch);
+            free(w);
+            return DLOCK_ENOMEM;
+        }
+        memcpy(ch->name, name, len);
+        ch->name[len] = '\0';
+        ch->len = len;
+        dlock__cond_init(&ch->cv);
+        ch->next = n->chans;
+        n->chans = ch;
     }
     ch->refs++;
     w->n = n;
@@ -274,7 +239,25 @@ int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
         dlock__sub_poke(
             n->wake_fd); /* a lingering subscription needs no round trip */
     }
-    rc = wait_subscribed(n, ch, deadline_ms, cancel_gen);
+    while (!subscribed_enough(n, ch)) {
+        if (atomic_load(n->x.cancel_gen) != cancel_gen) {
+            rc = DLOCK_CANCELED;
+            break;
+        }
+        if (__builtin_popcountll(ch->refused) > n->x.ns->n - n->x.ns->quorum) {
+            rc = fail(n, DLOCK_EAUTH,
+                      "SUBSCRIBE %s: NOPERM: this user may not "
+                      "use the lock's channels",
+                      ch->name);
+            break;
+        }
+        if (dlock__cond_wait_until(&ch->cv, &n->mu, deadline_ms) == ETIMEDOUT &&
+            !subscribed_enough(n, ch)) {
+            rc = fail(n, DLOCK_ETIMEDOUT, "no subscription to %s in time",
+                      ch->name);
+            break;
+        }
+    }
     w->seen = ch->gen;
     pthread_mutex_unlock(&n->mu);
     if (rc != DLOCK_OK) {
