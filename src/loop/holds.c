@@ -72,6 +72,7 @@ void dloop__lost(dlock_hold *h, int status)
         return;
     dloop__lost_why(h, status);
     h->status = status;
+    dloop__ev_lost(h, status);
     if (h->on_lost != NULL && !h->gone)
         h->on_lost(h, status, h->lost_ud);
 }
@@ -85,6 +86,7 @@ void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
     if (h->renew)
         h->renew_at = sent_ms + lease / 3;
     dloop__hold_sched(h);
+    dloop__ev_renewed(h, sent_ms);
 }
 
 static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
@@ -190,10 +192,12 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     int64_t now = dlock__now_ms();
     int i;
     (void)sent;
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
         snprintf(l->renew_err, sizeof l->renew_err, "extend: %s", err);
-    else
+    } else {
         l->renew_err[0] = '\0';
+        dloop__ev_round(l, b->sent_ms);
+    }
     for (i = 0; i < b->n; i++) {
         dlock_hold *h = b->h[i];
         if (h == NULL)

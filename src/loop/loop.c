@@ -157,6 +157,7 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         va_end(ap);
     }
     op->status = status;
+    dloop__ev_op_ended(op, status);
     dloop__op_abort(op); /* detaches its request, subscription, sleep */
     op->state = ST_DONE;
     if (op->prev != NULL)
@@ -219,6 +220,7 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
     op->cb = cb;
     op->ud = ud;
     op->deadline = op->wake_at = -1;
+    op->t0_us = dlock__now_us();
     op->next = l->ops;
     if (l->ops != NULL)
         l->ops->prev = op;

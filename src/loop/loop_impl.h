@@ -119,9 +119,10 @@ struct dlock_hold {
                                 keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
-    char *why;   /* once lost: why (query.c), malloc'ed, or NULL */
-    int pooled;  /* a block of the loop's hold pool */
-    size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
+    char *why;        /* once lost: why (query.c), malloc'ed, or NULL */
+    int pooled;       /* a block of the loop's hold pool */
+    size_t hidx;      /* its live entry in the loop's heap + 1; 0: none */
+    int64_t since_us; /* granted at (metrics: how long it is held) */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -169,6 +170,7 @@ struct dlock_op {
     struct mop *mn; /* an engine loop's op state (multi_node.c) */
     int href;       /* holds a reference to hold, dropped after the
                        callback (an engine loop's extend) */
+    int64_t t0_us;  /* started at (metrics: time in the operation) */
     char err[LOOP_ERRLEN];
 };
 
@@ -349,5 +351,27 @@ int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* query.c: set h->why when h is found lost with status. */
 void dloop__lost_why(dlock_hold *h, int status);
+
+/* events.c: the client's metrics and events (on_event) for the loop's
+ * operations, as the blocking API records them. op ends with status
+ * (called by dloop__complete before it detaches anything): acquired,
+ * busy, a wait given up, released; an extend's round trip. */
+void dloop__ev_op_ended(dlock_op *op, int status);
+/* h's lease was renewed by a call sent at sent_ms (a renewal round's or
+ * an extend's). */
+void dloop__ev_renewed(dlock_hold *h, int64_t sent_ms);
+/* h was found lost with status. */
+void dloop__ev_lost(dlock_hold *h, int status);
+/* A renewal round sent at sent_ms was answered (its round trip). */
+void dloop__ev_round(dlock_loop *l, int64_t sent_ms);
+/* Count one of these in the client's stats. */
+enum {
+    DLOOP_EV_REQUEST,
+    DLOOP_EV_BUSY,
+    DLOOP_EV_WAIT,
+    DLOOP_EV_WAKEUP,
+    DLOOP_EV_RECONNECT
+};
+void dloop__ev_count(dlock_loop *l, int what);
 
 #endif /* DLOCK_LOOP_IMPL_H */

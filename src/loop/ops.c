@@ -349,6 +349,7 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dlock_loop *l = op->loop;
     h->held = 1;
     h->token = token;
+    h->since_us = dlock__now_us();
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
@@ -416,6 +417,10 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
+    if (!op->waited) { /* the try found it held: the wait begins */
+        dloop__ev_count(op->loop, DLOOP_EV_BUSY);
+        dloop__ev_count(op->loop, DLOOP_EV_WAIT);
+    }
     op->waited = 1;
     pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
@@ -524,7 +529,6 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
 {
     dlock_op *op, *next;
     const char *owner = NULL;
-    (void)l;
     if (len > 2 && (msg[0] == 'h' || msg[0] == 'w')) {
         owner = memchr(msg + 2, ' ', len - 2);
         if (owner == NULL)
@@ -536,6 +540,7 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
                 strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
                 memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) ==
                     0) {
+                dloop__ev_count(l, DLOOP_EV_WAKEUP);
                 dloop__op_wake(op);
                 break;
             }
@@ -543,6 +548,8 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
     }
     for (op = s->waiters; op != NULL; op = next) {
         next = waiter_next(op, s);
+        if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
+            dloop__ev_count(l, DLOOP_EV_WAKEUP);
         dloop__op_wake(op);
     }
 }

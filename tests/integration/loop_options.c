@@ -1,0 +1,139 @@
+/*
+ * loop_options.c - the client's options honoured by the event-loop API
+ * (dlock_loop.h) on one real redis-server, as the blocking API honours
+ * them:
+ *  - metrics and on_event: a loop's acquires, busy tries, given-up waits,
+ *    renewals, losses and releases are counted in dlock_client_metrics
+ *    and told to on_event, with their names and tokens;
+ *  - reader preference: dlock_loop_read_acquire_ex with
+ *    DLOCK_RW_PREFER_READERS gets in while a writer waits (a plain reader
+ *    is kept out);
+ *  - the lock-delay: after the server restarts (a new run id), a loop's
+ *    try is refused with DLOCK_LOCK_DELAY and a waiting acquire waits
+ *    the delay out;
+ *  - downgrade: dlock_loop_downgrade turns a loop's write hold into a
+ *    read hold (same owner and token) that a waiting reader then shares.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "fixture.h"
+#include "th_loop.h"
+#include "th_replication.h"
+
+/* on_event's tally, by type (1 to 6), and the last name told. */
+static int events[8];
+static char last_name[64];
+
+static void on_event(const dlock_event *ev, void *ud)
+{
+    (void)ud;
+    if (ev->type >= 1 && ev->type <= 6)
+        events[ev->type]++;
+    snprintf(last_name, sizeof last_name, "%s", ev->name);
+}
+
+static void wait_done(dlock_loop *l, th_seen *s)
+{
+    assert_int_equal(th_loop_run(&l, 1, &s->done), 0);
+}
+
+static dlock_client *events_client(int64_t lock_delay_ms)
+{
+    th_durable d;
+    dlock_client *c;
+    th_durable_init(&d);
+    d.on_event = on_event;
+    d.lock_delay_ms = lock_delay_ms;
+    c = th_durable_new(th_url(&srv), &d, NULL, 0, NULL);
+    assert_non_null(c);
+    return c;
+}
+
+static void test_events_metrics(void **state)
+{
+    dlock_client *c = events_client(TH_DEFAULT_LOCK_DELAY);
+    dlock_loop *ls[2] = {NULL, NULL};
+    dlock_loop_acquire o;
+    dlock_metrics m;
+    th_seen a = {0}, b = {0}, w = {0}, r = {0}, x = {0}, lost = {0};
+    (void)state;
+    memset(events, 0, sizeof events);
+    ls[0] = th_loop_new(c);
+    ls[1] = th_loop_new(c);
+    o = th_loop_opts(c, 0, 300); /* renewed by the loop at 100 ms */
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "lo:e", &o, th_note, &a),
+                     DLOCK_OK);
+    wait_done(ls[0], &a);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(events[DLOCK_EVENT_ACQUIRED], 1);
+    assert_string_equal(last_name, "lo:e");
+    /* Busy on the other loop, then a wait given up. */
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "lo:e", &o, th_note, &b),
+                     DLOCK_OK);
+    wait_done(ls[1], &b);
+    assert_int_equal(b.status, DLOCK_BUSY);
+    assert_int_equal(events[DLOCK_EVENT_BUSY], 1);
+    o.wait_ms = 200;
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "lo:e", &o, th_note, &w),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 2, &w.done), 0);
+    assert_int_equal(w.status, DLOCK_TIMEDOUT);
+    assert_int_equal(events[DLOCK_EVENT_WAITED], 1);
+    /* Renewed by the loop (several rounds in 1 s at a 300 ms lease). */
+    th_loop_run_for(ls, 2, 1000);
+    assert_true(events[DLOCK_EVENT_RENEWED] >= 2);
+    assert_int_equal(dlock_loop_extend(NULL, ls[0], a.hold, 300, th_note, &x),
+                     DLOCK_OK);
+    wait_done(ls[0], &x);
+    assert_int_equal(x.status, DLOCK_OK);
+    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
+                     DLOCK_OK);
+    wait_done(ls[0], &r);
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_int_equal(events[DLOCK_EVENT_RELEASED], 1);
+    /* A hold whose key is deleted is found lost by its renewal. */
+    o.wait_ms = 0;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "lo:l", &o, th_note, &lost),
+                     DLOCK_OK);
+    wait_done(ls[0], &lost);
+    assert_int_equal(lost.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{lo:l}"), 1);
+    th_loop_run_for(ls, 1, 600);
+    assert_int_equal(dlock_hold_status(lost.hold), DLOCK_NOT_OWNER);
+    assert_int_equal(events[DLOCK_EVENT_LOST], 1);
+    dlock_client_metrics(c, &m);
+    assert_int_equal(m.stats.acquisitions, 2);
+    assert_int_equal(m.stats.busy, 2); /* the try and the wait's first */
+    assert_int_equal(m.stats.waits, 1);
+    assert_int_equal(m.stats.lost, 1);
+    assert_true(m.stats.renewals >= 2);
+    assert_true(m.stats.requests >= 6);
+    assert_int_equal(m.acquire_wait.count, 2);
+    assert_int_equal(m.hold.count, 1);
+    assert_true(m.renewal.count >= 3); /* rounds and the extend */
+    r.done = 0;
+    assert_int_equal(dlock_loop_release(NULL, ls[0], lost.hold, th_note, &r),
+                     DLOCK_OK);
+    wait_done(ls[0], &r);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_events_metrics),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
