@@ -54,8 +54,9 @@
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
- *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
- *    lock (a waiting writer keeps new readers out; no downgrade yet);
+ *  - read-write locks: readers (dlock_loop_read_acquire, _ex with reader
+ *    preference), a writer is a lock (a waiting writer keeps new readers
+ *    out), downgrade (dlock_loop_downgrade);
  *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
@@ -209,12 +210,40 @@ DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,
  * extend it with dlock_loop_release / dlock_loop_extend; the loop renews
  * it. A writer waiting through the loop (dlock_loop_lock with a wait)
  * keeps new readers out while it waits, and takes that mark with it when
- * it gives up. Not yet: downgrade.
+ * it gives up (dlock_loop_read_acquire_ex with DLOCK_RW_PREFER_READERS
+ * enters anyway); a writer's hold becomes a reader's with
+ * dlock_loop_downgrade.
  */
 DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
                                          const char *name,
                                          const dlock_loop_acquire *opts,
                                          dlock_op_cb cb, void *userdata);
+
+/* dlock_loop_read_acquire with flags (dlock_rw_acquire_shared's): 0, or
+ * DLOCK_RW_PREFER_READERS to enter while a writer waits (writers may then
+ * starve). Another flag: DLOCK_EINVAL. */
+DLOCK_EXPORT int dlock_loop_read_acquire_ex(dlock_op **out, dlock_loop *loop,
+                                            const char *name, unsigned flags,
+                                            const dlock_loop_acquire *opts,
+                                            dlock_op_cb cb, void *userdata);
+
+/*
+ * Downgrade the loop's exclusive hold of a name (a dlock_loop_lock's) to
+ * a read hold in one step (dlock_rw_downgrade's rules: no writer can get
+ * in between, readers waiting are woken). The same hold goes on as the
+ * reader: the same owner, token, lease and renewal (the loop renews it as
+ * a reader from now on); the name leaves the loop's table (a reader is
+ * not exclusive). The callback gets the hold and DLOCK_OK; DLOCK_NOT_OWNER
+ * (the lease had run out: the hold is lost); DLOCK_NOT_REPLICATED
+ * (wait_replicas: the read lease reached too few replicas) or an error
+ * class: then both the write and the read hold are given back and the
+ * hold is lost (release it). Returns as dlock_loop_lock; DLOCK_EINVAL
+ * also for a hold that is not an exclusive lock. Not yet on several
+ * servers, Sentinel or Cluster (DLOCK_EINVAL).
+ */
+DLOCK_EXPORT int dlock_loop_downgrade(dlock_op **out, dlock_loop *loop,
+                                      dlock_hold *hold, dlock_op_cb cb,
+                                      void *userdata);
 
 /*
  * Leader election (dlock_campaign's model): campaign for NAME = acquire

@@ -89,19 +89,32 @@ void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
     dloop__ev_renewed(h, sent_ms);
 }
 
+/* wait_replicas: WAIT answered for op's extension: it counts, or the
+ * hold keeps the validity it had (the renewals go on). */
+static void extend_acked(dlock_op *op, int rc, const char *msg)
+{
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "extend %s", msg);
+        return;
+    }
+    dloop__renewed(op->hold, op->wake_at, op->lease_ms);
+    dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
 static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent)
 {
     dlock_op *op = ctx;
-    (void)l;
     (void)sent;
     op->req = NULL;
     if (rc != DLOCK_OK) {
         dloop__complete(op, rc, "extend: %s", err);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
                dlock__elem_int(r, 0) == 1) {
-        dloop__renewed(op->hold, op->wake_at, op->lease_ms);
-        dloop__complete(op, DLOCK_OK, "%s", "");
+        if (!dloop__durable(l))
+            extend_acked(op, DLOCK_OK, "");
+        else if (dloop__op_acks(op, extend_acked) != DLOCK_OK)
+            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     } else {
         dloop__lost(op->hold, DLOCK_NOT_OWNER);
         dloop__complete(op, DLOCK_NOT_OWNER,
@@ -185,15 +198,14 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
-static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                        const char *err, int sent)
+/* A renewal round's outcome for b's holds: rc DLOCK_OK with b->res (1:
+ * renewed), or its failure (err: why, for the holds' loss reason). */
+static void batch_apply(dlock_loop *l, lbatch *b, int rc, const char *err)
 {
-    lbatch *b = ctx;
     int64_t now = dlock__now_ms();
     int i;
-    (void)sent;
     if (rc != DLOCK_OK) {
-        snprintf(l->renew_err, sizeof l->renew_err, "extend: %s", err);
+        snprintf(l->renew_err, sizeof l->renew_err, "%s", err);
     } else {
         l->renew_err[0] = '\0';
         dloop__ev_round(l, b->sent_ms);
@@ -204,12 +216,11 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             continue;
         h->batch = NULL;
         h->renewing = 0;
-        if (rc != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
-            r->elements != (size_t)b->n) {
+        if (rc != DLOCK_OK) {
             /* Try again soon; the validity running out reports it. */
             h->renew_at = now + 100;
             dloop__hold_sched(h);
-        } else if (dlock__elem_int(r, (size_t)i) == 1) {
+        } else if (b->res[i] == 1) {
             if (h->status == DLOCK_OK)
                 dloop__renewed(h, b->sent_ms, h->lease_ms);
             else
@@ -222,15 +233,52 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     free(b);
 }
 
+/* wait_replicas: WAIT answered for a renewal round: the extensions count
+ * only when enough replicas have them. */
+static void batch_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    char msg[LOOP_ERRLEN];
+    (void)sent;
+    rc = dloop__acks_rc(l, rc, r, err, "extend", msg, sizeof msg);
+    batch_apply(l, ctx, rc, msg);
+}
+
+static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    lbatch *b = ctx;
+    char msg[LOOP_ERRLEN];
+    int i;
+    (void)sent;
+    if (rc == DLOCK_OK &&
+        (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)b->n)) {
+        rc = DLOCK_EPROTO;
+        err = "a malformed reply";
+    }
+    if (rc != DLOCK_OK) {
+        snprintf(msg, sizeof msg, "extend: %s", err);
+        batch_apply(l, b, rc, msg);
+        return;
+    }
+    for (i = 0; i < b->n; i++)
+        b->res[i] = dlock__elem_int(r, (size_t)i) == 1;
+    if (dloop__durable(l) &&
+        dloop__send_wait(l, batch_acked, b, NULL) == DLOCK_OK)
+        return;
+    batch_apply(l, b, DLOCK_OK, "");
+}
+
 /* Send one renewal call for hs[0..n). */
 static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
 {
-    lbatch *b = malloc(sizeof *b + n * sizeof *b->h);
+    lbatch *b = malloc(sizeof *b + n * (sizeof *b->h + 1));
     int i;
     if (b == NULL)
         return;
     b->n = n;
     b->h = (dlock_hold **)(b + 1);
+    b->res = (signed char *)(b->h + n);
     b->sent_ms = now;
     for (i = 0; i < n; i++) {
         b->h[i] = hs[i];

@@ -86,6 +86,7 @@ typedef struct lsub {
 
 enum {
     OP_LOCK,
+    OP_DOWNGRADE,
     OP_RELEASE,
     OP_EXTEND,
     OP_FSET,
@@ -123,12 +124,16 @@ struct dlock_hold {
     int pooled;       /* a block of the loop's hold pool */
     size_t hidx;      /* its live entry in the loop's heap + 1; 0: none */
     int64_t since_us; /* granted at (metrics: how long it is held) */
+    int ignore_mark;  /* a reader that enters while a writer waits
+                         (DLOCK_RW_PREFER_READERS) */
 };
 
 /* A renewal round's holds (one extend.lua call). */
 typedef struct lbatch {
     int n;
     struct dlock_hold **h;
+    signed char *res; /* one server: each hold's answer (1: renewed), kept
+                         while WAIT is out (wait_replicas) */
     int64_t sent_ms;
 } lbatch;
 
@@ -171,6 +176,10 @@ struct dlock_op {
     int href;       /* holds a reference to hold, dropped after the
                        callback (an engine loop's extend) */
     int64_t t0_us;  /* started at (metrics: time in the operation) */
+    /* wait_replicas (durable.c): its write answered, its WAIT out (req);
+     * then acked(op, status, message) */
+    int acking;
+    void (*acked)(struct dlock_op *op, int rc, const char *msg);
     char err[LOOP_ERRLEN];
 };
 
@@ -351,6 +360,23 @@ int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* query.c: set h->why when h is found lost with status. */
 void dloop__lost_why(dlock_hold *h, int status);
+
+/* durable.c: wait_replicas on a loop over one server. */
+/* 1 when the loop's lock writes are followed by WAIT (one server and the
+ * client's wait_replicas > 0; an engine loop's calls WAIT themselves). */
+int dloop__durable(const dlock_loop *l);
+/* Send WAIT wait_replicas wait_replicas_timeout_ms, answered to fn. */
+int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
+/* WAIT's answer (rc, r, err as an lreq_fn gets them): DLOCK_OK (enough
+ * replicas), DLOCK_NOT_REPLICATED or the failure, with a message about
+ * what into msg. */
+int dloop__acks_rc(dlock_loop *l, int rc, const redisReply *r, const char *err,
+                   const char *what, char *msg, size_t len);
+/* op's write was answered: send WAIT for it (op->req, op->acking), then
+ * then(op, rc, msg) with dloop__acks_rc's outcome about op's hold's name.
+ * DLOCK_OK or DLOCK_ENOMEM (nothing sent). */
+int dloop__op_acks(dlock_op *op,
+                   void (*then)(dlock_op *op, int rc, const char *msg));
 
 /* events.c: the client's metrics and events (on_event) for the loop's
  * operations, as the blocking API records them. op ends with status

@@ -240,6 +240,16 @@ void dloop__op_abort(dlock_op *op)
         return;
     }
     dloop__name_drop(h);
+    if (op->acking) { /* granted, its WAIT out: the grant goes back */
+        if (op->req != NULL)
+            op->req->fn = NULL;
+        op->req = NULL;
+        op->acking = 0;
+        dloop__giveback(op->loop, h, op->token);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (h->k.kind == DLOCK__KIND_PERMIT) {
         /* One leave, behind the attempt still out (one connection, FIFO):
          * it takes the queue place and a permit granted or handed. */
@@ -369,6 +379,18 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
+/* wait_replicas: WAIT answered for op's grant (op->token): held, or
+ * given back and failed. */
+static void acq_acked(dlock_op *op, int rc, const char *msg)
+{
+    if (rc == DLOCK_OK) {
+        dloop__hold_granted(op, op->token, op->arg_lease);
+        return;
+    }
+    dloop__giveback(op->loop, op->hold, op->token);
+    dloop__complete(op, rc, "acquire %s: given back", msg);
+}
+
 static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                       const char *err, int sent)
 {
@@ -385,7 +407,12 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     if (dlock__elem_int(r, 0) == 1) {
-        dloop__hold_granted(op, (uint64_t)dlock__elem_int(r, 1), op->arg_lease);
+        op->maybe = op->queued = 0;
+        op->token = (uint64_t)dlock__elem_int(r, 1);
+        if (!dloop__durable(l))
+            dloop__hold_granted(op, op->token, op->arg_lease);
+        else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
+            acq_acked(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
     op->maybe = 0; /* an answer: nothing taken */
@@ -471,6 +498,7 @@ static void attempt(dlock_op *op)
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
+    w.ignore_mark = h->ignore_mark;
     memset(&rec, 0, sizeof rec);
     rec.k = h->k;
     memcpy(rec.owner, h->owner, sizeof rec.owner);
@@ -599,8 +627,8 @@ int64_t dloop__ops_wake(const dlock_loop *l)
 /* Start an acquire of kind (limit: a semaphore's) for NAME; what
  * dlock_loop_lock and dlock_loop_sem_acquire share. */
 static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
-                 int64_t limit, const dlock_loop_acquire *opts, dlock_op_cb cb,
-                 void *userdata)
+                 int64_t limit, unsigned flags, const dlock_loop_acquire *opts,
+                 dlock_op_cb cb, void *userdata)
 {
     dlock_op *op;
     dlock_hold *h;
@@ -623,6 +651,7 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     }
     h->lease_ms = opts->lease_ms;
     h->limit = limit;
+    h->ignore_mark = !!(flags & DLOCK_RW_PREFER_READERS);
     h->renew = opts->renew;
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
@@ -661,7 +690,7 @@ static int check_acquire(dlock_loop *l, const char *what, const char *name,
 
 /* The public acquires' common entry: defaults, checks, start. */
 static int begin(dlock_op **out, dlock_loop *l, const char *what,
-                 const char *name, int kind, int64_t limit,
+                 const char *name, int kind, int64_t limit, unsigned flags,
                  const dlock_loop_acquire *opts, dlock_op_cb cb, void *ud)
 {
     dlock_loop_acquire def;
@@ -679,17 +708,20 @@ static int begin(dlock_op **out, dlock_loop *l, const char *what,
         (limit < 1 || limit > 1000000))
         rc = dlock__set_error(l->c, DLOCK_EINVAL,
                               "%s: the limit must be 1 to 1000000", what);
+    if (rc == DLOCK_OK && (flags & ~(unsigned)DLOCK_RW_PREFER_READERS))
+        rc = dlock__set_error(l->c, DLOCK_EINVAL, "%s: unknown flags %#x", what,
+                              flags);
     if (rc != DLOCK_OK)
         return rc;
-    return start(out, l, name, kind, limit, opts, cb, ud);
+    return start(out, l, name, kind, limit, flags, opts, cb, ud);
 }
 
 int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
                     const dlock_loop_acquire *opts, dlock_op_cb cb,
                     void *userdata)
 {
-    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, opts, cb,
-                 userdata);
+    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, 0, opts,
+                 cb, userdata);
 }
 
 int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
@@ -697,7 +729,7 @@ int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
                            dlock_op_cb cb, void *userdata)
 {
     return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
-                 limit, opts, cb, userdata);
+                 limit, 0, opts, cb, userdata);
 }
 
 int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
@@ -705,7 +737,15 @@ int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
                             void *userdata)
 {
     return begin(out, l, "dlock_loop_read_acquire", name, DLOCK__KIND_READ, 0,
-                 opts, cb, userdata);
+                 0, opts, cb, userdata);
+}
+
+int dlock_loop_read_acquire_ex(dlock_op **out, dlock_loop *l, const char *name,
+                               unsigned flags, const dlock_loop_acquire *opts,
+                               dlock_op_cb cb, void *userdata)
+{
+    return begin(out, l, "dlock_loop_read_acquire_ex", name, DLOCK__KIND_READ,
+                 0, flags, opts, cb, userdata);
 }
 
 void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)

@@ -130,10 +130,113 @@ static void test_events_metrics(void **state)
     dlock_client_free(c);
 }
 
+static void rel(dlock_loop *l, dlock_hold *h)
+{
+    th_seen s = {0};
+    assert_int_equal(dlock_loop_release(NULL, l, h, th_note, &s), DLOCK_OK);
+    wait_done(l, &s);
+    assert_int_equal(s.status, DLOCK_OK);
+}
+
+static void test_prefer_readers(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *ls[2] = {th_loop_new(c), th_loop_new(c)};
+    dlock_loop_acquire o = th_loop_opts(c, 0, 5000);
+    th_seen r1 = {0}, w = {0}, r2 = {0}, r3 = {0};
+    dlock_op *wop = NULL;
+    (void)state;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "lo:p", &o, th_note, &r1),
+        DLOCK_OK);
+    wait_done(ls[0], &r1);
+    assert_int_equal(r1.status, DLOCK_OK);
+    o.wait_ms = 20000; /* a writer waits: its mark keeps readers out */
+    assert_int_equal(dlock_loop_lock(&wop, ls[1], "lo:p", &o, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(ls, 2, 200);
+    assert_int_equal(w.done, 0);
+    o.wait_ms = 0;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "lo:p", &o, th_note, &r2),
+        DLOCK_OK);
+    wait_done(ls[0], &r2);
+    assert_int_equal(r2.status, DLOCK_BUSY);
+    assert_int_equal(dlock_loop_read_acquire_ex(NULL, ls[0], "lo:p",
+                                                DLOCK_RW_PREFER_READERS, &o,
+                                                th_note, &r3),
+                     DLOCK_OK);
+    wait_done(ls[0], &r3);
+    assert_int_equal(r3.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{lo:p}:r"), 2);
+    /* An unknown flag is refused at once. */
+    assert_int_equal(
+        dlock_loop_read_acquire_ex(NULL, ls[0], "lo:p", 0x80, &o, th_note, &r2),
+        DLOCK_EINVAL);
+    dlock_op_cancel(wop);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    rel(ls[0], r1.hold);
+    rel(ls[0], r3.hold);
+    th_loop_run_for(ls, 2, 100);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
+static void test_downgrade(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *ls[2] = {th_loop_new(c), th_loop_new(c)};
+    dlock_loop_acquire o = th_loop_opts(c, 0, 300); /* renewed */
+    th_seen wr = {0}, rd = {0}, d = {0}, t = {0}, bad = {0};
+    uint64_t token;
+    (void)state;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "lo:d", &o, th_note, &wr),
+                     DLOCK_OK);
+    wait_done(ls[0], &wr);
+    assert_int_equal(wr.status, DLOCK_OK);
+    token = dlock_hold_token(wr.hold);
+    o.wait_ms = 20000;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[1], "lo:d", &o, th_note, &rd),
+        DLOCK_OK);
+    th_loop_run_for(ls, 2, 200);
+    assert_int_equal(rd.done, 0); /* the writer holds it */
+    assert_int_equal(dlock_loop_downgrade(NULL, ls[0], wr.hold, th_note, &d),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 2, &d.done), 0);
+    assert_int_equal(d.status, DLOCK_OK);
+    assert_ptr_equal(d.hold, wr.hold);
+    assert_int_equal(dlock_hold_token(d.hold), token);
+    assert_int_equal(th_loop_run(ls, 2, &rd.done), 0); /* woken, in */
+    assert_int_equal(rd.status, DLOCK_OK);
+    /* Renewed as a reader past its lease; still two readers. */
+    th_loop_run_for(ls, 2, 1000);
+    assert_int_equal(dlock_hold_status(d.hold), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{lo:d}:r"), 2);
+    /* Not a writer now: a writer's try is refused (readers), and a
+     * reader's hold cannot be downgraded. */
+    o.wait_ms = 0;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "lo:d", &o, th_note, &t),
+                     DLOCK_OK);
+    wait_done(ls[0], &t);
+    assert_int_equal(t.status, DLOCK_BUSY);
+    assert_int_equal(dlock_loop_downgrade(NULL, ls[0], d.hold, th_note, &bad),
+                     DLOCK_EINVAL);
+    rel(ls[0], d.hold);
+    rel(ls[1], rd.hold);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:d}"), 0);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_events_metrics),
+        cmocka_unit_test(test_prefer_readers),
+        cmocka_unit_test(test_downgrade),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
