@@ -15,6 +15,7 @@
 #include "hold/kind.h"
 #include "hold/held.h"
 #include "loop/loop_impl.h"
+#include "topo/cluster_delay.h"
 
 /* A fair waiter refreshes its queue place this often. */
 #define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
@@ -379,6 +380,33 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
+/* The lock-delay (dlock_options.lock_delay_ms) on a loop over one server:
+ * when the server's identity changed (a restart: the command connection
+ * reopened to a new run id) no new grant is had for the delay. 1 when it
+ * runs for op's name: a try completes with DLOCK_LOCK_DELAY, a wait
+ * sleeps it out (its deadline first). An engine loop's attempts apply it
+ * themselves. */
+static int lock_delayed(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    int64_t left = 0;
+    if (op->loop->engine ||
+        dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
+        return 0;
+    snprintf(op->err, sizeof op->err,
+             "acquire %s: the master changed (failover or restart) and may "
+             "have forgotten locks: no new grant for %lld ms more "
+             "(lock-delay)",
+             h->k.name, (long long)left);
+    if (op->deadline == 0) {
+        dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
+        return 1;
+    }
+    op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached reports it */
+    sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1));
+    return 1;
+}
+
 /* wait_replicas: WAIT answered for op's grant (op->token): held, or
  * given back and failed. */
 static void acq_acked(dlock_op *op, int rc, const char *msg)
@@ -409,6 +437,10 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     if (dlock__elem_int(r, 0) == 1) {
         op->maybe = op->queued = 0;
         op->token = (uint64_t)dlock__elem_int(r, 1);
+        if (lock_delayed(op)) { /* the open before it found a new master */
+            dloop__giveback(l, op->hold, op->token);
+            return;
+        }
         if (!dloop__durable(l))
             dloop__hold_granted(op, op->token, op->arg_lease);
         else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
@@ -502,6 +534,9 @@ static void attempt(dlock_op *op)
     memset(&rec, 0, sizeof rec);
     rec.k = h->k;
     memcpy(rec.owner, h->owner, sizeof rec.owner);
+    dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
+    if (lock_delayed(op))
+        return;
     op->state = ST_OUT;
     op->wake_at = -1;
     timed_set(op, 0);

@@ -231,12 +231,56 @@ static void test_downgrade(void **state)
     dlock_client_free(c);
 }
 
+static void test_lock_delay(void **state)
+{
+    dlock_client *c = events_client(1500);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 500);
+    th_seen a = {0}, t = {0}, w = {0};
+    dlock_op *wop = NULL;
+    const char *msg = NULL;
+    int i;
+    (void)state;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:x", &o, th_note, &a),
+                     DLOCK_OK);
+    wait_done(l, &a);
+    assert_int_equal(a.status, DLOCK_OK);
+    th_loop_run_for(&l, 1, 50);
+    /* A restart: a new run id, the lock forgotten. */
+    assert_int_equal(th_server_restart(&srv), 0);
+    th_loop_run_for(&l, 1, 100);
+    /* The first try may meet the old connection's end. */
+    for (i = 0; i < 5; i++) {
+        memset(&t, 0, sizeof t);
+        assert_int_equal(dlock_loop_lock(NULL, l, "lo:y", &o, th_note, &t),
+                         DLOCK_OK);
+        wait_done(l, &t);
+        if (t.status == DLOCK_LOCK_DELAY)
+            break;
+    }
+    assert_int_equal(t.status, DLOCK_LOCK_DELAY);
+    assert_non_null(strstr(t.err, "lock-delay"));
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:y}"), 0);
+    /* A wait waits the delay out, saying why meanwhile. */
+    o.wait_ms = 20000;
+    assert_int_equal(dlock_loop_lock(&wop, l, "lo:y", &o, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(&l, 1, 100);
+    if (!w.done)
+        assert_int_equal(dlock_op_last_failure(wop, &msg), DLOCK_LOCK_DELAY);
+    wait_done(l, &w);
+    assert_int_equal(w.status, DLOCK_OK);
+    dlock_loop_free(l); /* holds' leases run out */
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_events_metrics),
         cmocka_unit_test(test_prefer_readers),
         cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_lock_delay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
