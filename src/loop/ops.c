@@ -408,15 +408,19 @@ static int lock_delayed(dlock_op *op)
 }
 
 /* wait_replicas: WAIT answered for op's grant (op->token): held, or
- * given back and failed. */
+ * given back and failed (a try) or tried again (a wait). */
 static void acq_acked(dlock_op *op, int rc, const char *msg)
 {
     if (rc == DLOCK_OK) {
         dloop__hold_granted(op, op->token, op->arg_lease);
         return;
     }
+    char err[LOOP_ERRLEN];
     dloop__giveback(op->loop, op->hold, op->token);
-    dloop__complete(op, rc, "acquire %s: given back", msg);
+    snprintf(err, sizeof err, "acquire %s: given back", msg);
+    /* A wait rides it out as it rides a failing server: again after a
+     * backoff until its deadline, then this is its status. */
+    attempt_failed(op, rc, err, 0);
 }
 
 static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,

@@ -8,7 +8,8 @@
  *     the loop are on the replica when their callbacks run (WAIT 1
  *     answered first); a renewed hold stays held past its lease.
  * (b) the replica SIGSTOPped: a lock try, a waiting lock, a permit and
- *     a reader complete with DLOCK_NOT_REPLICATED and nothing is left on
+ *     a reader complete with DLOCK_NOT_REPLICATED (a wait tries again,
+ *     giving each grant back, until its deadline) and nothing is left on
  *     the master; a fenced set and an extend get DLOCK_NOT_REPLICATED; a
  *     downgrade too (and neither form is left); a hold the loop renews
  *     is found lost (renewals too few replicas acknowledged), its reason
@@ -162,7 +163,7 @@ static void test_replica_stopped(void **state)
     for (k = 0; k < 3; k++)
         for (w = 0; w < 2; w++) { /* a try, then a waiting acquire */
             th_seen s = {0};
-            o.wait_ms = w ? 5000 : 0;
+            o.wait_ms = w ? 1000 : 0; /* a wait tries again until then */
             start(l, k, names[k], &o, &s);
             assert_int_equal(s.status, DLOCK_NOT_REPLICATED);
             assert_non_null(strstr(s.err, "replicas"));
