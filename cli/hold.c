@@ -126,6 +126,7 @@ struct lwait {
     int done, status;
     dlock_hold *holds[DLOCK_MULTI_MAX];
     int nholds;
+    dlock_leader_info *leader; /* a leader wait's answer goes here */
     char err[512];
 };
 
@@ -137,7 +138,9 @@ static void lwait_cb(dlock_op *op, int status, dlock_hold *hold, void *ud)
     w->op = NULL;
     w->status = status;
     snprintf(w->err, sizeof w->err, "%s", dlock_op_errmsg(op));
-    if (status == DLOCK_OK && hold != NULL) {
+    if (status == DLOCK_OK && w->leader != NULL) {
+        dlock_op_leader(op, w->leader);
+    } else if (status == DLOCK_OK && hold != NULL) {
         w->holds[0] = hold;
         w->nholds = 1;
     } else if (status == DLOCK_OK) {
@@ -355,6 +358,30 @@ int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                         o->keys[i], took,
                         (unsigned long long)cli_hold_token(h, i));
     }
+    return rc;
+}
+
+/* See cli.h. */
+int cli_hold_leader_wait(const struct cli *o, struct cli_hold *h,
+                         const dlock_leader_info *known, dlock_leader_info *out,
+                         int *signo)
+{
+    struct lwait w;
+    int rc;
+
+    *signo = 0;
+    memset(&w, 0, sizeof w);
+    w.leader = out;
+    rc = h->loop == NULL ? dlock_loop_new(&h->loop, h->c) : DLOCK_OK;
+    if (rc == DLOCK_OK)
+        rc = dlock_loop_leader_wait(&w.op, h->loop, o->key, known, -1, lwait_cb,
+                                    &w);
+    if (rc != DLOCK_OK) {
+        snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(h->c));
+        return rc;
+    }
+    rc = loop_wait(o, h->loop, &w, signo);
+    snprintf(h->err, sizeof h->err, "%s", w.err);
     return rc;
 }
 

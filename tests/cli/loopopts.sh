@@ -7,7 +7,8 @@
 # each option still does what it says: the replica has the lock when
 # COMMAND starts, too few replicas fail the grant (69, nothing left) or
 # are ridden out by a wait, a reader that prefers readers gets in while a
-# writer waits, the metrics file counts the loop's acquire and wait.
+# writer waits, the metrics file counts the loop's acquire and wait. And
+# `dlock leader --watch` waits on the loop too (no canceler thread).
 . "$(dirname "$0")/common.bash"
 
 start_redis
@@ -129,5 +130,21 @@ check "the file counts one wait" \
     file_has "$T/m.prom" '^dlock_waits_total{lock="mk"} 1$'
 check "the file counts one hold" \
     file_has "$T/m.prom" '^dlock_hold_seconds_count{lock="mk"} 1$'
+
+# ---- `dlock leader --watch`: one thread (no canceler); a line now and
+# one per change; SIGTERM ends it (143).
+spawn_bg "$DLOCK_BIN" leader --watch "${S[@]}" ld >"$T/watch.out"
+watcher=$BG
+wait_until 10 file_has "$T/watch.out" '^none$' || fail "no first line"
+check "a watching dlock leader has one thread (got $(threads "$watcher"))" \
+    test "$(threads "$watcher")" = 1
+expect_status 0 "a leader of ld comes and goes" "$DLOCK_BIN" elect \
+    "${S[@]}" --value v1 ld -- true
+wait_until 10 file_has "$T/watch.out" ' v1$' ||
+    fail "the watch did not print the new leader"
+kill -TERM "$watcher"
+wait_pid "$watcher" 30
+check "SIGTERM ends the watch: 143 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 143
 
 finish
