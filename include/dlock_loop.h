@@ -124,6 +124,25 @@ DLOCK_EXPORT int dlock_loop_new(dlock_loop **out, dlock_client *client);
  * out; their memory is freed. Accepts NULL. */
 DLOCK_EXPORT void dlock_loop_free(dlock_loop *loop);
 
+/*
+ * Renew the holds this loop grants from now on (those with renew = 1)
+ * from the client's watchdog thread instead of the loop's clock: for a
+ * loop that may stall past a lease (a callback that blocks, a process
+ * call that comes late). Each such hold is also a record of the client's
+ * watchdog (as dlock_lock_adopt makes one: same owner and token, never
+ * re-entered), renewed at a third of its lease on the watchdog's thread
+ * with the lease it was granted (dlock_loop_extend changes the servers'
+ * lease once, not the watchdog's); dlock_hold_status and
+ * dlock_hold_validity_ms read what the watchdog found; a loss is still
+ * reported through on_lost from process (at the latest a third of a
+ * lease after the watchdog found it). Release and downgrade go through
+ * the loop as before (the watchdog stops first: a downgraded reader is
+ * renewed by the loop). on 0: holds granted later are the loop's again.
+ * DLOCK_OK, or DLOCK_EINVAL (a NULL loop; several servers, Sentinel or
+ * Cluster: not yet).
+ */
+DLOCK_EXPORT int dlock_loop_set_watchdog(dlock_loop *loop, int on);
+
 /* The descriptor to watch for readability (an epoll fd over the loop's
  * connections and its wake-up eventfd). Stable for the loop's life. */
 DLOCK_EXPORT int dlock_loop_fd(const dlock_loop *loop);

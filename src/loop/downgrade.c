@@ -110,6 +110,7 @@ int dlock_loop_downgrade(dlock_op **out, dlock_loop *l, dlock_hold *h,
     /* A reader from now on: out of the name table (not exclusive),
      * renewed by its kind's script. */
     dloop__name_drop(h);
+    dloop__wd_drop(h); /* the loop renews the reader */
     h->k.kind = DLOCK__KIND_READ;
     if (dloop__send(l, DLOCK__S_RW_DOWNGRADE, 3, keys, kl, 5, args, al,
                     downgrade_reply, op, &op->req) != DLOCK_OK)

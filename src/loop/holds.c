@@ -49,6 +49,7 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return rc;
     h->gone = 1;
     h->renew = 0; /* op->hold's reference: freed after the callback */
+    dloop__wd_drop(h);
     if (h->status != DLOCK_OK) {
         dloop__complete(op, DLOCK_LOST, "%s: the lease had been lost",
                         h->k.name);
@@ -309,7 +310,11 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
     while ((h = dloop__heap_pop_due(l, now)) != NULL) {
         int k = h->k.kind; /* DLOCK__KIND_LOCK, _PERMIT, _READ: 0, 1, 2 */
         if (!h->renew || h->status != DLOCK_OK || h->gone)
-            continue; /* released or lost since: nothing more due */
+            continue;        /* released or lost since: nothing more due */
+        if (h->wd != NULL) { /* the watchdog renews it: look */
+            dloop__wd_check(h, now);
+            continue;
+        }
         if (now >= h->valid_until) {
             if (ng == BATCH_MAX) {
                 dloop__hold_sched(h); /* more to report: next process */

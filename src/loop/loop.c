@@ -333,6 +333,7 @@ void dloop__hold_unref(dlock_hold *h)
     l->nholds--;
     dloop__name_drop(h);
     dloop__mn_rec_free(h);
+    dloop__wd_drop(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
     if (h->held) {
@@ -469,6 +470,7 @@ void dlock_loop_free(dlock_loop *l)
     for (h = l->holds; h != NULL; h = n) {
         n = h->hnext;
         free(h->why);
+        dloop__wd_drop(h);
         dloop__mn_rec_free(h);
         free(h);
     }
@@ -524,6 +526,8 @@ int64_t dlock_hold_validity_ms(const dlock_hold *h)
     int64_t left;
     if (h == NULL || h->status != DLOCK_OK)
         return 0;
+    if (h->wd != NULL) /* the watchdog renews it */
+        return dlock_lock_validity_ms(h->wd);
     left = h->valid_until - dlock__now_ms();
     return left > 0 ? left : 0;
 }
@@ -532,6 +536,8 @@ int dlock_hold_status(const dlock_hold *h)
 {
     if (h == NULL)
         return DLOCK_EINVAL;
+    if (h->status == DLOCK_OK && h->wd != NULL)
+        return dlock_lock_status(h->wd);
     if (h->status == DLOCK_OK && dlock__now_ms() >= h->valid_until)
         return DLOCK_NOT_OWNER;
     return h->status;

@@ -126,6 +126,8 @@ struct dlock_hold {
     int64_t since_us; /* granted at (metrics: how long it is held) */
     int ignore_mark;  /* a reader that enters while a writer waits
                          (DLOCK_RW_PREFER_READERS) */
+    dlock_lock *wd;   /* watchdog.c: the client's record the watchdog
+                         thread renews (dlock_loop_set_watchdog), or NULL */
 };
 
 /* A renewal round's holds (one extend.lua call). */
@@ -219,6 +221,7 @@ struct dlock_loop {
     char warn[LOOP_ERRLEN]; /* dlock_loop_warning's text */
     int in_process;
     int signalled;
+    int watchdog; /* holds granted are renewed by the client's watchdog */
     lpool op_pool, req_pool, hold_pool;
 };
 
@@ -377,6 +380,18 @@ int dloop__acks_rc(dlock_loop *l, int rc, const redisReply *r, const char *err,
  * DLOCK_OK or DLOCK_ENOMEM (nothing sent). */
 int dloop__op_acks(dlock_op *op,
                    void (*then)(dlock_op *op, int rc, const char *msg));
+
+/* watchdog.c: the client's watchdog thread renews a loop's holds
+ * (dlock_loop_set_watchdog). After h's grant: make it a record of the
+ * client's registry with the watchdog on (h->wd), when the loop asks for
+ * it and h is renewed; else (or out of memory) the loop renews it. */
+void dloop__wd_adopt(dlock_hold *h);
+/* h's record leaves the registry (the watchdog stops): before a release,
+ * a downgrade, h's end. No-op without one. */
+void dloop__wd_drop(dlock_hold *h);
+/* h (h->wd set) is due on the loop's clock: report a loss the watchdog
+ * found, else take its validity and look again in a third of a lease. */
+void dloop__wd_check(dlock_hold *h, int64_t now);
 
 /* events.c: the client's metrics and events (on_event) for the loop's
  * operations, as the blocking API records them. op ends with status

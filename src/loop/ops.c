@@ -371,6 +371,7 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    dloop__wd_adopt(h);
     dloop__holder_record(l, h);
     if (op->campaign) { /* won: proclaim, then complete */
         if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)

@@ -12,7 +12,10 @@
  *    try is refused with DLOCK_LOCK_DELAY and a waiting acquire waits
  *    the delay out;
  *  - downgrade: dlock_loop_downgrade turns a loop's write hold into a
- *    read hold (same owner and token) that a waiting reader then shares.
+ *    read hold (same owner and token) that a waiting reader then shares;
+ *  - the watchdog thread as renewer (dlock_loop_set_watchdog): a loop
+ *    that does not run for five leases keeps its hold; a loss the
+ *    watchdog finds is reported by process through on_lost.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -274,6 +277,64 @@ static void test_lock_delay(void **state)
     dlock_client_free(c);
 }
 
+/* on_lost of a watchdog-renewed hold: counts. */
+static void lost_note(dlock_hold *h, int status, void *ud)
+{
+    (void)h;
+    *(int *)ud = status;
+}
+
+static void test_watchdog(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 300);
+    th_seen a = {0}, b = {0}, d = {0};
+    const char *why = NULL;
+    int lost = 0;
+    (void)state;
+    assert_int_equal(dlock_loop_set_watchdog(NULL, 1), DLOCK_EINVAL);
+    assert_int_equal(dlock_loop_set_watchdog(l, 1), DLOCK_OK);
+    o.on_lost = lost_note;
+    o.on_lost_userdata = &lost;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:w", &o, th_note, &a),
+                     DLOCK_OK);
+    wait_done(l, &a);
+    assert_int_equal(a.status, DLOCK_OK);
+    /* The loop stalls for five leases: the watchdog thread renews. */
+    th_sleep_ms(1500);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{lo:w}") > 0);
+    assert_int_equal(dlock_hold_status(a.hold), DLOCK_OK);
+    assert_true(dlock_hold_validity_ms(a.hold) > 0);
+    th_loop_run_for(&l, 1, 200);
+    assert_int_equal(lost, 0);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:w}"), 1);
+    /* Released through the loop: the watchdog stops, the key goes. */
+    assert_int_equal(dlock_loop_release(NULL, l, a.hold, th_note, &d),
+                     DLOCK_OK);
+    wait_done(l, &d);
+    assert_int_equal(d.status, DLOCK_OK);
+    th_sleep_ms(400);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:w}"), 0);
+    /* A loss the watchdog finds is reported by process, with its reason. */
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:w2", &o, th_note, &b),
+                     DLOCK_OK);
+    wait_done(l, &b);
+    assert_int_equal(b.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{lo:w2}"), 1);
+    th_sleep_ms(500);
+    th_loop_run_for(&l, 1, 300);
+    assert_int_equal(lost, DLOCK_NOT_OWNER);
+    assert_int_equal(dlock_hold_lost_reason(b.hold, &why), DLOCK_NOT_OWNER);
+    assert_non_null(strstr(why, "watchdog"));
+    memset(&d, 0, sizeof d);
+    assert_int_equal(dlock_loop_release(NULL, l, b.hold, th_note, &d),
+                     DLOCK_OK);
+    wait_done(l, &d);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_prefer_readers),
         cmocka_unit_test(test_downgrade),
         cmocka_unit_test(test_lock_delay),
+        cmocka_unit_test(test_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
