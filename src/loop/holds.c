@@ -66,30 +66,6 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
-/* See loop_impl.h. A hold's lease is no longer ours: say so once. */
-void dloop__lost(dlock_hold *h, int status)
-{
-    if (h->status != DLOCK_OK)
-        return;
-    dloop__lost_why(h, status);
-    h->status = status;
-    dloop__ev_lost(h, status);
-    if (h->on_lost != NULL && !h->gone)
-        h->on_lost(h, status, h->lost_ud);
-}
-
-/* See loop_impl.h. */
-void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
-{
-    dlock_loop *l = h->loop;
-    h->lease_ms = lease;
-    h->valid_until = sent_ms + lease - dlock__drift(l->c, lease);
-    if (h->renew)
-        h->renew_at = sent_ms + lease / 3;
-    dloop__hold_sched(h);
-    dloop__ev_renewed(h, sent_ms);
-}
-
 /* wait_replicas: WAIT answered for op's extension: it counts, or the
  * hold keeps the validity it had (the renewals go on). */
 static void extend_acked(dlock_op *op, int rc, const char *msg)
@@ -301,6 +277,34 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
         dloop__hold_sched(hs[i]);
 }
 
+/* h (renewed by the client's watchdog: h->wd) is due on the loop's
+ * clock: report a loss the watchdog found (its reason kept), else take
+ * its validity and look again in a third of a lease. */
+static void wd_check(dlock_hold *h, int64_t now)
+{
+    const char *why = NULL;
+    int64_t left = 0;
+    int st = dloop__wd_status(h, &left, &why);
+    if (st != DLOCK_OK) {
+        dloop__lost(h, st);
+        if (why != NULL && why[0] != '\0') {
+            size_t n = strlen(why);
+            char *w = malloc(n + sizeof "watchdog: ");
+            if (w != NULL) {
+                memcpy(w, "watchdog: ", sizeof "watchdog: " - 1);
+                memcpy(w + sizeof "watchdog: " - 1, why, n + 1);
+                free(h->why);
+                h->why = w;
+            }
+        }
+        dloop__hold_sched(h);
+        return;
+    }
+    h->valid_until = now + left;
+    h->renew_at = now + h->lease_ms / 3;
+    dloop__hold_sched(h);
+}
+
 /* The holds' clock: report leases run out, renew those due (batched),
  * taking from the heap (lheap.c) only the holds due by now. */
 void dloop__holds_time(dlock_loop *l, int64_t now)
@@ -312,7 +316,7 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
         if (!h->renew || h->status != DLOCK_OK || h->gone)
             continue;        /* released or lost since: nothing more due */
         if (h->wd != NULL) { /* the watchdog renews it: look */
-            dloop__wd_check(h, now);
+            wd_check(h, now);
             continue;
         }
         if (now >= h->valid_until) {

@@ -54,6 +54,11 @@ holding() {
 "$HOLDER"))" test "$(threads "$HOLDER")" = 1
 }
 
+# marked: a waiting writer's mark keeps new readers of rw out.
+marked() {
+    [ "$(rcli "$MP" HEXISTS 'dlock:{rw}' '#w')" = 1 ]
+}
+
 # let_go: end the holder's COMMAND; its status in WAIT_STATUS.
 let_go() {
     touch "$T/go"
@@ -98,8 +103,7 @@ expect_status 0 "a reader of rw" "$DLOCK_BIN" acquire -l 60 --shared \
 reader=$(cut -d' ' -f1 "$T/out")
 spawn_bg "$DLOCK_BIN" run -w 60 "${S[@]}" rw -- true
 writer=$BG
-wait_until 10 test "$(rcli "$MP" HEXISTS 'dlock:{rw}' '#w')" = 1 ||
-    fail "the writer did not mark its wait"
+wait_until 10 marked || fail "the writer did not mark its wait"
 expect_status 1 "a plain reader's try is kept out" \
     "$DLOCK_BIN" run --shared "${S[@]}" -n rw -- true
 holding prefer -l 60 --shared --prefer-readers "${S[@]}" rw
