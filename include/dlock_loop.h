@@ -66,9 +66,21 @@
  *    loop records its holder (holder_set.lua after the grant) and its
  *    renewals renew that record (holder_extend.lua);
  *  - the dlock tool's run, acquire and elect wait through a loop (one
- *    server).
- * Not yet: the client's options wait_replicas and on_event (loop holds
- * do not use them), and the lock-delay after a failover.
+ *    server), and leader --watch;
+ *  - the client's options on one server as the blocking API honours
+ *    them: wait_replicas (WAIT after each lock write: a grant, an
+ *    extend, a renewal round, a downgrade, a fenced set or read; too few
+ *    replicas: DLOCK_NOT_REPLICATED, a grant given back, a wait trying
+ *    again until its deadline), lock_delay_ms (after the server's
+ *    identity changed no grant for the delay: DLOCK_LOCK_DELAY for a
+ *    try, a wait sleeps it out), on_event and the metrics
+ *    (dlock_client_metrics counts a loop's acquires, busy answers, waits,
+ *    renewals, losses and releases; on_event runs on the loop's thread);
+ *  - the client's watchdog thread as the renewer of a loop's holds
+ *    (dlock_loop_set_watchdog), one server.
+ * Not yet on several servers, Sentinel or Cluster: downgrade and the
+ * watchdog option (their engine calls WAIT and apply the lock-delay
+ * themselves).
  */
 #ifndef DLOCK_LOOP_H
 #define DLOCK_LOOP_H
@@ -194,10 +206,13 @@ DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
  * message in dlock_errmsg(client)), DLOCK_ENOMEM. Completion statuses:
  * DLOCK_OK (hold set), DLOCK_BUSY (a try found it held, or this loop
  * already holds or is acquiring NAME), DLOCK_TIMEDOUT, DLOCK_CANCELED,
- * or an error class (for a wait: the servers failed in a way waiting
- * will not cure, or the wait ended while they were failing: the last
- * failure is the status). A failed acquire gives back what it may have
- * taken (a request whose answer was lost is followed by a release).
+ * DLOCK_NOT_REPLICATED (wait_replicas: the grant reached too few replicas
+ * and was given back), DLOCK_LOCK_DELAY (lock_delay_ms: the server's
+ * identity changed; a wait sleeps the delay out), or an error class (for
+ * a wait: the servers failed in a way waiting will not cure, or the wait
+ * ended while they were failing or refusing: the last failure is the
+ * status). A failed acquire gives back what it may have taken (a request
+ * whose answer was lost is followed by a release).
  */
 DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,
                                  const char *name,
@@ -338,7 +353,9 @@ DLOCK_EXPORT int dlock_loop_release(dlock_op **out, dlock_loop *loop,
 
 /* Set the hold's lease to lease_ms from now (and the renewals' lease
  * from then on). The callback gets DLOCK_OK, DLOCK_NOT_OWNER (the hold
- * is then lost) or an error class. Returns as dlock_loop_lock. */
+ * is then lost), DLOCK_NOT_REPLICATED (wait_replicas, one server: too few
+ * replicas have the extension; the hold keeps the validity it had) or
+ * an error class. Returns as dlock_loop_lock. */
 DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
                                    dlock_hold *hold, int64_t lease_ms,
                                    dlock_op_cb cb, void *userdata);
@@ -347,7 +364,9 @@ DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
  * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
  * caller names it; VALUE stored only if TOKEN >= every token a fenced
  * write of KEY carried). Callback: DLOCK_OK, DLOCK_STALE (older token,
- * nothing changed) or an error class; hold is NULL.
+ * nothing changed), DLOCK_NOT_REPLICATED (wait_replicas, one server: the
+ * value was written but too few replicas acknowledged it) or an error
+ * class; hold is NULL.
  */
 DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
                                        const char *key, uint64_t token,
@@ -370,8 +389,9 @@ DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
  * DLOCK_STALE). Callback: DLOCK_OK (dlock_op_value gives the value, NULL
  * when none, and the fence, now TOKEN), DLOCK_STALE (TOKEN is older than
  * the fence, which dlock_op_value's fence gives; nothing changed) or an
- * error class; hold is NULL. Unlike the blocking call it does not wait
- * for replicas (wait_replicas).
+ * error class; hold is NULL. With wait_replicas (one server): WAIT after
+ * the read, DLOCK_NOT_REPLICATED when too few replicas have the raised
+ * fence (the value is still given).
  */
 DLOCK_EXPORT int dlock_loop_fenced_read(dlock_op **out, dlock_loop *loop,
                                         const char *key, uint64_t token,
