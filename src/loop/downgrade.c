@@ -90,13 +90,8 @@ int dlock_loop_downgrade(dlock_op **out, dlock_loop *l, dlock_hold *h,
     rc = dloop__hold_op(&op, out, l, h, OP_DOWNGRADE,
                         h != NULL && h->k.kind == DLOCK__KIND_LOCK, cb,
                         userdata, "dlock_loop_downgrade");
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK || dloop__hold_lost_done(op))
         return rc;
-    if (h->status != DLOCK_OK) {
-        dloop__complete(op, h->status, "%s: the lease had been lost",
-                        h->k.name);
-        return DLOCK_OK;
-    }
     keys[0] = h->k.key, kl[0] = h->k.keylen;
     keys[1] = h->k.fkey, kl[1] = h->k.fkeylen;
     keys[2] = h->k.rkey, kl[2] = h->k.rkeylen;

@@ -155,13 +155,8 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     int64_t keep;
     int rc = dloop__hold_op(&op, out, l, h, OP_EXTEND, lease_ms > 0, cb,
                             userdata, "dlock_loop_extend");
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK || dloop__hold_lost_done(op))
         return rc;
-    if (h->status != DLOCK_OK) {
-        dloop__complete(op, h->status, "%s: the lease had been lost",
-                        h->k.name);
-        return DLOCK_OK;
-    }
     op->lease_ms = lease_ms;
     op->wake_at = dlock__now_ms(); /* sent at (not a timer: ST_OUT) */
     op->state = ST_OUT;

@@ -107,6 +107,16 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
+/* See loop_impl.h. */
+int dloop__hold_lost_done(dlock_op *op)
+{
+    if (op->hold->status == DLOCK_OK)
+        return 0;
+    dloop__complete(op, op->hold->status, "%s: the lease had been lost",
+                    op->hold->k.name);
+    return 1;
+}
+
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
 {
     /* A leader look carries two dlock_leader_info (2 KB) after it; every

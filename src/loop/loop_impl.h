@@ -274,6 +274,9 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
 int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
                    int type, int ok, dlock_op_cb cb, void *ud,
                    const char *what);
+/* A hold op made by dloop__hold_op on a hold found lost: complete it with
+ * the hold's status ("the lease had been lost") and return 1; else 0. */
+int dloop__hold_lost_done(dlock_op *op);
 
 /* lconn.c */
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,

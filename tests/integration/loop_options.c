@@ -133,14 +133,6 @@ static void test_events_metrics(void **state)
     dlock_client_free(c);
 }
 
-static void rel(dlock_loop *l, dlock_hold *h)
-{
-    th_seen s = {0};
-    assert_int_equal(dlock_loop_release(NULL, l, h, th_note, &s), DLOCK_OK);
-    wait_done(l, &s);
-    assert_int_equal(s.status, DLOCK_OK);
-}
-
 static void test_prefer_readers(void **state)
 {
     dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
@@ -178,8 +170,8 @@ static void test_prefer_readers(void **state)
         DLOCK_EINVAL);
     dlock_op_cancel(wop);
     assert_int_equal(w.status, DLOCK_CANCELED);
-    rel(ls[0], r1.hold);
-    rel(ls[0], r3.hold);
+    assert_int_equal(th_loop_release(ls[0], r1.hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[0], r3.hold), DLOCK_OK);
     th_loop_run_for(ls, 2, 100);
     dlock_loop_free(ls[0]);
     dlock_loop_free(ls[1]);
@@ -226,8 +218,8 @@ static void test_downgrade(void **state)
     assert_int_equal(t.status, DLOCK_BUSY);
     assert_int_equal(dlock_loop_downgrade(NULL, ls[0], d.hold, th_note, &bad),
                      DLOCK_EINVAL);
-    rel(ls[0], d.hold);
-    rel(ls[1], rd.hold);
+    assert_int_equal(th_loop_release(ls[0], d.hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[1], rd.hold), DLOCK_OK);
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:d}"), 0);
     dlock_loop_free(ls[0]);
     dlock_loop_free(ls[1]);
