@@ -49,7 +49,8 @@ holding() {
     spawn_bg_err "$T/$name.err" "$DLOCK_BIN" run "$@" -- sh -c "$until_go" \
         sh "$T/held" "$T/go"
     HOLDER=$BG
-    wait_until 10 test -e "$T/held" || fail "$name: COMMAND did not start"
+    wait_until 10 test -e "$T/held" ||
+        fail "$name: COMMAND did not start: $(cat "$T/$name.err")"
     check "$name: a holding dlock run has one thread (got $(threads \
 "$HOLDER"))" test "$(threads "$HOLDER")" = 1
 }
@@ -66,7 +67,9 @@ let_go() {
 }
 
 # ---- --wait-replicas 1: WAIT before COMMAND runs; one thread.
-holding replicas -l 60 "${S[@]}" --wait-replicas 1 lk
+# (A generous WAIT timeout: WAIT answers as soon as the replica has it.)
+holding replicas -l 60 "${S[@]}" --wait-replicas 1 \
+    --wait-replicas-timeout 10 lk
 check "the replica has the lock when COMMAND runs" \
     test "$(rcli "$RP" EXISTS 'dlock:{lk}')" = 1
 let_go
@@ -85,7 +88,8 @@ spawn_bg_err "$T/ride.err" "$DLOCK_BIN" run "${S[@]}" --wait-replicas 1 \
     --wait-replicas-timeout 0.2 -w 60 lk -- touch "$T/rode"
 rider=$BG
 wait_until 10 file_has "$T/ride.err" "trying again while the wait lasts" ||
-    fail "the wait did not say it rides too few replicas"
+    fail "the wait did not say it rides too few replicas: $(cat \
+"$T/ride.err")"
 check "a wait riding too few replicas has one thread (got $(threads \
 "$rider"))" test "$(threads "$rider")" = 1
 kill -CONT "$R_PID"
