@@ -17,9 +17,14 @@ void dloop__ev_op_ended(dlock_op *op, int status)
 {
     dlock_client *c = op->loop->c;
     dlock_hold *h = op->hold;
-    int64_t t_us = dlock__now_us() - op->t0_us;
+    int64_t now, t_us;
+    if (op->type != OP_LOCK && op->type != OP_RELEASE && op->type != OP_EXTEND)
+        return;
+    now = dlock__now_us();
+    t_us = now - op->t0_us;
     if (op->type == OP_LOCK) {
         if (status == DLOCK_OK && h != NULL) {
+            h->since_us = now; /* held from here (the hold histogram) */
             atomic_fetch_add(&c->stats.acquisitions, 1);
             dlock__hist_add(&c->metrics.acquire_wait, t_us);
             dlock__event(c, DLOCK_EVENT_ACQUIRED, h->k.name, DLOCK_OK, t_us,
@@ -33,7 +38,7 @@ void dloop__ev_op_ended(dlock_op *op, int status)
             dlock__event(c, DLOCK_EVENT_WAITED, h->k.name, status, t_us, 0);
         }
     } else if (op->type == OP_RELEASE && h != NULL) {
-        int64_t held_us = dlock__now_us() - h->since_us;
+        int64_t held_us = now - h->since_us;
         if (status == DLOCK_OK)
             dlock__hist_add(&c->metrics.hold, held_us);
         dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, status, held_us,

@@ -49,7 +49,8 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return rc;
     h->gone = 1;
     h->renew = 0; /* op->hold's reference: freed after the callback */
-    dloop__wd_drop(h);
+    if (h->wd != NULL)
+        dloop__wd_drop(h);
     if (h->status != DLOCK_OK) {
         dloop__complete(op, DLOCK_LOST, "%s: the lease had been lost",
                         h->k.name);

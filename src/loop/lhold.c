@@ -116,7 +116,8 @@ void dloop__hold_unref(dlock_hold *h)
     l->nholds--;
     dloop__name_drop(h);
     dloop__mn_rec_free(h);
-    dloop__wd_drop(h);
+    if (h->wd != NULL)
+        dloop__wd_drop(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
     if (h->held) {

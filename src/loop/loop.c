@@ -139,7 +139,8 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
     op->cb = cb;
     op->ud = ud;
     op->deadline = op->wake_at = -1;
-    op->t0_us = dlock__now_us();
+    if (type == OP_LOCK || type == OP_EXTEND) /* metrics: time in it */
+        op->t0_us = dlock__now_us();
     op->next = l->ops;
     if (l->ops != NULL)
         l->ops->prev = op;

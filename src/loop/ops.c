@@ -356,7 +356,6 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dlock_loop *l = op->loop;
     h->held = 1;
     h->token = token;
-    h->since_us = dlock__now_us();
     h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
@@ -367,7 +366,8 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
-    dloop__wd_adopt(h);
+    if (l->watchdog)
+        dloop__wd_adopt(h);
     dloop__holder_record(l, h);
     if (op->proclaim != NULL) { /* a campaign won: proclaim, then complete */
         if (op->proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
@@ -387,7 +387,8 @@ static int lock_delayed(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     int64_t left = 0;
-    if (op->loop->engine ||
+    /* Off (0: the default on one server) sets no delay: no clock read. */
+    if (op->loop->engine || op->loop->c->ns.lock_delay_ms <= 0 ||
         dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
         return 0;
     snprintf(op->err, sizeof op->err,
@@ -535,7 +536,8 @@ static void attempt(dlock_op *op)
     memset(&rec, 0, sizeof rec);
     rec.k = h->k;
     memcpy(rec.owner, h->owner, sizeof rec.owner);
-    dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
+    if (op->loop->c->ns.lock_delay_ms > 0) /* the delay is at least it */
+        dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
     if (lock_delayed(op))
         return;
     op->state = ST_OUT;

@@ -54,7 +54,7 @@ void dloop__wd_adopt(dlock_hold *h)
     r->lease_ms = h->lease_ms;
     atomic_store(&r->valid_until_ms, h->valid_until);
     r->watchdog = 1;
-    r->since_us = h->since_us;
+    r->since_us = dlock__now_us();
     r->next_renew_ms = due;
     dlock__held_link(c, r);
     r->handles = 1;
