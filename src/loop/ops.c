@@ -206,12 +206,14 @@ static void gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     dloop__hold_unref(h);
 }
 
-/* op is ending (completion or cancel): detach it from its request,
- * subscriptions and sleep; an acquire not granted gives back what it may
- * hold (the request out, an answer lost, its fair queue place). */
+/* op is ending (completion or cancel): its metrics and event
+ * (events.c), then detach it from its request, subscriptions and sleep;
+ * an acquire not granted gives back what it may hold (the request out,
+ * an answer lost, its fair queue place). */
 void dloop__op_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
+    dloop__ev_op_ended(op, op->status); /* first: it reads op->hold */
     unsub(op);
     timed_set(op, 0);
     if (op->end != NULL) { /* an engine loop's op, several locks' */
