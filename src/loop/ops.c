@@ -394,6 +394,15 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         op->hold->k.name, dlock__elem_int(r, 1));
         return;
     }
+    if (dlock__elem_int(r, 0) == -3 && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[1]->str, "lock-hash") == 0) {
+        dloop__complete(op, DLOCK_EINVAL,
+                        "%s: the lock is held in the hash layout; every "
+                        "client of a name must use one layout",
+                        op->hold->k.name);
+        return;
+    }
     if (dlock__elem_int(r, 0) == -3) {
         dloop__complete(op, DLOCK_EINVAL,
                         "%s: the name is used by another kind of lock",

@@ -43,6 +43,12 @@
  * which the measured waiter is. */
 #define JOIN_BUDGET 13
 #define HANDOVER_BUDGET 12 /* a release that hands to the next waiter */
+/* The string layout (dlock_client_set_layout) without fence retention:
+ * TIME and SET NX PX; GET and DEL; the two EVALSHAs (issue 31: <= 6). */
+#define CYCLE_BUDGET_STRING 6
+/* The same with retention: also the fence hash's HMGET and HSET n, and
+ * the release's HSET r. */
+#define CYCLE_BUDGET_STRING_RETAINED 9
 
 #define RETAIN_MS 604800000LL /* DLOCK__FENCE_RETENTION_MS */
 
@@ -161,6 +167,31 @@ static void test_uncontended_cycle_no_retention(void **state)
     (void)state;
     cycle(client_none(), "sc-none", "uncontended cycle, no retention",
           CYCLE_BUDGET_NO_RETENTION);
+}
+
+/* A string-layout client (issue 31) without fence retention. */
+static dlock_client *client_string(int64_t keep_ms)
+{
+    dlock_client *c = th_client_string(th_url(&srv), keep_ms);
+    assert_non_null(c);
+    return c;
+}
+
+/* The string layout's uncontended cycle: SET NX PX and GET + DEL. */
+static void test_uncontended_cycle_string(void **state)
+{
+    (void)state;
+    cycle(client_string(0), "sc-str", "uncontended cycle, string layout",
+          CYCLE_BUDGET_STRING);
+}
+
+/* The same with the default fence retention. */
+static void test_uncontended_cycle_string_retained(void **state)
+{
+    (void)state;
+    cycle(client_string(RETAIN_MS), "sc-str-keep",
+          "uncontended cycle, string layout, retention",
+          CYCLE_BUDGET_STRING_RETAINED);
 }
 
 /* Wait (bounded) until NAME's fair queue holds n waiters. */
@@ -324,6 +355,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncontended_cycle),
         cmocka_unit_test(test_uncontended_cycle_no_retention),
+        cmocka_unit_test(test_uncontended_cycle_string),
+        cmocka_unit_test(test_uncontended_cycle_string_retained),
         cmocka_unit_test(test_contended),
         cmocka_unit_test(test_contended_no_retention),
         cmocka_unit_test(test_contended_mixed_retention),
