@@ -1,0 +1,270 @@
+/*
+ * string_layout.c - exclusive locks in the string layout (issue 31,
+ * dlock_client_set_layout): the lock key is a string "<owner> <count>
+ * <token>[ l]" whose TTL is the lease. Exclusion, owner-checked release,
+ * reentry, tokens, renewal, notify wake-ups, the operator's view (check,
+ * inspect), what the layout refuses, and the mix with hash-layout
+ * clients on one name: they refuse each other's holds, never both hold.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "fixture.h"
+#include "th_waiter.h"
+#include "th_loop.h"
+
+#define RETAIN_MS 604800000LL
+
+static dlock_client *string_client(int64_t keep_ms)
+{
+    dlock_client *c = th_client_string(th_url(&srv), keep_ms);
+    assert_non_null(c);
+    return c;
+}
+
+/* The Redis type of NAME's lock key. */
+static void assert_type(const char *name, const char *type)
+{
+    redisReply *r = th_cmd(&srv, "TYPE dlock:{%s}", name);
+    assert_non_null(r);
+    assert_string_equal(r->str, type);
+    freeReplyObject(r);
+}
+
+/* Acquire, re-enter, release level by level; the key is a string while
+ * held and gone after; another client finds it busy meanwhile. */
+static void test_cycle_reentry(void **state)
+{
+    dlock_client *a = string_client(0), *b = string_client(0);
+    dlock_lock *l1, *l2, *lb;
+    uint64_t t1;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&l1, a, "sl-re", 0, 10000), DLOCK_OK);
+    assert_type("sl-re", "string");
+    t1 = dlock_lock_token(l1);
+    assert_true(t1 > 0);
+    assert_int_equal(dlock_lock_acquire(&l2, a, "sl-re", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_token(l2), t1);
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-re", 0, 10000), DLOCK_BUSY);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    assert_type("sl-re", "string"); /* one level left */
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-re", 0, 10000), DLOCK_BUSY);
+    assert_int_equal(dlock_lock_release(l1), DLOCK_OK);
+    assert_type("sl-re", "none");
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{sl-re}:f"), 0);
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-re", 0, 10000), DLOCK_OK);
+    assert_true(dlock_lock_token(lb) > t1);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* A release after the lease ran out and another owner took the name
+ * does not touch the new hold. */
+static void test_owner_checked_release(void **state)
+{
+    dlock_client *a = string_client(0), *b = string_client(0);
+    dlock_lock *la, *lb;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, a, "sl-own", 0, 10000), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{sl-own}"), 1); /* lapsed */
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-own", 0, 10000), DLOCK_OK);
+    assert_int_not_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_type("sl-own", "string");
+    assert_int_equal(dlock_lock_check(b, "sl-own", dlock_lock_token(lb)),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* With fence retention tokens come from the fence hash, which stays;
+ * renewal, check and inspect read the string. */
+static void test_retained_extend_inspect(void **state)
+{
+    dlock_client *a = string_client(RETAIN_MS);
+    dlock_lock *l;
+    dlock_info info;
+    uint64_t t;
+    (void)state;
+    /* A token on record far above the clock: the next grant is above it. */
+    freeReplyObject(th_cmd(&srv, "HSET dlock:{sl-keep}:f n 9000000000000000"));
+    assert_int_equal(dlock_lock_acquire(&l, a, "sl-keep", 0, 5000), DLOCK_OK);
+    t = dlock_lock_token(l);
+    assert_true(t == 9000000000000001ULL);
+    assert_int_equal(dlock_lock_extend(l, 60000), DLOCK_OK);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{sl-keep}") > 5000);
+    assert_int_equal(dlock_lock_check(a, "sl-keep", t), DLOCK_OK);
+    assert_int_equal(dlock_lock_check(a, "sl-keep", t - 1), DLOCK_STALE);
+    assert_int_equal(dlock_lock_inspect(a, "sl-keep", &info), DLOCK_OK);
+    assert_int_equal(info.held, 1);
+    assert_int_equal(info.reentry, 1);
+    assert_int_equal(info.last_token, t);
+    assert_true(info.ttl_ms > 5000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{sl-keep}:f"), 1);
+    assert_int_equal(dlock_lock_inspect(a, "sl-keep", &info), DLOCK_OK);
+    assert_int_equal(info.held, 0);
+    dlock_client_free(a);
+}
+
+/* A notify waiter is woken by the release of a 60 s hold (the busy try
+ * marked it ' l', so the release announced). */
+static void test_notify_wakeup(void **state)
+{
+    dlock_client *a = string_client(0), *b = string_client(0);
+    dlock_lock *la;
+    th_waiter w = th_waiter_keeping(b, "sl-wake");
+    (void)state;
+    w.wait_ms = 30000;
+    assert_int_equal(dlock_lock_acquire(&la, a, "sl-wake", 0, 60000), DLOCK_OK);
+    assert_int_equal(th_waiter_start(&w), 0);
+    assert_int_equal(th_wait_busy(b, 2, 10000), 0);
+    assert_int_equal(atomic_load(&w.got), 0);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_int_equal(th_waiter_join(&w), 0);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* A hash-layout client (the default, fair; and a notify one) and a
+ * string-layout client on one name: each refuses the other's hold with
+ * DLOCK_EINVAL naming the layout; never both hold. */
+static void test_mixed_layouts(void **state)
+{
+    dlock_client *s = string_client(0);
+    dlock_client *h = fixture_client(DLOCK_WAIT_FAIR, 0, 0);
+    dlock_client *hn = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_lock *ls, *lh;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&lh, h, "sl-mix", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&ls, s, "sl-mix", 0, 10000),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(s), "hash layout"));
+    assert_int_equal(dlock_lock_acquire(&ls, s, "sl-mix", 1000, 10000),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+
+    assert_int_equal(dlock_lock_acquire(&ls, s, "sl-mix", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&lh, h, "sl-mix", 0, 10000),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(h), "string layout"));
+    assert_int_equal(dlock_lock_acquire(&lh, h, "sl-mix", 1000, 10000),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire(&lh, hn, "sl-mix", 1000, 10000),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(hn), "string layout"));
+    assert_type("sl-mix", "string");
+    assert_int_equal(dlock_lock_release(ls), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&lh, hn, "sl-mix", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    dlock_client_free(s);
+    dlock_client_free(h);
+    dlock_client_free(hn);
+}
+
+/* What the layout refuses: a fair client, read locks, elections. */
+static void test_refusals(void **state)
+{
+    dlock_client *f = fixture_client(DLOCK_WAIT_FAIR, 0, 0);
+    dlock_client *s = string_client(0);
+    dlock_lock *l;
+    dlock_election *e;
+    (void)state;
+    assert_int_equal(dlock_client_set_layout(f, DLOCK_LAYOUT_STRING),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(f), "fair"));
+    assert_int_equal(dlock_client_set_layout(f, (dlock_layout)7), DLOCK_EINVAL);
+    assert_int_equal(dlock_rw_acquire_shared(&l, s, "sl-rw", 0, NULL),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_campaign(&e, s, "sl-el", "v", NULL), DLOCK_EINVAL);
+    /* Not once the client holds a lock. */
+    assert_int_equal(dlock_lock_acquire(&l, s, "sl-ref", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_client_set_layout(s, DLOCK_LAYOUT_HASH),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_client_set_layout(s, DLOCK_LAYOUT_HASH), DLOCK_OK);
+    dlock_client_free(f);
+    dlock_client_free(s);
+}
+
+/* The event loop takes its commands from the same table: a string hold,
+ * another loop's busy try, renewal, a notify waiter woken by the release;
+ * a fair acquire and a read lock are refused. */
+static void test_loop(void **state)
+{
+    dlock_client *c = string_client(0);
+    dlock_loop *ls[2] = {NULL, NULL};
+    dlock_loop_acquire o, w;
+    th_seen a = {0}, b = {0}, e = {0}, r = {0}, f = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = 0;
+    o.lease_ms = 60000;
+    w = o;
+    w.wait_ms = 30000;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-loop", &o, th_note, &a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_type("sl-loop", "string");
+    assert_true(dlock_hold_token(a.hold) > 0);
+    assert_int_equal(dlock_loop_extend(NULL, ls[0], a.hold, 90000, th_note, &e),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &e.done), 0);
+    assert_int_equal(e.status, DLOCK_OK);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{sl-loop}") > 60000);
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "sl-loop", &w, th_note, &b),
+                     DLOCK_OK);
+    th_loop_run_for(&ls[1], 1, 100);
+    assert_int_equal(b.done, 0);
+    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 2, &b.done), 0);
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_int_equal(b.status, DLOCK_OK);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_type("sl-loop", "none");
+    o.strategy = DLOCK_WAIT_FAIR;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-loop", &o, th_note, &f),
+                     DLOCK_EINVAL);
+    o.strategy = DLOCK_WAIT_NOTIFY;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "sl-loop", &o, th_note, &f),
+        DLOCK_EINVAL);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cycle_reentry),
+        cmocka_unit_test(test_owner_checked_release),
+        cmocka_unit_test(test_retained_extend_inspect),
+        cmocka_unit_test(test_notify_wakeup),
+        cmocka_unit_test(test_mixed_layouts),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_loop),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
