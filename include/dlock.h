@@ -410,8 +410,9 @@ typedef enum dlock_layout {
  * (DLOCK_EINVAL, with a message) for a client of several servers
  * (Redlock), with wait_strategy DLOCK_WAIT_FAIR or with holder_info, and
  * once the client holds a lock. With it, these calls return DLOCK_EINVAL:
- * read-write locks, elections, fenced values (dlock_fenced_*) and
- * dlock_lock_adopt; semaphores are unchanged. Returns DLOCK_OK. */
+ * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade) and elections
+ * (dlock_campaign); semaphores and fenced values are unchanged. Returns
+ * DLOCK_OK. */
 DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
                                          dlock_layout layout);
 

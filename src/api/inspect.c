@@ -299,9 +299,6 @@ int dlock_lock_adopt(dlock_lock **out, dlock_client *c, const char *name,
         strlen(owner) >= sizeof info.owner)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "adopt: out and a valid owner are required");
-    rc = dlock__layout_refuse(c, "adopt");
-    if (rc != DLOCK_OK)
-        return rc;
     rc = adopt_shared(out, c, name, owner, token);
     if (rc != 1)
         return rc;
