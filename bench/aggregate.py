@@ -834,6 +834,29 @@ def main():
         v = nr.get("redis_commands_per_cycle")
         target("W1 fair without fence retention <= 6 Redis commands/cycle",
                v, v is not None and v <= 6)
+    # Issue 31: the string layout's W1, without and with fence retention,
+    # each against its own paired floor.
+    for lab, key in (("w1_string", "w1_string"),
+                     ("w1_string_retained", "w1_string_retained")):
+        sr, srf = runs.get(lab), runs.get(lab + "_floor")
+        if not sr:
+            continue
+        results[key] = {
+            "cycles_per_s": sr.get("cycles_per_s"),
+            "ratio_to_floor": ratio(sr.get("cycles_per_s"),
+                                    (srf or {}).get("cycles_per_s")),
+            "redis_cpu_us_per_cycle": sr.get("redis_cpu_us_per_cycle"),
+            "redis_commands_per_cycle": sr.get("redis_commands_per_cycle"),
+            "floor_redis_cpu_us_per_cycle":
+                (srf or {}).get("redis_cpu_us_per_cycle"),
+        }
+        if lab == "w1_string":
+            v = sr.get("redis_commands_per_cycle")
+            target("W1 string layout without fence retention <= 6 Redis "
+                   "commands/cycle", v, v is not None and v <= 6)
+            r = results[key]["ratio_to_floor"]
+            target("W1 string layout >= 0.92 x floor", r,
+                   r is not None and r >= 0.92)
     # Keyed "none"/"default" for locks (as before), "<kind>_none" /
     # "<kind>_default" for permits and readers.
     results["memory"] = {
