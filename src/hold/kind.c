@@ -39,14 +39,16 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
 {
     int64_t hint;
     if (dlock__string_layout(c)) {
-        /* s_acquire.lua: every ask is the same (no queue); 2 keys, 4
-         * arguments. */
+        /* s_acquire.lua: every ask is the same (no queue); 1 key and 3
+         * arguments, with fence retention 2 and 4. */
+        int64_t keep = dlock__fence_retention(c);
         dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
-        dlock__lock_keys(b, &h->k, 2);
+        dlock__lock_keys(b, &h->k, keep != 0 ? 2 : 1);
         dlock__cmd_arg(b, h->owner, strlen(h->owner));
         dlock__cmd_arg_i64(b, w->lease_ms);
         dlock__cmd_arg_i64(b, h->depth);
-        dlock__cmd_arg_i64(b, dlock__fence_retention(c));
+        if (keep != 0)
+            dlock__cmd_arg_i64(b, keep);
         dlock__cmd_durable(c, &b->cmd);
         return;
     }

@@ -6,15 +6,18 @@
 --          "<owner> <count> <token>" and, once someone found it busy and
 --          may wait for its release, " l" (the listeners' mark); its TTL
 --          is the lease
--- KEYS[2]  the fence hash <prefix>:{<name>}:f (n = last token granted,
---          d = the server second from which a grant renews its TTL, as
---          acquire.lua); read and written only with fence retention
+-- KEYS[2]  with fence retention only: the fence hash <prefix>:{<name>}:f
+--          (n = last token granted, d = the server second from which a
+--          grant renews its TTL, as acquire.lua)
 -- ARGV[1]  owner id (no spaces)
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  reentry depth the client believes this owner has now (0: a
 --          fresh acquire)
--- ARGV[4]  fence retention in ms, "0" for none: the token is the
---          server's time in us and nothing but the lock key is touched
+-- ARGV[4]  with fence retention only: the retention in ms. Without
+--          (neither KEYS[2] nor ARGV[4] sent) the token is the server's
+--          time in us and nothing but the lock key is touched. (Every key
+--          and argument costs Redis about 1k instructions a call:
+--          docs/benchmarks.md.)
 --
 -- Returns as acquire.lua:
 --   {1, token, depth}  acquired (or a retry of an applied acquire found)
@@ -33,7 +36,7 @@ if ARGV[3] == '0' then
     local tm = redis.call('TIME')
     local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
     local renew = false
-    if keep ~= '0' then
+    if keep then
         local fence = redis.call('HMGET', KEYS[2], 'n', 'd')
         local last = fence[1]
         if last and (#last > #tok or (#last == #tok and last >= tok)) then
@@ -48,7 +51,7 @@ if ARGV[3] == '0' then
                        string.format('%d', tonumber(tm[1]) +
                                            math.floor(tonumber(keep) / 1000)))
             redis.call('PEXPIRE', KEYS[2], 2 * tonumber(keep))
-        elseif keep ~= '0' then
+        elseif keep then
             redis.call('HSET', KEYS[2], 'n', tok)
         end
         return {1, tok, 1}
