@@ -161,11 +161,6 @@ int dlock_client_set_layout(dlock_client *c, dlock_layout layout)
                                 "or a Cluster only, not Redlock over %d "
                                 "servers",
                                 c->ns.n);
-    if (layout == DLOCK_LAYOUT_STRING &&
-        c->opts.wait_strategy == DLOCK_WAIT_FAIR)
-        return dlock__set_error(c, DLOCK_EINVAL,
-                                "layout string: wait strategy fair is not "
-                                "supported; use notify or spin");
     if (layout == DLOCK_LAYOUT_STRING && c->opts.holder_info)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "layout string: holder_info is not "

@@ -39,16 +39,22 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
 {
     int64_t hint;
     if (dlock__string_layout(c)) {
-        /* s_acquire.lua: every ask is the same (no queue); 1 key and 3
-         * arguments, with fence retention 2 and 4. */
+        /* s_acquire.lua: a plain try (and a notify or spin waiter's) is
+         * 1 key and 3 arguments, with fence retention 2 and 4; a fair
+         * try adds its mode, a queued attempt also the waiter TTL. */
         int64_t keep = dlock__fence_retention(c);
+        int fair = ask == DLOCK__ASK_TRY_FAIR || ask == DLOCK__ASK_FIFO;
         dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
         dlock__lock_keys(b, &h->k, keep != 0 ? 2 : 1);
         dlock__cmd_arg(b, h->owner, strlen(h->owner));
         dlock__cmd_arg_i64(b, w->lease_ms);
         dlock__cmd_arg_i64(b, h->depth);
-        if (keep != 0)
+        if (keep != 0 || fair)
             dlock__cmd_arg_i64(b, keep);
+        if (fair)
+            dlock__cmd_arg(b, ask == DLOCK__ASK_FIFO ? "2" : "1", 1);
+        if (ask == DLOCK__ASK_FIFO)
+            dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
         dlock__cmd_durable(c, &b->cmd);
         return;
     }

@@ -675,9 +675,6 @@ static int begin(dlock_op **out, dlock_loop *l, const char *what,
     rc = check_acquire(l, what, name, opts, cb);
     if (rc == DLOCK_OK && kind == DLOCK__KIND_READ)
         rc = dlock__layout_refuse(l->c, "read locks");
-    if (rc == DLOCK_OK && kind == DLOCK__KIND_LOCK &&
-        opts->strategy == DLOCK_WAIT_FAIR)
-        rc = dlock__layout_refuse(l->c, "wait strategy fair");
     if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
         (limit < 1 || limit > 1000000))
         rc = dlock__set_error(l->c, DLOCK_EINVAL,

@@ -122,6 +122,9 @@ struct dlock_client *th_client_keep(const char *url, int64_t keep_ms);
  * (dlock_client_set_layout) with the fence retention keep_ms. NULL as
  * th_client. */
 struct dlock_client *th_client_string(const char *url, int64_t keep_ms);
+/* The same with wait strategy strategy (DLOCK_WAIT_*). */
+struct dlock_client *th_client_string_wait(const char *url, int64_t keep_ms,
+                                           int strategy);
 
 /* th_client logging in as ACL user USER with PASSWORD (NULL: the URL's). */
 struct dlock_client *th_client_user(const char *const *urls, size_t n,

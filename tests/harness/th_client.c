@@ -37,6 +37,13 @@ dlock_client *th_client_keep(const char *url, int64_t keep_ms)
 /* See harness.h. */
 dlock_client *th_client_string(const char *url, int64_t keep_ms)
 {
+    return th_client_string_wait(url, keep_ms, DLOCK_WAIT_NOTIFY);
+}
+
+/* See harness.h. */
+dlock_client *th_client_string_wait(const char *url, int64_t keep_ms,
+                                    int strategy)
+{
     dlock_options o;
     dlock_client *c;
     dlock_options_init(&o);
@@ -44,7 +51,7 @@ dlock_client *th_client_string(const char *url, int64_t keep_ms)
     o.nservers = 1;
     o.tls_ca_file = th_ca_file();
     o.fence_retention_ms = keep_ms;
-    o.wait_strategy = DLOCK_WAIT_NOTIFY;
+    o.wait_strategy = (dlock_wait_strategy)strategy;
     c = make(&o);
     if (c != NULL &&
         dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK) {

@@ -139,6 +139,86 @@ static void test_notify_wakeup(void **state)
     dlock_client_free(b);
 }
 
+/* A fair client of the string layout (dlock_options wait_strategy FAIR). */
+static dlock_client *fair_string_client(int64_t keep_ms)
+{
+    const char *url = th_url(&srv);
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[256];
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = keep_ms;
+    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
+    assert_int_equal(dlock_client_set_layout(c, DLOCK_LAYOUT_STRING), DLOCK_OK);
+    return c;
+}
+
+/* Fair waits in the string layout: waiters queue (<key>:q), the release
+ * of a 60 s hold hands the lock to the first, which confirms it with its
+ * own lease; the next waiter gets it from that one's release; a waiter
+ * that gives up leaves the queue; nothing is left at the end. */
+static void fair_handoff(int64_t keep_ms, const char *name)
+{
+    dlock_client *a = fair_string_client(keep_ms);
+    dlock_client *b = fair_string_client(keep_ms);
+    dlock_client *d = fair_string_client(keep_ms), *e;
+    dlock_lock *la, *lx;
+    th_waiter w1 = th_waiter_keeping(b, name);
+    th_waiter w2 = th_waiter_keeping(d, name);
+    uint64_t ta;
+    w1.wait_ms = w2.wait_ms = 30000;
+    assert_int_equal(dlock_lock_acquire(&la, a, name, 0, 60000), DLOCK_OK);
+    ta = dlock_lock_token(la);
+    assert_int_equal(th_waiter_start(&w1), 0);
+    assert_int_equal(th_await_queued(&srv, name, 1), 0);
+    assert_int_equal(th_waiter_start(&w2), 0);
+    assert_int_equal(th_await_queued(&srv, name, 2), 0);
+    /* A fair try of a third client respects the queue. */
+    e = fair_string_client(keep_ms);
+    assert_int_equal(dlock_lock_acquire(&lx, e, name, 0, 1000), DLOCK_BUSY);
+    dlock_client_free(e);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    /* Handed over by the release itself, not taken by a later poll. */
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{%s}", name), 1);
+    assert_int_equal(th_waiter_join(&w1), 0);
+    assert_int_equal(w1.rc, DLOCK_OK);
+    assert_true(dlock_lock_token(w1.l) > ta);
+    assert_int_equal(atomic_load(&w2.got), 0);
+    assert_true(th_cmd_int(&srv, "PTTL dlock:{%s}", name) > 0);
+    assert_int_equal(dlock_lock_release(w1.l), DLOCK_OK);
+    assert_int_equal(th_waiter_join(&w2), 0);
+    assert_int_equal(w2.rc, DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w2.l), DLOCK_OK);
+    assert_type(name, "none");
+    assert_int_equal(
+        th_cmd_int(&srv, "EXISTS dlock:{%s}:q dlock:{%s}:qt", name, name), 0);
+    /* A waiter that gives up leaves the queue. */
+    assert_int_equal(dlock_lock_acquire(&la, a, name, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&lx, b, name, 300, 10000),
+                     DLOCK_TIMEDOUT);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name), 0);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_type(name, "none");
+    dlock_client_free(a);
+    dlock_client_free(b);
+    dlock_client_free(d);
+}
+
+static void test_fair_handoff(void **state)
+{
+    (void)state;
+    fair_handoff(0, "sl-fair");
+}
+
+static void test_fair_handoff_retained(void **state)
+{
+    (void)state;
+    fair_handoff(RETAIN_MS, "sl-fair-keep");
+}
+
 /* A hash-layout client (the default, fair; and a notify one) and a
  * string-layout client on one name: each refuses the other's hold with
  * DLOCK_EINVAL naming the layout; never both hold. */
@@ -175,7 +255,7 @@ static void test_mixed_layouts(void **state)
     dlock_client_free(hn);
 }
 
-/* What the layout refuses: a fair client, read locks, elections. */
+/* What the layout refuses: read locks, elections, an unknown layout. */
 static void test_refusals(void **state)
 {
     dlock_client *f = fixture_client(DLOCK_WAIT_FAIR, 0, 0);
@@ -183,9 +263,6 @@ static void test_refusals(void **state)
     dlock_lock *l;
     dlock_election *e;
     (void)state;
-    assert_int_equal(dlock_client_set_layout(f, DLOCK_LAYOUT_STRING),
-                     DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_errmsg(f), "fair"));
     assert_int_equal(dlock_client_set_layout(f, (dlock_layout)7), DLOCK_EINVAL);
     assert_int_equal(dlock_rw_acquire_shared(&l, s, "sl-rw", 0, NULL),
                      DLOCK_EINVAL);
@@ -243,10 +320,6 @@ static void test_loop(void **state)
     assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
     assert_int_equal(r.status, DLOCK_OK);
     assert_type("sl-loop", "none");
-    o.strategy = DLOCK_WAIT_FAIR;
-    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-loop", &o, th_note, &f),
-                     DLOCK_EINVAL);
-    o.strategy = DLOCK_WAIT_NOTIFY;
     assert_int_equal(
         dlock_loop_read_acquire(NULL, ls[0], "sl-loop", &o, th_note, &f),
         DLOCK_EINVAL);
@@ -262,6 +335,8 @@ int main(void)
         cmocka_unit_test(test_owner_checked_release),
         cmocka_unit_test(test_retained_extend_inspect),
         cmocka_unit_test(test_notify_wakeup),
+        cmocka_unit_test(test_fair_handoff),
+        cmocka_unit_test(test_fair_handoff_retained),
         cmocka_unit_test(test_mixed_layouts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_loop),
