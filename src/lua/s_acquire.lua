@@ -50,21 +50,44 @@ local owner, keep, mode = ARGV[1], ARGV[4], ARGV[5] or '0'
 if keep == '0' then
     keep = nil
 end
+local tm
+-- The common case first, before anything else is set up (every closure
+-- and string made costs Redis instructions on every call): a fresh plain
+-- acquire, or a fresh fair try where nobody is queued. (A queued attempt,
+-- mode 2, found the lock busy before and rarely finds it free now.)
+if ARGV[3] == '0' and (mode == '0' or (mode == '1' and
+    redis.call('EXISTS', KEYS[1] .. ':q') == 0)) then
+    tm = redis.call('TIME')
+    local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    local fence
+    if keep then
+        fence = redis.call('HMGET', KEYS[2], 'n', 'd')
+        local last = fence[1]
+        if last and (#last > #tok or (#last == #tok and last >= tok)) then
+            tok = string.format('%d', tonumber(last) + 1)
+        end
+    end
+    if redis.call('SET', KEYS[1], owner .. ' 1 ' .. tok, 'NX', 'PX',
+                  ARGV[2]) then
+        if keep and (not fence[2] or tm[1] >= fence[2]) then
+            redis.call('HSET', KEYS[2], 'n', tok, 'd',
+                       string.format('%d', tonumber(tm[1]) +
+                                           math.floor(tonumber(keep) / 1000)))
+            redis.call('PEXPIRE', KEYS[2], 2 * tonumber(keep))
+        elseif keep then
+            redis.call('HSET', KEYS[2], 'n', tok)
+        end
+        return {1, tok, 1}
+    end
+end
 local q, qt = KEYS[1] .. ':q', KEYS[1] .. ':qt'
--- A fair try respects the queue; a queued attempt (mode 2) found the
--- lock busy before and rarely finds it free now: it skips the SET NX.
-local queued = mode == '2' or (mode == '1' and redis.call('EXISTS', q) == 1)
 
 -- The token of a fresh grant (text: see text_token.luainc): the server's
--- time in us, above the fence hash's n with retention and above floor.
-local tm
-local function token(floor)
+-- time in us, above the fence hash's n with retention.
+local function token()
     tm = tm or redis.call('TIME')
     local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
     local renew = false
-    if floor and (#floor > #tok or (#floor == #tok and floor >= tok)) then
-        tok = string.format('%d', tonumber(floor) + 1)
-    end
     if keep then
         local fence = redis.call('HMGET', KEYS[2], 'n', 'd')
         local last = fence[1]
@@ -88,14 +111,6 @@ local function record(tok, renew)
     end
 end
 
-if ARGV[3] == '0' and not queued then
-    local tok, renew = token(nil)
-    if redis.call('SET', KEYS[1], owner .. ' 1 ' .. tok, 'NX', 'PX',
-                  ARGV[2]) then
-        record(tok, renew)
-        return {1, tok, 1}
-    end
-end
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' and v.err then
     local ty = redis.call('TYPE', KEYS[1]).ok
@@ -163,7 +178,7 @@ if mode ~= '2' then
     end
     -- A plain acquire of a name free again (a SET NX raced? not within a
     -- script): take it.
-    local t2, renew = token(nil)
+    local t2, renew = token()
     redis.call('SET', KEYS[1], owner .. ' 1 ' .. t2, 'PX', ARGV[2])
     record(t2, renew)
     return {1, t2, 1}
@@ -189,7 +204,7 @@ if not o then
             redis.call('ZREM', q, owner)
             redis.call('ZREM', qt, owner)
         end
-        local t2, renew = token(nil)
+        local t2, renew = token()
         -- 'q': others may be queued behind.
         local m = redis.call('EXISTS', q) == 1 and ' q' or ''
         redis.call('SET', KEYS[1], owner .. ' 1 ' .. t2 .. m, 'PX', ARGV[2])
