@@ -141,12 +141,9 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         opts.holder_label = label;
     }
 
-    /* The string layout: no holder info, waits by notification (it has
-     * no fair queue: dlock.h). */
-    if (!marks && o->layout == DLOCK_LAYOUT_STRING) {
+    /* The string layout records no holder info (dlock.h). */
+    if (!marks && o->layout == DLOCK_LAYOUT_STRING)
         opts.holder_info = 0;
-        opts.wait_strategy = DLOCK_WAIT_NOTIFY;
-    }
 
     if (o->verbose && !marks)
         say_servers(o);

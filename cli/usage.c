@@ -66,7 +66,7 @@ static const char *const usage_text[] = {
     "                         $DLOCK_FENCE_RETENTION, else 604800: 7 days)\n"
     "      --layout hash|string  the key layout of locks: string is a\n"
     "                         lock as one string key (fewer Redis commands;\n"
-    "                         waits by notification, no holder info); every\n"
+    "                         no holder info, read locks or elect); every\n"
     "                         client of a name must use one (default:\n"
     "                         $DLOCK_LAYOUT, else hash)\n"
     "  -v, --verbose          say on stderr what is happening and how long\n"

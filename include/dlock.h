@@ -395,9 +395,11 @@ typedef enum dlock_layout {
     /* A lock is a string <prefix>:{<name>} = "<owner> <count> <token>"
      * whose TTL is the lease: the uncontended acquire is one script
      * doing TIME and SET NX PX, the release GET and DEL (6 Redis
-     * commands a cycle with fence_retention_ms 0, 9 with retention).
-     * Exclusive locks of one server, a Sentinel group or a Cluster only;
-     * waits NOTIFY or SPIN. Clients of one name must all use one layout:
+     * commands a cycle with fence_retention_ms 0, 9 with retention; a
+     * fair try adds an EXISTS of the queue). Exclusive locks of one
+     * server, a Sentinel group or a Cluster only, every wait strategy
+     * (FAIR hands over as the hash layout does). Clients of one name
+     * must all use one layout:
      * a hash-layout client (or an earlier version) and a string-layout
      * client refuse each other's holds with DLOCK_EINVAL, and never both
      * hold (docs/design.md, "The string layout"). */
@@ -408,8 +410,7 @@ typedef enum dlock_layout {
  * dlock_client_new, before the client acquires anything (and before a
  * dlock_loop is made on it). DLOCK_LAYOUT_STRING is refused
  * (DLOCK_EINVAL, with a message) for a client of several servers
- * (Redlock), with wait_strategy DLOCK_WAIT_FAIR or with holder_info, and
- * once the client holds a lock. With it, these calls return DLOCK_EINVAL:
+ * (Redlock) or with holder_info, and once the client holds a lock. With it, these calls return DLOCK_EINVAL:
  * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade) and elections
  * (dlock_campaign); semaphores and fenced values are unchanged. Returns
  * DLOCK_OK. */
