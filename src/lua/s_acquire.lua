@@ -58,57 +58,25 @@ local tm
 if ARGV[3] == '0' and (mode == '0' or (mode == '1' and
     redis.call('EXISTS', KEYS[1] .. ':q') == 0)) then
     tm = redis.call('TIME')
-    local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
-    local fence
-    if keep then
-        fence = redis.call('HMGET', KEYS[2], 'n', 'd')
-        local last = fence[1]
-        if last and (#last > #tok or (#last == #tok and last >= tok)) then
-            tok = string.format('%d', tonumber(last) + 1)
-        end
-    end
+--@include s_token.luainc
     if redis.call('SET', KEYS[1], owner .. ' 1 ' .. tok, 'NX', 'PX',
                   ARGV[2]) then
-        if keep and (not fence[2] or tm[1] >= fence[2]) then
-            redis.call('HSET', KEYS[2], 'n', tok, 'd',
-                       string.format('%d', tonumber(tm[1]) +
-                                           math.floor(tonumber(keep) / 1000)))
-            redis.call('PEXPIRE', KEYS[2], 2 * tonumber(keep))
-        elseif keep then
-            redis.call('HSET', KEYS[2], 'n', tok)
-        end
+--@include s_record.luainc
         return {1, tok, 1}
     end
 end
 local q, qt = KEYS[1] .. ':q', KEYS[1] .. ':qt'
 
--- The token of a fresh grant (text: see text_token.luainc): the server's
--- time in us, above the fence hash's n with retention.
+-- The token of a fresh grant and whether the fence hash's TTL is due.
 local function token()
     tm = tm or redis.call('TIME')
-    local tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
-    local renew = false
-    if keep then
-        local fence = redis.call('HMGET', KEYS[2], 'n', 'd')
-        local last = fence[1]
-        if last and (#last > #tok or (#last == #tok and last >= tok)) then
-            tok = string.format('%d', tonumber(last) + 1)
-        end
-        renew = not fence[2] or tm[1] >= fence[2]
-    end
+--@include s_token.luainc
     return tok, renew
 end
 
 -- Record a grant's token in the fence hash (with retention).
 local function record(tok, renew)
-    if renew then
-        redis.call('HSET', KEYS[2], 'n', tok, 'd',
-                   string.format('%d', tonumber(tm[1]) +
-                                       math.floor(tonumber(keep) / 1000)))
-        redis.call('PEXPIRE', KEYS[2], 2 * tonumber(keep))
-    elseif keep then
-        redis.call('HSET', KEYS[2], 'n', tok)
-    end
+--@include s_record.luainc
 end
 
 local v = redis.pcall('GET', KEYS[1])

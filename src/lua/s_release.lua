@@ -40,13 +40,7 @@ local owner = ARGV[1]
 local publish = ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH'
 local q, qt = KEYS[1] .. ':q', KEYS[1] .. ':qt'
 
-local function announce(ch, msg)
-    local r = redis.pcall(publish, ch, msg)
-    if type(r) == 'table' and r.err then
-        return 4
-    end
-    return 1
-end
+--@include announce.luainc
 
 -- Hand the lock (released with token tok, marks) to the first live
 -- waiter; false when none is left.

@@ -57,16 +57,24 @@ printf '#!/bin/sh\nDLOCK_LAYOUT=string DLOCK_FENCE_RETENTION=0 exec "%s" "$@"\n'
 chmod +x "$T/bin/old" "$T/bin/new" "$T/bin/new0" "$T/bin/newS"
 PATH=$T/bin:$PATH
 
+# hold_bg HOLDER NAME: HOLDER holds NAME in the background (dlock run,
+# 3 s); returns once it holds (checked), its pid in $BG.
+hold_bg() {
+    local holder=$1 name=$2
+    rm -f "$T/held"
+    spawn_bg "$holder" run -l 10 "$name" -- sh -c 'touch "$1"; sleep 3' sh \
+        "$T/held"
+    local end=$(($(now_ms) + 10000))
+    while [ ! -f "$T/held" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
+    check "$holder holds $name" test -f "$T/held"
+}
+
 # holder_then_try HOLDER TRIER NAME: HOLDER holds NAME (dlock run, 3 s);
 # TRIER's non-blocking try must find it busy (conflict status 42).
 holder_then_try() {
     local holder=$1 trier=$2 name=$3
-    rm -f "$T/held"
-    spawn_bg "$holder" run -l 10 "$name" -- sh -c 'touch "$1"; sleep 3' sh \
-        "$T/held"
-    local h=$BG end=$(($(now_ms) + 10000))
-    while [ ! -f "$T/held" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
-    check "$holder holds $name" test -f "$T/held"
+    hold_bg "$holder" "$name"
+    local h=$BG
     expect_status 42 "$trier finds $name held by $holder" \
         "$trier" run -n -E 42 "$name" -- true
     wait_pid "$h" 30 || fail "$holder's hold did not end"
@@ -99,12 +107,8 @@ holder_then_try new new0 mv-f
 # takes the name once the holder released it.
 holder_then_refused() {
     local holder=$1 trier=$2 name=$3
-    rm -f "$T/held"
-    spawn_bg "$holder" run -l 10 "$name" -- sh -c 'touch "$1"; sleep 3' sh \
-        "$T/held"
-    local h=$BG end=$(($(now_ms) + 10000))
-    while [ ! -f "$T/held" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
-    check "$holder holds $name" test -f "$T/held"
+    hold_bg "$holder" "$name"
+    local h=$BG
     timeout -k 5 60 "$trier" run -n -E 42 "$name" -- touch "$T/both" \
         >"$T/out" 2>"$T/err"
     local st=$?

@@ -139,20 +139,12 @@ static void test_notify_wakeup(void **state)
     dlock_client_free(b);
 }
 
-/* A fair client of the string layout (dlock_options wait_strategy FAIR). */
+/* A fair client of the string layout. */
 static dlock_client *fair_string_client(int64_t keep_ms)
 {
-    const char *url = th_url(&srv);
-    dlock_options o;
-    dlock_client *c = NULL;
-    char err[256];
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
-    o.fence_retention_ms = keep_ms;
-    assert_int_equal(dlock_client_new(&c, &o, err, sizeof err), DLOCK_OK);
-    assert_int_equal(dlock_client_set_layout(c, DLOCK_LAYOUT_STRING), DLOCK_OK);
+    dlock_client *c =
+        th_client_string_wait(th_url(&srv), keep_ms, DLOCK_WAIT_FAIR);
+    assert_non_null(c);
     return c;
 }
 
