@@ -557,17 +557,21 @@ def gateway_results(lines):
                "client_cpu_ratio_to_floor": "client_cpu_us_per_req",
                "redis_cpu_ratio_to_floor": "redis_cpu_us_per_req"}
         for rnd, pair in sorted(rounds.items()):
-            if "dlock" not in pair or "floor" not in pair:
+            if "floor" not in pair:
                 continue
-            for name, k in src.items():
-                x = ratio(pair["dlock"].get(k), pair["floor"].get(k))
-                if x is not None:
-                    per[name].append(x)
+            # dlockstr: the string layout's gateway (issue 31), k1000.
+            for impl, pre in (("dlock", ""), ("dlockstr", "string_")):
+                if impl not in pair:
+                    continue
+                for name, k in src.items():
+                    x = ratio(pair[impl].get(k), pair["floor"].get(k))
+                    if x is not None:
+                        per.setdefault(pre + name, []).append(x)
         o = {}
         for name, vals in per.items():
             o[name] = round(statistics.median(vals), 3) if vals else None
             o[name + "_rounds"] = vals
-        for impl in ("dlock", "floor"):
+        for impl in ("dlock", "dlockstr", "floor"):
             ls = [p[impl] for p in rounds.values() if impl in p]
             if not ls:
                 continue
