@@ -320,6 +320,58 @@ static void test_loop(void **state)
     dlock_client_free(c);
 }
 
+/* The loop's fair waits in the string layout: two waiters queue, the
+ * release hands the lock to the first (the key is there right after the
+ * release), its release to the second; nothing is left. */
+static void test_loop_fair(void **state)
+{
+    dlock_client *c = fair_string_client(0);
+    dlock_loop *ls[3] = {NULL, NULL, NULL};
+    dlock_loop_acquire o, w;
+    th_seen a = {0}, b = {0}, d = {0}, r = {0};
+    int i;
+    (void)state;
+    for (i = 0; i < 3; i++)
+        assert_int_equal(dlock_loop_new(&ls[i], c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.strategy = DLOCK_WAIT_FAIR;
+    o.wait_ms = 0;
+    o.lease_ms = 60000;
+    w = o;
+    w.wait_ms = 20000;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-lf", &o, th_note, &a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "sl-lf", &w, th_note, &b),
+                     DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, ls[2], "sl-lf", &w, th_note, &d),
+                     DLOCK_OK);
+    for (i = 0; i < 1000 && th_cmd_int(&srv, "ZCARD dlock:{sl-lf}:q") < 2; i++)
+        th_loop_run_for(&ls[1], 2, 10);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{sl-lf}:q"), 2);
+    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &r.done), 0);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{sl-lf}"), 1);
+    assert_int_equal(th_loop_run(ls, 3, &b.done), 0);
+    assert_int_equal(b.status, DLOCK_OK);
+    assert_int_equal(d.done, 0);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 3, &d.done), 0);
+    assert_int_equal(d.status, DLOCK_OK);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_loop_release(NULL, ls[2], d.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&ls[2], 1, &r.done), 0);
+    assert_type("sl-lf", "none");
+    for (i = 0; i < 3; i++)
+        dlock_loop_free(ls[i]);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_mixed_layouts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_loop),
+        cmocka_unit_test(test_loop_fair),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
