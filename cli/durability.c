@@ -1,9 +1,10 @@
 /*
  * durability.c - the tool's durability and Sentinel settings: --wait-replicas
- * N, --wait-replicas-timeout SECONDS, --lock-delay SECONDS and
- * --fence-retention SECONDS, --layout hash|string (and their
+ * N, --wait-replicas-timeout SECONDS, --lock-delay SECONDS,
+ * --fence-retention SECONDS and --layout hash|string (and their
  * DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY,
- * DLOCK_FENCE_RETENTION, DLOCK_LAYOUT variables), and the sentinels' own credentials from DLOCK_SENTINEL_USER
+ * DLOCK_FENCE_RETENTION and DLOCK_LAYOUT variables), and the sentinels'
+ * own credentials from DLOCK_SENTINEL_USER
  * and DLOCK_SENTINEL_PASSWORD (never an option: a command line is
  * readable by every user). dlock.c parses with cli_durability_opt() and
  * fills the client options with cli_durability_apply(). Calls util.c.

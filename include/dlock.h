@@ -410,10 +410,11 @@ typedef enum dlock_layout {
  * dlock_client_new, before the client acquires anything (and before a
  * dlock_loop is made on it). DLOCK_LAYOUT_STRING is refused
  * (DLOCK_EINVAL, with a message) for a client of several servers
- * (Redlock) or with holder_info, and once the client holds a lock. With it, these calls return DLOCK_EINVAL:
- * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade) and elections
- * (dlock_campaign); semaphores and fenced values are unchanged. Returns
- * DLOCK_OK. */
+ * (Redlock) or with holder_info; any change is refused once the client
+ * holds a lock. With the string layout these calls return DLOCK_EINVAL:
+ * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade; the loop's
+ * read acquire) and elections (dlock_campaign, the loop's campaign);
+ * semaphores and fenced values are unchanged. Returns DLOCK_OK. */
 DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
                                          dlock_layout layout);
 

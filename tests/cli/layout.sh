@@ -39,7 +39,8 @@ read -r howner htok <"$T/out"
 expect_status 64 "a string-layout acquire is refused" \
     "$DLOCK_BIN" acquire --layout string -w 1 hl
 check "...naming the hash layout" grep -qF "hash layout" "$T/err"
-expect_status 0 "release the hash hold" "$DLOCK_BIN" release --owner "$howner" hl
+expect_status 0 "release the hash hold" \
+    "$DLOCK_BIN" release --owner "$howner" hl
 
 expect_status 0 "run --layout string" \
     "$DLOCK_BIN" run --layout string rl -- sh -c 'echo "$DLOCK_FENCING_TOKEN"'
