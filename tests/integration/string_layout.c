@@ -269,6 +269,27 @@ static void test_refusals(void **state)
     dlock_client_free(s);
 }
 
+/* Make n loops of c in ls; o: a try of the client's strategy with a 60 s
+ * lease, w: the same waiting up to wait_ms. Then ls[0] takes NAME with
+ * o (checked). */
+static void loops_holding(dlock_client *c, dlock_loop **ls, int n,
+                          dlock_loop_acquire *o, dlock_loop_acquire *w,
+                          int64_t wait_ms, const char *name, th_seen *a)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        assert_int_equal(dlock_loop_new(&ls[i], c), DLOCK_OK);
+    dlock_loop_acquire_init(o, c);
+    o->wait_ms = 0;
+    o->lease_ms = 60000;
+    *w = *o;
+    w->wait_ms = wait_ms;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], name, o, th_note, a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &a->done), 0);
+    assert_int_equal(a->status, DLOCK_OK);
+}
+
 /* The event loop takes its commands from the same table: a string hold,
  * another loop's busy try, renewal, a notify waiter woken by the release;
  * a fair acquire and a read lock are refused. */
@@ -279,17 +300,7 @@ static void test_loop(void **state)
     dlock_loop_acquire o, w;
     th_seen a = {0}, b = {0}, e = {0}, r = {0}, f = {0};
     (void)state;
-    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
-    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
-    dlock_loop_acquire_init(&o, c);
-    o.wait_ms = 0;
-    o.lease_ms = 60000;
-    w = o;
-    w.wait_ms = 30000;
-    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-loop", &o, th_note, &a),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
-    assert_int_equal(a.status, DLOCK_OK);
+    loops_holding(c, ls, 2, &o, &w, 30000, "sl-loop", &a);
     assert_type("sl-loop", "string");
     assert_true(dlock_hold_token(a.hold) > 0);
     assert_int_equal(dlock_loop_extend(NULL, ls[0], a.hold, 90000, th_note, &e),
@@ -331,18 +342,8 @@ static void test_loop_fair(void **state)
     th_seen a = {0}, b = {0}, d = {0}, r = {0};
     int i;
     (void)state;
-    for (i = 0; i < 3; i++)
-        assert_int_equal(dlock_loop_new(&ls[i], c), DLOCK_OK);
-    dlock_loop_acquire_init(&o, c);
-    o.strategy = DLOCK_WAIT_FAIR;
-    o.wait_ms = 0;
-    o.lease_ms = 60000;
-    w = o;
-    w.wait_ms = 20000;
-    assert_int_equal(dlock_loop_lock(NULL, ls[0], "sl-lf", &o, th_note, &a),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
-    assert_int_equal(a.status, DLOCK_OK);
+    loops_holding(c, ls, 3, &o, &w, 20000, "sl-lf", &a);
+    assert_int_equal(w.strategy, DLOCK_WAIT_FAIR); /* the client's */
     assert_int_equal(dlock_loop_lock(NULL, ls[1], "sl-lf", &w, th_note, &b),
                      DLOCK_OK);
     assert_int_equal(dlock_loop_lock(NULL, ls[2], "sl-lf", &w, th_note, &d),
