@@ -311,6 +311,9 @@ void dloop__lost(dlock_hold *h, int status);
 void dloop__jobs_run(dlock_loop *l);
 int64_t dloop__jobs_wake(const dlock_loop *l);
 void dloop__jobs_free(dlock_loop *l);
+/* The engine loop's waiters: their subscriptions' confirmations and
+ * wake-ups (process, before the jobs). */
+void dloop__mn_waits(dlock_loop *l);
 /* Start acquire op (its hold set up) as attempts and waits. */
 void dloop__mn_acquire(dlock_op *op);
 /* Release op->hold's last level. */

@@ -26,8 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "hold/kind.h"
+#include "hold/release.h"
+#include "notify/notify.h"
 #include "loop/multi_node.h"
 
 /* ---- jobs ------------------------------------------------------------------- */
@@ -93,6 +96,8 @@ void dloop__job_free(mjob *j)
     }
     dlock__attempt_free(j->a);
     dlock__call_free(j->k);
+    if (j->rec != NULL)
+        dlock__held_free(j->rec); /* its pins dropped when it came */
     if (j->res != NULL)
         dlock__results_clear(j->res, j->nres);
     free(j->res);
@@ -183,6 +188,7 @@ static void fds_sync(dlock_loop *l)
 void dloop__jobs_run(dlock_loop *l)
 {
     mjob *j;
+    dloop__mn_waits(l);
     for (j = l->jobs; j != NULL; j = j->next)
         if (!j->finished)
             job_step(j);
@@ -268,27 +274,54 @@ int dloop__job_call(dlock_loop *l, mjob *j)
 
 static void attempt_done(mjob *j);
 
-/* Start op's next attempt (ask as a first try, or a waiting one). */
+/* Start op's next attempt: the first (TRY, or TRY_FAIR: respects the
+ * queue without joining it), else a waiting one asking as the blocking
+ * wait's (wait.c: FIFO with a ticket over Redlock, QUEUE, WAIT). */
 static void try_next(dlock_op *op)
 {
     dlock_hold *h = op->hold;
+    struct mop *m = op->mn;
+    dlock__wait *x = &m->x;
+    dlock_client *c = op->loop->c;
+    dlock__ask ask;
     dlock__want w;
     mjob *j = dloop__job_new(op, 0, 0);
+    int fifo = x->queued && x->strategy == DLOCK_WAIT_FAIR;
     memset(&w, 0, sizeof w);
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
+    if (!m->begun) {
+        ask = x->strategy == DLOCK_WAIT_FAIR ? DLOCK__ASK_TRY_FAIR
+                                             : DLOCK__ASK_TRY;
+    } else {
+        if (fifo && m->ticket == 0 && c->ns.n > 1) {
+            /* The same place on every node (wait.c's rule): the wall
+             * clock when this waiter first queues. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            m->ticket =
+                (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+        }
+        if (x->queued && m->sub != NULL)
+            dlock__notify_handoff_reset(m->sub);
+        ask = fifo        ? DLOCK__ASK_FIFO
+              : x->queued ? DLOCK__ASK_QUEUE
+                          : DLOCK__ASK_WAIT;
+    }
     op->state = ST_OUT;
     op->wake_at = -1;
-    if (j == NULL || dlock__attempt_start(&j->a, op->loop->c, h->rec, &w,
-                                          DLOCK__ASK_TRY, 0) != DLOCK_OK) {
+    m->wakeable = 0;
+    if (j == NULL || dlock__attempt_start(
+                         &j->a, c, h->rec, &w, ask,
+                         ask == DLOCK__ASK_FIFO ? m->ticket : 0) != DLOCK_OK) {
         if (j != NULL)
             dloop__job_free(j);
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
     j->done = attempt_done;
-    op->mn->job = j;
+    m->job = j;
     job_link(op->loop, j);
 }
 
@@ -311,13 +344,127 @@ static void wait_on(dlock_op *op, int rc, const dlock__got *g)
     } else {
         op->waited = 1;
         dloop__wait_sleep(op, until);
+        /* A wake (a release, a handoff naming it) ends a W_WAKE sleep
+         * early (dloop__mn_waits). */
+        op->mn->wakeable = next == DLOCK__W_WAKE && op->mn->sub != NULL;
     }
 }
 
-/* op's wait slept its time out (ops.c calls op->again). */
+/* Take op's wake-up descriptor out of the loop's epoll set and end its
+ * subscription. */
+static void unsubscribe(dlock_op *op)
+{
+    struct mop *m = op->mn;
+    if (m->efd >= 0)
+        epoll_ctl(op->loop->epfd, EPOLL_CTL_DEL, m->efd, NULL);
+    m->efd = -1;
+    dlock__notify_end(m->sub); /* closes the descriptor */
+    m->sub = NULL;
+    m->subwait = 0;
+}
+
+/* The subscription was refused (polling: the ACL) or not confirmed in
+ * time: the wait's fallback (wait.c: dlock__wait_unsubscribed). */
+static void unsubscribed(dlock_op *op, int polling)
+{
+    dlock_loop *l = op->loop;
+    unsubscribe(op);
+    dlock__wait_unsubscribed(&op->mn->x, op->mn->k);
+    if (polling && !l->sub_refused) {
+        l->sub_refused = 1;
+        snprintf(l->warn, sizeof l->warn, "%s",
+                 "the servers refused SUBSCRIBE (ACL): waiters poll");
+    }
+}
+
+/* The wait begins after the first attempt: subscribe (the channel the
+ * blocking wait uses: the name's, or for a queued waiter its process's
+ * handoff channel), without waiting here: the subscription's
+ * confirmation wakes the loop (dloop__mn_waits), which then tries. A
+ * spin wait, or one that cannot subscribe, tries by the policy. */
+static void wait_begin(dlock_op *op)
+{
+    dlock_loop *l = op->loop;
+    dlock_client *c = l->c;
+    struct mop *m = op->mn;
+    const char *chan, *owner;
+    size_t len;
+    int64_t now = dlock__now_ms(), until;
+    struct epoll_event e;
+    m->begun = 1;
+    if (m->x.strategy == DLOCK_WAIT_SPIN) {
+        wait_on(op, DLOCK__SLEPT, NULL);
+        return;
+    }
+    if (atomic_load(&c->nopub) && now < atomic_load(&c->nosub_until_ms)) {
+        unsubscribed(op, 1); /* refused moments ago: do not ask again */
+        wait_on(op, DLOCK__SLEPT, NULL);
+        return;
+    }
+    dlock__wait_channel(op->hold->rec, m->x.queued, &chan, &len, &owner);
+    if (dlock__notify_join(c->notifier, chan, len, owner, &m->sub,
+                           atomic_load(&c->cancel_gen)) != DLOCK_OK ||
+        (m->efd = dlock__waiter_fd(m->sub)) < 0) {
+        unsubscribed(op, 0);
+        wait_on(op, DLOCK__SLEPT, NULL);
+        return;
+    }
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN;
+    e.data.fd = m->efd;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, m->efd, &e) != 0) {
+        unsubscribed(op, 0);
+        wait_on(op, DLOCK__SLEPT, NULL);
+        return;
+    }
+    m->subwait = 1;
+    until = now + c->opts.command_timeout_ms;
+    op->waited = 1;
+    dloop__wait_sleep(op, until); /* the confirmation, or fall back */
+}
+
+/* op's wait slept its time out (ops.c calls op->again), or was woken. */
 static void again(dlock_op *op)
 {
+    struct mop *m = op->mn;
+    if (m->subwait) { /* not confirmed in time: without notifications */
+        unsubscribed(op, 0);
+        if (op->state == ST_DONE)
+            return;
+    }
     wait_on(op, DLOCK__SLEPT, NULL);
+}
+
+/* See loop_impl.h. The engine loop's waiters: a confirmed subscription
+ * starts the wait's tries; a release or a handoff naming the waiter
+ * ends its W_WAKE sleep (its next attempt confirms a lock handed to it,
+ * as the loop's own waiters do). Each waiter's descriptor is emptied
+ * (epoll is level-triggered); what woke it is kept by the notifier. */
+void dloop__mn_waits(dlock_loop *l)
+{
+    dlock_op *op, *next;
+    for (op = l->ops; op != NULL; op = next) {
+        struct mop *m = op->mn;
+        next = op->next;
+        if (m == NULL || m->sub == NULL)
+            continue;
+        dlock__waiter_fd_clear(m->sub);
+        if (op->state != ST_SLEEP)
+            continue; /* an attempt is out: its answer decides */
+        if (m->subwait) {
+            int r = dlock__notify_ready(m->sub);
+            if (r == 0)
+                continue;
+            m->subwait = 0;
+            if (r == 1)
+                m->x.subscribed = 1;
+            else
+                unsubscribed(op, r == DLOCK_EAUTH);
+            wait_on(op, DLOCK__SLEPT, NULL);
+        } else if (m->wakeable && dlock__notify_look(m->sub, m->x.queued)) {
+            wait_on(op, DLOCK__SLEPT, NULL);
+        }
+    }
 }
 
 /* The attempt is over. */
@@ -325,9 +472,11 @@ static void attempt_done(mjob *j)
 {
     dlock_op *op = j->op;
     dlock_hold *h = op->hold;
+    dlock_client *c = op->loop->c;
     const dlock__got *g = dlock__attempt_got(j->a);
     const char *m = dlock__attempt_errmsg(j->a);
-    int64_t drift = dlock__drift(op->loop->c, h->lease_ms);
+    int64_t drift = dlock__drift(c, h->lease_ms);
+    dlock__wait *x = &op->mn->x;
     if (m[0] != '\0')
         snprintf(op->err, sizeof op->err, "%s", m);
     if (j->rc == DLOCK_OK) {
@@ -337,6 +486,11 @@ static void attempt_done(mjob *j)
         /* valid_until = sent + lease - drift (attempt.c) */
         dloop__hold_granted(op, g->token, g->valid_until - h->lease_ms + drift);
         return;
+    }
+    if (j->rc == DLOCK_BUSY) {
+        atomic_fetch_add(&c->stats.busy, 1);
+        if (op->mn->begun)
+            atomic_fetch_add(&c->stats.waits, 1);
     }
     /* A wait that times out during an outage says the outage's error
      * (ops.c: dloop__ops_time). */
@@ -350,15 +504,34 @@ static void attempt_done(mjob *j)
             dloop__complete(op, j->rc, NULL);
         return;
     }
-    wait_on(op, j->rc, g);
+    if (op->mn->begun) {
+        wait_on(op, j->rc, g);
+        return;
+    }
+    /* The first attempt: the blocking acquire's rule (take.c) for what
+     * a wait may begin on. */
+    if (j->rc == DLOCK_BUSY) {
+        x->pttl = g->pttl;
+    } else if (j->rc != DLOCK_LOCK_DELAY) {
+        if (x->no_ride ||
+            !dlock__outage_retryable(x->sentinel, j->rc, g->notready)) {
+            dloop__complete(op, j->rc, NULL);
+            return;
+        }
+        x->outage_since = dlock__now_ms();
+        x->outage_rc = j->rc;
+    }
+    wait_begin(op);
 }
 
 /* See multi_node.h. */
 int dloop__mop_new(dlock_op *op)
 {
     op->mn = calloc(1, sizeof *op->mn);
-    if (op->mn != NULL)
+    if (op->mn != NULL) {
+        op->mn->efd = -1;
         return DLOCK_OK;
+    }
     dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_ENOMEM;
 }
@@ -386,38 +559,133 @@ void dloop__mn_acquire(dlock_op *op)
         return;
     }
     h->rec->k.kind = h->k.kind;
+    op->mn->k = k;
     x = &op->mn->x;
-    /* No subscription and no queue here: the policy's unsubscribed
-     * wait (the spin backoff). */
-    x->strategy = DLOCK_WAIT_SPIN;
-    x->queued = 0;
+    /* The blocking wait's strategy and queueing (wait.c). */
+    x->strategy = dlock__wait_strategy(k, op->strategy, &x->queued);
     x->sentinel = c->ns.kind == DLOCK__TOPO_SENTINEL;
     x->deadline = op->deadline;
     x->spin_min_ms = c->opts.spin_min_ms;
     x->spin_max_ms = c->opts.spin_max_ms;
     x->pttl = -1;
-    op->fair = 0;
+    op->fair = x->queued && x->strategy == DLOCK_WAIT_FAIR;
     op->again = again;
     try_next(op);
 }
 
 /* ---- the end of an op and of a hold ---------------------------------------- */
 
+static void giveback_start(dlock_loop *l, dlock__held *rec, int leave,
+                           int give_up);
+
+/* A queue leave answered: a lock handed to the waiter meanwhile (one
+ * master: fair_leave.lua says 1 and its token) goes back through the
+ * client's watchdog (release.h: dlock__undo_queue), which hands it on;
+ * then the writer's mark, when the wait leaves one. */
+static void leave_done(mjob *j)
+{
+    dlock_client *c = j->l->c;
+    uint64_t mask = 0, tok = 0;
+    int i;
+    if (j->rec->k.kind == DLOCK__KIND_LOCK) {
+        for (i = 0; i < j->nres; i++)
+            if (j->res[i].status == DLOCK_OK &&
+                dlock__elem_int(j->res[i].reply, 0) == 1) {
+                uint64_t t = (uint64_t)dlock__elem_int(j->res[i].reply, 1);
+                mask |= 1ULL << i;
+                if (t > tok)
+                    tok = t;
+            }
+        if (mask != 0)
+            dlock__undo_queue(c, j->rec, mask, 1, tok,
+                              dlock__now_ms() + DLOCK__FAIR_HANDOFF_MS);
+    }
+    if (j->give_up) {
+        giveback_start(j->l, j->rec, 0, 1);
+        j->rec = NULL; /* the next job's */
+    }
+}
+
+/* The writer's mark is off (or its time is up: it runs out by itself). */
+static void mark_done(mjob *j)
+{
+    (void)j;
+}
+
+/* Give back what a waiting acquire of rec (taken over: freed with the
+ * job) left on the servers, with nobody waiting for the answers: its
+ * queue place (leave: fair_leave.lua on every node, or the semaphore's
+ * leave), then (give_up) a waiting writer's mark (rw_leave.lua). The
+ * blocking wait's kind->leave and kind->give_up, as engine calls. */
+static void giveback_start(dlock_loop *l, dlock__held *rec, int leave,
+                           int give_up)
+{
+    dlock_client *c = l->c;
+    int nres = c->ns.cluster != NULL ? 1 : c->ns.n;
+    mjob *j = dloop__job_new(NULL, 1, nres);
+    char *id;
+    dlock__held_drop_pins(c, rec);
+    if (j == NULL) {
+        dlock__held_free(rec); /* the place and mark run out by themselves */
+        return;
+    }
+    j->rec = rec;
+    if (leave && rec->k.kind == DLOCK__KIND_PERMIT) {
+        dlock__permit_leave_cmd(&j->bufs[0], c, &rec->k, rec->owner);
+    } else if (leave) {
+        dlock__cmd_begin(&j->bufs[0], DLOCK__S_FAIR_LEAVE);
+        dlock__lock_keys(&j->bufs[0], &rec->k, 4);
+        dlock__cmd_arg(&j->bufs[0], rec->owner, strlen(rec->owner));
+    } else {
+        id = j->relid; /* as a release's id: the readers woken by it */
+        dlock__cmd_begin(&j->bufs[0], DLOCK__S_RW_LEAVE);
+        dlock__cmd_key(&j->bufs[0], rec->k.key, rec->k.keylen);
+        dlock__cmd_arg(&j->bufs[0], rec->owner, strlen(rec->owner));
+        dlock__cmd_arg(&j->bufs[0], rec->k.chan, rec->k.chanlen);
+        dlock__cmd_arg(&j->bufs[0], id, dlock__request_id(c, id));
+        dlock__cmd_arg(&j->bufs[0], c->ns.cluster != NULL ? "1" : "0", 1);
+    }
+    j->cmds[0] = j->bufs[0].cmd;
+    j->cmds[0].give_back = 1;
+    j->give_up = leave && give_up;
+    j->done = leave ? leave_done : mark_done;
+    dloop__job_call(l, j); /* out of memory: freed, they run out */
+}
+
 /* See loop_impl.h. */
 void dloop__mn_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
-    if (op->mn->job != NULL) {
-        mjob *j = op->mn->job;
-        op->mn->job = NULL;
+    struct mop *m = op->mn;
+    int leave = 0, give_up = 0;
+    if (m->job != NULL) {
+        mjob *j = m->job;
+        m->job = NULL;
         if (j->batch != NULL && j->op != NULL)
             free(j->batch); /* an extend's own batch */
         dloop__job_free(j); /* an attempt cut short gives back */
+    }
+    if (m->sub != NULL)
+        unsubscribe(op);
+    /* A wait that ends without the name gives back its queue place and
+     * (timed out or cancelled) a writer's mark, as the blocking wait's
+     * end does (wait.c). */
+    if (m->begun && op->type == OP_LOCK && h != NULL && !h->held &&
+        op->status != DLOCK_OK && h->rec != NULL) {
+        leave = m->x.queued;
+        give_up =
+            (op->status == DLOCK_TIMEDOUT || op->status == DLOCK_CANCELED) &&
+            m->k->give_up != NULL;
     }
     free(op->mn);
     op->mn = NULL;
     if (op->type != OP_LOCK || h == NULL || h->held)
         return;
+    if (leave || give_up) {
+        dlock__held *rec = h->rec;
+        h->rec = NULL;
+        giveback_start(op->loop, rec, leave, give_up);
+    }
     dloop__name_drop(h);
     op->hold = NULL;
     dloop__hold_unref(h);
