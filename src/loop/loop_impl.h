@@ -310,6 +310,8 @@ void dloop__lost(dlock_hold *h, int status);
  * (process), their earliest wake-up (-1 none), free them all. */
 void dloop__jobs_run(dlock_loop *l);
 int64_t dloop__jobs_wake(const dlock_loop *l);
+/* The jobs that serve no op (renewal rounds, give-backs). */
+int dloop__jobs_detached(const dlock_loop *l);
 void dloop__jobs_free(dlock_loop *l);
 /* The engine loop's waiters: their subscriptions' confirmations and
  * wake-ups (process, before the jobs). */

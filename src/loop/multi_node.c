@@ -221,6 +221,16 @@ int64_t dloop__jobs_wake(const dlock_loop *l)
 }
 
 /* See loop_impl.h. */
+int dloop__jobs_detached(const dlock_loop *l)
+{
+    const mjob *j;
+    int n = 0;
+    for (j = l->jobs; j != NULL; j = j->next)
+        n += j->op == NULL;
+    return n;
+}
+
+/* See loop_impl.h. */
 void dloop__jobs_free(dlock_loop *l)
 {
     while (l->jobs != NULL) {
