@@ -107,6 +107,7 @@ void dloop__job_free(mjob *j)
     free(j->kls);
     free(j->num);
     free(j->pfd);
+    free(j->blob);
     free(j);
 }
 
@@ -270,7 +271,9 @@ int dloop__job_call(dlock_loop *l, mjob *j)
 {
     dlock_client *c = l->c;
     /* A cluster's calls are one per command, every one of them run. */
-    uint64_t mask = c->ns.cluster != NULL ? ~0ULL : dlock__all_nodes(c);
+    uint64_t mask = c->ns.cluster != NULL ? ~0ULL
+                    : j->first            ? 1
+                                          : dlock__all_nodes(c);
     if (dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
                           dlock__deadline(c, 0), j->res) != DLOCK_OK) {
         dloop__job_free(j);
@@ -278,6 +281,116 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     }
     job_link(l, j);
     return DLOCK_OK;
+}
+
+/* ---- one script, routed ------------------------------------------------- */
+
+/* The request's answer: node 0's (the master: Sentinel, a cluster's
+ * slot; the first server of a fixed set) to its caller. */
+static void send_done(mjob *j)
+{
+    const dlock__result *r = &j->res[0];
+    j->fn(j->l, j->op, r->status, r->reply, r->err, r->sent);
+}
+
+/* See loop_impl.h. */
+int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
+                   const size_t *keylens, int nargs, const char **args,
+                   const size_t *arglens, lreq_fn fn)
+{
+    dlock_loop *l = op->loop;
+    dlock_client *c = l->c;
+    int n = nkeys + nargs, i;
+    size_t total = 0;
+    char *p;
+    mjob *j;
+    if (op->mn == NULL && dloop__mop_new(op) != DLOCK_OK)
+        return DLOCK_OK; /* completed: out of memory */
+    j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
+    for (i = 0; i < n; i++)
+        total += i < nkeys ? keylens[i] : arglens[i - nkeys];
+    if (j == NULL ||
+        (j->ks = malloc((size_t)(n + 1) * sizeof *j->ks)) == NULL ||
+        (j->kls = malloc((size_t)(n + 1) * sizeof *j->kls)) == NULL ||
+        (j->blob = malloc(total + 1)) == NULL) {
+        if (j != NULL)
+            dloop__job_free(j);
+        return DLOCK_ENOMEM;
+    }
+    /* The caller's strings may live on its stack: copies. */
+    for (p = j->blob, i = 0; i < n; i++) {
+        const char *v = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t len = i < nkeys ? keylens[i] : arglens[i - nkeys];
+        memcpy(p, v, len);
+        j->ks[i] = p;
+        j->kls[i] = len;
+        p += len;
+    }
+    j->cmds[0].script = script;
+    j->cmds[0].nkeys = nkeys;
+    j->cmds[0].keys = j->ks;
+    j->cmds[0].keylens = j->kls;
+    j->cmds[0].nargs = nargs;
+    j->cmds[0].args = j->ks + nkeys;
+    j->cmds[0].arglens = j->kls + nkeys;
+    j->first = 1;
+    j->fn = fn;
+    j->done = send_done;
+    op->mn->job = j;
+    if (dloop__job_call(l, j) != DLOCK_OK) {
+        op->mn->job = NULL;
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+/* See loop_impl.h. */
+int dloop__op_send(dlock_op *op, int script, int nkeys, const char **keys,
+                   const size_t *keylens, int nargs, const char **args,
+                   const size_t *arglens, lreq_fn fn)
+{
+    if (op->loop->engine)
+        return dloop__mn_send(op, script, nkeys, keys, keylens, nargs, args,
+                              arglens, fn);
+    return dloop__send(op->loop, script, nkeys, keys, keylens, nargs, args,
+                       arglens, fn, op, &op->req);
+}
+
+/* See loop_impl.h. */
+int dloop__mn_watch(dlock_op *op)
+{
+    dlock_loop *l = op->loop;
+    dlock_client *c = l->c;
+    struct epoll_event e;
+    struct mop *m;
+    if (op->mn == NULL && dloop__mop_new(op) != DLOCK_OK)
+        return 1; /* completed: out of memory */
+    m = op->mn;
+    if (dlock__notify_join(c->notifier, op->hold->k.chan, op->hold->k.chanlen,
+                           NULL, &m->sub,
+                           atomic_load(&c->cancel_gen)) != DLOCK_OK)
+        return 0;
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN;
+    if ((m->efd = dlock__waiter_fd(m->sub)) < 0 ||
+        (e.data.fd = m->efd,
+         epoll_ctl(l->epfd, EPOLL_CTL_ADD, m->efd, &e) != 0)) {
+        m->efd = -1;
+        dlock__notify_end(m->sub);
+        m->sub = NULL;
+        return 0;
+    }
+    m->subwait = 1;
+    dloop__wait_sleep(op, dlock__now_ms() + c->opts.command_timeout_ms);
+    return 1;
+}
+
+/* See loop_impl.h. */
+void dloop__mn_sleep(dlock_op *op, int64_t until)
+{
+    dloop__wait_sleep(op, until);
+    if (op->mn != NULL)
+        op->mn->wakeable = op->mn->sub != NULL;
 }
 
 /* ---- the acquire ---------------------------------------------------------- */
@@ -460,7 +573,19 @@ void dloop__mn_waits(dlock_loop *l)
             continue;
         dlock__waiter_fd_clear(m->sub);
         if (op->state != ST_SLEEP)
-            continue; /* an attempt is out: its answer decides */
+            continue;                /* an attempt is out: its answer decides */
+        if (op->type == OP_LEADER) { /* a leader wait: ask again */
+            int r = m->subwait    ? dlock__notify_ready(m->sub)
+                    : m->wakeable ? dlock__notify_look(m->sub, 0)
+                                  : 0;
+            if (r == 0)
+                continue;
+            m->subwait = 0;
+            if (r < 0)
+                unsubscribe(op);
+            op->again(op);
+            continue;
+        }
         if (m->subwait) {
             int r = dlock__notify_ready(m->sub);
             if (r == 0)
@@ -689,6 +814,14 @@ void dloop__mn_abort(dlock_op *op)
     }
     free(op->mn);
     op->mn = NULL;
+    if (op->type == OP_LOCK && h != NULL && h->held && op->status != DLOCK_OK) {
+        /* A campaign that won but did not proclaim (cancelled, refused):
+         * the lock goes back (the caller gets no hold). */
+        dloop__mn_giveback(op->loop, h);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (op->type != OP_LOCK || h == NULL || h->held)
         return;
     if (leave || give_up) {
@@ -699,6 +832,17 @@ void dloop__mn_abort(dlock_op *op)
     dloop__name_drop(h);
     op->hold = NULL;
     dloop__hold_unref(h);
+}
+
+/* See loop_impl.h. */
+void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
+{
+    h->gone = 1;
+    h->renew = 0;
+    dloop__hold_sched(h);
+    if (h->rec != NULL)
+        dlock__undo_queue(l->c, h->rec, dlock__all_nodes(l->c), 1, h->token,
+                          dlock__now_ms() + h->lease_ms);
 }
 
 /* See loop_impl.h. */
@@ -714,10 +858,11 @@ void dloop__mn_rec_free(dlock_hold *h)
 /* See loop_impl.h. */
 int dloop__mn_refuse(dlock_loop *l, const char *what)
 {
-    if (!l->engine)
+    if (!l->engine || l->c->ns.cluster != NULL || l->c->ns.n == 1)
         return DLOCK_OK;
     return dlock__set_error(l->c, DLOCK_EINVAL,
                             "%s: not implemented yet on a loop over several "
-                            "servers, Sentinel or Cluster",
+                            "servers (Redlock): use dlock_campaign and "
+                            "dlock_leader",
                             what);
 }

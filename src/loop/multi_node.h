@@ -33,8 +33,11 @@ typedef struct mjob {
     int nres;                     /* entries of res */
     char relid[64];               /* a release's request id */
     void (*done)(struct mjob *j); /* it finished: complete what it serves */
-    dlock__held *rec;   /* a give-back's record (keys, owner), freed with it */
-    int give_up;        /* a queue leave: the writer's mark goes after it */
+    dlock__held *rec; /* a give-back's record (keys, owner), freed with it */
+    int give_up;      /* a queue leave: the writer's mark goes after it */
+    int first;        /* a fixed set: the first node only (fenced, election) */
+    lreq_fn fn;       /* a request's answer (dloop__mn_send) */
+    char *blob;       /* its keys' and arguments' copies */
     struct pollfd *pfd; /* what it polls now */
     int n, cap;
     int64_t wake; /* process it by then */

@@ -27,6 +27,16 @@
 #include "topology.h"
 #include "fixture_cluster.h"
 
+#include "loop_engine_cases.h"
+
+/* See loop_engine_cases.h: the master serving KEY's slot. */
+static th_server *node_of(const char *key)
+{
+    int p = th_cluster_key_port(&cl, key, strlen(key));
+    assert_true(p > 0);
+    return th_cluster_node(&cl, p);
+}
+
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 60000
 /* Names spread over the masters. */
@@ -179,6 +189,49 @@ static void test_failover_under_waiter(void **state)
     dlock_client_free(c);
 }
 
+/* A client of the cluster waiting by strategy. */
+static dlock_client *client_s(int strategy)
+{
+    th_durable d;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = strategy;
+    return fixture_durable(&d);
+}
+
+/* Notify and fair waiters behind a long hold wake on the release. */
+static void test_wakeup(void **state)
+{
+    dlock_client *hc = client_s(DLOCK_WAIT_SPIN);
+    dlock_client *n = client_s(DLOCK_WAIT_NOTIFY),
+                 *f = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_wake_case(hc, n, "lc:wake-n");
+    ec_wake_case(hc, f, "lc:wake-f");
+    dlock_client_free(n);
+    dlock_client_free(f);
+    dlock_client_free(hc);
+}
+
+/* Fair FIFO order across loops of two clients. */
+static void test_fifo(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR), *b = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_fifo_case(a, b, "lc:fifo");
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Election and fenced values through the loop on the names' masters. */
+static void test_elect_fenced(void **state)
+{
+    dlock_client *c = client();
+    (void)state;
+    ec_elect_fenced_case(c, "lc:el", "lc:fv");
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +239,9 @@ int main(void)
         cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_waiter),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_elect_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -158,7 +158,8 @@ static void test_majority(void **state)
 }
 
 /* A semaphore is not available over Redlock (as dlock_sem_acquire);
- * fenced set and a campaign are not implemented on such a loop yet. */
+ * election is not implemented on such a loop yet; fenced values go to
+ * the first server, as dlock_fenced_set's. */
 static void test_refused(void **state)
 {
     dlock_client *c = client();
@@ -170,14 +171,22 @@ static void test_refused(void **state)
                      DLOCK_OK);
     run1(l, &s.done);
     assert_int_equal(s.status, DLOCK_EINVAL);
-    assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "lr:f", 1, "v", 1, note, &s),
-        DLOCK_EINVAL);
     assert_int_equal(dlock_loop_campaign(NULL, l, "lr:e", "me", &o, note, &s),
                      DLOCK_EINVAL);
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 1, note, &s),
-                     DLOCK_EINVAL);
     assert_non_null(strstr(dlock_errmsg(c), "not implemented"));
+    assert_int_equal(dlock_loop_leader(NULL, l, "lr:e", note, &s),
+                     DLOCK_EINVAL);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "lr:f", 7, "v", 1, note, &s), DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS lr:f"), 1);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 6, note, &s),
+                     DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, DLOCK_STALE);
     dlock_loop_free(l);
     dlock_client_free(c);
 }
@@ -465,8 +474,7 @@ static void note_order(dlock_op *op, int status, dlock_hold *hold, void *ud)
 static void test_fair_fifo(void **state)
 {
     enum { N = 4 };
-    dlock_client *c[2] = {client_s(DLOCK_WAIT_FAIR),
-                          client_s(DLOCK_WAIT_FAIR)};
+    dlock_client *c[2] = {client_s(DLOCK_WAIT_FAIR), client_s(DLOCK_WAIT_FAIR)};
     dlock_loop *h0 = new_loop(c[0]);
     dlock_loop *ls[N];
     fwaiter f[N];
@@ -534,8 +542,7 @@ static void test_cancel_leaves_queue(void **state)
     int64_t end;
     (void)state;
     h = take(l, "lr:cq", &t, DLOCK_OK);
-    assert_int_equal(dlock_loop_lock(&op, l2, "lr:cq", &o, note, &w),
-                     DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(&op, l2, "lr:cq", &o, note, &w), DLOCK_OK);
     end = th_now_ms() + LIVE_MS;
     do {
         th_loop_run_for(&l2, 1, 20);

@@ -23,6 +23,16 @@
 #include "th_replication.h"
 #include "topology.h"
 #include "fixture_sentinel.h"
+#include "loop_engine_cases.h"
+
+/* See loop_engine_cases.h: every key lives on the master. */
+static th_server *node_of(const char *key)
+{
+    int p = th_sentinel_master_port(&sent);
+    (void)key;
+    assert_true(p > 0);
+    return th_sentinel_node(&sent, p);
+}
 
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 60000
@@ -162,12 +172,64 @@ static void test_permits(void **state)
     dlock_client_free(c);
 }
 
+/* A client of the deployment waiting by strategy. */
+static dlock_client *client_s(int strategy)
+{
+    th_durable d;
+    char err[256];
+    dlock_client *c;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = strategy;
+    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    if (c == NULL)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* Notify and fair waiters behind a long hold wake on the release. */
+static void test_wakeup(void **state)
+{
+    dlock_client *hc = client_s(DLOCK_WAIT_SPIN);
+    dlock_client *n = client_s(DLOCK_WAIT_NOTIFY),
+                 *f = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_wake_case(hc, n, "lsn:wake-n");
+    ec_wake_case(hc, f, "lsn:wake-f");
+    dlock_client_free(n);
+    dlock_client_free(f);
+    dlock_client_free(hc);
+}
+
+/* Fair FIFO order across loops of two clients. */
+static void test_fifo(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR), *b = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_fifo_case(a, b, "lsn:fifo");
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Election and fenced values through the loop on the master. */
+static void test_elect_fenced(void **state)
+{
+    dlock_client *c = client();
+    (void)state;
+    ec_elect_fenced_case(c, "lsn:el", "lsn:fv");
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_permits),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_elect_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
