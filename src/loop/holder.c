@@ -20,10 +20,7 @@
 /* See loop_impl.h. */
 int dloop__holder_renews(const dlock_loop *l, int kind)
 {
-    /* Not on an engine loop (several servers, Sentinel, Cluster): the
-     * loop's own connection goes to one server only. Not yet there. */
-    return !l->engine && dlock__kind_of(kind)->holder_info &&
-           dlock__holder_on(l->c);
+    return dlock__kind_of(kind)->holder_info && dlock__holder_on(l->c);
 }
 
 /* See loop_impl.h. */
@@ -39,8 +36,12 @@ void dloop__holder_record(dlock_loop *l, dlock_hold *h)
         return;
     dlock__holder_set_cmd(l->c, &b, &h->k, ikey, h->owner);
     /* The request copies its arguments; its answer is dropped (no
-     * callback). */
-    dloop__send_cmd(l, &b.cmd, NULL, NULL, NULL);
+     * callback). An engine loop: on every node (a cluster: the name's
+     * master). */
+    if (l->engine)
+        dloop__mn_detached(l, &b.cmd);
+    else
+        dloop__send_cmd(l, &b.cmd, NULL, NULL, NULL);
     free(ikey);
 }
 

@@ -337,6 +337,9 @@ void dloop__mn_abort(dlock_op *op);
 int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
                    const size_t *keylens, int nargs, const char **args,
                    const size_t *arglens, lreq_fn fn);
+/* Send cmd (copied) on an engine loop as a call nobody waits for (every
+ * node of a fixed set, or routed in a cluster): best effort. */
+void dloop__mn_detached(dlock_loop *l, const dlock__cmd *cmd);
 /* An op's script request: dloop__send on the loop's connection (op->req
  * set), or dloop__mn_send on an engine loop. */
 int dloop__op_send(dlock_op *op, int script, int nkeys, const char **keys,

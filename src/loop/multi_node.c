@@ -293,47 +293,67 @@ static void send_done(mjob *j)
     j->fn(j->l, j->op, r->status, r->reply, r->err, r->sent);
 }
 
-/* See loop_impl.h. */
-int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
-                   const size_t *keylens, int nargs, const char **args,
-                   const size_t *arglens, lreq_fn fn)
+/* A new job for op (NULL: none) of one command: cmd's script with
+ * copies of its keys and arguments (the caller's may live on its
+ * stack), sent to node 0 only when first (else as dloop__job_call
+ * sends). NULL out of memory. */
+static mjob *cmd_job(dlock_loop *l, dlock_op *op, const dlock__cmd *cmd,
+                     int first)
 {
-    dlock_loop *l = op->loop;
     dlock_client *c = l->c;
-    int n = nkeys + nargs, i;
+    int nk = cmd->nkeys, n = cmd->nkeys + cmd->nargs, i;
     size_t total = 0;
     char *p;
-    mjob *j;
-    if (op->mn == NULL && dloop__mop_new(op) != DLOCK_OK)
-        return DLOCK_OK; /* completed: out of memory */
-    j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
+    mjob *j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
     for (i = 0; i < n; i++)
-        total += i < nkeys ? keylens[i] : arglens[i - nkeys];
+        total += i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
     if (j == NULL ||
         (j->ks = malloc((size_t)(n + 1) * sizeof *j->ks)) == NULL ||
         (j->kls = malloc((size_t)(n + 1) * sizeof *j->kls)) == NULL ||
         (j->blob = malloc(total + 1)) == NULL) {
         if (j != NULL)
             dloop__job_free(j);
-        return DLOCK_ENOMEM;
+        return NULL;
     }
-    /* The caller's strings may live on its stack: copies. */
     for (p = j->blob, i = 0; i < n; i++) {
-        const char *v = i < nkeys ? keys[i] : args[i - nkeys];
-        size_t len = i < nkeys ? keylens[i] : arglens[i - nkeys];
+        const char *v = i < nk ? cmd->keys[i] : cmd->args[i - nk];
+        size_t len = i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
         memcpy(p, v, len);
         j->ks[i] = p;
         j->kls[i] = len;
         p += len;
     }
-    j->cmds[0].script = script;
-    j->cmds[0].nkeys = nkeys;
+    j->cmds[0] = *cmd;
     j->cmds[0].keys = j->ks;
     j->cmds[0].keylens = j->kls;
-    j->cmds[0].nargs = nargs;
-    j->cmds[0].args = j->ks + nkeys;
-    j->cmds[0].arglens = j->kls + nkeys;
-    j->first = 1;
+    j->cmds[0].args = j->ks + nk;
+    j->cmds[0].arglens = j->kls + nk;
+    j->cmds[0].pins = NULL;
+    j->first = first;
+    return j;
+}
+
+/* See loop_impl.h. */
+int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
+                   const size_t *keylens, int nargs, const char **args,
+                   const size_t *arglens, lreq_fn fn)
+{
+    dlock_loop *l = op->loop;
+    dlock__cmd cmd;
+    mjob *j;
+    if (op->mn == NULL && dloop__mop_new(op) != DLOCK_OK)
+        return DLOCK_OK; /* completed: out of memory */
+    memset(&cmd, 0, sizeof cmd);
+    cmd.script = script;
+    cmd.nkeys = nkeys;
+    cmd.keys = keys;
+    cmd.keylens = keylens;
+    cmd.nargs = nargs;
+    cmd.args = args;
+    cmd.arglens = arglens;
+    j = cmd_job(l, op, &cmd, 1);
+    if (j == NULL)
+        return DLOCK_ENOMEM;
     j->fn = fn;
     j->done = send_done;
     op->mn->job = j;
@@ -342,6 +362,22 @@ int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
         return DLOCK_ENOMEM;
     }
     return DLOCK_OK;
+}
+
+/* A best-effort write answered: nothing waits for it. */
+static void dropped_done(mjob *j)
+{
+    (void)j;
+}
+
+/* See loop_impl.h. */
+void dloop__mn_detached(dlock_loop *l, const dlock__cmd *cmd)
+{
+    mjob *j = cmd_job(l, NULL, cmd, 0);
+    if (j == NULL)
+        return; /* best effort */
+    j->done = dropped_done;
+    dloop__job_call(l, j);
 }
 
 /* See loop_impl.h. */
@@ -741,12 +777,6 @@ static void leave_done(mjob *j)
     }
 }
 
-/* The writer's mark is off (or its time is up: it runs out by itself). */
-static void mark_done(mjob *j)
-{
-    (void)j;
-}
-
 /* Give back what a waiting acquire of rec (taken over: freed with the
  * job) left on the servers, with nobody waiting for the answers: its
  * queue place (leave: fair_leave.lua on every node, or the semaphore's
@@ -783,7 +813,7 @@ static void giveback_start(dlock_loop *l, dlock__held *rec, int leave,
     j->cmds[0] = j->bufs[0].cmd;
     j->cmds[0].give_back = 1;
     j->give_up = leave && give_up;
-    j->done = leave ? leave_done : mark_done;
+    j->done = leave ? leave_done : dropped_done;
     dloop__job_call(l, j); /* out of memory: freed, they run out */
 }
 

@@ -563,6 +563,73 @@ static void test_cancel_leaves_queue(void **state)
     dlock_client_free(c);
 }
 
+/* Holder info on a loop over Redlock: a client made with holder_info
+ * records it on every node after the grant, and the loop's renewals
+ * renew it with the lease (holder_extend.lua). */
+static void test_holder_info(void **state)
+{
+    const char *urls[FIXTURE_NS];
+    dlock_options opt;
+    dlock_client *c = NULL;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    dlock_hold *h;
+    int i;
+    (void)state;
+    fixture_urls(urls);
+    dlock_options_init(&opt);
+    opt.servers = urls;
+    opt.nservers = FIXTURE_NS;
+    opt.tls_ca_file = th_ca_file();
+    opt.command_timeout_ms = CMD_MS;
+    opt.holder_info = 1;
+    assert_int_equal(dlock_client_new(&c, &opt, NULL, 0), DLOCK_OK);
+    l = new_loop(c);
+    o = th_loop_opts(c, 0, 900);
+    h = take(l, "lr:hi", &o, DLOCK_OK);
+    th_loop_run_for(&l, 1, 200); /* the info's write, nobody waits */
+    assert_int_equal(holders("dlock:{lr:hi}:i"), 3);
+    /* Three leases: the info lives on only if renewed with the lock. */
+    th_loop_run_for(&l, 1, 2700);
+    assert_int_equal(dlock_hold_status(h), DLOCK_OK);
+    assert_int_equal(holders("dlock:{lr:hi}:i"), 3);
+    for (i = 0; i < FIXTURE_NS; i++)
+        assert_true(th_cmd_int(&srv[i], "PTTL dlock:{lr:hi}:i") > 0);
+    release(l, h);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* Two of the three servers made replicas: a loop's acquire is refused
+ * there before any lock write (the engine's replica check, as the
+ * blocking API's), so no majority: the message names the replica. */
+static void test_replica_refused(void **state)
+{
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    seen s = {0};
+    int i;
+    (void)state;
+    for (i = 1; i < FIXTURE_NS; i++)
+        assert_int_equal(
+            th_cmd_int(&srv[i], "REPLICAOF 127.0.0.1 %d", srv[0].port), -1);
+    c = client();
+    l = new_loop(c);
+    o = th_loop_opts(c, 0, 30000);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lr:rep", &o, note, &s),
+                     DLOCK_OK);
+    run1(l, &s.done);
+    print_message("replica: %d (%s)\n", s.status, s.err);
+    assert_int_not_equal(s.status, DLOCK_OK);
+    assert_non_null(strstr(s.err, "replica"));
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:rep}"), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+    for (i = 1; i < FIXTURE_NS; i++)
+        th_cmd_int(&srv[i], "REPLICAOF NO ONE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -576,6 +643,8 @@ int main(void)
         cmocka_unit_test(test_notify_wakeup),
         cmocka_unit_test(test_fair_fifo),
         cmocka_unit_test(test_cancel_leaves_queue),
+        cmocka_unit_test(test_holder_info),
+        cmocka_unit_test(test_replica_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
