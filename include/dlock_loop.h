@@ -41,11 +41,18 @@
  *  - several servers (Redlock), Sentinel, Cluster: locks and readers
  *    (and permits but over Redlock, refused as by dlock_sem_acquire):
  *    try, wait, release, extend, cancel (what the attempt may hold is
- *    given back, by the client's watchdog thread), renewal and loss,
- *    several locks at once. A wait there polls with the spin backoff
- *    (no wake-up by notification, no fair queue yet) and rides out
- *    outages and failovers as the blocking API does. Fenced set / get /
- *    read and election return DLOCK_EINVAL there (not implemented yet).
+ *    given back, by the client's watchdog thread; a waiter's queue place
+ *    and writer's mark on every node, at once), renewal and loss,
+ *    several locks at once, holder info. A wait there is the blocking
+ *    API's (the same policy): woken by release notifications, or in the
+ *    fair FIFO queue with its handoffs (Redlock: the 'w ID OWNER'
+ *    majority wake), riding out outages and failovers. Its
+ *    subscriptions are the client's notifier's (one subscriber
+ *    connection per server and client, on the notifier thread); each
+ *    waiter's wake-up is an eventfd in the loop's epoll set. Fenced set
+ *    / get / read go to the name's master (Redlock: the first server,
+ *    as dlock_fenced_set); election works on Sentinel and Cluster and
+ *    returns DLOCK_EINVAL over Redlock (not implemented yet).
  *    What may still block dlock_loop_process (or the call that starts
  *    an operation) there, each bounded by the connect or command
  *    timeout: on Sentinel, locating the master and opening a connection
