@@ -166,7 +166,20 @@ static void test_permits(void **state)
         DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &p[2].done), 0);
     assert_int_equal(p[2].status, DLOCK_OK);
-    assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+    /* A waiting permit (fair: queued) is handed the one released. */
+    {
+        dlock_loop_acquire w = opts(c, LIVE_MS, 30000, 1);
+        th_seen q = {0};
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &w, th_note, &q),
+            DLOCK_OK);
+        th_loop_run_for(&l, 1, 300);
+        assert_int_equal(q.done, 0);
+        assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &q.done), 0);
+        assert_int_equal(q.status, DLOCK_OK);
+        assert_int_equal(th_loop_release(l, q.hold), DLOCK_OK);
+    }
     assert_int_equal(th_loop_release(l, p[2].hold), DLOCK_OK);
     dlock_loop_free(l);
     dlock_client_free(c);
