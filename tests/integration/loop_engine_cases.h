@@ -23,8 +23,10 @@
 /* Bounded waits in these cases (liveness, not timing). */
 #define EC_LIVE_MS 30000
 
-/* The server holding KEY now (the test's). */
+/* The test's: the server holding KEY now (over Redlock: the first),
+ * and a client waiting by strategy. */
 static th_server *node_of(const char *key);
+static dlock_client *client_s(int strategy);
 
 /* Script calls (EVALSHA and EVAL) s has run so far. */
 static long long ec_script_calls(th_server *s)
@@ -162,6 +164,7 @@ static void ec_fifo_case(dlock_client *c0, dlock_client *c1, const char *name)
     dlock_loop_free(h0);
 }
 
+#ifndef EC_NO_ELECT /* election: Sentinel and Cluster only */
 /* Run loops ls[0..n) until s is done (30 s at most). */
 static void ec_run(dlock_loop **ls, int n, th_seen *s)
 {
@@ -287,5 +290,43 @@ static void ec_elect_fenced_case(dlock_client *c, const char *name,
     dlock_loop_free(ls[1]);
     dlock_loop_free(ls[2]);
 }
+
+#endif /* EC_NO_ELECT */
+
+/* Notify and fair waiters behind a long hold wake on the release. */
+static void test_wakeup(void **state)
+{
+    dlock_client *hc = client_s(DLOCK_WAIT_SPIN);
+    dlock_client *n = client_s(DLOCK_WAIT_NOTIFY);
+    dlock_client *f = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_wake_case(hc, n, "ec:wake-n");
+    ec_wake_case(hc, f, "ec:wake-f");
+    dlock_client_free(n);
+    dlock_client_free(f);
+    dlock_client_free(hc);
+}
+
+/* Fair FIFO order across loops of two clients. */
+static void test_fifo(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR);
+    dlock_client *b = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_fifo_case(a, b, "ec:fifo");
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+#ifndef EC_NO_ELECT
+/* Election and fenced values through the loop on the names' masters. */
+static void test_elect_fenced(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_elect_fenced_case(c, "ec:el", "ec:fv");
+    dlock_client_free(c);
+}
+#endif
 
 #endif /* LOOP_ENGINE_CASES_H */

@@ -28,6 +28,8 @@
 
 #define FIXTURE_NS 3
 #include "fixture_n.h"
+#define EC_NO_ELECT
+#include "loop_engine_cases.h"
 
 /* The command timeout: a stopped node outlasts it. */
 #define CMD_MS 500
@@ -49,14 +51,28 @@ static void run1(dlock_loop *l, const int *flag)
     run(&l, 1, flag);
 }
 
-static dlock_client *client(void)
+/* A client of the three servers waiting by strategy. */
+static dlock_client *client_s(int strategy)
 {
     const char *urls[FIXTURE_NS];
     dlock_client *c;
     fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, CMD_MS, 0);
+    c = th_client(urls, FIXTURE_NS, strategy, CMD_MS, 0);
     assert_non_null(c);
     return c;
+}
+
+static dlock_client *client(void)
+{
+    return client_s(DLOCK_WAIT_NOTIFY);
+}
+
+/* See loop_engine_cases.h: a script's calls are counted on the first
+ * server (every node runs each). */
+static th_server *node_of(const char *key)
+{
+    (void)key;
+    return &srv[0];
 }
 
 static dlock_loop *new_loop(dlock_client *c)
@@ -358,175 +374,6 @@ static void test_readers_and_all(void **state)
     dlock_client_free(c);
 }
 
-/* Script calls (EVALSHA and EVAL) server i has run so far. */
-static long long script_calls(int i)
-{
-    redisReply *r = th_cmd(&srv[i], "INFO commandstats");
-    long long n = 0;
-    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    int k;
-    assert_non_null(r);
-    assert_non_null(r->str);
-    for (k = 0; k < 2; k++) {
-        const char *p = strstr(r->str, names[k]);
-        if (p != NULL)
-            n += atoll(p + strlen(names[k]));
-    }
-    freeReplyObject(r);
-    return n;
-}
-
-/* A client of the three servers waiting by strategy. */
-static dlock_client *client_s(int strategy)
-{
-    const char *urls[FIXTURE_NS];
-    dlock_client *c;
-    fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, strategy, CMD_MS, 0);
-    assert_non_null(c);
-    return c;
-}
-
-/* Holder releases from a second thread after a while, so that the
- * waiter's loop runs alone meanwhile: the blocking API's hold. */
-typedef struct later {
-    dlock_lock *lk;
-    int64_t ms;
-} later;
-
-static void *release_later(void *arg)
-{
-    later *x = arg;
-    th_sleep_ms(x->ms);
-    dlock_lock_release(x->lk);
-    return NULL;
-}
-
-/* A waiter behind a long hold wakes by notification: it tries when it
- * begins to wait and when the release is announced, not on a spin
- * backoff (which at 1 to 128 ms makes tens of tries over the hold).
- * Counted on the servers, not timed: a notify waiter's tries stay a
- * handful however long the hold lasts. And the same over a fair queue
- * ('w ID OWNER' from a majority of nodes wakes the first waiter). */
-static void wake_case(int strategy, const char *name)
-{
-    dlock_client *hc = client_s(DLOCK_WAIT_SPIN), *c = client_s(strategy);
-    dlock_loop *l = new_loop(c);
-    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
-    dlock_lock *lk = NULL;
-    seen w = {0};
-    later x;
-    pthread_t t;
-    long long before, calls;
-    (void)o;
-    assert_int_equal(dlock_lock_acquire(&lk, hc, name, 0, 30000), DLOCK_OK);
-    before = script_calls(0);
-    x.lk = lk;
-    x.ms = 1500;
-    assert_int_equal(pthread_create(&t, NULL, release_later, &x), 0);
-    assert_int_equal(dlock_loop_lock(NULL, l, name, &o, note, &w), DLOCK_OK);
-    run1(l, &w.done);
-    pthread_join(t, NULL);
-    assert_int_equal(w.status, DLOCK_OK);
-    /* The release (one) and the waiter's tries: the first, the one once
-     * subscribed (fair: it queues), the one the wake-up brings; a
-     * spurious wake-up or two more at most. */
-    calls = script_calls(0) - before;
-    print_message("%s: %lld script calls on node 0\n", name, calls);
-    assert_true(calls <= 6);
-    release(l, w.hold);
-    dlock_loop_free(l);
-    dlock_client_free(c);
-    dlock_client_free(hc);
-}
-
-static void test_notify_wakeup(void **state)
-{
-    (void)state;
-    wake_case(DLOCK_WAIT_NOTIFY, "lr:wake-n");
-    wake_case(DLOCK_WAIT_FAIR, "lr:wake-f");
-}
-
-/* One waiter of each run, on loop ls[i]: i in the order granted. */
-typedef struct granted {
-    int order[8];
-    int n;
-} granted;
-
-typedef struct fwaiter {
-    granted *g;
-    int i;
-    seen s;
-} fwaiter;
-
-static void note_order(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    fwaiter *f = ud;
-    th_note(op, status, hold, &f->s);
-    if (status == DLOCK_OK)
-        f->g->order[f->g->n++] = f->i;
-}
-
-/* Fair FIFO over Redlock on the loop: waiters of two clients (two
- * notifiers: as two processes), four loops, queued one after the other
- * behind a holder, are granted in the order they queued (the tickets of
- * wait.c), each by the previous one's release. */
-static void test_fair_fifo(void **state)
-{
-    enum { N = 4 };
-    dlock_client *c[2] = {client_s(DLOCK_WAIT_FAIR), client_s(DLOCK_WAIT_FAIR)};
-    dlock_loop *h0 = new_loop(c[0]);
-    dlock_loop *ls[N];
-    fwaiter f[N];
-    granted g = {{0}, 0};
-    dlock_loop_acquire t = th_loop_opts(c[0], 0, LONG_LEASE_MS);
-    dlock_hold *h;
-    int i;
-    int64_t end;
-    (void)state;
-    h = take(h0, "lr:fifo", &t, DLOCK_OK);
-    for (i = 0; i < N; i++) {
-        dlock_loop_acquire o = th_loop_opts(c[i % 2], LIVE_MS, 30000);
-        ls[i] = new_loop(c[i % 2]);
-        memset(&f[i], 0, sizeof f[i]);
-        f[i].g = &g;
-        f[i].i = i;
-        assert_int_equal(
-            dlock_loop_lock(NULL, ls[i], "lr:fifo", &o, note_order, &f[i]),
-            DLOCK_OK);
-        /* Until it is in every node's queue (then the next one). */
-        end = th_now_ms() + LIVE_MS;
-        while (th_now_ms() < end) {
-            int k, in = 0;
-            th_loop_run_for(ls, i + 1, 20);
-            for (k = 0; k < FIXTURE_NS; k++)
-                in += th_cmd_int(&srv[k], "ZCARD dlock:{lr:fifo}:q") == i + 1;
-            if (in == FIXTURE_NS)
-                break;
-        }
-    }
-    release(h0, h);
-    /* Each, once granted, releases: the next one is woken. */
-    for (i = 0; i < N; i++) {
-        int k;
-        end = th_now_ms() + LIVE_MS;
-        while (g.n == i && th_now_ms() < end)
-            th_loop_run_for(ls, N, 20);
-        assert_int_equal(g.n, i + 1);
-        k = g.order[i];
-        assert_int_equal(f[k].s.status, DLOCK_OK);
-        release(ls[k], f[k].s.hold);
-    }
-    for (i = 0; i < N; i++) {
-        print_message("granted %d: waiter %d\n", i, g.order[i]);
-        assert_int_equal(g.order[i], i);
-        dlock_loop_free(ls[i]);
-    }
-    dlock_loop_free(h0);
-    dlock_client_free(c[0]);
-    dlock_client_free(c[1]);
-}
-
 /* A fair waiter cancelled (and one timed out) gives back its queue
  * place on every node at once (fair_leave.lua), not at its waiter TTL. */
 static void test_cancel_leaves_queue(void **state)
@@ -640,8 +487,8 @@ int main(void)
         cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_killed_under_waiters),
-        cmocka_unit_test(test_notify_wakeup),
-        cmocka_unit_test(test_fair_fifo),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),
         cmocka_unit_test(test_replica_refused),

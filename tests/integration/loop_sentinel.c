@@ -201,39 +201,6 @@ static dlock_client *client_s(int strategy)
     return c;
 }
 
-/* Notify and fair waiters behind a long hold wake on the release. */
-static void test_wakeup(void **state)
-{
-    dlock_client *hc = client_s(DLOCK_WAIT_SPIN);
-    dlock_client *n = client_s(DLOCK_WAIT_NOTIFY),
-                 *f = client_s(DLOCK_WAIT_FAIR);
-    (void)state;
-    ec_wake_case(hc, n, "lsn:wake-n");
-    ec_wake_case(hc, f, "lsn:wake-f");
-    dlock_client_free(n);
-    dlock_client_free(f);
-    dlock_client_free(hc);
-}
-
-/* Fair FIFO order across loops of two clients. */
-static void test_fifo(void **state)
-{
-    dlock_client *a = client_s(DLOCK_WAIT_FAIR), *b = client_s(DLOCK_WAIT_FAIR);
-    (void)state;
-    ec_fifo_case(a, b, "lsn:fifo");
-    dlock_client_free(a);
-    dlock_client_free(b);
-}
-
-/* Election and fenced values through the loop on the master. */
-static void test_elect_fenced(void **state)
-{
-    dlock_client *c = client();
-    (void)state;
-    ec_elect_fenced_case(c, "lsn:el", "lsn:fv");
-    dlock_client_free(c);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
