@@ -29,19 +29,17 @@ void dloop__holder_record(dlock_loop *l, dlock_hold *h)
     dlock__cmdbuf b;
     char *ikey;
 
-    if (!dloop__holder_renews(l, h->k.kind))
+    /* An engine loop records it itself (multi_node.c), as a call on
+     * every node. */
+    if (l->engine || !dloop__holder_renews(l, h->k.kind))
         return;
     ikey = malloc(h->k.keylen + sizeof DLOCK__HOLDER_SUFFIX);
     if (ikey == NULL)
         return;
     dlock__holder_set_cmd(l->c, &b, &h->k, ikey, h->owner);
     /* The request copies its arguments; its answer is dropped (no
-     * callback). An engine loop: on every node (a cluster: the name's
-     * master). */
-    if (l->engine)
-        dloop__mn_detached(l, &b.cmd);
-    else
-        dloop__send_cmd(l, &b.cmd, NULL, NULL, NULL);
+     * callback). */
+    dloop__send_cmd(l, &b.cmd, NULL, NULL, NULL);
     free(ikey);
 }
 

@@ -28,6 +28,7 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "hold/holder.h"
 #include "hold/kind.h"
 #include "hold/release.h"
 #include "notify/notify.h"
@@ -370,8 +371,9 @@ static void dropped_done(mjob *j)
     (void)j;
 }
 
-/* See loop_impl.h. */
-void dloop__mn_detached(dlock_loop *l, const dlock__cmd *cmd)
+/* Send cmd (copied) as a call nobody waits for (every node of a fixed
+ * set, or routed in a cluster): best effort. */
+static void detached(dlock_loop *l, const dlock__cmd *cmd)
 {
     mjob *j = cmd_job(l, NULL, cmd, 0);
     if (j == NULL)
@@ -638,6 +640,23 @@ void dloop__mn_waits(dlock_loop *l)
     }
 }
 
+/* Holder info for h, just granted (holder.c's rule: a client that
+ * records it, a kind that carries it): holder_set.lua as a call on every
+ * node (a cluster: the name's master) that nobody waits for. */
+static void holder_record(dlock_loop *l, dlock_hold *h)
+{
+    dlock__cmdbuf b;
+    char *ikey;
+    if (!dloop__holder_renews(l, h->k.kind))
+        return;
+    ikey = malloc(h->k.keylen + sizeof DLOCK__HOLDER_SUFFIX);
+    if (ikey == NULL)
+        return;
+    dlock__holder_set_cmd(l->c, &b, &h->k, ikey, h->owner);
+    detached(l, &b.cmd); /* copied */
+    free(ikey);
+}
+
 /* The attempt is over. */
 static void attempt_done(mjob *j)
 {
@@ -654,6 +673,7 @@ static void attempt_done(mjob *j)
         /* An attempt whose give-back went unanswered took a new owner id
          * for the next (withdraw.h): the grant is under the record's. */
         memcpy(h->owner, h->rec->owner, sizeof h->owner);
+        holder_record(op->loop, h);
         /* valid_until = sent + lease - drift (attempt.c) */
         dloop__hold_granted(op, g->token, g->valid_until - h->lease_ms + drift);
         return;
@@ -701,6 +721,7 @@ int dloop__mop_new(dlock_op *op)
     op->mn = calloc(1, sizeof *op->mn);
     if (op->mn != NULL) {
         op->mn->efd = -1;
+        op->end = dloop__mn_abort;
         return DLOCK_OK;
     }
     dloop__complete(op, DLOCK_ENOMEM, "out of memory");
@@ -873,16 +894,6 @@ void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
     if (h->rec != NULL)
         dlock__undo_queue(l->c, h->rec, dlock__all_nodes(l->c), 1, h->token,
                           dlock__now_ms() + h->lease_ms);
-}
-
-/* See loop_impl.h. */
-void dloop__mn_rec_free(dlock_hold *h)
-{
-    if (h->rec == NULL)
-        return;
-    dlock__held_drop_pins(h->loop->c, h->rec);
-    dlock__held_free(h->rec);
-    h->rec = NULL;
 }
 
 /* See loop_impl.h. */
