@@ -164,12 +164,13 @@ static void ec_fifo_case(dlock_client *c0, dlock_client *c1, const char *name)
     dlock_loop_free(h0);
 }
 
-#ifndef EC_NO_ELECT /* election: Sentinel and Cluster only */
 /* Run loops ls[0..n) until s is done (30 s at most). */
 static void ec_run(dlock_loop **ls, int n, th_seen *s)
 {
     assert_int_equal(th_loop_run(ls, n, &s->done), 0);
 }
+
+#ifndef EC_NO_ELECT /* election: Sentinel and Cluster only */
 
 /* What a leader look or a fenced get said, kept from its callback. */
 typedef struct ec_look {
@@ -316,6 +317,52 @@ static void test_fifo(void **state)
     ec_fifo_case(a, b, "ec:fifo");
     dlock_client_free(a);
     dlock_client_free(b);
+}
+
+/* A writer (a lock of a read-write lock's name) waiting behind a reader
+ * marks the name (new readers are kept out), and a writer cancelled
+ * takes its mark off on every node at once (rw_leave.lua): a new
+ * reader then gets in. */
+static void test_writer_mark(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_NOTIFY);
+    dlock_loop *ls[3] = {th_loop_new(c), th_loop_new(c), th_loop_new(c)};
+    dlock_loop_acquire now = th_loop_opts(c, 0, 30000);
+    dlock_loop_acquire wait = th_loop_opts(c, EC_LIVE_MS, 30000);
+    th_seen r1 = {0}, w = {0}, r2 = {0}, r3 = {0};
+    dlock_op *op = NULL;
+    int64_t end;
+    (void)state;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "ec:rw", &now, th_note, &r1),
+        DLOCK_OK);
+    ec_run(ls, 1, &r1);
+    assert_int_equal(r1.status, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(&op, ls[1], "ec:rw", &wait, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(&ls[1], 1, 300);
+    assert_int_equal(w.done, 0);
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[2], "ec:rw", &now, th_note, &r2),
+        DLOCK_OK);
+    ec_run(&ls[2], 1, &r2);
+    assert_int_equal(r2.status, DLOCK_BUSY); /* a writer waits */
+    dlock_op_cancel(op);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    end = th_now_ms() + EC_LIVE_MS;
+    while (dlock_loop_pending(ls[1]) > 0 && th_now_ms() < end)
+        th_loop_run_for(&ls[1], 1, 20);
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[2], "ec:rw", &now, th_note, &r3),
+        DLOCK_OK);
+    ec_run(&ls[2], 1, &r3);
+    assert_int_equal(r3.status, DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[2], r3.hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[0], r1.hold), DLOCK_OK);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_loop_free(ls[2]);
+    dlock_client_free(c);
 }
 
 #ifndef EC_NO_ELECT

@@ -489,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_killed_under_waiters),
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),
         cmocka_unit_test(test_replica_refused),
