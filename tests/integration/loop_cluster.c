@@ -8,7 +8,6 @@
  * round); a waiter woken to try again when the holder releases; a
  * waiter riding out a failover of its name's master.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,45 +199,6 @@ static dlock_client *client_s(int strategy)
     return fixture_durable(&d);
 }
 
-/* The blocking API's leader wait in a cluster, beside the loop's: a new
- * proclamation wakes it (elect_proclaim.lua announces with SPUBLISH
- * there, where the notifier listens with SSUBSCRIBE; a PUBLISH woke
- * nobody, and the wait ran to its end). */
-typedef struct bwait {
-    dlock_client *c;
-    dlock_leader_info known, out;
-    int rc;
-} bwait;
-
-static void *leader_wait_thread(void *arg)
-{
-    bwait *b = arg;
-    b->rc = dlock_leader_wait(b->c, "lc:bw", &b->known, 20000, &b->out);
-    return NULL;
-}
-
-static void test_blocking_proclaim_wakes(void **state)
-{
-    dlock_client *c = client_s(DLOCK_WAIT_NOTIFY);
-    dlock_election *e = NULL;
-    bwait b;
-    pthread_t t;
-    (void)state;
-    memset(&b, 0, sizeof b);
-    b.c = c;
-    assert_int_equal(dlock_campaign(&e, c, "lc:bw", "v1", NULL), DLOCK_OK);
-    assert_int_equal(dlock_leader(c, "lc:bw", &b.known), DLOCK_OK);
-    assert_string_equal(b.known.value, "v1");
-    assert_int_equal(pthread_create(&t, NULL, leader_wait_thread, &b), 0);
-    th_sleep_ms(300); /* subscribed by then, or its first look sees v2 */
-    assert_int_equal(dlock_election_proclaim(e, "v2"), DLOCK_OK);
-    pthread_join(t, NULL);
-    assert_int_equal(b.rc, DLOCK_OK);
-    assert_string_equal(b.out.value, "v2");
-    assert_int_equal(dlock_election_resign(e), DLOCK_OK);
-    dlock_client_free(c);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,7 +210,6 @@ int main(void)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_elect_fenced),
-        cmocka_unit_test(test_blocking_proclaim_wakes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
