@@ -81,8 +81,6 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
         *out = NULL;
     if (l == NULL)
         return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_campaign") != DLOCK_OK)
-        return DLOCK_EINVAL;
     if (len > DLOCK_VALUE_MAX)
         return dlock__set_error(l->c, DLOCK_EINVAL,
                                 "dlock_loop_campaign: the value is longer "
@@ -113,8 +111,6 @@ int dlock_loop_proclaim(dlock_op **out, dlock_loop *l, dlock_hold *h,
     int rc;
     if (out != NULL)
         *out = NULL;
-    if (l != NULL && dloop__mn_refuse(l, "dlock_loop_proclaim") != DLOCK_OK)
-        return DLOCK_EINVAL;
     rc = dloop__hold_op(&op, out, l, h, OP_PROCLAIM,
                         h != NULL && h->k.kind == DLOCK__KIND_LOCK &&
                             len <= DLOCK_VALUE_MAX,
@@ -195,8 +191,6 @@ int dlock_loop_leader(dlock_op **out, dlock_loop *l, const char *name,
         *out = NULL;
     if (l == NULL)
         return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_leader") != DLOCK_OK)
-        return DLOCK_EINVAL;
     if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL)
         return dlock__set_error(l->c, DLOCK_EINVAL, "dlock_loop_leader: %s",
                                 cb == NULL ? "no callback"
@@ -247,8 +241,6 @@ int dlock_loop_leader_wait(dlock_op **out, dlock_loop *l, const char *name,
     if (out != NULL)
         *out = NULL;
     if (l == NULL)
-        return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_leader_wait") != DLOCK_OK)
         return DLOCK_EINVAL;
     if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || known == NULL)
         return dlock__set_error(l->c, DLOCK_EINVAL,

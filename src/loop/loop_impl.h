@@ -372,7 +372,9 @@ void dloop__mn_abort(dlock_op *op);
  * it (a Sentinel master, a cluster's slot, a fixed set's first server:
  * the blocking API's fenced values), as an engine call; fn gets the
  * answer with op as its ctx (op->req stays NULL: cancelling op drops
- * the call). DLOCK_OK or DLOCK_ENOMEM. */
+ * the call). Over Redlock, election scripts go to every node and fn
+ * gets the vote's answer (the blocking API's rules: a proclaim done at
+ * a majority, the leader a majority names). DLOCK_OK or DLOCK_ENOMEM. */
 int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
                    const size_t *keylens, int nargs, const char **args,
                    const size_t *arglens, lreq_fn fn);
@@ -391,9 +393,6 @@ void dloop__mn_sleep(dlock_op *op, int64_t until);
 /* Give back engine hold h's grant (through the client's watchdog): a
  * campaign that won but could not proclaim. */
 void dloop__mn_giveback(dlock_loop *l, dlock_hold *h);
-/* DLOCK_OK, or DLOCK_EINVAL with the message: election on a loop over
- * several servers (Redlock), not implemented yet. */
-int dloop__mn_refuse(dlock_loop *l, const char *what);
 /* holder.c: holder info (the client's holder_info, src/holder.c) for a
  * loop's locks. After h's grant: record it (holder_set.lua; nothing
  * waits for the answer) when the client records holder info and h's

@@ -170,8 +170,6 @@ static void ec_run(dlock_loop **ls, int n, th_seen *s)
     assert_int_equal(th_loop_run(ls, n, &s->done), 0);
 }
 
-#ifndef EC_NO_ELECT /* election: Sentinel and Cluster only */
-
 /* What a leader look or a fenced get said, kept from its callback. */
 typedef struct ec_look {
     th_seen s;
@@ -292,8 +290,6 @@ static void ec_elect_fenced_case(dlock_client *c, const char *name,
     dlock_loop_free(ls[2]);
 }
 
-#endif /* EC_NO_ELECT */
-
 /* Notify and fair waiters behind a long hold wake on the release. */
 static void test_wakeup(void **state)
 {
@@ -365,7 +361,6 @@ static void test_writer_mark(void **state)
     dlock_client_free(c);
 }
 
-#ifndef EC_NO_ELECT
 /* Election and fenced values through the loop on the names' masters. */
 static void test_elect_fenced(void **state)
 {
@@ -374,6 +369,5 @@ static void test_elect_fenced(void **state)
     ec_elect_fenced_case(c, "ec:el", "ec:fv");
     dlock_client_free(c);
 }
-#endif
 
 #endif /* LOOP_ENGINE_CASES_H */

@@ -28,7 +28,6 @@
 
 #define FIXTURE_NS 3
 #include "fixture_n.h"
-#define EC_NO_ELECT
 #include "loop_engine_cases.h"
 
 /* The command timeout: a stopped node outlasts it. */
@@ -174,8 +173,7 @@ static void test_majority(void **state)
 }
 
 /* A semaphore is not available over Redlock (as dlock_sem_acquire);
- * election is not implemented on such a loop yet; fenced values go to
- * the first server, as dlock_fenced_set's. */
+ * fenced values go to the first server, as dlock_fenced_set's. */
 static void test_refused(void **state)
 {
     dlock_client *c = client();
@@ -187,11 +185,6 @@ static void test_refused(void **state)
                      DLOCK_OK);
     run1(l, &s.done);
     assert_int_equal(s.status, DLOCK_EINVAL);
-    assert_int_equal(dlock_loop_campaign(NULL, l, "lr:e", "me", &o, note, &s),
-                     DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_errmsg(c), "not implemented"));
-    assert_int_equal(dlock_loop_leader(NULL, l, "lr:e", note, &s),
-                     DLOCK_EINVAL);
     memset(&s, 0, sizeof s);
     assert_int_equal(
         dlock_loop_fenced_set(NULL, l, "lr:f", 7, "v", 1, note, &s), DLOCK_OK);
@@ -477,6 +470,40 @@ static void test_replica_refused(void **state)
         th_cmd_int(&srv[i], "REPLICAOF NO ONE");
 }
 
+/* Election over Redlock with a server stopped: the campaign's proclaim
+ * is done at the majority left, and a leader look names the owner a
+ * majority names (the blocking API's dlock_leader rule). */
+static void test_elect_majority(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    seen a = {0};
+    ec_look look;
+    (void)state;
+    memset(&look, 0, sizeof look);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_campaign(NULL, l, "lr:em", "x", &o, note, &a),
+                     DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:em}:l") +
+                         th_cmd_int(&srv[1], "EXISTS dlock:{lr:em}:l"),
+                     2);
+    assert_int_equal(dlock_loop_leader(NULL, l2, "lr:em", ec_note_look, &look),
+                     DLOCK_OK);
+    run1(l2, &look.s.done);
+    assert_int_equal(look.s.status, DLOCK_OK);
+    assert_int_equal(look.li.leading, 1);
+    assert_string_equal(look.li.value, "x");
+    assert_true(look.li.epoch == dlock_hold_token(a.hold));
+    release(l, a.hold);
+    th_server_resume(&srv[2]);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +517,8 @@ int main(void)
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
+        cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_elect_majority),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),
         cmocka_unit_test(test_replica_refused),
