@@ -51,8 +51,8 @@
  *    connection per server and client, on the notifier thread); each
  *    waiter's wake-up is an eventfd in the loop's epoll set. Fenced set
  *    / get / read go to the name's master (Redlock: the first server,
- *    as dlock_fenced_set); election works on Sentinel and Cluster and
- *    returns DLOCK_EINVAL over Redlock (not implemented yet).
+ *    as dlock_fenced_set); election works on all three (over Redlock
+ *    with dlock_leader's majority rules).
  *    What may still block dlock_loop_process (or the call that starts
  *    an operation) there, each bounded by the connect or command
  *    timeout: on Sentinel, locating the master and opening a connection
