@@ -361,6 +361,61 @@ static void test_writer_mark(void **state)
     dlock_client_free(c);
 }
 
+#ifndef EC_NO_SEM
+/* Fair FIFO of N waiters on one loop: permits of a semaphore of limit
+ * 1 (a loop holds several permits of one name, each its own owner),
+ * queued one after the other behind the holder, are handed over in
+ * queue order. Not over Redlock (no semaphores there). */
+static void test_sem_fifo(void **state)
+{
+    enum { N = 3 };
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire now = th_loop_opts(c, 0, 30000);
+    ec_waiter f[N];
+    ec_order g = {{0}, 0};
+    th_seen h = {0};
+    int i;
+    int64_t end;
+    (void)state;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ec:sf", 1, &now, th_note, &h),
+        DLOCK_OK);
+    ec_run(&l, 1, &h);
+    assert_int_equal(h.status, DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        dlock_loop_acquire o = th_loop_opts(c, EC_LIVE_MS, 30000);
+        memset(&f[i], 0, sizeof f[i]);
+        f[i].g = &g;
+        f[i].i = i;
+        assert_int_equal(dlock_loop_sem_acquire(NULL, l, "ec:sf", 1, &o,
+                                                ec_note_order, &f[i]),
+                         DLOCK_OK);
+        end = th_now_ms() + EC_LIVE_MS;
+        while (th_cmd_int(node_of("dlock:{ec:sf}:q"), "LLEN dlock:{ec:sf}:q") !=
+                   i + 1 &&
+               th_now_ms() < end)
+            th_loop_run_for(&l, 1, 20);
+        assert_int_equal(
+            th_cmd_int(node_of("dlock:{ec:sf}:q"), "LLEN dlock:{ec:sf}:q"),
+            i + 1);
+    }
+    assert_int_equal(th_loop_release(l, h.hold), DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        int k;
+        end = th_now_ms() + EC_LIVE_MS;
+        while (g.n == i && th_now_ms() < end)
+            th_loop_run_for(&l, 1, 20);
+        assert_int_equal(g.n, i + 1);
+        k = g.order[i];
+        assert_int_equal(k, i);
+        assert_int_equal(th_loop_release(l, f[k].s.hold), DLOCK_OK);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+#endif
+
 /* Election and fenced values through the loop on the names' masters. */
 static void test_elect_fenced(void **state)
 {

@@ -28,6 +28,7 @@
 
 #define FIXTURE_NS 3
 #include "fixture_n.h"
+#define EC_NO_SEM /* no semaphores over Redlock */
 #include "loop_engine_cases.h"
 
 /* The command timeout: a stopped node outlasts it. */

@@ -210,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
+        cmocka_unit_test(test_sem_fifo),
         cmocka_unit_test(test_elect_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
