@@ -45,10 +45,11 @@ int dlock__call_pollfds(dlock__call *k, struct pollfd *pfd, int max,
             *wake_ms = c->retry_at;
         if (c->state != C_OPENING)
             continue;
-        if (dlock__node_opening_deadline(c->open) < *wake_ms)
-            *wake_ms = dlock__node_opening_deadline(c->open);
+        if (dlock__node_opening_wake(c->open) < *wake_ms)
+            *wake_ms = dlock__node_opening_wake(c->open);
         dlock__node_opening_poll(c->open, &fd, &ev);
-        pfd_add(k, pfd, max, n++, fd, ev, -1 - j);
+        if (fd >= 0) /* none: a locate waiting on the clock */
+            pfd_add(k, pfd, max, n++, fd, ev, -1 - j);
     }
     for (l = 0; l < k->nl; l++)
         if (k->ln[l].conn != NULL)
@@ -83,6 +84,8 @@ static int drive(dlock__call *k)
         }
         left = wake - dlock__now_ms();
         left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+        if (left > 0)
+            dlock__nb_blocking();
         r = poll(pfd, (nfds_t)n, (int)left);
         if (r < 0 && errno != EINTR) {
             dlock__call_cancel(k, DLOCK_EIO, "poll failed");

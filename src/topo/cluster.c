@@ -473,9 +473,10 @@ static int refresh(dlock__nodeset *ns, int wait, int64_t deadline_ms, char *err,
 {
     struct dlock__cluster *cl = ns->cluster;
     int rc = DLOCK_OK;
-    if (wait)
+    if (wait) {
+        dlock__nb_blocking();
         pthread_mutex_lock(&cl->refresh_mu);
-    else if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
+    } else if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
         return DLOCK_OK; /* another thread is at it; the old map will do */
     if (!atomic_load(&cl->loaded) ||
         (atomic_load(&cl->stale) &&
