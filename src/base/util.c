@@ -112,6 +112,19 @@ uint64_t dlock__nb_blocked(void)
     return atomic_load(&nb_count);
 }
 
+/* See util.h. */
+short dlock__poll_until(int fd, short events, int64_t wake_ms)
+{
+    struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+    int64_t left = wake_ms - dlock__now_ms();
+    left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+    if (left > 0)
+        dlock__nb_blocking();
+    if (poll(&p, fd >= 0 ? 1 : 0, (int)left) <= 0)
+        return 0;
+    return p.revents;
+}
+
 /* Sleep on poll() so a wake fd can cut the sleep short. EINTR just loops:
  * the deadline is absolute. */
 int dlock__sleep_until(int64_t deadline_ms, int wake_fd)

@@ -61,6 +61,11 @@ void dlock__nb_leave(void);
 void dlock__nb_blocking(void);
 uint64_t dlock__nb_blocked(void);
 
+/* The blocking drivers' one wait: poll fd (-1: none, a sleep) for
+ * events until the monotonic wake_ms (at most a minute), counted by the
+ * no-blocking guard. Its revents, 0 when none (timeout, EINTR). */
+short dlock__poll_until(int fd, short events, int64_t wake_ms);
+
 /* Milliseconds left until deadline_ms for poll(), in [0, INT_MAX]. */
 int dlock__ms_left(int64_t deadline_ms);
 

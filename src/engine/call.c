@@ -226,7 +226,7 @@ static int lane_for(dlock__call *k, int j, int *out)
     dlock__result *r = &k->res[j];
     dlock__node *nd = c->ask;
     dlock__conn *conn = NULL;
-    int fresh = 1, rc = DLOCK_OK, l;
+    int fresh = 1, rc = DLOCK_OK;
     if (k->fixed) {
         nd = &k->ns->node[c->node];
         rc = fixed_conn(k, j, &conn, &fresh);
@@ -235,21 +235,9 @@ static int lane_for(dlock__call *k, int j, int *out)
         if (rc == DLOCK_OK && replica_refused(k, j, nd, conn))
             return DLOCK_EREFUSED;
     } else {
-        const dlock__cmd *cmd = c->cmd;
-        if (nd == NULL)
-            rc = dlock__cluster_route(
-                k->ns,
-                cmd->nkeys > 0 ? dlock__key_slot(cmd->keys[0], cmd->keylens[0])
-                               : 0,
-                &nd, k->deadline, r->err, sizeof r->err);
-        for (l = 0; rc == DLOCK_OK && l < k->nl; l++)
-            if (k->ln[l].conn != NULL && k->ln[l].nd == nd) {
-                *out = l;
-                return DLOCK_OK;
-            }
-        if (rc == DLOCK_OK)
-            rc = dlock__node_take(k->ns, nd, &conn, k->deadline, r->err,
-                                  sizeof r->err);
+        rc = dlock__call_cluster_conn(k, j, &nd, &conn, out);
+        if (rc == DLOCK_OK && conn == NULL)
+            return DLOCK_OK; /* a lane to nd already */
     }
     if (rc != DLOCK_OK)
         return rc;
@@ -469,13 +457,19 @@ static void open_step(dlock__call *k, int j, short revents)
         return;
     dlock__node_opening_free(c->open);
     c->open = NULL;
-    if (rc != DLOCK_OK) {
-        dlock__call_end(k, j, rc);
-        return;
-    }
-    c->pre = conn;
-    c->pre_fresh = 1;
     c->state = C_IDLE;
+    k->changed = 1;
+    if (rc != DLOCK_OK && k->fixed) {
+        dlock__call_end(k, j, rc);
+    } else if (rc != DLOCK_OK) {
+        call_failed(k, j, rc);
+    } else if (k->fixed) {
+        c->pre = conn;
+        c->pre_fresh = 1;
+    } else if (lane_new(k, c->open_nd, -1, conn, 1) < 0) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        dlock__call_end(k, j, DLOCK_ENOMEM);
+    }
 }
 
 /* Send what is due, read what has come, until nothing changes. */
@@ -622,7 +616,9 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
     for (i = 0; i < n && i < k->npidx; i++) {
         char err[DLOCK__ERRLEN];
         int l = k->pidx[i], rc;
-        if (l < 0 && k->cl[-1 - l].state == C_OPENING)
+        if (l == -1 - k->m && k->refresh != NULL)
+            dlock__call_refresh_step(k, pfd[i].revents);
+        else if (l < 0 && l > -1 - k->m && k->cl[-1 - l].state == C_OPENING)
             open_step(k, -1 - l, pfd[i].revents);
         if (pfd[i].revents == 0 || l < 0 || k->ln[l].conn == NULL)
             continue;
@@ -642,8 +638,17 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
         if (k->cl[i].state != C_OPENING)
             continue;
         wake = dlock__node_opening_wake(k->cl[i].open);
-        if (dlock__now_ms() >= wake && (wake < k->deadline || k->ns->n == 1))
+        if (dlock__now_ms() >= wake &&
+            (wake < k->deadline || k->ns->n == 1 || !k->fixed))
             open_step(k, i, 0);
+    }
+    if (k->refresh != NULL) {
+        int fd;
+        short ev;
+        int64_t wake;
+        dlock__cluster_refresh_poll(k->refresh, &fd, &ev, &wake);
+        if (dlock__now_ms() >= wake)
+            dlock__call_refresh_step(k, 0);
     }
     advance(k);
     if (busy(k) && !dlock__call_enough(k)) {

@@ -148,12 +148,12 @@ int dlock__asking_wait(dlock__asking *a, int rc, char *err, size_t errlen)
 {
     while (rc == DLOCK__OPEN_AGAIN) {
         int fd;
-        short ev, rev = 0;
+        short ev;
         dlock__asking_poll(a, &fd, &ev);
-        if (!dlock__wait_fd(fd, ev, a->deadline, &rev))
+        rc = dlock__asking_step(a, dlock__poll_until(fd, ev, a->deadline), err,
+                                errlen);
+        if (rc == DLOCK__OPEN_AGAIN && dlock__now_ms() >= a->deadline)
             rc = dlock__asking_timeout(a, err, errlen);
-        else
-            rc = dlock__asking_step(a, rev, err, errlen);
     }
     return rc;
 }

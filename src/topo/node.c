@@ -3,7 +3,8 @@
  * from its URL, take a connection (pooled, or opened on demand; a node
  * whose connect just timed out is skipped for a moment with Redlock), give
  * it back, free the set. Who the nodes are is topology.c's business (and
- * sentinel.c's, which moves a node's address through dlock__node_adopt);
+ * sentinel_locate.c's, which moves a node's address through
+ * dlock__node_adopt_conn);
  * what runs on them, the engine's
  * (src/engine/).
  *
@@ -144,16 +145,13 @@ int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
     return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
 }
 
-static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
-                        int64_t deadline_ms, char *err, size_t errlen,
-                        int *fresh);
-
 /* See node.h. */
 int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
                        int64_t deadline_ms, char *err, size_t errlen,
                        int *fresh)
 {
-    return node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen, fresh);
+    return dlock__node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen,
+                               fresh);
 }
 
 /* See node.h. A cluster's nodes are skipped like Redlock's: the next
@@ -162,51 +160,7 @@ int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
                      int64_t deadline_ms, char *err, size_t errlen)
 {
     int fresh;
-    return node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
-}
-
-/* dlock__node_take, and *fresh = 1 when the connection was opened now. */
-static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
-                        int64_t deadline_ms, char *err, size_t errlen,
-                        int *fresh)
-{
-    int64_t dl;
-    int rc;
-
-    *fresh = 0;
-    pthread_mutex_lock(&n->mu);
-    if (ns->open_checked != NULL && atomic_load(&n->replica)) {
-        /* Opened while it was a replica (a cluster seed): it may be a
-         * master now, and only a new connection's check can tell whether
-         * it was promoted (the lock-delay). */
-        while (n->nidle > 0)
-            dlock__conn_close(n->idle[--n->nidle]);
-    }
-    if (n->nidle > 0) {
-        *out = n->idle[--n->nidle];
-        pthread_mutex_unlock(&n->mu);
-        return DLOCK_OK;
-    }
-    *fresh = 1;
-    pthread_mutex_unlock(&n->mu);
-    rc = dlock__node_open_window(ns, n, deadline_ms, &dl, err, errlen);
-    if (rc != DLOCK_OK)
-        return rc;
-    /* A node of the set (standalone, Redlock, Sentinel) is checked on
-     * every new connection (dlock__node_open); a cluster's are routed by
-     * slot and opened as they are. */
-    if (ns->cluster == NULL && ns->node != NULL && n >= ns->node &&
-        n < ns->node + ns->n)
-        rc = dlock__node_open(ns, (int)(n - ns->node), out, dl, err, errlen);
-    else if (ns->open_checked != NULL)
-        rc = ns->open_checked(ns, n, out, dl, err, errlen);
-    else
-        rc = dlock__conn_open(out, dlock__node_addr(n), ns->tls, dl, err,
-                              errlen);
-    dlock__node_open_done(ns, n, rc);
-    if (rc != DLOCK_OK)
-        *out = NULL;
-    return rc;
+    return dlock__node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
 }
 
 /* See node.h. */

@@ -92,15 +92,14 @@ struct dlock__nodeset;
 struct dlock__cluster;
 
 /* A topology's check of a new connection to a node that is not one of
- * the set's (a cluster's table, cluster_delay.c): open it to nd's
- * address and check it before its first use. DLOCK_OK or an error with
- * err set (*out NULL). */
-typedef int (*dlock__open_fn)(struct dlock__nodeset *ns, dlock__node *nd,
-                              dlock__conn **out, int64_t deadline_ms, char *err,
-                              size_t errlen);
+ * the set's (a cluster's table, cluster_delay.c), once its INFO server
+ * replication answered id (asked behind the login of every new
+ * connection to such a node while the check is set). */
+typedef void (*dlock__check_fn)(struct dlock__nodeset *ns, dlock__node *nd,
+                                const dlock__srvinfo *id);
 
 /* A topology that finds node i's address at run time (Sentinel): find
- * it and publish it (dlock__node_adopt) before the deadline. DLOCK_OK
+ * it and publish it (dlock__node_adopt_conn) before the deadline. DLOCK_OK
  * or an error with err set. */
 typedef int (*dlock__locate_fn)(struct dlock__nodeset *ns, int i,
                                 int64_t deadline_ms, char *err, size_t errlen);
@@ -142,9 +141,9 @@ typedef struct dlock__nodeset {
     void (*topo_free)(struct dlock__nodeset *ns);
     void *topo;
     /* Cluster with a lock-delay: every new connection to a node of the
-     * table goes through it (NULL: opened as it is). A node whose check
+     * table is checked by it (NULL: opened as it is). A node whose check
      * said replica keeps no idle connection: it may be promoted. */
-    dlock__open_fn open_checked;
+    dlock__check_fn table_check;
 
     /* Durability and the lock-delay (options wait_replicas,
      * wait_replicas_timeout_ms, lock_delay_ms resolved; 0: off). */
@@ -190,6 +189,12 @@ void dlock__node_clear(dlock__node *nd);
 int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
                        int64_t deadline_ms, char *err, size_t errlen,
                        int *fresh);
+
+/* dlock__node_take that also says whether the connection was opened
+ * now (node_open.c: the opening's steps, waited for). */
+int dlock__node_take_ex(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh);
 
 /* Without blocking: let every idle connection that carries a request
  * given up on read its answers and resend where NOSCRIPT says so
@@ -276,6 +281,12 @@ typedef struct dlock__node_opening dlock__node_opening;
 int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
                               int i, int64_t deadline_ms, dlock__conn **conn,
                               int *fresh, char *err, size_t errlen);
+/* The same for any node nd (dlock__node_take's: a cluster's table node
+ * is opened as it is, or checked by ns->table_check). */
+int dlock__node_opening_take(dlock__node_opening **out, dlock__nodeset *ns,
+                             dlock__node *nd, int64_t deadline_ms,
+                             dlock__conn **conn, int *fresh, char *err,
+                             size_t errlen);
 void dlock__node_opening_poll(const dlock__node_opening *o, int *fd,
                               short *events);
 /* When the open must be stepped even if its descriptor (*fd -1: none)

@@ -19,7 +19,9 @@
 
 struct dlock__node_opening {
     dlock__nodeset *ns;
-    int i;
+    dlock__node *nd;
+    int i;       /* nd's index in the set; -1: a cluster's table node */
+    int info;    /* INFO server replication asked behind the login */
     int counted; /* the open is counted (dlock__node_open_done) */
     void *loc;   /* the locate's steps, while it runs */
     int lrc;     /* how the locate went (DLOCK_OK: none, or found) */
@@ -44,9 +46,9 @@ static int opened(dlock__node_opening *o, int rc, char *err, size_t errlen)
     }
     if (rc != DLOCK_OK && ns->locate != NULL &&
         (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER))
-        atomic_store(&ns->node[o->i].stale, 1);
+        atomic_store(&o->nd->stale, 1);
     if (o->counted)
-        dlock__node_open_done(ns, &ns->node[o->i], rc);
+        dlock__node_open_done(ns, o->nd, rc);
     return rc;
 }
 
@@ -67,8 +69,15 @@ static int info_step(dlock__node_opening *o, short revents, dlock__conn **conn,
         freeReplyObject(r);
         rc = DLOCK_OK;
     }
-    rc = dlock__node_checked(o->ns, o->i, o->ep, rc, &id, &o->conn, NULL, 0,
-                             err, errlen);
+    if (o->i >= 0) {
+        rc = dlock__node_checked(o->ns, o->i, o->ep, rc, &id, &o->conn, NULL, 0,
+                                 err, errlen);
+    } else if (rc == DLOCK_OK) {
+        o->ns->table_check(o->ns, o->nd, &id);
+    } else {
+        dlock__conn_close(o->conn);
+        o->conn = NULL;
+    }
     *conn = o->conn;
     o->conn = NULL;
     return opened(o, rc, err, errlen);
@@ -82,7 +91,11 @@ static int net_done(dlock__node_opening *o, dlock__conn **conn, char *err,
     o->conn = dlock__opening_take(o->net);
     dlock__opening_free(o->net);
     o->net = NULL;
-    return info_step(o, POLLOUT, conn, err, errlen);
+    if (o->info)
+        return info_step(o, POLLOUT, conn, err, errlen);
+    *conn = o->conn; /* a cluster's node without a check */
+    o->conn = NULL;
+    return opened(o, DLOCK_OK, err, errlen);
 }
 
 /* Open a connection to the node's address now: connect, TLS, login and
@@ -91,7 +104,7 @@ static int net_start(dlock__node_opening *o, dlock__conn **conn, char *err,
                      size_t errlen)
 {
     int rc;
-    o->ep = dlock__node_addr(&o->ns->node[o->i]);
+    o->ep = dlock__node_addr(o->nd);
     if (o->ep->host == NULL && o->ep->path == NULL)
         return opened(o,
                       dlock__fail(err, errlen,
@@ -99,7 +112,7 @@ static int net_start(dlock__node_opening *o, dlock__conn **conn, char *err,
                                   o->lerr[0] ? o->lerr : "no address known"),
                       NULL, 0);
     rc = dlock__opening_start(&o->net, o->ep, o->ns->tls, o->dl, err, errlen);
-    if ((rc == DLOCK_OK || rc == DLOCK__OPEN_AGAIN) &&
+    if ((rc == DLOCK_OK || rc == DLOCK__OPEN_AGAIN) && o->info &&
         dlock__node_identify_ask(dlock__opening_conn(o->net)) != DLOCK_OK)
         rc = dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     if (rc == DLOCK_OK)
@@ -114,7 +127,7 @@ static int net_start(dlock__node_opening *o, dlock__conn **conn, char *err,
 static int located(dlock__node_opening *o, int lrc, dlock__conn **conn,
                    char *err, size_t errlen)
 {
-    dlock__node *n = &o->ns->node[o->i];
+    dlock__node *n = o->nd;
     o->ns->locator->free(o->loc);
     o->loc = NULL;
     o->lrc = lrc;
@@ -129,20 +142,25 @@ static int located(dlock__node_opening *o, int lrc, dlock__conn **conn,
     return net_start(o, conn, err, errlen);
 }
 
-/* A new opening of node i (not from the pool) before dl: located first
- * when its topology asks, then opened. As dlock__node_opening_start. */
-static int opening_new(dlock__node_opening **out, dlock__nodeset *ns, int i,
-                       int64_t dl, int counted, dlock__conn **conn, char *err,
-                       size_t errlen)
+/* A new opening of node n (not from the pool; i its index in the set,
+ * or -1) before dl: located first when its topology asks, then opened.
+ * As dlock__node_opening_start. */
+static int opening_new(dlock__node_opening **out, dlock__nodeset *ns,
+                       dlock__node *n, int i, int64_t dl, int counted,
+                       dlock__conn **conn, char *err, size_t errlen)
 {
-    dlock__node *n = &ns->node[i];
     dlock__node_opening *o = calloc(1, sizeof *o);
     int rc;
     *out = NULL;
     if (o == NULL)
         return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-    *o = (dlock__node_opening){.ns = ns, .i = i, .counted = counted, .dl = dl};
-    if (ns->locator != NULL &&
+    *o = (dlock__node_opening){.ns = ns,
+                               .nd = n,
+                               .i = i,
+                               .info = i >= 0 || ns->table_check != NULL,
+                               .counted = counted,
+                               .dl = dl};
+    if (i >= 0 && ns->locator != NULL &&
         (atomic_load(&n->stale) || dlock__node_addr(n)->host == NULL)) {
         rc = ns->locator->start(ns, i, dl, &o->loc, o->lerr, sizeof o->lerr);
         if (rc != DLOCK__OPEN_AGAIN)
@@ -157,18 +175,34 @@ static int opening_new(dlock__node_opening **out, dlock__nodeset *ns, int i,
     return rc;
 }
 
-/* See node.h. */
-int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
-                              int i, int64_t deadline_ms, dlock__conn **conn,
-                              int *fresh, char *err, size_t errlen)
+/* nd's index in the set, or -1 for a cluster's table node. */
+static int set_index(const dlock__nodeset *ns, const dlock__node *nd)
 {
-    dlock__node *n = &ns->node[i];
+    if (ns->cluster == NULL && ns->node != NULL && nd >= ns->node &&
+        nd < ns->node + ns->n)
+        return (int)(nd - ns->node);
+    return -1;
+}
+
+/* See node.h. */
+int dlock__node_opening_take(dlock__node_opening **out, dlock__nodeset *ns,
+                             dlock__node *n, int64_t deadline_ms,
+                             dlock__conn **conn, int *fresh, char *err,
+                             size_t errlen)
+{
     int64_t dl;
     int rc;
     *out = NULL;
     *conn = NULL;
     *fresh = 0;
     pthread_mutex_lock(&n->mu);
+    if (ns->table_check != NULL && atomic_load(&n->replica)) {
+        /* Opened while it was a replica (a cluster seed): it may be a
+         * master now, and only a new connection's check can tell whether
+         * it was promoted (the lock-delay). */
+        while (n->nidle > 0)
+            dlock__conn_close(n->idle[--n->nidle]);
+    }
     if (n->nidle > 0)
         *conn = n->idle[--n->nidle];
     pthread_mutex_unlock(&n->mu);
@@ -178,7 +212,16 @@ int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
     rc = dlock__node_open_window(ns, n, deadline_ms, &dl, err, errlen);
     if (rc != DLOCK_OK)
         return rc;
-    return opening_new(out, ns, i, dl, 1, conn, err, errlen);
+    return opening_new(out, ns, n, set_index(ns, n), dl, 1, conn, err, errlen);
+}
+
+/* See node.h. */
+int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
+                              int i, int64_t deadline_ms, dlock__conn **conn,
+                              int *fresh, char *err, size_t errlen)
+{
+    return dlock__node_opening_take(out, ns, &ns->node[i], deadline_ms, conn,
+                                    fresh, err, errlen);
 }
 
 /* See node.h. */
@@ -250,12 +293,18 @@ int dlock__node_opening_timeout(dlock__node_opening *o, char *err,
         return opened(o,
                       dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
                                   "%s: no time left to locate it",
-                                  dlock__node_name(&o->ns->node[o->i])),
+                                  dlock__node_name(o->nd)),
                       err, errlen);
     }
     if (o->net != NULL)
         return opened(o, dlock__opening_timeout(o->net, err, errlen), err,
                       errlen);
+    if (o->i < 0) {
+        rc =
+            dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                        "%s did not answer in time", dlock__conn_peer(o->conn));
+        return opened(o, rc, err, errlen);
+    }
     memset(&id, 0, sizeof id);
     rc = dlock__node_checked(o->ns, o->i, o->ep, DLOCK_ETIMEDOUT, &id, &o->conn,
                              NULL, 0, err, errlen);
@@ -274,6 +323,22 @@ void dlock__node_opening_free(dlock__node_opening *o)
     free(o);
 }
 
+/* Wait for o's steps (rc: how the last went) until they end; the
+ * status, *conn set on success. o is freed. */
+static int drive(dlock__node_opening *o, int rc, dlock__conn **conn, char *err,
+                 size_t errlen)
+{
+    while (rc == DLOCK__OPEN_AGAIN) {
+        int fd;
+        short ev, rev;
+        dlock__node_opening_poll(o, &fd, &ev);
+        rev = dlock__poll_until(fd, ev, dlock__node_opening_wake(o));
+        rc = dlock__node_opening_step(o, rev, conn, err, errlen);
+    }
+    dlock__node_opening_free(o);
+    return rc;
+}
+
 /* See node.h: the same steps as the engine's, waited for here. */
 int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
                      int64_t deadline_ms, char *err, size_t errlen)
@@ -281,18 +346,17 @@ int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
     dlock__node_opening *o;
     int rc;
     *out = NULL;
-    rc = opening_new(&o, ns, i, deadline_ms, 0, out, err, errlen);
-    while (rc == DLOCK__OPEN_AGAIN) {
-        struct pollfd p = {.fd = -1, .events = 0, .revents = 0};
-        int64_t left = dlock__node_opening_wake(o) - dlock__now_ms();
-        dlock__node_opening_poll(o, &p.fd, &p.events);
-        left = left < 0 ? 0 : left > 60000 ? 60000 : left;
-        if (left > 0)
-            dlock__nb_blocking();
-        if (poll(&p, p.fd >= 0 ? 1 : 0, (int)left) <= 0)
-            p.revents = 0;
-        rc = dlock__node_opening_step(o, p.revents, out, err, errlen);
-    }
-    dlock__node_opening_free(o);
-    return rc;
+    rc = opening_new(&o, ns, &ns->node[i], i, deadline_ms, 0, out, err, errlen);
+    return drive(o, rc, out, err, errlen);
+}
+
+/* See node.h: the engine's steps, waited for here. */
+int dlock__node_take_ex(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh)
+{
+    dlock__node_opening *o;
+    int rc = dlock__node_opening_take(&o, ns, nd, deadline_ms, out, fresh, err,
+                                      errlen);
+    return drive(o, rc, out, err, errlen);
 }

@@ -411,16 +411,11 @@ int dlock__sentinel_locate(dlock__nodeset *ns, int i, int64_t deadline_ms,
     void *st;
     int rc = loc_start(ns, i, deadline_ms, &st, err, errlen);
     while (rc == DLOCK__OPEN_AGAIN) {
-        struct pollfd p = {.fd = -1, .events = 0, .revents = 0};
-        int64_t wake, left;
-        loc_pollfd(st, &p.fd, &p.events, &wake);
-        left = wake - dlock__now_ms();
-        left = left < 0 ? 0 : left > 60000 ? 60000 : left;
-        if (left > 0)
-            dlock__nb_blocking();
-        if (poll(&p, p.fd >= 0 ? 1 : 0, (int)left) <= 0)
-            p.revents = 0;
-        rc = loc_step(st, p.revents, err, errlen);
+        int64_t wake;
+        int fd;
+        short ev;
+        loc_pollfd(st, &fd, &ev, &wake);
+        rc = loc_step(st, dlock__poll_until(fd, ev, wake), err, errlen);
     }
     loc_free(st);
     return rc;
