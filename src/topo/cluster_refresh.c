@@ -192,8 +192,10 @@ static int finish(dlock__refreshing *R, char *err, size_t errlen)
         dlock__fail(err, errlen, rc, "%s",
                     R->msg[0] ? R->msg : "cluster: no node to ask");
     }
-    cl->refreshed_ms = dlock__now_ms();
-    atomic_store(&cl->busy, 0);
+    if (R->owner) {
+        cl->refreshed_ms = dlock__now_ms();
+        atomic_store(&cl->busy, 0);
+    }
     R->owner = 0;
     return rc;
 }
@@ -217,24 +219,27 @@ static int next_node(dlock__refreshing *R, char *err, size_t errlen)
     return finish(R, err, errlen);
 }
 
-/* The flag is ours, or the refresh waits (no map) or is not needed
- * (another one runs, the old map will do). */
+/* The flag is ours, or the refresh is not needed (another one runs,
+ * the old map will do) or waits for it (no map; until the deadline at
+ * most: a refresh whose driver stalls must not hold up the others; then
+ * it goes on without the flag). */
 static int begin(dlock__refreshing *R, char *err, size_t errlen)
 {
     struct dlock__cluster *cl = R->cl;
     int zero = 0, i;
-    if (!atomic_compare_exchange_strong(&cl->busy, &zero, 1)) {
-        if (atomic_load(&cl->loaded))
-            return DLOCK_OK;
+    R->owner = atomic_compare_exchange_strong(&cl->busy, &zero, 1);
+    if (!R->owner && atomic_load(&cl->loaded))
+        return DLOCK_OK;
+    if (!R->owner && dlock__now_ms() < R->deadline) {
         R->phase = R_WAIT;
         R->wake = dlock__now_ms() + 5;
         return DLOCK__OPEN_AGAIN;
     }
-    R->owner = 1;
     if (atomic_load(&cl->loaded) &&
         (!atomic_load(&cl->stale) ||
          dlock__now_ms() - cl->refreshed_ms < REFRESH_GAP_MS)) {
-        atomic_store(&cl->busy, 0);
+        if (R->owner)
+            atomic_store(&cl->busy, 0);
         R->owner = 0;
         return DLOCK_OK;
     }

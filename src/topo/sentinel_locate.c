@@ -303,18 +303,20 @@ static int advance(locating *L, char *err, size_t errlen)
     }
 }
 
-/* The flag is ours (or not: wait): when another locate found the
- * master meanwhile, nothing is left to do; else ask. */
+/* The flag is ours (or not: wait, until the deadline at most: a locate
+ * whose driver stalls must not hold up the others; then go on without
+ * it): when another locate found the master meanwhile, nothing is left
+ * to do; else ask. */
 static int begin(locating *L, char *err, size_t errlen)
 {
     sentinel *s = L->s;
     int zero = 0;
-    if (!atomic_compare_exchange_strong(&s->busy, &zero, 1)) {
+    L->owner = atomic_compare_exchange_strong(&s->busy, &zero, 1);
+    if (!L->owner && dlock__now_ms() < L->deadline) {
         L->phase = L_WAIT;
         L->wake = dlock__now_ms() + 5;
         return DLOCK__OPEN_AGAIN;
     }
-    L->owner = 1;
     if (!atomic_load(&s->ns->node[NODE].stale) &&
         dlock__node_addr(&s->ns->node[NODE])->host != NULL) {
         L->rc = DLOCK_OK; /* another one located it while this one waited */
