@@ -46,11 +46,10 @@
  *    (no wake-up by notification, no fair queue yet) and rides out
  *    outages and failovers as the blocking API does. Fenced set / get /
  *    read and election return DLOCK_EINVAL there (not implemented yet).
- *    What may still block dlock_loop_process (or the call that starts
- *    an operation) there, each bounded by the connect or command
- *    timeout: on Sentinel, locating the master and opening a connection
- *    to it; on Cluster, a slot-map refresh and opening a connection to
- *    a master. Redlock opens its connections without blocking;
+ *    Opening connections never blocks the loop's thread there: on
+ *    Sentinel locating the master (the sentinels' answers, the
+ *    master's check) and on Cluster refreshing the slot map are steps
+ *    the loop drives too, with the same deadlines as the blocking API;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
@@ -108,8 +107,7 @@ typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
 
 /*
  * Make a loop over client's servers. Opens nothing yet (connections are
- * opened when the first operation needs them: see above for what may
- * block on Sentinel and Cluster). Returns DLOCK_OK (*out set),
+ * opened when the first operation needs them, without blocking). Returns DLOCK_OK (*out set),
  * DLOCK_EINVAL (a NULL argument; the message is in
  * dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
  * DLOCK_ENOMEM. The client must outlive the loop.

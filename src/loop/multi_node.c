@@ -110,6 +110,7 @@ static void job_step(mjob *j)
 {
     int r = j->n > 0 ? poll(j->pfd, (nfds_t)j->n, 0) : 0;
     int n = r > 0 ? j->n : 0;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j->a != NULL) {
         j->rc = dlock__attempt_process(j->a, j->pfd, n);
         j->finished = j->rc != DLOCK__AGAIN;
@@ -118,6 +119,7 @@ static void job_step(mjob *j)
     }
     if (!j->finished)
         job_pollfds(j);
+    dlock__nb_leave();
 }
 
 /* Register pfd (its events) in the loop's epoll set: MOD, else ADD (a
@@ -255,13 +257,16 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     dlock_client *c = l->c;
     /* A cluster's calls are one per command, every one of them run. */
     uint64_t mask = c->ns.cluster != NULL ? ~0ULL : dlock__all_nodes(c);
-    if (dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
-                          dlock__deadline(c, 0), j->res) != DLOCK_OK) {
+    int rc;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
+    rc = dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
+                           dlock__deadline(c, 0), j->res);
+    if (rc == DLOCK_OK)
+        job_link(l, j);
+    else
         dloop__job_free(j);
-        return DLOCK_ENOMEM;
-    }
-    job_link(l, j);
-    return DLOCK_OK;
+    dlock__nb_leave();
+    return rc == DLOCK_OK ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 /* ---- the acquire ---------------------------------------------------------- */
@@ -280,16 +285,19 @@ static void try_next(dlock_op *op)
     w.limit = h->limit;
     op->state = ST_OUT;
     op->wake_at = -1;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j == NULL || dlock__attempt_start(&j->a, op->loop->c, h->rec, &w,
                                           DLOCK__ASK_TRY, 0) != DLOCK_OK) {
         if (j != NULL)
             dloop__job_free(j);
+        dlock__nb_leave();
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
     j->done = attempt_done;
     op->mn->job = j;
     job_link(op->loop, j);
+    dlock__nb_leave();
 }
 
 /* Obey the wait's policy after rc (an attempt's status, with g, or
