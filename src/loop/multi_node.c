@@ -117,6 +117,7 @@ static void job_step(mjob *j)
 {
     int r = j->n > 0 ? poll(j->pfd, (nfds_t)j->n, 0) : 0;
     int n = r > 0 ? j->n : 0;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j->a != NULL) {
         j->rc = dlock__attempt_process(j->a, j->pfd, n);
         j->finished = j->rc != DLOCK__AGAIN;
@@ -125,6 +126,7 @@ static void job_step(mjob *j)
     }
     if (!j->finished)
         job_pollfds(j);
+    dlock__nb_leave();
 }
 
 /* Register pfd (its events) in the loop's epoll set: MOD, else ADD (a
@@ -275,13 +277,16 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     uint64_t mask = c->ns.cluster != NULL ? ~0ULL
                     : j->first            ? 1
                                           : dlock__all_nodes(c);
-    if (dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
-                          dlock__deadline(c, 0), j->res) != DLOCK_OK) {
+    int rc;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
+    rc = dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
+                           dlock__deadline(c, 0), j->res);
+    if (rc == DLOCK_OK)
+        job_link(l, j);
+    else
         dloop__job_free(j);
-        return DLOCK_ENOMEM;
-    }
-    job_link(l, j);
-    return DLOCK_OK;
+    dlock__nb_leave();
+    return rc == DLOCK_OK ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 /* ---- one script, routed ------------------------------------------------- */
@@ -567,6 +572,7 @@ static void try_next(dlock_op *op)
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
+    w.ignore_mark = h->ignore_mark;
     if (!m->begun) {
         ask = x->strategy == DLOCK_WAIT_FAIR ? DLOCK__ASK_TRY_FAIR
                                              : DLOCK__ASK_TRY;
@@ -588,17 +594,20 @@ static void try_next(dlock_op *op)
     op->state = ST_OUT;
     op->wake_at = -1;
     m->wakeable = 0;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j == NULL || dlock__attempt_start(
                          &j->a, c, h->rec, &w, ask,
                          ask == DLOCK__ASK_FIFO ? m->ticket : 0) != DLOCK_OK) {
         if (j != NULL)
             dloop__job_free(j);
+        dlock__nb_leave();
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
     j->done = attempt_done;
     m->job = j;
     job_link(op->loop, j);
+    dlock__nb_leave();
 }
 
 /* Obey the wait's policy after rc (an attempt's status, with g, or
@@ -1009,4 +1018,15 @@ void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
     if (h->rec != NULL)
         dlock__undo_queue(l->c, h->rec, dlock__all_nodes(l->c), 1, h->token,
                           dlock__now_ms() + h->lease_ms);
+}
+
+/* See loop_impl.h. */
+int dloop__mn_refuse(dlock_loop *l, const char *what)
+{
+    if (!l->engine)
+        return DLOCK_OK;
+    return dlock__set_error(l->c, DLOCK_EINVAL,
+                            "%s: not implemented yet on a loop over several "
+                            "servers, Sentinel or Cluster",
+                            what);
 }
