@@ -38,15 +38,10 @@ static th_server *node_of(const char *key)
 #define LIVE_MS 60000
 
 /* A client of the deployment without a lock-delay (a grant on the
- * promoted master is not held back). */
+ * promoted master is not held back), waiting fair (the default). */
 static dlock_client *client(void)
 {
-    char err[256];
-    dlock_client *c = th_durable_client(surl, 0, 0, 0, err, sizeof err, NULL);
-    if (c == NULL)
-        print_error("client: %s\n", err);
-    assert_non_null(c);
-    return c;
+    return client_s(DLOCK_WAIT_FAIR);
 }
 
 static dlock_loop *new_loop(dlock_client *c)
