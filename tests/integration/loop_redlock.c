@@ -398,6 +398,20 @@ static void test_cancel_leaves_queue(void **state)
         th_loop_run_for(&l2, 1, 20);
     for (k = 0; k < FIXTURE_NS; k++)
         assert_int_equal(th_cmd_int(&srv[k], "ZCARD dlock:{lr:cq}:q"), 0);
+    /* A fair waiter that times out leaves the same way. */
+    {
+        dlock_loop_acquire t2 = th_loop_opts(c, 800, 30000);
+        seen x = {0};
+        assert_int_equal(dlock_loop_lock(NULL, l2, "lr:cq", &t2, note, &x),
+                         DLOCK_OK);
+        run1(l2, &x.done);
+        assert_int_equal(x.status, DLOCK_TIMEDOUT);
+        end = th_now_ms() + LIVE_MS;
+        while (dlock_loop_pending(l2) > 0 && th_now_ms() < end)
+            th_loop_run_for(&l2, 1, 20);
+        for (k = 0; k < FIXTURE_NS; k++)
+            assert_int_equal(th_cmd_int(&srv[k], "ZCARD dlock:{lr:cq}:q"), 0);
+    }
     release(l, h);
     dlock_loop_free(l);
     dlock_loop_free(l2);
