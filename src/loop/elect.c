@@ -81,6 +81,8 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
         *out = NULL;
     if (l == NULL)
         return DLOCK_EINVAL;
+    if (dlock__layout_refuse(l->c, "elections") != DLOCK_OK)
+        return DLOCK_EINVAL;
     if (len > DLOCK_VALUE_MAX)
         return dlock__set_error(l->c, DLOCK_EINVAL,
                                 "dlock_loop_campaign: the value is longer "

@@ -456,6 +456,15 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         op->hold->k.name, dlock__elem_int(r, 1));
         return;
     }
+    if (dlock__elem_int(r, 0) == -3 && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[1]->str, "lock-hash") == 0) {
+        dloop__complete(op, DLOCK_EINVAL,
+                        "%s: the lock is held in the hash layout; every "
+                        "client of a name must use one layout",
+                        op->hold->k.name);
+        return;
+    }
     if (dlock__elem_int(r, 0) == -3) {
         dloop__complete(op, DLOCK_EINVAL,
                         "%s: the name is used by another kind of lock",
@@ -742,6 +751,8 @@ static int begin(dlock_op **out, dlock_loop *l, const char *what,
         opts = &def;
     }
     rc = check_acquire(l, what, name, opts, cb);
+    if (rc == DLOCK_OK && kind == DLOCK__KIND_READ)
+        rc = dlock__layout_refuse(l->c, "read locks");
     if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
         (limit < 1 || limit > 1000000))
         rc = dlock__set_error(l->c, DLOCK_EINVAL,
