@@ -104,7 +104,7 @@ static int answer(dlock__refreshing *R, int rc, char *err, size_t errlen)
 {
     redisReply *rep = rc == DLOCK_OK ? dlock__asking_reply(R->a) : NULL;
     dlock__conn *conn = dlock__asking_conn(R->a);
-    int sentinel = 0;
+    int sentinel = 0, ok = rc == DLOCK_OK;
     dlock__asking_free(R->a);
     R->a = NULL;
     if (R->q == Q_SHARDS && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
@@ -125,7 +125,7 @@ static int answer(dlock__refreshing *R, int rc, char *err, size_t errlen)
         R->rep = NULL;
         rc = DLOCK_OK;
     }
-    dlock__node_give(R->ns, R->nd, conn, rc == DLOCK_OK);
+    dlock__node_give(R->ns, R->nd, conn, ok); /* closed after a failure */
     if (rc == DLOCK_OK) {
         rc = answer_read(R, rep, R->q == Q_SHARDS, sentinel);
         freeReplyObject(rep);
