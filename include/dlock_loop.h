@@ -53,7 +53,9 @@
  *    / get / read go to the name's master (Redlock: the first server,
  *    as dlock_fenced_set); election works on all three (over Redlock
  *    with dlock_leader's majority rules).
- *    Opening connections never blocks the loop's thread there: on
+ *    Opening connections does not block the loop's thread there (but
+ *    the lookup of a host name that is not an IP address, bounded by
+ *    the connect timeout): on
  *    Sentinel locating the master (the sentinels' answers, the
  *    master's check) and on Cluster refreshing the slot map are steps
  *    the loop drives too, with the same deadlines as the blocking API;
@@ -127,8 +129,9 @@ typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
 
 /*
  * Make a loop over client's servers. Opens nothing yet (connections are
- * opened when the first operation needs them, without blocking). Returns DLOCK_OK (*out set),
- * DLOCK_EINVAL (a NULL argument; the message is in
+ * opened when the first operation needs them, without blocking).
+ * Returns DLOCK_OK (*out set), DLOCK_EINVAL (a NULL argument; the
+ * message is in
  * dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
  * DLOCK_ENOMEM. The client must outlive the loop.
  */

@@ -332,19 +332,6 @@ void dlock__cluster_stale(dlock__nodeset *ns)
 }
 
 /* See cluster.h. */
-int dlock__cluster_route(dlock__nodeset *ns, uint16_t slot, dlock__node **out,
-                         int64_t deadline_ms, char *err, size_t errlen)
-{
-    struct dlock__cluster *cl = ns->cluster;
-    if (dlock__cluster_wants_refresh(ns)) {
-        int rc = dlock__cluster_refresh(ns, deadline_ms, err, errlen);
-        if (rc != DLOCK_OK && !atomic_load(&cl->loaded))
-            return rc;
-    }
-    return dlock__cluster_route_now(ns, slot, out, err, errlen);
-}
-
-/* See cluster.h. */
 int dlock__cluster_route_now(dlock__nodeset *ns, uint16_t slot,
                              dlock__node **out, char *err, size_t errlen)
 {

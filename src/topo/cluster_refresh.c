@@ -104,7 +104,7 @@ static int answer(dlock__refreshing *R, int rc, char *err, size_t errlen)
 {
     redisReply *rep = rc == DLOCK_OK ? dlock__asking_reply(R->a) : NULL;
     dlock__conn *conn = dlock__asking_conn(R->a);
-    int sentinel = 0;
+    int sentinel = 0, ok = rc == DLOCK_OK;
     dlock__asking_free(R->a);
     R->a = NULL;
     if (R->q == Q_SHARDS && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
@@ -125,7 +125,7 @@ static int answer(dlock__refreshing *R, int rc, char *err, size_t errlen)
         R->rep = NULL;
         rc = DLOCK_OK;
     }
-    dlock__node_give(R->ns, R->nd, conn, rc == DLOCK_OK);
+    dlock__node_give(R->ns, R->nd, conn, ok); /* closed after a failure */
     if (rc == DLOCK_OK) {
         rc = answer_read(R, rep, R->q == Q_SHARDS, sentinel);
         freeReplyObject(rep);
@@ -350,4 +350,17 @@ int dlock__cluster_refresh(dlock__nodeset *ns, int64_t deadline_ms, char *err,
     }
     dlock__cluster_refresh_free(R);
     return rc;
+}
+
+/* See cluster.h. */
+int dlock__cluster_route(dlock__nodeset *ns, uint16_t slot, dlock__node **out,
+                         int64_t deadline_ms, char *err, size_t errlen)
+{
+    struct dlock__cluster *cl = ns->cluster;
+    if (dlock__cluster_wants_refresh(ns)) {
+        int rc = dlock__cluster_refresh(ns, deadline_ms, err, errlen);
+        if (rc != DLOCK_OK && !atomic_load(&cl->loaded))
+            return rc;
+    }
+    return dlock__cluster_route_now(ns, slot, out, err, errlen);
 }

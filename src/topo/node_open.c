@@ -360,3 +360,30 @@ int dlock__node_take_ex(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
                                       errlen);
     return drive(o, rc, out, err, errlen);
 }
+
+/* Pop an idle connection or open a new one. With several nodes, a node
+ * whose last connect timed out is skipped for 500 ms so that Redlock does
+ * not wait out a connect timeout to an unreachable server on every call. */
+int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
+                    int64_t deadline_ms, char *err, size_t errlen)
+{
+    return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
+}
+
+/* See node.h. */
+int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
+                       int64_t deadline_ms, char *err, size_t errlen,
+                       int *fresh)
+{
+    return dlock__node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen,
+                               fresh);
+}
+
+/* See node.h. A cluster's nodes are skipped like Redlock's: the next
+ * route may find another master. */
+int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
+                     int64_t deadline_ms, char *err, size_t errlen)
+{
+    int fresh;
+    return dlock__node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
+}

@@ -41,49 +41,6 @@
 
 /* ---- asking a sentinel -------------------------------------------------- */
 
-/* See sentinel_impl.h. */
-int dlock__sentinel_read(const sentinel *s, int k, const redisReply *r,
-                         char *host, size_t hostlen, int *port, char *msg,
-                         size_t msglen)
-{
-    const dlock__endpoint *ep = &s->url.sentinel[k];
-    if (r->type == REDIS_REPLY_NIL)
-        return ASK_UNKNOWN;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING &&
-        r->element[1]->type == REDIS_REPLY_STRING &&
-        r->element[0]->len < hostlen) {
-        long p = strtol(r->element[1]->str, NULL, 10);
-        if (p > 0 && p < 65536) {
-            memcpy(host, r->element[0]->str, r->element[0]->len + 1);
-            *port = (int)p;
-            return ASK_ADDR;
-        }
-        snprintf(msg, msglen, "%s: bad port in its answer", ep->display);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(msg, msglen, "%s: %.120s", ep->display, r->str);
-    } else {
-        snprintf(msg, msglen,
-                 "%s: unexpected answer to SENTINEL "
-                 "get-master-addr-by-name (not a sentinel?)",
-                 ep->display);
-    }
-    return ASK_FAILED;
-}
-
-/* See sentinel_impl.h. */
-int dlock__sentinel_ask(sentinel *s, int k, int64_t deadline_ms,
-                        dlock__asking **out, char *msg, size_t msglen)
-{
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
-                           s->url.master};
-    int64_t dl = dlock__now_ms() + s->ns->connect_timeout_ms;
-    if (deadline_ms < dl)
-        dl = deadline_ms;
-    return dlock__asking_start(out, &s->url.sentinel[k], s->ns->tls, NULL, 3,
-                               argv, dl, msg, msglen);
-}
-
 /* Ask sentinel k for the master's address and wait for the answer
  * (the report): ASK_ADDR with host/port filled, ASK_UNKNOWN (it does
  * not know the name), ASK_FAILED (msg says why). */
@@ -103,33 +60,6 @@ static int ask(sentinel *s, int k, int64_t deadline_ms, char *host,
     out = dlock__sentinel_read(s, k, r, host, hostlen, port, msg, msglen);
     freeReplyObject(r);
     return out;
-}
-
-/* See sentinel_impl.h. */
-dlock__endpoint *dlock__sentinel_data_ep(const sentinel *s, const char *host,
-                                         int port)
-{
-    dlock__endpoint *ep = calloc(1, sizeof *ep);
-    size_t dl = strlen(host) + 16;
-    if (ep == NULL)
-        return NULL;
-    ep->kind = s->url.tls ? DLOCK__EP_TLS : DLOCK__EP_TCP;
-    ep->host = strdup(host);
-    ep->port = port;
-    ep->db = s->url.db;
-    ep->user = s->url.user != NULL ? strdup(s->url.user) : NULL;
-    ep->password = s->url.password != NULL ? strdup(s->url.password) : NULL;
-    ep->display = malloc(dl);
-    if (ep->host == NULL || ep->display == NULL ||
-        (s->url.user != NULL && ep->user == NULL) ||
-        (s->url.password != NULL && ep->password == NULL)) {
-        dlock__endpoint_clear(ep);
-        free(ep);
-        return NULL;
-    }
-    snprintf(ep->display, dl, strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d",
-             host, port);
-    return ep;
 }
 
 /* ---- the +switch-master watch ------------------------------------------ */
@@ -248,8 +178,10 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* See sentinel_impl.h. */
-void dlock__sentinel_watch_start(sentinel *s)
+/* Start the watch thread once (s->watch_start: the first locate).
+ * Without it (no thread could be made) failovers are still found, from
+ * errors. */
+static void watch_start(sentinel *s)
 {
     pthread_mutex_lock(&s->wmu);
     if (!s->started && !atomic_load(&s->stop) && s->wake_fd >= 0 &&
@@ -319,6 +251,7 @@ int dlock__sentinel_fill(dlock__nodeset *ns, const dlock_options *o, char *err,
     ns->topo_free = sentinel_free;
     ns->locate = dlock__sentinel_locate;
     ns->locator = &dlock__sentinel_locator;
+    s->watch_start = watch_start;
     ns->kind = DLOCK__TOPO_SENTINEL;
     ns->n = 1;
     ns->quorum = 1;

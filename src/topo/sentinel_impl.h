@@ -26,6 +26,9 @@ typedef struct sentinel {
     int wake_fd;
     _Atomic uint64_t switches; /* +switch-master of our master seen */
     _Atomic int watching;      /* subscribed right now */
+    /* Start the watch (once; sentinel.c's), called by the first
+     * locate. */
+    void (*watch_start)(struct sentinel *s);
 } sentinel;
 
 /* The one node of a Sentinel set. */
@@ -49,10 +52,6 @@ int dlock__sentinel_read(const sentinel *s, int k, const redisReply *r,
  * and db; NULL when out of memory. */
 dlock__endpoint *dlock__sentinel_data_ep(const sentinel *s, const char *host,
                                          int port);
-
-/* Start the watch thread once (first locate). Without it (no thread
- * could be made) failovers are still found, from errors. */
-void dlock__sentinel_watch_start(sentinel *s);
 
 /* The locate (node.h's dlock__locate_fn and dlock__locator). */
 int dlock__sentinel_locate(dlock__nodeset *ns, int i, int64_t deadline_ms,

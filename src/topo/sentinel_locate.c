@@ -47,6 +47,76 @@ typedef struct locating {
     int64_t wake;            /* L_WAIT: look again then */
 } locating;
 
+/* See sentinel_impl.h. */
+int dlock__sentinel_read(const sentinel *s, int k, const redisReply *r,
+                         char *host, size_t hostlen, int *port, char *msg,
+                         size_t msglen)
+{
+    const dlock__endpoint *ep = &s->url.sentinel[k];
+    if (r->type == REDIS_REPLY_NIL)
+        return ASK_UNKNOWN;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING &&
+        r->element[1]->type == REDIS_REPLY_STRING &&
+        r->element[0]->len < hostlen) {
+        long p = strtol(r->element[1]->str, NULL, 10);
+        if (p > 0 && p < 65536) {
+            memcpy(host, r->element[0]->str, r->element[0]->len + 1);
+            *port = (int)p;
+            return ASK_ADDR;
+        }
+        snprintf(msg, msglen, "%s: bad port in its answer", ep->display);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(msg, msglen, "%s: %.120s", ep->display, r->str);
+    } else {
+        snprintf(msg, msglen,
+                 "%s: unexpected answer to SENTINEL "
+                 "get-master-addr-by-name (not a sentinel?)",
+                 ep->display);
+    }
+    return ASK_FAILED;
+}
+
+/* See sentinel_impl.h. */
+int dlock__sentinel_ask(sentinel *s, int k, int64_t deadline_ms,
+                        dlock__asking **out, char *msg, size_t msglen)
+{
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
+                           s->url.master};
+    int64_t dl = dlock__now_ms() + s->ns->connect_timeout_ms;
+    if (deadline_ms < dl)
+        dl = deadline_ms;
+    return dlock__asking_start(out, &s->url.sentinel[k], s->ns->tls, NULL, 3,
+                               argv, dl, msg, msglen);
+}
+
+/* See sentinel_impl.h. */
+dlock__endpoint *dlock__sentinel_data_ep(const sentinel *s, const char *host,
+                                         int port)
+{
+    dlock__endpoint *ep = calloc(1, sizeof *ep);
+    size_t dl = strlen(host) + 16;
+    if (ep == NULL)
+        return NULL;
+    ep->kind = s->url.tls ? DLOCK__EP_TLS : DLOCK__EP_TCP;
+    ep->host = strdup(host);
+    ep->port = port;
+    ep->db = s->url.db;
+    ep->user = s->url.user != NULL ? strdup(s->url.user) : NULL;
+    ep->password = s->url.password != NULL ? strdup(s->url.password) : NULL;
+    ep->display = malloc(dl);
+    if (ep->host == NULL || ep->display == NULL ||
+        (s->url.user != NULL && ep->user == NULL) ||
+        (s->url.password != NULL && ep->password == NULL)) {
+        dlock__endpoint_clear(ep);
+        free(ep);
+        return NULL;
+    }
+    snprintf(ep->display, dl, strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+             host, port);
+    return ep;
+}
+
 /* Append "; text" to the summary sum (len bytes), as far as it fits. */
 static void note(char *sum, size_t len, const char *text)
 {
@@ -338,7 +408,7 @@ static int loc_start(dlock__nodeset *ns, int i, int64_t deadline_ms, void **st,
     L->s = ns->topo;
     L->deadline = deadline_ms;
     L->rc = DLOCK_ESERVER;
-    dlock__sentinel_watch_start(L->s);
+    L->s->watch_start(L->s);
     rc = begin(L, err, errlen);
     if (rc == DLOCK__OPEN_AGAIN)
         *st = L;
