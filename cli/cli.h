@@ -262,9 +262,6 @@ struct cli_hold {
     size_t n;                           /* how many are held (0: none) */
     char err[512];                      /* the acquire's message */
 };
-/* Why O's acquire must take the blocking path (a topology or an option
- * the event loop does not serve yet), or NULL. */
-const char *cli_hold_blocking_why(const struct cli *o);
 /* Acquire what O asks for into *H: the locks of O's KEYs (run, acquire:
  * a permit with --limit, a read lock with --shared), or the leadership
  * (elect, campaigning with --value), renewed until released when RENEW

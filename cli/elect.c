@@ -310,21 +310,6 @@ static int print_leader(const struct cli *o, const dlock_leader_info *li)
     return 0;
 }
 
-/* What one wait of --watch needs. */
-struct watch {
-    const struct cli *o;
-    dlock_client *c;
-    const dlock_leader_info *known;
-    dlock_leader_info *out;
-};
-
-static int watch_fn(void *arg)
-{
-    struct watch *w = arg;
-
-    return dlock_leader_wait(w->c, w->o->key, w->known, -1, w->out);
-}
-
 /*
  * `dlock leader NAME [--json] [--watch]`. Without --watch: 0 when someone
  * leads, 1 when nobody does, else the status for the failure. With
@@ -335,12 +320,9 @@ static int watch_fn(void *arg)
 int cli_leader(const struct cli *o, dlock_client *c)
 {
     dlock_leader_info cur, next;
-    struct watch w = {o, c, &cur, &next};
     struct cli_hold h;
     sigset_t mask;
     int rc, signo = 0, failing = 0, code;
-    /* One server: the watch waits on the loop (no canceler thread). */
-    int loop = cli_hold_blocking_why(o) == NULL;
 
     rc = dlock_leader(c, o->key, &cur);
     if (rc != DLOCK_OK) {
@@ -359,8 +341,8 @@ int cli_leader(const struct cli *o, dlock_client *c)
     h.c = c;
     cli_signals_wait_mask(&mask);
     for (;;) {
-        rc = loop ? cli_hold_leader_wait(o, &h, &cur, &next, &signo)
-                  : cli_cancelable(c, watch_fn, &w, &signo);
+        /* The watch waits on the loop (no canceler thread). */
+        rc = cli_hold_leader_wait(o, &h, &cur, &next, &signo);
         if (signo != 0) {
             code = 128 + signo;
             break;
@@ -375,8 +357,7 @@ int cli_leader(const struct cli *o, dlock_client *c)
             continue;
         }
         if (!failing)
-            cli_report_msg("leader", o->key, rc,
-                           loop ? cli_hold_errmsg(&h) : dlock_errmsg(c));
+            cli_report_msg("leader", o->key, rc, cli_hold_errmsg(&h));
         failing = 1;
         cli_hold_sleep(&h, &mask, 500);
         if ((signo = cli_signals_take()) != 0) {

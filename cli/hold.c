@@ -17,20 +17,14 @@
  * found lost is reported by the loop's on_lost callback, which writes to
  * the self-pipe like the blocking API's lost callback.
  *
- * The blocking path (cli_hold_blocking_why): several servers (Redlock),
- * Sentinel and Cluster stay there. The loop serves them (src/loop/
- * multi_node.c), but its waits there poll with spin backoff, without the
- * fair queue, and it refuses election: moving them would change the
- * order waiters get the lock in (fair, FIFO, by default: dlock.1), what
- * `dlock status` counts, and `elect`. They move over here once the
- * engine loop queues fairly and campaigns. The client options
- * --wait-replicas and --lock-delay, --prefer-readers and the client's
- * metrics (--metrics-file) are the loop's too on one server. For the
- * topologies above, acquire_blocking() takes the locks (or the
- * leadership) as before: the blocking API, its watchdog
- * thread, and signals.c's canceler thread that cancels the wait. A first
- * try the server refuses (a name of another kind, a key not dlock's) is
- * asked again there too: the blocking API's message names the kind.
+ * Every topology waits here: one server, several servers (Redlock),
+ * Sentinel and Cluster (src/loop/multi_node.c waits there as the blocking
+ * API does: notifications, the fair FIFO queue, election), and so do
+ * --wait-replicas, --lock-delay, --prefer-readers and --metrics-file.
+ * acquire_blocking() is left for one case: a first try the server
+ * refuses (a name of another kind, a key not dlock's) is asked again
+ * through the blocking API, whose message names the kind and the stored
+ * limit.
  *
  * Beside signals.c in the tool's layers: signals.c, shared.c, report.c,
  * util.c below it.
@@ -46,18 +40,6 @@
 /* The longest dlock drives a loop for what is still out (each request
  * ends by the command timeout anyway): a bound, not a wait. */
 #define CLI_DRAIN_MAX_MS (24 * 3600 * 1000LL)
-
-/* See cli.h. Why O must wait through the blocking API, or NULL. */
-const char *cli_hold_blocking_why(const struct cli *o)
-{
-    if (o->nservers > 1)
-        return "several servers (Redlock)";
-    if (strstr(o->servers[0], "+sentinel://") != NULL)
-        return "Sentinel";
-    if (cli_is_cluster_url(o->servers[0]))
-        return "Redis Cluster";
-    return NULL;
-}
 
 /* elect's campaign through the blocking API (cli_cancelable's call). */
 struct campaign {
@@ -275,6 +257,15 @@ static void loop_drain(dlock_loop *l, const int *left, int64_t bound_ms)
     }
 }
 
+/* A first try's failure on Sentinel that the wait rides out: an outage
+ * (the 2-4 s an HA setup exists for). Elsewhere such a first try fails at
+ * once (a wrong URL, a server that is not there). */
+static int first_outage_rides(const struct cli *o, int rc, const char *msg)
+{
+    return strstr(o->servers[0], "+sentinel://") != NULL &&
+           cli_is_outage_msg(o, rc, msg);
+}
+
 /* The loop path of cli_hold_acquire: a first try, so that -v can say
  * whom it waits for, then the wait for the rest of -w. */
 static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
@@ -302,9 +293,17 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
         return rc;
     }
     /* Too few replicas (--wait-replicas): the grant was given back; the
-     * wait tries again while it lasts, saying so (loop_wait). */
-    if ((rc == DLOCK_BUSY || rc == DLOCK_NOT_REPLICATED) && o->wait_ms != 0 &&
-        *signo == 0) {
+     * wait tries again while it lasts, saying so (loop_wait). On
+     * Sentinel a first try's outage (the sentinels still name a master
+     * that died) is ridden out by the wait too, as the blocking path's
+     * first try is (signals.c, first_rides). */
+    if (rc != DLOCK_BUSY && rc != DLOCK_NOT_REPLICATED && o->wait_ms != 0 &&
+        *signo == 0 && first_outage_rides(o, rc, w.err))
+        cli_err("\"%s\": %s (%s): trying again while the wait lasts", o->key,
+                dlock_strerror(rc), w.err);
+    if ((rc == DLOCK_BUSY || rc == DLOCK_NOT_REPLICATED ||
+         first_outage_rides(o, rc, w.err)) &&
+        o->wait_ms != 0 && *signo == 0) {
         /* What the try gave back (the names of several KEYs it took
          * before one was busy) must be released before the wait asks for
          * them again: until then the loop counts them as its own. */
@@ -334,7 +333,6 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
 int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                      struct cli_hold *h, int *signo)
 {
-    const char *why = cli_hold_blocking_why(o);
     char took[32];
     int64_t t0 = cli_now_ms();
     int rc;
@@ -342,12 +340,6 @@ int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
     memset(h, 0, sizeof *h);
     h->c = c;
     *signo = 0;
-    if (why != NULL) {
-        cli_verbose(o, "waiting through the blocking API (%s)", why);
-        rc = acquire_blocking(o, c, renew, h, signo);
-        snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(c));
-        return rc;
-    }
     rc = acquire_loop(o, c, renew, h, signo);
     if (*signo == 0)
         *signo = cli_signals_stop_pending();

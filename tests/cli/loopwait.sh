@@ -5,7 +5,7 @@
 # one (counted in /proc/PID/task); a SIGTERM during a fair wait gives its
 # queue place back before dlock exits (the queue in Redis is empty the
 # moment the waiter is gone); a lease shorter than COMMAND is renewed by
-# the loop; with several servers the blocking path still serves.
+# the loop; several servers (Redlock) on the loop too.
 . "$(dirname "$0")/common.bash"
 
 start_redis
@@ -118,12 +118,52 @@ wait_pid "$waiter" 30
 check "then it runs with both (got $WAIT_STATUS)" test "$WAIT_STATUS" = 0
 check "its command ran" test -e "$T/ran-k"
 
-# ---- several servers (Redlock): the blocking path serves, as before.
+# ---- several servers (Redlock): the loop serves them too (issue 30).
+# A holding run is one thread (the loop renews through the engine); a
+# waiting one is the loop's thread and the client's notifier (the
+# subscriber of the release and handoff channels), no canceler and no
+# watchdog thread; SIGTERM gives its queue place back on every server.
 start_redis
 S2=(-s "$REDIS_URL")
+P2=$REDIS_PORT
 start_redis
 S3=(-s "$REDIS_URL")
-expect_status 0 "Redlock: run through the blocking path" \
-    "$DLOCK_BIN" run "${S[@]}" "${S2[@]}" "${S3[@]}" lrl -- true
+P3=$REDIS_PORT
+RL=("${S[@]}" "${S2[@]}" "${S3[@]}")
+expect_status 0 "Redlock: run" "$DLOCK_BIN" run "${RL[@]}" lrl -- true
+rm -f "$T/held" "$T/go"
+spawn_bg "$DLOCK_BIN" run -l 60 "${RL[@]}" lrh -- sh -c "$until_go" sh \
+    "$T/held" "$T/go"
+RHOLDER=$BG
+wait_until 10 test -e "$T/held" || fail "the Redlock holder did not start"
+check "a holding Redlock dlock run has one thread (got $(threads \
+"$RHOLDER"))" test "$(threads "$RHOLDER")" = 1
+
+# rqueued: the fair waiters queued for lrh, summed over the 3 servers.
+rqueued() {
+    local n=0 p
+    for p in "$P" "$P2" "$P3"; do
+        n=$((n + $(redis-cli -p "$p" ZCARD 'dlock:{lrh}:q')))
+    done
+    echo "$n"
+}
+rqueued_is() {
+    [ "$(rqueued)" = "$1" ]
+}
+spawn_bg "$DLOCK_BIN" run -w 60 "${RL[@]}" lrh -- true
+RWAITER=$BG
+wait_until 10 rqueued_is 3 || fail "the Redlock waiter did not queue"
+check "a waiting Redlock dlock run has two threads, its loop's and the \
+notifier's (got $(threads "$RWAITER"))" test "$(threads "$RWAITER")" = 2
+kill -TERM "$RWAITER"
+wait_pid "$RWAITER" 30
+check "SIGTERM during a Redlock wait: 143 (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 143
+check "its queue place is given back on every server (got $(rqueued))" \
+    test "$(rqueued)" = 0
+touch "$T/go"
+wait_pid "$RHOLDER" 30
+check "the Redlock holder ends well (got $WAIT_STATUS)" \
+    test "$WAIT_STATUS" = 0
 
 finish
