@@ -429,9 +429,12 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                               op->loop->c->opts.spin_max_ms, op->round++);
         sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
     } else if (op->queued) {
-        sleep_until(op, now + (pttl > 0 && pttl < FAIR_REFRESH_MS
-                                   ? pttl
-                                   : FAIR_REFRESH_MS));
+        /* A long semaphore queue's places last longer (sem_acquire.lua's
+         * 4th element): refresh at a third of that. */
+        int64_t every = r->elements > 3 ? dlock__elem_int(r, 3) / 3 : 0;
+        if (every < FAIR_REFRESH_MS)
+            every = FAIR_REFRESH_MS;
+        sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
     } else {
         sleep_until(op, now + (pttl > 0 ? pttl : 100));
     }
