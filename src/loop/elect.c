@@ -91,7 +91,7 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
         free(copy);
         return rc;
     }
-    op->campaign = 1;
+    op->proclaim = dloop__proclaim;
     op->key = copy; /* freed with the op */
     op->keylen = len;
     if (out != NULL)

@@ -65,28 +65,6 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
-/* See loop_impl.h. A hold's lease is no longer ours: say so once. */
-void dloop__lost(dlock_hold *h, int status)
-{
-    if (h->status != DLOCK_OK)
-        return;
-    dloop__lost_why(h, status);
-    h->status = status;
-    if (h->on_lost != NULL && !h->gone)
-        h->on_lost(h, status, h->lost_ud);
-}
-
-/* See loop_impl.h. */
-void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
-{
-    dlock_loop *l = h->loop;
-    h->lease_ms = lease;
-    h->valid_until = sent_ms + lease - dlock__drift(l->c, lease);
-    if (h->renew)
-        h->renew_at = sent_ms + lease / 3;
-    dloop__hold_sched(h);
-}
-
 static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent)
 {

@@ -3,11 +3,13 @@
  * connection (script requests pipelined, answers matched in FIFO order,
  * NOSCRIPT answered by sending the source, a request unanswered past the
  * command timeout ends the connection) and the subscriber (SUBSCRIBE per
- * channel some operation waits on; messages handed to ops.c). Both are
- * opened without blocking (node.h: dlock__node_opening_*) from process.
+ * channel some operation waits on; messages handed to ops.c through the
+ * loop's hooks). Both are opened without blocking (node.h:
+ * dlock__node_opening_*) from process.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -15,6 +17,7 @@
 
 #include "io/conn.h"
 #include "loop/loop_impl.h"
+#include "topo/node.h"
 
 /* lc's descriptor now (its connection's or its open's) and the poll
  * events it waits for; -1 when it has none. */
@@ -111,6 +114,27 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
             r->fn(l, r->ctx, rc, NULL, err, r->appended);
         lreq_free(l, r);
     }
+}
+
+/* See loop_impl.h. The engine's rule (call.c): a lock written on a
+ * replica would not be seen by the master's clients and would vanish at
+ * the next resync. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len)
+{
+    dlock__node *nd = &l->c->ns.node[0];
+    char of[80];
+
+    if (l->c->ns.locate != NULL || l->c->ns.cluster != NULL ||
+        !atomic_load(&nd->replica))
+        return 0;
+    pthread_mutex_lock(&nd->mu);
+    snprintf(of, sizeof of, "%s", nd->master_of);
+    pthread_mutex_unlock(&nd->mu);
+    snprintf(err, len,
+             "%s is a replica%s%s%s, not a master: locks are taken on "
+             "masters only",
+             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
+    return 1;
 }
 
 /* The connection opened: queue everything waiting for it. */
@@ -405,7 +429,7 @@ static void sub_fail(dlock_loop *l)
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
             s->state = 0;
-    dloop__sub_lost(l);
+    l->sub_lost(l);
 }
 
 static lsub *sub_find(dlock_loop *l, const char *chan, size_t len);
@@ -425,7 +449,7 @@ static void sub_reply(dlock_loop *l, redisReply *r)
             for (s = l->subs[i]; s != NULL; s = s->next)
                 if (s->state == 1) {
                     s->state = 2;
-                    dloop__on_subscribed(l, s);
+                    l->on_subscribed(l, s);
                 }
         return;
     }
@@ -438,10 +462,10 @@ static void sub_reply(dlock_loop *l, redisReply *r)
         return;
     if (strcmp(r->element[0]->str, "subscribe") == 0) {
         s->state = 2;
-        dloop__on_subscribed(l, s);
+        l->on_subscribed(l, s);
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {
-        dloop__on_message(l, s, r->element[2]->str, r->element[2]->len);
+        l->on_message(l, s, r->element[2]->str, r->element[2]->len);
     }
 }
 

@@ -1,9 +1,16 @@
 /*
  * loop_impl.h - the event-loop API's state (include/dlock_loop.h), shared
- * by src/loop/: loop.c (the object, the fd, timers, completion), lconn.c
- * (the pipelined command connection and the subscriber) and ops.c (the
- * operations: acquire, release, extend, renewal, fenced set/get). Above
- * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
+ * by src/loop/, and each file's functions that others call. The files
+ * form layers, each calling only the ones below it (design.md's code
+ * map): loop.c (the object's ground: pools, completion) < lheap.c (the
+ * holds' clock), lconn.c (the command connection and the subscriber) <
+ * lhold.c (holds made, named, renewed, lost, freed), holder.c < ops.c
+ * (the acquire on one server, the waits) < multi_node.c (the engine's
+ * jobs) < node_holds.c, elect.c, fenced.c < holds.c (release, extend,
+ * renewal) < multi.c < query.c < drive.c (new, process, free). What a
+ * lower file needs from an upper one goes through a hook: the loop's,
+ * set by dlock_loop_new, or an op's, set by its maker. Above the
+ * engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
  * and core.h (the client); nothing below imports it.
  */
 #ifndef DLOCK_LOOP_IMPL_H
@@ -37,6 +44,11 @@ typedef struct lpool {
     size_t size; /* every block's size */
 } lpool;
 #define LPOOL_MAX 2048
+/* Pooled blocks: a request of up to REQ_BLOCK bytes with its copies (an
+ * acquire's, a fenced set's of a short value), a hold whose keys take up
+ * to HOLD_KEYS bytes (a name of about 100); larger ones are malloc'd. */
+#define REQ_BLOCK 768
+#define HOLD_KEYS 640
 
 /* A request's answer: rc DLOCK_OK with r (not owned: the caller must not
  * free it) or a failure with err; sent 1 when the request may have
@@ -119,7 +131,7 @@ struct dlock_hold {
                                 keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
-    char *why;   /* once lost: why (query.c), malloc'ed, or NULL */
+    char *why;   /* once lost: why (lhold.c), malloc'ed, or NULL */
     int pooled;  /* a block of the loop's hold pool */
     size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
 };
@@ -146,12 +158,19 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
-    int waited;   /* a lock op found it busy and waits: a writer's mark may
+    int waited; /* a lock op found it busy and waits: a writer's mark may
                    be its (rw_leave.lua when it gives up) */
-    int campaign; /* a lock op that proclaims key (the value) once won */
-    int watch;    /* OP_LEADER: wait until the leader is not op->leader */
+    /* A campaign's lock op (elect.c): proclaim key (the value) once won,
+     * then complete; NULL: complete at once. */
+    int (*proclaim)(struct dlock_op *op, struct dlock_hold *h,
+                    const char *value, size_t len);
+    int watch; /* OP_LEADER: wait until the leader is not op->leader */
     struct lmulti *multi;               /* OP_MULTI's state (multi.c) */
     void (*again)(struct dlock_op *op); /* a waiting op's next try */
+    /* Its maker's part of its end (complete or cancel), after ops.c's
+     * detach: multi.c's (its lock in progress, what it took) or the
+     * engine's (multi_node.c: its job; set with mn); NULL: none. */
+    void (*end)(struct dlock_op *op);
     /* OP_LEADER only (room after the op, else NULL): its answer, and a
      * leader wait's leadership it outwaits */
     dlock_leader_info *leader, *known;
@@ -209,6 +228,17 @@ struct dlock_loop {
     int in_process;
     int signalled;
     lpool op_pool, req_pool, hold_pool;
+    /* Hooks: what a file of src/loop/ needs from one above it, set by
+     * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
+     * detach it, give back what it may hold (ops.c); the subscriber's
+     * events for the waiters (lconn.c to ops.c); an acquire on an engine
+     * loop (ops.c to multi_node.c). */
+    void (*op_end)(dlock_op *op);
+    void (*on_message)(struct dlock_loop *l, lsub *s, const char *msg,
+                       size_t len);
+    void (*on_subscribed)(struct dlock_loop *l, lsub *s);
+    void (*sub_lost)(struct dlock_loop *l);
+    void (*engine_acquire)(dlock_op *op);
 };
 
 /* loop.c */
@@ -220,10 +250,6 @@ void dloop__pool_put(lpool *p, void *b);
 void dloop__signal(dlock_loop *l);
 void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind);
-void dloop__hold_unref(dlock_hold *h);
-dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
-void dloop__name_drop(dlock_hold *h);
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
 /* A new op of type on hold h into *op (and *out when not NULL), after
  * the checks every hold op shares (h is a live hold of l, a callback, ok:
@@ -252,6 +278,10 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
+/* 1 when the server the command connection just opened to is a replica
+ * (a fixed redis:// server; node.c found it so): no lock write may go
+ * there, so the connection is failed with EREFUSED and err. */
+int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* lheap.c: the holds' clock. */
 /* Room in the heap for n holds: DLOCK_OK or DLOCK_ENOMEM. */
@@ -264,6 +294,20 @@ void dloop__hold_sched(dlock_hold *h);
 void dloop__hold_unsched(dlock_hold *h);
 /* The earliest hold due by now, out of the heap; NULL when none. */
 dlock_hold *dloop__heap_pop_due(dlock_loop *l, int64_t now);
+
+/* lhold.c: a loop's holds, the name table, a lease renewed or lost. */
+dlock_hold *dloop__hold_new(dlock_loop *l, const char *name, int kind);
+void dloop__hold_unref(dlock_hold *h);
+dlock_hold *dloop__name_find(dlock_loop *l, const char *name);
+void dloop__name_drop(dlock_hold *h);
+/* A hold's renewal (or extend) for lease confirmed at sent_ms; a hold's
+ * lease lost (status), said once through on_lost. */
+void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease);
+void dloop__lost(dlock_hold *h, int status);
+/* Set h->why when h is found lost with status. */
+void dloop__lost_why(dlock_hold *h, int status);
+/* Free an engine hold's record (its pins given back). */
+void dloop__mn_rec_free(dlock_hold *h);
 
 /* multi.c: a several-locks op ends early: cancel its lock in progress,
  * give back what it took. */
@@ -299,11 +343,6 @@ void dloop__holds_time(dlock_loop *l, int64_t now);
  * first). */
 void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms);
 
-/* holds.c: a hold's renewal (or extend) for lease confirmed at sent_ms;
- * a hold's lease lost (status), said once through on_lost. */
-void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease);
-void dloop__lost(dlock_hold *h, int status);
-
 /* multi_node.c: the loop on several servers (Redlock), Sentinel or
  * Cluster, through the engine (l->engine). Jobs: run what their
  * descriptors and the clock allow and complete the finished ones
@@ -324,8 +363,6 @@ int dloop__mn_renew(dlock_loop *l, lbatch *b);
 /* op ends: its job goes (an attempt cut short gives back), an acquire
  * not granted drops its hold. */
 void dloop__mn_abort(dlock_op *op);
-/* Free an engine hold's record (its pins given back). */
-void dloop__mn_rec_free(dlock_hold *h);
 /* DLOCK_OK, or DLOCK_EINVAL with the message (what is not implemented
  * on an engine loop yet). */
 int dloop__mn_refuse(dlock_loop *l, const char *what);
@@ -341,13 +378,5 @@ int dloop__holder_renews(const dlock_loop *l, int kind);
 /* holder_extend.lua for hs[0..n) (locks) with their leases. */
 int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                          void *ctx, lreq **out);
-
-/* query.c: 1 when the server the command connection just opened to is
- * a replica (a fixed redis:// server; node.c found it so): no lock write
- * may go there, so the connection is failed with EREFUSED and err. */
-int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
-
-/* query.c: set h->why when h is found lost with status. */
-void dloop__lost_why(dlock_hold *h, int status);
 
 #endif /* DLOCK_LOOP_IMPL_H */

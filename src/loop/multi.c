@@ -179,6 +179,7 @@ int dlock_loop_lock_all(dlock_op **out, dlock_loop *l, const char *const *names,
     m->deadline = m->opts.wait_ms <= 0 ? m->opts.wait_ms
                                        : dlock__now_ms() + m->opts.wait_ms;
     op->multi = m;
+    op->end = dloop__multi_abort;
     op->state = ST_OUT;
     if (out != NULL)
         *out = op;

@@ -357,8 +357,10 @@ static void attempt_done(mjob *j)
 int dloop__mop_new(dlock_op *op)
 {
     op->mn = calloc(1, sizeof *op->mn);
-    if (op->mn != NULL)
+    if (op->mn != NULL) {
+        op->end = dloop__mn_abort;
         return DLOCK_OK;
+    }
     dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_ENOMEM;
 }
@@ -421,16 +423,6 @@ void dloop__mn_abort(dlock_op *op)
     dloop__name_drop(h);
     op->hold = NULL;
     dloop__hold_unref(h);
-}
-
-/* See loop_impl.h. */
-void dloop__mn_rec_free(dlock_hold *h)
-{
-    if (h->rec == NULL)
-        return;
-    dlock__held_drop_pins(h->loop->c, h->rec);
-    dlock__held_free(h->rec);
-    h->rec = NULL;
 }
 
 /* See loop_impl.h. */

@@ -255,8 +255,11 @@ int dloop__mn_extend(dlock_op *op)
     lbatch *b;
     mjob *j;
     int rc;
-    if (op->mn == NULL && (op->mn = calloc(1, sizeof *op->mn)) == NULL)
-        return DLOCK_ENOMEM;
+    if (op->mn == NULL) {
+        if ((op->mn = calloc(1, sizeof *op->mn)) == NULL)
+            return DLOCK_ENOMEM;
+        op->end = dloop__mn_abort;
+    }
     b = malloc(sizeof *b + sizeof *b->h);
     if (b == NULL)
         return DLOCK_ENOMEM;

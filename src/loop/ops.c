@@ -213,12 +213,8 @@ void dloop__op_abort(dlock_op *op)
     dlock_hold *h = op->hold;
     unsub(op);
     timed_set(op, 0);
-    if (op->mn != NULL) {
-        dloop__mn_abort(op);
-        return;
-    }
-    if (op->type == OP_MULTI) {
-        dloop__multi_abort(op);
+    if (op->end != NULL) { /* an engine loop's op, several locks' */
+        op->end(op);
         return;
     }
     if (op->type == OP_LOCK && h != NULL && h->held && op->status != DLOCK_OK) {
@@ -360,8 +356,8 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     l->holds = h;
     op->maybe = 0;
     dloop__holder_record(l, h);
-    if (op->campaign) { /* won: proclaim, then complete */
-        if (dloop__proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
+    if (op->proclaim != NULL) { /* a campaign won: proclaim, then complete */
+        if (op->proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
             dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
@@ -631,7 +627,7 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
                    : opts->wait_ms < 0 ? -1
                                        : dlock__now_ms() + opts->wait_ms;
     if (l->engine)
-        dloop__mn_acquire(op);
+        l->engine_acquire(op);
     else
         attempt(op);
     return DLOCK_OK;
