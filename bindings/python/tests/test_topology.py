@@ -143,7 +143,7 @@ def test_failover_under_a_held_lock(topo: Topology, prefix: str) -> None:
     delay = {} if topo.kind == "sentinel" else {"lock_delay": 30.0}
     with client(topo, prefix, on_event=lambda e: renewed.append(e)
                 if e.kind == "renewed" else None, **delay) as c:
-        h = c.lock("held", lease=6, watchdog=True).acquire()
+        h = c.lock("held", lease=10, watchdog=True).acquire()
         token = h.token
         new = failover(topo, k)
         assert master_of(topo, k) == new
@@ -172,7 +172,7 @@ def test_failover_under_a_waiting_acquire(topo: Topology,
     k = key(prefix, "queue")
     with client(topo, prefix, lock_delay=0) as a, \
             client(topo, prefix, lock_delay=0) as b:
-        h = a.lock("queue", lease=6, watchdog=True).acquire()
+        h = a.lock("queue", lease=10, watchdog=True).acquire()
         first = h.token
         got: List[Any] = []
 
@@ -186,7 +186,8 @@ def test_failover_under_a_waiting_acquire(topo: Topology,
         until(lambda: a.inspect("queue").fair_queue >= 1 or bool(got),
               "the waiter queued")
         failover(topo, k)
-        assert h.held and not got
+        assert h.held, h.lost_reason
+        assert not got, got
         h.release()
         th.join(WAIT)
         assert not th.is_alive(), "the waiter was never served"
@@ -236,7 +237,7 @@ def test_aio_failover_under_a_held_lock(topo: Topology, prefix: str) -> None:
     async def main() -> None:
         async with dlock.aio.AsyncClient(topo.url, prefix=prefix,
                                          env=False, lock_delay=0) as c:
-            h = await c.lock("aheld", lease=6, timeout=5)
+            h = await c.lock("aheld", lease=10, timeout=5)
             token = h.token
             new = await asyncio.to_thread(failover, topo, k)
             # A renewal on the new master: the validity goes up again.
@@ -247,7 +248,7 @@ def test_aio_failover_under_a_held_lock(topo: Topology, prefix: str) -> None:
                     assert asyncio.get_running_loop().time() < end, \
                         "no renewal after the failover"
                     await asyncio.sleep(0.05)
-            assert h.held and not h.lost
+            assert h.held and not h.lost, h.lost_reason
             assert exists(new, k)
             await h.extend(5)
             assert h.token == token
@@ -265,13 +266,14 @@ def test_aio_failover_under_a_waiting_acquire(topo: Topology,
                                          env=False, lock_delay=0) as a, \
                 dlock.aio.AsyncClient(topo.url, prefix=prefix,
                                       env=False, lock_delay=0) as b:
-            h = await a.lock("aqueue", lease=6, timeout=5)
+            h = await a.lock("aqueue", lease=10, timeout=5)
             first = h.token
             waiter = asyncio.ensure_future(b.lock("aqueue", timeout=WAIT))
             await asyncio.sleep(0.3)
             assert not waiter.done()
             await asyncio.to_thread(failover, topo, k)
-            assert h.held and not waiter.done()
+            assert h.held, h.lost_reason
+            assert not waiter.done(), waiter
             await h.release()
             got = await asyncio.wait_for(waiter, WAIT)
             assert got.held and got.token > first
