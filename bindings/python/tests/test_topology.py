@@ -246,7 +246,9 @@ def test_aio_failover_under_a_held_lock(topo: Topology, prefix: str) -> None:
                 end = asyncio.get_running_loop().time() + WAIT
                 while h.validity <= v0:
                     assert asyncio.get_running_loop().time() < end, \
-                        "no renewal after the failover"
+                        "no renewal after the failover (held %s, lost %s: " \
+                        "%s; validity %.3f)" % (h.held, h.lost,
+                                                h.lost_reason, h.validity)
                     await asyncio.sleep(0.05)
             assert h.held and not h.lost, h.lost_reason
             assert exists(new, k)
