@@ -610,9 +610,14 @@ void dloop__ops_time(dlock_loop *l, int64_t now)
      * waits for the next pass. */
     size_t budget = l->notm;
     while (budget-- > 0 && (op = dloop__otimer_pop(l, now)) != NULL) {
-        op->timed = 0;
+        /* On the list while handled, as every timed op was before the
+         * clock: its next step says where it goes (an attempt sent off
+         * the clock by attempt(), or kept timed by its deadline as
+         * multi_node.c's and elect.c's; a sleep back on the clock). */
+        list_set(op, 1);
+        op->timed = 1;
         if (op_due(op, now))
-            timed_set(op, 1); /* by its time now, or onto the list */
+            timed_set(op, 1); /* back on the clock by its time */
     }
     for (op = l->timed; op != NULL; op = next) {
         next = op->tnext;
