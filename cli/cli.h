@@ -274,6 +274,14 @@ const char *cli_hold_blocking_why(const struct cli *o);
 int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                      struct cli_hold *h, int *signo);
 const char *cli_hold_errmsg(const struct cli_hold *h);
+/* `dlock leader --watch` on the loop (one server): wait on H's loop
+ * (made when H has none; H->c set) until who leads O->key differs from
+ * KNOWN, the answer in *OUT. A forwarded signal cancels the wait (*signo
+ * set). Returns the library's status, its message in
+ * cli_hold_errmsg(H). */
+int cli_hold_leader_wait(const struct cli *o, struct cli_hold *h,
+                         const dlock_leader_info *known, dlock_leader_info *out,
+                         int *signo);
 /* FN(O, C, H, ARG) with a cleared hold H, then cli_hold_end(H);
  * returns FN's exit status. */
 int cli_with_hold(const struct cli *o, dlock_client *c, void *arg,

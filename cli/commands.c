@@ -36,6 +36,100 @@ static void json_count(int64_t n)
         fputs("null", stdout);
 }
 
+/* `dlock status --json`: info's fields (readers: a read-write lock's
+ * readers when not held exclusively), the topology's lines and the
+ * check's warnings (topo, checks: one per line; cut up in place), as one
+ * JSON object on stdout. */
+static void status_json(const struct cli *o, const dlock_info *info,
+                        int64_t readers, char *topo, char *checks)
+{
+    char *line, *next;
+
+    fputs("{\"key\":", stdout);
+    cli_json_string(stdout, o->key);
+    printf(",\"held\":%s,\"owner\":", info->held ? "true" : "false");
+    if (info->held)
+        cli_json_string(stdout, info->owner);
+    else
+        fputs("null", stdout);
+    printf(",\"reentry\":%lld", (long long)(info->held ? info->reentry : 0));
+    if (info->held && info->ttl_ms >= 0)
+        printf(",\"ttl_ms\":%lld", (long long)info->ttl_ms);
+    else
+        fputs(",\"ttl_ms\":null", stdout);
+    printf(",\"token\":%llu", (unsigned long long)info->last_token);
+    fputs(",\"waiters\":", stdout);
+    json_count(info->waiters);
+    fputs(",\"notify_waiters\":", stdout);
+    json_count(info->notify_waiters);
+    fputs(",\"fair_queue\":", stdout);
+    json_count(info->fair_queue);
+    fputs(",\"readers\":", stdout);
+    json_count(readers);
+    fputs(",\"holder\":", stdout);
+    cli_holder_json(stdout, info);
+    printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"topology\":[",
+           info->nodes_holding, o->nservers);
+    for (next = topo; (line = take_line(&next)) != NULL;) {
+        if (line != topo)
+            fputc(',', stdout);
+        cli_json_string(stdout, line);
+    }
+    fputs("],\"warnings\":[", stdout);
+    for (next = checks; (line = take_line(&next)) != NULL;) {
+        if (line != checks)
+            fputc(',', stdout);
+        cli_json_string(stdout, line);
+    }
+    fputs("]}\n", stdout);
+}
+
+/* `dlock status`'s text: info as status_json's, with the library's
+ * count of waiters and the semaphore readers (cli_shared_readers). */
+static void status_text(const struct cli *o, dlock_client *c,
+                        const dlock_info *info, int64_t readers, char *topo,
+                        char *checks)
+{
+    char ttl[32], *line, *next;
+    char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+
+    printf("key:      %s\n", o->key);
+    /* "held by HOST pid PID `COMMAND` for 3m12s, token T, lease 21 s
+     * left": the line an operator looks for. */
+    cli_describe_holder(info, who, sizeof who);
+    if (readers > 0)
+        snprintf(who, sizeof who, "held shared by %lld reader%s",
+                 (long long)readers, readers == 1 ? "" : "s");
+    printf("state:    %s\n", who);
+    if (info->held) {
+        cli_format_ms(info->ttl_ms < 0 ? 0 : info->ttl_ms, ttl, sizeof ttl);
+        printf("owner:    %s\n", info->owner);
+        printf("reentry:  %lld\n", (long long)info->reentry);
+        printf("ttl:      %s\n", info->ttl_ms < 0 ? "none" : ttl);
+    }
+    printf("token:    %llu%s\n", (unsigned long long)info->last_token,
+           info->last_token == 0 ? " (never granted)" : "");
+    /* The library's count: processes waiting by notification plus the
+     * fair-mode queue (every `dlock run -w`: fair is the default); -1
+     * when the servers could not say, and then 0 would claim what nobody
+     * knows. */
+    if (info->waiters >= 0)
+        printf("waiters:  %lld", (long long)info->waiters);
+    else
+        printf("waiters:  unknown");
+    if (info->fair_queue > 0)
+        printf(" (%lld queued in fair mode)", (long long)info->fair_queue);
+    putchar('\n');
+    cli_shared_readers(o, c);
+    if (o->nservers > 1)
+        printf("nodes:    %d of %zu hold it\n", info->nodes_holding,
+               o->nservers);
+    for (next = topo; (line = take_line(&next)) != NULL;)
+        printf("topology: %s\n", line);
+    for (next = checks; (line = take_line(&next)) != NULL;)
+        printf("warning:  %s\n", line);
+}
+
 /* `dlock status KEY [--json]`: what the servers know about KEY, and
  * any server setting that weakens the lock (dlock_client_check). The
  * number of waiters is the library's count (dlock_info: processes
@@ -44,8 +138,7 @@ static void json_count(int64_t n)
 int cli_cmd_status(const struct cli *o, dlock_client *c)
 {
     dlock_info info;
-    char ttl[32], checks[4096], topo[4096], *line, *next;
-    char who[DLOCK_LABEL_MAX + DLOCK_HOST_MAX + 160];
+    char checks[4096], topo[4096];
     int64_t readers = 0;
     int done, rc = cli_shared_status(o, c, &done);
 
@@ -64,80 +157,10 @@ int cli_cmd_status(const struct cli *o, dlock_client *c)
      * readers): then it is not free. */
     if (!info.held)
         readers = cli_shared_reader_count(o, c);
-    if (o->json) {
-        fputs("{\"key\":", stdout);
-        cli_json_string(stdout, o->key);
-        printf(",\"held\":%s,\"owner\":", info.held ? "true" : "false");
-        if (info.held)
-            cli_json_string(stdout, info.owner);
-        else
-            fputs("null", stdout);
-        printf(",\"reentry\":%lld", (long long)(info.held ? info.reentry : 0));
-        if (info.held && info.ttl_ms >= 0)
-            printf(",\"ttl_ms\":%lld", (long long)info.ttl_ms);
-        else
-            fputs(",\"ttl_ms\":null", stdout);
-        printf(",\"token\":%llu", (unsigned long long)info.last_token);
-        fputs(",\"waiters\":", stdout);
-        json_count(info.waiters);
-        fputs(",\"notify_waiters\":", stdout);
-        json_count(info.notify_waiters);
-        fputs(",\"fair_queue\":", stdout);
-        json_count(info.fair_queue);
-        fputs(",\"readers\":", stdout);
-        json_count(readers);
-        fputs(",\"holder\":", stdout);
-        cli_holder_json(stdout, &info);
-        printf(",\"nodes_holding\":%d,\"nodes\":%zu,\"topology\":[",
-               info.nodes_holding, o->nservers);
-        for (next = topo; (line = take_line(&next)) != NULL;) {
-            if (line != topo)
-                fputc(',', stdout);
-            cli_json_string(stdout, line);
-        }
-        fputs("],\"warnings\":[", stdout);
-        for (next = checks; (line = take_line(&next)) != NULL;) {
-            if (line != checks)
-                fputc(',', stdout);
-            cli_json_string(stdout, line);
-        }
-        fputs("]}\n", stdout);
-    } else {
-        printf("key:      %s\n", o->key);
-        /* "held by HOST pid PID `COMMAND` for 3m12s, token T, lease 21 s
-         * left": the line an operator looks for. */
-        cli_describe_holder(&info, who, sizeof who);
-        if (readers > 0)
-            snprintf(who, sizeof who, "held shared by %lld reader%s",
-                     (long long)readers, readers == 1 ? "" : "s");
-        printf("state:    %s\n", who);
-        if (info.held) {
-            cli_format_ms(info.ttl_ms < 0 ? 0 : info.ttl_ms, ttl, sizeof ttl);
-            printf("owner:    %s\n", info.owner);
-            printf("reentry:  %lld\n", (long long)info.reentry);
-            printf("ttl:      %s\n", info.ttl_ms < 0 ? "none" : ttl);
-        }
-        printf("token:    %llu%s\n", (unsigned long long)info.last_token,
-               info.last_token == 0 ? " (never granted)" : "");
-        /* The library's count: processes waiting by notification plus
-         * the fair-mode queue (every `dlock run -w`: fair is the default); -1 when the servers
-         * could not say, and then 0 would claim what nobody knows. */
-        if (info.waiters >= 0)
-            printf("waiters:  %lld", (long long)info.waiters);
-        else
-            printf("waiters:  unknown");
-        if (info.fair_queue > 0)
-            printf(" (%lld queued in fair mode)", (long long)info.fair_queue);
-        putchar('\n');
-        cli_shared_readers(o, c);
-        if (o->nservers > 1)
-            printf("nodes:    %d of %zu hold it\n", info.nodes_holding,
-                   o->nservers);
-        for (next = topo; (line = take_line(&next)) != NULL;)
-            printf("topology: %s\n", line);
-        for (next = checks; (line = take_line(&next)) != NULL;)
-            printf("warning:  %s\n", line);
-    }
+    if (o->json)
+        status_json(o, &info, readers, topo, checks);
+    else
+        status_text(o, c, &info, readers, topo, checks);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_err("writing to stdout: %s", strerror(errno));
         return 74;

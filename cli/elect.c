@@ -15,8 +15,9 @@
  * the policy's signal) and before resigning.
  *
  * leader prints who leads (dlock_leader); --watch prints a line at once
- * and one for each change (dlock_leader_wait, on the lock's
- * notifications), until a signal stops it.
+ * and one for each change (dlock_loop_leader_wait on one server, in the
+ * same ppoll as the self-pipe; dlock_leader_wait with a canceler thread
+ * on the blocking path), until a signal stops it.
  *
  * The campaign waits, and the leadership is renewed, on libdlock's event
  * loop (hold.c): the main loop's ppoll watches its fd beside the
@@ -335,8 +336,11 @@ int cli_leader(const struct cli *o, dlock_client *c)
 {
     dlock_leader_info cur, next;
     struct watch w = {o, c, &cur, &next};
+    struct cli_hold h;
     sigset_t mask;
-    int rc, signo = 0, failing = 0;
+    int rc, signo = 0, failing = 0, code;
+    /* One server: the watch waits on the loop (no canceler thread). */
+    int loop = cli_hold_blocking_why(o) == NULL;
 
     rc = dlock_leader(c, o->key, &cur);
     if (rc != DLOCK_OK) {
@@ -351,23 +355,35 @@ int cli_leader(const struct cli *o, dlock_client *c)
     }
     if (!o->watch)
         return cur.leading ? 0 : 1;
+    memset(&h, 0, sizeof h);
+    h.c = c;
     cli_signals_wait_mask(&mask);
     for (;;) {
-        rc = cli_cancelable(c, watch_fn, &w, &signo);
-        if (signo != 0)
-            return 128 + signo;
+        rc = loop ? cli_hold_leader_wait(o, &h, &cur, &next, &signo)
+                  : cli_cancelable(c, watch_fn, &w, &signo);
+        if (signo != 0) {
+            code = 128 + signo;
+            break;
+        }
         if (rc == DLOCK_OK) {
-            if (print_leader(o, &next) != 0)
-                return 74;
+            if (print_leader(o, &next) != 0) {
+                code = 74;
+                break;
+            }
             cur = next;
             failing = 0;
             continue;
         }
         if (!failing)
-            cli_report(c, "leader", o->key, rc);
+            cli_report_msg("leader", o->key, rc,
+                           loop ? cli_hold_errmsg(&h) : dlock_errmsg(c));
         failing = 1;
-        cli_signals_sleep(&mask, 500);
-        if ((signo = cli_signals_take()) != 0)
-            return 128 + signo;
+        cli_hold_sleep(&h, &mask, 500);
+        if ((signo = cli_signals_take()) != 0) {
+            code = 128 + signo;
+            break;
+        }
     }
+    cli_hold_end(&h); /* a cancelled wait's unsubscribe goes out */
+    return code;
 }

@@ -23,10 +23,11 @@
  * fair queue, and it refuses election: moving them would change the
  * order waiters get the lock in (fair, FIFO, by default: dlock.1), what
  * `dlock status` counts, and `elect`. They move over here once the
- * engine loop queues fairly and campaigns. The loop does not serve the
- * client options --wait-replicas and --lock-delay, nor --prefer-readers,
- * nor the client's metrics (--metrics-file) either. For exactly those, acquire_blocking() takes the
- * locks (or the leadership) as before: the blocking API, its watchdog
+ * engine loop queues fairly and campaigns. The client options
+ * --wait-replicas and --lock-delay, --prefer-readers and the client's
+ * metrics (--metrics-file) are the loop's too on one server. For the
+ * topologies above, acquire_blocking() takes the locks (or the
+ * leadership) as before: the blocking API, its watchdog
  * thread, and signals.c's canceler thread that cancels the wait. A first
  * try the server refuses (a name of another kind, a key not dlock's) is
  * asked again there too: the blocking API's message names the kind.
@@ -55,15 +56,6 @@ const char *cli_hold_blocking_why(const struct cli *o)
         return "Sentinel";
     if (cli_is_cluster_url(o->servers[0]))
         return "Redis Cluster";
-    if (o->wait_replicas >= 0)
-        return "--wait-replicas";
-    if (o->lock_delay_ms >= 0)
-        return "--lock-delay";
-    if (o->shared && o->prefer_readers)
-        return "--prefer-readers";
-    if (o->metrics_file != NULL)
-        return "--metrics-file (the client's metrics count the blocking "
-               "API's acquires and renewals only)";
     return NULL;
 }
 
@@ -134,6 +126,7 @@ struct lwait {
     int done, status;
     dlock_hold *holds[DLOCK_MULTI_MAX];
     int nholds;
+    dlock_leader_info *leader; /* a leader wait's answer goes here */
     char err[512];
 };
 
@@ -145,7 +138,9 @@ static void lwait_cb(dlock_op *op, int status, dlock_hold *hold, void *ud)
     w->op = NULL;
     w->status = status;
     snprintf(w->err, sizeof w->err, "%s", dlock_op_errmsg(op));
-    if (status == DLOCK_OK && hold != NULL) {
+    if (status == DLOCK_OK && w->leader != NULL) {
+        dlock_op_leader(op, w->leader);
+    } else if (status == DLOCK_OK && hold != NULL) {
         w->holds[0] = hold;
         w->nholds = 1;
     } else if (status == DLOCK_OK) {
@@ -189,7 +184,9 @@ static int start_op(const struct cli *o, dlock_client *c, dlock_loop *l,
         return dlock_loop_sem_acquire(&w->op, l, o->key, o->limit, &ao,
                                       lwait_cb, w);
     if (o->shared)
-        return dlock_loop_read_acquire(&w->op, l, o->key, &ao, lwait_cb, w);
+        return dlock_loop_read_acquire_ex(
+            &w->op, l, o->key, o->prefer_readers ? DLOCK_RW_PREFER_READERS : 0,
+            &ao, lwait_cb, w);
     return dlock_loop_lock(&w->op, l, o->key, &ao, lwait_cb, w);
 }
 
@@ -304,7 +301,10 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
         snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(c));
         return rc;
     }
-    if (rc == DLOCK_BUSY && o->wait_ms != 0 && *signo == 0) {
+    /* Too few replicas (--wait-replicas): the grant was given back; the
+     * wait tries again while it lasts, saying so (loop_wait). */
+    if ((rc == DLOCK_BUSY || rc == DLOCK_NOT_REPLICATED) && o->wait_ms != 0 &&
+        *signo == 0) {
         /* What the try gave back (the names of several KEYs it took
          * before one was busy) must be released before the wait asks for
          * them again: until then the loop counts them as its own. */
@@ -358,6 +358,30 @@ int cli_hold_acquire(const struct cli *o, dlock_client *c, int renew,
                         o->keys[i], took,
                         (unsigned long long)cli_hold_token(h, i));
     }
+    return rc;
+}
+
+/* See cli.h. */
+int cli_hold_leader_wait(const struct cli *o, struct cli_hold *h,
+                         const dlock_leader_info *known, dlock_leader_info *out,
+                         int *signo)
+{
+    struct lwait w;
+    int rc;
+
+    *signo = 0;
+    memset(&w, 0, sizeof w);
+    w.leader = out;
+    rc = h->loop == NULL ? dlock_loop_new(&h->loop, h->c) : DLOCK_OK;
+    if (rc == DLOCK_OK)
+        rc = dlock_loop_leader_wait(&w.op, h->loop, o->key, known, -1, lwait_cb,
+                                    &w);
+    if (rc != DLOCK_OK) {
+        snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(h->c));
+        return rc;
+    }
+    rc = loop_wait(o, h->loop, &w, signo);
+    snprintf(h->err, sizeof h->err, "%s", w.err);
     return rc;
 }
 

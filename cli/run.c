@@ -456,6 +456,218 @@ static int hold_on(const struct cli *o, struct run_state *rs, int64_t until)
     return 0;
 }
 
+/* Release HELD and say how it went: a failure reported, else -v's
+ * "released". Returns the release's status. */
+static int release_said(const struct cli *o, dlock_client *c,
+                        struct cli_hold *held)
+{
+    int rc = cli_hold_release(held);
+
+    if (rc != DLOCK_OK)
+        cli_report(c, "release", o->key, rc);
+    else
+        cli_verbose(o, "released \"%s\"", o->key);
+    return rc;
+}
+
+/* run's acquire: the slot of --once-per / --slot worked out (MARKS: the
+ * client for done-markers, or NULL), KEY acquired with renewal (*t_acq:
+ * when), and the slot found not done. 0 to go on; 1 when the run ends
+ * here with exit status *code (a signal during the wait, the lock not
+ * obtained, the slot done or not known to be). */
+static int run_acquire(const struct cli *o, dlock_client *c,
+                       struct cli_hold *held, dlock_client *marks,
+                       struct slot *sl, int64_t *t_acq, int *code)
+{
+    char ends[32];
+    int rc, signo;
+
+    memset(sl, 0, sizeof *sl);
+    if (marks != NULL) {
+        slot_init(o, sl);
+        if (sl->end_wall_ms >= 0) {
+            cli_format_ms(sl->end_wall_ms - cli_wall_ms(), ends, sizeof ends);
+            cli_verbose(o,
+                        "slot %s of \"%s\": it ends in %s by this "
+                        "machine's clock",
+                        sl->name, o->key, ends);
+        }
+    }
+    rc = cli_hold_acquire(o, c, 1, held, &signo);
+    *t_acq = cli_now_ms();
+    if (signo != 0) {
+        cli_hold_release(held);
+        cli_verbose(o, "SIG%s while waiting for \"%s\": giving up",
+                    sig_name(signo), o->key);
+        *code = 128 + signo;
+        return 1;
+    }
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
+            cli_say_holder(o, c, dlock_strerror(rc));
+        else
+            cli_report_msg("acquire", o->key, rc, cli_hold_errmsg(held));
+        *code = cli_exit_for(o, rc);
+        return 1;
+    }
+    if (marks == NULL || (rc = slot_done(o, marks, sl)) == 0)
+        return 0;
+    if (rc < 0) {
+        cli_report(marks, "look for the done-marker", sl->marker, rc);
+        cli_err("cannot tell whether slot %s of \"%s\" is done: COMMAND is "
+                "not run",
+                sl->name, o->key);
+    }
+    *code = rc < 0 ? cli_exit_for(o, rc) : o->done_code;
+    release_said(o, c, held);
+    return 1;
+}
+
+/* Start COMMAND as rs's job (rs set up: the hold, --max-hold's time from
+ * T_ACQ). 0, or -1 with the exit status in *code (the lock released). */
+static int run_start(const struct cli *o, dlock_client *c,
+                     struct cli_hold *held, struct run_state *rs, int64_t t_acq,
+                     int *code)
+{
+    char **envp = child_env(o, held);
+    char lease[32];
+    int exec_errno, rc;
+
+    if (envp == NULL) {
+        cli_err("out of memory");
+        cli_hold_release(held);
+        *code = CLI_EX_OSERR;
+        return -1;
+    }
+    memset(rs, 0, sizeof *rs);
+    rs->hold = held;
+    rs->kill_at = -1;
+    rs->max_at = o->max_hold_ms > 0 ? t_acq + o->max_hold_ms : -1;
+    rc = cli_job_start(&rs->job, o, envp, &exec_errno);
+    cli_env_free(envp, ENV_SET);
+    if (rc < 0) {
+        if (exec_errno != 0) {
+            cli_err("cannot execute '%s': %s", o->command[0],
+                    strerror(exec_errno));
+            *code =
+                exec_errno == ENOENT ? CLI_EX_NOT_FOUND : CLI_EX_CANNOT_EXEC;
+        } else {
+            cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
+            *code = CLI_EX_OSERR;
+        }
+        release_said(o, c, held);
+        return -1;
+    }
+    cli_format_ms(o->lease_ms, lease, sizeof lease);
+    cli_verbose(o,
+                "running %s (pid %ld, its own process group%s), lease %s "
+                "renewed while it runs",
+                o->command[0], (long)rs->job.pid,
+                rs->job.tty >= 0 ? ", in the terminal's foreground" : "",
+                lease);
+    return 0;
+}
+
+/* Wait for rs's job (started at T0) to be over: COMMAND's exit status
+ * (128+N for signal N) in *code and 0, or -1 with the exit status in
+ * *code when waiting failed (the lock released). */
+static int run_wait(const struct cli *o, dlock_client *c, struct cli_hold *held,
+                    struct run_state *rs, int64_t t0, int *code)
+{
+    char took[32];
+    int st;
+
+    if (wait_job(o, c, rs) < 0) {
+        cli_err("waiting for COMMAND (pid %ld): %s", (long)rs->job.pid,
+                strerror(errno));
+        /* The guard then sends the --on-lost signal to what is left. */
+        cli_hold_release(held);
+        *code = CLI_EX_OSERR;
+        return -1;
+    }
+    cli_job_end(&rs->job);
+    cli_format_ms(cli_now_ms() - t0, took, sizeof took);
+    st = rs->job.status;
+    if (WIFEXITED(st)) {
+        *code = WEXITSTATUS(st);
+        cli_verbose(o, "%s exited with status %d after %s", o->command[0],
+                    *code, took);
+    } else if (WIFSIGNALED(st)) {
+        *code = 128 + WTERMSIG(st);
+        cli_verbose(o, "%s was killed by SIG%s after %s", o->command[0],
+                    sig_name(WTERMSIG(st)), took);
+    } else {
+        *code = CLI_EX_SOFTWARE;
+    }
+    return 0;
+}
+
+/* After the job: release HELD (rc: the release's status, done by the
+ * caller) and settle the exit status from COMMAND's CODE: the lost code
+ * when the lease was lost during the job or had run out by the release
+ * (the slot's MARKER, if any, then given back), COMMAND's own when only
+ * the --min-hold hold-on after it (HELD_ON) was cut short. */
+static int run_settle(const struct cli *o, dlock_client *c,
+                      const struct run_state *rs, const struct slot *sl,
+                      dlock_lock *marker, int rc, int code, int lost_in_job,
+                      int held_on)
+{
+    int lost = cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER;
+
+    if (!lost_in_job && held_on && lost) {
+        /* COMMAND's work was protected all along: only the hold-on after
+         * it was cut short. */
+        dlock_lock_detach(marker);
+        cli_err("the lease on \"%s\" was lost during the --min-hold "
+                "hold-on, after COMMAND had finished: another holder may "
+                "have taken it sooner than --min-hold",
+                o->key);
+        return code;
+    }
+    if (lost) {
+        if (!rs->lost)
+            cli_err("the lease on \"%s\" ran out before COMMAND finished: "
+                    "its work was not protected by the lock all along",
+                    o->key);
+        if (marker != NULL) {
+            /* A run whose lease was lost leaves no marker. */
+            dlock_lock_release(marker);
+            cli_err("slot %s of \"%s\" is not marked done", sl->name, o->key);
+        }
+        cli_err("COMMAND's status was %d; exiting with the lost code %d", code,
+                o->lost_code);
+        return o->lost_code;
+    }
+    dlock_lock_detach(marker);
+    if (rc != DLOCK_OK) {
+        cli_report(c, "release", o->key, rc);
+        cli_err("the lock stays held until its lease ends");
+    } else {
+        cli_verbose(o, "released \"%s\"", o->key);
+    }
+    return code;
+}
+
+/* After a job whose --max-hold was reached: release what is left and
+ * exit with the lost code (COMMAND's status CODE said). */
+static int run_max_held(const struct cli *o, dlock_client *c,
+                        struct cli_hold *held, int code)
+{
+    int rc;
+
+    if (held->n > 0) {
+        rc = cli_hold_release(held);
+        if (rc != DLOCK_OK && rc != DLOCK_LOST && rc != DLOCK_NOT_OWNER)
+            cli_report(c, "release", o->key, rc);
+        else
+            cli_verbose(o, "released \"%s\"", o->key);
+    }
+    cli_err("COMMAND's status was %d; exiting with the lost code %d "
+            "(max-hold reached)",
+            code, o->lost_code);
+    return o->lost_code;
+}
+
 /*
  * `dlock run` into HELD (cli_run ends it): acquire with renewal, run
  * COMMAND, release. With --once-per
@@ -477,129 +689,18 @@ static int run_holding(const struct cli *o, dlock_client *c,
     struct run_state rs;
     struct slot sl;
     dlock_lock *marker = NULL;
-    char **envp;
-    char took[32], lease[32];
-    int rc, signo, exec_errno, code, lost_in_job, held_on = 0;
+    int code, lost_in_job, held_on = 0;
     int64_t t_acq, t0;
     size_t which;
 
-    memset(&sl, 0, sizeof sl);
-    if (marks != NULL) {
-        slot_init(o, &sl);
-        if (sl.end_wall_ms >= 0) {
-            cli_format_ms(sl.end_wall_ms - cli_wall_ms(), took, sizeof took);
-            cli_verbose(o,
-                        "slot %s of \"%s\": it ends in %s by this "
-                        "machine's clock",
-                        sl.name, o->key, took);
-        }
-    }
-    rc = cli_hold_acquire(o, c, 1, held, &signo);
-    t_acq = cli_now_ms();
-    if (signo != 0) {
-        cli_hold_release(held);
-        cli_verbose(o, "SIG%s while waiting for \"%s\": giving up",
-                    sig_name(signo), o->key);
-        return 128 + signo;
-    }
-    if (rc != DLOCK_OK) {
-        if (rc == DLOCK_BUSY || rc == DLOCK_TIMEDOUT)
-            cli_say_holder(o, c, dlock_strerror(rc));
-        else
-            cli_report_msg("acquire", o->key, rc, cli_hold_errmsg(held));
-        return cli_exit_for(o, rc);
-    }
-
-    if (marks != NULL) {
-        rc = slot_done(o, marks, &sl);
-        if (rc != 0) {
-            if (rc < 0) {
-                cli_report(marks, "look for the done-marker", sl.marker, rc);
-                cli_err("cannot tell whether slot %s of \"%s\" is done: "
-                        "COMMAND is not run",
-                        sl.name, o->key);
-            }
-            code = rc < 0 ? cli_exit_for(o, rc) : o->done_code;
-            rc = cli_hold_release(held);
-            if (rc != DLOCK_OK)
-                cli_report(c, "release", o->key, rc);
-            else
-                cli_verbose(o, "released \"%s\"", o->key);
-            return code;
-        }
-    }
-
-    envp = child_env(o, held);
-    if (envp == NULL) {
-        cli_err("out of memory");
-        cli_hold_release(held);
-        return CLI_EX_OSERR;
-    }
-    cli_format_ms(o->lease_ms, lease, sizeof lease);
-    t0 = cli_now_ms();
-    memset(&rs, 0, sizeof rs);
-    rs.hold = held;
-    rs.kill_at = -1;
-    rs.max_at = o->max_hold_ms > 0 ? t_acq + o->max_hold_ms : -1;
-    rc = cli_job_start(&rs.job, o, envp, &exec_errno);
-    cli_env_free(envp, ENV_SET);
-    if (rc < 0) {
-        if (exec_errno != 0) {
-            cli_err("cannot execute '%s': %s", o->command[0],
-                    strerror(exec_errno));
-            code = exec_errno == ENOENT ? CLI_EX_NOT_FOUND : CLI_EX_CANNOT_EXEC;
-        } else {
-            cli_err("cannot start '%s': %s", o->command[0], strerror(errno));
-            code = CLI_EX_OSERR;
-        }
-        rc = cli_hold_release(held);
-        if (rc != DLOCK_OK)
-            cli_report(c, "release", o->key, rc);
-        else
-            cli_verbose(o, "released \"%s\"", o->key);
+    if (run_acquire(o, c, held, marks, &sl, &t_acq, &code) != 0)
         return code;
-    }
-    cli_verbose(o,
-                "running %s (pid %ld, its own process group%s), lease %s "
-                "renewed while it runs",
-                o->command[0], (long)rs.job.pid,
-                rs.job.tty >= 0 ? ", in the terminal's foreground" : "", lease);
-
-    if (wait_job(o, c, &rs) < 0) {
-        cli_err("waiting for COMMAND (pid %ld): %s", (long)rs.job.pid,
-                strerror(errno));
-        /* The guard then sends the --on-lost signal to what is left. */
-        cli_hold_release(held);
-        return CLI_EX_OSERR;
-    }
-    cli_job_end(&rs.job);
-    cli_format_ms(cli_now_ms() - t0, took, sizeof took);
-    if (WIFEXITED(rs.job.status)) {
-        code = WEXITSTATUS(rs.job.status);
-        cli_verbose(o, "%s exited with status %d after %s", o->command[0], code,
-                    took);
-    } else if (WIFSIGNALED(rs.job.status)) {
-        code = 128 + WTERMSIG(rs.job.status);
-        cli_verbose(o, "%s was killed by SIG%s after %s", o->command[0],
-                    sig_name(WTERMSIG(rs.job.status)), took);
-    } else {
-        code = CLI_EX_SOFTWARE;
-    }
-
-    if (rs.max_hold) {
-        if (held->n > 0) {
-            rc = cli_hold_release(held);
-            if (rc != DLOCK_OK && rc != DLOCK_LOST && rc != DLOCK_NOT_OWNER)
-                cli_report(c, "release", o->key, rc);
-            else
-                cli_verbose(o, "released \"%s\"", o->key);
-        }
-        cli_err("COMMAND's status was %d; exiting with the lost code %d "
-                "(max-hold reached)",
-                code, o->lost_code);
-        return o->lost_code;
-    }
-
+    t0 = cli_now_ms();
+    if (run_start(o, c, held, &rs, t_acq, &code) < 0 ||
+        run_wait(o, c, held, &rs, t0, &code) < 0)
+        return code;
+    if (rs.max_hold)
+        return run_max_held(o, c, held, code);
     /* As far as this machine knows, the lease held until the job was
      * over; the release below asks the servers. */
     lost_in_job = cli_lost_seen() || cli_hold_status(held, &which) != DLOCK_OK;
@@ -618,41 +719,8 @@ static int run_holding(const struct cli *o, dlock_client *c,
         if (hold_on(o, &rs, until) < 0)
             cli_err("during the --min-hold hold-on: %s", strerror(errno));
     }
-
-    rc = cli_hold_release(held);
-    if (!lost_in_job && held_on &&
-        (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER)) {
-        /* COMMAND's work was protected all along: only the hold-on after
-         * it was cut short. */
-        dlock_lock_detach(marker);
-        cli_err("the lease on \"%s\" was lost during the --min-hold "
-                "hold-on, after COMMAND had finished: another holder may "
-                "have taken it sooner than --min-hold",
-                o->key);
-        return code;
-    }
-    if (cli_lost_seen() || rc == DLOCK_LOST || rc == DLOCK_NOT_OWNER) {
-        if (!rs.lost)
-            cli_err("the lease on \"%s\" ran out before COMMAND finished: "
-                    "its work was not protected by the lock all along",
-                    o->key);
-        if (marker != NULL) {
-            /* A run whose lease was lost leaves no marker. */
-            dlock_lock_release(marker);
-            cli_err("slot %s of \"%s\" is not marked done", sl.name, o->key);
-        }
-        cli_err("COMMAND's status was %d; exiting with the lost code %d", code,
-                o->lost_code);
-        return o->lost_code;
-    }
-    dlock_lock_detach(marker);
-    if (rc != DLOCK_OK) {
-        cli_report(c, "release", o->key, rc);
-        cli_err("the lock stays held until its lease ends");
-    } else {
-        cli_verbose(o, "released \"%s\"", o->key);
-    }
-    return code;
+    return run_settle(o, c, &rs, &sl, marker, cli_hold_release(held), code,
+                      lost_in_job, held_on);
 }
 
 /* See cli.h (and run_holding above). */

@@ -54,8 +54,9 @@
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
- *  - read-write locks: readers (dlock_loop_read_acquire), a writer is a
- *    lock (a waiting writer keeps new readers out; no downgrade yet);
+ *  - read-write locks: readers (dlock_loop_read_acquire, _ex with reader
+ *    preference), a writer is a lock (a waiting writer keeps new readers
+ *    out), downgrade (dlock_loop_downgrade);
  *  - election: campaign, proclaim, who leads (dlock_loop_leader), the
  *    wait for a change (dlock_loop_leader_wait), resign (release);
  *  - several locks at once (dlock_loop_lock_all);
@@ -65,9 +66,21 @@
  *    loop records its holder (holder_set.lua after the grant) and its
  *    renewals renew that record (holder_extend.lua);
  *  - the dlock tool's run, acquire and elect wait through a loop (one
- *    server).
- * Not yet: the client's options wait_replicas and on_event (loop holds
- * do not use them), and the lock-delay after a failover.
+ *    server), and leader --watch;
+ *  - the client's options on one server as the blocking API honours
+ *    them: wait_replicas (WAIT after each lock write: a grant, an
+ *    extend, a renewal round, a downgrade, a fenced set or read; too few
+ *    replicas: DLOCK_NOT_REPLICATED, a grant given back, a wait trying
+ *    again until its deadline), lock_delay_ms (after the server's
+ *    identity changed no grant for the delay: DLOCK_LOCK_DELAY for a
+ *    try, a wait sleeps it out), on_event and the metrics
+ *    (dlock_client_metrics counts a loop's acquires, busy answers, waits,
+ *    renewals, losses and releases; on_event runs on the loop's thread);
+ *  - the client's watchdog thread as the renewer of a loop's holds
+ *    (dlock_loop_set_watchdog), one server.
+ * Not yet on several servers, Sentinel or Cluster: downgrade and the
+ * watchdog option (their engine calls WAIT and apply the lock-delay
+ * themselves).
  */
 #ifndef DLOCK_LOOP_H
 #define DLOCK_LOOP_H
@@ -123,6 +136,25 @@ DLOCK_EXPORT int dlock_loop_new(dlock_loop **out, dlock_client *client);
  * out; their memory is freed. Accepts NULL. */
 DLOCK_EXPORT void dlock_loop_free(dlock_loop *loop);
 
+/*
+ * Renew the holds this loop grants from now on (those with renew = 1)
+ * from the client's watchdog thread instead of the loop's clock: for a
+ * loop that may stall past a lease (a callback that blocks, a process
+ * call that comes late). Each such hold is also a record of the client's
+ * watchdog (as dlock_lock_adopt makes one: same owner and token, never
+ * re-entered), renewed at a third of its lease on the watchdog's thread
+ * with the lease it was granted (dlock_loop_extend changes the servers'
+ * lease once, not the watchdog's); dlock_hold_status and
+ * dlock_hold_validity_ms read what the watchdog found; a loss is still
+ * reported through on_lost from process (at the latest a third of a
+ * lease after the watchdog found it). Release and downgrade go through
+ * the loop as before (the watchdog stops first: a downgraded reader is
+ * renewed by the loop). on 0: holds granted later are the loop's again.
+ * DLOCK_OK, or DLOCK_EINVAL (a NULL loop; several servers, Sentinel or
+ * Cluster: not yet).
+ */
+DLOCK_EXPORT int dlock_loop_set_watchdog(dlock_loop *loop, int on);
+
 /* The descriptor to watch for readability (an epoll fd over the loop's
  * connections and its wake-up eventfd). Stable for the loop's life. */
 DLOCK_EXPORT int dlock_loop_fd(const dlock_loop *loop);
@@ -174,10 +206,13 @@ DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
  * message in dlock_errmsg(client)), DLOCK_ENOMEM. Completion statuses:
  * DLOCK_OK (hold set), DLOCK_BUSY (a try found it held, or this loop
  * already holds or is acquiring NAME), DLOCK_TIMEDOUT, DLOCK_CANCELED,
- * or an error class (for a wait: the servers failed in a way waiting
- * will not cure, or the wait ended while they were failing: the last
- * failure is the status). A failed acquire gives back what it may have
- * taken (a request whose answer was lost is followed by a release).
+ * DLOCK_NOT_REPLICATED (wait_replicas: the grant reached too few replicas
+ * and was given back), DLOCK_LOCK_DELAY (lock_delay_ms: the server's
+ * identity changed; a wait sleeps the delay out), or an error class (for
+ * a wait: the servers failed in a way waiting will not cure, or the wait
+ * ended while they were failing or refusing: the last failure is the
+ * status). A failed acquire gives back what it may have taken (a request
+ * whose answer was lost is followed by a release).
  */
 DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,
                                  const char *name,
@@ -209,12 +244,40 @@ DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,
  * extend it with dlock_loop_release / dlock_loop_extend; the loop renews
  * it. A writer waiting through the loop (dlock_loop_lock with a wait)
  * keeps new readers out while it waits, and takes that mark with it when
- * it gives up. Not yet: downgrade.
+ * it gives up (dlock_loop_read_acquire_ex with DLOCK_RW_PREFER_READERS
+ * enters anyway); a writer's hold becomes a reader's with
+ * dlock_loop_downgrade.
  */
 DLOCK_EXPORT int dlock_loop_read_acquire(dlock_op **out, dlock_loop *loop,
                                          const char *name,
                                          const dlock_loop_acquire *opts,
                                          dlock_op_cb cb, void *userdata);
+
+/* dlock_loop_read_acquire with flags (dlock_rw_acquire_shared's): 0, or
+ * DLOCK_RW_PREFER_READERS to enter while a writer waits (writers may then
+ * starve). Another flag: DLOCK_EINVAL. */
+DLOCK_EXPORT int dlock_loop_read_acquire_ex(dlock_op **out, dlock_loop *loop,
+                                            const char *name, unsigned flags,
+                                            const dlock_loop_acquire *opts,
+                                            dlock_op_cb cb, void *userdata);
+
+/*
+ * Downgrade the loop's exclusive hold of a name (a dlock_loop_lock's) to
+ * a read hold in one step (dlock_rw_downgrade's rules: no writer can get
+ * in between, readers waiting are woken). The same hold goes on as the
+ * reader: the same owner, token, lease and renewal (the loop renews it as
+ * a reader from now on); the name leaves the loop's table (a reader is
+ * not exclusive). The callback gets the hold and DLOCK_OK; DLOCK_NOT_OWNER
+ * (the lease had run out: the hold is lost); DLOCK_NOT_REPLICATED
+ * (wait_replicas: the read lease reached too few replicas) or an error
+ * class: then both the write and the read hold are given back and the
+ * hold is lost (release it). Returns as dlock_loop_lock; DLOCK_EINVAL
+ * also for a hold that is not an exclusive lock. Not yet on several
+ * servers, Sentinel or Cluster (DLOCK_EINVAL).
+ */
+DLOCK_EXPORT int dlock_loop_downgrade(dlock_op **out, dlock_loop *loop,
+                                      dlock_hold *hold, dlock_op_cb cb,
+                                      void *userdata);
 
 /*
  * Leader election (dlock_campaign's model): campaign for NAME = acquire
@@ -290,7 +353,9 @@ DLOCK_EXPORT int dlock_loop_release(dlock_op **out, dlock_loop *loop,
 
 /* Set the hold's lease to lease_ms from now (and the renewals' lease
  * from then on). The callback gets DLOCK_OK, DLOCK_NOT_OWNER (the hold
- * is then lost) or an error class. Returns as dlock_loop_lock. */
+ * is then lost), DLOCK_NOT_REPLICATED (wait_replicas, one server: too few
+ * replicas have the extension; the hold keeps the validity it had) or
+ * an error class. Returns as dlock_loop_lock. */
 DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
                                    dlock_hold *hold, int64_t lease_ms,
                                    dlock_op_cb cb, void *userdata);
@@ -299,7 +364,9 @@ DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
  * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
  * caller names it; VALUE stored only if TOKEN >= every token a fenced
  * write of KEY carried). Callback: DLOCK_OK, DLOCK_STALE (older token,
- * nothing changed) or an error class; hold is NULL.
+ * nothing changed), DLOCK_NOT_REPLICATED (wait_replicas, one server: the
+ * value was written but too few replicas acknowledged it) or an error
+ * class; hold is NULL.
  */
 DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
                                        const char *key, uint64_t token,
@@ -322,8 +389,9 @@ DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
  * DLOCK_STALE). Callback: DLOCK_OK (dlock_op_value gives the value, NULL
  * when none, and the fence, now TOKEN), DLOCK_STALE (TOKEN is older than
  * the fence, which dlock_op_value's fence gives; nothing changed) or an
- * error class; hold is NULL. Unlike the blocking call it does not wait
- * for replicas (wait_replicas).
+ * error class; hold is NULL. With wait_replicas (one server): WAIT after
+ * the read, DLOCK_NOT_REPLICATED when too few replicas have the raised
+ * fence (the value is still given).
  */
 DLOCK_EXPORT int dlock_loop_fenced_read(dlock_op **out, dlock_loop *loop,
                                         const char *key, uint64_t token,

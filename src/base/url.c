@@ -178,6 +178,42 @@ static int parse_userinfo(dlock__endpoint *ep, const char *s, size_t len,
 }
 
 /*
+ * The bracketed IPv6 host "[addr][:port]" at s (s[0] == '['; hend: where
+ * the host and port end): the address into *h, *hlen (without the
+ * brackets), the port's text into *p (NULL: none). DLOCK_OK or
+ * DLOCK_EINVAL with the message.
+ */
+static int parse_v6_host(const char *s, const char *hend, const char **h,
+                         size_t *hlen, const char **p, char *err, size_t errlen)
+{
+    const char *rb = memchr(s, ']', (size_t)(hend - s));
+    char tmp[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a6;
+    if (rb == NULL)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "server URL: '[' without ']' around an IPv6 "
+                           "address");
+    *h = s + 1;
+    *hlen = (size_t)(rb - *h);
+    if (*hlen == 0 || *hlen >= sizeof tmp)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "server URL: bad IPv6 address");
+    memcpy(tmp, *h, *hlen);
+    tmp[*hlen] = '\0';
+    if (inet_pton(AF_INET6, tmp, &a6) != 1)
+        return dlock__fail(err, errlen, DLOCK_EINVAL,
+                           "server URL: bad IPv6 address \"%s\"", tmp);
+    if (rb + 1 < hend) {
+        if (rb[1] != ':')
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "server URL: unexpected text after the "
+                               "IPv6 address");
+        *p = rb + 2;
+    }
+    return DLOCK_OK;
+}
+
+/*
  * Parse "host[:port][/db]" of a redis:// or rediss:// URL: the len bytes at
  * s after the user information. Fills host, port, db and display.
  */
@@ -194,30 +230,8 @@ static int parse_hostport(dlock__endpoint *ep, const char *s, size_t len,
     size_t dlen;
 
     if (s[0] == '[') {
-        const char *rb = memchr(s, ']', (size_t)(hend - s));
-        char tmp[INET6_ADDRSTRLEN + 1];
-        struct in6_addr a6;
-        if (rb == NULL)
-            return dlock__fail(err, errlen, DLOCK_EINVAL,
-                               "server URL: '[' without ']' around an IPv6 "
-                               "address");
-        h = s + 1;
-        hlen = (size_t)(rb - h);
-        if (hlen == 0 || hlen >= sizeof tmp)
-            return dlock__fail(err, errlen, DLOCK_EINVAL,
-                               "server URL: bad IPv6 address");
-        memcpy(tmp, h, hlen);
-        tmp[hlen] = '\0';
-        if (inet_pton(AF_INET6, tmp, &a6) != 1)
-            return dlock__fail(err, errlen, DLOCK_EINVAL,
-                               "server URL: bad IPv6 address \"%s\"", tmp);
-        if (rb + 1 < hend) {
-            if (rb[1] != ':')
-                return dlock__fail(err, errlen, DLOCK_EINVAL,
-                                   "server URL: unexpected text after the "
-                                   "IPv6 address");
-            p = rb + 2;
-        }
+        if (parse_v6_host(s, hend, &h, &hlen, &p, err, errlen) != DLOCK_OK)
+            return DLOCK_EINVAL;
         v6 = 1;
     } else {
         const char *colon = memchr(s, ':', (size_t)(hend - s));
@@ -373,6 +387,50 @@ static size_t parse_scheme(dlock__ep_kind *kind, const char *url, char *err,
     return 0;
 }
 
+/* Where the user information of url's rest (after the scheme of kind;
+ * end: its end) ends: *at, the '@' (left as it is when there is none).
+ * The checks of what may stand there: a unix:// path absolute, no '@'
+ * after a host, no query or fragment. DLOCK_OK or DLOCK_EINVAL with the
+ * message (which never quotes the input). */
+static int find_userinfo(dlock__ep_kind kind, const char *rest, const char *end,
+                         const char **at, char *err, size_t errlen)
+{
+    const char *p;
+    if (kind == DLOCK__EP_UNIX) {
+        /* unix://[userinfo@]/path: the user information, if any, is
+         * everything before the path's first '/' and must end in '@'. */
+        if (rest[0] != '/') {
+            const char *slash = strchr(rest, '/');
+            if (slash == NULL || slash == rest || slash[-1] != '@')
+                return dlock__fail(err, errlen, DLOCK_EINVAL,
+                                   "server URL: unix:// needs an absolute "
+                                   "path (unix:///path/to/redis.sock)");
+            *at = slash - 1;
+        }
+    } else {
+        /* The authority ends at the first '/'; its last '@' ends the user
+         * information. An '@' after the authority means a password with a
+         * raw '/': refuse it without quoting anything. */
+        const char *aend = strchr(rest, '/');
+        if (aend == NULL)
+            aend = end;
+        for (p = rest; p < aend; p++)
+            if (*p == '@')
+                *at = p;
+        if (memchr(aend, '@', (size_t)(end - aend)) != NULL)
+            return dlock__fail(err, errlen, DLOCK_EINVAL,
+                               "server URL: '@' after the host (write '/' "
+                               "in a password as %%2F)");
+        for (p = *at != NULL ? *at + 1 : rest; p < end; p++)
+            if (*p == '?' || *p == '#')
+                return dlock__fail(err, errlen, DLOCK_EINVAL,
+                                   "server URL: unexpected '%c' (no query "
+                                   "or fragment is known for this scheme)",
+                                   *p);
+    }
+    return DLOCK_OK;
+}
+
 /* Parse url into ep; see url.h for the contract. Works on a zeroed
  * copy and clears it again on any failure. */
 int dlock__url_parse(dlock__endpoint *ep, const char *url, char *err,
@@ -400,39 +458,8 @@ int dlock__url_parse(dlock__endpoint *ep, const char *url, char *err,
         return DLOCK_EINVAL;
     rest = url + skip;
     end = rest + strlen(rest);
-
-    if (e.kind == DLOCK__EP_UNIX) {
-        /* unix://[userinfo@]/path: the user information, if any, is
-         * everything before the path's first '/' and must end in '@'. */
-        if (rest[0] != '/') {
-            const char *slash = strchr(rest, '/');
-            if (slash == NULL || slash == rest || slash[-1] != '@')
-                return dlock__fail(err, errlen, DLOCK_EINVAL,
-                                   "server URL: unix:// needs an absolute "
-                                   "path (unix:///path/to/redis.sock)");
-            at = slash - 1;
-        }
-    } else {
-        /* The authority ends at the first '/'; its last '@' ends the user
-         * information. An '@' after the authority means a password with a
-         * raw '/': refuse it without quoting anything. */
-        const char *aend = strchr(rest, '/');
-        if (aend == NULL)
-            aend = end;
-        for (p = rest; p < aend; p++)
-            if (*p == '@')
-                at = p;
-        if (memchr(aend, '@', (size_t)(end - aend)) != NULL)
-            return dlock__fail(err, errlen, DLOCK_EINVAL,
-                               "server URL: '@' after the host (write '/' "
-                               "in a password as %%2F)");
-        for (p = at != NULL ? at + 1 : rest; p < end; p++)
-            if (*p == '?' || *p == '#')
-                return dlock__fail(err, errlen, DLOCK_EINVAL,
-                                   "server URL: unexpected '%c' (no query "
-                                   "or fragment is known for this scheme)",
-                                   *p);
-    }
+    if (find_userinfo(e.kind, rest, end, &at, err, errlen) != DLOCK_OK)
+        return DLOCK_EINVAL;
 
     if (at != NULL) {
         r = parse_userinfo(&e, rest, (size_t)(at - rest), err, errlen);

@@ -219,6 +219,7 @@ void dlock_loop_free(dlock_loop *l)
     for (h = l->holds; h != NULL; h = n) {
         n = h->hnext;
         free(h->why);
+        dloop__wd_drop(h);
         dloop__mn_rec_free(h);
         free(h);
     }

@@ -14,6 +14,28 @@
 
 #include "loop/loop_impl.h"
 
+/* wait_replicas: WAIT answered for a fenced set's or read's write (the
+ * value written, the fence raised): too few replicas fail it (a read's
+ * value is still given). */
+static void fenced_acked(dlock_op *op, int rc, const char *msg)
+{
+    if (rc == DLOCK_OK)
+        dloop__complete(op, DLOCK_OK, "%s", "");
+    else
+        dloop__complete(op, rc, "%s: %s",
+                        op->type == OP_FREAD ? "fenced read" : "fenced set",
+                        msg);
+}
+
+/* The write of a fenced op succeeded: done, or WAIT first. */
+static void fenced_written(dlock_op *op)
+{
+    if (!dloop__durable(op->loop))
+        dloop__complete(op, DLOCK_OK, "%s", "");
+    else if (dloop__op_acks(op, fenced_acked) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+}
+
 static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                        const char *err, int sent)
 {
@@ -26,7 +48,7 @@ static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     else if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
         dloop__complete(op, DLOCK_EPROTO, "fenced set: a malformed reply");
     else if (dlock__elem_int(r, 0) == 1)
-        dloop__complete(op, DLOCK_OK, "%s", "");
+        fenced_written(op);
     else
         dloop__complete(op, DLOCK_STALE,
                         "fenced set: token %llu is older than %lld",
@@ -82,6 +104,8 @@ static void value_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         op->token, op->fence);
     else if (take_value(op, r->element[rd ? 1 : 0]) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    else if (rd)
+        fenced_written(op);
     else
         dloop__complete(op, DLOCK_OK, "%s", "");
 }

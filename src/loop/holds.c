@@ -49,6 +49,8 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return rc;
     h->gone = 1;
     h->renew = 0; /* op->hold's reference: freed after the callback */
+    if (h->wd != NULL)
+        dloop__wd_drop(h);
     if (h->status != DLOCK_OK) {
         dloop__complete(op, DLOCK_LOST, "%s: the lease had been lost",
                         h->k.name);
@@ -65,19 +67,32 @@ int dlock_loop_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
+/* wait_replicas: WAIT answered for op's extension: it counts, or the
+ * hold keeps the validity it had (the renewals go on). */
+static void extend_acked(dlock_op *op, int rc, const char *msg)
+{
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "extend %s", msg);
+        return;
+    }
+    dloop__renewed(op->hold, op->wake_at, op->lease_ms);
+    dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
 static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent)
 {
     dlock_op *op = ctx;
-    (void)l;
     (void)sent;
     op->req = NULL;
     if (rc != DLOCK_OK) {
         dloop__complete(op, rc, "extend: %s", err);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
                dlock__elem_int(r, 0) == 1) {
-        dloop__renewed(op->hold, op->wake_at, op->lease_ms);
-        dloop__complete(op, DLOCK_OK, "%s", "");
+        if (!dloop__durable(l))
+            extend_acked(op, DLOCK_OK, "");
+        else if (dloop__op_acks(op, extend_acked) != DLOCK_OK)
+            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     } else {
         dloop__lost(op->hold, DLOCK_NOT_OWNER);
         dloop__complete(op, DLOCK_NOT_OWNER,
@@ -141,13 +156,8 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     int64_t keep;
     int rc = dloop__hold_op(&op, out, l, h, OP_EXTEND, lease_ms > 0, cb,
                             userdata, "dlock_loop_extend");
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK || dloop__hold_lost_done(op))
         return rc;
-    if (h->status != DLOCK_OK) {
-        dloop__complete(op, h->status, "%s: the lease had been lost",
-                        h->k.name);
-        return DLOCK_OK;
-    }
     op->lease_ms = lease_ms;
     op->wake_at = dlock__now_ms(); /* sent at (not a timer: ST_OUT) */
     op->state = ST_OUT;
@@ -161,29 +171,29 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
-static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                        const char *err, int sent)
+/* A renewal round's outcome for b's holds: rc DLOCK_OK with b->res (1:
+ * renewed), or its failure (err: why, for the holds' loss reason). */
+static void batch_apply(dlock_loop *l, lbatch *b, int rc, const char *err)
 {
-    lbatch *b = ctx;
     int64_t now = dlock__now_ms();
     int i;
-    (void)sent;
-    if (rc != DLOCK_OK)
-        snprintf(l->renew_err, sizeof l->renew_err, "extend: %s", err);
-    else
+    if (rc != DLOCK_OK) {
+        snprintf(l->renew_err, sizeof l->renew_err, "%s", err);
+    } else {
         l->renew_err[0] = '\0';
+        dloop__ev_round(l, b->sent_ms);
+    }
     for (i = 0; i < b->n; i++) {
         dlock_hold *h = b->h[i];
         if (h == NULL)
             continue;
         h->batch = NULL;
         h->renewing = 0;
-        if (rc != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
-            r->elements != (size_t)b->n) {
+        if (rc != DLOCK_OK) {
             /* Try again soon; the validity running out reports it. */
             h->renew_at = now + 100;
             dloop__hold_sched(h);
-        } else if (dlock__elem_int(r, (size_t)i) == 1) {
+        } else if (b->res[i] == 1) {
             if (h->status == DLOCK_OK)
                 dloop__renewed(h, b->sent_ms, h->lease_ms);
             else
@@ -196,15 +206,52 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     free(b);
 }
 
+/* wait_replicas: WAIT answered for a renewal round: the extensions count
+ * only when enough replicas have them. */
+static void batch_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    char msg[LOOP_ERRLEN];
+    (void)sent;
+    rc = dloop__acks_rc(l, rc, r, err, "extend", msg, sizeof msg);
+    batch_apply(l, ctx, rc, msg);
+}
+
+static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    lbatch *b = ctx;
+    char msg[LOOP_ERRLEN];
+    int i;
+    (void)sent;
+    if (rc == DLOCK_OK &&
+        (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)b->n)) {
+        rc = DLOCK_EPROTO;
+        err = "a malformed reply";
+    }
+    if (rc != DLOCK_OK) {
+        snprintf(msg, sizeof msg, "extend: %s", err);
+        batch_apply(l, b, rc, msg);
+        return;
+    }
+    for (i = 0; i < b->n; i++)
+        b->res[i] = dlock__elem_int(r, (size_t)i) == 1;
+    if (dloop__durable(l) &&
+        dloop__send_wait(l, batch_acked, b, NULL) == DLOCK_OK)
+        return;
+    batch_apply(l, b, DLOCK_OK, "");
+}
+
 /* Send one renewal call for hs[0..n). */
 static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
 {
-    lbatch *b = malloc(sizeof *b + n * sizeof *b->h);
+    lbatch *b = malloc(sizeof *b + n * (sizeof *b->h + 1));
     int i;
     if (b == NULL)
         return;
     b->n = n;
     b->h = (dlock_hold **)(b + 1);
+    b->res = (signed char *)(b->h + n);
     b->sent_ms = now;
     for (i = 0; i < n; i++) {
         b->h[i] = hs[i];
@@ -226,6 +273,34 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
         dloop__hold_sched(hs[i]);
 }
 
+/* h (renewed by the client's watchdog: h->wd) is due on the loop's
+ * clock: report a loss the watchdog found (its reason kept), else take
+ * its validity and look again in a third of a lease. */
+static void wd_check(dlock_hold *h, int64_t now)
+{
+    const char *why = NULL;
+    int64_t left = 0;
+    int st = dloop__wd_status(h, &left, &why);
+    if (st != DLOCK_OK) {
+        dloop__lost(h, st);
+        if (why != NULL && why[0] != '\0') {
+            size_t n = strlen(why);
+            char *w = malloc(n + sizeof "watchdog: ");
+            if (w != NULL) {
+                memcpy(w, "watchdog: ", sizeof "watchdog: " - 1);
+                memcpy(w + sizeof "watchdog: " - 1, why, n + 1);
+                free(h->why);
+                h->why = w;
+            }
+        }
+        dloop__hold_sched(h);
+        return;
+    }
+    h->valid_until = now + left;
+    h->renew_at = now + h->lease_ms / 3;
+    dloop__hold_sched(h);
+}
+
 /* The holds' clock: report leases run out, renew those due (batched),
  * taking from the heap (lheap.c) only the holds due by now. */
 void dloop__holds_time(dlock_loop *l, int64_t now)
@@ -235,7 +310,11 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
     while ((h = dloop__heap_pop_due(l, now)) != NULL) {
         int k = h->k.kind; /* DLOCK__KIND_LOCK, _PERMIT, _READ: 0, 1, 2 */
         if (!h->renew || h->status != DLOCK_OK || h->gone)
-            continue; /* released or lost since: nothing more due */
+            continue;        /* released or lost since: nothing more due */
+        if (h->wd != NULL) { /* the watchdog renews it: look */
+            wd_check(h, now);
+            continue;
+        }
         if (now >= h->valid_until) {
             if (ng == BATCH_MAX) {
                 dloop__hold_sched(h); /* more to report: next process */

@@ -147,6 +147,7 @@ static void cmd_opened(dlock_loop *l)
         return;
     }
     memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
+    dloop__ev_count(l, DLOOP_EV_RECONNECT);
     for (r = l->cmd.head; r != NULL; r = r->next)
         if (!r->appended && append(l, r) != DLOCK_OK) {
             cmd_fail(l, DLOCK_ENOMEM, "out of memory");
@@ -165,6 +166,7 @@ static void enqueue(dlock_loop *l, lreq *r)
         l->cmd.head = r;
     l->cmd.tail = r;
     l->cmd.nreq++;
+    dloop__ev_count(l, DLOOP_EV_REQUEST);
     if (l->cmd.conn == NULL)
         dloop__signal(l);
     else if (append(l, r) != DLOCK_OK)

@@ -116,6 +116,8 @@ void dloop__hold_unref(dlock_hold *h)
     l->nholds--;
     dloop__name_drop(h);
     dloop__mn_rec_free(h);
+    if (h->wd != NULL)
+        dloop__wd_drop(h);
     if (h->batch != NULL)
         h->batch->h[h->slot] = NULL;
     if (h->held) {
@@ -141,6 +143,7 @@ void dloop__lost(dlock_hold *h, int status)
         return;
     dloop__lost_why(h, status);
     h->status = status;
+    dloop__ev_lost(h, status);
     if (h->on_lost != NULL && !h->gone)
         h->on_lost(h, status, h->lost_ud);
 }
@@ -154,6 +157,7 @@ void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
     if (h->renew)
         h->renew_at = sent_ms + lease / 3;
     dloop__hold_sched(h);
+    dloop__ev_renewed(h, sent_ms);
 }
 
 /* See loop_impl.h. */

@@ -66,6 +66,7 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         va_end(ap);
     }
     op->status = status;
+    dloop__ev_op_ended(op, status);
     l->op_end(op); /* detaches its request, subscription, sleep */
     op->state = ST_DONE;
     if (op->prev != NULL)
@@ -106,6 +107,16 @@ int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
     return DLOCK_OK;
 }
 
+/* See loop_impl.h. */
+int dloop__hold_lost_done(dlock_op *op)
+{
+    if (op->hold->status == DLOCK_OK)
+        return 0;
+    dloop__complete(op, op->hold->status, "%s: the lease had been lost",
+                    op->hold->k.name);
+    return 1;
+}
+
 dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
 {
     /* A leader look carries two dlock_leader_info (2 KB) after it; every
@@ -128,6 +139,8 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
     op->cb = cb;
     op->ud = ud;
     op->deadline = op->wake_at = -1;
+    if (type == OP_LOCK || type == OP_EXTEND) /* metrics: time in it */
+        op->t0_us = dlock__now_us();
     op->next = l->ops;
     if (l->ops != NULL)
         l->ops->prev = op;
@@ -181,6 +194,10 @@ int64_t dlock_hold_validity_ms(const dlock_hold *h)
     int64_t left;
     if (h == NULL || h->status != DLOCK_OK)
         return 0;
+    if (h->wd != NULL) { /* the watchdog renews it */
+        dloop__wd_status(h, &left, NULL);
+        return left;
+    }
     left = h->valid_until - dlock__now_ms();
     return left > 0 ? left : 0;
 }
@@ -189,6 +206,8 @@ int dlock_hold_status(const dlock_hold *h)
 {
     if (h == NULL)
         return DLOCK_EINVAL;
+    if (h->status == DLOCK_OK && h->wd != NULL)
+        return dloop__wd_status(h, NULL, NULL);
     if (h->status == DLOCK_OK && dlock__now_ms() >= h->valid_until)
         return DLOCK_NOT_OWNER;
     return h->status;

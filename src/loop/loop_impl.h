@@ -2,15 +2,17 @@
  * loop_impl.h - the event-loop API's state (include/dlock_loop.h), shared
  * by src/loop/, and each file's functions that others call. The files
  * form layers, each calling only the ones below it (design.md's code
- * map): otimer.c (the waiting ops' clock, calls nothing) < loop.c (the
- * object's ground: pools, completion) < lheap.c (the
- * holds' clock), lconn.c (the command connection and the subscriber) <
+ * map): otimer.c (the waiting ops' clock, calls nothing), events.c
+ * (metrics and events), watchdog.c (the client's watchdog as a renewer:
+ * the hold tier only) < loop.c (the object's ground: pools, completion)
+ * < lheap.c (the holds' clock), lconn.c (the command connection and the
+ * subscriber) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c < ops.c
  * (the acquire on one server, the waits) < multi_node.c (the engine's
  * jobs) < node_holds.c, elect.c, fenced.c < holds.c (release, extend,
- * renewal) < multi.c < query.c < drive.c (new, process, free). What a
- * lower file needs from an upper one goes through a hook: the loop's,
- * set by dlock_loop_new, or an op's, set by its maker. Above the
+ * renewal), downgrade.c < multi.c < query.c < drive.c (new, process,
+ * free). What a lower file needs from an upper one goes through a hook:
+ * the loop's, set by dlock_loop_new, or an op's, set by its maker. Above the
  * engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
  * and core.h (the client); nothing below imports it.
  */
@@ -105,6 +107,7 @@ typedef struct lsub {
 
 enum {
     OP_LOCK,
+    OP_DOWNGRADE,
     OP_RELEASE,
     OP_EXTEND,
     OP_FSET,
@@ -138,15 +141,22 @@ struct dlock_hold {
                                 keys, owner, Redlock's pinned connections) */
     dlock_hold_lost_cb on_lost;
     void *lost_ud;
-    char *why;   /* once lost: why (lhold.c), malloc'ed, or NULL */
-    int pooled;  /* a block of the loop's hold pool */
-    size_t hidx; /* its live entry in the loop's heap + 1; 0: none */
+    char *why;        /* once lost: why (lhold.c), malloc'ed, or NULL */
+    int pooled;       /* a block of the loop's hold pool */
+    size_t hidx;      /* its live entry in the loop's heap + 1; 0: none */
+    int64_t since_us; /* granted at (metrics: how long it is held) */
+    int ignore_mark;  /* a reader that enters while a writer waits
+                         (DLOCK_RW_PREFER_READERS) */
+    dlock_lock *wd;   /* watchdog.c: the client's record the watchdog
+                         thread renews (dlock_loop_set_watchdog), or NULL */
 };
 
 /* A renewal round's holds (one extend.lua call). */
 typedef struct lbatch {
     int n;
     struct dlock_hold **h;
+    signed char *res; /* one server: each hold's answer (1: renewed), kept
+                         while WAIT is out (wait_replicas) */
     int64_t sent_ms;
 } lbatch;
 
@@ -196,6 +206,11 @@ struct dlock_op {
     struct mop *mn; /* an engine loop's op state (multi_node.c) */
     int href;       /* holds a reference to hold, dropped after the
                        callback (an engine loop's extend) */
+    int64_t t0_us;  /* started at (metrics: time in the operation) */
+    /* wait_replicas (durable.c): its write answered, its WAIT out (req);
+     * then acked(op, status, message) */
+    int acking;
+    void (*acked)(struct dlock_op *op, int rc, const char *msg);
     char err[LOOP_ERRLEN];
 };
 
@@ -239,6 +254,7 @@ struct dlock_loop {
     char warn[LOOP_ERRLEN]; /* dlock_loop_warning's text */
     int in_process;
     int signalled;
+    int watchdog; /* holds granted are renewed by the client's watchdog */
     lpool op_pool, req_pool, hold_pool;
     /* Hooks: what a file of src/loop/ needs from one above it, set by
      * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
@@ -270,6 +286,9 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud);
 int dloop__hold_op(dlock_op **op, dlock_op **out, dlock_loop *l, dlock_hold *h,
                    int type, int ok, dlock_op_cb cb, void *ud,
                    const char *what);
+/* A hold op made by dloop__hold_op on a hold found lost: complete it with
+ * the hold's status ("the lease had been lost") and return 1; else 0. */
+int dloop__hold_lost_done(dlock_op *op);
 
 /* lconn.c */
 int dloop__send(dlock_loop *l, int script, int nkeys, const char **keys,
@@ -401,5 +420,57 @@ int dloop__holder_renews(const dlock_loop *l, int kind);
 /* holder_extend.lua for hs[0..n) (locks) with their leases. */
 int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
                          void *ctx, lreq **out);
+
+/* durable.c: wait_replicas on a loop over one server. */
+/* 1 when the loop's lock writes are followed by WAIT (one server and the
+ * client's wait_replicas > 0; an engine loop's calls WAIT themselves). */
+int dloop__durable(const dlock_loop *l);
+/* Send WAIT wait_replicas wait_replicas_timeout_ms, answered to fn. */
+int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
+/* WAIT's answer (rc, r, err as an lreq_fn gets them): DLOCK_OK (enough
+ * replicas), DLOCK_NOT_REPLICATED or the failure, with a message about
+ * what into msg. */
+int dloop__acks_rc(dlock_loop *l, int rc, const redisReply *r, const char *err,
+                   const char *what, char *msg, size_t len);
+/* op's write was answered: send WAIT for it (op->req, op->acking), then
+ * then(op, rc, msg) with dloop__acks_rc's outcome about op's hold's name.
+ * DLOCK_OK or DLOCK_ENOMEM (nothing sent). */
+int dloop__op_acks(dlock_op *op,
+                   void (*then)(dlock_op *op, int rc, const char *msg));
+
+/* watchdog.c: the client's watchdog thread renews a loop's holds
+ * (dlock_loop_set_watchdog). After h's grant: make it a record of the
+ * client's registry with the watchdog on (h->wd), when the loop asks for
+ * it and h is renewed; else (or out of memory) the loop renews it. */
+void dloop__wd_adopt(dlock_hold *h);
+/* h's record leaves the registry (the watchdog stops): before a release,
+ * a downgrade, h's end. No-op without one. */
+void dloop__wd_drop(dlock_hold *h);
+/* h's record (h->wd set) as the watchdog left it: DLOCK_OK, DLOCK_LOST
+ * or DLOCK_NOT_OWNER (as dlock_lock_status), its validity left in
+ * *left_ms and, once lost, why in *why (each when not NULL). */
+int dloop__wd_status(const dlock_hold *h, int64_t *left_ms, const char **why);
+
+/* events.c: the client's metrics and events (on_event) for the loop's
+ * operations, as the blocking API records them. op ends with status
+ * (called by dloop__complete before it detaches anything): acquired,
+ * busy, a wait given up, released; an extend's round trip. */
+void dloop__ev_op_ended(dlock_op *op, int status);
+/* h's lease was renewed by a call sent at sent_ms (a renewal round's or
+ * an extend's). */
+void dloop__ev_renewed(dlock_hold *h, int64_t sent_ms);
+/* h was found lost with status. */
+void dloop__ev_lost(dlock_hold *h, int status);
+/* A renewal round sent at sent_ms was answered (its round trip). */
+void dloop__ev_round(dlock_loop *l, int64_t sent_ms);
+/* Count one of these in the client's stats. */
+enum {
+    DLOOP_EV_REQUEST,
+    DLOOP_EV_BUSY,
+    DLOOP_EV_WAIT,
+    DLOOP_EV_WAKEUP,
+    DLOOP_EV_RECONNECT
+};
+void dloop__ev_count(dlock_loop *l, int what);
 
 #endif /* DLOCK_LOOP_IMPL_H */

@@ -278,6 +278,7 @@ static void try_next(dlock_op *op)
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
+    w.ignore_mark = h->ignore_mark;
     op->state = ST_OUT;
     op->wake_at = -1;
     if (j == NULL || dlock__attempt_start(&j->a, op->loop->c, h->rec, &w,

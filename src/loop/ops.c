@@ -15,6 +15,7 @@
 #include "hold/kind.h"
 #include "hold/held.h"
 #include "loop/loop_impl.h"
+#include "topo/cluster_delay.h"
 
 /* A fair waiter refreshes its queue place this often. */
 #define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
@@ -266,6 +267,16 @@ void dloop__op_abort(dlock_op *op)
         return;
     }
     dloop__name_drop(h);
+    if (op->acking) { /* granted, its WAIT out: the grant goes back */
+        if (op->req != NULL)
+            op->req->fn = NULL;
+        op->req = NULL;
+        op->acking = 0;
+        dloop__giveback(op->loop, h, op->token);
+        op->hold = NULL;
+        dloop__hold_unref(h);
+        return;
+    }
     if (h->k.kind == DLOCK__KIND_PERMIT) {
         /* One leave, behind the attempt still out (one connection, FIFO):
          * it takes the queue place and a permit granted or handed. */
@@ -385,6 +396,8 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
         l->holds->hprev = h;
     l->holds = h;
     op->maybe = 0;
+    if (l->watchdog)
+        dloop__wd_adopt(h);
     dloop__holder_record(l, h);
     if (op->proclaim != NULL) { /* a campaign won: proclaim, then complete */
         if (op->proclaim(op, h, op->key, op->keylen) != DLOCK_OK)
@@ -392,6 +405,50 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
         return;
     }
     dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
+/* The lock-delay (dlock_options.lock_delay_ms) on a loop over one server:
+ * when the server's identity changed (a restart: the command connection
+ * reopened to a new run id) no new grant is had for the delay. 1 when it
+ * runs for op's name: a try completes with DLOCK_LOCK_DELAY, a wait
+ * sleeps it out (its deadline first). An engine loop's attempts apply it
+ * themselves. */
+static int lock_delayed(dlock_op *op)
+{
+    dlock_hold *h = op->hold;
+    int64_t left = 0;
+    /* Off (0: the default on one server) sets no delay: no clock read. */
+    if (op->loop->engine || op->loop->c->ns.lock_delay_ms <= 0 ||
+        dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
+        return 0;
+    snprintf(op->err, sizeof op->err,
+             "acquire %s: the master changed (failover or restart) and may "
+             "have forgotten locks: no new grant for %lld ms more "
+             "(lock-delay)",
+             h->k.name, (long long)left);
+    if (op->deadline == 0) {
+        dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
+        return 1;
+    }
+    op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached reports it */
+    sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1));
+    return 1;
+}
+
+/* wait_replicas: WAIT answered for op's grant (op->token): held, or
+ * given back and failed (a try) or tried again (a wait). */
+static void acq_acked(dlock_op *op, int rc, const char *msg)
+{
+    if (rc == DLOCK_OK) {
+        dloop__hold_granted(op, op->token, op->arg_lease);
+        return;
+    }
+    char err[LOOP_ERRLEN];
+    dloop__giveback(op->loop, op->hold, op->token);
+    snprintf(err, sizeof err, "acquire %s: given back", msg);
+    /* A wait rides it out as it rides a failing server: again after a
+     * backoff until its deadline, then this is its status. */
+    attempt_failed(op, rc, err, 0);
 }
 
 static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
@@ -410,7 +467,16 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     if (dlock__elem_int(r, 0) == 1) {
-        dloop__hold_granted(op, (uint64_t)dlock__elem_int(r, 1), op->arg_lease);
+        op->maybe = op->queued = 0;
+        op->token = (uint64_t)dlock__elem_int(r, 1);
+        if (lock_delayed(op)) { /* the open before it found a new master */
+            dloop__giveback(l, op->hold, op->token);
+            return;
+        }
+        if (!dloop__durable(l))
+            dloop__hold_granted(op, op->token, op->arg_lease);
+        else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
+            acq_acked(op, DLOCK_ENOMEM, "out of memory");
         return;
     }
     op->maybe = 0; /* an answer: nothing taken */
@@ -442,6 +508,10 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         return;
     }
     op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
+    if (!op->waited) { /* the try found it held: the wait begins */
+        dloop__ev_count(op->loop, DLOOP_EV_BUSY);
+        dloop__ev_count(op->loop, DLOOP_EV_WAIT);
+    }
     op->waited = 1;
     pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
@@ -495,9 +565,14 @@ static void attempt(dlock_op *op)
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
+    w.ignore_mark = h->ignore_mark;
     memset(&rec, 0, sizeof rec);
     rec.k = h->k;
     memcpy(rec.owner, h->owner, sizeof rec.owner);
+    if (op->loop->c->ns.lock_delay_ms > 0) /* the delay is at least it */
+        dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
+    if (lock_delayed(op))
+        return;
     op->state = ST_OUT;
     op->wake_at = -1;
     timed_set(op, 0);
@@ -553,7 +628,6 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
 {
     dlock_op *op, *next;
     const char *owner = NULL;
-    (void)l;
     if (len > 2 && (msg[0] == 'h' || msg[0] == 'w')) {
         owner = memchr(msg + 2, ' ', len - 2);
         if (owner == NULL)
@@ -565,6 +639,7 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
                 strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
                 memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) ==
                     0) {
+                dloop__ev_count(l, DLOOP_EV_WAKEUP);
                 dloop__op_wake(op);
                 break;
             }
@@ -572,6 +647,8 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
     }
     for (op = s->waiters; op != NULL; op = next) {
         next = waiter_next(op, s);
+        if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
+            dloop__ev_count(l, DLOOP_EV_WAKEUP);
         dloop__op_wake(op);
     }
 }
@@ -640,8 +717,8 @@ int64_t dloop__ops_wake(const dlock_loop *l)
 /* Start an acquire of kind (limit: a semaphore's) for NAME; what
  * dlock_loop_lock and dlock_loop_sem_acquire share. */
 static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
-                 int64_t limit, const dlock_loop_acquire *opts, dlock_op_cb cb,
-                 void *userdata)
+                 int64_t limit, unsigned flags, const dlock_loop_acquire *opts,
+                 dlock_op_cb cb, void *userdata)
 {
     dlock_op *op;
     dlock_hold *h;
@@ -664,6 +741,7 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     }
     h->lease_ms = opts->lease_ms;
     h->limit = limit;
+    h->ignore_mark = !!(flags & DLOCK_RW_PREFER_READERS);
     h->renew = opts->renew;
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
@@ -702,7 +780,7 @@ static int check_acquire(dlock_loop *l, const char *what, const char *name,
 
 /* The public acquires' common entry: defaults, checks, start. */
 static int begin(dlock_op **out, dlock_loop *l, const char *what,
-                 const char *name, int kind, int64_t limit,
+                 const char *name, int kind, int64_t limit, unsigned flags,
                  const dlock_loop_acquire *opts, dlock_op_cb cb, void *ud)
 {
     dlock_loop_acquire def;
@@ -720,17 +798,20 @@ static int begin(dlock_op **out, dlock_loop *l, const char *what,
         (limit < 1 || limit > 1000000))
         rc = dlock__set_error(l->c, DLOCK_EINVAL,
                               "%s: the limit must be 1 to 1000000", what);
+    if (rc == DLOCK_OK && (flags & ~(unsigned)DLOCK_RW_PREFER_READERS))
+        rc = dlock__set_error(l->c, DLOCK_EINVAL, "%s: unknown flags %#x", what,
+                              flags);
     if (rc != DLOCK_OK)
         return rc;
-    return start(out, l, name, kind, limit, opts, cb, ud);
+    return start(out, l, name, kind, limit, flags, opts, cb, ud);
 }
 
 int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
                     const dlock_loop_acquire *opts, dlock_op_cb cb,
                     void *userdata)
 {
-    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, opts, cb,
-                 userdata);
+    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, 0, opts,
+                 cb, userdata);
 }
 
 int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
@@ -738,7 +819,7 @@ int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
                            dlock_op_cb cb, void *userdata)
 {
     return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
-                 limit, opts, cb, userdata);
+                 limit, 0, opts, cb, userdata);
 }
 
 int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
@@ -746,7 +827,15 @@ int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
                             void *userdata)
 {
     return begin(out, l, "dlock_loop_read_acquire", name, DLOCK__KIND_READ, 0,
-                 opts, cb, userdata);
+                 0, opts, cb, userdata);
+}
+
+int dlock_loop_read_acquire_ex(dlock_op **out, dlock_loop *l, const char *name,
+                               unsigned flags, const dlock_loop_acquire *opts,
+                               dlock_op_cb cb, void *userdata)
+{
+    return begin(out, l, "dlock_loop_read_acquire_ex", name, DLOCK__KIND_READ,
+                 0, flags, opts, cb, userdata);
 }
 
 void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)

@@ -184,3 +184,17 @@ int th_not_replicated(dlock_client *c, int rc, const dlock_lock *l,
             dlock_errmsg(c));
     return -1;
 }
+
+int th_pair_start(th_server *master, th_server *replica, int64_t timeout_ms)
+{
+    if (th_server_start(master, NULL) != 0 ||
+        th_server_start(replica, NULL) != 0)
+        return -1;
+    return th_replica_link(replica, master, timeout_ms);
+}
+
+void th_pair_stop(th_server *master, th_server *replica)
+{
+    th_server_stop(replica);
+    th_server_stop(master);
+}

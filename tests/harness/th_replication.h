@@ -87,6 +87,12 @@ dlock_client *th_durable_client(const char *url, int wait_replicas,
 int th_replica_link(th_server *replica, const th_server *master,
                     int64_t timeout_ms);
 
+/* Start master and replica (each its own throwaway redis-server) and
+ * link the replica (th_replica_link, at most timeout_ms): 0, or -1 (on
+ * stderr). th_pair_stop stops both. For a group's setup/teardown. */
+int th_pair_start(th_server *master, th_server *replica, int64_t timeout_ms);
+void th_pair_stop(th_server *master, th_server *replica);
+
 /* Was an acquire refused for want of replicas: rc DLOCK_NOT_REPLICATED
  * and no lock (l NULL)? 0; else -1, with what (the caller's name for it),
  * rc and the client's message on stderr. */

@@ -46,17 +46,13 @@ static th_server master, replica;
 static int setup(void **state)
 {
     (void)state;
-    if (th_server_start(&master, NULL) != 0 ||
-        th_server_start(&replica, NULL) != 0)
-        return -1;
-    return th_replica_link(&replica, &master, LIVE_MS);
+    return th_pair_start(&master, &replica, LIVE_MS);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    th_server_stop(&replica);
-    th_server_stop(&master);
+    th_pair_stop(&master, &replica);
     return 0;
 }
 

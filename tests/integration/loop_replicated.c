@@ -1,0 +1,213 @@
+/*
+ * loop_replicated.c - wait_replicas (WAIT) on a loop over one server
+ * (dlock_loop.h), on a real master with one replica (two throwaway
+ * redis-servers, the second REPLICAOF the first; the client names the
+ * master alone).
+ *
+ * (a) the replica running: a lock, a permit and a reader taken through
+ *     the loop are on the replica when their callbacks run (WAIT 1
+ *     answered first); a renewed hold stays held past its lease.
+ * (b) the replica SIGSTOPped: a lock try, a waiting lock, a permit and
+ *     a reader complete with DLOCK_NOT_REPLICATED (a wait tries again,
+ *     giving each grant back, until its deadline) and nothing is left on
+ *     the master; a fenced set and an extend get DLOCK_NOT_REPLICATED; a
+ *     downgrade too (and neither form is left); a hold the loop renews
+ *     is found lost (renewals too few replicas acknowledged), its reason
+ *     naming the replicas.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "th_loop.h"
+#include "th_replication.h"
+#include "th_shared.h"
+
+static th_server master, replica;
+
+/* WAIT's timeout: each refusal while the replica is stopped costs it. */
+#define WAIT_MS 300
+
+/* Bounded waits for the servers (liveness, not timing). */
+#define LIVE_MS 20000
+
+static int setup(void **state)
+{
+    (void)state;
+    return th_pair_start(&master, &replica, LIVE_MS);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_pair_stop(&master, &replica);
+    return 0;
+}
+
+static dlock_client *wclient(void)
+{
+    th_durable d;
+    dlock_client *c;
+    th_durable_init(&d);
+    d.command_timeout_ms = 2000;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = WAIT_MS;
+    d.wait_strategy = DLOCK_WAIT_NOTIFY;
+    c = th_durable_new(master.url, &d, NULL, 0, NULL);
+    assert_non_null(c);
+    return c;
+}
+
+static void replica_running(void)
+{
+    th_server_resume(&replica);
+    assert_int_equal(th_cmd_int(&master, "WAIT 1 %d", LIVE_MS), 1);
+}
+
+/* Start kind k's acquire of name (0 lock, 1 permit of 1, 2 reader). */
+static void start(dlock_loop *l, int k, const char *name,
+                  const dlock_loop_acquire *o, th_seen *s)
+{
+    int rc = k == 0   ? dlock_loop_lock(NULL, l, name, o, th_note, s)
+             : k == 1 ? dlock_loop_sem_acquire(NULL, l, name, 1, o, th_note, s)
+                      : dlock_loop_read_acquire(NULL, l, name, o, th_note, s);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &s->done), 0);
+}
+
+/* Holds of kind k (as start's) of name on s: the lock hash's existence,
+ * live permits or readers (th_shared_held). */
+static long long held_on(const th_server *s, int k, const char *name)
+{
+    return k == 0 ? th_cmd_int(s, "EXISTS dlock:{%s}", name)
+                  : th_shared_held(s, name, k - 1);
+}
+
+/* Run l until what it sent without waiting (give-backs) is answered. */
+static void drain(dlock_loop *l)
+{
+    int i;
+    for (i = 0; i < 300 && dlock_loop_pending(l) > 0; i++)
+        th_loop_run_for(&l, 1, 10);
+    assert_int_equal(dlock_loop_pending(l), 0);
+}
+
+/* (a) */
+static void test_replicated(void **state)
+{
+    dlock_client *c = wclient();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 300);
+    const char *names[3] = {"lr-a-lock", "lr-a-sem", "lr-a-rd"};
+    int k;
+    (void)state;
+    replica_running();
+    for (k = 0; k < 3; k++) {
+        th_seen s = {0};
+        start(l, k, names[k], &o, &s);
+        assert_int_equal(s.status, DLOCK_OK);
+        /* WAIT 1 answered before the callback: the replica has it. */
+        assert_int_equal(held_on(&replica, k, names[k]), 1);
+        if (k == 0) { /* renewed with WAIT past three leases */
+            th_loop_run_for(&l, 1, 1000);
+            assert_int_equal(dlock_hold_status(s.hold), DLOCK_OK);
+        }
+        assert_int_equal(th_loop_release(l, s.hold), DLOCK_OK);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* (b) */
+static void test_replica_stopped(void **state)
+{
+    dlock_client *c = wclient();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 900);
+    const char *names[3] = {"lr-b-lock", "lr-b-sem", "lr-b-rd"};
+    th_seen held = {0}, x = {0}, f = {0}, d = {0}, ren = {0};
+    const char *why = NULL;
+    int k, w;
+    (void)state;
+    replica_running();
+    /* Held before the replica stops, not renewed (the renewals would fail
+     * meanwhile): for the extend and the downgrade. */
+    o.lease_ms = 30000;
+    o.renew = 0;
+    start(l, 0, "lr-b-held", &o, &held);
+    assert_int_equal(held.status, DLOCK_OK);
+    o.lease_ms = 900;
+    o.renew = 1;
+    th_server_pause(&replica);
+    for (k = 0; k < 3; k++)
+        for (w = 0; w < 2; w++) { /* a try, then a waiting acquire */
+            th_seen s = {0};
+            o.wait_ms = w ? 1000 : 0; /* a wait tries again until then */
+            start(l, k, names[k], &o, &s);
+            assert_int_equal(s.status, DLOCK_NOT_REPLICATED);
+            assert_non_null(strstr(s.err, "replicas"));
+            drain(l);
+            assert_int_equal(held_on(&master, k, names[k]), 0);
+        }
+    o.wait_ms = 0;
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "lr-b-value", 5, "v", 1, th_note, &f),
+        DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &f.done), 0);
+    assert_int_equal(f.status, DLOCK_NOT_REPLICATED);
+    assert_int_equal(dlock_loop_extend(NULL, l, held.hold, 900, th_note, &x),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &x.done), 0);
+    assert_int_equal(x.status, DLOCK_NOT_REPLICATED);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, held.hold, th_note, &d),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &d.done), 0);
+    assert_int_equal(d.status, DLOCK_NOT_REPLICATED);
+    drain(l);
+    assert_int_equal(held_on(&master, 0, "lr-b-held"), 0);
+    assert_int_equal(held_on(&master, 2, "lr-b-held"), 0);
+    assert_int_equal(dlock_hold_status(held.hold), DLOCK_LOST);
+    {
+        th_seen s = {0};
+        assert_int_equal(dlock_loop_release(NULL, l, held.hold, th_note, &s),
+                         DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &s.done), 0);
+        assert_int_equal(s.status, DLOCK_LOST);
+    }
+    /* Renewals WAIT too: with the replica stopped the hold is lost. The
+     * grant needs the replica, the renewals then go without it. */
+    th_server_resume(&replica);
+    start(l, 0, "lr-b-renewed", &o, &ren);
+    assert_int_equal(ren.status, DLOCK_OK);
+    th_server_pause(&replica);
+    th_loop_run_for(&l, 1, 2000);
+    assert_int_equal(dlock_hold_lost_reason(ren.hold, &why), DLOCK_LOST);
+    assert_non_null(strstr(why, "replicas"));
+    th_server_resume(&replica);
+    {
+        th_seen s = {0};
+        assert_int_equal(dlock_loop_release(NULL, l, ren.hold, th_note, &s),
+                         DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &s.done), 0);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replicated),
+        cmocka_unit_test(test_replica_stopped),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
