@@ -557,17 +557,21 @@ def gateway_results(lines):
                "client_cpu_ratio_to_floor": "client_cpu_us_per_req",
                "redis_cpu_ratio_to_floor": "redis_cpu_us_per_req"}
         for rnd, pair in sorted(rounds.items()):
-            if "dlock" not in pair or "floor" not in pair:
+            if "floor" not in pair:
                 continue
-            for name, k in src.items():
-                x = ratio(pair["dlock"].get(k), pair["floor"].get(k))
-                if x is not None:
-                    per[name].append(x)
+            # dlockstr: the string layout's gateway (issue 31), k1000.
+            for impl, pre in (("dlock", ""), ("dlockstr", "string_")):
+                if impl not in pair:
+                    continue
+                for name, k in src.items():
+                    x = ratio(pair[impl].get(k), pair["floor"].get(k))
+                    if x is not None:
+                        per.setdefault(pre + name, []).append(x)
         o = {}
         for name, vals in per.items():
             o[name] = round(statistics.median(vals), 3) if vals else None
             o[name + "_rounds"] = vals
-        for impl in ("dlock", "floor"):
+        for impl in ("dlock", "dlockstr", "floor"):
             ls = [p[impl] for p in rounds.values() if impl in p]
             if not ls:
                 continue
@@ -820,20 +824,40 @@ def main():
     results["holds"] = {
         "k%d" % d["holds"]: {k: v for k, v in d.items() if k != "label"}
         for d in runs.values() if d.get("mode") == "holds"}
-    nr, nrf = runs.get("w1_noretention"), runs.get("w1_noretention_floor")
-    if nr:
-        results["w1_no_retention"] = {
-            "cycles_per_s": nr.get("cycles_per_s"),
-            "ratio_to_floor": ratio(nr.get("cycles_per_s"),
-                                    (nrf or {}).get("cycles_per_s")),
-            "redis_cpu_us_per_cycle": nr.get("redis_cpu_us_per_cycle"),
-            "redis_commands_per_cycle": nr.get("redis_commands_per_cycle"),
-            "floor_redis_cpu_us_per_cycle":
-                (nrf or {}).get("redis_cpu_us_per_cycle"),
+    def w1_vs_floor(label):
+        """A W1 row next to its paired floor (LABEL_floor), or None."""
+        d, f = runs.get(label), runs.get(label + "_floor") or {}
+        if not d:
+            return None
+        return {
+            "cycles_per_s": d.get("cycles_per_s"),
+            "ratio_to_floor": ratio(d.get("cycles_per_s"),
+                                    f.get("cycles_per_s")),
+            "redis_cpu_us_per_cycle": d.get("redis_cpu_us_per_cycle"),
+            "redis_commands_per_cycle": d.get("redis_commands_per_cycle"),
+            "floor_redis_cpu_us_per_cycle": f.get("redis_cpu_us_per_cycle"),
         }
-        v = nr.get("redis_commands_per_cycle")
+
+    nr = w1_vs_floor("w1_noretention")
+    if nr:
+        results["w1_no_retention"] = nr
+        v = nr["redis_commands_per_cycle"]
         target("W1 fair without fence retention <= 6 Redis commands/cycle",
                v, v is not None and v <= 6)
+    # Issue 31: the string layout's W1, without and with fence retention,
+    # each against its own paired floor.
+    for lab in ("w1_string", "w1_string_retained"):
+        sr = w1_vs_floor(lab)
+        if not sr:
+            continue
+        results[lab] = sr
+        if lab == "w1_string":
+            v = sr["redis_commands_per_cycle"]
+            target("W1 string layout without fence retention <= 6 Redis "
+                   "commands/cycle", v, v is not None and v <= 6)
+            r = sr["ratio_to_floor"]
+            target("W1 string layout >= 0.92 x floor", r,
+                   r is not None and r >= 0.92)
     # Keyed "none"/"default" for locks (as before), "<kind>_none" /
     # "<kind>_default" for permits and readers.
     results["memory"] = {

@@ -52,6 +52,8 @@ struct conf {
     /* The clients' fence_retention_ms (--fence-retention); -1: the
      * library's default. */
     int64_t fence_retention_ms;
+    /* --layout string: the clients use DLOCK_LAYOUT_STRING (issue 31). */
+    int string_layout;
     /* memory.c: what each name is (--kind): "lock" (default), "permit"
      * (a semaphore's, limit 2) or "reader" (a read-write lock's). */
     const char *kind;

@@ -127,6 +127,9 @@ dlock_client *make_client(const struct conf *cf)
         o.fence_retention_ms = cf->fence_retention_ms;
     if (dlock_client_new(&c, &o, err, sizeof(err)) != DLOCK_OK)
         die("dlock_client_new: %s", err);
+    if (cf->string_layout &&
+        dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK)
+        die("dlock_client_set_layout: %s", dlock_errmsg(c));
     return c;
 }
 

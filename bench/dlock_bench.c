@@ -220,13 +220,15 @@ static void w1_print(const struct conf *cf, struct w1side *w, int floor,
     memset(&st, 0, sizeof(st));
     if (w->dc)
         dlock_client_stats(w->dc, &st);
-    printf("{\"mode\":\"w1\",\"strategy\":\"%s\",\"nodes\":%zu,"
+    printf("{\"mode\":\"w1\",\"strategy\":\"%s\",\"layout\":\"%s\","
+           "\"nodes\":%zu,"
            "\"floor\":%s,\"paired\":%s,\"cycles\":%ld,"
            "\"cycles_per_s\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
            "\"mean_us\":%.1f,\"requests_per_cycle\":%.3f,"
            "\"redis_cpu_us_per_cycle\":%.1f,"
            "\"redis_commands_per_cycle\":%.2f,\"errors\":%ld}\n",
-           floor ? "raw" : cf->strategy_name, cf->nservers,
+           floor ? "raw" : cf->strategy_name,
+           cf->string_layout && !floor ? "string" : "hash", cf->nservers,
            floor ? "true" : "false", cf->paired ? "true" : "false", w->n,
            w->total ? (double)w->n * 1e9 / (double)w->total : 0.0,
            pct(w->lat, (size_t)w->n, 0.5) / 1e3,
@@ -543,7 +545,7 @@ static void usage(void)
             "       dlock_bench holds -s URL [-k holds] [-n cycles]\n"
             "       dlock_bench memory -s URL [-k names] [-p threads]\n"
             "                          [--kind lock|permit|reader]\n"
-            "       (any mode) [--fence-retention MS]\n"
+            "       (any mode) [--fence-retention MS] [--layout hash|string]\n"
             "       (any mode) [-r RAW_URL] [--wait-replicas N]\n");
     exit(1);
 }
@@ -624,6 +626,9 @@ int main(int argc, char **argv)
             cf.nkeys = atol(v);
         else if (strcmp(a, "--fence-retention") == 0)
             cf.fence_retention_ms = atoll(v);
+        else if (strcmp(a, "--layout") == 0 &&
+                 (strcmp(v, "string") == 0 || strcmp(v, "hash") == 0))
+            cf.string_layout = strcmp(v, "string") == 0;
         else if (strcmp(a, "--kind") == 0 &&
                  (strcmp(v, "lock") == 0 || strcmp(v, "permit") == 0 ||
                   strcmp(v, "reader") == 0))

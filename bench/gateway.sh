@@ -97,7 +97,7 @@ run() {
     gpids=()
     for ((i = 0; i < ng; i++)); do
         "${client_pin[@]}" "$gw" --impl "$impl" --listen 127.0.0.1:0 \
-            -s "$REDIS_URL" --backend-ms 1 --prefix "$prefix" \
+            -s "$REDIS_URL" --backend-ms 1 --prefix "$prefix" ${GW_EXTRA:-} \
             >"$work/gw$i.out" 2>"$work/gw$i.err" &
         gpids+=($!)
     done
@@ -160,6 +160,9 @@ for r in $(seq 1 "$ROUNDS"); do
         run "gw_floor_k$k@$r" floor "$k" "$n" 0 1
         run "gw_dlock_k$k@$r" dlock "$k" "$n" 0 1
     done
+    # Issue 31: the string layout (SET NX PX, GET + DEL) at 1,000 in flight.
+    GW_EXTRA="--layout string" run "gw_dlockstr_k1000@$r" dlock 1000 \
+        "$N1000" 0 1
     run "gw_floor_dup@$r" floor 1000 "$NDUP" 10 2
     run "gw_dlock_dup@$r" dlock 1000 "$NDUP" 10 2
 done

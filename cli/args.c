@@ -55,6 +55,7 @@ static const struct option long_options[] = {
      CLI_OPT_WAIT_REPLICAS_TIMEOUT},
     {"lock-delay", required_argument, NULL, CLI_OPT_LOCK_DELAY},
     {"fence-retention", required_argument, NULL, CLI_OPT_FENCE_RETENTION},
+    {"layout", required_argument, NULL, CLI_OPT_LAYOUT},
     {"verbose", no_argument, NULL, 'v'},
     {"wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
@@ -103,6 +104,7 @@ static int accepts(enum cli_cmd cmd, int opt)
     case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
     case CLI_OPT_LOCK_DELAY:
     case CLI_OPT_FENCE_RETENTION:
+    case CLI_OPT_LAYOUT:
         return 1;
     case 'w':
     case 'n':
@@ -334,6 +336,7 @@ static int client_option(struct cli *o, int opt)
     case CLI_OPT_WAIT_REPLICAS_TIMEOUT:
     case CLI_OPT_LOCK_DELAY:
     case CLI_OPT_FENCE_RETENTION:
+    case CLI_OPT_LAYOUT:
         if (cli_durability_opt(o, opt, optarg, &why) < 0) {
             option_name(opt, name, sizeof name);
             return cli_usage_error(o->cmd_name, "%s '%s': %s", name, optarg,

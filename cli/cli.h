@@ -140,9 +140,10 @@ struct cli {
     int64_t wait_replicas_timeout_ms;
     int64_t lock_delay_ms;
     int64_t fence_retention_ms; /* --fence-retention; -1 when not given */
-    const char *label;          /* run, acquire: --label (holder info) */
-    uint64_t token;             /* check: TOKEN */
-    const char *metrics_file;   /* run: --metrics-file */
+    int layout; /* --layout, DLOCK_LAYOUT: DLOCK_LAYOUT_*; -1 not given */
+    const char *label;        /* run, acquire: --label (holder info) */
+    uint64_t token;           /* check: TOKEN */
+    const char *metrics_file; /* run: --metrics-file */
     /* elect, leader */
     const char *value;      /* elect --value */
     const char *ready_file; /* elect --ready-file */
@@ -150,13 +151,14 @@ struct cli {
 };
 
 /* durability.c: --wait-replicas, --wait-replicas-timeout, --lock-delay,
- * --fence-retention
+ * --fence-retention, --layout
  * (option ids from dlock.c's enum) and the DLOCK_SENTINEL_* variables. */
 enum {
     CLI_OPT_WAIT_REPLICAS = 512,
     CLI_OPT_WAIT_REPLICAS_TIMEOUT,
     CLI_OPT_LOCK_DELAY,
-    CLI_OPT_FENCE_RETENTION
+    CLI_OPT_FENCE_RETENTION,
+    CLI_OPT_LAYOUT
 };
 void cli_durability_init(struct cli *o);
 int cli_durability_opt(struct cli *o, int opt, const char *arg,

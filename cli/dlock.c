@@ -141,11 +141,22 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         opts.holder_label = label;
     }
 
+    /* The string layout records no holder info (dlock.h). */
+    if (!marks && o->layout == DLOCK_LAYOUT_STRING)
+        opts.holder_info = 0;
+
     if (o->verbose && !marks)
         say_servers(o);
 
     rc = dlock_client_new(out, &opts, err, sizeof err);
     free(done_prefix);
+    if (rc == DLOCK_OK && !marks && o->layout == DLOCK_LAYOUT_STRING &&
+        dlock_client_set_layout(*out, DLOCK_LAYOUT_STRING) != DLOCK_OK) {
+        cli_err("--layout string: %s", dlock_errmsg(*out));
+        dlock_client_free(*out);
+        *out = NULL;
+        return CLI_EX_USAGE;
+    }
     if (rc != DLOCK_OK) {
         cli_err("%s%s%s%s", marks ? "the client for the done-markers: " : "",
                 dlock_strerror(rc), *err ? ": " : "", err);

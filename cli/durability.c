@@ -1,9 +1,10 @@
 /*
  * durability.c - the tool's durability and Sentinel settings: --wait-replicas
- * N, --wait-replicas-timeout SECONDS, --lock-delay SECONDS and
- * --fence-retention SECONDS (and their DLOCK_WAIT_REPLICAS,
- * DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY, DLOCK_FENCE_RETENTION
- * variables), and the sentinels' own credentials from DLOCK_SENTINEL_USER
+ * N, --wait-replicas-timeout SECONDS, --lock-delay SECONDS,
+ * --fence-retention SECONDS and --layout hash|string (and their
+ * DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY,
+ * DLOCK_FENCE_RETENTION and DLOCK_LAYOUT variables), and the sentinels'
+ * own credentials from DLOCK_SENTINEL_USER
  * and DLOCK_SENTINEL_PASSWORD (never an option: a command line is
  * readable by every user). dlock.c parses with cli_durability_opt() and
  * fills the client options with cli_durability_apply(). Calls util.c.
@@ -34,6 +35,7 @@ void cli_durability_init(struct cli *o)
     o->wait_replicas_timeout_ms = -1;
     o->lock_delay_ms = -2;
     o->fence_retention_ms = -1;
+    o->layout = -1;
 }
 
 /* Parse VALUE (from option or variable NAME) for setting OPT into o.
@@ -71,6 +73,16 @@ static int take(struct cli *o, int opt, const char *value, const char **why)
         }
         o->fence_retention_ms = ms;
         return 0;
+    case CLI_OPT_LAYOUT:
+        if (strcmp(value, "hash") == 0)
+            o->layout = DLOCK_LAYOUT_HASH;
+        else if (strcmp(value, "string") == 0)
+            o->layout = DLOCK_LAYOUT_STRING;
+        else {
+            *why = "must be hash or string";
+            return -1;
+        }
+        return 0;
     default:
         *why = "unknown setting";
         return -1;
@@ -94,7 +106,8 @@ int cli_durability_apply(struct cli *o, dlock_options *opts,
     } vars[] = {{"DLOCK_WAIT_REPLICAS", CLI_OPT_WAIT_REPLICAS},
                 {"DLOCK_WAIT_REPLICAS_TIMEOUT", CLI_OPT_WAIT_REPLICAS_TIMEOUT},
                 {"DLOCK_LOCK_DELAY", CLI_OPT_LOCK_DELAY},
-                {"DLOCK_FENCE_RETENTION", CLI_OPT_FENCE_RETENTION}};
+                {"DLOCK_FENCE_RETENTION", CLI_OPT_FENCE_RETENTION},
+                {"DLOCK_LAYOUT", CLI_OPT_LAYOUT}};
     size_t i;
     const char *v;
 
@@ -104,7 +117,8 @@ int cli_durability_apply(struct cli *o, dlock_options *opts,
                         ? o->wait_replicas_timeout_ms < 0
                     : vars[i].opt == CLI_OPT_FENCE_RETENTION
                         ? o->fence_retention_ms < 0
-                        : o->lock_delay_ms < -1;
+                    : vars[i].opt == CLI_OPT_LAYOUT ? o->layout < 0
+                                                    : o->lock_delay_ms < -1;
         v = getenv(vars[i].var);
         if (!unset || v == NULL || *v == '\0')
             continue;

@@ -386,6 +386,38 @@ typedef struct dlock_lock dlock_lock;
 DLOCK_EXPORT int dlock_client_new(dlock_client **out, const dlock_options *opts,
                                   char *errbuf, size_t errbuflen);
 
+/* Key layouts of exclusive locks (dlock_client_set_layout). */
+typedef enum dlock_layout {
+    /* The default: a lock is a hash <prefix>:{<name>} (owner -> reentry
+     * count, and marks), with every kind of wait, holder info, fenced
+     * values, read-write locks, elections and Redlock. */
+    DLOCK_LAYOUT_HASH = 0,
+    /* A lock is a string <prefix>:{<name>} = "<owner> <count> <token>"
+     * whose TTL is the lease: the uncontended acquire is one script
+     * doing TIME and SET NX PX, the release GET and DEL (6 Redis
+     * commands a cycle with fence_retention_ms 0, 9 with retention; a
+     * fair try adds an EXISTS of the queue). Exclusive locks of one
+     * server, a Sentinel group or a Cluster only, every wait strategy
+     * (FAIR hands over as the hash layout does). Clients of one name
+     * must all use one layout:
+     * a hash-layout client (or an earlier version) and a string-layout
+     * client refuse each other's holds with DLOCK_EINVAL, and never both
+     * hold (docs/design.md, "The string layout"). */
+    DLOCK_LAYOUT_STRING = 1
+} dlock_layout;
+
+/* Choose the key layout of client's exclusive locks: call it after
+ * dlock_client_new, before the client acquires anything (and before a
+ * dlock_loop is made on it). DLOCK_LAYOUT_STRING is refused
+ * (DLOCK_EINVAL, with a message) for a client of several servers
+ * (Redlock) or with holder_info; any change is refused once the client
+ * holds a lock. With the string layout these calls return DLOCK_EINVAL:
+ * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade; the loop's
+ * read acquire) and elections (dlock_campaign, the loop's campaign);
+ * semaphores and fenced values are unchanged. Returns DLOCK_OK. */
+DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
+                                         dlock_layout layout);
+
 /* Stop the client's threads and close its connections. Locks still held
  * are not released (their leases run out); release or detach every handle
  * first: handles left over can no longer be used, and their small

@@ -502,6 +502,13 @@ gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
         free(b);
         return NULL;
     }
+    if (cfg->string_layout &&
+        dlock_client_set_layout(b->client, DLOCK_LAYOUT_STRING) != DLOCK_OK) {
+        snprintf(err, errlen, "dlock layout: %s", dlock_errmsg(b->client));
+        dlock_client_free(b->client);
+        free(b);
+        return NULL;
+    }
     rc = dlock_loop_new(&b->dl, b->client);
     if (rc != DLOCK_OK) {
         snprintf(err, errlen, "dlock loop: %s: %s", dlock_strerror(rc),

@@ -6,6 +6,7 @@
  *                 [--impl dlock|floor] [--prefix P] [--poll-ms N]
  *                 [--wait-strategy fair|notify|spin]
  *                 [--fence-retention-ms N] [--read fenced|plain]
+ *                 [--layout hash|string]
  *
  * Any method and path. A request with "Idempotency-Key: K": the first for
  * K is processed (a simulated backend: a timer of N ms) and answered 200
@@ -25,7 +26,9 @@
  * released, free lock name keeps its fence record; 0 keeps nothing (no
  * key left per request's name: dlock_options' fence_retention_ms; the
  * tokens of a name's later holds then rest on the server's clock not
- * stepping back). --read (dlock; default fenced): how the holder of K
+ * stepping back). --layout (dlock; default hash): the key layout of
+ * its locks (dlock_client_set_layout; string: SET NX PX and GET + DEL).
+ * --read (dlock; default fenced): how the holder of K
  * looks for a stored result: "fenced", a fenced read with its token once
  * the lock is granted (a processor paused past its lease can then no
  * longer store its result over the newer holder's look); "plain", a
@@ -692,15 +695,17 @@ static void on_signal(uv_signal_t *h, int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
-               "--backend-ms N\n"
-               "                     [--mode wait|reject] [--lease-ms N] "
-               "[--keep-ms N]\n"
-               "                     [--impl dlock|floor] [--prefix P] "
-               "[--poll-ms N]\n"
-               "                     [--wait-strategy fair|notify|spin] "
-               "[--fence-retention-ms N]\n"
-               "                     [--read fenced|plain]\n");
+    fprintf(
+        f,
+        "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
+        "--backend-ms N\n"
+        "                     [--mode wait|reject] [--lease-ms N] "
+        "[--keep-ms N]\n"
+        "                     [--impl dlock|floor] [--prefix P] "
+        "[--poll-ms N]\n"
+        "                     [--wait-strategy fair|notify|spin] "
+        "[--fence-retention-ms N]\n"
+        "                     [--read fenced|plain] [--layout hash|string]\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
@@ -763,6 +768,13 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--fence-retention-ms")) {
             cfg.fence_retention_ms = intarg(a, v);
+            i++;
+        } else if (!strcmp(a, "--layout") && v) {
+            if (strcmp(v, "hash") && strcmp(v, "string")) {
+                fprintf(stderr, "dlock-gateway: --layout hash|string\n");
+                return 2;
+            }
+            cfg.string_layout = !strcmp(v, "string");
             i++;
         } else if (!strcmp(a, "--read") && v) {
             if (!strcmp(v, "fenced") || !strcmp(v, "plain"))

@@ -139,6 +139,36 @@ static int check_options(const dlock_options *o, char *err, size_t errlen)
     return DLOCK_OK;
 }
 
+/* See dlock.h. */
+int dlock_client_set_layout(dlock_client *c, dlock_layout layout)
+{
+    int busy;
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (layout != DLOCK_LAYOUT_HASH && layout != DLOCK_LAYOUT_STRING)
+        return dlock__set_error(c, DLOCK_EINVAL, "unknown layout %d",
+                                (int)layout);
+    pthread_mutex_lock(&c->held_mu);
+    busy = c->held != NULL;
+    pthread_mutex_unlock(&c->held_mu);
+    if (busy)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "layout: the client holds locks; choose the "
+                                "layout before the first acquire");
+    if (layout == DLOCK_LAYOUT_STRING && c->ns.kind == DLOCK__TOPO_REDLOCK)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "layout string: one server, a Sentinel group "
+                                "or a Cluster only, not Redlock over %d "
+                                "servers",
+                                c->ns.n);
+    if (layout == DLOCK_LAYOUT_STRING && c->opts.holder_info)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "layout string: holder_info is not "
+                                "supported");
+    c->layout = layout;
+    return DLOCK_OK;
+}
+
 /* Free everything client_new may have made; c is partly built. */
 static void client_destroy(dlock_client *c)
 {

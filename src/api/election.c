@@ -147,6 +147,8 @@ int dlock_campaign(dlock_election **out, dlock_client *c, const char *name,
         return dlock__set_error(c, DLOCK_EINVAL, "campaign: out is NULL");
     rc = dlock__check_name(c, name);
     if (rc == DLOCK_OK)
+        rc = dlock__layout_refuse(c, "elections");
+    if (rc == DLOCK_OK)
         rc = check_value(c, value);
     if (rc != DLOCK_OK)
         return rc;

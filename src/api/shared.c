@@ -94,6 +94,8 @@ int dlock_rw_acquire_shared(dlock_lock **out, dlock_client *c, const char *name,
     dlock__want w = {.kind = DLOCK__KIND_READ};
     int found = -1, rc = check_common(out, c, name, &found);
 
+    if (rc == DLOCK_OK)
+        rc = dlock__layout_refuse(c, "read locks");
     if (rc != DLOCK_OK)
         return rc;
     if (flags & ~(unsigned)DLOCK_RW_PREFER_READERS)
@@ -277,6 +279,8 @@ static int downgrade_check(dlock_lock **out, dlock_lock *l, int *done)
     h = l->held;
     if (out == NULL)
         return dlock__set_error(l->client, DLOCK_EINVAL, "out is NULL");
+    if (dlock__string_layout(l->client))
+        return dlock__layout_refuse(l->client, "downgrade");
     if (h->k.kind != DLOCK__KIND_LOCK || h->depth != 1)
         return dlock__set_error(l->client, DLOCK_EINVAL,
                                 "downgrade %s: not an exclusive hold held "

@@ -47,7 +47,10 @@
     X(EXTEND_BACK, extend_back)                                                \
     X(CHECK, check)                                                            \
     X(KIND, kind)                                                              \
-    X(RETAKE, retake)
+    X(RETAKE, retake)                                                          \
+    X(S_ACQUIRE, s_acquire)                                                    \
+    X(S_RELEASE, s_release)                                                    \
+    X(S_EXTEND, s_extend)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)

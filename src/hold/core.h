@@ -98,7 +98,24 @@ struct dlock_client {
 
     struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
     dlock__metrics metrics;       /* histograms (metrics.c) */
+    int layout; /* dlock_layout of exclusive locks (client.c) */
 };
+
+/* Whether c's exclusive locks use the string layout (s_*.lua). */
+static inline int dlock__string_layout(const dlock_client *c)
+{
+    return c->layout == DLOCK_LAYOUT_STRING;
+}
+
+/* DLOCK_EINVAL with a message when c uses the string layout, which WHAT
+ * (e.g. "read locks") does not support; else DLOCK_OK. */
+#define dlock__layout_refuse(c, what)                                          \
+    (dlock__string_layout(c)                                                   \
+         ? dlock__set_error((c), DLOCK_EINVAL,                                 \
+                            "%s: not supported with layout string "            \
+                            "(dlock_client_set_layout)",                       \
+                            (what))                                            \
+         : DLOCK_OK)
 
 /* This thread's message buffer for client c (DLOCK__MSGLEN bytes). */
 static inline char *dlock__errbuf(const dlock_client *c)

@@ -37,7 +37,28 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
                              const dlock__held *h, const dlock__want *w,
                              dlock__ask ask, uint64_t ticket)
 {
-    int64_t hint = token_hint(c);
+    int64_t hint;
+    if (dlock__string_layout(c)) {
+        /* s_acquire.lua: a plain try (and a notify or spin waiter's) is
+         * 1 key and 3 arguments, with fence retention 2 and 4; a fair
+         * try adds its mode, a queued attempt also the waiter TTL. */
+        int64_t keep = dlock__fence_retention(c);
+        int fair = ask == DLOCK__ASK_TRY_FAIR || ask == DLOCK__ASK_FIFO;
+        dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
+        dlock__lock_keys(b, &h->k, keep != 0 ? 2 : 1);
+        dlock__cmd_arg(b, h->owner, strlen(h->owner));
+        dlock__cmd_arg_i64(b, w->lease_ms);
+        dlock__cmd_arg_i64(b, h->depth);
+        if (keep != 0 || fair)
+            dlock__cmd_arg_i64(b, keep);
+        if (fair)
+            dlock__cmd_arg(b, ask == DLOCK__ASK_FIFO ? "2" : "1", 1);
+        if (ask == DLOCK__ASK_FIFO)
+            dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+        dlock__cmd_durable(c, &b->cmd);
+        return;
+    }
+    hint = token_hint(c);
     int queue = ask == DLOCK__ASK_FIFO, waiting = ask == DLOCK__ASK_WAIT;
     int fair = queue || ask == DLOCK__ASK_TRY_FAIR;
     /* Without fence retention the mode says so ("a" to "c"). */
@@ -210,6 +231,14 @@ const dlock__kind *dlock__kind_of(int id)
     return &kinds[id];
 }
 
+/* See kind.h. */
+int dlock__extend_script(const dlock_client *c, const dlock__kind *k)
+{
+    if (k->id == DLOCK__KIND_LOCK && dlock__string_layout(c))
+        return DLOCK__S_S_EXTEND;
+    return k->extend_script;
+}
+
 /* ---- refusals, channels --------------------------------------------------- */
 
 /* See kind.h. */
@@ -247,6 +276,8 @@ int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
                                     "%" PRId64 ": change the limit explicitly "
                                     "(dlock_sem_set_limit, dlock limit)",
                                     h->k.name, limit, w->limit);
+        if (why == DLOCK__REFUSED_KIND && strcmp(other, "lock-hash") == 0)
+            return dlock__layout_error(c, h->k.name, "hash");
         if (why == DLOCK__REFUSED_KIND &&
             (strcmp(other, "lock") == 0 || strcmp(other, "semaphore") == 0))
             return dlock__set_error(c, DLOCK_EINVAL, "%s is a %s, not a %s",
@@ -281,9 +312,23 @@ int dlock__foreign_error(dlock_client *c, const char *what, const char *name,
                             what, name, type);
 }
 
+/* See kind.h. */
+int dlock__layout_error(dlock_client *c, const char *name, const char *other)
+{
+    return dlock__set_error(c, DLOCK_EINVAL,
+                            "lock %s is held in the %s layout (by a client "
+                            "with layout %s%s): every client of a name must "
+                            "use one layout (dlock_client_set_layout, "
+                            "--layout)",
+                            name, other, other,
+                            strcmp(other, "hash") == 0
+                                ? ", the default, or an earlier version"
+                                : "");
+}
+
 /* Ask the nodes what NAME's key holds (kind.lua): the first Redis type
  * that is not a lock's hash, in type (len bytes; "" for none), and
- * whether it is a semaphore's (*sem). */
+ * whether it is a semaphore's (*sem 1) or a string-layout lock's (2). */
 static void key_type(dlock_client *c, const char *name, char *type, size_t len,
                      int *sem)
 {
@@ -306,7 +351,7 @@ static void key_type(dlock_client *c, const char *name, char *type, size_t len,
             strcmp(r->element[0]->str, "none") == 0)
             continue;
         snprintf(type, len, "%s", r->element[0]->str);
-        *sem = r->element[1]->integer == 1;
+        *sem = (int)r->element[1]->integer;
     }
     dlock__results_clear(res, c->ns.n);
     free(keys);
@@ -322,6 +367,8 @@ int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
     if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
         return rc;
     key_type(c, name, type, sizeof type, &sem);
+    if (type[0] != '\0' && sem == 2)
+        return dlock__layout_error(c, name, "string");
     if (type[0] != '\0' && !sem)
         return dlock__foreign_error(c, "lock", name, type);
     return dlock__set_error(c, DLOCK_EINVAL,

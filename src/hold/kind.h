@@ -86,6 +86,10 @@ typedef struct dlock__kind {
 /* The entry of kind id (DLOCK__KIND_*). */
 const dlock__kind *dlock__kind_of(int id);
 
+/* The renewal script of k's holds for client c: k->extend_script, but a
+ * lock of the string layout renews with s_extend.lua. */
+int dlock__extend_script(const dlock_client *c, const dlock__kind *k);
+
 /* A script's refusal in reply r: {-2, limit} another limit is stored
  * (*limit set), {-3, kind} the name is another kind (*other set).
  * DLOCK__REFUSED_* or 0 for none. Pure. */
@@ -102,6 +106,10 @@ int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
  * DLOCK_EINVAL saying so ("is a semaphore", or a value not dlock's);
  * other failures keep rc and their message. */
 int dlock__lock_kind_error(dlock_client *c, const char *name, int rc);
+
+/* DLOCK_EINVAL: lock NAME is held in layout OTHER ("hash", "string"),
+ * not the client's (dlock_client_set_layout). */
+int dlock__layout_error(dlock_client *c, const char *name, const char *other);
 
 /* DLOCK_EINVAL: WHAT (e.g. "read-write lock") NAME cannot be had, its
  * key holds a Redis TYPE that dlock did not write (left as it is). */

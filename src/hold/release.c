@@ -22,7 +22,8 @@
 void dlock__lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
 {
     dlock__cmd_key(b, k->key, k->keylen);
-    dlock__cmd_key(b, k->fkey, k->fkeylen);
+    if (nkeys > 1)
+        dlock__cmd_key(b, k->fkey, k->fkeylen);
     if (nkeys > 2)
         dlock__cmd_key(b, k->qkey, k->qkeylen);
     if (nkeys > 3)
@@ -34,6 +35,18 @@ void dlock__lock_keys(dlock__cmdbuf *b, const dlock__keys *k, int nkeys)
 void dlock__lock_release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                              const dlock__keys *k, const dlock__release *r)
 {
+    if (dlock__string_layout(c)) {
+        /* s_release.lua: 1 key and 3 arguments (the fence hash with
+         * retention, the SPUBLISH flag in a Cluster). */
+        dlock__cmd_begin(b, DLOCK__S_S_RELEASE);
+        dlock__lock_keys(b, k, dlock__fence_retention(c) != 0 ? 2 : 1);
+        dlock__cmd_arg(b, r->owner, strlen(r->owner));
+        dlock__cmd_arg_i64(b, r->depth);
+        dlock__cmd_arg_u64(b, r->token);
+        if (c->ns.cluster != NULL)
+            dlock__cmd_arg(b, "1", 1);
+        return;
+    }
     dlock__cmd_begin(b, DLOCK__S_RELEASE);
     dlock__lock_keys(b, k, 4);
     dlock__cmd_arg(b, r->owner, strlen(r->owner));

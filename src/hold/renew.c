@@ -105,8 +105,8 @@ static int ext_build(dlock_client *c, ext_call *e, dlock__held **hs,
             ik += e->keylens[n + i] + 1;
         }
     }
-    e->cmd = (dlock__cmd){.script =
-                              info ? DLOCK__S_HOLDER_EXTEND : kd->extend_script,
+    e->cmd = (dlock__cmd){.script = info ? DLOCK__S_HOLDER_EXTEND
+                                         : dlock__extend_script(c, kd),
                           .nkeys = nk,
                           .keys = e->keys,
                           .keylens = e->keylens,

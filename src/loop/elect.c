@@ -77,6 +77,8 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
         return DLOCK_EINVAL;
     if (dloop__mn_refuse(l, "dlock_loop_campaign") != DLOCK_OK)
         return DLOCK_EINVAL;
+    if (dlock__layout_refuse(l->c, "elections") != DLOCK_OK)
+        return DLOCK_EINVAL;
     if (len > DLOCK_VALUE_MAX)
         return dlock__set_error(l->c, DLOCK_EINVAL,
                                 "dlock_loop_campaign: the value is longer "

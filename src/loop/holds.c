@@ -141,8 +141,8 @@ static int send_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
         args[2 * i + 1] = num[i];
         al[2 * i + 1] = dlock__fmt_i64(num[i], hs[i]->lease_ms);
     }
-    rc = dloop__send(l, kd->extend_script, per * n, keys, kl, 2 * n, args, al,
-                     fn, ctx, out);
+    rc = dloop__send(l, dlock__extend_script(l->c, kd), per * n, keys, kl,
+                     2 * n, args, al, fn, ctx, out);
     free(keys);
     free(kl);
     free(num);

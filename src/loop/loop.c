@@ -3,8 +3,9 @@
  * state every file of src/loop/ shares (loop_impl.h), the pools of
  * blocks, the "process has work" signal (the eventfd), the completion
  * queue, new operations, and what a program reads of an operation or a
- * hold. It calls no other file of src/loop/: what it needs from the ones
- * above (an op's end) goes through the loop's hooks, which
+ * hold that is only stored (its name, token, owner; query.c: its status
+ * and validity). It calls no other file of src/loop/: what it needs from
+ * the ones above (an op's end) goes through the loop's hooks, which
  * dlock_loop_new (drive.c) sets.
  */
 #include <stdarg.h>
@@ -66,8 +67,7 @@ void dloop__complete(dlock_op *op, int status, const char *fmt, ...)
         va_end(ap);
     }
     op->status = status;
-    dloop__ev_op_ended(op, status);
-    l->op_end(op); /* detaches its request, subscription, sleep */
+    l->op_end(op); /* its event; detaches its request, subscription, sleep */
     op->state = ST_DONE;
     if (op->prev != NULL)
         op->prev->next = op->next;
@@ -187,28 +187,4 @@ uint64_t dlock_hold_token(const dlock_hold *h)
 const char *dlock_hold_owner(const dlock_hold *h)
 {
     return h != NULL ? h->owner : "";
-}
-
-int64_t dlock_hold_validity_ms(const dlock_hold *h)
-{
-    int64_t left;
-    if (h == NULL || h->status != DLOCK_OK)
-        return 0;
-    if (h->wd != NULL) { /* the watchdog renews it */
-        dloop__wd_status(h, &left, NULL);
-        return left;
-    }
-    left = h->valid_until - dlock__now_ms();
-    return left > 0 ? left : 0;
-}
-
-int dlock_hold_status(const dlock_hold *h)
-{
-    if (h == NULL)
-        return DLOCK_EINVAL;
-    if (h->status == DLOCK_OK && h->wd != NULL)
-        return dloop__wd_status(h, NULL, NULL);
-    if (h->status == DLOCK_OK && dlock__now_ms() >= h->valid_until)
-        return DLOCK_NOT_OWNER;
-    return h->status;
 }

@@ -2,18 +2,18 @@
  * loop_impl.h - the event-loop API's state (include/dlock_loop.h), shared
  * by src/loop/, and each file's functions that others call. The files
  * form layers, each calling only the ones below it (design.md's code
- * map): otimer.c (the waiting ops' clock, calls nothing), events.c
- * (metrics and events), watchdog.c (the client's watchdog as a renewer:
- * the hold tier only) < loop.c (the object's ground: pools, completion)
- * < lheap.c (the holds' clock), lconn.c (the command connection and the
+ * map): loop.c (the object's ground: pools, completion) < lheap.c (the
+ * holds' clock), otimer.c (the waiting ops' clock; calls nothing),
+ * events.c (metrics and events), watchdog.c (the client's watchdog as a
+ * renewer: the hold tier only), lconn.c (the command connection and the
  * subscriber) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c < ops.c
  * (the acquire on one server, the waits) < multi_node.c (the engine's
  * jobs) < node_holds.c, elect.c, fenced.c < holds.c (release, extend,
  * renewal), downgrade.c < multi.c < query.c < drive.c (new, process,
  * free). What a lower file needs from an upper one goes through a hook:
- * the loop's, set by dlock_loop_new, or an op's, set by its maker. Above the
- * engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
+ * the loop's, set by dlock_loop_new, or an op's, set by its maker. Above
+ * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
  * and core.h (the client); nothing below imports it.
  */
 #ifndef DLOCK_LOOP_IMPL_H
@@ -258,9 +258,9 @@ struct dlock_loop {
     lpool op_pool, req_pool, hold_pool;
     /* Hooks: what a file of src/loop/ needs from one above it, set by
      * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
-     * detach it, give back what it may hold (ops.c); the subscriber's
-     * events for the waiters (lconn.c to ops.c); an acquire on an engine
-     * loop (ops.c to multi_node.c). */
+     * its event, detach it, give back what it may hold (ops.c); the
+     * subscriber's events for the waiters (lconn.c to ops.c); an acquire
+     * on an engine loop (ops.c to multi_node.c). */
     void (*op_end)(dlock_op *op);
     void (*on_message)(struct dlock_loop *l, lsub *s, const char *msg,
                        size_t len);

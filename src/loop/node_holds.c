@@ -144,7 +144,7 @@ static int extend_cmds(mjob *j, const lbatch *b)
     for (i = 0; i < (fixed ? 1 : n); i++) {
         dlock__cmd *cmd = &j->cmds[i];
         int m = fixed ? n : 1;
-        cmd->script = kd->extend_script;
+        cmd->script = dlock__extend_script(j->l->c, kd);
         cmd->nkeys = per * m;
         cmd->keys = j->ks + per * i;
         cmd->keylens = j->kls + per * i;

@@ -236,12 +236,14 @@ static void gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     dloop__hold_unref(h);
 }
 
-/* op is ending (completion or cancel): detach it from its request,
- * subscriptions and sleep; an acquire not granted gives back what it may
- * hold (the request out, an answer lost, its fair queue place). */
+/* op is ending (completion or cancel): its metrics and event
+ * (events.c), then detach it from its request, subscriptions and sleep;
+ * an acquire not granted gives back what it may hold (the request out,
+ * an answer lost, its fair queue place). */
 void dloop__op_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
+    dloop__ev_op_ended(op, op->status); /* first: it reads op->hold */
     unsub(op);
     timed_set(op, 0);
     if (op->end != NULL) { /* an engine loop's op, several locks' */
@@ -484,6 +486,15 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, DLOCK_EINVAL,
                         "%s: the semaphore exists with the limit %lld",
                         op->hold->k.name, dlock__elem_int(r, 1));
+        return;
+    }
+    if (dlock__elem_int(r, 0) == -3 && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[1]->str, "lock-hash") == 0) {
+        dloop__complete(op, DLOCK_EINVAL,
+                        "%s: the lock is held in the hash layout; every "
+                        "client of a name must use one layout",
+                        op->hold->k.name);
         return;
     }
     if (dlock__elem_int(r, 0) == -3) {
@@ -794,6 +805,8 @@ static int begin(dlock_op **out, dlock_loop *l, const char *what,
         opts = &def;
     }
     rc = check_acquire(l, what, name, opts, cb);
+    if (rc == DLOCK_OK && kind == DLOCK__KIND_READ)
+        rc = dlock__layout_refuse(l->c, "read locks");
     if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
         (limit < 1 || limit > 1000000))
         rc = dlock__set_error(l->c, DLOCK_EINVAL,

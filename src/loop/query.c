@@ -3,7 +3,8 @@
  * (include/dlock_loop.h): whether the loop still has work out (to let
  * give-backs reach the server before the program exits), an operation's
  * last failed attempt while it waits on (to say that the servers fail),
- * and why a hold was lost. The dlock tool uses them for run, acquire and
+ * a hold's status and validity left (the client's watchdog's when it
+ * renews the hold), and why a hold was lost. The dlock tool uses them for run, acquire and
  * elect.
  */
 #include <stdio.h>
@@ -32,6 +33,30 @@ int dlock_op_last_failure(const dlock_op *op, const char **msg)
     if (msg != NULL)
         *msg = op != NULL && op->last_rc != DLOCK_OK ? op->err : "";
     return op != NULL ? op->last_rc : DLOCK_OK;
+}
+
+int64_t dlock_hold_validity_ms(const dlock_hold *h)
+{
+    int64_t left;
+    if (h == NULL || h->status != DLOCK_OK)
+        return 0;
+    if (h->wd != NULL) { /* the watchdog renews it */
+        dloop__wd_status(h, &left, NULL);
+        return left;
+    }
+    left = h->valid_until - dlock__now_ms();
+    return left > 0 ? left : 0;
+}
+
+int dlock_hold_status(const dlock_hold *h)
+{
+    if (h == NULL)
+        return DLOCK_EINVAL;
+    if (h->status == DLOCK_OK && h->wd != NULL)
+        return dloop__wd_status(h, NULL, NULL);
+    if (h->status == DLOCK_OK && dlock__now_ms() >= h->valid_until)
+        return DLOCK_NOT_OWNER;
+    return h->status;
 }
 
 int dlock_hold_lost_reason(const dlock_hold *h, const char **why)

@@ -1,7 +1,8 @@
 -- check.lua: is a token the fencing token of a live hold of this name?
 -- (dlock_lock_check, src/api/check.c). Read-only.
 --
--- KEYS[1]  the lock hash, or the semaphore's zset <prefix>:{<name>}
+-- KEYS[1]  the lock hash (the string of the string layout), or the
+--          semaphore's zset <prefix>:{<name>}
 -- KEYS[2]  the fence hash: n = the last token granted; t:<owner> = the
 --          token of a reader or a permit
 -- KEYS[3]  the readers' zset (read-write lock)
@@ -55,5 +56,18 @@ if ty == 'hash' then
     end
 elseif ty == 'zset' then
     live(KEYS[1])
+elseif ty == 'string' then
+    -- A lock of the string layout (s_acquire.lua): its value carries the
+    -- holder's token.
+    local v = string.match(redis.call('GET', KEYS[1]), '^%S+ %d+ (%d+)')
+    if v then
+        held = 1
+        if #v > #n or (#v == #n and v > n) then
+            n = v
+        end
+        if v == tok then
+            holds = 1
+        end
+    end
 end
 return {holds, held, tonumber(n)}

@@ -2,7 +2,8 @@
 -- replicas acknowledged it: a failover could lose it): set the lease
 -- back to what the holder still counts on, never longer than it is now.
 --
--- KEYS[1]  the lock hash (a lock, a reader's lock), or the semaphore
+-- KEYS[1]  the lock hash (a lock, a reader's lock; a lock's string in
+--          the string layout, s_acquire.lua), or the semaphore
 -- KEYS[2]  a reader: the readers' zset (see rw_acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the lease left that the holder counts on, ms (> 0)
@@ -13,8 +14,11 @@
 --@include rw_cover.luainc
 local owner, left, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if kind == 'l' then
-    if redis.call('TYPE', KEYS[1]).ok == 'hash' and
-        redis.call('HEXISTS', KEYS[1], owner) == 1 and
+    local ty = redis.call('TYPE', KEYS[1]).ok
+    if ((ty == 'hash' and redis.call('HEXISTS', KEYS[1], owner) == 1) or
+        (ty == 'string' and
+         string.sub(redis.call('GET', KEYS[1]), 1, #owner + 1) ==
+         owner .. ' ')) and
         redis.call('PTTL', KEYS[1]) > left then
         redis.call('PEXPIRE', KEYS[1], left)
         return 1

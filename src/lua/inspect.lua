@@ -12,12 +12,27 @@
 -- earlier hold: never shown as the holder's).
 -- pttl is -2 when the lock is free.
 local pttl = redis.call('PTTL', KEYS[1])
-local fields = redis.call('HGETALL', KEYS[1])
+local fields, held = {}, 0
+if redis.call('TYPE', KEYS[1]).ok == 'string' then
+    -- A lock of the string layout (s_acquire.lua), shown as the hash
+    -- layout's fields: owner -> count, '#t' the token, '#l' its mark.
+    local o, c, t, m = string.match(redis.call('GET', KEYS[1]),
+                                    '^(%S+) (%d+) (%d+)(.*)$')
+    if o then
+        fields = {o, c, '#t', t}
+        if m ~= '' then
+            fields[5], fields[6] = '#l', '1'
+        end
+        held = tonumber(t)
+    end
+elseif pttl ~= -2 then
+    fields = redis.call('HGETALL', KEYS[1])
+    held = tonumber(redis.call('HGET', KEYS[1], '#t') or '0')
+end
 -- The last token: the fence hash's n, or the hold's '#t' in the lock hash
 -- (kept there without fence retention; fields starting with '#' are
 -- marks, not owners), the higher.
 local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
-local held = tonumber(redis.call('HGET', KEYS[1], '#t') or '0')
 if held > n then
     n = held
 end
@@ -25,7 +40,8 @@ local out = {pttl, fields, n, redis.call('ZCARD', KEYS[3])}
 if KEYS[4] then
     local info = {}
     local o = redis.call('HGET', KEYS[4], 'o')
-    if o and redis.call('HEXISTS', KEYS[1], o) == 1 then
+    if o and redis.call('TYPE', KEYS[1]).ok == 'hash' and
+        redis.call('HEXISTS', KEYS[1], o) == 1 then
         info = redis.call('HGETALL', KEYS[4])
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

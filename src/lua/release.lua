@@ -62,13 +62,7 @@ local owner = ARGV[1]
 local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 local t, sec, us, now_ms, handoff, retain
 
-local function announce(ch, msg)
-    local r = redis.pcall(publish, ch, msg)
-    if type(r) == 'table' and r.err then
-        return 4
-    end
-    return 1
-end
+--@include announce.luainc
 
 -- The lock is free and nobody queued: announce 'r ID' where the hold was
 -- marked ('#l': someone found it busy and may be waiting for this; see

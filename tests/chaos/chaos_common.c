@@ -83,6 +83,17 @@ dlock_client *chaos_client(const dlock_options *o)
                 dlock_status_name(rc), err);
         return NULL;
     }
+    /* Issue 31: CHAOS_LAYOUT=string puts the clients that can use it
+     * (one server, notify or spin) in the string layout; the others
+     * (Redlock, fair) keep the hash layout, which is said once. */
+    keep = getenv("CHAOS_LAYOUT");
+    if (keep != NULL && strcmp(keep, "string") == 0 &&
+        dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK) {
+        static int said;
+        if (!said++)
+            fprintf(stderr, "%s: CHAOS_LAYOUT=string not applied: %s\n",
+                    program_invocation_short_name, dlock_errmsg(c));
+    }
     return c;
 }
 

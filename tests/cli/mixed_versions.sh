@@ -52,19 +52,29 @@ printf '#!/bin/sh\nexec "%s" "$@"\n' "$OLD" >"$T/bin/old"
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$DLOCK_BIN" >"$T/bin/new"
 printf '#!/bin/sh\nDLOCK_FENCE_RETENTION=0 exec "%s" "$@"\n' "$DLOCK_BIN" \
     >"$T/bin/new0"
-chmod +x "$T/bin/old" "$T/bin/new" "$T/bin/new0"
+printf '#!/bin/sh\nDLOCK_LAYOUT=string DLOCK_FENCE_RETENTION=0 exec "%s" "$@"\n' \
+    "$DLOCK_BIN" >"$T/bin/newS"
+chmod +x "$T/bin/old" "$T/bin/new" "$T/bin/new0" "$T/bin/newS"
 PATH=$T/bin:$PATH
+
+# hold_bg HOLDER NAME: HOLDER holds NAME in the background (dlock run,
+# 3 s); returns once it holds (checked), its pid in $BG.
+hold_bg() {
+    local holder=$1 name=$2
+    rm -f "$T/held"
+    spawn_bg "$holder" run -l 10 "$name" -- sh -c 'touch "$1"; sleep 3' sh \
+        "$T/held"
+    local end=$(($(now_ms) + 10000))
+    while [ ! -f "$T/held" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
+    check "$holder holds $name" test -f "$T/held"
+}
 
 # holder_then_try HOLDER TRIER NAME: HOLDER holds NAME (dlock run, 3 s);
 # TRIER's non-blocking try must find it busy (conflict status 42).
 holder_then_try() {
     local holder=$1 trier=$2 name=$3
-    rm -f "$T/held"
-    spawn_bg "$holder" run -l 10 "$name" -- sh -c 'touch "$1"; sleep 3' sh \
-        "$T/held"
-    local h=$BG end=$(($(now_ms) + 10000))
-    while [ ! -f "$T/held" ] && [ "$(now_ms)" -lt "$end" ]; do sleep 0.02; done
-    check "$holder holds $name" test -f "$T/held"
+    hold_bg "$holder" "$name"
+    local h=$BG
     expect_status 42 "$trier finds $name held by $holder" \
         "$trier" run -n -E 42 "$name" -- true
     wait_pid "$h" 30 || fail "$holder's hold did not end"
@@ -90,6 +100,29 @@ holder_then_try new old mv-c
 holder_then_try new0 old mv-d
 holder_then_try new0 new mv-e
 holder_then_try new new0 mv-f
+
+# The string layout (issue 31, --layout string) beside the hash layout of
+# the previous release and of this one: they refuse each other (a status
+# other than 0 and the conflict code: never both hold), and the trier
+# takes the name once the holder released it.
+holder_then_refused() {
+    local holder=$1 trier=$2 name=$3
+    hold_bg "$holder" "$name"
+    local h=$BG
+    timeout -k 5 60 "$trier" run -n -E 42 "$name" -- touch "$T/both" \
+        >"$T/out" 2>"$T/err"
+    local st=$?
+    check "$trier is refused on $name held by $holder (status $st)" \
+        test "$st" != 0 -a "$st" != 42
+    check "... and never ran beside it" test ! -f "$T/both"
+    wait_pid "$h" 30 || fail "$holder's hold did not end"
+    expect_status 0 "$trier takes $name once $holder released it" \
+        "$trier" run -n -E 42 "$name" -- true
+}
+holder_then_refused old newS mv-s1
+holder_then_refused newS old mv-s2
+holder_then_refused new newS mv-s3
+holder_then_refused newS new mv-s4
 
 # A reader of one version waiting for a writer of the other (readers
 # wait by notification): it gets in only after the writer's command has

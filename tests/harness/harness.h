@@ -118,6 +118,13 @@ struct dlock_client *th_client(const char *const *urls, size_t n, int strategy,
 /* A default (fair) client of one server url with the fence retention
  * keep_ms (issue 31; th_client.c). NULL as th_client. */
 struct dlock_client *th_client_keep(const char *url, int64_t keep_ms);
+/* A notify client of one server url in the string layout
+ * (dlock_client_set_layout) with the fence retention keep_ms. NULL as
+ * th_client. */
+struct dlock_client *th_client_string(const char *url, int64_t keep_ms);
+/* The same with wait strategy strategy (DLOCK_WAIT_*). */
+struct dlock_client *th_client_string_wait(const char *url, int64_t keep_ms,
+                                           int strategy);
 
 /* th_client logging in as ACL user USER with PASSWORD (NULL: the URL's). */
 struct dlock_client *th_client_user(const char *const *urls, size_t n,

@@ -35,6 +35,34 @@ dlock_client *th_client_keep(const char *url, int64_t keep_ms)
 }
 
 /* See harness.h. */
+dlock_client *th_client_string(const char *url, int64_t keep_ms)
+{
+    return th_client_string_wait(url, keep_ms, DLOCK_WAIT_NOTIFY);
+}
+
+/* See harness.h. */
+dlock_client *th_client_string_wait(const char *url, int64_t keep_ms,
+                                    int strategy)
+{
+    dlock_options o;
+    dlock_client *c;
+    dlock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = th_ca_file();
+    o.fence_retention_ms = keep_ms;
+    o.wait_strategy = (dlock_wait_strategy)strategy;
+    c = make(&o);
+    if (c != NULL &&
+        dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK) {
+        fprintf(stderr, "th_client_string: %s\n", dlock_errmsg(c));
+        dlock_client_free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* See harness.h. */
 dlock_client *th_client(const char *const *urls, size_t n, int strategy,
                         int64_t cmd_timeout_ms, int64_t connect_timeout_ms)
 {

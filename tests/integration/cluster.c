@@ -393,13 +393,15 @@ static void start_waiter(th_waiter *w, dlock_client *c, const char *name)
 /* A waiter gets the lock on release although the holder's lease (60 s)
  * is longer than its wait (20 s): only a release message can wake it in
  * time. strategy: notify (SPUBLISH of "r ID") or fair (the handoff). */
-static void wakeup(int strategy, const char *name)
+static void wakeup(int strategy, const char *name, dlock_layout layout)
 {
     dlock_client *holder = cclient(DLOCK_WAIT_NOTIFY, 0);
     dlock_client *wc = cclient(strategy, 0);
     dlock_lock *l = NULL;
     th_waiter w;
     dlock_stats st;
+    assert_int_equal(dlock_client_set_layout(holder, layout), DLOCK_OK);
+    assert_int_equal(dlock_client_set_layout(wc, layout), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(&l, holder, name, 0, 60000), DLOCK_OK);
     start_waiter(&w, wc, name);
     /* Until the waiter has gone to sleep (bounded). */
@@ -427,13 +429,28 @@ static void wakeup(int strategy, const char *name)
 static void test_wakeup_notify(void **state)
 {
     (void)state;
-    wakeup(DLOCK_WAIT_NOTIFY, "c-wake");
+    wakeup(DLOCK_WAIT_NOTIFY, "c-wake", DLOCK_LAYOUT_HASH);
+}
+
+/* The string layout (issue 31) in a Cluster: its scripts name the queue
+ * and the channels from the lock key (one slot), and announce with
+ * SPUBLISH. */
+static void test_wakeup_notify_string(void **state)
+{
+    (void)state;
+    wakeup(DLOCK_WAIT_NOTIFY, "c-wake-s", DLOCK_LAYOUT_STRING);
+}
+
+static void test_wakeup_fair_string(void **state)
+{
+    (void)state;
+    wakeup(DLOCK_WAIT_FAIR, "c-wake-fair-s", DLOCK_LAYOUT_STRING);
 }
 
 static void test_wakeup_fair(void **state)
 {
     (void)state;
-    wakeup(DLOCK_WAIT_FAIR, "c-wake-fair");
+    wakeup(DLOCK_WAIT_FAIR, "c-wake-fair", DLOCK_LAYOUT_HASH);
 }
 
 /* ---- slot migration ----------------------------------------------------- */
@@ -668,6 +685,8 @@ int main(void)
         cmocka_unit_test(test_renew_many_slots),
         cmocka_unit_test(test_wakeup_notify),
         cmocka_unit_test(test_wakeup_fair),
+        cmocka_unit_test(test_wakeup_notify_string),
+        cmocka_unit_test(test_wakeup_fair_string),
         cmocka_unit_test(test_migrate_mid_hold),
         cmocka_unit_test(test_migrate_waiter),
         cmocka_unit_test(test_failover_mid_run),

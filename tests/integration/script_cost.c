@@ -43,6 +43,22 @@
  * which the measured waiter is. */
 #define JOIN_BUDGET 13
 #define HANDOVER_BUDGET 12 /* a release that hands to the next waiter */
+/* The string layout (dlock_client_set_layout) without fence retention:
+ * TIME and SET NX PX; GET and DEL; the two EVALSHAs (issue 31: <= 6). */
+#define CYCLE_BUDGET_STRING 6
+/* The same with retention: also the fence hash's HMGET and HSET n, and
+ * the release's HSET r. */
+#define CYCLE_BUDGET_STRING_RETAINED 9
+/* A fair client of the string layout without retention: the fair try
+ * adds the EXISTS of the queue (a queue outlives a holder that died). */
+#define CYCLE_BUDGET_STRING_FAIR 7
+/* Its busy try (EXISTS of the queue, TIME, SET NX, GET, PTTL),
+ * SUBSCRIBE and queueing attempt (GET, TIME, 2 ZADD, SET of the mark
+ * 'q', PTTL), and the two EVALSHAs. */
+#define JOIN_BUDGET_STRING 14
+/* GET, TIME, ZPOPMIN, ZSCORE, ZREM, SET of the new holder, PUBLISH and
+ * the EVALSHA (the hash layout's is 12). */
+#define HANDOVER_BUDGET_STRING 8
 
 #define RETAIN_MS 604800000LL /* DLOCK__FENCE_RETENTION_MS */
 
@@ -163,6 +179,48 @@ static void test_uncontended_cycle_no_retention(void **state)
           CYCLE_BUDGET_NO_RETENTION);
 }
 
+/* A string-layout client (issue 31) without fence retention. */
+static dlock_client *client_string(int64_t keep_ms)
+{
+    dlock_client *c = th_client_string(th_url(&srv), keep_ms);
+    assert_non_null(c);
+    return c;
+}
+
+/* The string layout's uncontended cycle: SET NX PX and GET + DEL. */
+static void test_uncontended_cycle_string(void **state)
+{
+    (void)state;
+    cycle(client_string(0), "sc-str", "uncontended cycle, string layout",
+          CYCLE_BUDGET_STRING);
+}
+
+/* The same with the default fence retention. */
+static void test_uncontended_cycle_string_retained(void **state)
+{
+    (void)state;
+    cycle(client_string(RETAIN_MS), "sc-str-keep",
+          "uncontended cycle, string layout, retention",
+          CYCLE_BUDGET_STRING_RETAINED);
+}
+
+/* A fair string-layout client without fence retention. */
+static dlock_client *client_string_fair(void)
+{
+    dlock_client *c = th_client_string_wait(th_url(&srv), 0, DLOCK_WAIT_FAIR);
+    assert_non_null(c);
+    return c;
+}
+
+/* The fair string-layout cycle: EXISTS of the queue, SET NX PX; GET +
+ * DEL. */
+static void test_uncontended_cycle_string_fair(void **state)
+{
+    (void)state;
+    cycle(client_string_fair(), "sc-str-fair",
+          "uncontended cycle, string layout, fair", CYCLE_BUDGET_STRING_FAIR);
+}
+
 /* Wait (bounded) until NAME's fair queue holds n waiters. */
 static void await_queued(const char *name, long long n)
 {
@@ -222,6 +280,14 @@ static void test_contended(void **state)
 {
     (void)state;
     contended(client, "sc-busy", JOIN_BUDGET, HANDOVER_BUDGET);
+}
+
+/* The string layout's way into the queue and hand-over (issue 31). */
+static void test_contended_string(void **state)
+{
+    (void)state;
+    contended(client_string_fair, "sc-busy-str", JOIN_BUDGET_STRING,
+              HANDOVER_BUDGET_STRING);
 }
 
 /* Without fence retention: the first time a name is contended its
@@ -324,7 +390,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncontended_cycle),
         cmocka_unit_test(test_uncontended_cycle_no_retention),
+        cmocka_unit_test(test_uncontended_cycle_string),
+        cmocka_unit_test(test_uncontended_cycle_string_retained),
+        cmocka_unit_test(test_uncontended_cycle_string_fair),
         cmocka_unit_test(test_contended),
+        cmocka_unit_test(test_contended_string),
         cmocka_unit_test(test_contended_no_retention),
         cmocka_unit_test(test_contended_mixed_retention),
         cmocka_unit_test(test_fence_retention),

@@ -1,0 +1,207 @@
+-- s_acquire.lua: take or re-enter an exclusive lock in the string layout
+-- (dlock_client_set_layout, DLOCK_LAYOUT_STRING; docs/design.md, "The
+-- string layout"). One server or a Cluster.
+--
+-- KEYS[1]  the lock key <prefix>:{<name>}, a STRING while held:
+--          "<owner> <count> <token>" and marks after a space: 'l' someone
+--          found it busy and may wait for its release (the release
+--          publishes 'r TOKEN' on the lock channel), 'q' a fair waiter
+--          queued behind it (the release hands it over); its TTL is the
+--          lease
+-- KEYS[2]  with fence retention (or a fair mode) only: the fence hash
+--          <prefix>:{<name>}:f (n = last token granted, d = the server
+--          second from which a grant renews its TTL, as acquire.lua)
+-- ARGV[1]  owner id (no spaces)
+-- ARGV[2]  lease in ms (> 0)
+-- ARGV[3]  reentry depth the client believes this owner has now (0: a
+--          fresh acquire)
+-- ARGV[4]  (optional) the fence retention in ms, "0" for none. Not sent
+--          (nor KEYS[2]) for a plain acquire without retention: the token
+--          is the server's time in us and nothing but the lock key is
+--          touched. (Every key and argument costs Redis about 1k
+--          instructions a call: docs/benchmarks.md.)
+-- ARGV[5]  (optional) mode: "1" fair try (busy while anyone is queued;
+--          does not join), "2" fair queue (joins the queue, or refreshes
+--          its place; takes a free lock as the first live waiter)
+-- ARGV[6]  mode 2: the waiter time-to-live in ms
+-- The fair queue is acquire.lua's: <key>:q (owner -> ticket, the server's
+-- time in us at its first queueing) and <key>:qt (owner -> deadline ms *
+-- 2048 + the lease a handoff gives it), named from KEYS[1] (the same hash
+-- slot).
+--
+-- Returns as acquire.lua:
+--   {1, token, depth}  acquired (or a retry of an applied acquire, or a
+--                      handoff found and confirmed, with the lease asked)
+--   {0, pttl}          not acquired (pttl -2: free, but a live waiter is
+--                      queued first)
+--   {0, pttl, n}       mode 2: queued; n = the last token granted, never
+--                      below the server's time in us (a handoff whose
+--                      token is not above n was made before this call)
+--   {-1, depth}        the owner's count is not what the client believes
+--   {-3, kind}         the key is not this layout's: 'lock-hash' (a lock
+--                      of the hash layout: another client, or an earlier
+--                      version), or the Redis type of a value dlock did
+--                      not write; nothing changed
+-- The fresh, uncontended plain acquire is TIME and SET NX PX (with
+-- retention also the fence hash's HMGET and HSET); a fair try adds the
+-- EXISTS of the queue: a queue outlives a holder that died (its key
+-- expires), and its waiters go first.
+local owner, keep, mode = ARGV[1], ARGV[4], ARGV[5] or '0'
+if keep == '0' then
+    keep = nil
+end
+local tm
+-- The common case first, before anything else is set up (every closure
+-- and string made costs Redis instructions on every call): a fresh plain
+-- acquire, or a fresh fair try where nobody is queued. (A queued attempt,
+-- mode 2, found the lock busy before and rarely finds it free now.)
+if ARGV[3] == '0' and (mode == '0' or (mode == '1' and
+    redis.call('EXISTS', KEYS[1] .. ':q') == 0)) then
+    tm = redis.call('TIME')
+--@include s_token.luainc
+    if redis.call('SET', KEYS[1], owner .. ' 1 ' .. tok, 'NX', 'PX',
+                  ARGV[2]) then
+--@include s_record.luainc
+        return {1, tok, 1}
+    end
+end
+local q, qt = KEYS[1] .. ':q', KEYS[1] .. ':qt'
+
+-- The token of a fresh grant and whether the fence hash's TTL is due.
+local function token()
+    tm = tm or redis.call('TIME')
+--@include s_token.luainc
+    return tok, renew
+end
+
+-- Record a grant's token in the fence hash (with retention).
+local function record(tok, renew)
+--@include s_record.luainc
+end
+
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err then
+    local ty = redis.call('TYPE', KEYS[1]).ok
+    return {-3, ty == 'hash' and 'lock-hash' or ty}
+end
+local expect = tonumber(ARGV[3])
+local o, n, tok, marks
+if v then
+    o, n, tok, marks = string.match(v, '^(%S+) (%d+) (%d+)(.*)$')
+    if not o then
+        return {-3, 'string'}
+    end
+elseif expect > 0 then
+    return {-1, 0} -- a reentry whose hold is gone
+end
+
+if o == owner then
+    local cur = tonumber(n)
+    if cur == expect + 1 then
+        -- A retry of an applied acquire, or a handoff found: confirm,
+        -- with the lease asked.
+        -- (A handoff took the waiter out of the queue.)
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        return {1, tok, cur}
+    end
+    if cur ~= expect then
+        return {-1, cur}
+    end
+    cur = cur + 1
+    redis.call('SET', KEYS[1], o .. ' ' .. cur .. ' ' .. tok .. marks, 'PX',
+               ARGV[2])
+    return {1, tok, cur}
+end
+if o and expect > 0 then
+    return {-1, 0}
+end
+
+-- The time now, in ms.
+local function now_ms()
+    tm = tm or redis.call('TIME')
+    return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+end
+
+-- Mark the hold (o, n, tok, marks) with the letter m unless it has it.
+local function mark(m)
+    if not string.find(marks, m, 1, true) then
+        marks = (marks == '' and ' ' or marks) .. m
+        redis.call('SET', KEYS[1], o .. ' ' .. n .. ' ' .. tok .. marks,
+                   'KEEPTTL')
+    end
+end
+
+if mode ~= '2' then
+    if o then
+        if mode == '0' then
+            -- Someone may wait for the release: mark the hold (its
+            -- release publishes only then). A waiter subscribes before
+            -- its next attempt, which marks again whatever hold it finds.
+            mark('l')
+        end
+        return {0, redis.call('PTTL', KEYS[1])}
+    end
+    if mode == '1' then
+        return {0, -2} -- free, but waiters are queued: they go first
+    end
+    -- A plain acquire of a name free again (a SET NX raced? not within a
+    -- script): take it.
+    local t2, renew = token()
+    redis.call('SET', KEYS[1], owner .. ' 1 ' .. t2, 'PX', ARGV[2])
+    record(t2, renew)
+    return {1, t2, 1}
+end
+
+-- Mode 2: a queued waiter's attempt.
+local now = now_ms()
+if not o then
+    -- Free with waiters queued: those that stopped refreshing drop out
+    -- when they reach the head; the first live one goes first.
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    while head and head ~= owner do
+        local dl = redis.call('ZSCORE', qt, head)
+        if dl and math.floor(tonumber(dl) / 2048) >= now then
+            break
+        end
+        redis.call('ZREM', q, head)
+        redis.call('ZREM', qt, head)
+        head = redis.call('ZRANGE', q, 0, 0)[1]
+    end
+    if not head or head == owner then
+        if head then
+            redis.call('ZREM', q, owner)
+            redis.call('ZREM', qt, owner)
+        end
+        local t2, renew = token()
+        -- 'q': others may be queued behind.
+        local m = redis.call('EXISTS', q) == 1 and ' q' or ''
+        redis.call('SET', KEYS[1], owner .. ' 1 ' .. t2 .. m, 'PX', ARGV[2])
+        record(t2, renew)
+        return {1, t2, 1}
+    end
+end
+-- Join the queue, or refresh the place held (NX: a ticket never moves).
+local hl = tonumber(ARGV[2])
+if hl > 2000 then
+    hl = 2000 -- DLOCK__FAIR_HANDOFF_MS (hold/held.h)
+end
+redis.call('ZADD', qt,
+           string.format('%d', (now + tonumber(ARGV[6])) * 2048 + hl), owner)
+redis.call('ZADD', q, 'NX', tm[1] .. string.sub('00000', #tm[2]) .. tm[2],
+           owner)
+-- The last token granted, never below the server's time in us.
+local floor = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+local function above(a)
+    if a and (#a > #floor or (#a == #floor and a > floor)) then
+        floor = a
+    end
+end
+above(tok)
+if keep then
+    above(redis.call('HGET', KEYS[2], 'n'))
+end
+if o then
+    mark('q')
+    return {0, redis.call('PTTL', KEYS[1]), floor}
+end
+return {0, -2, floor}
