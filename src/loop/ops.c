@@ -538,7 +538,10 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     } else if (op->queued) {
         /* A long semaphore queue's places last longer (sem_acquire.lua's
          * 4th element): refresh at a third of that. */
-        int64_t every = r->elements > 3 ? dlock__elem_int(r, 3) / 3 : 0;
+        int64_t every =
+            op->hold->k.kind == DLOCK__KIND_PERMIT && r->elements > 3
+                ? dlock__elem_int(r, 3) / 3
+                : 0;
         if (every < FAIR_REFRESH_MS)
             every = FAIR_REFRESH_MS;
         sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
