@@ -465,3 +465,11 @@ async def test_one_event_loop_per_client(make):
     await use()
     with pytest.raises(RuntimeError, match="another event loop"):
         await asyncio.to_thread(asyncio.run, use())
+
+
+async def test_string_layout(make, rpy, prefix):
+    c = make(layout="string")
+    async with c.lock("asl", lease=5, timeout=2) as held:
+        assert rpy.type(prefix + ":{asl}") == b"string"
+        assert held.token > 0
+    assert not rpy.exists(prefix + ":{asl}")
