@@ -202,7 +202,7 @@ def arun(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, WAIT * 2))
 
 
-def test_aio_lock_semaphore_and_what_is_refused(topo: Topology,
+def test_aio_lock_semaphore_election_fenced(topo: Topology,
                                                 prefix: str) -> None:
     async def main() -> None:
         async with dlock.aio.AsyncClient(topo.url, prefix=prefix,
@@ -220,12 +220,14 @@ def test_aio_lock_semaphore_and_what_is_refused(topo: Topology,
                 assert p1.held and p2.held
                 with pytest.raises(dlock.Busy):
                     await other.semaphore("apool", 2, timeout=0)
-            # Documented (help(dlock.aio)): elections and fenced values
-            # are one-server only on the event loop.
-            with pytest.raises(dlock.InvalidArgument):
-                await c.fenced_set("adata", 1, b"v")
-            with pytest.raises(dlock.InvalidArgument):
-                await c.election("asvc").campaign("x", timeout=1)
+            # Elections and fenced values on these loops too.
+            async with c.lock("afence", lease=10, timeout=5) as fh:
+                await c.fenced_set("adata", fh.token, b"v")
+                assert (await other.fenced_get("adata")).value == b"v"
+            lead = await c.election("asvc").campaign("x", timeout=5)
+            info = await other.election("asvc").leader()
+            assert info.leading and info.value == "x"
+            await lead.resign()
     arun(main())
 
 
