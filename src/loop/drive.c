@@ -231,5 +231,6 @@ void dlock_loop_free(dlock_loop *l)
     free(l->names);
     free(l->subs);
     free(l->heap);
+    free(l->otm);
     free(l);
 }

@@ -3,9 +3,10 @@
  * by src/loop/, and each file's functions that others call. The files
  * form layers, each calling only the ones below it (design.md's code
  * map): loop.c (the object's ground: pools, completion) < lheap.c (the
- * holds' clock), events.c (metrics and events), watchdog.c (the client's
- * watchdog as a renewer: the hold tier only), lconn.c (the command
- * connection and the subscriber) < durable.c (WAIT for replicas),
+ * holds' clock), otimer.c (the waiting ops' clock; calls nothing),
+ * events.c (metrics and events), watchdog.c (the client's watchdog as a
+ * renewer: the hold tier only), lconn.c (the command connection and the
+ * subscriber) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c < ops.c
  * (the acquire on one server, the waits) < multi_node.c (the engine's
  * jobs) < node_holds.c, elect.c, fenced.c < holds.c (release, extend,
@@ -29,6 +30,12 @@
 
 struct dlock_loop;
 struct dlock_hold;
+
+/* otimer.c: one entry of the waiting ops' clock. */
+typedef struct otimer_ent {
+    int64_t t;
+    struct dlock_op *op;
+} otimer_ent;
 
 /* lheap.c: one entry of the holds' clock; h NULL: emptied (lazily). */
 typedef struct lheap_ent {
@@ -159,8 +166,9 @@ struct dlock_op {
     struct dlock_op *wnext, *wprev;   /* the waiters of its sub */
     struct dlock_op *hwnext, *hwprev; /* the waiters of its hsub */
     struct dlock_op *dnext;           /* the completion queue */
-    struct dlock_op *tnext, *tprev;   /* the loop's timed (waiting) ops */
-    int timed;
+    struct dlock_op *tnext, *tprev;   /* the loop's timed list (ops.c) */
+    int timed;   /* 1: on the timed list; 2: on the clock (otimer.c) */
+    size_t tidx; /* its entry in the loop's op clock + 1; 0: none */
     int type, state, status;
     dlock_op_cb cb;
     void *ud;
@@ -210,11 +218,15 @@ struct dlock_loop {
     dlock_client *c;
     int epfd, evfd;
     lconn cmd, sub;
-    dlock_op *ops;      /* live */
-    dlock_op *timed;    /* sleeping or subscribing: the only ones on the
-                           clock (an op waiting for an answer is bounded
-                           by its connection's command timeout) */
-    dlock_op *dq, *dqt; /* completed, callbacks to run */
+    dlock_op *ops;       /* live */
+    dlock_op *timed;     /* timed ops not on the op clock (ops.c's
+                           timed_set: an op sent again while on it, or
+                           one the clock had no room for), walked */
+    otimer_ent *otm;     /* otimer.c: sleeping or subscribing ops by time
+                           (an op waiting for an answer is bounded by its
+                           connection's command timeout) */
+    size_t notm, capotm; /* entries, room */
+    dlock_op *dq, *dqt;  /* completed, callbacks to run */
     dlock_hold *holds;
     dlock_hold **names;      /* hash by name: holds held or being acquired */
     size_t nbuckets, nnames; /* buckets (a power of 2), names in them */
@@ -301,6 +313,17 @@ void dloop__sub_put(dlock_loop *l, lsub *s);
  * (a fixed redis:// server; node.c found it so): no lock write may go
  * there, so the connection is failed with EREFUSED and err. */
 int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
+
+/* otimer.c: the waiting ops' clock (ops.c's timed_set keeps it). */
+/* Put op on the clock at t, or move it there: DLOCK_OK, or DLOCK_ENOMEM
+ * (not on it: the heap could not grow). */
+int dloop__otimer_set(dlock_loop *l, dlock_op *op, int64_t t);
+/* Take op off the clock (nothing when it is not on it). */
+void dloop__otimer_del(dlock_loop *l, dlock_op *op);
+/* The earliest op due by now, taken off the clock; NULL when none. */
+dlock_op *dloop__otimer_pop(dlock_loop *l, int64_t now);
+/* The clock's earliest time, or -1 when it is empty. */
+int64_t dloop__otimer_min(const dlock_loop *l);
 
 /* lheap.c: the holds' clock. */
 /* Room in the heap for n holds: DLOCK_OK or DLOCK_ENOMEM. */

@@ -26,13 +26,10 @@ static void attempt(dlock_op *op);
 static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
                              uint64_t token);
 
-/* op goes on (or off) the loop's clock. */
-static void timed_set(dlock_op *op, int on)
+/* op on (or off) the loop's timed list, the walked one. */
+static void list_set(dlock_op *op, int on)
 {
     dlock_loop *l = op->loop;
-    if (on == op->timed)
-        return;
-    op->timed = on;
     if (on) {
         op->tprev = NULL;
         op->tnext = l->timed;
@@ -48,6 +45,39 @@ static void timed_set(dlock_op *op, int on)
     if (op->tnext != NULL)
         op->tnext->tprev = op->tprev;
     op->tnext = op->tprev = NULL;
+}
+
+/* The time a timed op next needs the loop: its wake-up when it sleeps,
+ * its deadline when it waits for a message; -1 otherwise. */
+static int64_t timed_key(const dlock_op *op)
+{
+    if (op->state == ST_SLEEP)
+        return op->wake_at;
+    if (op->state == ST_SUBWAIT && op->deadline > 0)
+        return op->deadline;
+    return -1;
+}
+
+/* op goes on (or off) the loop's clock: the op clock (otimer.c) at its
+ * key; the timed list when it has none (an op sent again while timed:
+ * only its deadline is looked at, as before) or the clock has no room.
+ * Call again after changing its state or wake-up time. */
+static void timed_set(dlock_op *op, int on)
+{
+    dlock_loop *l = op->loop;
+    int64_t t = on ? timed_key(op) : -1;
+    if (on && t >= 0 && dloop__otimer_set(l, op, t) == DLOCK_OK) {
+        if (op->timed == 1)
+            list_set(op, 0);
+        op->timed = 2;
+        return;
+    }
+    dloop__otimer_del(l, op);
+    if (on && op->timed != 1)
+        list_set(op, 1);
+    else if (!on && op->timed == 1)
+        list_set(op, 0);
+    op->timed = on ? 1 : 0;
 }
 
 /* Leave op's subscriptions (its waiter links: wnext on the lock's
@@ -506,9 +536,15 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                               op->loop->c->opts.spin_max_ms, op->round++);
         sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
     } else if (op->queued) {
-        sleep_until(op, now + (pttl > 0 && pttl < FAIR_REFRESH_MS
-                                   ? pttl
-                                   : FAIR_REFRESH_MS));
+        /* A long semaphore queue's places last longer (sem_acquire.lua's
+         * 4th element): refresh at a third of that. */
+        int64_t every =
+            op->hold->k.kind == DLOCK__KIND_PERMIT && r->elements > 3
+                ? dlock__elem_int(r, 3) / 3
+                : 0;
+        if (every < FAIR_REFRESH_MS)
+            every = FAIR_REFRESH_MS;
+        sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
     } else {
         sleep_until(op, now + (pttl > 0 ? pttl : 100));
     }
@@ -640,33 +676,52 @@ void dloop__sub_lost(dlock_loop *l)
             sleep_until(op, dlock__now_ms() + 100);
 }
 
+/* A timed op's time has come (ops_time): its deadline, or its wake-up. 1
+ * when it was neither (it stays timed). */
+static int op_due(dlock_op *op, int64_t now)
+{
+    if (op->deadline > 0 && now >= op->deadline) {
+        if (op->last_rc != DLOCK_OK)
+            dloop__complete(op, op->last_rc, NULL);
+        else
+            dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
+                            op->hold->k.name);
+    } else if (op->state == ST_SLEEP && now >= op->wake_at) {
+        op->again(op);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 void dloop__ops_time(dlock_loop *l, int64_t now)
 {
     dlock_op *op, *next;
+    /* The clock's due ops; one put back (or another made due) meanwhile
+     * waits for the next pass. */
+    size_t budget = l->notm;
+    while (budget-- > 0 && (op = dloop__otimer_pop(l, now)) != NULL) {
+        /* On the list while handled, as every timed op was before the
+         * clock: its next step says where it goes (an attempt sent off
+         * the clock by attempt(), or kept timed by its deadline as
+         * multi_node.c's and elect.c's; a sleep back on the clock). */
+        list_set(op, 1);
+        op->timed = 1;
+        if (op_due(op, now))
+            timed_set(op, 1); /* back on the clock by its time */
+    }
     for (op = l->timed; op != NULL; op = next) {
         next = op->tnext;
-        if (op->deadline > 0 && now >= op->deadline) {
-            if (op->last_rc != DLOCK_OK)
-                dloop__complete(op, op->last_rc, NULL);
-            else
-                dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
-                                op->hold->k.name);
-        } else if (op->state == ST_SLEEP && now >= op->wake_at) {
-            op->again(op);
-        }
+        (void)op_due(op, now);
     }
 }
 
 int64_t dloop__ops_wake(const dlock_loop *l)
 {
     const dlock_op *op;
-    int64_t w = -1;
+    int64_t w = dloop__otimer_min(l);
     for (op = l->timed; op != NULL; op = op->tnext) {
-        int64_t t = op->state == ST_SLEEP     ? op->wake_at
-                    : op->state == ST_SUBWAIT ? op->deadline
-                                              : -1;
-        if (op->state == ST_SUBWAIT && op->deadline <= 0)
-            t = -1;
+        int64_t t = timed_key(op);
         if (t >= 0 && (w < 0 || t < w))
             w = t;
     }

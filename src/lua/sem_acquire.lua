@@ -34,12 +34,14 @@
 --   {0, pttl}       none free (queued in modes 2, 3); pttl = ms until the
 --                   first holder's lease ends (-2: free permits are kept
 --                   for live waiters ahead in the FIFO queue)
---   {0, pttl, n}    the same in modes 2, 3, with n = the last token
+--   {0, pttl, n, ttl}  the same in modes 2, 3, with n = the last token
 --                   granted, never below the server's time in us (a
 --                   fence hash deleted without retention: sem_release.lua):
 --                   a handoff whose token is not above n was made
 --                   before this call (and has lapsed, or this call would
---                   have confirmed it), so the waiter must not take it
+--                   have confirmed it), so the waiter must not take it;
+--                   ttl = how long its queue place lasts (ms): refresh
+--                   it within a third of that
 --   {-2, limit}     the semaphore exists with another limit: nothing done
 --                   (never to a waiter, ARGV[9], or a holder)
 --   {-3, kind}      the name is used by another kind of lock ('lock'), or
@@ -115,9 +117,12 @@ local function token()
     return next_token(t, nil)
 end
 
+-- Off the queue. A waiter is in KEYS[4] exactly while its place is in
+-- KEYS[3] (a handoff pops both): no LREM, O(n), for one handed a permit.
 local function unqueue(m)
-    redis.call('LREM', KEYS[3], 0, m)
-    redis.call('ZREM', KEYS[4], m)
+    if redis.call('ZREM', KEYS[4], m) == 1 then
+        redis.call('LREM', KEYS[3], 0, m)
+    end
 end
 
 -- A permit handed to us, or a retry of an applied acquire: confirm it,
@@ -181,12 +186,21 @@ if free > 0 and (not ahead or ahead == owner) then
     return {1, tok, 1}
 end
 
+-- A queued place lasts ARGV[6] ms, or 3 ms per queued waiter when the
+-- queue is longer (waiters refresh at a third of it, the 4th element of
+-- the reply): a queue of 10,000 refreshes ~1,000 times a second, not
+-- 10,000 (a crashed waiter keeps its place longer: up to 3 ms per waiter).
+local ttl = tonumber(ARGV[6])
 if mode == '2' or mode == '3' then
-    if redis.call('ZADD', KEYS[4], string.format('%d', (now + tonumber(ARGV[6])) * 2048 + tonumber(ARGV[8])), owner) == 1 then
+    local qlen = redis.call('LLEN', KEYS[3])
+    if qlen * 3 > ttl then
+        ttl = qlen * 3
+    end
+    if redis.call('ZADD', KEYS[4], string.format('%d', (now + ttl) * 2048 + tonumber(ARGV[8])), owner) == 1 then
         redis.call('RPUSH', KEYS[3], owner)
     end
-    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[6]) * 2)
-    redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[6]) * 2)
+    redis.call('PEXPIRE', KEYS[3], ttl * 2)
+    redis.call('PEXPIRE', KEYS[4], ttl * 2)
 end
 keep(0)
 local function busy(pttl)
@@ -197,7 +211,7 @@ local function busy(pttl)
         -- a handoff made after it above (as acquire.lua's waiter_floor).
         local n = tonumber(redis.call('HGET', KEYS[2], 'n') or '0')
         local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        return {0, pttl, n > us and n or us}
+        return {0, pttl, n > us and n or us, ttl}
     end
     return {0, pttl}
 end

@@ -27,9 +27,10 @@
 --@include next_token.luainc
 --@include sem_pass.luainc
 local owner = ARGV[1]
-if ARGV[6] == '1' then
+-- In the deadlines exactly while queued (a handoff pops both): the O(n)
+-- LREM only for a waiter still in the queue.
+if ARGV[6] == '1' and redis.call('ZREM', KEYS[4], owner) == 1 then
     redis.call('LREM', KEYS[3], 0, owner)
-    redis.call('ZREM', KEYS[4], owner)
 end
 if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then
     return 0

@@ -37,6 +37,16 @@ Durations are seconds (floats). wait: None waits as long as it takes
 most t seconds (TimedOut). Every failure raises a subclass of
 DlockError carrying the library's status code and message.
 
+Sentinel and Cluster: Client("redis+sentinel://s1:26379,s2:26379/mymaster")
+or Client("redis+cluster://node1:7000,node2:7001"). A lock held through a
+failover (watchdog=True, or any dlock.aio hold) stays held and renews on
+the promoted master when its lease outlasts the failover's write pause;
+afterwards this client grants nothing new on that master until the
+lock-delay has passed (Sentinel: 30 s by default; Cluster: lock_delay=,
+off by default): a try (wait=0) raises dlock.LockDelay, a waiting
+acquire waits it out, and client.check() says it saw the failover. A
+waiting acquire rides the failover out.
+
 dlock.redis_compat.Lock is a drop-in for redis-py's Lock (AsyncLock for
 redis.asyncio's).
 

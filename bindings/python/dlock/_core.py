@@ -362,7 +362,11 @@ class Client:
     DLOCK_TIMEOUT (seconds: connect and command timeout),
     DLOCK_WAIT_REPLICAS, DLOCK_WAIT_REPLICAS_TIMEOUT, DLOCK_LOCK_DELAY and
     DLOCK_FENCE_RETENTION (seconds), DLOCK_SENTINEL_USER,
-    DLOCK_SENTINEL_PASSWORD. fence_retention: how long a name's last
+    DLOCK_SENTINEL_PASSWORD, DLOCK_LAYOUT. layout: "hash" (default) or
+    "string" (exclusive locks as one string key: fewer Redis commands a
+    cycle; one server, Sentinel or Cluster only, no holder_info, no read
+    locks or elections; every client of a name must use the same one:
+    docs/design.md, "The string layout"). fence_retention: how long a name's last
     fencing token outlives its lock (default 7 days); 0 keeps nothing once
     the name is released and free (docs/design.md, "Fence retention"). Durations are
     seconds (floats). wait_strategy: "fair" (default), "notify" or "spin".
@@ -403,6 +407,7 @@ class Client:
                  holder_info: bool = False,
                  holder_label: Optional[str] = None,
                  on_event: Optional[Callable[["Event"], Any]] = None,
+                 layout: Optional[str] = None,
                  env: bool = True) -> None:
         self._ptr: Optional[int] = None
         self._gen = _fork_gen
@@ -421,7 +426,8 @@ class Client:
             wait_replicas_timeout=wait_replicas_timeout,
             lock_delay=lock_delay, fence_retention=fence_retention,
             holder_info=holder_info,
-            holder_label=holder_label, on_event=on_event, env=env)
+            holder_label=holder_label, on_event=on_event, layout=layout,
+            env=env)
         self._calls = 0
         self._event_cb: Any = None
         self._closing = False
@@ -451,6 +457,12 @@ class Client:
             urls = [_s(servers) if isinstance(servers, bytes) else servers]
         else:
             urls = list(servers)
+        if layout is None and env:
+            layout = _env("DLOCK_LAYOUT")
+        if layout is not None and layout not in ("hash", "string"):
+            raise _errors.InvalidArgument(
+                "layout must be hash or string, not %r" % (layout,), -20,
+                "EINVAL")
         if wait_strategy not in _WAIT_STRATEGIES:
             raise _errors.InvalidArgument(
                 "wait_strategy must be one of fair, notify, spin, not %r"
@@ -548,6 +560,19 @@ class Client:
             raise _errors.make(rc, _s(err.value) or strerror(rc),
                                _s(lib.dlock_status_name(rc)))
         self._ptr = out.value
+        if layout == "string":
+            if not hasattr(lib, "dlock_client_set_layout"):
+                lib.dlock_client_free(out)
+                self._ptr = None
+                raise _errors.InvalidArgument(
+                    "this libdlock (%s) has no string layout" % lib.path,
+                    -20, "EINVAL")
+            rc = lib.dlock_client_set_layout(out, 1)
+            if rc != OK:
+                e = self._error(out.value, rc)
+                lib.dlock_client_free(out)
+                self._ptr = None
+                raise e
         self.warning: str = _s(err.value)
         """A warning dlock_client_new gave while succeeding (e.g. about
         tls_insecure), or ""."""

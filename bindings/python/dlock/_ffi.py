@@ -352,6 +352,11 @@ _LOOP_SIGS = {
     "dlock_loop_pending": (c_int, [_P]),
 }
 _SIGS.update(_LOOP_SIGS)
+# Newer than the first binding: skipped when the library lacks them.
+_NEWER_SIGS = {
+    "dlock_client_set_layout": (c_int, [_P, c_int]),
+}
+_SIGS.update(_NEWER_SIGS)
 
 
 def _candidates() -> list[str]:
@@ -386,7 +391,8 @@ def load() -> ctypes.CDLL:
             errors.append("%s: %s" % (cand, e))
             continue
         for name, (res, args) in _SIGS.items():
-            if name in _LOOP_SIGS and not hasattr(lib, name):
+            if (name in _LOOP_SIGS or name in _NEWER_SIGS) and \
+                    not hasattr(lib, name):
                 continue  # an older libdlock: dlock.aio says so
             fn = getattr(lib, name)
             fn.restype = res

@@ -64,13 +64,9 @@ with the library's message for that operation (dlock_op_errmsg).
 Topologies. Everything above works on one server (redis://, rediss://,
 unix://). On several servers (Redlock), Sentinel or Cluster the library's
 loop does locks, read locks, permits (not over Redlock), lock_all,
-extend and release; a wait there polls with backoff (no fair queue
-yet), and a cancelled attempt's give-back runs on the client's watchdog
-thread (one thread, not one per waiter). Elections and fenced values
-there raise dlock.InvalidArgument ("not implemented yet") with the
-library's message. On Sentinel and Cluster, locating a master or
-refreshing the slot map may block the event loop for up to the connect
-or command timeout. The client options wait_replicas, holder_info and
+extend and release, elections and fenced values (over Redlock: on the
+first server, as the sync API); a cancelled attempt's give-back runs
+on the client's watchdog thread (one thread, not one per waiter). The client options wait_replicas, holder_info and
 on_event are not used by loop holds. No downgrade through the loop.
 
 Threads. An AsyncClient is used from one event loop (the first one that

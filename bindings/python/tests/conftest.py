@@ -150,3 +150,91 @@ def rpy(server: RedisServer):
     r = redis.Redis.from_url(server.url)
     yield r
     r.close()
+
+
+class Topology:
+    """A Sentinel deployment or a Redis Cluster from tests/fixtures/
+    topology.sh (the CLI tests' fixture), run by topo_driver.sh in a
+    bash process of its own: its servers die with that process. cmd()
+    sends one driver command and returns its answer's value (a failed
+    command fails the test)."""
+
+    def __init__(self, kind: str) -> None:
+        if shutil.which("redis-server") is None or \
+                shutil.which("redis-cli") is None:
+            pytest.skip("redis-server or redis-cli not installed")
+        self.kind = kind
+        self.proc = subprocess.Popen(
+            ["bash", os.path.join(HERE, "topo_driver.sh"), kind],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        first = self._line(120)
+        if not first.startswith("ready "):
+            self.stop()
+            raise RuntimeError("%s did not start: %s" % (kind, first))
+        parts = first.split()[1:]
+        if kind == "sentinel":
+            self.sentinel_ports = [int(p) for p in parts[1].split(",")]
+            self.data_ports = [int(p) for p in parts[2].split(",")]
+            self.url = "redis+sentinel://%s/dlock" % ",".join(
+                "127.0.0.1:%d" % p for p in self.sentinel_ports)
+        else:
+            self.ports = [int(p) for p in parts[0].split(",")]
+            self.url = "redis+cluster://%s" % ",".join(
+                "127.0.0.1:%d" % p for p in self.ports[:2])
+
+    def _line(self, limit: float) -> str:
+        import select
+        assert self.proc.stdout is not None
+        r, _, _ = select.select([self.proc.stdout], [], [], limit)
+        if not r:
+            return "fail: no answer in %g s" % limit
+        return self.proc.stdout.readline().strip() or "fail: driver ended"
+
+    def cmd(self, line: str, limit: float = 90) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        ans = self._line(limit)
+        assert ans.startswith("ok"), "topology %r: %s" % (line, ans)
+        return ans[2:].strip()
+
+    def master_port(self) -> int:
+        return int(self.cmd("master"))
+
+    def key_port(self, key: str) -> int:
+        return int(self.cmd("key_port " + key))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[Topology]:
+    """A master, 2 replicas and 3 sentinels (master name "dlock") for the
+    module's tests, which run in order on it."""
+    t = Topology("sentinel")
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Topology]:
+    """A 6-node Redis Cluster (3 masters, 3 replicas) for the module."""
+    t = Topology("cluster")
+    yield t
+    t.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "topology: needs a Sentinel deployment or a Redis "
+        "Cluster (test_topology.py; about a minute)")

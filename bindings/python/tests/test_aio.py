@@ -391,11 +391,17 @@ async def test_redlock_locks_and_what_is_refused(three_servers, prefix):
         await got.release()
         async with a.lock_all(["x", "y"]) as (x, y):
             assert x.held and y.held
-        # not implemented on such a loop yet: a clear refusal
-        with pytest.raises(dlock.InvalidArgument, match="not implemented"):
-            await a.election("e").campaign("v", timeout=0)
-        with pytest.raises(dlock.InvalidArgument, match="not implemented"):
-            await a.fenced_get("k")
+        # Elections and fenced values on an engine loop (mnloop, session
+        # 3): a majority leads; fenced values on the first server.
+        lead = await a.election("e").campaign("v", timeout=5)
+        info = await b.election("e").leader()
+        assert info.leading and info.value == "v"
+        await lead.resign()
+        await a.fenced_set("k", got.token, b"val")
+        assert (await b.fenced_get("k")).value == b"val"
+        # Still refused, as by the blocking API: a semaphore over Redlock.
+        with pytest.raises(dlock.InvalidArgument):
+            await a.semaphore("s", 2, timeout=0)
     finally:
         a.close()
         b.close()
@@ -465,3 +471,11 @@ async def test_one_event_loop_per_client(make):
     await use()
     with pytest.raises(RuntimeError, match="another event loop"):
         await asyncio.to_thread(asyncio.run, use())
+
+
+async def test_string_layout(make, rpy, prefix):
+    c = make(layout="string")
+    async with c.lock("asl", lease=5, timeout=2) as held:
+        assert rpy.type(prefix + ":{asl}") == b"string"
+        assert held.token > 0
+    assert not rpy.exists(prefix + ":{asl}")

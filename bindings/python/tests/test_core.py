@@ -493,3 +493,30 @@ def test_events(server, prefix):
                          ("released", "job")]
         assert seen[0].token == token and seen[2].status == 0
         assert seen[2].duration >= 0
+
+
+def test_string_layout(server, prefix, rpy, monkeypatch):
+    """layout="string" (or DLOCK_LAYOUT=string): the lock is one string
+    key; a hash-layout client refuses it; a bad value is refused."""
+    c = dlock.Client(server.url, prefix=prefix, env=False, layout="string")
+    h = dlock.Client(server.url, prefix=prefix, env=False)
+    try:
+        with c.lock("sl", lease=10) as held:
+            assert rpy.type(prefix + ":{sl}") == b"string"
+            assert held.token > 0
+            with pytest.raises(dlock.InvalidArgument):
+                h.lock("sl").acquire(wait=0)
+        assert not rpy.exists(prefix + ":{sl}")
+    finally:
+        c.close()
+        h.close()
+    monkeypatch.setenv("DLOCK_LAYOUT", "string")
+    with dlock.Client(server.url, prefix=prefix) as e:
+        with e.lock("sl2"):
+            assert rpy.type(prefix + ":{sl2}") == b"string"
+    with pytest.raises(dlock.InvalidArgument):
+        dlock.Client(server.url, env=False, layout="tree")
+    with pytest.raises(dlock.InvalidArgument) as ei:
+        dlock.Client(server.url, env=False, layout="string",
+                     holder_info=True)
+    assert ei.value.code == -20
