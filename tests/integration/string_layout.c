@@ -331,6 +331,18 @@ static void test_loop(void **state)
     dlock_client_free(c);
 }
 
+/* Run the n loops ls until NAME's fair queue holds count waiters (checked;
+ * after at most 1000 rounds of the loops). */
+static void run_until_queued(dlock_loop **ls, int n, const char *name,
+                             long long count)
+{
+    int i;
+    for (i = 0;
+         i < 1000 && th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name) < count; i++)
+        th_loop_run_for(ls, n, 10);
+    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{%s}:q", name), count);
+}
+
 /* The loop's fair waits in the string layout: two waiters queue, the
  * release hands the lock to the first (the key is there right after the
  * release), its release to the second; nothing is left. */
@@ -344,13 +356,14 @@ static void test_loop_fair(void **state)
     (void)state;
     loops_holding(c, ls, 3, &o, &w, 20000, "sl-lf", &a);
     assert_int_equal(w.strategy, DLOCK_WAIT_FAIR); /* the client's */
+    /* b queues first, then d: started together, the one whose
+     * subscription is confirmed first would queue first (either). */
     assert_int_equal(dlock_loop_lock(NULL, ls[1], "sl-lf", &w, th_note, &b),
                      DLOCK_OK);
+    run_until_queued(ls + 1, 1, "sl-lf", 1);
     assert_int_equal(dlock_loop_lock(NULL, ls[2], "sl-lf", &w, th_note, &d),
                      DLOCK_OK);
-    for (i = 0; i < 1000 && th_cmd_int(&srv, "ZCARD dlock:{sl-lf}:q") < 2; i++)
-        th_loop_run_for(&ls[1], 2, 10);
-    assert_int_equal(th_cmd_int(&srv, "ZCARD dlock:{sl-lf}:q"), 2);
+    run_until_queued(ls + 1, 2, "sl-lf", 2);
     assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(ls, 1, &r.done), 0);
