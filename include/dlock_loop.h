@@ -41,16 +41,24 @@
  *  - several servers (Redlock), Sentinel, Cluster: locks and readers
  *    (and permits but over Redlock, refused as by dlock_sem_acquire):
  *    try, wait, release, extend, cancel (what the attempt may hold is
- *    given back, by the client's watchdog thread), renewal and loss,
- *    several locks at once. A wait there polls with the spin backoff
- *    (no wake-up by notification, no fair queue yet) and rides out
- *    outages and failovers as the blocking API does. Fenced set / get /
- *    read and election return DLOCK_EINVAL there (not implemented yet).
- *    What may still block dlock_loop_process (or the call that starts
- *    an operation) there, each bounded by the connect or command
- *    timeout: on Sentinel, locating the master and opening a connection
- *    to it; on Cluster, a slot-map refresh and opening a connection to
- *    a master. Redlock opens its connections without blocking;
+ *    given back, by the client's watchdog thread; a waiter's queue place
+ *    and writer's mark on every node, at once), renewal and loss,
+ *    several locks at once, holder info. A wait there is the blocking
+ *    API's (the same policy): woken by release notifications, or in the
+ *    fair FIFO queue with its handoffs (Redlock: the 'w ID OWNER'
+ *    majority wake), riding out outages and failovers. Its
+ *    subscriptions are the client's notifier's (one subscriber
+ *    connection per server and client, on the notifier thread); each
+ *    waiter's wake-up is an eventfd in the loop's epoll set. Fenced set
+ *    / get / read go to the name's master (Redlock: the first server,
+ *    as dlock_fenced_set); election works on all three (over Redlock
+ *    with dlock_leader's majority rules).
+ *    Opening connections does not block the loop's thread there (but
+ *    the lookup of a host name that is not an IP address, bounded by
+ *    the connect timeout): on
+ *    Sentinel locating the master (the sentinels' answers, the
+ *    master's check) and on Cluster refreshing the slot map are steps
+ *    the loop drives too, with the same deadlines as the blocking API;
  *  - exclusive locks: try, and wait with DLOCK_WAIT_NOTIFY, DLOCK_WAIT_FAIR
  *    and DLOCK_WAIT_SPIN; release, extend, cancel; renewal and loss;
  *  - semaphore permits (dlock_loop_sem_acquire);
@@ -121,9 +129,9 @@ typedef void (*dlock_hold_lost_cb)(dlock_hold *hold, int status,
 
 /*
  * Make a loop over client's servers. Opens nothing yet (connections are
- * opened when the first operation needs them: see above for what may
- * block on Sentinel and Cluster). Returns DLOCK_OK (*out set),
- * DLOCK_EINVAL (a NULL argument; the message is in
+ * opened when the first operation needs them, without blocking).
+ * Returns DLOCK_OK (*out set), DLOCK_EINVAL (a NULL argument; the
+ * message is in
  * dlock_errmsg(client)), DLOCK_EIO (epoll or eventfd failed) or
  * DLOCK_ENOMEM. The client must outlive the loop.
  */

@@ -104,6 +104,8 @@ static int proclaim(dlock_election *e, const char *value)
                    value != NULL ? strlen(value) : 0);
     dlock__cmd_arg_i64(&b, DLOCK__FENCE_RETENTION_MS);
     dlock__cmd_arg(&b, e->k->chan, e->k->chanlen);
+    /* A cluster's waiters listen on sharded channels (SSUBSCRIBE). */
+    dlock__cmd_arg(&b, c->ns.cluster != NULL ? "1" : "0", 1);
     dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, e->lease_ms),
                res);
     for (i = 0; i < c->ns.n; i++) {

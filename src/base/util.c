@@ -82,6 +82,49 @@ int dlock__fail(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
+/* The no-blocking guard: the thread's mark and the count of blocking
+ * waits made under it (see util.h). */
+static _Thread_local int nb_depth;
+static _Atomic uint64_t nb_count;
+
+/* See util.h. */
+void dlock__nb_enter(void)
+{
+    nb_depth++;
+}
+
+/* See util.h. */
+void dlock__nb_leave(void)
+{
+    nb_depth--;
+}
+
+/* See util.h. */
+void dlock__nb_blocking(void)
+{
+    if (nb_depth > 0)
+        atomic_fetch_add(&nb_count, 1);
+}
+
+/* See util.h. */
+uint64_t dlock__nb_blocked(void)
+{
+    return atomic_load(&nb_count);
+}
+
+/* See util.h. */
+short dlock__poll_until(int fd, short events, int64_t wake_ms)
+{
+    struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+    int64_t left = wake_ms - dlock__now_ms();
+    left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+    if (left > 0)
+        dlock__nb_blocking();
+    if (poll(&p, fd >= 0 ? 1 : 0, (int)left) <= 0)
+        return 0;
+    return p.revents;
+}
+
 /* Sleep on poll() so a wake fd can cut the sleep short. EINTR just loops:
  * the deadline is absolute. */
 int dlock__sleep_until(int64_t deadline_ms, int wake_fd)
@@ -92,6 +135,7 @@ int dlock__sleep_until(int64_t deadline_ms, int wake_fd)
         int r;
         if (left <= 0)
             return 0;
+        dlock__nb_blocking();
         r = poll(&p, wake_fd >= 0 ? 1 : 0,
                  left > 1000000 ? 1000000 : (int)left);
         if (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
@@ -232,7 +276,10 @@ int dlock__wait_fd(int fd, short events, int64_t deadline_ms, short *rev)
 {
     for (;;) {
         struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-        int r = poll(&p, 1, dlock__ms_left(deadline_ms));
+        int r;
+        if (dlock__ms_left(deadline_ms) > 0)
+            dlock__nb_blocking();
+        r = poll(&p, 1, dlock__ms_left(deadline_ms));
         if (r > 0) {
             *rev = p.revents;
             return 1;

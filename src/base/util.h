@@ -47,6 +47,25 @@ int dlock__sleep_until(int64_t deadline_ms, int wake_fd);
  * 1 when ready (revents in *rev), 0 on timeout. EINTR waits on. */
 int dlock__wait_fd(int fd, short events, int64_t deadline_ms, short *rev);
 
+/*
+ * The no-blocking guard (issue 28). A driver that must never block its
+ * thread (an event loop's process, src/loop/) raises the thread's mark
+ * around its work (dlock__nb_enter / dlock__nb_leave, nested). Every
+ * blocking wait of the tiers below (a poll() with a timeout > 0, a sleep,
+ * a wait for another thread's work) calls dlock__nb_blocking() first,
+ * which counts it when the mark is up. dlock__nb_blocked() is the count
+ * for the whole process (tests read it: 0 means the loop never blocked).
+ */
+void dlock__nb_enter(void);
+void dlock__nb_leave(void);
+void dlock__nb_blocking(void);
+uint64_t dlock__nb_blocked(void);
+
+/* The blocking drivers' one wait: poll fd (-1: none, a sleep) for
+ * events until the monotonic wake_ms (at most a minute), counted by the
+ * no-blocking guard. Its revents, 0 when none (timeout, EINTR). */
+short dlock__poll_until(int fd, short events, int64_t wake_ms);
+
 /* Milliseconds left until deadline_ms for poll(), in [0, INT_MAX]. */
 int dlock__ms_left(int64_t deadline_ms);
 

@@ -205,8 +205,10 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why)
             continue;
         dlock__node_opening_free(k->cl[j].open);
         k->cl[j].open = NULL;
-        snprintf(k->res[j].err, sizeof k->res[j].err, "%s: %s",
-                 dlock__node_name(&k->ns->node[j]), why);
+        snprintf(
+            k->res[j].err, sizeof k->res[j].err, "%s: %s",
+            dlock__node_name(k->fixed ? &k->ns->node[j] : k->cl[j].open_nd),
+            why);
         dlock__call_end(k, j, rc);
     }
 }
@@ -242,6 +244,8 @@ void dlock__call_finish(dlock__call *k)
     /* Only when the step is cancelled (poll failed) with nodes still
      * connecting. */
     dlock__call_unopened(k, DLOCK_ETIMEDOUT, "not waited for (connecting)");
+    dlock__cluster_refresh_free(k->refresh); /* cut short */
+    k->refresh = NULL;
     for (l = 0; l < k->nl; l++)
         if (k->ln[l].conn != NULL) /* cancelled: given up on */
             dlock__lane_release(k, l, 0);

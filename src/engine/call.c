@@ -169,11 +169,14 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
 
 /* A fixed set's connection for call j: the hold's own (a pin: its
  * earlier request, given up on, goes first), the one opened (or taken)
- * for it at the start, or one from the pool. */
+ * for it before, or one from the pool; else its open starts
+ * (DLOCK__OPEN_AGAIN: the call is OPENING; node_open.c's steps, a
+ * Sentinel's locate first when the master may have moved). */
 static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
 {
     ecall *c = &k->cl[j];
     dlock__conn **pins = c->cmd->pins;
+    int rc;
     *fresh = 1;
     if (pins != NULL && pins[c->node] != NULL && !c->retried) {
         *conn = pins[c->node];
@@ -187,8 +190,11 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
         c->pre = NULL;
         return DLOCK_OK;
     }
-    return dlock__node_get_ex(k->ns, c->node, conn, k->deadline, k->res[j].err,
-                              sizeof k->res[j].err, fresh);
+    rc = dlock__node_opening_start(&c->open, k->ns, c->node, k->deadline, conn,
+                                   fresh, k->res[j].err, sizeof k->res[j].err);
+    if (rc == DLOCK__OPEN_AGAIN)
+        c->state = C_OPENING;
+    return rc;
 }
 
 /* A lock write to a fixed server that is a replica: refused (a lock
@@ -220,28 +226,18 @@ static int lane_for(dlock__call *k, int j, int *out)
     dlock__result *r = &k->res[j];
     dlock__node *nd = c->ask;
     dlock__conn *conn = NULL;
-    int fresh = 1, rc = DLOCK_OK, l;
+    int fresh = 1, rc = DLOCK_OK;
     if (k->fixed) {
         nd = &k->ns->node[c->node];
         rc = fixed_conn(k, j, &conn, &fresh);
+        if (rc == DLOCK__OPEN_AGAIN)
+            return rc;
         if (rc == DLOCK_OK && replica_refused(k, j, nd, conn))
             return DLOCK_EREFUSED;
     } else {
-        const dlock__cmd *cmd = c->cmd;
-        if (nd == NULL)
-            rc = dlock__cluster_route(
-                k->ns,
-                cmd->nkeys > 0 ? dlock__key_slot(cmd->keys[0], cmd->keylens[0])
-                               : 0,
-                &nd, k->deadline, r->err, sizeof r->err);
-        for (l = 0; rc == DLOCK_OK && l < k->nl; l++)
-            if (k->ln[l].conn != NULL && k->ln[l].nd == nd) {
-                *out = l;
-                return DLOCK_OK;
-            }
-        if (rc == DLOCK_OK)
-            rc = dlock__node_take(k->ns, nd, &conn, k->deadline, r->err,
-                                  sizeof r->err);
+        rc = dlock__call_cluster_conn(k, j, &nd, &conn, out);
+        if (rc == DLOCK_OK && conn == NULL)
+            return DLOCK_OK; /* a lane to nd already */
     }
     if (rc != DLOCK_OK)
         return rc;
@@ -287,6 +283,8 @@ static int call_write(dlock__call *k, int j, int l)
 static void call_send(dlock__call *k, int j)
 {
     int l = -1, rc = lane_for(k, j, &l);
+    if (rc == DLOCK__OPEN_AGAIN)
+        return; /* OPENING: sent once open */
     if (rc != DLOCK_OK) {
         call_failed(k, j, rc);
         return;
@@ -455,20 +453,23 @@ static void open_step(dlock__call *k, int j, short revents)
     dlock__conn *conn = NULL;
     int rc = dlock__node_opening_step(c->open, revents, &conn, r->err,
                                       sizeof r->err);
-    if (rc == DLOCK__OPEN_AGAIN &&
-        dlock__now_ms() >= dlock__node_opening_deadline(c->open))
-        rc = dlock__node_opening_timeout(c->open, r->err, sizeof r->err);
     if (rc == DLOCK__OPEN_AGAIN)
         return;
     dlock__node_opening_free(c->open);
     c->open = NULL;
-    if (rc != DLOCK_OK) {
-        dlock__call_end(k, j, rc);
-        return;
-    }
-    c->pre = conn;
-    c->pre_fresh = 1;
     c->state = C_IDLE;
+    k->changed = 1;
+    if (rc != DLOCK_OK && k->fixed) {
+        dlock__call_end(k, j, rc);
+    } else if (rc != DLOCK_OK) {
+        call_failed(k, j, rc);
+    } else if (k->fixed) {
+        c->pre = conn;
+        c->pre_fresh = 1;
+    } else if (lane_new(k, c->open_nd, -1, conn, 1) < 0) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        dlock__call_end(k, j, DLOCK_ENOMEM);
+    }
 }
 
 /* Send what is due, read what has come, until nothing changes. */
@@ -511,13 +512,13 @@ static int busy(const dlock__call *k)
     return 0;
 }
 
-/* A Redlock's missing connections start opening at once, so that a node
- * that does not answer holds up no other (one server, Sentinel and
- * Cluster open as they go). */
+/* A fixed set's missing connections start opening at once, so that a
+ * node that does not answer holds up no other (a cluster's open as
+ * they go). */
 static void opens_start(dlock__call *k, uint64_t nodes)
 {
     int j;
-    if (k->ns->n < 2 || k->ns->cluster != NULL || k->ns->locate != NULL)
+    if (k->ns->cluster != NULL)
         return;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
@@ -615,7 +616,9 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
     for (i = 0; i < n && i < k->npidx; i++) {
         char err[DLOCK__ERRLEN];
         int l = k->pidx[i], rc;
-        if (l < 0 && k->cl[-1 - l].state == C_OPENING)
+        if (l == -1 - k->m && k->refresh != NULL)
+            dlock__call_refresh_step(k, pfd[i].revents);
+        else if (l < 0 && l > -1 - k->m && k->cl[-1 - l].state == C_OPENING)
             open_step(k, -1 - l, pfd[i].revents);
         if (pfd[i].revents == 0 || l < 0 || k->ln[l].conn == NULL)
             continue;
@@ -625,6 +628,28 @@ int dlock__call_process(dlock__call *k, const struct pollfd *pfd, int n)
             lane_fail(k, l, rc, err);
     }
     k->npidx = 0;
+    /* An open whose clock is due steps without its descriptor: a
+     * locate's wait, or the open's own deadline before the call's (its
+     * message: one server's or Sentinel's open says why it failed as the
+     * blocking open did; a Redlock node still connecting at the call's
+     * deadline is "no answer in time (connecting)", abandon.c). */
+    for (i = 0; i < k->m; i++) {
+        int64_t wake;
+        if (k->cl[i].state != C_OPENING)
+            continue;
+        wake = dlock__node_opening_wake(k->cl[i].open);
+        if (dlock__now_ms() >= wake &&
+            (wake < k->deadline || k->ns->n == 1 || !k->fixed))
+            open_step(k, i, 0);
+    }
+    if (k->refresh != NULL) {
+        int fd;
+        short ev;
+        int64_t wake;
+        dlock__cluster_refresh_poll(k->refresh, &fd, &ev, &wake);
+        if (dlock__now_ms() >= wake)
+            dlock__call_refresh_step(k, 0);
+    }
     advance(k);
     if (busy(k) && !dlock__call_enough(k)) {
         if (dlock__now_ms() < k->deadline)

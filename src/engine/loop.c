@@ -30,12 +30,12 @@ int dlock__call_pollfds(dlock__call *k, struct pollfd *pfd, int max,
 {
     int n = 0, l, j;
     *wake_ms = k->deadline;
-    if (k->pcap < k->nl + k->m) {
-        int *p = realloc(k->pidx, (size_t)(k->nl + k->m) * sizeof *p);
+    if (k->pcap < k->nl + k->m + 1) {
+        int *p = realloc(k->pidx, (size_t)(k->nl + k->m + 1) * sizeof *p);
         if (p == NULL)
             return 0; /* nothing polled: the deadline still ends it */
         k->pidx = p;
-        k->pcap = k->nl + k->m;
+        k->pcap = k->nl + k->m + 1;
     }
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
@@ -45,15 +45,26 @@ int dlock__call_pollfds(dlock__call *k, struct pollfd *pfd, int max,
             *wake_ms = c->retry_at;
         if (c->state != C_OPENING)
             continue;
-        if (dlock__node_opening_deadline(c->open) < *wake_ms)
-            *wake_ms = dlock__node_opening_deadline(c->open);
+        if (dlock__node_opening_wake(c->open) < *wake_ms)
+            *wake_ms = dlock__node_opening_wake(c->open);
         dlock__node_opening_poll(c->open, &fd, &ev);
-        pfd_add(k, pfd, max, n++, fd, ev, -1 - j);
+        if (fd >= 0) /* none: a locate waiting on the clock */
+            pfd_add(k, pfd, max, n++, fd, ev, -1 - j);
     }
     for (l = 0; l < k->nl; l++)
         if (k->ln[l].conn != NULL)
             pfd_add(k, pfd, max, n++, dlock__conn_fd(k->ln[l].conn),
                     dlock__conn_events(k->ln[l].conn), l);
+    if (k->refresh != NULL) { /* a cluster's map being refreshed */
+        int64_t w;
+        int fd;
+        short ev;
+        dlock__cluster_refresh_poll(k->refresh, &fd, &ev, &w);
+        if (w < *wake_ms)
+            *wake_ms = w;
+        if (fd >= 0)
+            pfd_add(k, pfd, max, n++, fd, ev, -1 - k->m);
+    }
     k->npidx = n;
     return n;
 }
@@ -83,6 +94,8 @@ static int drive(dlock__call *k)
         }
         left = wake - dlock__now_ms();
         left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+        if (left > 0)
+            dlock__nb_blocking();
         r = poll(pfd, (nfds_t)n, (int)left);
         if (r < 0 && errno != EINTR) {
             dlock__call_cancel(k, DLOCK_EIO, "poll failed");

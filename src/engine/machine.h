@@ -8,6 +8,7 @@
 #define DLOCK_ENGINE_MACHINE_H
 
 #include "engine/call.h"
+#include "topo/cluster.h"
 #include "topo/node.h"
 
 /* Requests given up on (timed out) that one pooled connection may carry. */
@@ -50,6 +51,8 @@ typedef struct ecall {
                           have run */
     dlock__node *ask; /* an ASK named this node: ASKING, then the call */
     dlock__node_opening *open; /* OPENING: its connection being opened */
+    dlock__node *open_nd;      /* to this node */
+    int routing;               /* IDLE, waiting for the map's refresh */
     dlock__conn *pre;          /* opened (or taken from the pool) for it */
     int pre_fresh;             /* pre was opened for it */
     int late;          /* opened after the outcome was certain: sent with the
@@ -70,7 +73,8 @@ struct dlock__call {
     lane *ln;
     int nl;
     int *pidx; /* what each descriptor of the last pollfds is: a lane
-                  l (l >= 0), or call j's open (-1 - j) */
+                  l (l >= 0), call j's open (-1 - j), or the map's
+                  refresh (-1 - m) */
     int npidx, pcap;
     uint64_t mask;
     int fixed;   /* a fixed node set: call i is node i */
@@ -78,6 +82,11 @@ struct dlock__call {
     int changed; /* a call went back to IDLE */
     int done, nok;
     int64_t deadline;
+    /* A cluster's slot map being refreshed (its steps), for the calls
+     * routing; then how it went. */
+    dlock__refreshing *refresh;
+    int rrc;
+    char rerr[DLOCK__ERRLEN];
 };
 
 /* Call j is finished with status rc (res[j].err says why). */
@@ -97,6 +106,17 @@ static inline void dlock__lane_release(dlock__call *k, int l, int ok)
     ln->qhead = ln->qlen = 0;
     ln->dirty = 0;
 }
+
+/* route.c: a cluster's call j: the node it goes to (*nd, set when an
+ * ASK named it), then the lane there (*out, *conn NULL) or a connection
+ * to it (*conn); DLOCK__OPEN_AGAIN: the call waits (IDLE: for the map's
+ * refresh or another call's open; OPENING: its own open). */
+int dlock__call_cluster_conn(dlock__call *k, int j, dlock__node **nd,
+                             dlock__conn **conn, int *out);
+
+/* route.c: the map's refresh k->refresh goes one step (revents, 0:
+ * none); once over, k->rrc / k->rerr say how. */
+void dlock__call_refresh_step(dlock__call *k, short revents);
 
 /* abandon.c: the results are made final (the connections still held
  * given back, a cluster's refusal named, one server counted twice

@@ -552,6 +552,8 @@ int dlock__attempt(dlock_client *c, dlock__held *h, const dlock__want *w,
             n = MAX_FDS; /* the rest is polled next time round */
         left = wake - dlock__now_ms();
         left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+        if (left > 0)
+            dlock__nb_blocking();
         r = poll(pfd, (nfds_t)n, (int)left);
         rc = dlock__attempt_process(a, pfd, r > 0 ? n : 0);
     }

@@ -539,6 +539,8 @@ void dlock__conn_settle(dlock__conn *c, int64_t deadline_ms)
         p.fd = c->fd;
         p.events = dlock__conn_events(c);
         p.revents = 0;
+        if (!once)
+            dlock__nb_blocking();
         if (poll(&p, 1, once ? 0 : dlock__ms_left(deadline_ms)) < 0 &&
             errno != EINTR)
             return;
@@ -563,90 +565,95 @@ static void drop_replies(redisReply **replies, int n)
     }
 }
 
+/* See conn.h. */
+int dlock__conn_collect(dlock__conn *c, int n, redisReply **replies, int *got,
+                        short revents, char *err, size_t errlen)
+{
+    char perrmsg[DLOCK__ERRLEN];
+    int r, perr = DLOCK_OK;
+    if (c->dead)
+        return dlock__fail(err, errlen, DLOCK_EIO,
+                           "connection to %s is closed after an error",
+                           c->peer);
+    if (revents != 0)
+        perr = dlock__conn_progress(c, revents, perrmsg, sizeof perrmsg);
+    /* The peer may have answered and then closed: what is complete
+     * counts before the failure does. */
+    while (*got < n) {
+        redisReply *rep;
+        r = dlock__conn_pop_reply(c, &rep, perr != DLOCK_OK ? NULL : err,
+                                  perr != DLOCK_OK ? 0 : errlen);
+        if (r < 0 && perr == DLOCK_OK)
+            return r;
+        if (r <= 0)
+            break;
+        replies[(*got)++] = rep;
+    }
+    if (*got == n && dlock__conn_flushed(c))
+        return 1;
+    if (perr != DLOCK_OK)
+        return dlock__fail(err, errlen, perr, "%s", perrmsg);
+    return 0;
+}
+
+/* One poll() of c (and cancel_fd, when >= 0) until the deadline: the
+ * connection's revents, or a failure (the connection then dead: timed
+ * out, canceled, poll failed). *cancel_fd becomes -1 when it is not an
+ * open descriptor (it could never cancel, and would wake every poll). */
+static int wait_once(dlock__conn *c, int *cancel_fd, int64_t deadline_ms,
+                     short *revents, char *err, size_t errlen)
+{
+    struct pollfd p[2];
+    int np = 1, pr;
+    *revents = 0;
+    if (dlock__now_ms() >= deadline_ms)
+        return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
+                                              "%s did not answer in time",
+                                              c->peer));
+    p[0] = (struct pollfd){.fd = c->fd, .events = dlock__conn_events(c)};
+    if (*cancel_fd >= 0) {
+        p[1] = (struct pollfd){.fd = *cancel_fd, .events = POLLIN};
+        np = 2;
+    }
+    dlock__nb_blocking();
+    pr = poll(p, (nfds_t)np, dlock__ms_left(deadline_ms));
+    if (pr < 0)
+        return errno == EINTR || errno == EAGAIN
+                   ? DLOCK_OK
+                   : dlock__conn_die(c,
+                                     dlock__fail(err, errlen, DLOCK_EIO,
+                                                 "poll: %s", strerror(errno)));
+    if (np == 2 && (p[1].revents & POLLNVAL))
+        *cancel_fd = -1;
+    else if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+        return dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_CANCELED,
+                                              "canceled while waiting for %s",
+                                              c->peer));
+    *revents = p[0].revents;
+    return DLOCK_OK;
+}
+
 /* Write the queue and collect n replies before the deadline; see
- * conn.h. A timeout also kills the connection: its replies would
- * arrive later and be taken for the answers to the next commands. */
+ * conn.h: dlock__conn_collect's steps, each waited for by wait_once. A
+ * timeout also kills the connection: its replies would arrive later and
+ * be taken for the answers to the next commands. */
 int dlock__conn_roundtrip(dlock__conn *c, int n, redisReply **replies,
                           int64_t deadline_ms, int cancel_fd, char *err,
                           size_t errlen)
 {
     int got = 0, i, r;
-
+    short rev = 0;
     for (i = 0; i < n; i++)
         replies[i] = NULL;
-    if (c->dead)
-        return dlock__fail(err, errlen, DLOCK_EIO,
-                           "connection to %s is closed after an error",
-                           c->peer);
     for (;;) {
-        struct pollfd p[2];
-        int np = 1, pr, perr;
-        char perrmsg[DLOCK__ERRLEN];
-
-        while (got < n) {
-            redisReply *rep;
-            r = dlock__conn_pop_reply(c, &rep, err, errlen);
-            if (r < 0)
-                goto fail;
-            if (r == 0)
-                break;
-            replies[got++] = rep;
-        }
-        if (got == n && dlock__conn_flushed(c))
+        r = dlock__conn_collect(c, n, replies, &got, rev, err, errlen);
+        if (r == 1)
             return DLOCK_OK;
-        if (dlock__now_ms() >= deadline_ms) {
-            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_ETIMEDOUT,
-                                               "%s did not answer in time",
-                                               c->peer));
-            goto fail;
-        }
-        p[0].fd = c->fd;
-        p[0].events = dlock__conn_events(c);
-        p[0].revents = 0;
-        if (cancel_fd >= 0) {
-            p[1].fd = cancel_fd;
-            p[1].events = POLLIN;
-            p[1].revents = 0;
-            np = 2;
-        }
-        pr = poll(p, (nfds_t)np, dlock__ms_left(deadline_ms));
-        if (pr < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_EIO,
-                                               "poll: %s", strerror(errno)));
-            goto fail;
-        }
-        if (np == 2 && (p[1].revents & POLLNVAL)) {
-            /* Not an open fd: nothing can cancel us through it, and
-             * polling it again would return at once, forever. */
-            cancel_fd = -1;
-        } else if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            r = dlock__conn_die(c, dlock__fail(err, errlen, DLOCK_CANCELED,
-                                               "canceled while waiting for %s",
-                                               c->peer));
-            goto fail;
-        }
-        if (p[0].revents == 0)
-            continue;
-        perr = dlock__conn_progress(c, p[0].revents, perrmsg, sizeof perrmsg);
-        if (perr != DLOCK_OK) {
-            /* The peer may have answered and then closed: take what is
-             * complete before reporting the failure. */
-            while (got < n) {
-                redisReply *rep;
-                if (dlock__conn_pop_reply(c, &rep, NULL, 0) != 1)
-                    break;
-                replies[got++] = rep;
-            }
-            if (got == n && dlock__conn_flushed(c))
-                return DLOCK_OK;
-            r = dlock__fail(err, errlen, perr, "%s", perrmsg);
-            goto fail;
-        }
+        if (r == 0)
+            r = wait_once(c, &cancel_fd, deadline_ms, &rev, err, errlen);
+        if (r != DLOCK_OK)
+            break;
     }
-
-fail:
     drop_replies(replies, n);
     return r;
 }

@@ -72,6 +72,18 @@ int dlock__conn_unsettled(const dlock__conn *c);
 void dlock__conn_settle(dlock__conn *c, int64_t deadline_ms);
 
 /*
+ * One step of a round trip, without waiting: do the I/O revents allows
+ * (0: none), then take the replies that are complete into
+ * replies[*got..n) (*got counts them). Returns 1 once all n are there
+ * and the queue is written, 0 while more is to come (poll
+ * dlock__conn_events and call again), or an error (err set; the
+ * replies taken stay the caller's to free). A peer that answered and
+ * then closed: what is complete counts first.
+ */
+int dlock__conn_collect(dlock__conn *c, int n, redisReply **replies, int *got,
+                        short revents, char *err, size_t errlen);
+
+/*
  * Blocking convenience over the above: write everything queued and
  * collect n replies into replies[0..n-1], before the monotonic deadline.
  * cancel_fd (or -1) is polled too: if it becomes readable the call returns

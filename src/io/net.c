@@ -198,6 +198,7 @@ static int resolve(const char *host, const char *port,
         lookup_unref(lk);
         return dlock__resolver(host, port, hints, res);
     }
+    dlock__nb_blocking();
     pthread_mutex_lock(&lk->mu);
     while (!lk->done &&
            dlock__cond_wait_until(&lk->cv, &lk->mu, deadline_ms) == 0)

@@ -36,9 +36,13 @@ static void proclaim_reply(dlock_loop *l, void *ctx, int rc,
     if (op->type == OP_LOCK) {
         /* A campaign that won but could not proclaim gives the lock back:
          * the caller gets no hold. */
-        h->gone = 1;
-        h->renew = 0;
-        dloop__giveback(l, h, h->token);
+        if (l->engine) {
+            dloop__mn_giveback(l, h);
+        } else {
+            h->gone = 1;
+            h->renew = 0;
+            dloop__giveback(l, h, h->token);
+        }
         op->hold = NULL;
         dloop__hold_unref(h);
     }
@@ -52,15 +56,17 @@ int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len)
     char lkey[DLOCK_KEY_MAX + 64], ep[24], keep[24];
     const char *keys[2] = {h->k.key, lkey};
     size_t kl[2] = {h->k.keylen, 0};
-    const char *args[5] = {h->owner, ep, value != NULL ? value : "", keep,
-                           h->k.chan};
-    size_t al[5] = {strlen(h->owner), 0, len, 0, h->k.chanlen};
+    /* A cluster's waiters listen on sharded channels: SPUBLISH. */
+    int sharded = op->loop->c->ns.cluster != NULL;
+    const char *args[6] = {h->owner, ep,        value != NULL ? value : "",
+                           keep,     h->k.chan, sharded ? "1" : "0"};
+    size_t al[6] = {strlen(h->owner), 0, len, 0, h->k.chanlen, 1};
     kl[1] = leader_key(&h->k, lkey);
     al[1] = dlock__fmt_u64(ep, h->token);
     al[3] = dlock__fmt_i64(keep, DLOCK__FENCE_RETENTION_MS);
     op->state = ST_OUT;
-    return dloop__send(op->loop, DLOCK__S_ELECT_PROCLAIM, 2, keys, kl, 5, args,
-                       al, proclaim_reply, op, &op->req);
+    return dloop__op_send(op, DLOCK__S_ELECT_PROCLAIM, 2, keys, kl, 6, args, al,
+                          proclaim_reply);
 }
 
 int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
@@ -74,8 +80,6 @@ int dlock_loop_campaign(dlock_op **out, dlock_loop *l, const char *name,
     if (out != NULL)
         *out = NULL;
     if (l == NULL)
-        return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_campaign") != DLOCK_OK)
         return DLOCK_EINVAL;
     if (dlock__layout_refuse(l->c, "elections") != DLOCK_OK)
         return DLOCK_EINVAL;
@@ -109,8 +113,6 @@ int dlock_loop_proclaim(dlock_op **out, dlock_loop *l, dlock_hold *h,
     int rc;
     if (out != NULL)
         *out = NULL;
-    if (l != NULL && dloop__mn_refuse(l, "dlock_loop_proclaim") != DLOCK_OK)
-        return DLOCK_EINVAL;
     rc = dloop__hold_op(&op, out, l, h, OP_PROCLAIM,
                         h != NULL && h->k.kind == DLOCK__KIND_LOCK &&
                             len <= DLOCK_VALUE_MAX,
@@ -171,8 +173,8 @@ static void leader_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
     if (op->watch && same_leader(li, op->known)) {
         /* No change yet: until a message, or the lease would end. */
-        dloop__wait_sleep(op, dlock__now_ms() +
-                                  (li->ttl_ms > 0 ? li->ttl_ms + 1 : 1000));
+        dloop__mn_sleep(op, dlock__now_ms() +
+                                (li->ttl_ms > 0 ? li->ttl_ms + 1 : 1000));
         return;
     }
     dloop__complete(op, DLOCK_OK, "%s", "");
@@ -190,8 +192,6 @@ int dlock_loop_leader(dlock_op **out, dlock_loop *l, const char *name,
     if (out != NULL)
         *out = NULL;
     if (l == NULL)
-        return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_leader") != DLOCK_OK)
         return DLOCK_EINVAL;
     if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL)
         return dlock__set_error(l->c, DLOCK_EINVAL, "dlock_loop_leader: %s",
@@ -211,8 +211,8 @@ int dlock_loop_leader(dlock_op **out, dlock_loop *l, const char *name,
     keys[1] = lkey, kl[1] = leader_key(k, lkey);
     keys[2] = k->fkey, kl[2] = k->fkeylen;
     op->state = ST_OUT;
-    rc = dloop__send(l, DLOCK__S_ELECT_LEADER, 3, keys, kl, 0, NULL, NULL,
-                     leader_reply, op, &op->req);
+    rc = dloop__op_send(op, DLOCK__S_ELECT_LEADER, 3, keys, kl, 0, NULL, NULL,
+                        leader_reply);
     free(k); /* the request copied the keys */
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
@@ -229,8 +229,8 @@ static void leader_ask(dlock_op *op)
     kl[1] = leader_key(&h->k, lkey);
     op->state = ST_OUT;
     op->wake_at = -1;
-    if (dloop__send(op->loop, DLOCK__S_ELECT_LEADER, 3, keys, kl, 0, NULL, NULL,
-                    leader_reply, op, &op->req) != DLOCK_OK)
+    if (dloop__op_send(op, DLOCK__S_ELECT_LEADER, 3, keys, kl, 0, NULL, NULL,
+                       leader_reply) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
 }
 
@@ -243,8 +243,6 @@ int dlock_loop_leader_wait(dlock_op **out, dlock_loop *l, const char *name,
     if (out != NULL)
         *out = NULL;
     if (l == NULL)
-        return DLOCK_EINVAL;
-    if (dloop__mn_refuse(l, "dlock_loop_leader_wait") != DLOCK_OK)
         return DLOCK_EINVAL;
     if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || known == NULL)
         return dlock__set_error(l->c, DLOCK_EINVAL,
@@ -271,7 +269,8 @@ int dlock_loop_leader_wait(dlock_op **out, dlock_loop *l, const char *name,
     op->deadline = wait_ms == 0  ? 0
                    : wait_ms < 0 ? -1
                                  : dlock__now_ms() + wait_ms;
-    if (wait_ms == 0 || !dloop__wait_subscribe(op))
+    if (wait_ms == 0 ||
+        !(l->engine ? dloop__mn_watch(op) : dloop__wait_subscribe(op)))
         leader_ask(op);
     return DLOCK_OK;
 }

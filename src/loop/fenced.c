@@ -125,8 +125,6 @@ static int fenced_op(dlock_op **op, dlock_op **out, dlock_loop *l, int type,
         *out = NULL;
     if (l == NULL)
         return DLOCK_EINVAL;
-    if (l->engine)
-        return dloop__mn_refuse(l, what);
     if (n == 0 || n > DLOCK_KEY_MAX || cb == NULL || !ok)
         return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
                                 cb == NULL ? "no callback"
@@ -151,8 +149,8 @@ static void send_script(dlock_op *op, int script, const char *key,
     size_t kl = strlen(key);
     op->token = token;
     args[0] = tok, al[0] = dlock__fmt_u64(tok, token);
-    if (dloop__send(op->loop, script, 1, &key, &kl, nargs, args, al, fn, op,
-                    &op->req) != DLOCK_OK)
+    if (dloop__op_send(op, script, 1, &key, &kl, nargs, args, al, fn) !=
+        DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
 }
 
@@ -183,8 +181,13 @@ int dlock_loop_fenced_get(dlock_op **out, dlock_loop *l, const char *key,
     if (rc != DLOCK_OK)
         return rc;
     lens[1] = strlen(key);
-    if (dloop__send_plain(l, 4, argv, lens, value_reply, op, &op->req) !=
-        DLOCK_OK)
+    if (l->engine) { /* the engine sends scripts: fenced_get.lua, the same
+                      * HMGET */
+        if (dloop__mn_send(op, DLOCK__S_FENCED_GET, 1, argv + 1, lens + 1, 0,
+                           NULL, NULL, value_reply) != DLOCK_OK)
+            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    } else if (dloop__send_plain(l, 4, argv, lens, value_reply, op, &op->req) !=
+               DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
 }

@@ -20,10 +20,7 @@
 /* See loop_impl.h. */
 int dloop__holder_renews(const dlock_loop *l, int kind)
 {
-    /* Not on an engine loop (several servers, Sentinel, Cluster): the
-     * loop's own connection goes to one server only. Not yet there. */
-    return !l->engine && dlock__kind_of(kind)->holder_info &&
-           dlock__holder_on(l->c);
+    return dlock__kind_of(kind)->holder_info && dlock__holder_on(l->c);
 }
 
 /* See loop_impl.h. */
@@ -32,7 +29,9 @@ void dloop__holder_record(dlock_loop *l, dlock_hold *h)
     dlock__cmdbuf b;
     char *ikey;
 
-    if (!dloop__holder_renews(l, h->k.kind))
+    /* An engine loop records it itself (multi_node.c), as a call on
+     * every node. */
+    if (l->engine || !dloop__holder_renews(l, h->k.kind))
         return;
     ikey = malloc(h->k.keylen + sizeof DLOCK__HOLDER_SUFFIX);
     if (ikey == NULL)

@@ -368,7 +368,12 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms);
  * (process), their earliest wake-up (-1 none), free them all. */
 void dloop__jobs_run(dlock_loop *l);
 int64_t dloop__jobs_wake(const dlock_loop *l);
+/* The jobs that serve no op (renewal rounds, give-backs). */
+int dloop__jobs_detached(const dlock_loop *l);
 void dloop__jobs_free(dlock_loop *l);
+/* The engine loop's waiters: their subscriptions' confirmations and
+ * wake-ups (process, before the jobs). */
+void dloop__mn_waits(dlock_loop *l);
 /* Start acquire op (its hold set up) as attempts and waits. */
 void dloop__mn_acquire(dlock_op *op);
 /* Release op->hold's last level. */
@@ -382,8 +387,33 @@ int dloop__mn_renew(dlock_loop *l, lbatch *b);
 /* op ends: its job goes (an attempt cut short gives back), an acquire
  * not granted drops its hold. */
 void dloop__mn_abort(dlock_op *op);
-/* DLOCK_OK, or DLOCK_EINVAL with the message (what is not implemented
- * on an engine loop yet). */
+/* Send script (keys, args: copied) for op to the one node that serves
+ * it (a Sentinel master, a cluster's slot, a fixed set's first server:
+ * the blocking API's fenced values), as an engine call; fn gets the
+ * answer with op as its ctx (op->req stays NULL: cancelling op drops
+ * the call). Over Redlock, election scripts go to every node and fn
+ * gets the vote's answer (the blocking API's rules: a proclaim done at
+ * a majority, the leader a majority names). DLOCK_OK or DLOCK_ENOMEM. */
+int dloop__mn_send(dlock_op *op, int script, int nkeys, const char **keys,
+                   const size_t *keylens, int nargs, const char **args,
+                   const size_t *arglens, lreq_fn fn);
+/* An op's script request: dloop__send on the loop's connection (op->req
+ * set), or dloop__mn_send on an engine loop. */
+int dloop__op_send(dlock_op *op, int script, int nkeys, const char **keys,
+                   const size_t *keylens, int nargs, const char **args,
+                   const size_t *arglens, lreq_fn fn);
+/* A leader wait on an engine loop: subscribe op to its hold's name
+ * channel through the client's notifier (the waiter's descriptor in the
+ * loop's epoll set); once confirmed, and on each message, op->again. 1
+ * when it waits for the confirmation, 0 when it cannot subscribe. */
+int dloop__mn_watch(dlock_op *op);
+/* Sleep op until until, or until a message on its subscription. */
+void dloop__mn_sleep(dlock_op *op, int64_t until);
+/* Give back engine hold h's grant (through the client's watchdog): a
+ * campaign that won but could not proclaim. */
+void dloop__mn_giveback(dlock_loop *l, dlock_hold *h);
+/* DLOCK_OK, or DLOCK_EINVAL with the message on an engine loop (what is
+ * not implemented there yet: downgrade). */
 int dloop__mn_refuse(dlock_loop *l, const char *what);
 /* holder.c: holder info (the client's holder_info, src/holder.c) for a
  * loop's locks. After h's grant: record it (holder_set.lua; nothing

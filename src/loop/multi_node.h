@@ -13,6 +13,7 @@
 #include "hold/attempt.h"
 #include "hold/wait.h"
 #include "loop/loop_impl.h"
+#include "notify/notify.h"
 
 /* A job of the engine on the loop: an attempt or a call in flight. */
 typedef struct mjob {
@@ -32,7 +33,12 @@ typedef struct mjob {
     int nres;                     /* entries of res */
     char relid[64];               /* a release's request id */
     void (*done)(struct mjob *j); /* it finished: complete what it serves */
-    struct pollfd *pfd;           /* what it polls now */
+    dlock__held *rec; /* a give-back's record (keys, owner), freed with it */
+    int give_up;      /* a queue leave: the writer's mark goes after it */
+    int first;        /* a fixed set: the first node only (fenced, election) */
+    lreq_fn fn;       /* a request's answer (dloop__mn_send) */
+    char *blob;       /* its keys' and arguments' copies */
+    struct pollfd *pfd; /* what it polls now */
     int n, cap;
     int64_t wake; /* process it by then */
     int finished;
@@ -41,8 +47,15 @@ typedef struct mjob {
 
 /* What an op of an engine loop keeps (op->mn). */
 struct mop {
-    mjob *job;     /* out now, or NULL */
-    dlock__wait x; /* an acquire's wait (hold/wait.h) */
+    mjob *job;            /* out now, or NULL */
+    dlock__wait x;        /* an acquire's wait (hold/wait.h) */
+    const dlock__kind *k; /* an acquire's kind */
+    int begun;            /* its wait began (after the first attempt) */
+    dlock__waiter *sub;   /* its subscription (notify.h), or NULL */
+    int efd;              /* sub's descriptor, in the loop's epoll set */
+    int subwait;          /* sleeping until sub is confirmed */
+    int wakeable;         /* sleeping until a wake (W_WAKE) or the time */
+    uint64_t ticket;      /* fair Redlock: its place in every node's queue */
 };
 
 /* A new job for op (NULL: none), with room for ncmds commands and nres

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hold/holder.h"
 #include "hold/kind.h"
 #include "hold/release.h"
 #include "loop/multi_node.h"
@@ -113,6 +114,50 @@ void dloop__mn_release(dlock_op *op)
     }
 }
 
+/* holder_extend.lua for b's holds (locks of a client that records
+ * holder info: each lease renewed with its info, holder.c): a fixed set:
+ * one command, the lock keys then the info keys; a cluster: one per
+ * hold, its two keys (one slot). DLOCK_OK or DLOCK_ENOMEM. */
+static int holder_cmds(mjob *j, const lbatch *b)
+{
+    int n = b->n, i, fixed = j->l->c->ns.cluster == NULL;
+    size_t total = 0;
+    char *p;
+    for (i = 0; i < n; i++)
+        total += b->h[i]->k.keylen + sizeof DLOCK__HOLDER_SUFFIX;
+    j->ks = malloc((size_t)4 * (size_t)n * sizeof *j->ks);
+    j->kls = malloc((size_t)4 * (size_t)n * sizeof *j->kls);
+    j->num = malloc((size_t)n * sizeof *j->num);
+    j->blob = malloc(total);
+    if (j->ks == NULL || j->kls == NULL || j->num == NULL || j->blob == NULL)
+        return DLOCK_ENOMEM;
+    for (i = 0, p = j->blob; i < n; i++) {
+        const dlock_hold *h = b->h[i];
+        int lk = fixed ? i : 2 * i, ik = fixed ? n + i : 2 * i + 1;
+        j->ks[lk] = h->k.key;
+        j->kls[lk] = h->k.keylen;
+        j->ks[ik] = p;
+        j->kls[ik] = dlock__holder_key(p, h->k.key, h->k.keylen);
+        p += j->kls[ik] + 1;
+        j->ks[2 * n + 2 * i] = h->owner;
+        j->kls[2 * n + 2 * i] = strlen(h->owner);
+        j->ks[2 * n + 2 * i + 1] = j->num[i];
+        j->kls[2 * n + 2 * i + 1] = dlock__fmt_i64(j->num[i], h->lease_ms);
+    }
+    for (i = 0; i < (fixed ? 1 : n); i++) {
+        dlock__cmd *cmd = &j->cmds[i];
+        int m = fixed ? n : 1;
+        cmd->script = DLOCK__S_HOLDER_EXTEND;
+        cmd->nkeys = 2 * m;
+        cmd->keys = j->ks + 2 * i;
+        cmd->keylens = j->kls + 2 * i;
+        cmd->nargs = 2 * m;
+        cmd->args = j->ks + 2 * n + 2 * i;
+        cmd->arglens = j->kls + 2 * n + 2 * i;
+    }
+    return DLOCK_OK;
+}
+
 /* The holds' renewal script (extend.lua, sem_extend.lua, rw_extend.lua:
  * keys, then (owner, lease) per hold) for b's holds (one kind), with
  * their leases: one command for them all on a fixed set, one per hold in
@@ -122,6 +167,8 @@ static int extend_cmds(mjob *j, const lbatch *b)
     const dlock__kind *kd = dlock__kind_of(b->h[0]->k.kind);
     int per = kd->extend_keys, n = b->n, i;
     int fixed = j->l->c->ns.cluster == NULL;
+    if (dloop__holder_renews(j->l, b->h[0]->k.kind))
+        return holder_cmds(j, b);
     j->ks = malloc((size_t)(per + 2) * (size_t)n * sizeof *j->ks);
     j->kls = malloc((size_t)(per + 2) * (size_t)n * sizeof *j->kls);
     j->num = malloc((size_t)n * sizeof *j->num);

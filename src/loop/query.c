@@ -22,7 +22,7 @@ int dlock_loop_pending(const dlock_loop *l)
         return 0;
     for (op = l->ops; op != NULL; op = op->next)
         n++;
-    return n + l->cmd.nreq;
+    return n + l->cmd.nreq + dloop__jobs_detached(l);
 }
 
 int dlock_op_last_failure(const dlock_op *op, const char **msg)

@@ -13,6 +13,8 @@
 --          [5] unused), whether or not it holds the lock (it has just
 --          released it), and the script returns 1
 -- ARGV[5]  the lock's channel, for "l EPOCH"
+-- ARGV[6]  (optional) "1": announce with SPUBLISH (Redis Cluster's
+--          sharded channels, where the waiters listen), else PUBLISH
 --
 -- Returns 1 written (also a retry), 0 the owner does not hold the lock.
 -- since (s) is the server's Unix time in ms when this owner first
@@ -41,5 +43,6 @@ redis.call('HSET', KEYS[2], 'o', ARGV[1], 'e', ARGV[2], 'v', ARGV[3], 's', since
 -- so that release.lua announces it ('#l').
 redis.call('HSET', KEYS[1], '#l', '1')
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[5], 'l ' .. ARGV[2])
+redis.call(ARGV[6] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5],
+           'l ' .. ARGV[2])
 return 1

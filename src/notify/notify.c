@@ -179,14 +179,13 @@ int dlock__notify_subscribed(dlock__notifier *n, const char *name, size_t len)
     return yes;
 }
 
-/* See notify.h. */
-int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
-                        const char *me, dlock__waiter **out,
-                        int64_t deadline_ms, uint64_t cancel_gen)
+/* See notify.h. The registration, without waiting for the
+ * subscription. */
+int dlock__notify_join(dlock__notifier *n, const char *name, size_t len,
+                       const char *me, dlock__waiter **out, uint64_t cancel_gen)
 {
     dlock__waiter *w;
     chan *ch;
-    int rc = DLOCK_OK;
 
     *out = NULL;
     w = calloc(1, sizeof *w);
@@ -239,12 +238,37 @@ int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
         dlock__sub_poke(
             n->wake_fd); /* a lingering subscription needs no round trip */
     }
+    w->seen = ch->gen;
+    pthread_mutex_unlock(&n->mu);
+    *out = w;
+    return DLOCK_OK;
+}
+
+/* 1 when too many nodes refused w's channel (ACL) for a subscription to
+ * be enough. Caller holds mu. */
+static int refused_enough(const dlock__notifier *n, const chan *ch)
+{
+    return __builtin_popcountll(ch->refused) > n->x.ns->n - n->x.ns->quorum;
+}
+
+/* See notify.h. */
+int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
+                        const char *me, dlock__waiter **out,
+                        int64_t deadline_ms, uint64_t cancel_gen)
+{
+    dlock__waiter *w;
+    chan *ch;
+    int rc = dlock__notify_join(n, name, len, me, &w, cancel_gen);
+    if (rc != DLOCK_OK)
+        return rc;
+    ch = w->ch;
+    pthread_mutex_lock(&n->mu);
     while (!subscribed_enough(n, ch)) {
         if (atomic_load(n->x.cancel_gen) != cancel_gen) {
             rc = DLOCK_CANCELED;
             break;
         }
-        if (__builtin_popcountll(ch->refused) > n->x.ns->n - n->x.ns->quorum) {
+        if (refused_enough(n, ch)) {
             rc = fail(n, DLOCK_EAUTH,
                       "SUBSCRIBE %s: NOPERM: this user may not "
                       "use the lock's channels",
@@ -266,6 +290,25 @@ int dlock__notify_begin(dlock__notifier *n, const char *name, size_t len,
     }
     *out = w;
     return DLOCK_OK;
+}
+
+/* See notify.h. */
+int dlock__notify_ready(dlock__waiter *w)
+{
+    dlock__notifier *n = w->n;
+    int rc = 0;
+    pthread_mutex_lock(&n->mu);
+    if (subscribed_enough(n, w->ch)) {
+        w->seen = w->ch->gen; /* counted from the confirmation */
+        rc = 1;
+    } else if (refused_enough(n, w->ch)) {
+        rc = fail(n, DLOCK_EAUTH,
+                  "SUBSCRIBE %s: NOPERM: this user may not use the lock's "
+                  "channels",
+                  w->ch->name);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
 }
 
 /* 1 when no other waiter of w's channel came before w: the turn goes
@@ -429,6 +472,16 @@ int dlock__notify_wait(dlock__waiter *w, int64_t until_ms)
 int dlock__notify_wait_handoff(dlock__waiter *w, int64_t until_ms)
 {
     return wait_on(w, until_ms, 1);
+}
+
+/* See notify.h. A loop's waiter is not ended by the client's cancel
+ * (its loop cancels it): its cancel generation follows the client's. */
+int dlock__notify_look(dlock__waiter *w, int fair)
+{
+    pthread_mutex_lock(&w->n->mu);
+    w->cancel_gen = atomic_load(w->n->x.cancel_gen);
+    pthread_mutex_unlock(&w->n->mu);
+    return wait_on(w, 0, fair) == 1;
 }
 
 /* See notify.h. */

@@ -35,6 +35,28 @@ int dlock__notify_begin(dlock__notifier *n, const char *chan, size_t chanlen,
                         int64_t deadline_ms, uint64_t cancel_gen);
 
 /*
+ * dlock__notify_begin without the wait, for a driver that must not
+ * block (an event loop): the waiter is registered (*out set) and its
+ * subscription asked for; dlock__notify_ready says when it is confirmed
+ * (its wake-up descriptor, dlock__waiter_fd, becomes readable then).
+ * DLOCK_OK or DLOCK_ENOMEM.
+ */
+int dlock__notify_join(dlock__notifier *n, const char *chan, size_t chanlen,
+                       const char *me, dlock__waiter **out,
+                       uint64_t cancel_gen);
+
+/* Whether w's subscription is confirmed (1: a release from now on is
+ * not missed), not yet (0), or refused by the servers' ACL (DLOCK_EAUTH,
+ * with the message). Never blocks. */
+int dlock__notify_ready(dlock__waiter *w);
+
+/* Without blocking: 1 when something came for w since it last looked
+ * (unfair: a release on its channel or a lost link; fair: a handoff or a
+ * wake naming it, consumed), else 0. The client's cancel does not end
+ * it (a loop cancels its own waits). */
+int dlock__notify_look(dlock__waiter *w, int fair);
+
+/*
  * Become the process's one contender for this channel: returns when this
  * thread may send an acquire attempt (at once if nobody else of this
  * process is trying, else after the current contender finishes or a

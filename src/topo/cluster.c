@@ -16,9 +16,9 @@
  *    try (a wrong one answers MOVED).
  *  - loaded / stale: the map was loaded once / something said it may be
  *    out of date (a node failed, CLUSTERDOWN, an unknown slot). A refresh
- *    runs under refresh_mu, one at a time; a caller with a usable map does
- *    not wait for another's refresh (trylock), and refreshes come at most
- *    every REFRESH_GAP_MS.
+ *    (cluster_refresh.c, as steps) runs one at a time (busy, a flag); a
+ *    caller with a usable map does not wait for another's refresh, and
+ *    refreshes come at most every REFRESH_GAP_MS.
  *
  * The map comes from CLUSTER SHARDS (Redis 7), or CLUSTER SLOTS when the
  * server does not know SHARDS. A MOVED updates one slot at once; no full
@@ -28,22 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topo/cluster.h"
-
-#define NO_OWNER 0xff
-#define REFRESH_GAP_MS 100
-
-struct dlock__cluster {
-    pthread_mutex_t mu;         /* adding a node */
-    pthread_mutex_t refresh_mu; /* one refresh at a time */
-    dlock__node node[DLOCK_MAX_SERVERS];
-    _Atomic int n;
-    dlock__endpoint tmpl; /* kind, user and password of every node */
-    _Atomic unsigned char owner[DLOCK__CLUSTER_SLOTS];
-    _Atomic int loaded;
-    _Atomic int stale;
-    int64_t refreshed_ms; /* under refresh_mu */
-};
+#include "topo/cluster_impl.h"
 
 /* ---- the node table ----------------------------------------------------- */
 
@@ -137,7 +122,6 @@ int dlock__cluster_fill(dlock__nodeset *ns, const dlock_options *o, char *err,
         return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&cl->mu, NULL);
-    pthread_mutex_init(&cl->refresh_mu, NULL);
     for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++)
         atomic_init(&cl->owner[i], NO_OWNER);
     ns->cluster = cl;
@@ -172,7 +156,6 @@ void dlock__cluster_free(dlock__nodeset *ns)
         dlock__node_clear(&cl->node[i]);
     dlock__endpoint_clear(&cl->tmpl);
     pthread_mutex_destroy(&cl->mu);
-    pthread_mutex_destroy(&cl->refresh_mu);
     free(cl);
     ns->cluster = NULL;
 }
@@ -262,9 +245,9 @@ static int shard_master(dlock__nodeset *ns, const redisReply *nodes,
     return best;
 }
 
-/* Fill map from a CLUSTER SHARDS reply. DLOCK_OK or DLOCK_EPROTO. */
-static int read_shards(dlock__nodeset *ns, const redisReply *r,
-                       const dlock__node *from, unsigned char *map)
+/* See cluster_impl.h. */
+int dlock__cluster_read_shards(dlock__nodeset *ns, const redisReply *r,
+                               const dlock__node *from, unsigned char *map)
 {
     size_t i, k;
     if (r->type != REDIS_REPLY_ARRAY)
@@ -293,10 +276,9 @@ static int read_shards(dlock__nodeset *ns, const redisReply *r,
     return DLOCK_OK;
 }
 
-/* Fill map from a CLUSTER SLOTS reply: {start, end, {host, port, id...},
- * replicas...} per range. DLOCK_OK or DLOCK_EPROTO. */
-static int read_slots(dlock__nodeset *ns, const redisReply *r,
-                      const dlock__node *from, unsigned char *map)
+/* See cluster_impl.h. */
+int dlock__cluster_read_slots(dlock__nodeset *ns, const redisReply *r,
+                              const dlock__node *from, unsigned char *map)
 {
     size_t i;
     if (r->type != REDIS_REPLY_ARRAY)
@@ -329,168 +311,10 @@ static int read_slots(dlock__nodeset *ns, const redisReply *r,
     return DLOCK_OK;
 }
 
-/* One round trip of a command without arguments but its words. */
-static int ask_once(dlock__conn *conn, const char *a, const char *b,
-                    redisReply **rep, int64_t deadline_ms, char *err,
-                    size_t errlen)
-{
-    const char *argv[2] = {a, b};
-    int rc = dlock__conn_append_argv(conn, 2, argv, NULL);
-    if (rc == DLOCK_OK)
-        rc = dlock__conn_roundtrip(conn, 1, rep, deadline_ms, -1, err, errlen);
-    return rc;
-}
-
-/* Ask node nd for the map (CLUSTER SHARDS, else CLUSTER SLOTS) into map.
- * DLOCK_EINVAL when nd is not in cluster mode, or not a cluster node at
- * all (a Sentinel, or a server without CLUSTER: the message says what to
- * use instead). */
-static int ask_map(dlock__nodeset *ns, dlock__node *nd, unsigned char *map,
-                   int64_t deadline_ms, char *err, size_t errlen)
-{
-    dlock__conn *conn = NULL;
-    redisReply *rep = NULL;
-    int rc, shards = 1, sentinel = 0;
-
-    rc = dlock__node_take(ns, nd, &conn, deadline_ms, err, errlen);
-    if (rc != DLOCK_OK)
-        return rc;
-    atomic_fetch_add(&ns->stats->requests, 1);
-    rc = ask_once(conn, "CLUSTER", "SHARDS", &rep, deadline_ms, err, errlen);
-    if (rc == DLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
-        strstr(rep->str, "nknown subcommand") != NULL) {
-        freeReplyObject(rep);
-        rep = NULL;
-        shards = 0;
-        atomic_fetch_add(&ns->stats->requests, 1);
-        rc = ask_once(conn, "CLUSTER", "SLOTS", &rep, deadline_ms, err, errlen);
-    } else if (rc == DLOCK_OK && rep->type == REDIS_REPLY_ERROR &&
-               strstr(rep->str, "nknown command") != NULL) {
-        /* No CLUSTER command at all: a Sentinel answers SENTINEL MYID. */
-        redisReply *s = NULL;
-        char e2[DLOCK__ERRLEN];
-        atomic_fetch_add(&ns->stats->requests, 1);
-        if (ask_once(conn, "SENTINEL", "MYID", &s, deadline_ms, e2,
-                     sizeof e2) == DLOCK_OK &&
-            s->type == REDIS_REPLY_STRING)
-            sentinel = 1;
-        if (s != NULL)
-            freeReplyObject(s);
-    }
-    dlock__node_give(ns, nd, conn, rc == DLOCK_OK);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        if (strstr(rep->str, "cluster support disabled") != NULL)
-            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
-                             "%s is not in cluster mode (cluster support "
-                             "disabled): use redis:// for a single server",
-                             nd->ep.display);
-        else if (sentinel)
-            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
-                             "%s is a Redis Sentinel, not a cluster node: "
-                             "use redis+sentinel://HOST:PORT[,HOST:PORT...]/"
-                             "MASTER-NAME for the master it watches",
-                             nd->ep.display);
-        else if (strstr(rep->str, "nknown command") != NULL)
-            rc = dlock__fail(err, errlen, DLOCK_EINVAL,
-                             "%s does not know CLUSTER: not a Redis Cluster "
-                             "node (use redis:// for a single server)",
-                             nd->ep.display);
-        else if (strncmp(rep->str, "NOAUTH", 6) == 0)
-            rc = dlock__fail(err, errlen, DLOCK_EAUTH, "%s: %s", nd->ep.display,
-                             rep->str);
-        else
-            rc = dlock__fail(err, errlen, DLOCK_ESERVER, "%s: CLUSTER %s: %s",
-                             nd->ep.display, shards ? "SHARDS" : "SLOTS",
-                             rep->str);
-    } else {
-        rc = shards ? read_shards(ns, rep, nd, map)
-                    : read_slots(ns, rep, nd, map);
-        if (rc != DLOCK_OK)
-            dlock__fail(err, errlen, rc, "%s: unexpected reply to CLUSTER %s",
-                        nd->ep.display, shards ? "SHARDS" : "SLOTS");
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
-/* The refresh itself, with refresh_mu held: ask the masters of the map
- * first, then every other node of the table, until one answers. */
-static int refresh_locked(dlock__nodeset *ns, int64_t deadline_ms, char *err,
-                          size_t errlen)
-{
-    struct dlock__cluster *cl = ns->cluster;
-    unsigned char *map = malloc(DLOCK__CLUSTER_SLOTS);
-    uint64_t tried = 0, masters = 0;
-    int i, pass, rc = DLOCK_EIO, einval = 0;
-    char e[DLOCK__ERRLEN] = "";
-
-    if (map == NULL)
-        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-    for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++) {
-        int o = atomic_load(&cl->owner[i]);
-        if (o != NO_OWNER)
-            masters |= 1ULL << o;
-    }
-    for (pass = 0; pass < 2 && rc != DLOCK_OK; pass++) {
-        for (i = 0; i < atomic_load(&cl->n) && rc != DLOCK_OK; i++) {
-            uint64_t bit = 1ULL << i;
-            if ((tried & bit) || (pass == 0 && !(masters & bit)))
-                continue;
-            if (tried != 0 && dlock__now_ms() >= deadline_ms)
-                break; /* at least one node was asked */
-            tried |= bit;
-            memset(map, NO_OWNER, DLOCK__CLUSTER_SLOTS);
-            rc = ask_map(ns, &cl->node[i], map, deadline_ms, e, sizeof e);
-            /* A node that is not in cluster mode is the clearest thing
-             * to report; keep its message over later ones. */
-            if (rc != DLOCK_OK && !einval) {
-                einval = rc == DLOCK_EINVAL;
-                dlock__fail(err, errlen, rc, "%s", e);
-            }
-        }
-    }
-    if (rc == DLOCK_OK) {
-        for (i = 0; i < DLOCK__CLUSTER_SLOTS; i++)
-            atomic_store(&cl->owner[i], map[i]);
-        atomic_store(&cl->loaded, 1);
-        atomic_store(&cl->stale, 0);
-    } else {
-        rc = einval ? DLOCK_EINVAL : rc;
-        if (err != NULL && err[0] == '\0')
-            dlock__fail(err, errlen, rc, "cluster: no node to ask");
-    }
-    cl->refreshed_ms = dlock__now_ms();
-    free(map);
-    return rc;
-}
-
-/* Refresh when needed. wait: block on another thread's refresh (there is
- * no usable map yet) rather than go on with the old map. */
-static int refresh(dlock__nodeset *ns, int wait, int64_t deadline_ms, char *err,
-                   size_t errlen)
-{
-    struct dlock__cluster *cl = ns->cluster;
-    int rc = DLOCK_OK;
-    if (wait)
-        pthread_mutex_lock(&cl->refresh_mu);
-    else if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
-        return DLOCK_OK; /* another thread is at it; the old map will do */
-    if (!atomic_load(&cl->loaded) ||
-        (atomic_load(&cl->stale) &&
-         dlock__now_ms() - cl->refreshed_ms >= REFRESH_GAP_MS))
-        rc = refresh_locked(ns, deadline_ms, err, errlen);
-    pthread_mutex_unlock(&cl->refresh_mu);
-    return rc;
-}
-
 /* See cluster.h. */
-int dlock__cluster_refresh(dlock__nodeset *ns, int64_t deadline_ms, char *err,
-                           size_t errlen)
+int dlock__cluster_loaded(const dlock__nodeset *ns)
 {
-    return refresh(ns, !atomic_load(&ns->cluster->loaded), deadline_ms, err,
-                   errlen);
+    return atomic_load(&ns->cluster->loaded);
 }
 
 /* See cluster.h. */
@@ -508,17 +332,11 @@ void dlock__cluster_stale(dlock__nodeset *ns)
 }
 
 /* See cluster.h. */
-int dlock__cluster_route(dlock__nodeset *ns, uint16_t slot, dlock__node **out,
-                         int64_t deadline_ms, char *err, size_t errlen)
+int dlock__cluster_route_now(dlock__nodeset *ns, uint16_t slot,
+                             dlock__node **out, char *err, size_t errlen)
 {
     struct dlock__cluster *cl = ns->cluster;
-    int o;
-    if (dlock__cluster_wants_refresh(ns)) {
-        int rc = dlock__cluster_refresh(ns, deadline_ms, err, errlen);
-        if (rc != DLOCK_OK && !atomic_load(&cl->loaded))
-            return rc;
-    }
-    o = atomic_load(&cl->owner[slot]);
+    int o = atomic_load(&cl->owner[slot]);
     if (o == NO_OWNER) {
         atomic_store(&cl->stale, 1);
         return dlock__fail(err, errlen, DLOCK_ESERVER,

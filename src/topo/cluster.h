@@ -86,13 +86,42 @@ dlock__redirect dlock__cluster_redirect(dlock__nodeset *ns,
  * be out of date (a failover); refresh it before the next route. */
 void dlock__cluster_stale(dlock__nodeset *ns);
 
+/* 1 once the map was loaded (it may be stale). */
+int dlock__cluster_loaded(const dlock__nodeset *ns);
+
 /* 1 when the map should be (re)loaded before it is trusted. */
 int dlock__cluster_wants_refresh(const dlock__nodeset *ns);
 
 /* Load the map now (see dlock__cluster_route for the rate limit and the
- * errors). */
+ * errors): dlock__cluster_refreshing's steps, waited for. */
 int dlock__cluster_refresh(dlock__nodeset *ns, int64_t deadline_ms, char *err,
                            size_t errlen);
+
+/*
+ * The same refresh as steps that never block (cluster_refresh.c), for
+ * the engine: start returns DLOCK__OPEN_AGAIN with *out set (poll what
+ * poll says, *fd -1 for none, until *wake_ms, then step with the
+ * revents, 0 for none, until it returns something else), or the
+ * refresh's status at once (nothing due: DLOCK_OK; another refresh
+ * running while a map is loaded: DLOCK_OK, the old map will do). The
+ * masters of the map are asked first (each node's connection its
+ * opening's steps, node.h), then the other nodes of the table, until
+ * one answers CLUSTER SHARDS (or SLOTS). free gives up one not
+ * finished; accepts NULL.
+ */
+typedef struct dlock__refreshing dlock__refreshing;
+int dlock__cluster_refresh_start(dlock__refreshing **out, dlock__nodeset *ns,
+                                 int64_t deadline_ms, char *err, size_t errlen);
+void dlock__cluster_refresh_poll(const dlock__refreshing *r, int *fd,
+                                 short *events, int64_t *wake_ms);
+int dlock__cluster_refresh_step(dlock__refreshing *r, short revents, char *err,
+                                size_t errlen);
+void dlock__cluster_refresh_free(dlock__refreshing *r);
+
+/* dlock__cluster_route without a refresh (the engine refreshes by
+ * steps first): the node serving slot in the map as it is. */
+int dlock__cluster_route_now(dlock__nodeset *ns, uint16_t slot,
+                             dlock__node **out, char *err, size_t errlen);
 
 /* Without I/O: the index in the node table of the master serving slot,
  * or -1 when the map does not know (not loaded, or no owner). */

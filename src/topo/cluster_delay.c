@@ -43,25 +43,12 @@ static int continues_known(dlock__nodeset *ns, const dlock__node *nd,
 }
 
 /* See cluster_delay.h. */
-int dlock__cluster_open_checked(dlock__nodeset *ns, dlock__node *nd,
-                                dlock__conn **out, int64_t deadline_ms,
-                                char *err, size_t errlen)
+void dlock__cluster_table_check(dlock__nodeset *ns, dlock__node *nd,
+                                const dlock__srvinfo *id)
 {
-    dlock__srvinfo id;
-    int rc = dlock__conn_open(out, dlock__node_addr(nd), ns->tls, deadline_ms,
-                              err, errlen);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__node_identify(*out, &id, deadline_ms, err, errlen);
-    if (rc != DLOCK_OK) {
-        dlock__conn_close(*out);
-        *out = NULL;
-        return rc;
-    }
-    atomic_store(&nd->replica, id.role == DLOCK__ROLE_REPLICA);
-    if (id.role == DLOCK__ROLE_MASTER)
-        dlock__node_note(ns, nd, &id, continues_known(ns, nd, id.replid2));
-    return DLOCK_OK;
+    atomic_store(&nd->replica, id->role == DLOCK__ROLE_REPLICA);
+    if (id->role == DLOCK__ROLE_MASTER)
+        dlock__node_note(ns, nd, id, continues_known(ns, nd, id->replid2));
 }
 
 /* See cluster_delay.h. */
@@ -74,7 +61,7 @@ uint64_t dlock__delayed_for(dlock__nodeset *ns, const char *key, size_t keylen,
         return dlock__nodes_delayed(ns, left_ms);
     if (left_ms != NULL)
         *left_ms = 0;
-    if (ns->open_checked == NULL)
+    if (ns->table_check == NULL)
         return 0;
     o = dlock__cluster_lookup(ns, dlock__key_slot(key, keylen));
     if (o < 0)

@@ -16,19 +16,19 @@
 
 /*
  * The check of a new connection to a node of a cluster's table (set as
- * ns->open_checked when the lock-delay is on): connect, then INFO server
- * replication. A master's identity is remembered on its node; its
- * lock-delay starts when the identity changed since this client last saw
- * it there (a restart, perhaps without its data), or when it is seen for
- * the first time and its master_replid2 is the replication id this
- * client saw on another master (it is a replica promoted in a failover
- * of a master this client talked to). A replica's connection is marked
- * (its node keeps no idle connection). DLOCK_OK or the connect's or
- * INFO's error (err set, *out NULL).
+ * ns->table_check when the lock-delay is on; node_open.c asks INFO
+ * server replication behind the login of every new connection to such
+ * a node and hands the answer id here). A master's identity is
+ * remembered on its node; its lock-delay starts when the identity
+ * changed since this client last saw it there (a restart, perhaps
+ * without its data), or when it is seen for the first time and its
+ * master_replid2 is the replication id this client saw on another
+ * master (it is a replica promoted in a failover of a master this
+ * client talked to). A replica's node is marked (it keeps no idle
+ * connection).
  */
-int dlock__cluster_open_checked(dlock__nodeset *ns, dlock__node *nd,
-                                dlock__conn **out, int64_t deadline_ms,
-                                char *err, size_t errlen);
+void dlock__cluster_table_check(dlock__nodeset *ns, dlock__node *nd,
+                                const dlock__srvinfo *id);
 
 /*
  * The nodes of ns whose lock-delay runs, as dlock__nodes_delayed, for a

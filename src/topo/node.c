@@ -3,7 +3,8 @@
  * from its URL, take a connection (pooled, or opened on demand; a node
  * whose connect just timed out is skipped for a moment with Redlock), give
  * it back, free the set. Who the nodes are is topology.c's business (and
- * sentinel.c's, which moves a node's address through dlock__node_adopt);
+ * sentinel_locate.c's, which moves a node's address through
+ * dlock__node_adopt_conn);
  * what runs on them, the engine's
  * (src/engine/).
  *
@@ -133,80 +134,6 @@ void dlock__nodeset_free(dlock__nodeset *ns)
     }
     dlock__tls_ctx_free(ns->tls);
     ns->tls = NULL;
-}
-
-/* Pop an idle connection or open a new one. With several nodes, a node
- * whose last connect timed out is skipped for 500 ms so that Redlock does
- * not wait out a connect timeout to an unreachable server on every call. */
-int dlock__node_get(dlock__nodeset *ns, int i, dlock__conn **out,
-                    int64_t deadline_ms, char *err, size_t errlen)
-{
-    return dlock__node_take(ns, &ns->node[i], out, deadline_ms, err, errlen);
-}
-
-static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
-                        int64_t deadline_ms, char *err, size_t errlen,
-                        int *fresh);
-
-/* See node.h. */
-int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
-                       int64_t deadline_ms, char *err, size_t errlen,
-                       int *fresh)
-{
-    return node_take_ex(ns, &ns->node[i], out, deadline_ms, err, errlen, fresh);
-}
-
-/* See node.h. A cluster's nodes are skipped like Redlock's: the next
- * route may find another master. */
-int dlock__node_take(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
-                     int64_t deadline_ms, char *err, size_t errlen)
-{
-    int fresh;
-    return node_take_ex(ns, n, out, deadline_ms, err, errlen, &fresh);
-}
-
-/* dlock__node_take, and *fresh = 1 when the connection was opened now. */
-static int node_take_ex(dlock__nodeset *ns, dlock__node *n, dlock__conn **out,
-                        int64_t deadline_ms, char *err, size_t errlen,
-                        int *fresh)
-{
-    int64_t dl;
-    int rc;
-
-    *fresh = 0;
-    pthread_mutex_lock(&n->mu);
-    if (ns->open_checked != NULL && atomic_load(&n->replica)) {
-        /* Opened while it was a replica (a cluster seed): it may be a
-         * master now, and only a new connection's check can tell whether
-         * it was promoted (the lock-delay). */
-        while (n->nidle > 0)
-            dlock__conn_close(n->idle[--n->nidle]);
-    }
-    if (n->nidle > 0) {
-        *out = n->idle[--n->nidle];
-        pthread_mutex_unlock(&n->mu);
-        return DLOCK_OK;
-    }
-    *fresh = 1;
-    pthread_mutex_unlock(&n->mu);
-    rc = dlock__node_open_window(ns, n, deadline_ms, &dl, err, errlen);
-    if (rc != DLOCK_OK)
-        return rc;
-    /* A node of the set (standalone, Redlock, Sentinel) is checked on
-     * every new connection (dlock__node_open); a cluster's are routed by
-     * slot and opened as they are. */
-    if (ns->cluster == NULL && ns->node != NULL && n >= ns->node &&
-        n < ns->node + ns->n)
-        rc = dlock__node_open(ns, (int)(n - ns->node), out, dl, err, errlen);
-    else if (ns->open_checked != NULL)
-        rc = ns->open_checked(ns, n, out, dl, err, errlen);
-    else
-        rc = dlock__conn_open(out, dlock__node_addr(n), ns->tls, dl, err,
-                              errlen);
-    dlock__node_open_done(ns, n, rc);
-    if (rc != DLOCK_OK)
-        *out = NULL;
-    return rc;
 }
 
 /* See node.h. */
@@ -416,22 +343,6 @@ void dlock__node_note(dlock__nodeset *ns, dlock__node *n,
     pthread_mutex_unlock(&n->mu);
 }
 
-/* Connect to ep for node i and check the server (see dlock__node_open).
- * A replica's master ("host:port") is copied to master_of when not
- * NULL. */
-static int open_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
-                        dlock__conn **out, int64_t deadline_ms, char *master_of,
-                        size_t mlen, char *err, size_t errlen)
-{
-    dlock__srvinfo id;
-    int rc = dlock__conn_open(out, ep, ns->tls, deadline_ms, err, errlen);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__node_identify(*out, &id, deadline_ms, err, errlen);
-    return dlock__node_checked(ns, i, ep, rc, &id, out, master_of, mlen, err,
-                               errlen);
-}
-
 /* See node.h. */
 int dlock__node_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
                         int rc, const dlock__srvinfo *idp, dlock__conn **out,
@@ -472,37 +383,6 @@ int dlock__node_checked(dlock__nodeset *ns, int i, const dlock__endpoint *ep,
     return DLOCK_OK;
 }
 
-/* See node.h. When locating fails the last known address is tried all
- * the same: the sentinels may be down while the master is fine. */
-int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
-                     int64_t deadline_ms, char *err, size_t errlen)
-{
-    dlock__node *n = &ns->node[i];
-    const dlock__endpoint *ep;
-    char lerr[DLOCK__ERRLEN] = "";
-    int lrc = DLOCK_OK, rc;
-
-    *out = NULL;
-    if (ns->locate != NULL &&
-        (atomic_load(&n->stale) || dlock__node_addr(n)->host == NULL))
-        lrc = ns->locate(ns, i, deadline_ms, lerr, sizeof lerr);
-    ep = dlock__node_addr(n);
-    if (ep->host == NULL && ep->path == NULL)
-        return dlock__fail(err, errlen, lrc != DLOCK_OK ? lrc : DLOCK_EIO, "%s",
-                           lerr[0] ? lerr : "no address known");
-    rc = open_checked(ns, i, ep, out, deadline_ms, NULL, 0, err, errlen);
-    if (rc != DLOCK_OK && lrc != DLOCK_OK) {
-        /* Say both: the sentinels' answer explains the rest. */
-        char both[2 * DLOCK__ERRLEN + 4];
-        snprintf(both, sizeof both, "%s; %s", err != NULL ? err : "", lerr);
-        dlock__fail(err, errlen, rc, "%.*s", DLOCK__ERRLEN - 1, both);
-    }
-    if (rc != DLOCK_OK && ns->locate != NULL &&
-        (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER))
-        atomic_store(&n->stale, 1);
-    return rc;
-}
-
 /* Close every idle connection of n (its address changed). Caller holds
  * n->mu. */
 static void flush_pool(dlock__node *n)
@@ -512,36 +392,31 @@ static void flush_pool(dlock__node *n)
 }
 
 /* See node.h. */
-int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
-                      int64_t deadline_ms, char *master_of, size_t mlen,
-                      char *err, size_t errlen)
+int dlock__node_adopt_same(dlock__nodeset *ns, int i, dlock__endpoint *ep)
 {
     dlock__node *n = &ns->node[i];
     dlock__endpoint *cur = atomic_load(&n->addr);
-    struct dlock__retired *r;
-    dlock__conn *conn = NULL;
-    int rc;
+    if (cur->host == NULL || strcmp(cur->display, ep->display) != 0)
+        return 0;
+    /* Same address: nothing to move. Drop the copy. */
+    dlock__endpoint_clear(ep);
+    free(ep);
+    atomic_store(&n->stale, 0);
+    return 1;
+}
 
-    if (cur->host != NULL && strcmp(cur->display, ep->display) == 0) {
-        /* Same address: nothing to move. Drop the copy. */
-        dlock__endpoint_clear(ep);
-        free(ep);
-        atomic_store(&n->stale, 0);
-        return DLOCK_OK;
-    }
-    if (master_of != NULL && mlen > 0)
-        master_of[0] = '\0';
-    rc = open_checked(ns, i, ep, &conn, deadline_ms, master_of, mlen, err,
-                      errlen);
-    r = malloc(sizeof *r);
-    if (rc == DLOCK_OK && r == NULL)
-        rc = dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-    if (rc != DLOCK_OK) {
-        free(r);
+/* See node.h. */
+int dlock__node_adopt_conn(dlock__nodeset *ns, int i, dlock__endpoint *ep,
+                           dlock__conn *conn, char *err, size_t errlen)
+{
+    dlock__node *n = &ns->node[i];
+    dlock__endpoint *cur;
+    struct dlock__retired *r = malloc(sizeof *r);
+    if (r == NULL) {
         dlock__conn_close(conn);
         dlock__endpoint_clear(ep);
         free(ep);
-        return rc;
+        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     }
     pthread_mutex_lock(&n->mu);
     cur = atomic_load(&n->addr);

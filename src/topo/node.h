@@ -92,18 +92,31 @@ struct dlock__nodeset;
 struct dlock__cluster;
 
 /* A topology's check of a new connection to a node that is not one of
- * the set's (a cluster's table, cluster_delay.c): open it to nd's
- * address and check it before its first use. DLOCK_OK or an error with
- * err set (*out NULL). */
-typedef int (*dlock__open_fn)(struct dlock__nodeset *ns, dlock__node *nd,
-                              dlock__conn **out, int64_t deadline_ms, char *err,
-                              size_t errlen);
+ * the set's (a cluster's table, cluster_delay.c), once its INFO server
+ * replication answered id (asked behind the login of every new
+ * connection to such a node while the check is set). */
+typedef void (*dlock__check_fn)(struct dlock__nodeset *ns, dlock__node *nd,
+                                const dlock__srvinfo *id);
 
 /* A topology that finds node i's address at run time (Sentinel): find
- * it and publish it (dlock__node_adopt) before the deadline. DLOCK_OK
+ * it and publish it (dlock__node_adopt_conn) before the deadline. DLOCK_OK
  * or an error with err set. */
 typedef int (*dlock__locate_fn)(struct dlock__nodeset *ns, int i,
                                 int64_t deadline_ms, char *err, size_t errlen);
+
+/* The same locate as steps that never block (Sentinel), for the engine
+ * and the blocking locate alike: start returns DLOCK__OPEN_AGAIN with
+ * *st set (poll what pollfd says, *fd -1 for none, until *wake_ms, then
+ * step with the revents, 0 for none, until it returns something else),
+ * or the locate's final status (err set on failure). free accepts NULL
+ * and gives up a locate not finished. */
+typedef struct dlock__locator {
+    int (*start)(struct dlock__nodeset *ns, int i, int64_t deadline_ms,
+                 void **st, char *err, size_t errlen);
+    void (*pollfd)(void *st, int *fd, short *events, int64_t *wake_ms);
+    int (*step)(void *st, short revents, char *err, size_t errlen);
+    void (*free)(void *st);
+} dlock__locator;
 
 /* The node set: filled by dlock__topology_fill(), used by node.c's pool
  * and the engine's fan-out. At most DLOCK_MAX_SERVERS nodes, so a
@@ -124,12 +137,13 @@ typedef struct dlock__nodeset {
 
     /* A topology's own state and hooks (NULL for fixed servers). */
     dlock__locate_fn locate;
+    const dlock__locator *locator; /* locate's steps (with locate) */
     void (*topo_free)(struct dlock__nodeset *ns);
     void *topo;
     /* Cluster with a lock-delay: every new connection to a node of the
-     * table goes through it (NULL: opened as it is). A node whose check
+     * table is checked by it (NULL: opened as it is). A node whose check
      * said replica keeps no idle connection: it may be promoted. */
-    dlock__open_fn open_checked;
+    dlock__check_fn table_check;
 
     /* Durability and the lock-delay (options wait_replicas,
      * wait_replicas_timeout_ms, lock_delay_ms resolved; 0: off). */
@@ -176,6 +190,12 @@ int dlock__node_get_ex(dlock__nodeset *ns, int i, dlock__conn **out,
                        int64_t deadline_ms, char *err, size_t errlen,
                        int *fresh);
 
+/* dlock__node_take that also says whether the connection was opened
+ * now (node_open.c: the opening's steps, waited for). */
+int dlock__node_take_ex(dlock__nodeset *ns, dlock__node *nd, dlock__conn **out,
+                        int64_t deadline_ms, char *err, size_t errlen,
+                        int *fresh);
+
 /* Without blocking: let every idle connection that carries a request
  * given up on read its answers and resend where NOSCRIPT says so
  * (dlock__conn_abandon_eval). For a background thread, now and then. */
@@ -197,16 +217,18 @@ const char *dlock__node_name(const dlock__node *nd);
 int dlock__node_open(dlock__nodeset *ns, int i, dlock__conn **out,
                      int64_t deadline_ms, char *err, size_t errlen);
 
-/* For a locate function: connect to ep (a candidate address, owned by
- * the node from now on whatever the outcome), check it as
- * dlock__node_open does, and when it is a master make it node i's address
- * (pooled connections to the old one are closed). When ep is node i's
- * address already, nothing is checked. DLOCK_OK, or an error with err set
- * (DLOCK_ESERVER: not a master; a replica's master "host:port" is then
- * in master_of, when not NULL). */
-int dlock__node_adopt(dlock__nodeset *ns, int i, dlock__endpoint *ep,
-                      int64_t deadline_ms, char *master_of, size_t mlen,
-                      char *err, size_t errlen);
+/* For a locate: is ep (a candidate address) node i's address already?
+ * Then 1: ep is freed and the node no longer stale (nothing to check).
+ * Else 0, ep still the caller's. */
+int dlock__node_adopt_same(dlock__nodeset *ns, int i, dlock__endpoint *ep);
+
+/* For a locate: ep (owned by the node from now on whatever the outcome)
+ * checked as a master, with conn the new connection its check made
+ * (dlock__node_checked), becomes node i's address: pooled connections to
+ * the old one are closed, conn is pooled. DLOCK_OK or DLOCK_ENOMEM (err
+ * set; ep and conn freed). */
+int dlock__node_adopt_conn(dlock__nodeset *ns, int i, dlock__endpoint *ep,
+                           dlock__conn *conn, char *err, size_t errlen);
 
 /* Ask conn's server INFO server replication and fill *id. An error
  * reply (ACL, renamed command) or an answer of another shape leaves the
@@ -240,10 +262,12 @@ void dlock__node_open_done(dlock__nodeset *ns, dlock__node *n, int rc);
 
 /*
  * A fixed node's connection opened without blocking (node_open.c), for
- * the engine: what dlock__node_get_ex does for node i of a set without
- * Sentinel or Cluster, as steps: an idle pooled connection is taken at
- * once (DLOCK_OK, *conn set, *fresh 0); else the open starts (connect,
- * TLS, then AUTH / SELECT and INFO pipelined) and start returns
+ * the engine: what dlock__node_get_ex does for node i of a set that is
+ * not a cluster, as steps: an idle pooled connection is taken at
+ * once (DLOCK_OK, *conn set, *fresh 0); else the node is located first
+ * when its topology says so (ns->locator: Sentinel), then the open
+ * starts (connect, TLS, then AUTH / SELECT and INFO pipelined; the
+ * connection a locate checked is taken instead) and start returns
  * DLOCK__OPEN_AGAIN with *out set: poll what dlock__node_opening_poll
  * says and call dlock__node_opening_step with the revents until it
  * returns DLOCK_OK (*conn set, the caller's; *fresh 1) or an error
@@ -257,8 +281,17 @@ typedef struct dlock__node_opening dlock__node_opening;
 int dlock__node_opening_start(dlock__node_opening **out, dlock__nodeset *ns,
                               int i, int64_t deadline_ms, dlock__conn **conn,
                               int *fresh, char *err, size_t errlen);
+/* The same for any node nd (dlock__node_take's: a cluster's table node
+ * is opened as it is, or checked by ns->table_check). */
+int dlock__node_opening_take(dlock__node_opening **out, dlock__nodeset *ns,
+                             dlock__node *nd, int64_t deadline_ms,
+                             dlock__conn **conn, int *fresh, char *err,
+                             size_t errlen);
 void dlock__node_opening_poll(const dlock__node_opening *o, int *fd,
                               short *events);
+/* When the open must be stepped even if its descriptor (*fd -1: none)
+ * is not ready: a locate's clock, else the open's deadline. */
+int64_t dlock__node_opening_wake(const dlock__node_opening *o);
 int dlock__node_opening_step(dlock__node_opening *o, short revents,
                              dlock__conn **conn, char *err, size_t errlen);
 int64_t dlock__node_opening_deadline(const dlock__node_opening *o);

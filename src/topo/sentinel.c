@@ -2,16 +2,18 @@
  * sentinel.c - the Sentinel topology: one master, found by asking the
  * sentinels, followed across failovers.
  *
- * Discovery (locate): ask every sentinel, starting with the one that
- * answered last, SENTINEL get-master-addr-by-name NAME; the address a
- * majority of them names is connected to and checked (node.c: INFO says
- * role:master — a sentinel can be stale, and then its answer is a
- * replica or nothing) and becomes the node's address (dlock__node_adopt).
- * A minority's address is taken only when the majority's is its replica
- * (a failover not all sentinels have seen yet); sentinels that name two
- * masters are an error, not a guess. A node is located on first use, and again when
- * the node layer or the engine suspects it moved (READONLY, LOADING,
- * a refused or dropped connection).
+ * Discovery (locate, sentinel_locate.c): ask the sentinels, starting
+ * with the one that answered last, SENTINEL get-master-addr-by-name
+ * NAME; the address a majority of them names is connected to and
+ * checked (node.c: INFO says role:master — a sentinel can be stale, and
+ * then its answer is a replica or nothing) and becomes the node's
+ * address (dlock__node_adopt_conn). A minority's address is taken only
+ * when the majority's is its replica (a failover not all sentinels have
+ * seen yet); sentinels that name two masters are an error, not a guess.
+ * A node is located on first use, and again when the node layer or the
+ * engine suspects it moved (READONLY, LOADING, a refused or dropped
+ * connection). The locate is steps (the engine drives them on a loop's
+ * thread); the blocking locate waits for them.
  *
  * The watch: a thread, started with the first locate, keeps a pub/sub
  * connection to one sentinel (the next one when it fails) subscribed to
@@ -21,9 +23,10 @@
  * granted anything there. After every (re)subscription it locates once
  * too: a switch announced while it was not listening is not missed.
  *
- * Locking: mu serialises locating (I/O under it, bounded by the caller's
- * deadline); the watch thread's own state is its own. Nothing here takes
- * a node's mutex except through node.c.
+ * Locking: one locate at a time (busy, a flag: a second one waits for
+ * it without holding a lock, then looks whether it is still needed);
+ * the watch thread's own state is its own. Nothing here takes a node's
+ * mutex except through node.c.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -33,286 +36,30 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "io/net.h"
-#include "topo/sentinel.h"
-
-typedef struct sentinel {
-    dlock__nodeset *ns;
-    dlock__sentinel_url url; /* sentinels carry the sentinel credentials */
-    pthread_mutex_t mu;      /* locating; first */
-    int first;               /* the sentinel that answered last */
-
-    /* The watch thread. */
-    pthread_mutex_t wmu; /* started */
-    pthread_t thread;
-    int started;
-    _Atomic int stop;
-    int wake_fd;
-    _Atomic uint64_t switches; /* +switch-master of our master seen */
-    _Atomic int watching;      /* subscribed right now */
-} sentinel;
-
-/* The one node of a Sentinel set. */
-#define NODE 0
+#include "io/ask.h"
+#include "topo/sentinel_impl.h"
 
 /* ---- asking a sentinel -------------------------------------------------- */
 
-/* Outcomes of asking one sentinel. */
-enum { ASK_ADDR, ASK_UNKNOWN, ASK_FAILED };
-
-/* Ask sentinel k for the master's address: ASK_ADDR with host/port
- * filled, ASK_UNKNOWN (it does not know the name), ASK_FAILED (msg
- * says why). */
+/* Ask sentinel k for the master's address and wait for the answer
+ * (the report): ASK_ADDR with host/port filled, ASK_UNKNOWN (it does
+ * not know the name), ASK_FAILED (msg says why). */
 static int ask(sentinel *s, int k, int64_t deadline_ms, char *host,
                size_t hostlen, int *port, char *msg, size_t msglen)
 {
-    const dlock__endpoint *ep = &s->url.sentinel[k];
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name",
-                           s->url.master};
-    dlock__conn *c = NULL;
-    redisReply *r = NULL;
-    int64_t dl = dlock__now_ms() + s->ns->connect_timeout_ms;
-    int rc, out = ASK_FAILED;
-
-    if (deadline_ms < dl)
-        dl = deadline_ms;
-    rc = dlock__conn_open(&c, ep, s->ns->tls, dl, msg, msglen);
-    if (rc == DLOCK_OK)
-        rc = dlock__conn_append_argv(c, 3, argv, NULL);
-    if (rc == DLOCK_OK)
-        rc = dlock__conn_roundtrip(c, 1, &r, dl, -1, msg, msglen);
-    dlock__conn_close(c);
-    if (rc != DLOCK_OK)
+    dlock__asking *a = NULL;
+    redisReply *r;
+    int rc = dlock__sentinel_ask(s, k, deadline_ms, &a, msg, msglen), out;
+    rc = dlock__asking_wait(a, rc, msg, msglen);
+    if (rc != DLOCK_OK) {
+        dlock__asking_free(a);
         return ASK_FAILED;
-    if (r->type == REDIS_REPLY_NIL) {
-        out = ASK_UNKNOWN;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-               r->element[0]->type == REDIS_REPLY_STRING &&
-               r->element[1]->type == REDIS_REPLY_STRING &&
-               r->element[0]->len < hostlen) {
-        long p = strtol(r->element[1]->str, NULL, 10);
-        if (p > 0 && p < 65536) {
-            memcpy(host, r->element[0]->str, r->element[0]->len + 1);
-            *port = (int)p;
-            out = ASK_ADDR;
-        } else {
-            snprintf(msg, msglen, "%s: bad port in its answer", ep->display);
-        }
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(msg, msglen, "%s: %.120s", ep->display, r->str);
-    } else {
-        snprintf(msg, msglen,
-                 "%s: unexpected answer to SENTINEL "
-                 "get-master-addr-by-name (not a sentinel?)",
-                 ep->display);
     }
+    r = dlock__asking_reply(a);
+    dlock__asking_free(a);
+    out = dlock__sentinel_read(s, k, r, host, hostlen, port, msg, msglen);
     freeReplyObject(r);
     return out;
-}
-
-/* A data-node endpoint for host:port with the URL's kind, credentials
- * and db; NULL when out of memory. */
-static dlock__endpoint *data_endpoint(const sentinel *s, const char *host,
-                                      int port)
-{
-    dlock__endpoint *ep = calloc(1, sizeof *ep);
-    size_t dl = strlen(host) + 16;
-    if (ep == NULL)
-        return NULL;
-    ep->kind = s->url.tls ? DLOCK__EP_TLS : DLOCK__EP_TCP;
-    ep->host = strdup(host);
-    ep->port = port;
-    ep->db = s->url.db;
-    ep->user = s->url.user != NULL ? strdup(s->url.user) : NULL;
-    ep->password = s->url.password != NULL ? strdup(s->url.password) : NULL;
-    ep->display = malloc(dl);
-    if (ep->host == NULL || ep->display == NULL ||
-        (s->url.user != NULL && ep->user == NULL) ||
-        (s->url.password != NULL && ep->password == NULL)) {
-        dlock__endpoint_clear(ep);
-        free(ep);
-        return NULL;
-    }
-    snprintf(ep->display, dl, strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d",
-             host, port);
-    return ep;
-}
-
-static void watch_start(sentinel *s);
-
-/* Append "; text" to the summary sum (len bytes), as far as it fits. */
-static void note(char *sum, size_t len, const char *text)
-{
-    size_t used = strlen(sum), room, tl;
-    if (used + 3 >= len)
-        return;
-    if (used > 0) {
-        memcpy(sum + used, "; ", 2);
-        used += 2;
-    }
-    room = len - used - 1;
-    tl = strlen(text);
-    if (tl > room)
-        tl = room; /* cut where it does not fit */
-    memcpy(sum + used, text, tl);
-    sum[used + tl] = '\0';
-}
-
-/* An address the sentinels named, and how many named it. */
-typedef struct candidate {
-    char host[256];
-    int port;
-    int votes;
-    char display[280];
-} candidate;
-
-/* Ask every sentinel (the last one that answered first); fill cand[]
- * (distinct addresses, most votes first) and the counts. Returns the
- * number of candidates. */
-static int poll_sentinels(sentinel *s, int64_t deadline_ms, candidate *cand,
-                          int *answered, int *unknown, char *sum, size_t sumlen)
-{
-    char msg[DLOCK__ERRLEN], host[256];
-    int k, j, port = 0, n = 0;
-    for (k = 0; k < s->url.n; k++) {
-        int idx = (s->first + k) % s->url.n, rc;
-        if (dlock__now_ms() >= deadline_ms) {
-            note(sum, sumlen, "out of time");
-            break;
-        }
-        msg[0] = '\0';
-        rc =
-            ask(s, idx, deadline_ms, host, sizeof host, &port, msg, sizeof msg);
-        if (rc == ASK_FAILED) {
-            note(sum, sumlen, msg);
-            continue;
-        }
-        (*answered)++;
-        if (rc == ASK_UNKNOWN) {
-            (*unknown)++;
-            snprintf(msg, sizeof msg, "%s: no master named \"%s\"",
-                     s->url.sentinel[idx].display, s->url.master);
-            note(sum, sumlen, msg);
-            continue;
-        }
-        for (j = 0; j < n; j++)
-            if (cand[j].port == port && strcmp(cand[j].host, host) == 0)
-                break;
-        if (j == n) {
-            memset(&cand[n], 0, sizeof cand[n]);
-            snprintf(cand[n].host, sizeof cand[n].host, "%s", host);
-            cand[n].port = port;
-            snprintf(cand[n].display, sizeof cand[n].display,
-                     strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host,
-                     port);
-            n++;
-        }
-        if (cand[j].votes++ == 0 && j == 0)
-            s->first = idx; /* ask the one that named it first next time */
-    }
-    /* Most votes first (a handful of entries: insertion sort). */
-    for (k = 1; k < n; k++)
-        for (j = k; j > 0 && cand[j].votes > cand[j - 1].votes; j--) {
-            candidate t = cand[j];
-            cand[j] = cand[j - 1];
-            cand[j - 1] = t;
-        }
-    return n;
-}
-
-/* Try candidate c as node NODE's master. DLOCK_OK when adopted; else the
- * error, with the master of a replica in master_of. */
-static int try_candidate(sentinel *s, const candidate *c, int64_t deadline_ms,
-                         char *master_of, size_t mlen, char *sum, size_t sumlen)
-{
-    char msg[DLOCK__ERRLEN], said[3 * DLOCK__ERRLEN];
-    dlock__endpoint *ep = data_endpoint(s, c->host, c->port);
-    int rc;
-    if (ep == NULL)
-        return DLOCK_ENOMEM;
-    rc = dlock__node_adopt(s->ns, NODE, ep, deadline_ms, master_of, mlen, msg,
-                           sizeof msg);
-    if (rc != DLOCK_OK) {
-        snprintf(said, sizeof said, "%d sentinel(s) name %s: %s", c->votes,
-                 c->display, msg);
-        note(sum, sumlen, said);
-    }
-    return rc;
-}
-
-/*
- * Locate node NODE (see node.h, dlock__locate_fn). Every sentinel is
- * asked; the address named by a majority of those that named one is
- * tried first and wins when it checks as a master. Another address wins
- * only when it checks as a master and the majority's address is its
- * replica (a failover the other sentinels have not seen yet): sentinels
- * that name two masters (a rogue sentinel, a split) give DLOCK_ESERVER,
- * never a guess. Failing that: DLOCK_EINVAL when every sentinel that
- * answered does not know the name, DLOCK_EIO when none answered,
- * DLOCK_ESERVER when they named no master that checked.
- */
-static int locate(dlock__nodeset *ns, int i, int64_t deadline_ms, char *err,
-                  size_t errlen)
-{
-    sentinel *s = ns->topo;
-    candidate cand[DLOCK__SENTINELS_MAX];
-    char sum[DLOCK__ERRLEN] = "", master_of[80];
-    int n, k, answered = 0, unknown = 0, voters = 0, rc = DLOCK_ESERVER;
-
-    (void)i;
-    watch_start(s);
-    pthread_mutex_lock(&s->mu);
-    if (!atomic_load(&ns->node[NODE].stale) &&
-        dlock__node_addr(&ns->node[NODE])->host != NULL) {
-        /* Another thread located it while this one waited. */
-        pthread_mutex_unlock(&s->mu);
-        return DLOCK_OK;
-    }
-    n = poll_sentinels(s, deadline_ms, cand, &answered, &unknown, sum,
-                       sizeof sum);
-    for (k = 0; k < n; k++)
-        voters += cand[k].votes;
-    if (n > 0) {
-        master_of[0] = '\0';
-        if (2 * cand[0].votes > voters)
-            rc = try_candidate(s, &cand[0], deadline_ms, master_of,
-                               sizeof master_of, sum, sizeof sum);
-        else
-            rc = DLOCK_ESERVER; /* no majority: only a proven switch */
-        for (k = 1; rc != DLOCK_OK && rc != DLOCK_ENOMEM && k < n; k++) {
-            /* The majority's address is a replica of this one: the
-             * failover happened, some sentinels have not seen it. */
-            if (strcmp(master_of, cand[k].display) != 0)
-                continue;
-            rc = try_candidate(s, &cand[k], deadline_ms, NULL, 0, sum,
-                               sizeof sum);
-        }
-        if (rc != DLOCK_OK && rc != DLOCK_ENOMEM && n > 1 &&
-            2 * cand[0].votes <= voters) {
-            char dis[3 * DLOCK__ERRLEN];
-            snprintf(dis, sizeof dis,
-                     "the sentinels disagree: %d name %s, %d name %s%s",
-                     cand[0].votes, cand[0].display, cand[1].votes,
-                     cand[1].display, n > 2 ? ", and more" : "");
-            note(sum, sizeof sum, dis);
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (rc == DLOCK_OK)
-        return DLOCK_OK;
-    if (rc == DLOCK_ENOMEM)
-        return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
-    if (answered > 0 && unknown == answered)
-        return dlock__fail(err, errlen, DLOCK_EINVAL,
-                           "no sentinel knows a master named \"%s\" (%s)",
-                           s->url.master, sum);
-    if (answered == 0)
-        return dlock__fail(err, errlen, DLOCK_EIO,
-                           "no sentinel answered for master \"%s\" (%s)",
-                           s->url.master, sum);
-    return dlock__fail(err, errlen, DLOCK_ESERVER,
-                       "the sentinels named no usable master \"%s\" (%s)",
-                       s->url.master, sum);
 }
 
 /* ---- the +switch-master watch ------------------------------------------ */
@@ -335,8 +82,9 @@ static void on_switch(sentinel *s, const redisReply *r)
         return;
     atomic_fetch_add(&s->switches, 1);
     dlock__node_suspect(s->ns, NODE);
-    locate(s->ns, NODE, dlock__now_ms() + 2 * s->ns->connect_timeout_ms, err,
-           sizeof err);
+    dlock__sentinel_locate(s->ns, NODE,
+                           dlock__now_ms() + 2 * s->ns->connect_timeout_ms, err,
+                           sizeof err);
 }
 
 /* Subscribe to +switch-master on sentinel k. The connection, or NULL. */
@@ -409,8 +157,9 @@ static void *watch_main(void *arg)
             atomic_store(&s->watching, 1);
             /* A switch while nobody listened: look once. */
             dlock__node_suspect(s->ns, NODE);
-            locate(s->ns, NODE, dlock__now_ms() + 2 * s->ns->connect_timeout_ms,
-                   err, sizeof err);
+            dlock__sentinel_locate(
+                s->ns, NODE, dlock__now_ms() + 2 * s->ns->connect_timeout_ms,
+                err, sizeof err);
             watch_follow(s, c);
             atomic_store(&s->watching, 0);
             dlock__conn_close(c);
@@ -429,8 +178,9 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* Start the watch thread once (first locate). Without it (no thread
- * could be made) failovers are still found, from errors. */
+/* Start the watch thread once (s->watch_start: the first locate).
+ * Without it (no thread could be made) failovers are still found, from
+ * errors. */
 static void watch_start(sentinel *s)
 {
     pthread_mutex_lock(&s->wmu);
@@ -459,7 +209,6 @@ static void sentinel_free(dlock__nodeset *ns)
         pthread_join(s->thread, NULL);
     if (s->wake_fd >= 0)
         close(s->wake_fd);
-    pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->wmu);
     dlock__sentinel_url_clear(&s->url);
     free(s);
@@ -496,12 +245,13 @@ int dlock__sentinel_fill(dlock__nodeset *ns, const dlock_options *o, char *err,
     if (s == NULL)
         return dlock__fail(err, errlen, DLOCK_ENOMEM, "out of memory");
     s->wake_fd = -1;
-    pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->wmu, NULL);
     s->ns = ns;
     ns->topo = s;
     ns->topo_free = sentinel_free;
-    ns->locate = locate;
+    ns->locate = dlock__sentinel_locate;
+    ns->locator = &dlock__sentinel_locator;
+    s->watch_start = watch_start;
     ns->kind = DLOCK__TOPO_SENTINEL;
     ns->n = 1;
     ns->quorum = 1;

@@ -73,7 +73,7 @@ int dlock__topology_fill(dlock__nodeset *ns, const dlock_options *o,
         /* The lock-delay per master: only without WAIT (with it, every
          * grant a promoted replica could have missed was refused). */
         if (ns->lock_delay_ms > 0 && ns->wait_replicas == 0)
-            ns->open_checked = dlock__cluster_open_checked;
+            ns->table_check = dlock__cluster_table_check;
         return fill_tls(ns, o, err, errlen);
     }
     ns->n = (int)o->nservers;

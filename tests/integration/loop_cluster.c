@@ -27,6 +27,16 @@
 #include "topology.h"
 #include "fixture_cluster.h"
 
+#include "loop_engine_cases.h"
+
+/* See loop_engine_cases.h: the master serving KEY's slot. */
+static th_server *node_of(const char *key)
+{
+    int p = th_cluster_key_port(&cl, key, strlen(key));
+    assert_true(p > 0);
+    return th_cluster_node(&cl, p);
+}
+
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 60000
 /* Names spread over the masters. */
@@ -179,6 +189,16 @@ static void test_failover_under_waiter(void **state)
     dlock_client_free(c);
 }
 
+/* A client of the cluster waiting by strategy. */
+static dlock_client *client_s(int strategy)
+{
+    th_durable d;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = strategy;
+    return fixture_durable(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +206,11 @@ int main(void)
         cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_waiter),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_writer_mark),
+        cmocka_unit_test(test_sem_fifo),
+        cmocka_unit_test(test_elect_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

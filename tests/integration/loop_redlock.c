@@ -10,6 +10,7 @@
  * what is not implemented there refused with DLOCK_EINVAL.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,8 @@
 
 #define FIXTURE_NS 3
 #include "fixture_n.h"
+#define EC_NO_SEM /* no semaphores over Redlock */
+#include "loop_engine_cases.h"
 
 /* The command timeout: a stopped node outlasts it. */
 #define CMD_MS 500
@@ -48,14 +51,28 @@ static void run1(dlock_loop *l, const int *flag)
     run(&l, 1, flag);
 }
 
-static dlock_client *client(void)
+/* A client of the three servers waiting by strategy. */
+static dlock_client *client_s(int strategy)
 {
     const char *urls[FIXTURE_NS];
     dlock_client *c;
     fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, CMD_MS, 0);
+    c = th_client(urls, FIXTURE_NS, strategy, CMD_MS, 0);
     assert_non_null(c);
     return c;
+}
+
+static dlock_client *client(void)
+{
+    return client_s(DLOCK_WAIT_NOTIFY);
+}
+
+/* See loop_engine_cases.h: a script's calls are counted on the first
+ * server (every node runs each). */
+static th_server *node_of(const char *key)
+{
+    (void)key;
+    return &srv[0];
 }
 
 static dlock_loop *new_loop(dlock_client *c)
@@ -157,7 +174,7 @@ static void test_majority(void **state)
 }
 
 /* A semaphore is not available over Redlock (as dlock_sem_acquire);
- * fenced set and a campaign are not implemented on such a loop yet. */
+ * fenced values go to the first server, as dlock_fenced_set's. */
 static void test_refused(void **state)
 {
     dlock_client *c = client();
@@ -169,14 +186,17 @@ static void test_refused(void **state)
                      DLOCK_OK);
     run1(l, &s.done);
     assert_int_equal(s.status, DLOCK_EINVAL);
+    memset(&s, 0, sizeof s);
     assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "lr:f", 1, "v", 1, note, &s),
-        DLOCK_EINVAL);
-    assert_int_equal(dlock_loop_campaign(NULL, l, "lr:e", "me", &o, note, &s),
-                     DLOCK_EINVAL);
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 1, note, &s),
-                     DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_errmsg(c), "not implemented"));
+        dlock_loop_fenced_set(NULL, l, "lr:f", 7, "v", 1, note, &s), DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS lr:f"), 1);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "lr:f", 6, note, &s),
+                     DLOCK_OK);
+    run1(l, &s.done);
+    assert_int_equal(s.status, DLOCK_STALE);
     dlock_loop_free(l);
     dlock_client_free(c);
 }
@@ -348,6 +368,157 @@ static void test_readers_and_all(void **state)
     dlock_client_free(c);
 }
 
+/* A fair waiter cancelled (and one timed out) gives back its queue
+ * place on every node at once (fair_leave.lua), not at its waiter TTL. */
+static void test_cancel_leaves_queue(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire t = th_loop_opts(c, 0, LONG_LEASE_MS);
+    dlock_loop_acquire o = th_loop_opts(c, LIVE_MS, 30000);
+    dlock_hold *h;
+    dlock_op *op = NULL;
+    seen w = {0};
+    int k, in;
+    int64_t end;
+    (void)state;
+    h = take(l, "lr:cq", &t, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(&op, l2, "lr:cq", &o, note, &w), DLOCK_OK);
+    end = th_now_ms() + LIVE_MS;
+    do {
+        th_loop_run_for(&l2, 1, 20);
+        for (in = 0, k = 0; k < FIXTURE_NS; k++)
+            in += th_cmd_int(&srv[k], "ZCARD dlock:{lr:cq}:q") == 1;
+    } while (in < FIXTURE_NS && th_now_ms() < end);
+    assert_int_equal(in, FIXTURE_NS);
+    dlock_op_cancel(op);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    /* The leave goes out on the loop's next process. */
+    while (dlock_loop_pending(l2) > 0 && th_now_ms() < end)
+        th_loop_run_for(&l2, 1, 20);
+    for (k = 0; k < FIXTURE_NS; k++)
+        assert_int_equal(th_cmd_int(&srv[k], "ZCARD dlock:{lr:cq}:q"), 0);
+    /* A fair waiter that times out leaves the same way. */
+    {
+        dlock_loop_acquire t2 = th_loop_opts(c, 800, 30000);
+        seen x = {0};
+        assert_int_equal(dlock_loop_lock(NULL, l2, "lr:cq", &t2, note, &x),
+                         DLOCK_OK);
+        run1(l2, &x.done);
+        assert_int_equal(x.status, DLOCK_TIMEDOUT);
+        end = th_now_ms() + LIVE_MS;
+        while (dlock_loop_pending(l2) > 0 && th_now_ms() < end)
+            th_loop_run_for(&l2, 1, 20);
+        for (k = 0; k < FIXTURE_NS; k++)
+            assert_int_equal(th_cmd_int(&srv[k], "ZCARD dlock:{lr:cq}:q"), 0);
+    }
+    release(l, h);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
+/* Holder info on a loop over Redlock: a client made with holder_info
+ * records it on every node after the grant, and the loop's renewals
+ * renew it with the lease (holder_extend.lua). */
+static void test_holder_info(void **state)
+{
+    const char *urls[FIXTURE_NS];
+    dlock_options opt;
+    dlock_client *c = NULL;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    dlock_hold *h;
+    int i;
+    (void)state;
+    fixture_urls(urls);
+    dlock_options_init(&opt);
+    opt.servers = urls;
+    opt.nservers = FIXTURE_NS;
+    opt.tls_ca_file = th_ca_file();
+    opt.command_timeout_ms = CMD_MS;
+    opt.holder_info = 1;
+    assert_int_equal(dlock_client_new(&c, &opt, NULL, 0), DLOCK_OK);
+    l = new_loop(c);
+    o = th_loop_opts(c, 0, 900);
+    h = take(l, "lr:hi", &o, DLOCK_OK);
+    th_loop_run_for(&l, 1, 200); /* the info's write, nobody waits */
+    assert_int_equal(holders("dlock:{lr:hi}:i"), 3);
+    /* Three leases: the info lives on only if renewed with the lock. */
+    th_loop_run_for(&l, 1, 2700);
+    assert_int_equal(dlock_hold_status(h), DLOCK_OK);
+    assert_int_equal(holders("dlock:{lr:hi}:i"), 3);
+    for (i = 0; i < FIXTURE_NS; i++)
+        assert_true(th_cmd_int(&srv[i], "PTTL dlock:{lr:hi}:i") > 0);
+    release(l, h);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* Two of the three servers made replicas: a loop's acquire is refused
+ * there before any lock write (the engine's replica check, as the
+ * blocking API's), so no majority: the message names the replica. */
+static void test_replica_refused(void **state)
+{
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    seen s = {0};
+    int i;
+    (void)state;
+    for (i = 1; i < FIXTURE_NS; i++)
+        assert_int_equal(
+            th_cmd_int(&srv[i], "REPLICAOF 127.0.0.1 %d", srv[0].port), -1);
+    c = client();
+    l = new_loop(c);
+    o = th_loop_opts(c, 0, 30000);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lr:rep", &o, note, &s),
+                     DLOCK_OK);
+    run1(l, &s.done);
+    print_message("replica: %d (%s)\n", s.status, s.err);
+    assert_int_not_equal(s.status, DLOCK_OK);
+    assert_non_null(strstr(s.err, "replica"));
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:rep}"), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+    for (i = 1; i < FIXTURE_NS; i++)
+        th_cmd_int(&srv[i], "REPLICAOF NO ONE");
+}
+
+/* Election over Redlock with a server stopped: the campaign's proclaim
+ * is done at the majority left, and a leader look names the owner a
+ * majority names (the blocking API's dlock_leader rule). */
+static void test_elect_majority(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c), *l2 = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    seen a = {0};
+    ec_look look;
+    (void)state;
+    memset(&look, 0, sizeof look);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_campaign(NULL, l, "lr:em", "x", &o, note, &a),
+                     DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{lr:em}:l") +
+                         th_cmd_int(&srv[1], "EXISTS dlock:{lr:em}:l"),
+                     2);
+    assert_int_equal(dlock_loop_leader(NULL, l2, "lr:em", ec_note_look, &look),
+                     DLOCK_OK);
+    run1(l2, &look.s.done);
+    assert_int_equal(look.s.status, DLOCK_OK);
+    assert_int_equal(look.li.leading, 1);
+    assert_string_equal(look.li.value, "x");
+    assert_true(look.li.epoch == dlock_hold_token(a.hold));
+    release(l, a.hold);
+    th_server_resume(&srv[2]);
+    dlock_loop_free(l);
+    dlock_loop_free(l2);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +529,14 @@ int main(void)
         cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_killed_under_waiters),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_writer_mark),
+        cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_elect_majority),
+        cmocka_unit_test(test_cancel_leaves_queue),
+        cmocka_unit_test(test_holder_info),
+        cmocka_unit_test(test_replica_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -23,20 +23,25 @@
 #include "th_replication.h"
 #include "topology.h"
 #include "fixture_sentinel.h"
+#include "loop_engine_cases.h"
+
+/* See loop_engine_cases.h: every key lives on the master. */
+static th_server *node_of(const char *key)
+{
+    int p = th_sentinel_master_port(&sent);
+    (void)key;
+    assert_true(p > 0);
+    return th_sentinel_node(&sent, p);
+}
 
 /* Bounded waits (liveness, not timing). */
 #define LIVE_MS 60000
 
 /* A client of the deployment without a lock-delay (a grant on the
- * promoted master is not held back). */
+ * promoted master is not held back), waiting fair (the default). */
 static dlock_client *client(void)
 {
-    char err[256];
-    dlock_client *c = th_durable_client(surl, 0, 0, 0, err, sizeof err, NULL);
-    if (c == NULL)
-        print_error("client: %s\n", err);
-    assert_non_null(c);
-    return c;
+    return client_s(DLOCK_WAIT_FAIR);
 }
 
 static dlock_loop *new_loop(dlock_client *c)
@@ -156,10 +161,39 @@ static void test_permits(void **state)
         DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &p[2].done), 0);
     assert_int_equal(p[2].status, DLOCK_OK);
-    assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+    /* A waiting permit (fair: queued) is handed the one released. */
+    {
+        dlock_loop_acquire w = opts(c, LIVE_MS, 30000, 1);
+        th_seen q = {0};
+        assert_int_equal(
+            dlock_loop_sem_acquire(NULL, l, "lsn:sem", 2, &w, th_note, &q),
+            DLOCK_OK);
+        th_loop_run_for(&l, 1, 300);
+        assert_int_equal(q.done, 0);
+        assert_int_equal(th_loop_release(l, p[1].hold), DLOCK_OK);
+        assert_int_equal(th_loop_run(&l, 1, &q.done), 0);
+        assert_int_equal(q.status, DLOCK_OK);
+        assert_int_equal(th_loop_release(l, q.hold), DLOCK_OK);
+    }
     assert_int_equal(th_loop_release(l, p[2].hold), DLOCK_OK);
     dlock_loop_free(l);
     dlock_client_free(c);
+}
+
+/* A client of the deployment waiting by strategy. */
+static dlock_client *client_s(int strategy)
+{
+    th_durable d;
+    char err[256];
+    dlock_client *c;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = strategy;
+    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    if (c == NULL)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
 }
 
 int main(void)
@@ -168,6 +202,11 @@ int main(void)
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_permits),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_writer_mark),
+        cmocka_unit_test(test_sem_fifo),
+        cmocka_unit_test(test_elect_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,428 @@
+/*
+ * loop_engine_cases.h - cases the event-loop API must pass on every
+ * topology with one master per name (Sentinel, Cluster: src/loop/
+ * multi_node.c), included by loop_sentinel.c and loop_cluster.c, which
+ * say where a name's keys live (its master: the test's `node_of`).
+ * Counts and orders, never times: a waiter woken by notification makes a
+ * handful of tries however long the hold; fair waiters of two clients
+ * are granted in the order they queued; election and fenced values go
+ * to the name's master through the loop.
+ */
+#ifndef LOOP_ENGINE_CASES_H
+#define LOOP_ENGINE_CASES_H
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock.h"
+#include "dlock_loop.h"
+#include "harness.h"
+#include "th_loop.h"
+
+/* Bounded waits in these cases (liveness, not timing). */
+#define EC_LIVE_MS 30000
+
+/* The test's: the server holding KEY now (over Redlock: the first),
+ * and a client waiting by strategy. */
+static th_server *node_of(const char *key);
+static dlock_client *client_s(int strategy);
+
+/* Script calls (EVALSHA and EVAL) s has run so far. */
+static long long ec_script_calls(th_server *s)
+{
+    static const char *const names[2] = {"cmdstat_evalsha:calls=",
+                                         "cmdstat_eval:calls="};
+    redisReply *r = th_cmd(s, "INFO commandstats");
+    long long n = 0;
+    int k;
+    assert_non_null(r);
+    assert_non_null(r->str);
+    for (k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, names[k]);
+        if (p != NULL)
+            n += atoll(p + strlen(names[k]));
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+typedef struct ec_later {
+    dlock_lock *lk;
+    int64_t ms;
+} ec_later;
+
+static void *ec_release_later(void *arg)
+{
+    ec_later *x = arg;
+    th_sleep_ms(x->ms);
+    dlock_lock_release(x->lk);
+    return NULL;
+}
+
+/* A waiter of c (its strategy) behind hc's hold of NAME, released by
+ * another thread 1.5 s later: its tries, counted on the name's master,
+ * are a handful (the first, the one once subscribed, the one the wake
+ * brings); a spin backoff of 1 to 128 ms makes tens. */
+static void ec_wake_case(dlock_client *hc, dlock_client *c, const char *name)
+{
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, EC_LIVE_MS, 30000);
+    dlock_lock *lk = NULL;
+    th_seen w = {0};
+    ec_later x;
+    pthread_t t;
+    char key[128];
+    long long before, calls;
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_non_null(l);
+    assert_int_equal(dlock_lock_acquire(&lk, hc, name, 0, 30000), DLOCK_OK);
+    before = ec_script_calls(node_of(key));
+    x.lk = lk;
+    x.ms = 1500;
+    assert_int_equal(pthread_create(&t, NULL, ec_release_later, &x), 0);
+    assert_int_equal(dlock_loop_lock(NULL, l, name, &o, th_note, &w), DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &w.done), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(w.status, DLOCK_OK);
+    calls = ec_script_calls(node_of(key)) - before;
+    print_message("%s: %lld script calls on its master\n", name, calls);
+    assert_true(calls <= 6);
+    assert_int_equal(th_loop_release(l, w.hold), DLOCK_OK);
+    dlock_loop_free(l);
+}
+
+typedef struct ec_order {
+    int order[8];
+    int n;
+} ec_order;
+
+typedef struct ec_waiter {
+    ec_order *g;
+    int i;
+    th_seen s;
+} ec_waiter;
+
+static void ec_note_order(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    ec_waiter *f = ud;
+    th_note(op, status, hold, &f->s);
+    if (status == DLOCK_OK)
+        f->g->order[f->g->n++] = f->i;
+}
+
+/* Fair FIFO: four loops of two clients (fair) queue one after the other
+ * for NAME behind a holder; each is granted in turn, in queue order, by
+ * the previous one's release (a handoff on the master). */
+static void ec_fifo_case(dlock_client *c0, dlock_client *c1, const char *name)
+{
+    enum { N = 4 };
+    dlock_client *c[2] = {c0, c1};
+    dlock_loop *h0 = th_loop_new(c0), *ls[N];
+    ec_waiter f[N];
+    ec_order g = {{0}, 0};
+    dlock_loop_acquire t = th_loop_opts(c0, 0, 120000);
+    dlock_hold *h = NULL;
+    char q[160];
+    int i;
+    int64_t end;
+    snprintf(q, sizeof q, "dlock:{%s}:q", name);
+    assert_int_equal(th_loop_lock(h0, name, &t, &h), DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        dlock_loop_acquire o = th_loop_opts(c[i % 2], EC_LIVE_MS, 30000);
+        o.strategy = DLOCK_WAIT_FAIR;
+        ls[i] = th_loop_new(c[i % 2]);
+        assert_non_null(ls[i]);
+        memset(&f[i], 0, sizeof f[i]);
+        f[i].g = &g;
+        f[i].i = i;
+        assert_int_equal(
+            dlock_loop_lock(NULL, ls[i], name, &o, ec_note_order, &f[i]),
+            DLOCK_OK);
+        end = th_now_ms() + EC_LIVE_MS;
+        while (th_cmd_int(node_of(q), "ZCARD %s", q) != i + 1 &&
+               th_now_ms() < end)
+            th_loop_run_for(ls, i + 1, 20);
+        assert_int_equal(th_cmd_int(node_of(q), "ZCARD %s", q), i + 1);
+    }
+    assert_int_equal(th_loop_release(h0, h), DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        int k;
+        end = th_now_ms() + EC_LIVE_MS;
+        while (g.n == i && th_now_ms() < end)
+            th_loop_run_for(ls, N, 20);
+        assert_int_equal(g.n, i + 1);
+        k = g.order[i];
+        assert_int_equal(f[k].s.status, DLOCK_OK);
+        assert_int_equal(th_loop_release(ls[k], f[k].s.hold), DLOCK_OK);
+    }
+    for (i = 0; i < N; i++) {
+        print_message("%s: granted %d: waiter %d\n", name, i, g.order[i]);
+        assert_int_equal(g.order[i], i);
+        dlock_loop_free(ls[i]);
+    }
+    dlock_loop_free(h0);
+}
+
+/* Run loops ls[0..n) until s is done (30 s at most). */
+static void ec_run(dlock_loop **ls, int n, th_seen *s)
+{
+    assert_int_equal(th_loop_run(ls, n, &s->done), 0);
+}
+
+/* What a leader look or a fenced get said, kept from its callback. */
+typedef struct ec_look {
+    th_seen s;
+    dlock_leader_info li;
+    char value[64];
+    uint64_t fence;
+} ec_look;
+
+static void ec_note_look(dlock_op *op, int status, dlock_hold *hold, void *ud)
+{
+    ec_look *x = ud;
+    size_t len = 0;
+    const char *v = dlock_op_value(op, &len, &x->fence);
+    if (dlock_op_leader(op, &x->li) != DLOCK_OK)
+        memset(&x->li, 0, sizeof x->li);
+    snprintf(x->value, sizeof x->value, "%.*s", v != NULL ? (int)len : 0,
+             v != NULL ? v : "");
+    th_note(op, status, hold, &x->s);
+}
+
+/* Election and fenced values through the loop on the name's master: a
+ * campaign wins and proclaims; a leader look sees it; a leader wait
+ * wakes on a new proclamation (a message on the name's channel) and on
+ * the next leader's (a second campaign, waiting, wins once the first
+ * resigns); the epochs fence writes: the new leader's set stands, the
+ * old one's is STALE, a get sees the new value, a read with the old
+ * epoch is STALE. */
+static void ec_elect_fenced_case(dlock_client *c, const char *name,
+                                 const char *fkey)
+{
+    dlock_loop *ls[3] = {th_loop_new(c), th_loop_new(c), th_loop_new(c)};
+    dlock_loop_acquire now = th_loop_opts(c, 0, 30000);
+    dlock_loop_acquire wait = th_loop_opts(c, EC_LIVE_MS, 30000);
+    th_seen a = {0}, b = {0}, p = {0}, s = {0};
+    ec_look look, lw;
+    uint64_t ta, tb;
+    memset(&look, 0, sizeof look);
+    memset(&lw, 0, sizeof lw);
+    assert_int_equal(
+        dlock_loop_campaign(NULL, ls[0], name, "a", &now, th_note, &a),
+        DLOCK_OK);
+    ec_run(ls, 1, &a);
+    assert_int_equal(a.status, DLOCK_OK);
+    ta = dlock_hold_token(a.hold);
+    assert_int_equal(dlock_loop_leader(NULL, ls[1], name, ec_note_look, &look),
+                     DLOCK_OK);
+    ec_run(&ls[1], 1, &look.s);
+    assert_int_equal(look.s.status, DLOCK_OK);
+    assert_int_equal(look.li.leading, 1);
+    assert_string_equal(look.li.value, "a");
+    assert_true(look.li.epoch == ta);
+    /* A leader wait on what the look saw, and a second campaign: both
+     * wait. */
+    assert_int_equal(dlock_loop_leader_wait(NULL, ls[1], name, &look.li,
+                                            EC_LIVE_MS, ec_note_look, &lw),
+                     DLOCK_OK);
+    assert_int_equal(
+        dlock_loop_campaign(NULL, ls[2], name, "b", &wait, th_note, &b),
+        DLOCK_OK);
+    th_loop_run_for(ls, 3, 300);
+    assert_int_equal(lw.s.done + b.done, 0);
+    /* A new proclamation wakes the leader wait. */
+    assert_int_equal(
+        dlock_loop_proclaim(NULL, ls[0], a.hold, "a2", th_note, &p), DLOCK_OK);
+    ec_run(ls, 1, &p);
+    assert_int_equal(p.status, DLOCK_OK);
+    ec_run(&ls[1], 1, &lw.s);
+    if (lw.s.status != DLOCK_OK)
+        print_error("leader wait: %d (%s)\n", lw.s.status, lw.s.err);
+    assert_int_equal(lw.s.status, DLOCK_OK);
+    assert_string_equal(lw.li.value, "a2");
+    /* Resign: the waiting campaign wins with a newer epoch; a leader
+     * wait on "a2" sees it. */
+    look = lw;
+    memset(&lw, 0, sizeof lw);
+    assert_int_equal(dlock_loop_leader_wait(NULL, ls[1], name, &look.li,
+                                            EC_LIVE_MS, ec_note_look, &lw),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[0], a.hold), DLOCK_OK);
+    ec_run(&ls[2], 1, &b);
+    assert_int_equal(b.status, DLOCK_OK);
+    tb = dlock_hold_token(b.hold);
+    assert_true(tb > ta);
+    ec_run(&ls[1], 1, &lw.s);
+    assert_int_equal(lw.s.status, DLOCK_OK);
+    assert_int_equal(lw.li.leading, 1);
+    assert_string_equal(lw.li.value, "b");
+    assert_true(lw.li.epoch == tb);
+    /* Fenced by the epochs, on the key's master. */
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, ls[2], fkey, tb, "vb", 2, th_note, &s),
+        DLOCK_OK);
+    ec_run(&ls[2], 1, &s);
+    assert_int_equal(s.status, DLOCK_OK);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, ls[0], fkey, ta, "va", 2, th_note, &s),
+        DLOCK_OK);
+    ec_run(ls, 1, &s);
+    assert_int_equal(s.status, DLOCK_STALE);
+    memset(&look, 0, sizeof look);
+    assert_int_equal(
+        dlock_loop_fenced_get(NULL, ls[1], fkey, ec_note_look, &look),
+        DLOCK_OK);
+    ec_run(&ls[1], 1, &look.s);
+    assert_int_equal(look.s.status, DLOCK_OK);
+    assert_string_equal(look.value, "vb");
+    assert_true(look.fence == tb);
+    assert_int_equal(th_cmd_int(node_of(fkey), "EXISTS %s", fkey), 1);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(dlock_loop_fenced_read(NULL, ls[1], fkey, ta, th_note, &s),
+                     DLOCK_OK);
+    ec_run(&ls[1], 1, &s);
+    assert_int_equal(s.status, DLOCK_STALE);
+    assert_int_equal(th_loop_release(ls[2], b.hold), DLOCK_OK);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_loop_free(ls[2]);
+}
+
+/* Notify and fair waiters behind a long hold wake on the release. */
+static void test_wakeup(void **state)
+{
+    dlock_client *hc = client_s(DLOCK_WAIT_SPIN);
+    dlock_client *n = client_s(DLOCK_WAIT_NOTIFY);
+    dlock_client *f = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_wake_case(hc, n, "ec:wake-n");
+    ec_wake_case(hc, f, "ec:wake-f");
+    dlock_client_free(n);
+    dlock_client_free(f);
+    dlock_client_free(hc);
+}
+
+/* Fair FIFO order across loops of two clients. */
+static void test_fifo(void **state)
+{
+    dlock_client *a = client_s(DLOCK_WAIT_FAIR);
+    dlock_client *b = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_fifo_case(a, b, "ec:fifo");
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* A writer (a lock of a read-write lock's name) waiting behind a reader
+ * marks the name (new readers are kept out), and a writer cancelled
+ * takes its mark off on every node at once (rw_leave.lua): a new
+ * reader then gets in. */
+static void test_writer_mark(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_NOTIFY);
+    dlock_loop *ls[3] = {th_loop_new(c), th_loop_new(c), th_loop_new(c)};
+    dlock_loop_acquire now = th_loop_opts(c, 0, 30000);
+    dlock_loop_acquire wait = th_loop_opts(c, EC_LIVE_MS, 30000);
+    th_seen r1 = {0}, w = {0}, r2 = {0}, r3 = {0};
+    dlock_op *op = NULL;
+    int64_t end;
+    (void)state;
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[0], "ec:rw", &now, th_note, &r1),
+        DLOCK_OK);
+    ec_run(ls, 1, &r1);
+    assert_int_equal(r1.status, DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(&op, ls[1], "ec:rw", &wait, th_note, &w),
+                     DLOCK_OK);
+    th_loop_run_for(&ls[1], 1, 300);
+    assert_int_equal(w.done, 0);
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[2], "ec:rw", &now, th_note, &r2),
+        DLOCK_OK);
+    ec_run(&ls[2], 1, &r2);
+    assert_int_equal(r2.status, DLOCK_BUSY); /* a writer waits */
+    dlock_op_cancel(op);
+    assert_int_equal(w.status, DLOCK_CANCELED);
+    end = th_now_ms() + EC_LIVE_MS;
+    while (dlock_loop_pending(ls[1]) > 0 && th_now_ms() < end)
+        th_loop_run_for(&ls[1], 1, 20);
+    assert_int_equal(
+        dlock_loop_read_acquire(NULL, ls[2], "ec:rw", &now, th_note, &r3),
+        DLOCK_OK);
+    ec_run(&ls[2], 1, &r3);
+    assert_int_equal(r3.status, DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[2], r3.hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(ls[0], r1.hold), DLOCK_OK);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_loop_free(ls[2]);
+    dlock_client_free(c);
+}
+
+#ifndef EC_NO_SEM
+/* Fair FIFO of N waiters on one loop: permits of a semaphore of limit
+ * 1 (a loop holds several permits of one name, each its own owner),
+ * queued one after the other behind the holder, are handed over in
+ * queue order. Not over Redlock (no semaphores there). */
+static void test_sem_fifo(void **state)
+{
+    enum { N = 3 };
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire now = th_loop_opts(c, 0, 30000);
+    ec_waiter f[N];
+    ec_order g = {{0}, 0};
+    th_seen h = {0};
+    int i;
+    int64_t end;
+    (void)state;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ec:sf", 1, &now, th_note, &h),
+        DLOCK_OK);
+    ec_run(&l, 1, &h);
+    assert_int_equal(h.status, DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        dlock_loop_acquire o = th_loop_opts(c, EC_LIVE_MS, 30000);
+        memset(&f[i], 0, sizeof f[i]);
+        f[i].g = &g;
+        f[i].i = i;
+        assert_int_equal(dlock_loop_sem_acquire(NULL, l, "ec:sf", 1, &o,
+                                                ec_note_order, &f[i]),
+                         DLOCK_OK);
+        end = th_now_ms() + EC_LIVE_MS;
+        while (th_cmd_int(node_of("dlock:{ec:sf}:q"), "LLEN dlock:{ec:sf}:q") !=
+                   i + 1 &&
+               th_now_ms() < end)
+            th_loop_run_for(&l, 1, 20);
+        assert_int_equal(
+            th_cmd_int(node_of("dlock:{ec:sf}:q"), "LLEN dlock:{ec:sf}:q"),
+            i + 1);
+    }
+    assert_int_equal(th_loop_release(l, h.hold), DLOCK_OK);
+    for (i = 0; i < N; i++) {
+        int k;
+        end = th_now_ms() + EC_LIVE_MS;
+        while (g.n == i && th_now_ms() < end)
+            th_loop_run_for(&l, 1, 20);
+        assert_int_equal(g.n, i + 1);
+        k = g.order[i];
+        assert_int_equal(k, i);
+        assert_int_equal(th_loop_release(l, f[k].s.hold), DLOCK_OK);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+#endif
+
+/* Election and fenced values through the loop on the names' masters. */
+static void test_elect_fenced(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_FAIR);
+    (void)state;
+    ec_elect_fenced_case(c, "ec:el", "ec:fv");
+    dlock_client_free(c);
+}
+
+#endif /* LOOP_ENGINE_CASES_H */
