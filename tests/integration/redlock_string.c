@@ -3,8 +3,8 @@
  * three servers (Redlock): what one cycle costs each server (INFO
  * commandstats, against a budget), exclusion, a grant on a majority with
  * one server stopped, the give-back of a minority grant, tokens that
- * increase from holder to holder and are the same on every server, and
- * the refusal of fair waits.
+ * increase from holder to holder and are the same on every server, the
+ * event loop's hold, and the refusal of fair waits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 
 #include "dlock.h"
 #include "harness.h"
+#include "th_loop.h"
 
 #define NS 3
 #define FIXTURE_NS NS
@@ -183,6 +184,41 @@ static void test_minority_given_back(void **state)
     dlock_client_free(c);
 }
 
+/* The event loop holds in the layout too (the kind table's scripts):
+ * a string on a majority, busy for a second loop, gone on release. */
+static void test_loop(void **state)
+{
+    dlock_client *a = rl_string(DLOCK_WAIT_NOTIFY);
+    dlock_client *b = rl_string(DLOCK_WAIT_NOTIFY);
+    dlock_loop *la, *lb;
+    dlock_loop_acquire oa, ob;
+    dlock_hold *h = NULL, *h2 = NULL;
+    int i, strings = 0;
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    la = th_loop_new(a);
+    lb = th_loop_new(b);
+    oa = th_loop_opts(a, 0, 30000);
+    ob = th_loop_opts(b, 0, 30000);
+    assert_int_equal(th_loop_lock(la, "rs-loop", &oa, &h), DLOCK_OK);
+    for (i = 0; i < NS; i++) {
+        redisReply *r = th_cmd(&srv[i], "TYPE dlock:{rs-loop}");
+        assert_non_null(r);
+        strings += strcmp(r->str, "string") == 0;
+        freeReplyObject(r);
+    }
+    assert_true(strings >= 2);
+    assert_int_equal(th_loop_lock(lb, "rs-loop", &ob, &h2), DLOCK_BUSY);
+    assert_int_equal(th_loop_release(la, h), DLOCK_OK);
+    assert_int_equal(th_loop_lock(lb, "rs-loop", &ob, &h2), DLOCK_OK);
+    assert_int_equal(th_loop_release(lb, h2), DLOCK_OK);
+    dlock_loop_free(la);
+    dlock_loop_free(lb);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* Fair waits have no queue in this layout over several servers: the
  * layout is refused to a fair client, with a message that says so. */
 static void test_fair_refused(void **state)
@@ -206,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_exclusion_tokens),
         cmocka_unit_test(test_node_down),
         cmocka_unit_test(test_minority_given_back),
+        cmocka_unit_test(test_loop),
         cmocka_unit_test(test_fair_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
