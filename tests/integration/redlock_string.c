@@ -4,7 +4,8 @@
  * commandstats, against a budget), exclusion, a grant on a majority with
  * one server stopped, the give-back of a minority grant, tokens that
  * increase from holder to holder and are the same on every server, the
- * event loop's hold, and the refusal of fair waits.
+ * watchdog's renewal (without take-back), the event loop's hold, and the
+ * refusal of fair waits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,6 +185,37 @@ static void test_minority_given_back(void **state)
     dlock_client_free(c);
 }
 
+/* The watchdog renews a hold of the layout on every server (s_extend.lua
+ * over the three): held after three leases, and one server that lost it
+ * is not given it back (no take-back in this layout), but the other two
+ * keep it held. */
+static void test_watchdog(void **state)
+{
+    dlock_client *c = rl_string(DLOCK_WAIT_NOTIFY);
+    dlock_acquire_options o;
+    dlock_lock *l;
+    int i;
+    (void)state;
+    assert_non_null(c);
+    dlock_acquire_options_init(&o);
+    o.lease_ms = 900;
+    o.watchdog = 1;
+    assert_int_equal(dlock_lock_acquire_ex(&l, c, "rs-wd", &o), DLOCK_OK);
+    th_sleep_ms(2700);
+    for (i = 0; i < 2; i++)
+        assert_true(token_on(i, "rs-wd") == dlock_lock_token(l));
+    assert_int_equal(th_cmd_int(&srv[2], "DEL dlock:{rs-wd}"), 1);
+    th_sleep_ms(2700);
+    assert_true(token_on(0, "rs-wd") == dlock_lock_token(l));
+    assert_true(token_on(1, "rs-wd") == dlock_lock_token(l));
+    assert_int_equal(th_cmd_int(&srv[2], "EXISTS dlock:{rs-wd}"), 0);
+    assert_true(dlock_lock_validity_ms(l) > 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (i = 0; i < 2; i++)
+        assert_int_equal(th_cmd_int(&srv[i], "EXISTS dlock:{rs-wd}"), 0);
+    dlock_client_free(c);
+}
+
 /* The event loop holds in the layout too (the kind table's scripts):
  * a string on a majority, busy for a second loop, gone on release. */
 static void test_loop(void **state)
@@ -242,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_exclusion_tokens),
         cmocka_unit_test(test_node_down),
         cmocka_unit_test(test_minority_given_back),
+        cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_loop),
         cmocka_unit_test(test_fair_refused),
     };
