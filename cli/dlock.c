@@ -141,9 +141,13 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         opts.holder_label = label;
     }
 
-    /* The string layout records no holder info (dlock.h). */
-    if (!marks && o->layout == DLOCK_LAYOUT_STRING)
+    /* The string layout records no holder info (dlock.h); over several
+     * servers (Redlock) it has no fair queue: its waits are notify. */
+    if (!marks && o->layout == DLOCK_LAYOUT_STRING) {
         opts.holder_info = 0;
+        if (opts.nservers > 1)
+            opts.wait_strategy = DLOCK_WAIT_NOTIFY;
+    }
 
     if (o->verbose && !marks)
         say_servers(o);

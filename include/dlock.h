@@ -397,9 +397,12 @@ typedef enum dlock_layout {
      * doing TIME and SET NX PX, the release GET and DEL (6 Redis
      * commands a cycle with fence_retention_ms 0, 9 with retention; a
      * fair try adds an EXISTS of the queue). Exclusive locks of one
-     * server, a Sentinel group or a Cluster only, every wait strategy
-     * (FAIR hands over as the hash layout does). Clients of one name
-     * must all use one layout:
+     * server, a Sentinel group or a Cluster, every wait strategy (FAIR
+     * hands over as the hash layout does); over several servers
+     * (Redlock) 9 commands a server a cycle, NOTIFY and SPIN waits only
+     * (no fair queue), tokens ordered as in the hash layout, and a
+     * server that lost a hold is not given it back by the renewal.
+     * Clients of one name must all use one layout:
      * a hash-layout client (or an earlier version) and a string-layout
      * client refuse each other's holds with DLOCK_EINVAL, and never both
      * hold (docs/design.md, "The string layout"). */
@@ -409,8 +412,9 @@ typedef enum dlock_layout {
 /* Choose the key layout of client's exclusive locks: call it after
  * dlock_client_new, before the client acquires anything (and before a
  * dlock_loop is made on it). DLOCK_LAYOUT_STRING is refused
- * (DLOCK_EINVAL, with a message) for a client of several servers
- * (Redlock) or with holder_info; any change is refused once the client
+ * (DLOCK_EINVAL, with a message) with holder_info, and for a client of
+ * several servers (Redlock) whose wait_strategy is DLOCK_WAIT_FAIR (the
+ * default: choose NOTIFY or SPIN); any change is refused once the client
  * holds a lock. With the string layout these calls return DLOCK_EINVAL:
  * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade; the loop's
  * read acquire) and elections (dlock_campaign, the loop's campaign);

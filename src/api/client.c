@@ -155,11 +155,14 @@ int dlock_client_set_layout(dlock_client *c, dlock_layout layout)
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "layout: the client holds locks; choose the "
                                 "layout before the first acquire");
-    if (layout == DLOCK_LAYOUT_STRING && c->ns.kind == DLOCK__TOPO_REDLOCK)
+    if (layout == DLOCK_LAYOUT_STRING && c->ns.kind == DLOCK__TOPO_REDLOCK &&
+        c->opts.wait_strategy == DLOCK_WAIT_FAIR)
+        /* A fair queue over several servers needs the hash layout's
+         * wake-instead-of-hand-over release and split tickets. */
         return dlock__set_error(c, DLOCK_EINVAL,
-                                "layout string: one server, a Sentinel group "
-                                "or a Cluster only, not Redlock over %d "
-                                "servers",
+                                "layout string over %d servers (Redlock): "
+                                "fair waits are not supported; use "
+                                "wait_strategy notify or spin",
                                 c->ns.n);
     if (layout == DLOCK_LAYOUT_STRING && c->opts.holder_info)
         return dlock__set_error(c, DLOCK_EINVAL,

@@ -44,6 +44,7 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
          * try adds its mode, a queued attempt also the waiter TTL. */
         int64_t keep = dlock__fence_retention(c);
         int fair = ask == DLOCK__ASK_TRY_FAIR || ask == DLOCK__ASK_FIFO;
+        hint = token_hint(c); /* Redlock: with retention (forced) */
         dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
         dlock__lock_keys(b, &h->k, keep != 0 ? 2 : 1);
         dlock__cmd_arg(b, h->owner, strlen(h->owner));
@@ -53,8 +54,14 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
             dlock__cmd_arg_i64(b, keep);
         if (fair)
             dlock__cmd_arg(b, ask == DLOCK__ASK_FIFO ? "2" : "1", 1);
+        else if (hint != 0)
+            dlock__cmd_arg(b, "0", 1);
         if (ask == DLOCK__ASK_FIFO)
             dlock__cmd_arg_i64(b, DLOCK__WAITER_TTL_MS);
+        else if (hint != 0)
+            dlock__cmd_arg(b, "0", 1);
+        if (hint != 0)
+            dlock__cmd_arg_i64(b, hint);
         dlock__cmd_durable(c, &b->cmd);
         return;
     }

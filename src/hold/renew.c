@@ -251,8 +251,10 @@ static void retake_free(retake_bufs *b)
 static int retakable(const dlock_client *c, const dlock__held *h, int ok,
                      uint64_t miss, int depth)
 {
+    /* The string layout takes nothing back (retake.lua reads hashes): a
+     * node that lost the hold stays without it until the release. */
     if (ok != DLOCK_OK || miss == 0 || c->ns.n < 2 || c->ns.cluster != NULL ||
-        h->k.kind != DLOCK__KIND_LOCK)
+        h->k.kind != DLOCK__KIND_LOCK || dlock__string_layout(c))
         return 0;
     return !depth || (h->token != 0 && h->depth >= 1);
 }

@@ -1,6 +1,7 @@
 -- s_acquire.lua: take or re-enter an exclusive lock in the string layout
 -- (dlock_client_set_layout, DLOCK_LAYOUT_STRING; docs/design.md, "The
--- string layout"). One server or a Cluster.
+-- string layout"). One server, a Cluster or Redlock (plain and notify
+-- or spin waits; the fair modes over one server or a Cluster only).
 --
 -- KEYS[1]  the lock key <prefix>:{<name>}, a STRING while held:
 --          "<owner> <count> <token>" and marks after a space: 'l' someone
@@ -23,7 +24,12 @@
 -- ARGV[5]  (optional) mode: "1" fair try (busy while anyone is queued;
 --          does not join), "2" fair queue (joins the queue, or refreshes
 --          its place; takes a free lock as the first live waiter)
--- ARGV[6]  mode 2: the waiter time-to-live in ms
+-- ARGV[6]  mode 2: the waiter time-to-live in ms ("0" otherwise)
+-- ARGV[7]  (optional) Redlock: the client's proposed token (its wall
+--          clock in us plus a second): a fresh grant's token is the
+--          highest of it, the server's time and the fence's n + 1, so
+--          that nodes agree without a raise round when their counters
+--          and clocks are below it (hold/kind.c token_hint)
 -- The fair queue is acquire.lua's: <key>:q (owner -> ticket, the server's
 -- time in us at its first queueing) and <key>:qt (owner -> deadline ms *
 -- 2048 + the lease a handoff gives it), named from KEYS[1] (the same hash

@@ -84,8 +84,9 @@ dlock_client *chaos_client(const dlock_options *o)
         return NULL;
     }
     /* Issue 31: CHAOS_LAYOUT=string puts the clients that can use it
-     * (one server, notify or spin) in the string layout; the others
-     * (Redlock, fair) keep the hash layout, which is said once. */
+     * (notify or spin, one server or Redlock; fair on one server) in the
+     * string layout; the others (fair over Redlock) keep the hash
+     * layout, which is said once. */
     keep = getenv("CHAOS_LAYOUT");
     if (keep != NULL && strcmp(keep, "string") == 0 &&
         dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK) {

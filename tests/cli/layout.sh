@@ -50,4 +50,32 @@ expect_status 64 "read locks are refused" \
 expect_status 64 "--layout bogus" "$DLOCK_BIN" acquire --layout bogus x
 expect_status 64 "DLOCK_LAYOUT=bogus" \
     env DLOCK_LAYOUT=bogus "$DLOCK_BIN" acquire -n x
+
+# Redlock over three servers: the string on every one (waits are notify:
+# no fair queue there), busy for another, check, release.
+start_redis
+B_PORT=$REDIS_PORT B_URL=$REDIS_URL
+start_redis
+C_PORT=$REDIS_PORT C_URL=$REDIS_URL
+S=(-s "redis://127.0.0.1:$P" -s "$B_URL" -s "$C_URL")
+expect_status 0 "Redlock acquire --layout string" \
+    "$DLOCK_BIN" acquire "${S[@]}" --layout string -l 60 rs
+read -r rowner rtok <"$T/out"
+# strings_on TYPE N: at least N of the three servers have dlock:{rs} of
+# Redis type TYPE (a Redlock step returns once a majority answered).
+strings_on() {
+    local port n=0
+    for port in "$P" "$B_PORT" "$C_PORT"; do
+        [ "$(rcli "$port" TYPE 'dlock:{rs}')" = "$1" ] && n=$((n + 1))
+    done
+    [ "$n" -ge "$2" ]
+}
+check "a string on a majority" strings_on string 2
+expect_status 1 "Redlock string: busy" \
+    "$DLOCK_BIN" acquire "${S[@]}" --layout string -n rs
+expect_status 0 "Redlock string: check" \
+    "$DLOCK_BIN" check "${S[@]}" rs "$rtok"
+expect_status 0 "Redlock string: release" \
+    "$DLOCK_BIN" release "${S[@]}" --layout string --owner "$rowner" rs
+check "released on every server" wait_until 5 strings_on none 3
 finish
