@@ -122,9 +122,20 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
         return dlock__set_error(c, DLOCK_EINVAL, "lease_ms must be > 0");
     if (atomic_load(&h->state) == DLOCK_LOST)
         return dlock__set_error(c, DLOCK_LOST, "extend: the lease was lost");
+    /* Never beside the watchdog's renewal of h: the server could run that
+     * one (the old lease) last, and the validity below would then be
+     * longer than the key's. */
+    pthread_mutex_lock(&c->held_mu);
+    while (h->wd_renewing)
+        pthread_cond_wait(&c->held_cv, &c->held_mu);
+    h->extending++;
+    pthread_mutex_unlock(&c->held_mu);
     /* Over the hold's pinned connections: behind its acquire. */
     dlock__extend_many(c, &h, &lease_ms, 1, &ok, h->pins);
     dlock__held_drop_pins(c, h);
+    pthread_mutex_lock(&c->held_mu);
+    h->extending--;
+    pthread_mutex_unlock(&c->held_mu);
     if (ok == DLOCK_OK) {
         int on = dlock_lock_nodes_holding(l, NULL);
         pthread_mutex_lock(&c->held_mu);

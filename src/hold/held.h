@@ -91,6 +91,12 @@ typedef struct dlock__held {
     dlock__life life;             /* see registry.c */
     unsigned flags;               /* DLOCK__HELD_* */
     int wd_refs;                  /* watchdog rounds using it */
+    int wd_renewing;              /* a watchdog round renews it now */
+    int extending;                /* dlock_lock_extend calls out: the
+                                   * watchdog does not renew it meanwhile,
+                                   * so the two never overlap on a server
+                                   * (which would run them in either
+                                   * order) */
     int depth;                    /* the owner's reentry count on the servers */
     int handles;                  /* live dlock_lock handles */
     struct dlock_lock *wd_handle; /* handle given to the lost callback */

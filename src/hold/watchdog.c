@@ -173,8 +173,13 @@ static int64_t round_once(dlock_client *c)
             h->life != DLOCK__HELD_LIVE || atomic_load(&h->state) != DLOCK_OK)
             continue;
         due = now >= h->next_renew_ms;
-        if (due && n < ROUND_MAX) {
+        if (due && h->extending) {
+            /* After the extend: look again shortly. */
+            if (next < 0 || now + 10 < next)
+                next = now + 10;
+        } else if (due && n < ROUND_MAX) {
             h->wd_refs++;
+            h->wd_renewing = 1;
             hs[n] = h;
             leases[n] = h->lease_ms;
             n++;
@@ -188,6 +193,9 @@ static int64_t round_once(dlock_client *c)
     pthread_mutex_unlock(&c->held_mu);
     dlock__extend_many(c, hs, leases, n, ok, NULL);
     pthread_mutex_lock(&c->held_mu);
+    for (i = 0; i < n; i++) /* first: a lost callback may extend */
+        hs[i]->wd_renewing = 0;
+    pthread_cond_broadcast(&c->held_cv); /* extends waiting for it */
 
     now = dlock__now_ms();
     for (i = 0; i < n; i++) {

@@ -132,6 +132,44 @@ static void test_long_work_kept(void **state)
     dlock_client_free(other);
 }
 
+/* ---- an extend beside the watchdog's renewal ---------------------------- */
+
+/* dlock_lock_extend and the watchdog's renewal of the same lock never
+ * overlap on the server with the client believing the longer lease: the
+ * server is paused (CLIENT PAUSE) while an extend to 60 s is out, so that
+ * the watchdog's renewal (a 900 ms lease, due every 300 ms) would be
+ * queued on its own connection and may run last. Once both are answered,
+ * the validity the client believes is never longer than what the key has
+ * left. Several rounds: the order the two answers come back in varies. */
+static void test_extend_beside_renewal(void **state)
+{
+    dlock_client *c = client_for(&srv, 0);
+    lost_rec rec = {0};
+    dlock_lock *l;
+    int i, bad = 0;
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        int64_t pttl, valid;
+        assert_int_equal(acquire_wd(&l, c, "wd-xr", 900, &rec), DLOCK_OK);
+        th_sleep_ms(250); /* the next renewal falls inside the pause */
+        freeReplyObject(th_cmd(&srv, "CLIENT PAUSE 350 ALL"));
+        assert_int_equal(dlock_lock_extend(l, 60000), DLOCK_OK);
+        th_sleep_ms(150); /* a renewal sent in the pause is answered */
+        pttl = th_cmd_int(&srv, "PTTL dlock:{wd-xr}");
+        valid = dlock_lock_validity_ms(l);
+        if (valid > pttl + 50) {
+            fprintf(stderr,
+                    "round %d: the client believes %lld ms, the key "
+                    "has %lld ms left\n",
+                    i, (long long)valid, (long long)pttl);
+            bad++;
+        }
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    assert_int_equal(bad, 0);
+    dlock_client_free(c);
+}
+
 /* ---- the key deleted behind the holder's back -------------------------- */
 
 static void test_deleted_is_lost(void **state)
@@ -510,6 +548,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long_work_kept),
+        cmocka_unit_test(test_extend_beside_renewal),
         cmocka_unit_test(test_deleted_is_lost),
         cmocka_unit_test(test_overwritten_is_lost),
         cmocka_unit_test(test_no_renewal_after_release),
