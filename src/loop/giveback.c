@@ -4,14 +4,11 @@
  * op went away): release.lua, fair_leave.lua, the writer's mark, a
  * permit's leave; requests nobody waits for.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "hold/kind.h"
 #include "hold/held.h"
 #include "loop/loop_impl.h"
-#include "topo/cluster_delay.h"
 
 /* The answer to an acquire whose op went away: give back what it got. */
 void dloop__gb_acquire_reply(dlock_loop *l, void *ctx, int rc,

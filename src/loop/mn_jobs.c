@@ -10,15 +10,10 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 
-#include "hold/holder.h"
-#include "hold/kind.h"
-#include "hold/release.h"
 #include "notify/notify.h"
 #include "loop/multi_node.h"
 

@@ -4,18 +4,9 @@
  * set's first node), or, for Redlock's election, sent to every node and
  * voted; dloop__op_send picks it or the loop's own connection.
  */
-#include <errno.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <time.h>
 
-#include "hold/holder.h"
 #include "hold/kind.h"
-#include "hold/release.h"
-#include "notify/notify.h"
 #include "loop/multi_node.h"
 
 /* ---- one script, routed ------------------------------------------------- */

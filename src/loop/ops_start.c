@@ -4,14 +4,11 @@
  * defaults, the op and its hold made, the first dloop__attempt (ops.c) or the
  * engine loop's acquire (the loop's hook).
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "hold/kind.h"
 #include "hold/held.h"
 #include "loop/loop_impl.h"
-#include "topo/cluster_delay.h"
 
 /* Start an acquire of kind (limit: a semaphore's) for NAME; what
  * dlock_loop_lock and dlock_loop_sem_acquire share. */
