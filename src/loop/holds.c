@@ -75,7 +75,7 @@ static void extend_acked(dlock_op *op, int rc, const char *msg)
         dloop__complete(op, rc, "extend %s", msg);
         return;
     }
-    dloop__renewed(op->hold, op->wake_at, op->lease_ms);
+    dloop__extended(op, op->wake_at);
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
@@ -161,13 +161,21 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
     op->lease_ms = lease_ms;
     op->wake_at = dlock__now_ms(); /* sent at (not a timer: ST_OUT) */
     op->state = ST_OUT;
+    op->overlap = h->renewing;
     keep = h->lease_ms;
     h->lease_ms = lease_ms;
     rc = l->engine ? dloop__mn_extend(op)
                    : send_extend(l, &h, 1, extend_reply, op, &op->req);
     h->lease_ms = keep;
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
         dloop__complete(op, rc, "out of memory");
+    } else if (op->state != ST_DONE) {
+        /* No renewal round of h until it is answered (ops.c's
+         * dloop__op_abort counts it out). */
+        op->extending = 1;
+        h->extending++;
+        dloop__hold_sched(h);
+    }
     return DLOCK_OK;
 }
 
@@ -195,7 +203,7 @@ static void batch_apply(dlock_loop *l, lbatch *b, int rc, const char *err)
             dloop__hold_sched(h);
         } else if (b->res[i] == 1) {
             if (h->status == DLOCK_OK)
-                dloop__renewed(h, b->sent_ms, h->lease_ms);
+                dloop__round_renewed(h, b->sent_ms);
             else
                 dloop__hold_sched(h);
         } else {
@@ -258,6 +266,7 @@ static void renew_batch(dlock_loop *l, dlock_hold **hs, int n, int64_t now)
         hs[i]->batch = b;
         hs[i]->slot = i;
         hs[i]->renewing = 1;
+        hs[i]->round_lease = hs[i]->lease_ms;
     }
     if ((l->engine ? dloop__mn_renew(l, b)
                    : send_extend(l, hs, n, batch_reply, b, NULL)) != DLOCK_OK) {
@@ -323,7 +332,7 @@ void dloop__holds_time(dlock_loop *l, int64_t now)
             gone[ng++] = h;
             continue;
         }
-        if (h->renewing || now < h->renew_at) {
+        if (h->renewing || h->extending || now < h->renew_at) {
             dloop__hold_sched(h); /* not due after all */
             continue;
         }

@@ -23,7 +23,8 @@ static int64_t due_of(const dlock_hold *h)
 {
     if (!h->renew || h->status != DLOCK_OK || h->gone)
         return -1;
-    if (h->renewing || h->renew_at < 0 || h->valid_until < h->renew_at)
+    if (h->renewing || h->extending || h->renew_at < 0 ||
+        h->valid_until < h->renew_at)
         return h->valid_until;
     return h->renew_at;
 }

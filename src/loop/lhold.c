@@ -161,6 +161,28 @@ void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
 }
 
 /* See loop_impl.h. */
+void dloop__round_renewed(dlock_hold *h, int64_t sent_ms)
+{
+    int64_t next = h->lease_ms;
+    dloop__renewed(h, sent_ms, h->round_lease);
+    h->lease_ms = next;
+}
+
+/* See loop_impl.h. */
+void dloop__extended(dlock_op *op, int64_t sent_ms)
+{
+    dlock_hold *h = op->hold;
+    if (!op->overlap) {
+        dloop__renewed(h, sent_ms, op->lease_ms);
+        return;
+    }
+    h->lease_ms = op->lease_ms;
+    if (h->renew)
+        h->renew_at = dlock__now_ms();
+    dloop__hold_sched(h);
+}
+
+/* See loop_impl.h. */
 void dloop__lost_why(dlock_hold *h, int status)
 {
     const char *last = h->loop->renew_err;

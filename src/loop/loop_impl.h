@@ -131,10 +131,14 @@ struct dlock_hold {
     char owner[DLOCK_OWNER_MAX];
     uint64_t token;
     int64_t lease_ms, valid_until, renew_at;
-    int held;     /* acquired (else: being acquired, or a give-back) */
-    int renew;    /* the loop renews it */
-    int status;   /* DLOCK_OK, DLOCK_LOST, DLOCK_NOT_OWNER */
-    int renewing; /* a renewal is out: its batch slot */
+    int held;            /* acquired (else: being acquired, or a give-back) */
+    int renew;           /* the loop renews it */
+    int status;          /* DLOCK_OK, DLOCK_LOST, DLOCK_NOT_OWNER */
+    int renewing;        /* a renewal is out: its batch slot */
+    int extending;       /* extends out (dlock_loop_extend): no renewal round
+                      starts meanwhile, so the server runs them in the
+                      order the loop believes */
+    int64_t round_lease; /* the lease the renewal round out carries */
     struct lbatch *batch;
     int slot;
     int gone;      /* released or cancelled: freed once nothing refers to it */
@@ -209,6 +213,9 @@ struct dlock_op {
     struct mop *mn; /* an engine loop's op state (multi_node.c) */
     int href;       /* holds a reference to hold, dropped after the
                        callback (an engine loop's extend) */
+    int extending;  /* an extend counted in its hold's extending */
+    int overlap;    /* an extend sent while a renewal round of its hold
+                       was out (lhold.c, dloop__extended) */
     int64_t t0_us;  /* started at (metrics: time in the operation) */
     /* wait_replicas (durable.c): its write answered, its WAIT out (req);
      * then acked(op, status, message) */
@@ -348,6 +355,16 @@ void dloop__name_drop(dlock_hold *h);
 /* A hold's renewal (or extend) for lease confirmed at sent_ms; a hold's
  * lease lost (status), said once through on_lost. */
 void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease);
+/* A renewal round sent at sent_ms renewed h with the lease it carried
+ * (h->round_lease); the lease of the rounds to come (h->lease_ms, which an
+ * extend answered meanwhile may have set) stays. */
+void dloop__round_renewed(dlock_hold *h, int64_t sent_ms);
+/* op, an extend of its hold sent at sent_ms, was granted. When a renewal
+ * round of the hold was out as it was sent (op->overlap), the server may
+ * have run that round last, with the old lease: the hold keeps the
+ * validity the round gives, takes the new lease for the rounds to come
+ * and is renewed at once. */
+void dloop__extended(dlock_op *op, int64_t sent_ms);
 void dloop__lost(dlock_hold *h, int status);
 /* Set h->why when h is found lost with status. */
 void dloop__lost_why(dlock_hold *h, int status);

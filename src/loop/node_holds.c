@@ -251,7 +251,7 @@ static void renew_done(mjob *j)
         h->renewing = 0;
         v = renew_verdict(j, i, &fail);
         if (v == 1 && h->status == DLOCK_OK) {
-            dloop__renewed(h, b->sent_ms, h->lease_ms);
+            dloop__round_renewed(h, b->sent_ms);
             continue; /* scheduled there */
         }
         if (v == 0)
@@ -279,7 +279,7 @@ static void extend_done(mjob *j)
     dlock_op *op = j->op;
     int fail, v = renew_verdict(j, 0, &fail);
     if (v == 1) {
-        dloop__renewed(op->hold, j->batch->sent_ms, op->lease_ms);
+        dloop__extended(op, j->batch->sent_ms);
         dloop__complete(op, DLOCK_OK, "%s", "");
     } else if (v == 0) {
         dloop__lost(op->hold, DLOCK_NOT_OWNER);

@@ -112,6 +112,11 @@ void dloop__op_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     dloop__ev_op_ended(op, op->status); /* first: it reads op->hold */
+    if (op->extending && h != NULL) {   /* renewal rounds of h may go on */
+        op->extending = 0;
+        h->extending--;
+        dloop__hold_sched(h);
+    }
     unsub(op);
     timed_set(op, 0);
     if (op->end != NULL) { /* an engine loop's op, several locks' */

@@ -428,6 +428,43 @@ static void test_renew_and_stall(void **state)
     dlock_client_free(c);
 }
 
+/* An extend and the loop's renewal of one hold never overlap on the
+ * server with the client believing the longer lease: the server is paused
+ * (CLIENT PAUSE) while an extend to 60 s is out, so that the hold's next
+ * renewal (a 900 ms lease, due every 300 ms) would be queued behind it
+ * and run last. Once both are answered, the validity the loop believes
+ * is never longer than what the server's key has left. */
+static void test_extend_beside_renewal(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_FAIR);
+    seen a = {0}, e = {0}, r = {0};
+    int64_t pttl, valid;
+    (void)state;
+    o.lease_ms = 900;
+    assert_int_equal(dlock_loop_lock(NULL, l, "ll:xr", &o, note, &a),
+                     DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "CLIENT PAUSE 800 ALL"));
+    assert_int_equal(dlock_loop_extend(NULL, l, a.hold, 60000, note, &e),
+                     DLOCK_OK);
+    run1(l, &e.done);
+    assert_int_equal(e.status, DLOCK_OK);
+    run_for(l, 100); /* a renewal sent during the pause is answered */
+    pttl = th_cmd_int(&srv, "PTTL dlock:{ll:xr}");
+    valid = dlock_hold_validity_ms(a.hold);
+    assert_int_equal(dlock_hold_status(a.hold), DLOCK_OK);
+    if (valid > pttl + 50)
+        fail_msg("the loop believes %lld ms, the key has %lld ms left",
+                 (long long)valid, (long long)pttl);
+    assert_int_equal(dlock_loop_release(NULL, l, a.hold, note, &r), DLOCK_OK);
+    run1(l, &r.done);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 #define NRENEW 450 /* more than one renewal batch (200) of each */
 
 /* The holds' clock over many holds (the heap, lheap.c): NRENEW holds with
@@ -642,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_renew_and_stall),
         cmocka_unit_test(test_renew_many),
+        cmocka_unit_test(test_extend_beside_renewal),
         cmocka_unit_test(test_fenced),
         cmocka_unit_test(test_fenced_read),
     };
