@@ -7,10 +7,13 @@
  *   args.c       the command line and DLOCK_SERVERS: which options each
  *                subcommand takes, their values checked, KEYs, COMMAND
  *   usage.c      the --help text and usage errors
+ *   servers.c    the server list: -s URL, DLOCK_SERVERS, the default
  *   run.c        `dlock run`: holds a lock while a child process runs
  *   commands.c   status, acquire, release, extend
  *   elect.c      `dlock elect`: COMMAND runs while this process leads;
  *                `dlock leader`: who leads, and --watch for changes
+ *   slot.c       run --once-per / --slot: the run's time slot and its
+ *                done-marker
  *   job.c        COMMAND as a job: its own process group, signalled and
  *                waited for as a whole, and a guard that kills it if dlock
  *                dies
@@ -179,6 +182,30 @@ void cli_report_msg(const char *what, const char *key, int rc,
  * prefix is O's plus CLI_DONE_PREFIX_SUFFIX), NULL without --once-per. */
 int cli_run(struct cli *o, dlock_client *c, dlock_client *marks);
 
+/*
+ * The slot of --once-per / --slot. The done-marker of a slot is a lock,
+ * taken with the client for markers (key prefix "<prefix>:done") under the
+ * name "KEY:SLOT" and never released: it expires by itself. SLOT never
+ * contains ':' (--slot refuses it), so KEY:SLOT names one (KEY, SLOT) pair.
+ * The slot's own name is --slot, or "<length>-<n>" with n = floor(Unix
+ * time / length), e.g. "30s-59012345" for --once-per 30.
+ */
+struct slot {
+    char slot[64];       /* the slot's name when it comes from the clock */
+    const char *name;    /* the slot's name: --slot, or slot */
+    char marker[600];    /* the done-marker's lock name, KEY:SLOT */
+    int64_t end_wall_ms; /* clock slots: when the slot ends (Unix ms) */
+};
+
+/* slot.c: work out this run's slot by the wall clock now; is it done
+ * (1 done, 0 not, or a library error); leave its done-marker after a
+ * run with status 0 (NULL: not left, said why). */
+void cli_slot_init(const struct cli *o, struct slot *sl);
+int cli_slot_done(const struct cli *o, dlock_client *marks,
+                  const struct slot *sl);
+dlock_lock *cli_slot_mark(const struct cli *o, dlock_client *marks,
+                          const struct slot *sl);
+
 /* elect.c */
 int cli_elect(const struct cli *o, dlock_client *c);
 int cli_leader(const struct cli *o, dlock_client *c);
@@ -334,9 +361,15 @@ int64_t cli_shared_reader_count(const struct cli *o, dlock_client *c);
  * Returns 0, CLI_EX_USAGE after printing the problem, or -1 for
  * "--help/--version printed: exit 0". */
 int cli_parse_args(struct cli *o, int argc, char **argv);
-/* 1 when S (blanks first ignored) is a redis+cluster:// or
+
+/* servers.c: 1 when S (blanks first ignored) is a redis+cluster:// or
  * rediss+cluster:// URL. */
 int cli_is_cluster_url(const char *s);
+/* Append a copy of URL to o's server list. 0, or -1 out of memory. */
+int cli_add_server(struct cli *o, char *url);
+/* Fill o's server list from DLOCK_SERVERS or the default. 0, or an exit
+ * status after printing why. */
+int cli_default_servers(struct cli *o);
 
 /* usage.c */
 void cli_print_usage(void);

@@ -65,6 +65,58 @@ static int new_failed(int rc)
 }
 
 /*
+ * Fill opts (initialised) from the options and the environment: the
+ * servers, credentials, key prefix, TLS files, timeout, durability.
+ * Returns 0, or an exit status after printing why (a usage error).
+ */
+static int client_options(const struct cli *o, dlock_options *opts)
+{
+    const char *env;
+    int64_t timeout_ms;
+
+    opts->servers = (const char *const *)o->servers;
+    opts->nservers = o->nservers;
+    opts->username = o->user != NULL ? o->user : env_nonempty("DLOCK_USER");
+    opts->password = env_nonempty("DLOCK_PASSWORD");
+    if (o->prefix != NULL)
+        opts->key_prefix = o->prefix;
+    else if (env_nonempty("DLOCK_PREFIX") != NULL)
+        opts->key_prefix = env_nonempty("DLOCK_PREFIX");
+    opts->tls_ca_file =
+        o->cacert != NULL ? o->cacert : env_nonempty("DLOCK_CACERT");
+    opts->tls_cert_file =
+        o->tls_cert != NULL ? o->tls_cert : env_nonempty("DLOCK_TLS_CERT");
+    opts->tls_key_file =
+        o->tls_key != NULL ? o->tls_key : env_nonempty("DLOCK_TLS_KEY");
+    opts->tls_insecure = o->insecure;
+    if ((opts->tls_cert_file == NULL) != (opts->tls_key_file == NULL))
+        return cli_usage_error(
+            o->cmd_name,
+            "%s without %s: a client certificate needs its "
+            "private key",
+            opts->tls_cert_file != NULL ? "--cert (or DLOCK_TLS_CERT)"
+                                        : "--key (or DLOCK_TLS_KEY)",
+            opts->tls_cert_file != NULL ? "--key (or DLOCK_TLS_KEY)"
+                                        : "--cert (or DLOCK_TLS_CERT)");
+    timeout_ms = o->timeout_ms;
+    if (timeout_ms == 0 && (env = env_nonempty("DLOCK_TIMEOUT")) != NULL) {
+        const char *why = NULL;
+        if (cli_parse_seconds(env, &timeout_ms, &why) < 0 || timeout_ms <= 0)
+            return cli_usage_error(o->cmd_name, "DLOCK_TIMEOUT '%s': %s", env,
+                                   why != NULL ? why : "must be more than 0");
+    }
+    if (timeout_ms > 0)
+        opts->connect_timeout_ms = opts->command_timeout_ms = timeout_ms;
+    {
+        const char *bad = NULL, *why = NULL;
+        if (cli_durability_apply((struct cli *)o, opts, &bad, &why) < 0)
+            return cli_usage_error(o->cmd_name, "%s '%s': %s", bad, getenv(bad),
+                                   why);
+    }
+    return 0;
+}
+
+/*
  * Create the client from the options and the environment (DLOCK_USER,
  * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
  * DLOCK_PREFIX, DLOCK_TIMEOUT). With MARKS set, the client for the
@@ -80,50 +132,11 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
     char err[256] = "";
     char *done_prefix = NULL;
     char label[DLOCK_LABEL_MAX];
-    const char *env;
-    int64_t timeout_ms;
     int rc;
 
     dlock_options_init(&opts);
-    opts.servers = (const char *const *)o->servers;
-    opts.nservers = o->nservers;
-    opts.username = o->user != NULL ? o->user : env_nonempty("DLOCK_USER");
-    opts.password = env_nonempty("DLOCK_PASSWORD");
-    if (o->prefix != NULL)
-        opts.key_prefix = o->prefix;
-    else if (env_nonempty("DLOCK_PREFIX") != NULL)
-        opts.key_prefix = env_nonempty("DLOCK_PREFIX");
-    opts.tls_ca_file =
-        o->cacert != NULL ? o->cacert : env_nonempty("DLOCK_CACERT");
-    opts.tls_cert_file =
-        o->tls_cert != NULL ? o->tls_cert : env_nonempty("DLOCK_TLS_CERT");
-    opts.tls_key_file =
-        o->tls_key != NULL ? o->tls_key : env_nonempty("DLOCK_TLS_KEY");
-    opts.tls_insecure = o->insecure;
-    if ((opts.tls_cert_file == NULL) != (opts.tls_key_file == NULL))
-        return cli_usage_error(
-            o->cmd_name,
-            "%s without %s: a client certificate needs its "
-            "private key",
-            opts.tls_cert_file != NULL ? "--cert (or DLOCK_TLS_CERT)"
-                                       : "--key (or DLOCK_TLS_KEY)",
-            opts.tls_cert_file != NULL ? "--key (or DLOCK_TLS_KEY)"
-                                       : "--cert (or DLOCK_TLS_CERT)");
-    timeout_ms = o->timeout_ms;
-    if (timeout_ms == 0 && (env = env_nonempty("DLOCK_TIMEOUT")) != NULL) {
-        const char *why = NULL;
-        if (cli_parse_seconds(env, &timeout_ms, &why) < 0 || timeout_ms <= 0)
-            return cli_usage_error(o->cmd_name, "DLOCK_TIMEOUT '%s': %s", env,
-                                   why != NULL ? why : "must be more than 0");
-    }
-    if (timeout_ms > 0)
-        opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
-    {
-        const char *bad = NULL, *why = NULL;
-        if (cli_durability_apply((struct cli *)o, &opts, &bad, &why) < 0)
-            return cli_usage_error(o->cmd_name, "%s '%s': %s", bad, getenv(bad),
-                                   why);
-    }
+    if ((rc = client_options(o, &opts)) != 0)
+        return rc;
     if (marks) {
         if (asprintf(&done_prefix, "%s" CLI_DONE_PREFIX_SUFFIX,
                      opts.key_prefix) < 0) {

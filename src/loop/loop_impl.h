@@ -7,12 +7,15 @@
  * events.c (metrics and events), watchdog.c (the client's watchdog as a
  * renewer: the hold tier only), lconn.c (the command connection and the
  * subscriber) < durable.c (WAIT for replicas),
- * lhold.c (holds made, named, renewed, lost, freed), holder.c < ops.c
- * (the acquire on one server, the waits) < multi_node.c (the engine's
- * jobs) < node_holds.c, elect.c, fenced.c < holds.c (release, extend,
- * renewal), downgrade.c < multi.c < query.c < drive.c (new, process,
- * free). What a lower file needs from an upper one goes through a hook:
- * the loop's, set by dlock_loop_new, or an op's, set by its maker. Above
+ * lhold.c (holds made, named, renewed, lost, freed), holder.c <
+ * giveback.c (what a failed acquire may hold) < ops.c (the acquire on
+ * one server, the waits) < ops_start.c (the public acquires), mn_jobs.c
+ * (the engine's jobs) < multi_node.c (the engine's acquire) < mn_send.c
+ * (one script routed), node_holds.c < elect.c, fenced.c < holds.c
+ * (release, extend, renewal), downgrade.c < multi.c < query.c < drive.c
+ * (new, process, free). What a lower file needs from an upper one goes
+ * through a hook: the loop's, set by dlock_loop_new, or an op's, set by
+ * its maker. Above
  * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
  * and core.h (the client); nothing below imports it.
  */
@@ -377,17 +380,40 @@ dlock_op *dloop__multi_child(const dlock_op *parent);
 /* elect.c: send elect_proclaim.lua for h with value for op. */
 int dloop__proclaim(dlock_op *op, dlock_hold *h, const char *value, size_t len);
 
+/* giveback.c: what a failed or cancelled acquire may hold, given back
+ * by requests nobody waits for (the answer to a request whose op went
+ * away: ctx is the hold, its reference dropped). */
+/* Give back h's grant (token): a release nobody waits for. */
+void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token);
+/* Send h's kind's release (kind.h) for (depth, token). */
+int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
+                        lreq_fn fn, void *ctx, lreq **out);
+/* The release of (depth, token) for h, nobody waiting. */
+void dloop__giveback_release(dlock_loop *l, dlock_hold *h, int depth,
+                             uint64_t token);
+/* h's fair queue place left (and a grant given back). */
+void dloop__giveback_leave(dlock_loop *l, dlock_hold *h);
+/* A writer's mark taken off for h. */
+void dloop__writer_leave(dlock_loop *l, dlock_hold *h);
+/* A permit's waiter h leaves (a permit granted or handed given back). */
+void dloop__sem_leave(dlock_loop *l, dlock_hold *h);
+/* Answers of an acquire, a fair leave, a permit's attempt whose op went
+ * away (ctx: the hold). */
+void dloop__gb_acquire_reply(dlock_loop *l, void *ctx, int rc,
+                             const redisReply *r, const char *err, int sent);
+void dloop__gb_leave_reply(dlock_loop *l, void *ctx, int rc,
+                           const redisReply *r, const char *err, int sent);
+void dloop__gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                         const char *err, int sent);
+
 /* ops.c */
 /* A waiting op sleeps until when (or a wake-up), never past its
  * deadline; subscribe it to its hold's channels (1: wait for the
  * confirmation, then op->again). */
 void dloop__wait_sleep(dlock_op *op, int64_t when);
 int dloop__wait_subscribe(dlock_op *op);
-/* Give back h's grant (token): a release nobody waits for. */
-void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token);
-/* Send h's kind's release (kind.h) for (depth, token). */
-int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
-                        lreq_fn fn, void *ctx, lreq **out);
+/* op's next attempt (acquire.lua on the command connection). */
+void dloop__attempt(dlock_op *op);
 void dloop__op_wake(dlock_op *op);
 void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len);
 void dloop__on_subscribed(dlock_loop *l, lsub *s);

@@ -1,6 +1,7 @@
 /*
- * multi_node.h - the loop's jobs on the engine (multi_node.c), shared
- * with node_holds.c (release, extend, renewal): a job is an attempt or
+ * multi_node.h - the loop's jobs on the engine (mn_jobs.c; multi_node.c:
+ * the acquire; mn_send.c: one script), shared with node_holds.c
+ * (release, extend, renewal): a job is an attempt or
  * an engine call in flight, its descriptors in the loop's epoll set.
  * Private to src/loop/.
  */
@@ -66,6 +67,22 @@ mjob *dloop__job_new(dlock_op *op, int ncmds, int nres);
  * fixed set, or each routed in a cluster) by the command timeout, and
  * put it on the loop. DLOCK_OK, or DLOCK_ENOMEM (j freed). */
 int dloop__job_call(dlock_loop *l, mjob *j);
+
+/* j is started (a or k set): put it on the loop's list, done already or
+ * polled for. */
+void dloop__job_link(dlock_loop *l, mjob *j);
+
+/* A new job for op (NULL: none) of one command: cmd's script with
+ * copies of its keys and arguments (the caller's may live on its
+ * stack), sent to node 0 only when first (else as dloop__job_call
+ * sends). NULL out of memory. */
+mjob *dloop__cmd_job(dlock_loop *l, dlock_op *op, const dlock__cmd *cmd,
+                     int first);
+
+/* Drive every job of l not finished, complete and free the finished
+ * ones, then sync the loop's epoll set with what they poll
+ * (dloop__jobs_run's part after the waits). */
+void dloop__jobs_step(dlock_loop *l);
 
 /* Take j off the loop's list and free it (an attempt or call not done is
  * cut short: dlock__attempt_free gives back what it may hold). */

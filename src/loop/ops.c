@@ -6,7 +6,8 @@
  * holder's remaining lease; the give-back of what a failed or cancelled
  * acquire may hold (fair_leave.lua, release.lua); release, extend; the
  * holds' renewal in batches on the loop's clock and the report of a
- * lease lost. Fenced set / get are in fenced.c.
+ * lease lost. Fenced set / get are in fenced.c; the give-back's
+ * requests in giveback.c; the public acquires' entry in ops_start.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +22,6 @@
 #define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
 /* Holds renewed in one extend.lua call at most. */
 #define BATCH_MAX 200
-
-static void attempt(dlock_op *op);
-static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
-                             uint64_t token);
 
 /* op on (or off) the loop's timed list, the walked one. */
 static void list_set(dlock_op *op, int on)
@@ -107,135 +104,6 @@ static void unsub(dlock_op *op)
     op->sub = op->hsub = NULL;
 }
 
-/* The answer to an acquire whose op went away: give back what it got. */
-static void gb_acquire_reply(dlock_loop *l, void *ctx, int rc,
-                             const redisReply *r, const char *err, int sent)
-{
-    dlock_hold *h = ctx;
-    (void)err;
-    if (rc != DLOCK_OK) {
-        if (sent)
-            giveback_release(l, h, 1, 0);
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-               dlock__elem_int(r, 0) == 1) {
-        giveback_release(l, h, (int)dlock__elem_int(r, 2),
-                         (uint64_t)dlock__elem_int(r, 1));
-    }
-    dloop__hold_unref(h);
-}
-
-/* fair_leave.lua's answer: {1, token} the lock was handed to us: pass it
- * on. */
-static void gb_leave_reply(dlock_loop *l, void *ctx, int rc,
-                           const redisReply *r, const char *err, int sent)
-{
-    dlock_hold *h = ctx;
-    (void)err;
-    (void)sent;
-    if (rc == DLOCK_OK && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-        dlock__elem_int(r, 0) == 1)
-        giveback_release(l, h, 1, (uint64_t)dlock__elem_int(r, 1));
-    dloop__hold_unref(h);
-}
-
-static void gb_done(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                    const char *err, int sent)
-{
-    (void)l;
-    (void)rc;
-    (void)r;
-    (void)err;
-    (void)sent;
-    dloop__hold_unref(ctx);
-}
-
-/* See loop_impl.h. */
-int dloop__send_release(dlock_loop *l, dlock_hold *h, int depth, uint64_t token,
-                        lreq_fn fn, void *ctx, lreq **out)
-{
-    dlock__cmdbuf b;
-    char relid[64];
-    dlock__release r;
-    memset(&r, 0, sizeof r);
-    r.owner = h->owner;
-    r.depth = depth;
-    r.token = token;
-    r.relid = relid;
-    r.relidlen = dlock__request_id(l->c, relid);
-    dlock__kind_of(h->k.kind)->release_cmd(&b, l->c, &h->k, &r);
-    return dloop__send_cmd(l, &b.cmd, fn, ctx, out);
-}
-
-static void giveback_release(dlock_loop *l, dlock_hold *h, int depth,
-                             uint64_t token)
-{
-    h->refs++;
-    if (dloop__send_release(l, h, depth < 1 ? 1 : depth, token, gb_done, h,
-                            NULL) != DLOCK_OK)
-        h->refs--;
-}
-
-void dloop__giveback(dlock_loop *l, dlock_hold *h, uint64_t token)
-{
-    giveback_release(l, h, 1, token);
-}
-
-static void giveback_leave(dlock_loop *l, dlock_hold *h)
-{
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    const char *args[1] = {h->owner};
-    size_t al[1] = {strlen(h->owner)};
-    h->refs++;
-    if (dloop__send(l, DLOCK__S_FAIR_LEAVE, 4, keys, kl, 1, args, al,
-                    gb_leave_reply, h, NULL) != DLOCK_OK)
-        h->refs--;
-}
-
-/* A waiting writer gives up: rw_leave.lua takes its mark (which keeps
- * new readers out) with it; harmless where it set none. */
-static void writer_leave(dlock_loop *l, dlock_hold *h)
-{
-    char id[64];
-    const char *args[4] = {h->owner, h->k.chan, id, "0"};
-    size_t al[4] = {strlen(h->owner), h->k.chanlen, 0, 1};
-    al[2] = dlock__request_id(l->c, id);
-    h->refs++;
-    if (dloop__send(l, DLOCK__S_RW_LEAVE, 1, (const char **)&h->k.key,
-                    &h->k.keylen, 4, args, al, gb_done, h, NULL) != DLOCK_OK)
-        h->refs--;
-}
-
-/* A permit's give-back: sem_release.lua leaving the queue too. */
-static void sem_leave(dlock_loop *l, dlock_hold *h)
-{
-    const char *keys[4] = {h->k.key, h->k.fkey, h->k.qkey, h->k.qtkey};
-    size_t kl[4] = {h->k.keylen, h->k.fkeylen, h->k.qkeylen, h->k.qtkeylen};
-    char ho[24], ret[24];
-    const char *args[6] = {h->owner, h->k.chan, ho, "1", ret, "1"};
-    size_t al[6] = {strlen(h->owner), h->k.chanlen, 0, 1, 0, 1};
-    al[2] = dlock__fmt_i64(ho, DLOCK__FAIR_HANDOFF_MS);
-    al[4] = dlock__fmt_i64(ret, DLOCK__FENCE_RETENTION_MS);
-    h->refs++;
-    if (dloop__send(l, DLOCK__S_SEM_RELEASE, 4, keys, kl, 6, args, al, gb_done,
-                    h, NULL) != DLOCK_OK)
-        h->refs--;
-}
-
-/* The answer to a permit's attempt whose op went away: leave (which
- * also gives back a permit granted or handed), unless it was refused
- * before it could have run. */
-static void gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                         const char *err, int sent)
-{
-    dlock_hold *h = ctx;
-    (void)r;
-    (void)err;
-    if (rc == DLOCK_OK || sent)
-        sem_leave(l, h);
-    dloop__hold_unref(h);
-}
-
 /* op is ending (completion or cancel): its metrics and event
  * (events.c), then detach it from its request, subscriptions and sleep;
  * an acquire not granted gives back what it may hold (the request out,
@@ -262,7 +130,7 @@ void dloop__op_abort(dlock_op *op)
         op->req = NULL;
         h->gone = 1;
         h->renew = 0;
-        giveback_release(op->loop, h, 1, h->token);
+        dloop__giveback_release(op->loop, h, 1, h->token);
         op->hold = NULL;
         dloop__hold_unref(h);
         return;
@@ -289,12 +157,12 @@ void dloop__op_abort(dlock_op *op)
          * it takes the queue place and a permit granted or handed. */
         if (op->req != NULL) { /* its answer decides (a NOSCRIPT answer
                                   * is sent again behind what follows) */
-            op->req->fn = gb_sem_reply;
+            op->req->fn = dloop__gb_sem_reply;
             op->req->ctx = h;
             h->refs++;
             op->req = NULL;
         } else if (op->queued || op->maybe) {
-            sem_leave(op->loop, h);
+            dloop__sem_leave(op->loop, h);
         }
         op->hold = NULL;
         dloop__hold_unref(h);
@@ -302,20 +170,20 @@ void dloop__op_abort(dlock_op *op)
     }
     if (op->req != NULL) {
         /* Its answer decides: a grant (or a queue place) is given back. */
-        op->req->fn =
-            op->fair && op->queued ? gb_leave_reply : gb_acquire_reply;
+        op->req->fn = op->fair && op->queued ? dloop__gb_leave_reply
+                                             : dloop__gb_acquire_reply;
         op->req->ctx = h;
         h->refs++;
         op->req = NULL;
         if (op->fair && op->queued)
-            giveback_leave(op->loop, h);
+            dloop__giveback_leave(op->loop, h);
     } else if (op->fair && op->queued) {
-        giveback_leave(op->loop, h);
+        dloop__giveback_leave(op->loop, h);
     }
     if (op->maybe)
-        giveback_release(op->loop, h, 1, 0);
+        dloop__giveback_release(op->loop, h, 1, 0);
     if (op->waited && h->k.kind == DLOCK__KIND_LOCK)
-        writer_leave(op->loop, h);
+        dloop__writer_leave(op->loop, h);
     op->hold = NULL;
     dloop__hold_unref(h);
 }
@@ -458,40 +326,34 @@ static void acq_acked(dlock_op *op, int rc, const char *msg)
     attempt_failed(op, rc, err, 0);
 }
 
-static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                      const char *err, int sent)
+/* The lock is ours (r: {1, token}): granted, after the replicas'
+ * acknowledgements on a durable loop; given back when the lock-delay
+ * says the open before found a new master. */
+static void acq_granted(dlock_op *op, const redisReply *r)
 {
-    dlock_op *op = ctx;
-    int64_t now = dlock__now_ms(), pttl;
-    (void)l;
-    op->req = NULL;
-    if (rc != DLOCK_OK) {
-        attempt_failed(op, rc, err, sent);
+    dlock_loop *l = op->loop;
+    op->maybe = op->queued = 0;
+    op->token = (uint64_t)dlock__elem_int(r, 1);
+    if (lock_delayed(op)) { /* the open before it found a new master */
+        dloop__giveback(l, op->hold, op->token);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
-        return;
-    }
-    if (dlock__elem_int(r, 0) == 1) {
-        op->maybe = op->queued = 0;
-        op->token = (uint64_t)dlock__elem_int(r, 1);
-        if (lock_delayed(op)) { /* the open before it found a new master */
-            dloop__giveback(l, op->hold, op->token);
-            return;
-        }
-        if (!dloop__durable(l))
-            dloop__hold_granted(op, op->token, op->arg_lease);
-        else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
-            acq_acked(op, DLOCK_ENOMEM, "out of memory");
-        return;
-    }
-    op->maybe = 0; /* an answer: nothing taken */
+    if (!dloop__durable(l))
+        dloop__hold_granted(op, op->token, op->arg_lease);
+    else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
+        acq_acked(op, DLOCK_ENOMEM, "out of memory");
+}
+
+/* An answer that ends the acquire with an error (another limit, the
+ * hash layout, another kind, an unknown state): op completed, 1; else
+ * 0 (r: {0, pttl, ...}, held by another owner). */
+static int acq_refused(dlock_op *op, const redisReply *r)
+{
     if (dlock__elem_int(r, 0) == -2) {
         dloop__complete(op, DLOCK_EINVAL,
                         "%s: the semaphore exists with the limit %lld",
                         op->hold->k.name, dlock__elem_int(r, 1));
-        return;
+        return 1;
     }
     if (dlock__elem_int(r, 0) == -3 && r->elements == 2 &&
         r->element[1]->type == REDIS_REPLY_STRING &&
@@ -500,29 +362,27 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         "%s: the lock is held in the hash layout; every "
                         "client of a name must use one layout",
                         op->hold->k.name);
-        return;
+        return 1;
     }
     if (dlock__elem_int(r, 0) == -3) {
         dloop__complete(op, DLOCK_EINVAL,
                         "%s: the name is used by another kind of lock",
                         op->hold->k.name);
-        return;
+        return 1;
     }
     if (dlock__elem_int(r, 0) != 0) {
         dloop__complete(op, DLOCK_EPROTO, "acquire: unexpected state");
-        return;
+        return 1;
     }
-    if (op->deadline == 0) {
-        dloop__complete(op, DLOCK_BUSY, "%s: held by another owner",
-                        op->hold->k.name);
-        return;
-    }
-    if (op->deadline > 0 && now >= op->deadline) {
-        op->queued = op->fair;
-        dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
-                        op->hold->k.name);
-        return;
-    }
+    return 0;
+}
+
+/* Held by another owner (r: {0, pttl, ...}) and op waits: subscribe
+ * (then try once more), or sleep by its strategy, never past the
+ * holder's remaining lease (pttl). */
+static void acq_wait(dlock_op *op, const redisReply *r, int64_t now)
+{
+    int64_t pttl;
     op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
     if (!op->waited) { /* the try found it held: the wait begins */
         dloop__ev_count(op->loop, DLOOP_EV_BUSY);
@@ -555,6 +415,45 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
 }
 
+/* acquire.lua's answer to op's attempt: granted, refused, busy (then a
+ * try-only op completes, a timed-out wait gives up, else it waits), or a
+ * failure (attempt_failed). */
+static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                      const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    int64_t now = dlock__now_ms();
+    (void)l;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        attempt_failed(op, rc, err, sent);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
+        return;
+    }
+    if (dlock__elem_int(r, 0) == 1) {
+        acq_granted(op, r);
+        return;
+    }
+    op->maybe = 0; /* an answer: nothing taken */
+    if (acq_refused(op, r))
+        return;
+    if (op->deadline == 0) {
+        dloop__complete(op, DLOCK_BUSY, "%s: held by another owner",
+                        op->hold->k.name);
+        return;
+    }
+    if (op->deadline > 0 && now >= op->deadline) {
+        op->queued = op->fair;
+        dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
+                        op->hold->k.name);
+        return;
+    }
+    acq_wait(op, r, now);
+}
+
 /* How op's next attempt asks (the kind table maps it to its script's
  * mode): a first try respects the queue when fair and does not join it;
  * a waiting attempt of a fair lock, or of any permit, joins or refreshes
@@ -573,7 +472,7 @@ static dlock__ask ask_of(const dlock_op *op)
 }
 
 /* Send op's next attempt: its kind's acquire command (kind.h). */
-static void attempt(dlock_op *op)
+void dloop__attempt(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     dlock__cmdbuf b;
@@ -708,7 +607,7 @@ void dloop__ops_time(dlock_loop *l, int64_t now)
     while (budget-- > 0 && (op = dloop__otimer_pop(l, now)) != NULL) {
         /* On the list while handled, as every timed op was before the
          * clock: its next step says where it goes (an attempt sent off
-         * the clock by attempt(), or kept timed by its deadline as
+         * the clock by dloop__attempt(), or kept timed by its deadline as
          * multi_node.c's and elect.c's; a sleep back on the clock). */
         list_set(op, 1);
         op->timed = 1;
@@ -731,141 +630,4 @@ int64_t dloop__ops_wake(const dlock_loop *l)
             w = t;
     }
     return w;
-}
-
-/* Start an acquire of kind (limit: a semaphore's) for NAME; what
- * dlock_loop_lock and dlock_loop_sem_acquire share. */
-static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
-                 int64_t limit, unsigned flags, const dlock_loop_acquire *opts,
-                 dlock_op_cb cb, void *userdata)
-{
-    dlock_op *op;
-    dlock_hold *h;
-    op = dloop__op_new(l, OP_LOCK, cb, userdata);
-    if (op == NULL)
-        return dlock__set_error(l->c, DLOCK_ENOMEM, "out of memory");
-    if (out != NULL)
-        *out = op;
-    if (kind == DLOCK__KIND_LOCK && dloop__name_find(l, name) != NULL) {
-        dloop__complete(op, DLOCK_BUSY,
-                        "%s: this loop already holds or is acquiring it "
-                        "(a loop hold is never re-entered)",
-                        name);
-        return DLOCK_OK;
-    }
-    h = dloop__hold_new(l, name, kind);
-    if (h == NULL) {
-        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
-        return DLOCK_OK;
-    }
-    h->lease_ms = opts->lease_ms;
-    h->limit = limit;
-    h->ignore_mark = !!(flags & DLOCK_RW_PREFER_READERS);
-    h->renew = opts->renew;
-    h->on_lost = opts->on_lost;
-    h->lost_ud = opts->on_lost_userdata;
-    op->hold = h;
-    op->again = attempt;
-    op->strategy = opts->strategy;
-    /* A reader has no queue: it waits by notification (or spin). */
-    op->fair = opts->strategy == DLOCK_WAIT_FAIR && kind != DLOCK__KIND_READ;
-    op->deadline = opts->wait_ms == 0  ? 0
-                   : opts->wait_ms < 0 ? -1
-                                       : dlock__now_ms() + opts->wait_ms;
-    if (l->engine)
-        l->engine_acquire(op);
-    else
-        attempt(op);
-    return DLOCK_OK;
-}
-
-/* Check an acquire's arguments; DLOCK_OK or DLOCK_EINVAL (message set). */
-static int check_acquire(dlock_loop *l, const char *what, const char *name,
-                         const dlock_loop_acquire *opts, dlock_op_cb cb)
-{
-    size_t n = name != NULL ? strlen(name) : 0;
-    if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || opts->lease_ms <= 0 ||
-        opts->version != DLOCK_LOOP_ACQUIRE_VERSION ||
-        (opts->strategy != DLOCK_WAIT_NOTIFY &&
-         opts->strategy != DLOCK_WAIT_SPIN &&
-         opts->strategy != DLOCK_WAIT_FAIR))
-        return dlock__set_error(l->c, DLOCK_EINVAL, "%s: %s", what,
-                                n == 0 || n > DLOCK_NAME_MAX
-                                    ? "the name must be 1 to 512 bytes"
-                                : cb == NULL ? "no callback"
-                                             : "bad options");
-    return DLOCK_OK;
-}
-
-/* The public acquires' common entry: defaults, checks, start. */
-static int begin(dlock_op **out, dlock_loop *l, const char *what,
-                 const char *name, int kind, int64_t limit, unsigned flags,
-                 const dlock_loop_acquire *opts, dlock_op_cb cb, void *ud)
-{
-    dlock_loop_acquire def;
-    int rc;
-    if (out != NULL)
-        *out = NULL;
-    if (l == NULL)
-        return DLOCK_EINVAL;
-    if (opts == NULL) {
-        dlock_loop_acquire_init(&def, l->c);
-        opts = &def;
-    }
-    rc = check_acquire(l, what, name, opts, cb);
-    if (rc == DLOCK_OK && kind == DLOCK__KIND_READ)
-        rc = dlock__layout_refuse(l->c, "read locks");
-    if (rc == DLOCK_OK && kind == DLOCK__KIND_PERMIT &&
-        (limit < 1 || limit > 1000000))
-        rc = dlock__set_error(l->c, DLOCK_EINVAL,
-                              "%s: the limit must be 1 to 1000000", what);
-    if (rc == DLOCK_OK && (flags & ~(unsigned)DLOCK_RW_PREFER_READERS))
-        rc = dlock__set_error(l->c, DLOCK_EINVAL, "%s: unknown flags %#x", what,
-                              flags);
-    if (rc != DLOCK_OK)
-        return rc;
-    return start(out, l, name, kind, limit, flags, opts, cb, ud);
-}
-
-int dlock_loop_lock(dlock_op **out, dlock_loop *l, const char *name,
-                    const dlock_loop_acquire *opts, dlock_op_cb cb,
-                    void *userdata)
-{
-    return begin(out, l, "dlock_loop_lock", name, DLOCK__KIND_LOCK, 0, 0, opts,
-                 cb, userdata);
-}
-
-int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *l, const char *name,
-                           int64_t limit, const dlock_loop_acquire *opts,
-                           dlock_op_cb cb, void *userdata)
-{
-    return begin(out, l, "dlock_loop_sem_acquire", name, DLOCK__KIND_PERMIT,
-                 limit, 0, opts, cb, userdata);
-}
-
-int dlock_loop_read_acquire(dlock_op **out, dlock_loop *l, const char *name,
-                            const dlock_loop_acquire *opts, dlock_op_cb cb,
-                            void *userdata)
-{
-    return begin(out, l, "dlock_loop_read_acquire", name, DLOCK__KIND_READ, 0,
-                 0, opts, cb, userdata);
-}
-
-int dlock_loop_read_acquire_ex(dlock_op **out, dlock_loop *l, const char *name,
-                               unsigned flags, const dlock_loop_acquire *opts,
-                               dlock_op_cb cb, void *userdata)
-{
-    return begin(out, l, "dlock_loop_read_acquire_ex", name, DLOCK__KIND_READ,
-                 0, flags, opts, cb, userdata);
-}
-
-void dlock_loop_acquire_init(dlock_loop_acquire *o, const dlock_client *c)
-{
-    if (o == NULL)
-        return;
-    memset(o, 0, sizeof *o);
-    o->version = DLOCK_LOOP_ACQUIRE_VERSION;
-    o->lease_ms = 30000;
-    o->renew = 1;
-    o->strategy = c != NULL ? c->opts.wait_strategy : DLOCK_WAIT_FAIR;
 }

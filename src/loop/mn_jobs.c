@@ -1,0 +1,309 @@
+/*
+ * mn_jobs.c - the jobs of an engine loop (multi_node.h): a job is an
+ * attempt or an engine call in flight. Its descriptors (the pooled
+ * connections it uses, the ones it is opening) are registered in the
+ * loop's epoll set, so the loop's fd is readable when one of them is;
+ * process polls each job's descriptors without waiting (poll, 0), drives
+ * it (dlock__attempt_process / dlock__call_process), and registers the
+ * descriptors it asks for next; its wake-up time is in the loop's
+ * timeout. A finished job completes what it served (its done).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "notify/notify.h"
+#include "loop/multi_node.h"
+
+/* ---- jobs ------------------------------------------------------------------- */
+
+/* Ask j for its descriptors and wake-up time. */
+static void job_pollfds(mjob *j)
+{
+    for (;;) {
+        int n = j->a != NULL
+                    ? dlock__attempt_pollfds(j->a, j->pfd, j->cap, &j->wake)
+                    : dlock__call_pollfds(j->k, j->pfd, j->cap, &j->wake);
+        struct pollfd *p;
+        if (n <= j->cap) {
+            j->n = n;
+            return;
+        }
+        p = realloc(j->pfd, (size_t)n * sizeof *p);
+        if (p == NULL) { /* polled up to cap: the clock ends it anyway */
+            j->n = j->cap;
+            return;
+        }
+        j->pfd = p;
+        j->cap = n;
+    }
+}
+
+static void fds_add(dlock_loop *l, const mjob *j);
+
+/* j is started (a or k set): on the loop's list, done already or polled
+ * for. */
+void dloop__job_link(dlock_loop *l, mjob *j)
+{
+    j->l = l;
+    j->next = l->jobs;
+    if (l->jobs != NULL)
+        l->jobs->prev = j;
+    l->jobs = j;
+    if (j->a != NULL) {
+        j->rc = dlock__attempt_process(j->a, NULL, 0);
+        j->finished = j->rc != DLOCK__AGAIN;
+    } else {
+        j->finished = dlock__call_done(j->k);
+    }
+    if (j->finished) {
+        dloop__signal(l);
+        return;
+    }
+    job_pollfds(j);
+    fds_add(l, j);
+}
+
+/* See multi_node.h. */
+void dloop__job_free(mjob *j)
+{
+    dlock_loop *l = j->l;
+    if (l != NULL) {
+        if (j->prev != NULL)
+            j->prev->next = j->next;
+        else
+            l->jobs = j->next;
+        if (j->next != NULL)
+            j->next->prev = j->prev;
+    }
+    dlock__attempt_free(j->a);
+    dlock__call_free(j->k);
+    if (j->rec != NULL)
+        dlock__held_free(j->rec); /* its pins dropped when it came */
+    if (j->res != NULL)
+        dlock__results_clear(j->res, j->nres);
+    free(j->res);
+    free(j->cmds);
+    free(j->bufs);
+    free(j->ks);
+    free(j->kls);
+    free(j->num);
+    free(j->pfd);
+    free(j->blob);
+    free(j);
+}
+
+/* One step of j: what its descriptors have now, what the clock asks. */
+static void job_step(mjob *j)
+{
+    int r = j->n > 0 ? poll(j->pfd, (nfds_t)j->n, 0) : 0;
+    int n = r > 0 ? j->n : 0;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
+    if (j->a != NULL) {
+        j->rc = dlock__attempt_process(j->a, j->pfd, n);
+        j->finished = j->rc != DLOCK__AGAIN;
+    } else {
+        j->finished = dlock__call_process(j->k, j->pfd, n);
+    }
+    if (!j->finished)
+        job_pollfds(j);
+    dlock__nb_leave();
+}
+
+/* Register pfd (its events) in the loop's epoll set: MOD, else ADD (a
+ * descriptor closed and reopened under the same number since it was
+ * registered is registered again). */
+static void fd_put(dlock_loop *l, const struct pollfd *pfd)
+{
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = (pfd->events & POLLIN ? EPOLLIN : 0) |
+               (pfd->events & POLLOUT ? EPOLLOUT : 0);
+    e.data.fd = pfd->fd;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, pfd->fd, &e) != 0 && errno == ENOENT)
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, pfd->fd, &e);
+}
+
+/* A new job's descriptors, registered now (the loop's fd must wake for
+ * them before the next process) and noted in l->mfd. */
+static void fds_add(dlock_loop *l, const mjob *j)
+{
+    int *p, i;
+    if (j->n == 0)
+        return;
+    p = realloc(l->mfd, (size_t)(l->nmfd + j->n) * sizeof *p);
+    if (p == NULL)
+        return; /* its wake-up time still brings process */
+    l->mfd = p;
+    for (i = 0; i < j->n; i++) {
+        fd_put(l, &j->pfd[i]);
+        l->mfd[l->nmfd++] = j->pfd[i].fd;
+    }
+}
+
+/* Register exactly the descriptors the jobs poll now in the loop's epoll
+ * set (fd_put), and take out those no job polls any more. */
+static void fds_sync(dlock_loop *l)
+{
+    int want = 0, i, m = 0;
+    mjob *j;
+    int *fds;
+    for (j = l->jobs; j != NULL; j = j->next)
+        want += j->finished ? 0 : j->n;
+    fds = want > 0 ? malloc((size_t)want * sizeof *fds) : NULL;
+    for (j = l->jobs; j != NULL && fds != NULL; j = j->next) {
+        for (i = 0; i < j->n && !j->finished; i++) {
+            fd_put(l, &j->pfd[i]);
+            fds[m++] = j->pfd[i].fd;
+        }
+    }
+    for (i = 0; i < l->nmfd; i++) {
+        int k, keep = 0;
+        for (k = 0; k < m && !keep; k++)
+            keep = fds[k] == l->mfd[i];
+        if (!keep)
+            epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->mfd[i], NULL);
+    }
+    free(l->mfd);
+    l->mfd = fds;
+    l->nmfd = fds != NULL ? m : 0;
+}
+
+/* See multi_node.h. */
+void dloop__jobs_step(dlock_loop *l)
+{
+    mjob *j;
+    for (j = l->jobs; j != NULL; j = j->next)
+        if (!j->finished)
+            job_step(j);
+    /* Completions may start jobs and cancel ops (freeing their jobs):
+     * look again from the start after each. */
+    for (;;) {
+        for (j = l->jobs; j != NULL && !j->finished; j = j->next)
+            ;
+        if (j == NULL)
+            break;
+        if (j->op != NULL)
+            j->op->mn->job = NULL;
+        j->done(j);
+        dloop__job_free(j);
+    }
+    fds_sync(l);
+}
+
+/* See loop_impl.h. */
+int64_t dloop__jobs_wake(const dlock_loop *l)
+{
+    const mjob *j;
+    int64_t w = -1;
+    for (j = l->jobs; j != NULL; j = j->next) {
+        int64_t t = j->finished ? 0 : j->wake;
+        if (w < 0 || t < w)
+            w = t;
+    }
+    return w;
+}
+
+/* See loop_impl.h. */
+int dloop__jobs_detached(const dlock_loop *l)
+{
+    const mjob *j;
+    int n = 0;
+    for (j = l->jobs; j != NULL; j = j->next)
+        n += j->op == NULL;
+    return n;
+}
+
+/* See loop_impl.h. */
+void dloop__jobs_free(dlock_loop *l)
+{
+    while (l->jobs != NULL) {
+        if (l->jobs->op != NULL)
+            l->jobs->op->mn->job = NULL;
+        else
+            free(l->jobs->batch); /* a renewal round's */
+        dloop__job_free(l->jobs);
+    }
+    fds_sync(l);
+}
+
+/* See multi_node.h. */
+mjob *dloop__job_new(dlock_op *op, int ncmds, int nres)
+{
+    mjob *j = calloc(1, sizeof *j);
+    if (j == NULL)
+        return NULL;
+    j->op = op;
+    j->ncmds = ncmds;
+    j->nres = nres;
+    if (ncmds > 0 &&
+        ((j->cmds = calloc((size_t)ncmds, sizeof *j->cmds)) == NULL ||
+         (j->bufs = calloc((size_t)ncmds, sizeof *j->bufs)) == NULL)) {
+        dloop__job_free(j);
+        return NULL;
+    }
+    if (nres > 0 && (j->res = calloc((size_t)nres, sizeof *j->res)) == NULL) {
+        dloop__job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* See multi_node.h. */
+int dloop__job_call(dlock_loop *l, mjob *j)
+{
+    dlock_client *c = l->c;
+    /* A cluster's calls are one per command, every one of them run. */
+    uint64_t mask = c->ns.cluster != NULL ? ~0ULL
+                    : j->first            ? 1
+                                          : dlock__all_nodes(c);
+    int rc;
+    dlock__nb_enter(); /* the loop's thread: no blocking wait below */
+    rc = dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
+                           dlock__deadline(c, 0), j->res);
+    if (rc == DLOCK_OK)
+        dloop__job_link(l, j);
+    else
+        dloop__job_free(j);
+    dlock__nb_leave();
+    return rc == DLOCK_OK ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+/* See multi_node.h. */
+mjob *dloop__cmd_job(dlock_loop *l, dlock_op *op, const dlock__cmd *cmd,
+                     int first)
+{
+    dlock_client *c = l->c;
+    int nk = cmd->nkeys, n = cmd->nkeys + cmd->nargs, i;
+    size_t total = 0;
+    char *p;
+    mjob *j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
+    for (i = 0; i < n; i++)
+        total += i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
+    if (j == NULL ||
+        (j->ks = malloc((size_t)(n + 1) * sizeof *j->ks)) == NULL ||
+        (j->kls = malloc((size_t)(n + 1) * sizeof *j->kls)) == NULL ||
+        (j->blob = malloc(total + 1)) == NULL) {
+        if (j != NULL)
+            dloop__job_free(j);
+        return NULL;
+    }
+    for (p = j->blob, i = 0; i < n; i++) {
+        const char *v = i < nk ? cmd->keys[i] : cmd->args[i - nk];
+        size_t len = i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
+        memcpy(p, v, len);
+        j->ks[i] = p;
+        j->kls[i] = len;
+        p += len;
+    }
+    j->cmds[0] = *cmd;
+    j->cmds[0].keys = j->ks;
+    j->cmds[0].keylens = j->kls;
+    j->cmds[0].args = j->ks + nk;
+    j->cmds[0].arglens = j->kls + nk;
+    j->cmds[0].pins = NULL;
+    j->first = first;
+    return j;
+}
