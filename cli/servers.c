@@ -8,7 +8,8 @@
 
 #include "cli.h"
 
-/* Append a copy of URL to the server list and mask its password in argv.
+/* Append a copy of URL to the server list (args.c masks its password in
+ * argv once it is copied).
  * Returns 0, or -1 when out of memory. */
 int cli_add_server(struct cli *o, char *url)
 {

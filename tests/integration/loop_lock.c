@@ -443,8 +443,7 @@ static void test_extend_beside_renewal(void **state)
     int64_t pttl, valid;
     (void)state;
     o.lease_ms = 900;
-    assert_int_equal(dlock_loop_lock(NULL, l, "ll:xr", &o, note, &a),
-                     DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, l, "ll:xr", &o, note, &a), DLOCK_OK);
     run1(l, &a.done);
     assert_int_equal(a.status, DLOCK_OK);
     freeReplyObject(th_cmd(&srv, "CLIENT PAUSE 800 ALL"));
