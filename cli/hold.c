@@ -266,13 +266,41 @@ static int first_outage_rides(const struct cli *o, int rc, const char *msg)
            cli_is_outage_msg(o, rc, msg);
 }
 
+/*
+ * The wait started at BEGAN, driven to its end; with several servers,
+ * Sentinel or Cluster the library's wait rides out an outage for at most
+ * a minute in a row (DLOCK__OUTAGE_RETRY_MS), and dlock for the whole of
+ * -w (dlock.1): a wait that ended in an outage after a second or more is
+ * started again while -w lasts. Returns its status (w->err its message).
+ */
+static int ride_on(const struct cli *o, dlock_client *c, struct cli_hold *h,
+                   int renew, int64_t t0, int64_t began, struct lwait *w,
+                   int *signo)
+{
+    int64_t left;
+    int rc = loop_wait(o, h->loop, w, signo);
+
+    while (rc != DLOCK_OK && *signo == 0 && cli_is_outage_msg(o, rc, w->err) &&
+           cli_now_ms() - began >= 1000 && (left = cli_wait_left(o, t0)) != 0) {
+        loop_drain(h->loop, NULL, CLI_DRAIN_MAX_MS);
+        began = cli_now_ms();
+        rc = start_op(o, c, h->loop, renew, left, w);
+        if (rc != DLOCK_OK) {
+            snprintf(w->err, sizeof w->err, "%s", dlock_errmsg(c));
+            return rc;
+        }
+        rc = loop_wait(o, h->loop, w, signo);
+    }
+    return rc;
+}
+
 /* The loop path of cli_hold_acquire: a first try, so that -v can say
  * whom it waits for, then the wait for the rest of -w. */
 static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
                         struct cli_hold *h, int *signo)
 {
     struct lwait w;
-    int64_t t0 = cli_now_ms(), left;
+    int64_t t0 = cli_now_ms(), left, began;
     int rc = dlock_loop_new(&h->loop, c);
 
     if (rc == DLOCK_OK)
@@ -312,12 +340,13 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
             cli_say_waiting(o, c);
         if ((left = cli_wait_left(o, t0)) == 0)
             return DLOCK_TIMEDOUT;
+        began = cli_now_ms();
         rc = start_op(o, c, h->loop, renew, left, &w);
         if (rc != DLOCK_OK) {
             snprintf(h->err, sizeof h->err, "%s", dlock_errmsg(c));
             return rc;
         }
-        rc = loop_wait(o, h->loop, &w, signo);
+        rc = ride_on(o, c, h, renew, t0, began, &w, signo);
     }
     if (rc == DLOCK_OK) {
         keep_holds(h, &w);
