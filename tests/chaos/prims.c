@@ -106,6 +106,10 @@ static int wk_open(wk *w, int argc, char **argv, char kind)
     w->c = make_client(w->r.urls, 300);
     if (!w->c)
         return -1;
+    /* The string layout (CHAOS_LAYOUT) has no read locks or elections:
+     * their scenarios keep the hash layout, writers with them. */
+    if (kind != 0 && strchr("rwl", kind) != NULL)
+        (void)dlock_client_set_layout(w->c, DLOCK_LAYOUT_HASH);
     chaos_log(w->r.fd, "P %d %d %lld\n", w->r.wid, (int)getpid(),
               (long long)chaos_now_ns());
     return 0;
@@ -471,6 +475,7 @@ static int observe(int argc, char **argv)
     dlock_client *c = make_client(argv[2], 300);
     if (fd < 0 || !c)
         return 2;
+    (void)dlock_client_set_layout(c, DLOCK_LAYOUT_HASH); /* as wk_open */
     signal(SIGPIPE, SIG_IGN);
     dlock_leader_info known, cur;
     memset(&known, 0, sizeof known);
