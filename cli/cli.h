@@ -251,6 +251,12 @@ void cli_say_waiting(const struct cli *o, dlock_client *c);
 /* Is RC (with the library's message MSG) an outage that a wait rides
  * out (the servers out of reach, not ready...)? */
 int cli_is_outage_msg(const struct cli *o, int rc, const char *msg);
+/* A first try's failure (RC, message MSG) that the wait rides out rather
+ * than report at once (issue 29 item 19): too few replicas (given back),
+ * or on Sentinel an outage (the sentinels still name a master that died:
+ * the 2-4 s an HA setup exists for). Elsewhere a first try that cannot
+ * reach the servers fails at once (a wrong URL, a server not there). */
+int cli_first_rides(const struct cli *o, int rc, const char *msg);
 int cli_lost_seen(void);
 void cli_drain_pipe(void);
 /* The signal mask to sleep with: dlock's original one without the signals

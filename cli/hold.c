@@ -257,15 +257,6 @@ static void loop_drain(dlock_loop *l, const int *left, int64_t bound_ms)
     }
 }
 
-/* A first try's failure on Sentinel that the wait rides out: an outage
- * (the 2-4 s an HA setup exists for). Elsewhere such a first try fails at
- * once (a wrong URL, a server that is not there). */
-static int first_outage_rides(const struct cli *o, int rc, const char *msg)
-{
-    return strstr(o->servers[0], "+sentinel://") != NULL &&
-           cli_is_outage_msg(o, rc, msg);
-}
-
 /*
  * The wait started at BEGAN, driven to its end; with several servers,
  * Sentinel or Cluster the library's wait rides out an outage for at most
@@ -324,13 +315,12 @@ static int acquire_loop(const struct cli *o, dlock_client *c, int renew,
      * wait tries again while it lasts, saying so (loop_wait). On
      * Sentinel a first try's outage (the sentinels still name a master
      * that died) is ridden out by the wait too, as the blocking path's
-     * first try is (signals.c, first_rides). */
+     * first try is (cli_first_rides). */
     if (rc != DLOCK_BUSY && rc != DLOCK_NOT_REPLICATED && o->wait_ms != 0 &&
-        *signo == 0 && first_outage_rides(o, rc, w.err))
+        *signo == 0 && cli_first_rides(o, rc, w.err))
         cli_err("\"%s\": %s (%s): trying again while the wait lasts", o->key,
                 dlock_strerror(rc), w.err);
-    if ((rc == DLOCK_BUSY || rc == DLOCK_NOT_REPLICATED ||
-         first_outage_rides(o, rc, w.err)) &&
+    if ((rc == DLOCK_BUSY || cli_first_rides(o, rc, w.err)) &&
         o->wait_ms != 0 && *signo == 0) {
         /* What the try gave back (the names of several KEYs it took
          * before one was busy) must be released before the wait asks for

@@ -345,16 +345,12 @@ int cli_is_outage_msg(const struct cli *o, int rc, const char *msg)
             (is_sentinel(o) || strstr(msg, ": not ready: ")));
 }
 
-/* A first try's failure that the wait rides out rather than report at
- * once (issue 29 item 19): too few replicas (given back), or on Sentinel
- * an outage (the sentinels still name a master that died: the 2-4 s an
- * HA setup exists for). Elsewhere a first try that cannot reach the
- * servers fails at once (a wrong URL, a server that is not there). */
-static int first_rides(const struct cli *o, dlock_client *c, int rc)
+/* See cli.h. */
+int cli_first_rides(const struct cli *o, int rc, const char *msg)
 {
     if (rc == DLOCK_NOT_REPLICATED)
         return 1;
-    return is_sentinel(o) && is_outage(o, c, rc);
+    return is_sentinel(o) && cli_is_outage_msg(o, rc, msg);
 }
 
 /* See cli.h. */
@@ -436,7 +432,8 @@ int cli_acquire(const struct cli *o, dlock_client *c, int watchdog,
     /* Outages: cli_wait_through_outages says so and tries again. */
     ao.flags = DLOCK_ACQUIRE_NO_OUTAGE_WAIT;
     rc = acquire_keys(o, c, &ao, out);
-    if ((rc == DLOCK_BUSY || first_rides(o, c, rc)) && o->wait_ms != 0) {
+    if ((rc == DLOCK_BUSY || cli_first_rides(o, rc, dlock_errmsg(c))) &&
+        o->wait_ms != 0) {
         if (o->verbose && rc == DLOCK_BUSY)
             cli_say_waiting(o, c);
         if ((left = cli_wait_left(o, t0)) == 0)
