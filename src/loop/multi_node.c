@@ -553,17 +553,6 @@ void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
 }
 
 /* See loop_impl.h. */
-int dloop__mn_refuse(dlock_loop *l, const char *what)
-{
-    if (!l->engine)
-        return DLOCK_OK;
-    return dlock__set_error(l->c, DLOCK_EINVAL,
-                            "%s: not implemented yet on a loop over several "
-                            "servers, Sentinel or Cluster",
-                            what);
-}
-
-/* See loop_impl.h. */
 void dloop__jobs_run(dlock_loop *l)
 {
     dloop__mn_waits(l);

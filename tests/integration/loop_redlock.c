@@ -533,6 +533,8 @@ int main(void)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_elect_majority),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),

@@ -207,6 +207,8 @@ int main(void)
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_sem_fifo),
         cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
