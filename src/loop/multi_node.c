@@ -414,6 +414,7 @@ void dloop__mn_acquire(dlock_op *op)
     x->sentinel = c->ns.kind == DLOCK__TOPO_SENTINEL;
     x->deadline = op->deadline;
     x->spin_min_ms = c->opts.spin_min_ms;
+    x->ride_ms = atomic_load(&c->outage_ride_ms);
     x->spin_max_ms = c->opts.spin_max_ms;
     x->pttl = -1;
     op->fair = x->queued && x->strategy == DLOCK_WAIT_FAIR;
