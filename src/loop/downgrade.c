@@ -193,10 +193,11 @@ static void mn_downgrade_done(mjob *j)
 }
 
 /* The engine's downgrade op ends (completed or cancelled): extends of
- * its hold may go again. */
+ * its hold may go again, once its call is answered. */
 static void mn_downgrade_end(dlock_op *op)
 {
-    if (op->hold != NULL)
+    /* A call still out keeps it (multi_node.c: until the answer). */
+    if (op->hold != NULL && (op->mn->job == NULL || op->mn->job->finished))
         op->hold->downgrading = 0;
     dloop__mn_abort(op);
 }

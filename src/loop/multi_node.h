@@ -46,6 +46,9 @@ typedef struct mjob {
     int rc;   /* an attempt's status */
     int kind; /* a renewal's holds' kind when sent (a downgrade may
                  change it before the answer) */
+    struct dlock_hold *late; /* an extend's or downgrade's hold after its op
+                                ended first (multi_node.c: extending until
+                                the answer), a reference; or NULL */
 } mjob;
 
 /* What an op of an engine loop keeps (op->mn). */
