@@ -173,6 +173,42 @@ static void test_majority(void **state)
     dlock_client_free(c);
 }
 
+/* A downgrade over Redlock is decided by a majority (as
+ * dlock_rw_downgrade): with one node stopped it is done on the two live
+ * ones (a read lease there); with two stopped it fails
+ * (no quorum) and the hold is lost. */
+static void test_downgrade_majority(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    seen d = {0}, e = {0};
+    dlock_hold *h;
+    int i;
+    (void)state;
+    h = take(l, "lr:dm", &o, DLOCK_OK);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, h, note, &d), DLOCK_OK);
+    run1(l, &d.done);
+    assert_int_equal(d.status, DLOCK_OK);
+    for (i = 0; i < 2; i++)
+        assert_int_equal(th_cmd_int(&srv[i], "ZCARD dlock:{lr:dm}:r"), 1);
+    release(l, h);
+    th_server_resume(&srv[2]);
+    h = take(l, "lr:dn", &o, DLOCK_OK);
+    th_server_pause(&srv[1]);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, h, note, &e), DLOCK_OK);
+    run1(l, &e.done);
+    assert_int_equal(e.status, DLOCK_NO_QUORUM);
+    assert_int_equal(dlock_hold_status(h), DLOCK_LOST);
+    th_server_resume(&srv[1]);
+    th_server_resume(&srv[2]);
+    assert_int_equal(th_loop_release(l, h), DLOCK_LOST);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A semaphore is not available over Redlock (as dlock_sem_acquire);
  * fenced values go to the first server, as dlock_fenced_set's. */
 static void test_refused(void **state)
@@ -524,6 +560,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_majority),
+        cmocka_unit_test(test_downgrade_majority),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_readers_and_all),
         cmocka_unit_test(test_renewal),
