@@ -95,7 +95,7 @@ int dlock__callv_build(dlock__callv *v, const dlock__script *scripts,
 {
     const dlock__script *s = &scripts[cmd->script];
     int i, k = 0;
-    v->argc = 3 + cmd->nkeys + cmd->nargs;
+    v->argc = cmd->raw ? cmd->nkeys + cmd->nargs : 3 + cmd->nkeys + cmd->nargs;
     if (v->argc <= DLOCK__CALLV_SMALL) {
         v->argv = v->argv_small;
         v->lens = v->lens_small;
@@ -109,6 +109,20 @@ int dlock__callv_build(dlock__callv *v, const dlock__script *scripts,
             v->lens = NULL;
             return DLOCK_ENOMEM;
         }
+    }
+    if (cmd->raw) {
+        /* A plain command: its name, the keys, the other arguments. */
+        v->argv[k] = cmd->args[0];
+        v->lens[k++] = cmd->arglens[0];
+        for (i = 0; i < cmd->nkeys; i++, k++) {
+            v->argv[k] = cmd->keys[i];
+            v->lens[k] = cmd->keylens[i];
+        }
+        for (i = 1; i < cmd->nargs; i++, k++) {
+            v->argv[k] = cmd->args[i];
+            v->lens[k] = cmd->arglens[i];
+        }
+        return DLOCK_OK;
     }
     v->argv[k] = full ? "EVAL" : "EVALSHA";
     v->lens[k++] = full ? 4 : 7;
