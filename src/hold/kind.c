@@ -95,15 +95,16 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
 
 /* See kind.h. A fair try keeps the script (it must not jump a queue),
  * and so does a waiter's later try (busy, it marks the hold for its
- * wake-up), a reentry, Redlock (its nodes agree on the token) and fence
- * retention (the fence hash orders tokens). */
+ * wake-up), a reentry, Redlock (its nodes agree on the token), fence
+ * retention (the fence hash orders tokens) and the event loop's holds
+ * (w->token_now). */
 int dlock__plain_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
                              const dlock__held *h, const dlock__want *w,
                              dlock__ask ask, char *val)
 {
     size_t n = strlen(h->owner);
-    if (w->kind != DLOCK__KIND_LOCK || ask != DLOCK__ASK_TRY || h->depth != 0 ||
-        !dlock__string_layout(c) || c->ns.n > 1 ||
+    if (w->kind != DLOCK__KIND_LOCK || ask != DLOCK__ASK_TRY || w->token_now ||
+        h->depth != 0 || !dlock__string_layout(c) || c->ns.n > 1 ||
         dlock__fence_retention(c) != 0 || n + 5 > DLOCK__PLAIN_VAL)
         return 0;
     memcpy(val, h->owner, n);

@@ -36,6 +36,9 @@ typedef struct dlock__want {
     int64_t lease_ms; /* the lease asked for */
     int64_t limit;    /* a permit: the semaphore's N */
     int ignore_mark;  /* a reader: enter while a writer waits */
+    int token_now;    /* the token is wanted with the grant (the event
+                       * loop's holds: dlock_hold_token never asks the
+                       * server): no plain acquire (kind.h) */
 } dlock__want;
 
 /* When a kind waits in its queue (dlock__kind.queue). */
