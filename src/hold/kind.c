@@ -93,6 +93,34 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_durable(c, &b->cmd);
 }
 
+/* See kind.h. A fair try keeps the script (it must not jump a queue),
+ * and so does a waiter's later try (busy, it marks the hold for its
+ * wake-up), a reentry, Redlock (its nodes agree on the token), fence
+ * retention (the fence hash orders tokens) and the event loop's holds
+ * (w->token_now). */
+int dlock__plain_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__held *h, const dlock__want *w,
+                             dlock__ask ask, char *val)
+{
+    size_t n = strlen(h->owner);
+    if (w->kind != DLOCK__KIND_LOCK || ask != DLOCK__ASK_TRY || w->token_now ||
+        h->depth != 0 || !dlock__string_layout(c) || c->ns.n > 1 ||
+        dlock__fence_retention(c) != 0 || n + 5 > DLOCK__PLAIN_VAL)
+        return 0;
+    memcpy(val, h->owner, n);
+    memcpy(val + n, " 1 0", 5);
+    dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
+    b->cmd.raw = 1;
+    dlock__cmd_arg(b, "SET", 3);
+    dlock__cmd_key(b, h->k.key, h->k.keylen);
+    dlock__cmd_arg(b, val, n + 4);
+    dlock__cmd_arg(b, "NX", 2);
+    dlock__cmd_arg(b, "PX", 2);
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_durable(c, &b->cmd);
+    return 1;
+}
+
 /* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue, and the
  * flag (ARGV[9]) of a waiting acquire's later attempts. */
 static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,

@@ -54,6 +54,13 @@ int dlock__classify(const redisReply *r);
  * wrong shape is counted in t->bad (the caller marks it DLOCK_EPROTO). */
 void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n);
 
+/* The same for an acquire sent as a plain SET NX PX (plain 1, the
+ * string layout's fresh acquire, kind.h): its OK is a grant of depth 1
+ * whose token is not issued yet (0). A script's acquire (plain 0) that
+ * answers OK is of the wrong shape. */
+void dlock__acquire_tally_as(dlock__tally *t, const dlock__result *res, int n,
+                             int plain);
+
 /* The verdict for tally t with this quorum, the depth the owner expected
  * (0: a fresh hold) and the validity left (lease - elapsed - drift). */
 dlock__verdict dlock__acquire_verdict(const dlock__tally *t, int quorum,

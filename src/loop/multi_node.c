@@ -108,6 +108,7 @@ static void try_next(dlock_op *op)
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
     w.ignore_mark = h->ignore_mark;
+    w.token_now = 1; /* dlock_hold_token answers without a round trip */
     if (!m->begun) {
         ask = x->strategy == DLOCK_WAIT_FAIR ? DLOCK__ASK_TRY_FAIR
                                              : DLOCK__ASK_TRY;

@@ -8,7 +8,10 @@
 --          found it busy and may wait for its release (the release
 --          publishes 'r TOKEN' on the lock channel), 'q' a fair waiter
 --          queued behind it (the release hands it over); its TTL is the
---          lease
+--          lease. Token 0: not issued yet (a fresh uncontended acquire
+--          without retention is a plain SET NX PX of "<owner> 1 0", no
+--          script: hold/kind.c); s_stamp.lua issues it when first asked,
+--          and mark() below when a waiter marks the hold
 -- KEYS[2]  with fence retention (or a fair mode) only: the fence hash
 --          <prefix>:{<name>}:f (n = last token granted, d = the server
 --          second from which a grant renews its TTL, as acquire.lua)
@@ -129,9 +132,20 @@ local function now_ms()
 end
 
 -- Mark the hold (o, n, tok, marks) with the letter m unless it has it.
+-- A hold taken by the plain SET (token 0: not issued yet, s_stamp.lua)
+-- gets its token now, while it is still its owner's: its release then
+-- announces a token unique to the hold, which is what waiters tell
+-- releases apart by.
 local function mark(m)
-    if not string.find(marks, m, 1, true) then
-        marks = (marks == '' and ' ' or marks) .. m
+    local stamp = tok == '0'
+    if stamp then
+        tm = tm or redis.call('TIME')
+        tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    end
+    if stamp or not string.find(marks, m, 1, true) then
+        if not string.find(marks, m, 1, true) then
+            marks = (marks == '' and ' ' or marks) .. m
+        end
         redis.call('SET', KEYS[1], o .. ' ' .. n .. ' ' .. tok .. marks,
                    'KEEPTTL')
     end
