@@ -13,7 +13,8 @@
  * the waiters' refreshes (nothing else runs a script meanwhile): before,
  * every waiter refreshed about three times in it; now none does (at most
  * one each, should its first refresh run late on a loaded machine).
- * For the fair lock in both layouts and for the fair semaphore.
+ * For the fair lock in both layouts, the fair semaphore, and the event
+ * loop's fair lock waiters.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,8 +27,10 @@
 #include <cmocka.h>
 
 #include "dlock.h"
+#include "dlock_loop.h"
 #include "harness.h"
 #include "fixture.h"
+#include "th_loop.h"
 #include "th_waiter.h"
 
 #define FAKE 6000
@@ -172,12 +175,69 @@ static void test_semaphore(void **state)
     scene(fair_client, permit, "qr-sem", 1);
 }
 
+/* The event loop's fair lock waiters (src/loop/ops.c), one per loop. */
+static void test_loop_lock(void **state)
+{
+    dlock_client *hc = fair_client(), *c = fair_client();
+    dlock_loop *ls[WAITERS];
+    th_seen seen[WAITERS];
+    dlock_loop_acquire o = th_loop_opts(c, 6000, 10000);
+    dlock_lock *l;
+    long long e0, e1;
+    int64_t end;
+    int i, done;
+    redisReply *r;
+    (void)state;
+    assert_non_null(hc);
+    assert_non_null(c);
+    assert_int_equal(dlock_lock_acquire(&l, hc, "qr-loop", 0, 60000), DLOCK_OK);
+    r = th_cmd(&srv, "EVAL %s 2 dlock:{qr-loop}:q dlock:{qr-loop}:qt %d zset",
+               FILL, FAKE);
+    assert_non_null(r);
+    freeReplyObject(r);
+    o.strategy = DLOCK_WAIT_FAIR;
+    for (i = 0; i < WAITERS; i++) {
+        ls[i] = th_loop_new(c);
+        assert_non_null(ls[i]);
+        memset(&seen[i], 0, sizeof seen[i]);
+        assert_int_equal(
+            dlock_loop_lock(NULL, ls[i], "qr-loop", &o, th_note, &seen[i]),
+            DLOCK_OK);
+    }
+    end = th_now_ms() + 10000;
+    while (queued("qr-loop", 0) != FAKE + WAITERS && th_now_ms() < end)
+        th_loop_run_for(ls, WAITERS, 5);
+    assert_int_equal(queued("qr-loop", 0), FAKE + WAITERS);
+    th_loop_run_for(ls, WAITERS, 1600);
+    e0 = evalsha_calls();
+    th_loop_run_for(ls, WAITERS, 3000);
+    e1 = evalsha_calls();
+    printf("qr-loop: %lld refreshes of %d waiters in 3 s\n", e1 - e0, WAITERS);
+    end = th_now_ms() + 10000;
+    do {
+        th_loop_run_for(ls, WAITERS, 10);
+        for (i = 0, done = 0; i < WAITERS; i++)
+            done += seen[i].done;
+    } while (done < WAITERS && th_now_ms() < end);
+    for (i = 0; i < WAITERS; i++) {
+        assert_int_equal(seen[i].status, DLOCK_TIMEDOUT);
+        dlock_loop_free(ls[i]);
+    }
+    assert_true(e1 - e0 <= WAITERS);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_client_free(c);
+    dlock_client_free(hc);
+    th_cmd_int(&srv, "DEL dlock:{qr-loop}:q dlock:{qr-loop}:qt "
+                     "dlock:{qr-loop}:f");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lock),
         cmocka_unit_test(test_lock_string),
         cmocka_unit_test(test_semaphore),
+        cmocka_unit_test(test_loop_lock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
