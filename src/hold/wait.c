@@ -88,7 +88,7 @@ static int64_t spin_delay(dlock__wait *x)
 static dlock__next after_busy(dlock__wait *x, const dlock__got *g, int64_t now,
                               int64_t *until)
 {
-    int64_t third = DLOCK__WAITER_TTL_MS / 3, d;
+    int64_t third = dlock__refresh_every(g->place_ms), d;
     /* The newest reading only: an earlier one says nothing of now. A
      * waiter woken early kept it and slept it out again, a whole lease
      * after the lease had ended (issue 29 item 7). 0: it ends within the
