@@ -4,7 +4,8 @@
  * holders, several permits of one name on one loop (each its own owner),
  * a waiter served by a release (FIFO handoff and wake-up), renewal past
  * the lease, a cancelled waiter's queue place given back, a limit that
- * does not match refused.
+ * does not match refused, a name of another kind or not dlock's refused
+ * with the blocking API's words.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
 
 #include "dlock.h"
 #include "dlock_loop.h"
@@ -172,12 +174,68 @@ static void test_two_waiters_one_loop(void **state)
     dlock_client_free(c);
 }
 
+/* One try on l of KIND (0 lock, 1 permit, 2 reader) for NAME: its status
+ * and message in *s. */
+static void try_kind(dlock_loop *l, dlock_client *c, int kind, const char *name,
+                     seen *s)
+{
+    dlock_loop_acquire o;
+    dlock_loop_acquire_init(&o, c);
+    if (kind == 0)
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, note, s), DLOCK_OK);
+    else if (kind == 1)
+        assert_int_equal(dlock_loop_sem_acquire(NULL, l, name, 2, &o, note, s),
+                         DLOCK_OK);
+    else
+        assert_int_equal(dlock_loop_read_acquire(NULL, l, name, &o, note, s),
+                         DLOCK_OK);
+    run1(l, &s->done);
+}
+
+/* A name of another kind, or a key dlock did not write, is refused by
+ * the loop's attempt with the blocking API's verdict and words (kind.h:
+ * dlock__refusal): the loop once called a foreign key "another kind of
+ * lock". */
+static void test_foreign_names(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_client *s = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *l = NULL, *ls = NULL;
+    seen a = {0}, b = {0}, d = {0}, e = {0};
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "RPUSH dlock:{lf:list} x"));
+    assert_int_equal(dlock_client_set_layout(s, DLOCK_LAYOUT_STRING), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls, s), DLOCK_OK);
+    /* A permit on a list. */
+    try_kind(l, c, 1, "lf:list", &a);
+    assert_int_equal(a.status, DLOCK_EINVAL);
+    assert_non_null(strstr(a.err, "holds a Redis list"));
+    assert_non_null(strstr(a.err, "not dlock's"));
+    /* A reader on a semaphore. */
+    try_kind(l, c, 1, "lf:sem", &b);
+    assert_int_equal(b.status, DLOCK_OK);
+    try_kind(l, c, 2, "lf:sem", &d);
+    assert_int_equal(d.status, DLOCK_EINVAL);
+    assert_non_null(strstr(d.err, "lf:sem is a semaphore, not a read-write"));
+    /* A string-layout lock on a list. */
+    try_kind(ls, s, 0, "lf:list", &e);
+    assert_int_equal(e.status, DLOCK_EINVAL);
+    assert_non_null(strstr(e.err, "holds a Redis list"));
+    rel(l, b.hold, DLOCK_OK);
+    dlock_loop_free(ls);
+    dlock_loop_free(l);
+    dlock_client_free(s);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fair),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_two_waiters_one_loop),
+        cmocka_unit_test(test_foreign_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
