@@ -370,7 +370,11 @@ static int acq_refused(dlock_op *op, const dlock__result *res)
     dlock__held rec;
     dlock__want w;
     char *prev;
+    const char *other;
+    long long limit;
     int rc;
+    if (dlock__refused(res->reply, &limit, &other) == 0)
+        return 0; /* the common case: no record built */
     attempt_spec(op, &rec, &w);
     prev = dlock__msgs_capture(op->err); /* the op's message, not the
                                           * thread's */
@@ -456,10 +460,11 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         attempt_failed(op, rc, err, sent);
         return;
     }
-    op->maybe = 0; /* an answer: nothing taken but what it says */
-    memset(&res, 0, sizeof res);
+    op->maybe = 0;               /* an answer: nothing taken but what it says */
+    res.status = DLOCK_OK;       /* what the tally and the refusal read */
     res.reply = (redisReply *)r; /* read only */
     res.sent = 1;
+    res.pending = 0;
     if (acq_refused(op, &res))
         return;
     dlock__acquire_tally(&t, &res, 1);
