@@ -16,6 +16,7 @@
 #include "hold/kind.h"
 #include "hold/held.h"
 #include "hold/verdict.h"
+#include "hold/wait.h"
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
 
@@ -386,13 +387,22 @@ static int acq_refused(dlock_op *op, const dlock__result *res)
     return 1;
 }
 
+/* Whether op's waiting attempts hold a place in a queue, and its
+ * strategy after the fallbacks: the blocking wait's rule (wait.h:
+ * dlock__wait_strategy; a fair lock, a permit but under spin). */
+static int op_strategy(const dlock_op *op, int *queued)
+{
+    return dlock__wait_strategy(dlock__kind_of(op->hold->k.kind), op->strategy,
+                                queued);
+}
+
 /* Held by another owner (r: {0, pttl, ...}, pttl: its lease left, -1
  * unknown) and op waits: subscribe (then try once more), or sleep by its
  * strategy, never past the holder's remaining lease. */
 static void acq_wait(dlock_op *op, const redisReply *r, int64_t pttl,
                      int64_t now)
 {
-    op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
+    (void)op_strategy(op, &op->queued);
     if (!op->waited) { /* the try found it held: the wait begins */
         dloop__ev_count(op->loop, DLOOP_EV_BUSY);
         dloop__ev_count(op->loop, DLOOP_EV_WAIT);
@@ -498,20 +508,13 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 }
 
 /* How op's next attempt asks (the kind table maps it to its script's
- * mode): a first try respects the queue when fair and does not join it;
- * a waiting attempt of a fair lock, or of any permit, joins or refreshes
- * its queue place (FIFO: handed over; else woken); a lock's notify or
- * spin wait tries again. */
+ * mode): the one rule of every wait (wait.h: dlock__wait_ask). A lock's
+ * waiting attempt is a waiting writer's: readers holding the name let no
+ * new reader in (rw_acquire.lua reads the mark). */
 static dlock__ask ask_of(const dlock_op *op)
 {
-    int permit = op->hold->k.kind == DLOCK__KIND_PERMIT;
-    if (op->deadline == 0 || !op->waited)
-        return op->fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
-    if (op->fair)
-        return DLOCK__ASK_FIFO;
-    /* A lock's waiting attempt is a waiting writer's: readers holding the
-     * name let no new reader in (rw_acquire.lua reads the mark). */
-    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_WAIT;
+    int queued, s = op_strategy(op, &queued);
+    return dlock__wait_ask(op->deadline == 0 || !op->waited, s, queued);
 }
 
 /* Send op's next attempt: its kind's acquire command (kind.h). */

@@ -5,7 +5,7 @@
  * a waiter served by a release (FIFO handoff and wake-up), renewal past
  * the lease, a cancelled waiter's queue place given back, a limit that
  * does not match refused, a name of another kind or not dlock's refused
- * with the blocking API's words.
+ * with the blocking API's words, a waiter under spin not queued.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -229,6 +229,38 @@ static void test_foreign_names(void **state)
     dlock_client_free(c);
 }
 
+/* A permit's waiter under SPIN polls without a place in the queue, as
+ * the blocking API's does (hold/wait.h: one rule for the asks of every
+ * wait); the loop's once joined the queue (a QUEUE ask). */
+static void test_spin_not_queued(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_SPIN, 0, 0);
+    dlock_loop *l = NULL;
+    dlock_loop_acquire o, w;
+    seen h = {0}, x = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 60000;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:spin", 1, &o, note, &h), DLOCK_OK);
+    run1(l, &h.done);
+    assert_int_equal(h.status, DLOCK_OK);
+    w = o;
+    w.wait_ms = 20000;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:spin", 1, &w, note, &x), DLOCK_OK);
+    run_for(l, 300);
+    assert_int_equal(x.done, 0);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{ls:spin}:q"), 0);
+    rel(l, h.hold, DLOCK_OK);
+    run1(l, &x.done);
+    assert_int_equal(x.status, DLOCK_OK);
+    rel(l, x.hold, DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_two_waiters_one_loop),
         cmocka_unit_test(test_foreign_names),
+        cmocka_unit_test(test_spin_not_queued),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
