@@ -17,6 +17,7 @@
 #include "hold/held.h"
 #include "hold/verdict.h"
 #include "hold/wait.h"
+#include "hold/withdraw.h"
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
 
@@ -284,6 +285,35 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
+/* What op's attempt asks for, as the kinds' table reads it (kind.h):
+ * the record (keys, owner; depth 0: a loop's hold is never re-entered)
+ * and the want. */
+static void attempt_spec(const dlock_op *op, dlock__held *rec, dlock__want *w)
+{
+    const dlock_hold *h = op->hold;
+    memset(w, 0, sizeof *w);
+    w->kind = h->k.kind;
+    w->lease_ms = h->lease_ms;
+    w->limit = h->limit;
+    w->ignore_mark = h->ignore_mark;
+    memset(rec, 0, sizeof *rec);
+    rec->k = h->k;
+    memcpy(rec->owner, h->owner, sizeof rec->owner);
+}
+
+/* op's message: the lock-delay's, left_ms more, in the blocking API's
+ * words (withdraw.h: dlock__lock_delay_error). */
+static void delay_words(dlock_op *op, int64_t left_ms)
+{
+    dlock__held rec;
+    dlock__want w;
+    char *prev;
+    attempt_spec(op, &rec, &w);
+    prev = dlock__msgs_capture(op->err); /* the op's, not the thread's */
+    (void)dlock__lock_delay_error(op->loop->c, &rec, left_ms);
+    dlock__msgs_capture(prev);
+}
+
 /* The lock-delay (dlock_options.lock_delay_ms) on a loop over one server:
  * when the server's identity changed (a restart: the command connection
  * reopened to a new run id) no new grant is had for the delay. 1 when it
@@ -298,11 +328,7 @@ static int lock_delayed(dlock_op *op)
     if (op->loop->engine || op->loop->c->ns.lock_delay_ms <= 0 ||
         dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
         return 0;
-    snprintf(op->err, sizeof op->err,
-             "acquire %s: the master changed (failover or restart) and may "
-             "have forgotten locks: no new grant for %lld ms more "
-             "(lock-delay)",
-             h->k.name, (long long)left);
+    delay_words(op, left);
     if (op->deadline == 0) {
         dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
         return 1;
@@ -344,22 +370,6 @@ static void acq_granted(dlock_op *op, uint64_t token)
         dloop__hold_granted(op, op->token, op->arg_lease);
     else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
         acq_acked(op, DLOCK_ENOMEM, "out of memory");
-}
-
-/* What op's attempt asks for, as the kinds' table reads it (kind.h):
- * the record (keys, owner; depth 0: a loop's hold is never re-entered)
- * and the want. */
-static void attempt_spec(const dlock_op *op, dlock__held *rec, dlock__want *w)
-{
-    const dlock_hold *h = op->hold;
-    memset(w, 0, sizeof *w);
-    w->kind = h->k.kind;
-    w->lease_ms = h->lease_ms;
-    w->limit = h->limit;
-    w->ignore_mark = h->ignore_mark;
-    memset(rec, 0, sizeof *rec);
-    rec->k = h->k;
-    memcpy(rec->owner, h->owner, sizeof rec->owner);
 }
 
 /* A kind's refusal in the answer res (another limit, another kind or
