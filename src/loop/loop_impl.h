@@ -486,9 +486,10 @@ int dloop__mn_refuse(dlock_loop *l, const char *what);
  * waits for the answer) when the client records holder info and h's
  * kind carries it. */
 void dloop__holder_record(dlock_loop *l, dlock_hold *h);
-/* 1 when renewals of holds of kind must be sent by
- * dloop__holder_extend (one server only: an engine loop records no
- * holder info yet). */
+/* 1 when the holds of kind carry holder info on l's client (the client
+ * records it and the kind has it): their renewals are then
+ * holder_extend.lua (one server: dloop__holder_extend; an engine loop:
+ * node_holds.c). */
 int dloop__holder_renews(const dlock_loop *l, int kind);
 /* holder_extend.lua for hs[0..n) (locks) with their leases. */
 int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,

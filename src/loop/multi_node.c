@@ -9,11 +9,14 @@
  *
  * An acquire is attempts and waits between them; the wait obeys the one
  * policy (hold/wait.h: dlock__wait_next: the spin backoff, the outage
- * riding, the lock-delay) and sleeps on the loop's clock (ops.c). It does
- * not subscribe (no wake-up by notification here yet) nor queue (a fair
- * strategy waits as spin). Release, extend and the loop's renewal rounds
- * are engine calls (node_holds.c). An acquire cancelled gives back what
- * its attempt may hold (dlock__attempt_free: by the client's watchdog).
+ * riding, the lock-delay) and sleeps on the loop's clock (ops.c). A
+ * notify or fair wait joins the client's notifier (notify/notify.h: one
+ * subscriber per server per client) and is woken through its own
+ * eventfd in the loop's epoll set; a fair wait queues as the blocking
+ * API does (Redlock: on a majority). Release, extend and the loop's
+ * renewal rounds are engine calls (node_holds.c). An acquire cancelled
+ * gives back what its attempt may hold (dlock__attempt_free: by the
+ * client's watchdog).
  */
 #include <errno.h>
 #include <poll.h>
