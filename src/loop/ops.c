@@ -17,7 +17,6 @@
 #include "hold/held.h"
 #include "hold/verdict.h"
 #include "hold/wait.h"
-#include "hold/withdraw.h"
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
 
@@ -285,35 +284,6 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dloop__complete(op, DLOCK_OK, "%s", "");
 }
 
-/* What op's attempt asks for, as the kinds' table reads it (kind.h):
- * the record (keys, owner; depth 0: a loop's hold is never re-entered)
- * and the want. */
-static void attempt_spec(const dlock_op *op, dlock__held *rec, dlock__want *w)
-{
-    const dlock_hold *h = op->hold;
-    memset(w, 0, sizeof *w);
-    w->kind = h->k.kind;
-    w->lease_ms = h->lease_ms;
-    w->limit = h->limit;
-    w->ignore_mark = h->ignore_mark;
-    memset(rec, 0, sizeof *rec);
-    rec->k = h->k;
-    memcpy(rec->owner, h->owner, sizeof rec->owner);
-}
-
-/* op's message: the lock-delay's, left_ms more, in the blocking API's
- * words (withdraw.h: dlock__lock_delay_error). */
-static void delay_words(dlock_op *op, int64_t left_ms)
-{
-    dlock__held rec;
-    dlock__want w;
-    char *prev;
-    attempt_spec(op, &rec, &w);
-    prev = dlock__msgs_capture(op->err); /* the op's, not the thread's */
-    (void)dlock__lock_delay_error(op->loop->c, &rec, left_ms);
-    dlock__msgs_capture(prev);
-}
-
 /* The lock-delay (dlock_options.lock_delay_ms) on a loop over one server:
  * when the server's identity changed (a restart: the command connection
  * reopened to a new run id) no new grant is had for the delay. 1 when it
@@ -328,7 +298,7 @@ static int lock_delayed(dlock_op *op)
     if (op->loop->engine || op->loop->c->ns.lock_delay_ms <= 0 ||
         dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
         return 0;
-    delay_words(op, left);
+    dloop__delay_words(op, left);
     if (op->deadline == 0) {
         dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
         return 1;
@@ -370,31 +340,6 @@ static void acq_granted(dlock_op *op, uint64_t token)
         dloop__hold_granted(op, op->token, op->arg_lease);
     else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
         acq_acked(op, DLOCK_ENOMEM, "out of memory");
-}
-
-/* A kind's refusal in the answer res (another limit, another kind or
- * layout, a key dlock did not write), read and worded as the blocking
- * API's attempt reads it (kind.h: dlock__refusal): op completed, 1;
- * else 0. */
-static int acq_refused(dlock_op *op, const dlock__result *res)
-{
-    dlock__held rec;
-    dlock__want w;
-    char *prev;
-    const char *other;
-    long long limit;
-    int rc;
-    if (dlock__refused(res->reply, &limit, &other) == 0)
-        return 0; /* the common case: no record built */
-    attempt_spec(op, &rec, &w);
-    prev = dlock__msgs_capture(op->err); /* the op's message, not the
-                                          * thread's */
-    rc = dlock__refusal(op->loop->c, &rec, &w, res);
-    dlock__msgs_capture(prev);
-    if (rc == DLOCK_OK)
-        return 0;
-    dloop__complete(op, rc, NULL);
-    return 1;
 }
 
 /* Whether op's waiting attempts hold a place in a queue, and its
@@ -477,7 +422,8 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     (void)l;
     op->req = NULL;
     if (rc != DLOCK_OK) {
-        attempt_failed(op, rc, err, sent);
+        if (!dloop__op_wrongtype(op, rc, err))
+            attempt_failed(op, rc, err, sent);
         return;
     }
     op->maybe = 0;               /* an answer: nothing taken but what it says */
@@ -485,7 +431,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     res.reply = (redisReply *)r; /* read only */
     res.sent = 1;
     res.pending = 0;
-    if (acq_refused(op, &res))
+    if (dloop__op_refused(op, &res))
         return;
     dlock__acquire_tally(&t, &res, 1);
     if (t.bad) {
@@ -535,7 +481,7 @@ void dloop__attempt(dlock_op *op)
     dlock__held rec; /* what the command builder reads: keys, owner, depth */
     dlock__want w;
     int rc;
-    attempt_spec(op, &rec, &w);
+    dloop__attempt_spec(op, &rec, &w);
     if (op->loop->c->ns.lock_delay_ms > 0) /* the delay is at least it */
         dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
     if (lock_delayed(op))

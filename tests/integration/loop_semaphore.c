@@ -201,7 +201,8 @@ static void test_foreign_names(void **state)
     dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
     dlock_client *s = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
     dlock_loop *l = NULL, *ls = NULL;
-    seen a = {0}, b = {0}, d = {0}, e = {0};
+    seen a = {0}, b = {0}, d = {0}, e = {0}, f = {0}, g = {0}, k = {0};
+    dlock_loop_acquire o;
     (void)state;
     freeReplyObject(th_cmd(&srv, "RPUSH dlock:{lf:list} x"));
     assert_int_equal(dlock_client_set_layout(s, DLOCK_LAYOUT_STRING), DLOCK_OK);
@@ -222,6 +223,21 @@ static void test_foreign_names(void **state)
     try_kind(ls, s, 0, "lf:list", &e);
     assert_int_equal(e.status, DLOCK_EINVAL);
     assert_non_null(strstr(e.err, "holds a Redis list"));
+    /* A hash-layout lock on a list (WRONGTYPE: kind.lua says what the
+     * key holds), on a semaphore, and waiting (not ridden until its
+     * deadline as a failing server). */
+    try_kind(l, c, 0, "lf:list", &f);
+    assert_int_equal(f.status, DLOCK_EINVAL);
+    assert_non_null(strstr(f.err, "holds a Redis list"));
+    try_kind(l, c, 0, "lf:sem", &g);
+    assert_int_equal(g.status, DLOCK_EINVAL);
+    assert_non_null(strstr(g.err, "the name is a semaphore, not a lock"));
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = 60000;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lf:list", &o, note, &k),
+                     DLOCK_OK);
+    run1(l, &k.done);
+    assert_int_equal(k.status, DLOCK_EINVAL);
     rel(l, b.hold, DLOCK_OK);
     dlock_loop_free(ls);
     dlock_loop_free(l);
