@@ -155,7 +155,8 @@ dlock__next dlock__wait_next(dlock__wait *x, int rc, const dlock__got *g,
         if (x->outage_since == 0)
             x->outage_since = now;
         x->outage_rc = rc;
-        if (now - x->outage_since >= DLOCK__OUTAGE_RETRY_MS) {
+        int64_t ride = x->ride_ms != 0 ? x->ride_ms : DLOCK__OUTAGE_RETRY_MS;
+        if (ride > 0 && now - x->outage_since >= ride) {
             *rc_out = rc;
             return DLOCK__W_DONE;
         }
@@ -349,6 +350,7 @@ int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
     y.x.spin_max_ms = c->opts.spin_max_ms;
     y.x.pttl = pttl;
     y.x.no_ride = no_ride;
+    y.x.ride_ms = atomic_load(&c->outage_ride_ms);
     if (outage != 0) { /* the first attempt's: at the deadline, say it */
         y.x.outage_since = dlock__now_ms();
         y.x.outage_rc = outage;
