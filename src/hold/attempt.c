@@ -325,10 +325,7 @@ static int decide(attempt *a, int64_t elapsed)
     case DLOCK__V_BUSY:
         return DLOCK_BUSY;
     case DLOCK__V_TOO_LATE:
-        return dlock__set_error(c, DLOCK_NO_QUORUM,
-                                "acquire %s: validity used up (lease %" PRId64
-                                " ms, took %" PRId64 " ms)",
-                                a->h->k.name, a->w.lease_ms, elapsed);
+        return dlock__too_late_error(c, a->h->k.name, a->w.lease_ms, elapsed);
     case DLOCK__V_FAILED:
     default:
         return dlock__fail_all(c, a->res, "acquire");
@@ -427,6 +424,16 @@ static int advance(attempt *a)
 }
 
 /* ---- the attempt --------------------------------------------------------- */
+
+/* See attempt.h. */
+int dlock__too_late_error(dlock_client *c, const char *name, int64_t lease_ms,
+                          int64_t took_ms)
+{
+    return dlock__set_error(c, DLOCK_NO_QUORUM,
+                            "acquire %s: validity used up (lease %" PRId64
+                            " ms, took %" PRId64 " ms)",
+                            name, lease_ms, took_ms);
+}
 
 /* See attempt.h. */
 int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,

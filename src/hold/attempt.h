@@ -97,6 +97,11 @@ void dlock__attempt_free(dlock__attempt_state *a);
  * answer, later by the watchdog); a queued Redlock waiter goes back into
  * the queue at its ticket, so a split vote costs it nothing of its place.
  */
+/* DLOCK_NO_QUORUM with its message: a grant of NAME came after its
+ * validity (lease_ms, the attempt took took_ms) was used up. */
+int dlock__too_late_error(dlock_client *c, const char *name, int64_t lease_ms,
+                          int64_t took_ms);
+
 /* The blocking driver: start, then poll() and process until done; the
  * attempt's message becomes this thread's. */
 int dlock__attempt(dlock_client *c, dlock__held *h, const dlock__want *w,

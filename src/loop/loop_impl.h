@@ -423,6 +423,9 @@ int dloop__op_refused(dlock_op *op, const dlock__result *res);
 int dloop__op_wrongtype(dlock_op *op, int rc, const char *err);
 /* op's message: the lock-delay's, left_ms more. */
 void dloop__delay_words(dlock_op *op, int64_t left_ms);
+/* op's message: its grant came after its validity was used up (the
+ * attempt took took_ms). */
+void dloop__too_late_words(dlock_op *op, int64_t took_ms);
 
 /* ops.c */
 /* A waiting op sleeps until when (or a wake-up), never past its

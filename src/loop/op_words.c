@@ -3,12 +3,13 @@
  * hold's code, not a copy of it: the record and want its attempt asks
  * with (the kinds' table), a kind's refusal (kind.h: dlock__refusal), a
  * name whose key holds something else (kind.lua, dlock__kind_answer),
- * the lock-delay's message (withdraw.h). Each message goes to the op's
- * own (dlock__msgs_capture), never the thread's. Sits on loop.c and
- * lconn.c; ops.c on it.
+ * the lock-delay's message (withdraw.h), a grant too late (attempt.h).
+ * Each message goes to the op's own (dlock__msgs_capture), never the
+ * thread's. Sits on loop.c and lconn.c; ops.c on it.
  */
 #include <string.h>
 
+#include "hold/attempt.h"
 #include "hold/kind.h"
 #include "hold/withdraw.h"
 #include "loop/loop_impl.h"
@@ -93,5 +94,14 @@ void dloop__delay_words(dlock_op *op, int64_t left_ms)
     dloop__attempt_spec(op, &rec, &w);
     prev = dlock__msgs_capture(op->err); /* the op's, not the thread's */
     (void)dlock__lock_delay_error(op->loop->c, &rec, left_ms);
+    dlock__msgs_capture(prev);
+}
+
+/* See loop_impl.h. */
+void dloop__too_late_words(dlock_op *op, int64_t took_ms)
+{
+    char *prev = dlock__msgs_capture(op->err); /* the op's */
+    (void)dlock__too_late_error(op->loop->c, op->hold->k.name,
+                                op->hold->lease_ms, took_ms);
     dlock__msgs_capture(prev);
 }

@@ -445,10 +445,8 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     case DLOCK__V_TOO_LATE: {
         char why[LOOP_ERRLEN];
         dloop__giveback(op->loop, h, t.tmax);
-        snprintf(why, sizeof why,
-                 "acquire %s: validity used up (lease %lld ms, took %lld "
-                 "ms)",
-                 h->k.name, (long long)h->lease_ms, (long long)took);
+        dloop__too_late_words(op, took);
+        snprintf(why, sizeof why, "%s", op->err);
         attempt_failed(op, DLOCK_NO_QUORUM, why, 0);
         return;
     }
