@@ -667,6 +667,33 @@ static void test_fenced_read(void **state)
     dlock_client_free(c);
 }
 
+/* A grant that comes after the lease it was asked with has run out is
+ * not a hold: the attempt gives it back and fails DLOCK_NO_QUORUM, as the
+ * blocking attempt's verdict says (verdict.h). The server is paused
+ * (CLIENT PAUSE 300 WRITE) past a 100 ms lease while the acquire is out;
+ * the loop once reported such a grant as held, its validity already
+ * gone. */
+static void test_grant_too_late(void **state)
+{
+    dlock_client *c = fixture_client(0, 0, 0);
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, DLOCK_WAIT_NOTIFY);
+    seen a = {0};
+    (void)state;
+    o.lease_ms = 100;
+    o.renew = 0;
+    freeReplyObject(th_cmd(&srv, "CLIENT PAUSE 300 WRITE"));
+    assert_int_equal(dlock_loop_lock(NULL, l, "ll:late", &o, note, &a),
+                     DLOCK_OK);
+    run1(l, &a.done);
+    assert_int_equal(a.status, DLOCK_NO_QUORUM);
+    assert_non_null(strstr(a.err, "validity used up"));
+    run_for(l, 200); /* the give-back is answered (or the key expired) */
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{ll:late}"), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_extend_beside_renewal),
         cmocka_unit_test(test_fenced),
         cmocka_unit_test(test_fenced_read),
+        cmocka_unit_test(test_grant_too_late),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
