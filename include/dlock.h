@@ -393,10 +393,15 @@ typedef enum dlock_layout {
      * values, read-write locks, elections and Redlock. */
     DLOCK_LAYOUT_HASH = 0,
     /* A lock is a string <prefix>:{<name>} = "<owner> <count> <token>"
-     * whose TTL is the lease: the uncontended acquire is one script
-     * doing TIME and SET NX PX, the release GET and DEL (6 Redis
-     * commands a cycle with fence_retention_ms 0, 9 with retention; a
-     * fair try adds an EXISTS of the queue). Exclusive locks of one
+     * whose TTL is the lease. With fence_retention_ms 0 and a notify or
+     * spin wait, the fresh uncontended acquire is a plain SET NX PX (no
+     * script) whose token is issued lazily: the first
+     * dlock_lock_token() of the hold asks the server once (4 Redis
+     * commands a cycle that does not ask, as SET NX PX + a
+     * compare-and-delete). Otherwise the acquire is one script doing
+     * TIME and SET NX PX, the release GET and DEL (6 commands a cycle
+     * for a fair try without retention, with an EXISTS of the queue;
+     * 9 with retention). Exclusive locks of one
      * server, a Sentinel group or a Cluster, every wait strategy (FAIR
      * hands over as the hash layout does); over several servers
      * (Redlock) 9 commands a server a cycle, NOTIFY and SPIN waits only
@@ -562,7 +567,14 @@ DLOCK_EXPORT void dlock_lock_detach(dlock_lock *lock);
 DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's fencing token: strictly greater than the token of every
- * acquisition of this name before it (reentry keeps the token). */
+ * acquisition of this name before it (reentry keeps the token). In the
+ * string layout without fence retention (DLOCK_LAYOUT_STRING) a hold
+ * taken by the plain SET NX PX has no token until asked: the first call
+ * asks the server (one round trip, which stamps the server's time while
+ * the hold is still this owner's) and later calls answer from the
+ * handle. Returns 0 when the hold is gone then (the lease ran out, or
+ * another owner has it: DLOCK_NOT_OWNER in the thread's message) or the
+ * server did not answer (a later call asks again). */
 DLOCK_EXPORT uint64_t dlock_lock_token(const dlock_lock *lock);
 
 /* Milliseconds of validity left by the client's monotonic clock (the
@@ -1185,7 +1197,9 @@ DLOCK_EXPORT void dlock_client_metrics(const dlock_client *client,
  */
 typedef enum dlock_event_type {
     /* An acquire succeeded (the acquiring thread). duration: time in the
-     * acquire call, waiting included. token: the lock's. */
+     * acquire call, waiting included. token: the lock's (0 for a hold
+     * of the string layout whose token is not issued yet: see
+     * dlock_lock_token). */
     DLOCK_EVENT_ACQUIRED = 1,
     /* An acquire that was not to wait found the lock held (the acquiring
      * thread). duration: time in the call. */

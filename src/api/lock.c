@@ -6,6 +6,7 @@
  * (its mutex rules are at the top of that file).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "hold/core.h"
 #include "hold/extend_back.h"
@@ -158,10 +159,50 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
     return ok;
 }
 
+/* The token of h, a live hold of the string layout taken by the plain
+ * SET (token 0: not issued yet): stamped on the server now while the
+ * hold is still its owner's (s_stamp.lua), and kept in h. 0, with a
+ * message, when the hold is gone or the server did not answer. */
+static uint64_t lazy_token(dlock_client *c, dlock__held *h)
+{
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__cmdbuf b;
+    uint64_t tok = 0;
+    dlock__cmd_begin(&b, DLOCK__S_S_STAMP);
+    dlock__cmd_key(&b, h->k.key, h->k.keylen);
+    dlock__cmd_arg(&b, h->owner, strlen(h->owner));
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    if (res[0].status != DLOCK_OK) {
+        dlock__fail_step(c, res, dlock__all_nodes(c), res[0].status, "token");
+    } else if (dlock__elem_int(res[0].reply, 0) == 1) {
+        tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
+        pthread_mutex_lock(&c->held_mu);
+        if (h->token == 0)
+            h->token = tok;
+        tok = h->token;
+        pthread_mutex_unlock(&c->held_mu);
+    } else {
+        dlock__set_error(c, DLOCK_NOT_OWNER,
+                         "token %s: not the owner (expired or taken)",
+                         h->k.name);
+    }
+    dlock__results_clear(res, c->ns.n);
+    return tok;
+}
+
 /* See dlock.h. */
 uint64_t dlock_lock_token(const dlock_lock *l)
 {
-    return l != NULL ? l->held->token : 0;
+    uint64_t tok;
+    if (l == NULL)
+        return 0;
+    pthread_mutex_lock(&l->client->held_mu);
+    tok = l->held->token;
+    pthread_mutex_unlock(&l->client->held_mu);
+    if (tok == 0 && dlock__string_layout(l->client) &&
+        atomic_load(&l->held->state) == DLOCK_OK)
+        tok = lazy_token(l->client, l->held);
+    return tok;
 }
 
 /* See dlock.h. */

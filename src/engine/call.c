@@ -379,7 +379,8 @@ static void on_script(dlock__call *k, int l, int j, redisReply *rep)
         return;
     }
     if (rep->type != REDIS_REPLY_ERROR) {
-        atomic_fetch_or(&nd->scripts_ok, bit);
+        if (!c->cmd->raw)
+            atomic_fetch_or(&nd->scripts_ok, bit);
         if (k->wait)
             c->first = rep; /* final with WAIT's answer */
         else

@@ -95,7 +95,7 @@ int dlock__callv_build(dlock__callv *v, const dlock__script *scripts,
 {
     const dlock__script *s = &scripts[cmd->script];
     int i, k = 0;
-    v->argc = 3 + cmd->nkeys + cmd->nargs;
+    v->argc = cmd->raw ? cmd->nkeys + cmd->nargs : 3 + cmd->nkeys + cmd->nargs;
     if (v->argc <= DLOCK__CALLV_SMALL) {
         v->argv = v->argv_small;
         v->lens = v->lens_small;
@@ -110,17 +110,23 @@ int dlock__callv_build(dlock__callv *v, const dlock__script *scripts,
             return DLOCK_ENOMEM;
         }
     }
-    v->argv[k] = full ? "EVAL" : "EVALSHA";
-    v->lens[k++] = full ? 4 : 7;
-    v->argv[k] = full ? s->src : s->sha;
-    v->lens[k++] = full ? strlen(s->src) : 40;
-    v->argv[k] = v->nkeys;
-    v->lens[k++] = dlock__fmt_i64(v->nkeys, cmd->nkeys);
+    if (cmd->raw) {
+        /* A plain command: its name (args[0]), the keys, the rest. */
+        v->argv[k] = cmd->args[0];
+        v->lens[k++] = cmd->arglens[0];
+    } else {
+        v->argv[k] = full ? "EVAL" : "EVALSHA";
+        v->lens[k++] = full ? 4 : 7;
+        v->argv[k] = full ? s->src : s->sha;
+        v->lens[k++] = full ? strlen(s->src) : 40;
+        v->argv[k] = v->nkeys;
+        v->lens[k++] = dlock__fmt_i64(v->nkeys, cmd->nkeys);
+    }
     for (i = 0; i < cmd->nkeys; i++, k++) {
         v->argv[k] = cmd->keys[i];
         v->lens[k] = cmd->keylens[i];
     }
-    for (i = 0; i < cmd->nargs; i++, k++) {
+    for (i = cmd->raw ? 1 : 0; i < cmd->nargs; i++, k++) {
         v->argv[k] = cmd->args[i];
         v->lens[k] = cmd->arglens[i];
     }

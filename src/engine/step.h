@@ -50,7 +50,8 @@
     X(RETAKE, retake)                                                          \
     X(S_ACQUIRE, s_acquire)                                                    \
     X(S_RELEASE, s_release)                                                    \
-    X(S_EXTEND, s_extend)
+    X(S_EXTEND, s_extend)                                                      \
+    X(S_STAMP, s_stamp)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)
@@ -134,6 +135,10 @@ typedef struct dlock__cmd {
     /* 1: a lock write (acquire, extend, fenced set): never sent to a
      * server known to be a replica (node.h). */
     int lock_write;
+    /* 1: not a script but the plain command args[0] keys... args[1..]
+     * (the string layout's fresh acquire, SET NX PX: kind.c); script
+     * still names the script it stands in for (never sent). */
+    int raw;
 } dlock__cmd;
 
 /* A builder for a command with a few keys and arguments, numbers

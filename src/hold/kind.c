@@ -93,6 +93,34 @@ static void lock_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
     dlock__cmd_durable(c, &b->cmd);
 }
 
+/* See kind.h. A fair try keeps the script (it must not jump a queue),
+ * and so does a waiter's later try (busy, it marks the hold for its
+ * wake-up), a reentry, Redlock (its nodes agree on the token), fence
+ * retention (the fence hash orders tokens) and the event loop's holds
+ * (w->token_now). */
+int dlock__plain_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__held *h, const dlock__want *w,
+                             dlock__ask ask, char *val)
+{
+    size_t n = strlen(h->owner);
+    if (w->kind != DLOCK__KIND_LOCK || ask != DLOCK__ASK_TRY || w->token_now ||
+        h->depth != 0 || !dlock__string_layout(c) || c->ns.n > 1 ||
+        dlock__fence_retention(c) != 0 || n + 5 > DLOCK__PLAIN_VAL)
+        return 0;
+    memcpy(val, h->owner, n);
+    memcpy(val + n, " 1 0", 5);
+    dlock__cmd_begin(b, DLOCK__S_S_ACQUIRE);
+    b->cmd.raw = 1;
+    dlock__cmd_arg(b, "SET", 3);
+    dlock__cmd_key(b, h->k.key, h->k.keylen);
+    dlock__cmd_arg(b, val, n + 4);
+    dlock__cmd_arg(b, "NX", 2);
+    dlock__cmd_arg(b, "PX", 2);
+    dlock__cmd_arg_i64(b, w->lease_ms);
+    dlock__cmd_durable(c, &b->cmd);
+    return 1;
+}
+
 /* sem_acquire.lua; its modes: try, FIFO try, queue, FIFO queue, and the
  * flag (ARGV[9]) of a waiting acquire's later attempts. */
 static void permit_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
@@ -333,23 +361,23 @@ int dlock__layout_error(dlock_client *c, const char *name, const char *other)
                                 : "");
 }
 
-/* Ask the nodes what NAME's key holds (kind.lua): the first Redis type
- * that is not a lock's hash, in type (len bytes; "" for none), and
- * whether it is a semaphore's (*sem 1) or a string-layout lock's (2). */
-static void key_type(dlock_client *c, const char *name, char *type, size_t len,
-                     int *sem)
+/* See kind.h. */
+void dlock__kind_cmd(dlock__cmdbuf *b, const dlock__keys *k)
 {
-    dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__keys *keys = dlock__keys_new(c, name);
-    dlock__cmdbuf b;
-    int i;
-    if (keys == NULL)
-        return;
-    dlock__cmd_begin(&b, DLOCK__S_KIND);
-    dlock__cmd_key(&b, keys->key, keys->keylen);
-    dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
-    for (i = 0; i < c->ns.n && type[0] == '\0'; i++) {
+    dlock__cmd_begin(b, DLOCK__S_KIND);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+}
+
+/* See kind.h. */
+int dlock__kind_answer(dlock_client *c, const char *name,
+                       const dlock__result *res, int n)
+{
+    char type[32] = "";
+    int sem = 0, i;
+    /* The first Redis type that is not a lock's hash, and whether it is a
+     * semaphore's (sem 1) or a string-layout lock's (2). */
+    for (i = 0; i < n && type[0] == '\0'; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
             r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -357,23 +385,9 @@ static void key_type(dlock_client *c, const char *name, char *type, size_t len,
             strcmp(r->element[0]->str, "hash") == 0 ||
             strcmp(r->element[0]->str, "none") == 0)
             continue;
-        snprintf(type, len, "%s", r->element[0]->str);
-        *sem = (int)r->element[1]->integer;
+        snprintf(type, sizeof type, "%s", r->element[0]->str);
+        sem = (int)r->element[1]->integer;
     }
-    dlock__results_clear(res, c->ns.n);
-    free(keys);
-}
-
-/* See kind.h. */
-int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
-{
-    const char *msg = dlock__errbuf(c);
-    char type[32] = "";
-    int sem = 0;
-
-    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
-        return rc;
-    key_type(c, name, type, sizeof type, &sem);
     if (type[0] != '\0' && sem == 2)
         return dlock__layout_error(c, name, "string");
     if (type[0] != '\0' && !sem)
@@ -383,4 +397,25 @@ int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
                             "(the servers keep it for 7 days after its last "
                             "use)",
                             name);
+}
+
+/* See kind.h. */
+int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__keys *keys;
+    dlock__cmdbuf b;
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    keys = dlock__keys_new(c, name);
+    if (keys == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    /* Ask the nodes what NAME's key holds (kind.lua). */
+    dlock__kind_cmd(&b, keys);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    free(keys);
+    rc = dlock__kind_answer(c, name, res, c->ns.n);
+    dlock__results_clear(res, c->ns.n);
+    return rc;
 }

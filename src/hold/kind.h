@@ -36,6 +36,9 @@ typedef struct dlock__want {
     int64_t lease_ms; /* the lease asked for */
     int64_t limit;    /* a permit: the semaphore's N */
     int ignore_mark;  /* a reader: enter while a writer waits */
+    int token_now;    /* the token is wanted with the grant (the event
+                       * loop's holds: dlock_hold_token never asks the
+                       * server): no plain acquire (kind.h) */
 } dlock__want;
 
 /* When a kind waits in its queue (dlock__kind.queue). */
@@ -83,6 +86,20 @@ typedef struct dlock__kind {
     void (*give_up)(dlock_client *c, const dlock__held *h);
 } dlock__kind;
 
+/* The string layout's plain acquire (no script): when w is an exclusive
+ * lock's first try (ask DLOCK__ASK_TRY) of a fresh hold h on one server
+ * (or a Sentinel group, or a Cluster) in the string layout without fence
+ * retention, build SET <key> "<owner> 1 0" NX PX <lease> in b (val, of
+ * DLOCK__PLAIN_VAL bytes, holds the value while b is used) and return 1;
+ * else 0 and b is untouched. The token 0 is the lazy token's mark: the
+ * hold's token is stamped when first asked for (dlock__lazy_token). Its
+ * answer OK is a grant (dlock__classify), nil a busy name the caller
+ * asks again with the script (which marks the hold for notify). */
+#define DLOCK__PLAIN_VAL (DLOCK_OWNER_MAX + 8)
+int dlock__plain_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
+                             const dlock__held *h, const dlock__want *w,
+                             dlock__ask ask, char *val);
+
 /* The entry of kind id (DLOCK__KIND_*). */
 const dlock__kind *dlock__kind_of(int id);
 
@@ -106,6 +123,16 @@ int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
  * DLOCK_EINVAL saying so ("is a semaphore", or a value not dlock's);
  * other failures keep rc and their message. */
 int dlock__lock_kind_error(dlock_client *c, const char *name, int rc);
+
+/* kind.lua's command for the name of keys k: what its key holds. */
+void dlock__kind_cmd(dlock__cmdbuf *b, const dlock__keys *k);
+
+/* From kind.lua's answers res[0..n) for lock NAME, whose acquire met
+ * WRONGTYPE: DLOCK_EINVAL with the message saying what the name is (held
+ * in the string layout, a value not dlock's, a semaphore). Pure but for
+ * the message (c's, or the captured one: errors.h). */
+int dlock__kind_answer(dlock_client *c, const char *name,
+                       const dlock__result *res, int n);
 
 /* DLOCK_EINVAL: lock NAME is held in layout OTHER ("hash", "string"),
  * not the client's (dlock_client_set_layout). */

@@ -26,6 +26,7 @@ int dlock__classify(const redisReply *r)
 static void tally_grant(dlock__tally *t, const redisReply *r, uint64_t bit,
                         int first)
 {
+    /* A plain SET's OK: depth 1, the token not stamped yet (0). */
     uint64_t tok = (uint64_t)dlock__elem_int(r, 1);
     t->granted++;
     t->gmask |= bit;
@@ -33,7 +34,7 @@ static void tally_grant(dlock__tally *t, const redisReply *r, uint64_t bit,
         t->tokens_differ = 1;
     if (first || tok > t->tmax)
         t->tmax = tok;
-    t->depth = (int)dlock__elem_int(r, 2);
+    t->depth = r->type == REDIS_REPLY_STATUS ? 1 : (int)dlock__elem_int(r, 2);
 }
 
 /* Count one busy reply r into *t. */
@@ -47,10 +48,22 @@ static void tally_busy(dlock__tally *t, const redisReply *r)
         t->ahead = 1;
     if (r->elements > 2 && (uint64_t)dlock__elem_int(r, 2) > t->nbusy)
         t->nbusy = (uint64_t)dlock__elem_int(r, 2);
+    if (r->elements > 3) {
+        int64_t ttl = dlock__elem_int(r, 3);
+        if (ttl > 0 && (t->place_ms == 0 || ttl < t->place_ms))
+            t->place_ms = ttl;
+    }
 }
 
 /* See verdict.h. */
 void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n)
+{
+    dlock__acquire_tally_as(t, res, n, 0);
+}
+
+/* See verdict.h. */
+void dlock__acquire_tally_as(dlock__tally *t, const dlock__result *res, int n,
+                             int plain)
 {
     int i, first = 1;
     memset(t, 0, sizeof *t);
@@ -65,6 +78,9 @@ void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n)
             continue;
         }
         k = dlock__classify(res[i].reply);
+        if (plain && res[i].reply->type == REDIS_REPLY_STATUS &&
+            strcmp(res[i].reply->str, "OK") == 0)
+            k = DLOCK__R_GRANTED; /* the plain SET NX took it */
         if (k == DLOCK__R_GRANTED) {
             tally_grant(t, res[i].reply, bit, first);
             first = 0;

@@ -31,6 +31,8 @@ typedef struct dlock__tally {
                         * granted the busy nodes reported (0: none) */
     int ahead;         /* a node said: free, but a live fair waiter is
                         * ahead of this one in its queue (-2) */
+    int64_t place_ms;  /* queued: the shortest time a node keeps the
+                        * place (a busy reply's 4th element), 0: none */
 } dlock__tally;
 
 /* What an attempt comes to. */
@@ -44,7 +46,7 @@ typedef enum dlock__verdict {
 
 /* What one node's acquire reply says, for every kind (their scripts
  * answer in one shape): DLOCK__R_GRANTED {1, token, depth}, DLOCK__R_BUSY
- * {0, pttl[, last token]}, DLOCK__R_GONE {-1, ...} (a reentry whose
+ * {0, pttl[, last token[, place ttl]]}, DLOCK__R_GONE {-1, ...} (a reentry whose
  * earlier level expired), or DLOCK_EPROTO for any other reply (a kind's
  * refusal, {-2, limit} or {-3, kind}, is read before: kind.h). */
 enum { DLOCK__R_GONE = -1, DLOCK__R_BUSY = 0, DLOCK__R_GRANTED = 1 };
@@ -53,6 +55,13 @@ int dlock__classify(const redisReply *r);
 /* Count the answers res[0..n) of an acquire into *t. A reply of the
  * wrong shape is counted in t->bad (the caller marks it DLOCK_EPROTO). */
 void dlock__acquire_tally(dlock__tally *t, const dlock__result *res, int n);
+
+/* The same for an acquire sent as a plain SET NX PX (plain 1, the
+ * string layout's fresh acquire, kind.h): its OK is a grant of depth 1
+ * whose token is not issued yet (0). A script's acquire (plain 0) that
+ * answers OK is of the wrong shape. */
+void dlock__acquire_tally_as(dlock__tally *t, const dlock__result *res, int n,
+                             int plain);
 
 /* The verdict for tally t with this quorum, the depth the owner expected
  * (0: a fresh hold) and the validity left (lease - elapsed - drift). */

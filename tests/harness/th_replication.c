@@ -100,6 +100,8 @@ void th_durable_init(th_durable *d)
     d->command_timeout_ms = 1000;
     d->on_event = NULL;
     d->wait_strategy = DLOCK_WAIT_FAIR;
+    d->fence_retention_ms = -1;
+    d->string_layout = 0;
 }
 
 dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
@@ -121,11 +123,20 @@ dlock_client *th_durable_new(const char *url, const th_durable *d, char *err,
         o.lock_delay_ms = d->lock_delay_ms;
     o.on_event = d->on_event;
     o.wait_strategy = (dlock_wait_strategy)d->wait_strategy;
+    if (d->fence_retention_ms >= 0)
+        o.fence_retention_ms = d->fence_retention_ms;
     if (err == NULL) {
         err = buf;
         errlen = sizeof buf;
     }
     st = dlock_client_new(&c, &o, err, errlen);
+    if (st == DLOCK_OK && d->string_layout &&
+        dlock_client_set_layout(c, DLOCK_LAYOUT_STRING) != DLOCK_OK) {
+        snprintf(err, errlen, "set_layout: %s", dlock_errmsg(c));
+        dlock_client_free(c);
+        c = NULL;
+        st = DLOCK_EINVAL;
+    }
     if (st != DLOCK_OK && err == buf)
         fprintf(stderr, "th_durable_new: %s: %s\n", url, err);
     if (rc != NULL)

@@ -61,6 +61,8 @@ typedef struct th_durable {
     int64_t command_timeout_ms; /* init: 1000 (connect: always 1000) */
     dlock_event_cb on_event;    /* init: NULL (no events) */
     int wait_strategy;          /* init: DLOCK_WAIT_FAIR (the default) */
+    int64_t fence_retention_ms; /* init: -1, the default */
+    int string_layout;          /* init: 0; 1: DLOCK_LAYOUT_STRING */
 } th_durable;
 
 void th_durable_init(th_durable *d);

@@ -134,10 +134,51 @@ static void test_wait_replicas_rides(void **state)
     dlock_client_free(c);
 }
 
+/* The string layout's plain acquire (SET NX PX, no script) on Sentinel
+ * with wait_replicas: WAIT follows it in the same round trip; a grant
+ * the replicas did not acknowledge is given back (NOT_REPLICATED, the
+ * key gone); the lazy token is issued on the master. */
+static void test_string_plain_replicated(void **state)
+{
+    th_durable d;
+    dlock_client *c;
+    dlock_lock *l = NULL;
+    redisReply *r;
+    char want[256];
+    int mp, rc;
+    (void)state;
+    th_durable_init(&d);
+    d.wait_replicas = 2;
+    d.wait_timeout_ms = 500;
+    d.lock_delay_ms = 0;
+    d.wait_strategy = DLOCK_WAIT_NOTIFY;
+    d.fence_retention_ms = 0;
+    d.string_layout = 1;
+    c = th_durable_new(surl, &d, NULL, 0, NULL);
+    assert_non_null(c);
+    assert_int_equal(th_sentinel_settle(&sent, TH_TOPO_WAIT_MS), 0);
+    assert_int_equal(acquire(c, "sw-str", 0, 0, &l), DLOCK_OK);
+    mp = th_sentinel_master_port(&sent);
+    r = th_cmd(th_sentinel_node(&sent, mp), "GET dlock:{sw-str}");
+    assert_non_null(r);
+    snprintf(want, sizeof want, "%s 1 0", dlock_lock_owner(l));
+    assert_string_equal(r->type == REDIS_REPLY_STRING ? r->str : "", want);
+    freeReplyObject(r);
+    assert_true(dlock_lock_token(l) > 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    th_sentinel_pause_replicas(&sent, mp);
+    rc = acquire(c, "sw-str-try", 0, 0, &l);
+    th_sentinel_resume_replicas(&sent, mp);
+    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
+    assert_int_equal(master_has_lock("sw-str-try"), 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_replicas_rides),
+        cmocka_unit_test(test_string_plain_replicated),
         cmocka_unit_test(test_first_attempt_dead_master),
     };
     signal(SIGPIPE, SIG_IGN);

@@ -139,6 +139,87 @@ static void test_notify_wakeup(void **state)
     dlock_client_free(b);
 }
 
+/* NAME's lock value, or "" when it has none; into buf. */
+static const char *value_of(const char *name, char *buf, size_t n)
+{
+    redisReply *r = th_cmd(&srv, "GET dlock:{%s}", name);
+    assert_non_null(r);
+    snprintf(buf, n, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    return buf;
+}
+
+/* The fresh uncontended acquire is a plain SET NX PX whose value marks
+ * the token "not issued yet" (0); the first dlock_lock_token stamps it
+ * while the hold is the owner's, and the stamps increase across holders
+ * who ask; a fenced write takes it; a hold that is gone gets none. */
+static void test_lazy_token(void **state)
+{
+    dlock_client *a = string_client(0), *b = string_client(0);
+    dlock_lock *la, *lb;
+    char v[256], want[256];
+    uint64_t t1, t2;
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, a, "sl-lazy", 0, 10000), DLOCK_OK);
+    snprintf(want, sizeof want, "%s 1 0", dlock_lock_owner(la));
+    assert_string_equal(value_of("sl-lazy", v, sizeof v), want);
+    t1 = dlock_lock_token(la);
+    assert_true(t1 > 0);
+    assert_int_equal(dlock_lock_token(la), t1);
+    snprintf(want, sizeof want, "%s 1 %llu", dlock_lock_owner(la),
+             (unsigned long long)t1);
+    assert_string_equal(value_of("sl-lazy", v, sizeof v), want);
+    assert_int_equal(dlock_lock_check(a, "sl-lazy", t1), DLOCK_OK);
+    assert_int_equal(dlock_fenced_set(a, "sl-lazy-res", t1, "x", 1), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    /* A holder that never asks leaves no token behind. */
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-lazy", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-lazy", 0, 10000), DLOCK_OK);
+    t2 = dlock_lock_token(lb);
+    assert_true(t2 > t1);
+    assert_int_equal(dlock_fenced_set(b, "sl-lazy-res", t2, "y", 1), DLOCK_OK);
+    assert_int_equal(dlock_fenced_set(a, "sl-lazy-res", t1, "z", 1),
+                     DLOCK_STALE);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    /* Lost before it asked: the lease ran out and another owner took it. */
+    assert_int_equal(dlock_lock_acquire(&la, a, "sl-lazy", 0, 10000), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{sl-lazy}"), 1);
+    freeReplyObject(
+        th_cmd(&srv, "SET dlock:{sl-lazy} %s PX 10000", "other 1 0"));
+    assert_int_equal(dlock_lock_token(la), 0);
+    assert_string_equal(value_of("sl-lazy", v, sizeof v), "other 1 0");
+    assert_int_not_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv, "DEL dlock:{sl-lazy}"), 1);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* A busy try marks a plain-SET hold for its release's announcement and
+ * stamps its token then (the announcement names it: waiters tell
+ * releases apart by it); the holder's token is the stamped one. */
+static void test_busy_try_stamps(void **state)
+{
+    dlock_client *a = string_client(0), *b = string_client(0);
+    dlock_lock *la, *lb;
+    char v[256], want[256];
+    (void)state;
+    assert_int_equal(dlock_lock_acquire(&la, a, "sl-stamp", 0, 10000),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&lb, b, "sl-stamp", 0, 10000),
+                     DLOCK_BUSY);
+    /* Read before the holder asks (which would stamp it too). */
+    value_of("sl-stamp", v, sizeof v);
+    assert_true(dlock_lock_token(la) > 0);
+    snprintf(want, sizeof want, "%s 1 %llu l", dlock_lock_owner(la),
+             (unsigned long long)dlock_lock_token(la));
+    assert_string_equal(v, want);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    assert_type("sl-stamp", "none");
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 /* A fair client of the string layout. */
 static dlock_client *fair_string_client(int64_t keep_ms)
 {
@@ -393,6 +474,8 @@ int main(void)
         cmocka_unit_test(test_owner_checked_release),
         cmocka_unit_test(test_retained_extend_inspect),
         cmocka_unit_test(test_notify_wakeup),
+        cmocka_unit_test(test_lazy_token),
+        cmocka_unit_test(test_busy_try_stamps),
         cmocka_unit_test(test_fair_handoff),
         cmocka_unit_test(test_fair_handoff_retained),
         cmocka_unit_test(test_mixed_layouts),

@@ -52,6 +52,31 @@ static void test_single_grant(void **state)
     assert_int_equal(dlock__acquire_undo_mask(&t, DLOCK__V_TOO_LATE, 1, 0), 1);
 }
 
+/* A plain SET NX PX's OK (the string layout's fresh acquire) is a grant
+ * of depth 1 with its token not issued yet; the same OK answering a
+ * script (a peer that is not Redis) is of the wrong shape. */
+static void test_plain_grant(void **state)
+{
+    redisReply ok;
+    dlock__result res[1];
+    dlock__tally t;
+    (void)state;
+    memset(&ok, 0, sizeof ok);
+    ok.type = REDIS_REPLY_STATUS;
+    ok.str = "OK";
+    ok.len = 2;
+    answered(&res[0], &ok);
+    dlock__acquire_tally_as(&t, res, 1, 1);
+    assert_int_equal(t.granted, 1);
+    assert_int_equal(t.tmax, 0);
+    assert_int_equal(t.depth, 1);
+    assert_int_equal(dlock__acquire_verdict(&t, 1, 0, 100), DLOCK__V_GRANTED);
+    dlock__acquire_tally(&t, res, 1);
+    assert_int_equal(t.granted, 0);
+    assert_int_equal(t.bad, 1);
+    assert_int_equal(dlock__acquire_verdict(&t, 1, 0, 100), DLOCK__V_FAILED);
+}
+
 static void test_single_busy(void **state)
 {
     fake f;
@@ -191,6 +216,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_grant),
+        cmocka_unit_test(test_plain_grant),
         cmocka_unit_test(test_single_busy),
         cmocka_unit_test(test_single_lost_reply),
         cmocka_unit_test(test_reentry_expired),
