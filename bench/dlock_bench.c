@@ -565,6 +565,10 @@ int main(int argc, char **argv)
     cf.writer_wait_ms = WAIT_MS;
     cf.nkeys = 1000;
     cf.fence_retention_ms = -1;
+    /* DLOCK_LAYOUT=string (as the CLI reads it): the string layout unless
+     * --layout says otherwise, so that bench/run's W2/W3 can run in it. */
+    cf.string_layout = getenv("DLOCK_LAYOUT") != NULL &&
+                       strcmp(getenv("DLOCK_LAYOUT"), "string") == 0;
     cf.kind = "lock";
     if (argc < 2)
         usage();

@@ -117,9 +117,30 @@ static int client_options(const struct cli *o, dlock_options *opts)
 }
 
 /*
+ * How long the library's wait rides an outage in a row (dlock.1,
+ * DLOCK_OUTAGE_RIDE): by default the whole wait (-w bounds it), so a wait
+ * is never cut short by one; with DLOCK_OUTAGE_RIDE set the library's
+ * wait gives up after that long and dlock starts it again while -w lasts
+ * (hold.c: ride_on). Returns 0, or CLI_EX_USAGE after printing why.
+ */
+static int set_outage_ride(const struct cli *o, dlock_client *c)
+{
+    const char *env = env_nonempty("DLOCK_OUTAGE_RIDE"), *why = NULL;
+    int64_t ms = -1;
+    if (env != NULL && (cli_parse_seconds(env, &ms, &why) < 0 || ms <= 0))
+        return cli_usage_error(o->cmd_name, "DLOCK_OUTAGE_RIDE '%s': %s", env,
+                               why != NULL ? why : "must be more than 0");
+    if (dlock_client_set_outage_ride_ms(c, ms) != DLOCK_OK) {
+        cli_err("DLOCK_OUTAGE_RIDE: %s", dlock_errmsg(c));
+        return CLI_EX_USAGE;
+    }
+    return 0;
+}
+
+/*
  * Create the client from the options and the environment (DLOCK_USER,
  * DLOCK_PASSWORD, DLOCK_CACERT, DLOCK_TLS_CERT, DLOCK_TLS_KEY,
- * DLOCK_PREFIX, DLOCK_TIMEOUT). With MARKS set, the client for the
+ * DLOCK_PREFIX, DLOCK_TIMEOUT, DLOCK_OUTAGE_RIDE). With MARKS set, the client for the
  * done-markers of --once-per instead: the same servers and credentials,
  * the key prefix followed by CLI_DONE_PREFIX_SUFFIX, so that its keys
  * ("dlock:done:{...}") cannot be those of any lock under the prefix
@@ -178,6 +199,11 @@ static int make_client(const struct cli *o, int marks, dlock_client **out)
         cli_err("%s%s%s%s", marks ? "the client for the done-markers: " : "",
                 dlock_strerror(rc), *err ? ": " : "", err);
         return new_failed(rc);
+    }
+    if (!marks && (rc = set_outage_ride(o, *out)) != 0) {
+        dlock_client_free(*out);
+        *out = NULL;
+        return rc;
     }
     if (o->insecure && !marks)
         cli_err("warning: --insecure: TLS certificates are not checked");

@@ -258,11 +258,11 @@ static void loop_drain(dlock_loop *l, const int *left, int64_t bound_ms)
 }
 
 /*
- * The wait started at BEGAN, driven to its end; with several servers,
- * Sentinel or Cluster the library's wait rides out an outage for at most
- * a minute in a row (DLOCK__OUTAGE_RETRY_MS), and dlock for the whole of
- * -w (dlock.1): a wait that ended in an outage after a second or more is
- * started again while -w lasts. Returns its status (w->err its message).
+ * The wait started at BEGAN, driven to its end. dlock rides an outage
+ * for the whole of -w (dlock.1): the library's wait does so itself
+ * (dlock.c: set_outage_ride), unless DLOCK_OUTAGE_RIDE caps it; then a
+ * wait that ended in an outage after a second or more is started again
+ * (saying so) while -w lasts. Returns its status (w->err its message).
  */
 static int ride_on(const struct cli *o, dlock_client *c, struct cli_hold *h,
                    int renew, int64_t t0, int64_t began, struct lwait *w,
@@ -273,6 +273,9 @@ static int ride_on(const struct cli *o, dlock_client *c, struct cli_hold *h,
 
     while (rc != DLOCK_OK && *signo == 0 && cli_is_outage_msg(o, rc, w->err) &&
            cli_now_ms() - began >= 1000 && (left = cli_wait_left(o, t0)) != 0) {
+        cli_err("\"%s\": the library's wait gave up on the outage "
+                "(DLOCK_OUTAGE_RIDE): starting it again while -w lasts",
+                o->key);
         loop_drain(h->loop, NULL, CLI_DRAIN_MAX_MS);
         began = cli_now_ms();
         rc = start_op(o, c, h->loop, renew, left, w);

@@ -427,6 +427,20 @@ typedef enum dlock_layout {
 DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
                                          dlock_layout layout);
 
+/* How long a waiting acquire of client rides out a server outage in a
+ * row (connections refused or lost, no quorum, a Sentinel master that
+ * does not answer: it keeps trying, with the spin backoff) before it
+ * gives up with the outage's status: ms (1 or more), or -1 for as long as
+ * the wait lasts. The default is 60000 (a minute). It applies to the
+ * blocking API's waits and to the waits of an event loop over several
+ * servers, Sentinel or Cluster (a loop over one server rides an outage
+ * for its whole wait); waits that begin after the call. A setter, not a
+ * dlock_options field, so that the struct's layout (the Python binding
+ * mirrors it) stays. Returns DLOCK_OK, or DLOCK_EINVAL for 0 or less
+ * than -1. */
+DLOCK_EXPORT int dlock_client_set_outage_ride_ms(dlock_client *client,
+                                                 int64_t ms);
+
 /* Stop the client's threads and close its connections. Locks still held
  * are not released (their leases run out); release or detach every handle
  * first: handles left over can no longer be used, and their small

@@ -85,10 +85,11 @@
  *    (dlock_client_metrics counts a loop's acquires, busy answers, waits,
  *    renewals, losses and releases; on_event runs on the loop's thread);
  *  - the client's watchdog thread as the renewer of a loop's holds
- *    (dlock_loop_set_watchdog), one server.
- * Not yet on several servers, Sentinel or Cluster: downgrade and the
- * watchdog option (their engine calls WAIT and apply the lock-delay
- * themselves).
+ *    (dlock_loop_set_watchdog), on every topology;
+ *  - downgrade on several servers (a majority downgraded, as
+ *    dlock_rw_downgrade), Sentinel and Cluster (the name's master). There
+ *    an extend and a downgrade of one hold may not be out together (they
+ *    go on different connections): the second is refused (DLOCK_EINVAL).
  */
 #ifndef DLOCK_LOOP_H
 #define DLOCK_LOOP_H

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -169,6 +170,21 @@ int dlock_client_set_layout(dlock_client *c, dlock_layout layout)
                                 "layout string: holder_info is not "
                                 "supported");
     c->layout = layout;
+    return DLOCK_OK;
+}
+
+/* See dlock.h. */
+int dlock_client_set_outage_ride_ms(dlock_client *c, int64_t ms)
+{
+    if (c == NULL)
+        return DLOCK_EINVAL;
+    if (ms < 1 && ms != -1)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "outage ride: %" PRId64
+                                " ms: give 1 ms or more, or -1 (the "
+                                "whole wait)",
+                                ms);
+    atomic_store(&c->outage_ride_ms, ms);
     return DLOCK_OK;
 }
 

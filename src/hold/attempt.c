@@ -356,6 +356,7 @@ static int judge(attempt *a)
     g->pttl = a->t.pttl;
     g->nbusy = a->t.nbusy;
     g->ahead = a->t.ahead;
+    g->place_ms = a->t.place_ms;
     g->depth = a->t.depth;
     elapsed = dlock__now_ms() - a->t0;
     a->v = dlock__acquire_verdict(&a->t, c->ns.quorum, h->depth,

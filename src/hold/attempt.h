@@ -26,6 +26,9 @@ typedef struct dlock__got {
     uint64_t nbusy;      /* busy, queued: the last token granted then */
     int ahead;           /* busy: free, but another live fair waiter is
                          * first */
+    int64_t place_ms;    /* busy, queued: how long the queue keeps the
+                          * place (a long queue's last longer: refresh at
+                          * a third of it); 0: DLOCK__WAITER_TTL_MS */
     int64_t valid_until; /* monotonic */
     uint64_t nodes;      /* nodes that granted */
     int split;           /* Redlock: some nodes granted, too few (undone) */

@@ -99,6 +99,10 @@ struct dlock_client {
     struct dlock__holder *holder; /* holder info (holder.c), NULL: off */
     dlock__metrics metrics;       /* histograms (metrics.c) */
     int layout; /* dlock_layout of exclusive locks (client.c) */
+    /* How long a wait rides out an outage in a row
+     * (dlock_client_set_outage_ride_ms): 0 DLOCK__OUTAGE_RETRY_MS, -1 the
+     * whole wait. */
+    _Atomic int64_t outage_ride_ms;
 };
 
 /* Whether c's exclusive locks use the string layout (s_*.lua). */

@@ -27,8 +27,18 @@
 
 /* A queued waiter (a fair lock's, a semaphore's) drops out this long
  * after its last refresh, and refreshes at a third of it. The one waiter
- * TTL of every queue. */
+ * TTL of every queue; a long queue keeps a place 3 ms per waiter when
+ * that is longer (the queueing scripts' 4th reply element). */
 #define DLOCK__WAITER_TTL_MS 3000
+
+/* How often a queued waiter refreshes its place, given place_ms, the
+ * time the server said it keeps it (0 or less: not said): a third of
+ * it, and never more often than a third of DLOCK__WAITER_TTL_MS. */
+static inline int64_t dlock__refresh_every(int64_t place_ms)
+{
+    return (place_ms > DLOCK__WAITER_TTL_MS ? place_ms : DLOCK__WAITER_TTL_MS) /
+           3;
+}
 
 /* The lease a fair handoff gives until the new owner confirms it:
  * min(lease_ms, DLOCK__FAIR_HANDOFF_MS). */

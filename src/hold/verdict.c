@@ -48,6 +48,11 @@ static void tally_busy(dlock__tally *t, const redisReply *r)
         t->ahead = 1;
     if (r->elements > 2 && (uint64_t)dlock__elem_int(r, 2) > t->nbusy)
         t->nbusy = (uint64_t)dlock__elem_int(r, 2);
+    if (r->elements > 3) {
+        int64_t ttl = dlock__elem_int(r, 3);
+        if (ttl > 0 && (t->place_ms == 0 || ttl < t->place_ms))
+            t->place_ms = ttl;
+    }
 }
 
 /* See verdict.h. */

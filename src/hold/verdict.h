@@ -31,6 +31,8 @@ typedef struct dlock__tally {
                         * granted the busy nodes reported (0: none) */
     int ahead;         /* a node said: free, but a live fair waiter is
                         * ahead of this one in its queue (-2) */
+    int64_t place_ms;  /* queued: the shortest time a node keeps the
+                        * place (a busy reply's 4th element), 0: none */
 } dlock__tally;
 
 /* What an attempt comes to. */
@@ -44,7 +46,7 @@ typedef enum dlock__verdict {
 
 /* What one node's acquire reply says, for every kind (their scripts
  * answer in one shape): DLOCK__R_GRANTED {1, token, depth}, DLOCK__R_BUSY
- * {0, pttl[, last token]}, DLOCK__R_GONE {-1, ...} (a reentry whose
+ * {0, pttl[, last token[, place ttl]]}, DLOCK__R_GONE {-1, ...} (a reentry whose
  * earlier level expired), or DLOCK_EPROTO for any other reply (a kind's
  * refusal, {-2, limit} or {-3, kind}, is read before: kind.h). */
 enum { DLOCK__R_GONE = -1, DLOCK__R_BUSY = 0, DLOCK__R_GRANTED = 1 };

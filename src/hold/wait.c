@@ -88,7 +88,7 @@ static int64_t spin_delay(dlock__wait *x)
 static dlock__next after_busy(dlock__wait *x, const dlock__got *g, int64_t now,
                               int64_t *until)
 {
-    int64_t third = DLOCK__WAITER_TTL_MS / 3, d;
+    int64_t third = dlock__refresh_every(g->place_ms), d;
     /* The newest reading only: an earlier one says nothing of now. A
      * waiter woken early kept it and slept it out again, a whole lease
      * after the lease had ended (issue 29 item 7). 0: it ends within the
@@ -137,7 +137,8 @@ dlock__next dlock__wait_next(dlock__wait *x, int rc, const dlock__got *g,
         if (x->outage_since == 0)
             x->outage_since = now;
         x->outage_rc = rc;
-        if (now - x->outage_since >= DLOCK__OUTAGE_RETRY_MS) {
+        int64_t ride = x->ride_ms != 0 ? x->ride_ms : DLOCK__OUTAGE_RETRY_MS;
+        if (ride > 0 && now - x->outage_since >= ride) {
             *rc_out = rc;
             return DLOCK__W_DONE;
         }
@@ -339,6 +340,7 @@ int dlock__wait_blocking(dlock_client *c, dlock__held *h, const dlock__want *w,
     y.x.spin_max_ms = c->opts.spin_max_ms;
     y.x.pttl = pttl;
     y.x.no_ride = no_ride;
+    y.x.ride_ms = atomic_load(&c->outage_ride_ms);
     if (outage != 0) { /* the first attempt's: at the deadline, say it */
         y.x.outage_since = dlock__now_ms();
         y.x.outage_rc = outage;

@@ -33,7 +33,8 @@ typedef enum dlock__next {
 #define DLOCK__SLEPT 1
 
 /* A waiting acquire rides out an outage (dlock__outage_retryable) for at
- * most this long in a row. */
+ * most this long in a row, unless its client says otherwise
+ * (dlock_client_set_outage_ride_ms). */
 #define DLOCK__OUTAGE_RETRY_MS 60000
 
 /* The wait's state: what the policy reads and keeps. */
@@ -43,6 +44,8 @@ typedef struct dlock__wait {
     int subscribed;      /* there is a subscription to wake on */
     int sentinel;        /* a Sentinel master: any ESERVER is an outage */
     int no_ride;         /* DLOCK_ACQUIRE_NO_OUTAGE_WAIT: outages end it */
+    int64_t ride_ms;     /* an outage in a row ends it after this long: 0
+                            DLOCK__OUTAGE_RETRY_MS, -1 never (the client's) */
     int64_t deadline;    /* monotonic, -1: none */
     int64_t spin_min_ms; /* the spin backoff's bounds */
     int64_t spin_max_ms;

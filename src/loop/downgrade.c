@@ -6,11 +6,27 @@
  * on as the reader. The hold's kind turns to READ when the request is
  * sent: what the loop sends for it afterwards on the same connection (a
  * renewal: rw_extend.lua) runs after the downgrade.
+ *
+ * On an engine loop (Redlock, Sentinel, Cluster) the script is an engine
+ * call on the name's nodes (every node of a fixed set; the master of
+ * Sentinel or of the name's slot), voted by dlock_rw_downgrade's rules
+ * (src/api/shared.c): done when a majority downgraded (with the
+ * replicas asked for); not the owner when too many said no for a
+ * majority; else failed, and both forms are given back by the client's
+ * watchdog on the nodes that may have either. Those calls go on other
+ * connections than the hold's renewals and extends, so none is sent
+ * while the downgrade is out (the hold counts as extending; an extend
+ * is refused), a downgrade is refused while an extend is out, and a
+ * writer's renewal round answered after it is not counted
+ * (node_holds.c).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "hold/kind.h"
+#include "hold/release.h"
 #include "loop/loop_impl.h"
+#include "loop/multi_node.h"
 
 /* The downgrade failed (rc, msg) after it may have run: both forms go
  * back (the write hold through its kind's release, the read lease
@@ -77,6 +93,159 @@ static void downgrade_reply(dlock_loop *l, void *ctx, int rc,
         undo(op, DLOCK_ENOMEM, "out of memory");
 }
 
+/* ---- on an engine loop ------------------------------------------------ */
+
+/* What the nodes answered an engine loop's downgrade. */
+typedef struct mn_tally {
+    int ok, no, unacked, fail; /* fail: the first failed node, or -1 */
+    int maybe;                 /* a node may hold either form */
+} mn_tally;
+
+/* Count j's answers (as shared.c's downgrade_count). */
+static void mn_count(const mjob *j, mn_tally *t)
+{
+    const dlock_client *c = j->l->c;
+    int i;
+    memset(t, 0, sizeof *t);
+    t->fail = -1;
+    for (i = 0; i < j->nres; i++) {
+        const dlock__result *r = &j->res[i];
+        int one = r->status == DLOCK_OK &&
+                  r->reply->type == REDIS_REPLY_INTEGER &&
+                  r->reply->integer == 1;
+        if (r->status != DLOCK_OK) {
+            t->maybe |= r->sent;
+            if (t->fail < 0)
+                t->fail = i;
+        } else if (one && c->ns.wait_replicas > 0 &&
+                   r->acks < c->ns.wait_replicas) {
+            t->unacked++;
+            t->maybe = 1;
+        } else if (one) {
+            t->ok++;
+        } else if (r->reply->type == REDIS_REPLY_INTEGER) {
+            t->no++;
+        } else {
+            t->maybe = 1;
+        }
+    }
+}
+
+/* The engine's downgrade failed: both forms go back through the
+ * client's watchdog on every node when any may have one (t->maybe or a
+ * node downgraded), the hold is lost (status), op completes with rc and
+ * msg. */
+static void mn_undo(dlock_op *op, const mn_tally *t, int status, int rc,
+                    const char *msg)
+{
+    dlock_hold *h = op->hold;
+    dlock_client *c = op->loop->c;
+    if ((t->maybe || t->ok > 0) && h->rec != NULL) {
+        int64_t until = dlock__now_ms() + h->lease_ms;
+        h->rec->k.kind = DLOCK__KIND_LOCK;
+        dlock__undo_queue(c, h->rec, dlock__all_nodes(c), 1, h->token, until);
+        h->rec->k.kind = DLOCK__KIND_READ;
+        dlock__undo_queue(c, h->rec, dlock__all_nodes(c), 1, h->token, until);
+    }
+    dloop__lost(h, status);
+    dloop__complete(op, rc, "downgrade %s: %s", h->k.name, msg);
+}
+
+/* The engine's downgrade answered (or its time is up). */
+static void mn_downgrade_done(mjob *j)
+{
+    dlock_op *op = j->op;
+    dlock_hold *h = op->hold;
+    dlock_client *c = op->loop->c;
+    int q = c->ns.cluster != NULL ? 1 : c->ns.quorum;
+    int voters = c->ns.cluster != NULL ? 1 : c->ns.n;
+    int64_t valid = op->wake_at + h->lease_ms - dlock__drift(c, h->lease_ms);
+    char msg[LOOP_ERRLEN];
+    mn_tally t;
+    mn_count(j, &t);
+    if (t.ok >= q && valid > dlock__now_ms()) {
+        /* The read lease runs from the request (the script set it). */
+        h->valid_until = valid;
+        if (h->renew && !h->renewing) {
+            h->renew_at = op->wake_at + h->lease_ms / 3;
+            dloop__hold_sched(h);
+        }
+        dloop__complete(op, DLOCK_OK, "%s", "");
+    } else if (t.no > voters - q) {
+        mn_undo(op, &t, DLOCK_NOT_OWNER, DLOCK_NOT_OWNER,
+                "not the owner (the lease expired or another owner has "
+                "it)");
+    } else if (t.unacked > 0 && t.ok + t.unacked >= q) {
+        snprintf(msg, sizeof msg,
+                 "done, but fewer than the %d replicas asked for "
+                 "acknowledged it within %" PRId64 " ms: the write and "
+                 "read holds are given back",
+                 c->ns.wait_replicas, c->ns.wait_timeout_ms);
+        mn_undo(op, &t, DLOCK_LOST, DLOCK_NOT_REPLICATED, msg);
+    } else {
+        snprintf(msg, sizeof msg, "%s",
+                 t.fail >= 0 ? j->res[t.fail].err : "too few servers agreed");
+        mn_undo(op, &t, DLOCK_LOST,
+                t.fail >= 0 && voters == 1 ? j->res[t.fail].status
+                                           : DLOCK_NO_QUORUM,
+                msg);
+    }
+}
+
+/* The engine's downgrade op ends (completed or cancelled): extends of
+ * its hold may go again, once its call is answered. */
+static void mn_downgrade_end(dlock_op *op)
+{
+    /* A call still out keeps it (multi_node.c: until the answer). */
+    if (op->hold != NULL && (op->mn->job == NULL || op->mn->job->finished))
+        op->hold->downgrading = 0;
+    dloop__mn_abort(op);
+}
+
+/* Send the downgrade (the script's keys and args) as an engine call;
+ * the hold counts as extending until it completes. */
+static void mn_downgrade(dlock_op *op, const char **keys, const size_t *kl,
+                         const char **args, const size_t *al)
+{
+    dlock_loop *l = op->loop;
+    dlock_hold *h = op->hold;
+    dlock__cmd cmd;
+    mjob *j;
+    if (dloop__mop_new(op) != DLOCK_OK)
+        return; /* completed */
+    op->end = mn_downgrade_end;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.script = DLOCK__S_RW_DOWNGRADE;
+    cmd.nkeys = 3;
+    cmd.keys = keys;
+    cmd.keylens = kl;
+    cmd.nargs = 5;
+    cmd.args = args;
+    cmd.arglens = al;
+    dlock__cmd_durable(l->c, &cmd); /* it grants a read lease */
+    j = dloop__cmd_job(l, op, &cmd, 0);
+    if (j == NULL) {
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    j->done = mn_downgrade_done;
+    op->mn->job = j;
+    if (dloop__job_call(l, j) != DLOCK_OK) {
+        op->mn->job = NULL;
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    /* No renewal round or extend of h until it is answered. */
+    if (op->state != ST_DONE) {
+        op->extending = 1;
+        h->extending++;
+        h->downgrading = 1;
+        dloop__hold_sched(h);
+    }
+}
+
+/* ---- the call ----------------------------------------------------------- */
+
 int dlock_loop_downgrade(dlock_op **out, dlock_loop *l, dlock_hold *h,
                          dlock_op_cb cb, void *userdata)
 {
@@ -85,8 +254,13 @@ int dlock_loop_downgrade(dlock_op **out, dlock_loop *l, dlock_hold *h,
     const char *keys[3], *args[5];
     size_t kl[3], al[5];
     int rc;
-    if (l != NULL && dloop__mn_refuse(l, "dlock_loop_downgrade") != DLOCK_OK)
-        return DLOCK_EINVAL;
+    if (l != NULL && l->engine && h != NULL && h->loop == l && h->extending > 0)
+        return dlock__set_error(l->c, DLOCK_EINVAL,
+                                "dlock_loop_downgrade: %s: an extend or "
+                                "downgrade of it is out (on several servers, "
+                                "Sentinel or Cluster the two could run in "
+                                "either order): downgrade once it completed",
+                                h->k.name);
     rc = dloop__hold_op(&op, out, l, h, OP_DOWNGRADE,
                         h != NULL && h->k.kind == DLOCK__KIND_LOCK, cb,
                         userdata, "dlock_loop_downgrade");
@@ -107,6 +281,10 @@ int dlock_loop_downgrade(dlock_op **out, dlock_loop *l, dlock_hold *h,
     dloop__name_drop(h);
     dloop__wd_drop(h); /* the loop renews the reader */
     h->k.kind = DLOCK__KIND_READ;
+    if (l->engine) {
+        mn_downgrade(op, keys, kl, args, al);
+        return DLOCK_OK;
+    }
     if (dloop__send(l, DLOCK__S_RW_DOWNGRADE, 3, keys, kl, 5, args, al,
                     downgrade_reply, op, &op->req) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");

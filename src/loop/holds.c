@@ -158,6 +158,13 @@ int dlock_loop_extend(dlock_op **out, dlock_loop *l, dlock_hold *h,
                             userdata, "dlock_loop_extend");
     if (rc != DLOCK_OK || dloop__hold_lost_done(op))
         return rc;
+    if (h->downgrading) { /* downgrade.c: the two could run in any order */
+        dloop__complete(op, DLOCK_EINVAL,
+                        "extend %s: a downgrade of it is out: extend once "
+                        "it completed",
+                        h->k.name);
+        return DLOCK_OK;
+    }
     op->lease_ms = lease_ms;
     op->wake_at = dlock__now_ms(); /* sent at (not a timer: ST_OUT) */
     op->state = ST_OUT;

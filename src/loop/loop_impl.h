@@ -138,6 +138,9 @@ struct dlock_hold {
     int extending;       /* extends out (dlock_loop_extend): no renewal round
                       starts meanwhile, so the server runs them in the
                       order the loop believes */
+    int downgrading;     /* an engine loop's downgrade is out (downgrade.c):
+                        no extend is sent meanwhile (it could run first
+                        on another connection) */
     int64_t round_lease; /* the lease the renewal round out carries */
     struct lbatch *batch;
     int slot;
@@ -478,9 +481,6 @@ void dloop__mn_sleep(dlock_op *op, int64_t until);
 /* Give back engine hold h's grant (through the client's watchdog): a
  * campaign that won but could not proclaim. */
 void dloop__mn_giveback(dlock_loop *l, dlock_hold *h);
-/* DLOCK_OK, or DLOCK_EINVAL with the message on an engine loop (what is
- * not implemented there yet: downgrade). */
-int dloop__mn_refuse(dlock_loop *l, const char *what);
 /* holder.c: holder info (the client's holder_info, src/holder.c) for a
  * loop's locks. After h's grant: record it (holder_set.lua; nothing
  * waits for the answer) when the client records holder info and h's

@@ -418,6 +418,7 @@ void dloop__mn_acquire(dlock_op *op)
     x->sentinel = c->ns.kind == DLOCK__TOPO_SENTINEL;
     x->deadline = op->deadline;
     x->spin_min_ms = c->opts.spin_min_ms;
+    x->ride_ms = atomic_load(&c->outage_ride_ms);
     x->spin_max_ms = c->opts.spin_max_ms;
     x->pttl = -1;
     op->fair = x->queued && x->strategy == DLOCK_WAIT_FAIR;
@@ -498,12 +499,48 @@ static void giveback_start(dlock_loop *l, dlock__held *rec, int leave,
     dloop__job_call(l, j); /* out of memory: freed, they run out */
 }
 
+/* An extend's or downgrade's call answered (or its time is up) after
+ * its op ended: renewal rounds and extends of its hold may go again. */
+static void late_done(mjob *j)
+{
+    dlock_hold *h = j->late;
+    j->late = NULL;
+    if (j->ncmds > 0 && j->cmds[0].script == DLOCK__S_RW_DOWNGRADE)
+        h->downgrading = 0;
+    h->extending--;
+    dloop__hold_sched(h);
+    dloop__hold_unref(h);
+}
+
+/* op (an extend or a downgrade of h) ends while its call is out: the
+ * call goes on, detached, and h counts as extending until it is
+ * answered (its request may still run on the servers: a renewal round
+ * sent beside it, on another connection, could run before it). */
+static void keep_out(dlock_op *op, dlock_hold *h, mjob *j)
+{
+    j->op = NULL;
+    j->late = h;
+    j->done = late_done;
+    h->refs++;
+    h->extending++; /* counted out by dloop__op_abort */
+    if (j->batch != NULL) {
+        free(j->batch); /* an extend's own batch */
+        j->batch = NULL;
+    }
+    (void)op;
+}
+
 /* See loop_impl.h. */
 void dloop__mn_abort(dlock_op *op)
 {
     dlock_hold *h = op->hold;
     struct mop *m = op->mn;
     int leave = 0, give_up = 0;
+    if (m->job != NULL && h != NULL && !m->job->finished &&
+        (op->type == OP_EXTEND || op->type == OP_DOWNGRADE)) {
+        keep_out(op, h, m->job);
+        m->job = NULL;
+    }
     if (m->job != NULL) {
         mjob *j = m->job;
         m->job = NULL;
@@ -554,17 +591,6 @@ void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
     if (h->rec != NULL)
         dlock__undo_queue(l->c, h->rec, dlock__all_nodes(l->c), 1, h->token,
                           dlock__now_ms() + h->lease_ms);
-}
-
-/* See loop_impl.h. */
-int dloop__mn_refuse(dlock_loop *l, const char *what)
-{
-    if (!l->engine)
-        return DLOCK_OK;
-    return dlock__set_error(l->c, DLOCK_EINVAL,
-                            "%s: not implemented yet on a loop over several "
-                            "servers, Sentinel or Cluster",
-                            what);
 }
 
 /* See loop_impl.h. */

@@ -43,7 +43,12 @@ typedef struct mjob {
     int n, cap;
     int64_t wake; /* process it by then */
     int finished;
-    int rc; /* an attempt's status */
+    int rc;   /* an attempt's status */
+    int kind; /* a renewal's holds' kind when sent (a downgrade may
+                 change it before the answer) */
+    struct dlock_hold *late; /* an extend's or downgrade's hold after its op
+                                ended first (multi_node.c: extending until
+                                the answer), a reference; or NULL */
 } mjob;
 
 /* What an op of an engine loop keeps (op->mn). */

@@ -212,6 +212,7 @@ static mjob *extend_job(dlock_loop *l, dlock_op *op, lbatch *b)
         return NULL;
     j->l = l; /* not linked yet: read by extend_cmds */
     j->batch = b;
+    j->kind = b->h[0]->k.kind;
     if (extend_cmds(j, b) != DLOCK_OK) {
         j->l = NULL;
         dloop__job_free(j);
@@ -249,6 +250,13 @@ static void renew_done(mjob *j)
             continue; /* released meanwhile */
         h->batch = NULL;
         h->renewing = 0;
+        if (h->k.kind != j->kind) {
+            /* Downgraded meanwhile (downgrade.c): the writer's renewal
+             * says nothing of the reader; renew that at once. */
+            h->renew_at = now;
+            dloop__hold_sched(h);
+            continue;
+        }
         v = renew_verdict(j, i, &fail);
         if (v == 1 && h->status == DLOCK_OK) {
             dloop__round_renewed(h, b->sent_ms);

@@ -18,8 +18,6 @@
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
 
-/* A fair waiter refreshes its queue place this often. */
-#define FAIR_REFRESH_MS (DLOCK__WAITER_TTL_MS / 3)
 /* Holds renewed in one extend.lua call at most. */
 #define BATCH_MAX 200
 
@@ -401,14 +399,11 @@ static void acq_wait(dlock_op *op, const redisReply *r, int64_t now)
                               op->loop->c->opts.spin_max_ms, op->round++);
         sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
     } else if (op->queued) {
-        /* A long semaphore queue's places last longer (sem_acquire.lua's
-         * 4th element): refresh at a third of that. */
+        /* A long queue's places last longer (the 4th element of
+         * sem_acquire.lua's and s_acquire.lua's answer): refresh at a
+         * third of that. */
         int64_t every =
-            op->hold->k.kind == DLOCK__KIND_PERMIT && r->elements > 3
-                ? dlock__elem_int(r, 3) / 3
-                : 0;
-        if (every < FAIR_REFRESH_MS)
-            every = FAIR_REFRESH_MS;
+            dlock__refresh_every(r->elements > 3 ? dlock__elem_int(r, 3) : 0);
         sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
     } else {
         sleep_until(op, now + (pttl > 0 ? pttl : 100));

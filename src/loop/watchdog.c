@@ -10,8 +10,10 @@
  * state and validity (atomics the watchdog writes) and reports a loss
  * through the hold's on_lost, from process as always. Its release and a
  * downgrade take the record out of the registry first (the watchdog stops
- * renewing it), then go through the loop. One server only. The ground of
- * src/loop/: it calls only the hold tier.
+ * renewing it), then go through the loop. On every topology: the
+ * record is renewed as a blocking hold of the client is (all the nodes
+ * of a fixed set, voted by a majority; Sentinel's master; a cluster's
+ * slot). The ground of src/loop/: it calls only the hold tier.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +25,6 @@ int dlock_loop_set_watchdog(dlock_loop *l, int on)
 {
     if (l == NULL)
         return DLOCK_EINVAL;
-    if (l->engine)
-        return dlock__set_error(l->c, DLOCK_EINVAL,
-                                "dlock_loop_set_watchdog: not implemented yet "
-                                "on a loop over several servers, Sentinel or "
-                                "Cluster");
     l->watchdog = on != 0;
     return DLOCK_OK;
 }
@@ -39,7 +36,7 @@ void dloop__wd_adopt(dlock_hold *h)
     dlock_client *c = l->c;
     dlock__held *r;
     int64_t due = dlock__now_ms() + h->lease_ms / 3;
-    if (!l->watchdog || l->engine || !h->renew)
+    if (!l->watchdog || !h->renew)
         return;
     r = dlock__held_new(c, h->k.name, h->owner);
     if (r == NULL)

@@ -88,11 +88,12 @@
 --   {0, pttl}          not acquired (queued in mode 2); pttl = the holder's
 --                      remaining lease in ms (-2: free, but a live waiter is
 --                      ahead in the queue)
---   {0, pttl, n}       the same in mode 2, with n = the last token granted,
+--   {0, pttl, n, ttl}  the same in mode 2, with n = the last token granted,
 --                      never below the server's time in us (waiter_floor):
 --                      a handoff whose token is not above n was made before
 --                      this call (and has lapsed, or this call would have
---                      confirmed it), so the waiter must not take it
+--                      confirmed it), so the waiter must not take it; ttl
+--                      = how long the place lasts (ms): refresh at a third
 --   {-1, depth}        the owner's count on the server is not what the client
 --                      believes (0: its earlier hold expired): nothing changed
 --
@@ -252,6 +253,7 @@ end
 -- Busy: a waiting writer that finds readers marks itself (see the top):
 -- '#w' for readers, '#w:<owner>' its own, which it takes away when it
 -- gives up (rw_leave.lua).
+local qttl -- mode 2: how long the queue keeps the place (ms)
 local function busy()
     if mode == '0' and not readers and not lmark then
         -- A plain try or a notify waiter's attempt may wait for the
@@ -281,7 +283,7 @@ local function busy()
                    '#w:' .. owner, string.format('%d', m))
     end
     if mode == '2' then
-        return {0, pttl, waiter_floor()}
+        return {0, pttl, waiter_floor(), qttl}
     end
     return {0, pttl}
 end
@@ -325,14 +327,22 @@ if mode == '2' then
     if hl > 2000 then
         hl = 2000
     end
-    redis.call('ZADD', KEYS[4],
-               string.format('%d', (now_ms + tonumber(ARGV[6])) * 2048 + hl),
-               owner)
     local ticket = ARGV[7]
     if not ticket or ticket == '0' then
         ticket = string.format('%d', sec * 1000000 + us)
     end
-    redis.call('ZADD', KEYS[3], 'NX', ticket, owner)
+    -- A place refreshed lasts ARGV[6] ms, or 3 ms per queued waiter when
+    -- the queue is longer (the reply's 4th element: the waiter refreshes
+    -- at a third of it), as sem_acquire.lua's.
+    qttl = tonumber(ARGV[6])
+    if redis.call('ZADD', KEYS[3], 'NX', ticket, owner) == 0 then
+        local len = redis.call('ZCARD', KEYS[3])
+        if len * 3 > qttl then
+            qttl = len * 3
+        end
+    end
+    redis.call('ZADD', KEYS[4],
+               string.format('%d', (now_ms + qttl) * 2048 + hl), owner)
     -- Without fence retention, a queue is never without the fence hash:
     -- its mark 'w' tells release.lua to look at the queue (a release
     -- that finds no fence hash skips it). One holding a token is there.
@@ -344,4 +354,4 @@ end
 if pttl ~= -2 then
     return busy()
 end
-return {0, -2, waiter_floor()}
+return {0, -2, waiter_floor(), qttl}

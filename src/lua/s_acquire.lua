@@ -33,19 +33,22 @@
 --          highest of it, the server's time and the fence's n + 1, so
 --          that nodes agree without a raise round when their counters
 --          and clocks are below it (hold/kind.c token_hint)
--- The fair queue is acquire.lua's: <key>:q (owner -> ticket, the server's
--- time in us at its first queueing) and <key>:qt (owner -> deadline ms *
--- 2048 + the lease a handoff gives it), named from KEYS[1] (the same hash
--- slot).
+-- The fair queue: <key>:q (owner -> ticket, twice the server's time in
+-- us at its first queueing, odd when <key>:qt holds its deadline) and
+-- <key>:qt (owner -> deadline ms * 2048 + the lease a handoff gives it),
+-- named from KEYS[1] (the same hash slot); s_place.luainc.
 --
 -- Returns as acquire.lua:
 --   {1, token, depth}  acquired (or a retry of an applied acquire, or a
 --                      handoff found and confirmed, with the lease asked)
 --   {0, pttl}          not acquired (pttl -2: free, but a live waiter is
 --                      queued first)
---   {0, pttl, n}       mode 2: queued; n = the last token granted, never
---                      below the server's time in us (a handoff whose
---                      token is not above n was made before this call)
+--   {0, pttl, n, ttl}  mode 2: queued; pttl -1 (held: not read, the
+--                      release hands over) or -2 (free, a live waiter
+--                      first); n = the last token granted, never below
+--                      the server's time in us (a handoff whose token is
+--                      not above n was made before this call); ttl = how
+--                      long the place lasts (ms): refresh at a third
 --   {-1, depth}        the owner's count is not what the client believes
 --   {-3, kind}         the key is not this layout's: 'lock-hash' (a lock
 --                      of the hash layout: another client, or an earlier
@@ -174,21 +177,18 @@ end
 
 -- Mode 2: a queued waiter's attempt.
 local now = now_ms()
+--@include s_place.luainc
 if not o then
     -- Free with waiters queued: those that stopped refreshing drop out
     -- when they reach the head; the first live one goes first.
-    local head = redis.call('ZRANGE', q, 0, 0)[1]
-    while head and head ~= owner do
-        local dl = redis.call('ZSCORE', qt, head)
-        if dl and math.floor(tonumber(dl) / 2048) >= now then
-            break
-        end
-        redis.call('ZREM', q, head)
-        redis.call('ZREM', qt, head)
-        head = redis.call('ZRANGE', q, 0, 0)[1]
+    local r = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+    while r[1] and r[1] ~= owner and not place(r[1], r[2], now) do
+        redis.call('ZREM', q, r[1])
+        redis.call('ZREM', qt, r[1])
+        r = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     end
-    if not head or head == owner then
-        if head then
+    if not r[1] or r[1] == owner then
+        if r[1] then
             redis.call('ZREM', q, owner)
             redis.call('ZREM', qt, owner)
         end
@@ -200,17 +200,39 @@ if not o then
         return {1, t2, 1}
     end
 end
--- Join the queue, or refresh the place held (NX: a ticket never moves).
+-- Join the queue (NX: a ticket never moves), or refresh the place held.
+-- A join with the defaults writes its ticket only (s_place.luainc); a
+-- refresh, or a join with other values, also its deadline, and makes its
+-- ticket odd (one more than the even one: the order stays). A refreshed
+-- place lasts ARGV[6] ms, or 3 ms per queued waiter when the queue is
+-- longer (the 4th element of the reply: the waiter refreshes at a third
+-- of it), as sem_acquire.lua's.
 local hl = tonumber(ARGV[2])
 if hl > 2000 then
     hl = 2000 -- DLOCK__FAIR_HANDOFF_MS (hold/held.h)
 end
-redis.call('ZADD', qt,
-           string.format('%d', (now + tonumber(ARGV[6])) * 2048 + hl), owner)
-redis.call('ZADD', q, 'NX', tm[1] .. string.sub('00000', #tm[2]) .. tm[2],
-           owner)
+local ttl = tonumber(ARGV[6])
+local plain = ttl == 3000 and hl == 2000 -- DLOCK__WAITER_TTL_MS
+local us = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+if redis.call('ZADD', q, 'NX', string.format('%d', tonumber(us) * 2 +
+                                                (plain and 0 or 1)),
+              owner) == 0 then
+    local len = redis.call('ZCARD', q)
+    if len * 3 > ttl then
+        ttl = len * 3
+    end
+    plain = false
+    local s = redis.call('ZSCORE', q, owner)
+    if tonumber(s) % 2 == 0 then
+        redis.call('ZINCRBY', q, 1, owner)
+    end
+end
+if not plain then
+    redis.call('ZADD', qt, string.format('%d', (now + ttl) * 2048 + hl),
+               owner)
+end
 -- The last token granted, never below the server's time in us.
-local floor = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+local floor = us
 local function above(a)
     if a and (#a > #floor or (#a == #floor and a > floor)) then
         floor = a
@@ -221,7 +243,9 @@ if keep then
     above(redis.call('HGET', KEYS[2], 'n'))
 end
 if o then
+    -- Held: its release hands over (the mark), and a holder that died is
+    -- found at the next refresh (no PTTL: -1, not known).
     mark('q')
-    return {0, redis.call('PTTL', KEYS[1]), floor}
+    return {0, -1, floor, ttl}
 end
-return {0, -2, floor}
+return {0, -2, floor, ttl}

@@ -13,7 +13,7 @@
 -- ARGV[4]  (optional) "1": announce with SPUBLISH (Redis Cluster)
 --
 -- The last level of a hold marked 'q' is handed to the first live waiter
--- of the fair queue (<key>:q, <key>:qt, as s_acquire.lua): it becomes the
+-- of the fair queue (<key>:q, <key>:qt, s_place.luainc): it becomes the
 -- owner with the lease its deadline carries (at most 2 s) and a new
 -- token, and 'h TOKEN OWNER' is published on <key>:c:<its client id>.
 -- Else a hold marked 'l' announces 'r TOKEN' on <key>:c (the token:
@@ -42,23 +42,24 @@ local q, qt = KEYS[1] .. ':q', KEYS[1] .. ':qt'
 
 --@include announce.luainc
 
+--@include s_place.luainc
+
 -- Hand the lock (released with token tok, marks) to the first live
 -- waiter; false when none is left.
 local function hand(tok, marks)
     local tm = redis.call('TIME')
     local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
     while true do
-        local head = redis.call('ZPOPMIN', q)[1]
+        local r = redis.call('ZPOPMIN', q)
+        local head = r[1]
         if not head then
             return false
         end
-        local dl = tonumber(redis.call('ZSCORE', qt, head) or '0')
-        redis.call('ZREM', qt, head)
-        if math.floor(dl / 2048) >= now then
-            local hl = dl % 2048
-            if hl <= 0 or hl > 2000 then
-                hl = 2000 -- DLOCK__FAIR_HANDOFF_MS (hold/held.h)
-            end
+        local live, hl = place(head, r[2], now)
+        if tonumber(r[2]) % 2 == 1 then
+            redis.call('ZREM', qt, head)
+        end
+        if live then
             local t = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
             local function above(a)
                 if a and (#a > #t or (#a == #t and a >= t)) then

@@ -211,6 +211,9 @@ int main(void)
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_sem_fifo),
         cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_cancelled_extend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

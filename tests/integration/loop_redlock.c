@@ -173,6 +173,80 @@ static void test_majority(void **state)
     dlock_client_free(c);
 }
 
+/* A downgrade over Redlock is decided by a majority (as
+ * dlock_rw_downgrade): with one node stopped it is done on the two live
+ * ones (a read lease there); with two stopped it fails
+ * (no quorum) and the hold is lost. */
+static void test_downgrade_majority(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    seen d = {0}, e = {0};
+    dlock_hold *h;
+    int i;
+    (void)state;
+    h = take(l, "lr:dm", &o, DLOCK_OK);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, h, note, &d), DLOCK_OK);
+    run1(l, &d.done);
+    assert_int_equal(d.status, DLOCK_OK);
+    for (i = 0; i < 2; i++)
+        assert_int_equal(th_cmd_int(&srv[i], "ZCARD dlock:{lr:dm}:r"), 1);
+    release(l, h);
+    th_server_resume(&srv[2]);
+    h = take(l, "lr:dn", &o, DLOCK_OK);
+    th_server_pause(&srv[1]);
+    th_server_pause(&srv[2]);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, h, note, &e), DLOCK_OK);
+    run1(l, &e.done);
+    assert_int_equal(e.status, DLOCK_NO_QUORUM);
+    assert_int_equal(dlock_hold_status(h), DLOCK_LOST);
+    th_server_resume(&srv[1]);
+    th_server_resume(&srv[2]);
+    assert_int_equal(th_loop_release(l, h), DLOCK_LOST);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* on_lost of a hold: its status. */
+static void lost_note(dlock_hold *h, int status, void *ud)
+{
+    (void)h;
+    *(int *)ud = status;
+}
+
+/* The watchdog thread renewing a loop's hold over Redlock finds it lost
+ * when a majority no longer has it (deleted on two of the three): the
+ * loss is reported from process, through on_lost, with the watchdog's
+ * reason. */
+static void test_watchdog_loss(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 600);
+    const char *why = NULL;
+    int lost = 0;
+    int64_t end;
+    dlock_hold *h;
+    (void)state;
+    assert_int_equal(dlock_loop_set_watchdog(l, 1), DLOCK_OK);
+    o.on_lost = lost_note;
+    o.on_lost_userdata = &lost;
+    h = take(l, "lr:wl", &o, DLOCK_OK);
+    assert_int_equal(th_cmd_int(&srv[0], "DEL dlock:{lr:wl}"), 1);
+    assert_int_equal(th_cmd_int(&srv[1], "DEL dlock:{lr:wl}"), 1);
+    end = th_now_ms() + LIVE_MS;
+    while (lost == 0 && th_now_ms() < end)
+        th_loop_run_for(&l, 1, 50);
+    assert_int_equal(lost, DLOCK_NOT_OWNER);
+    assert_int_equal(dlock_hold_lost_reason(h, &why), DLOCK_NOT_OWNER);
+    assert_non_null(strstr(why, "watchdog"));
+    assert_int_equal(th_loop_release(l, h), DLOCK_LOST);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A semaphore is not available over Redlock (as dlock_sem_acquire);
  * fenced values go to the first server, as dlock_fenced_set's. */
 static void test_refused(void **state)
@@ -524,6 +598,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_majority),
+        cmocka_unit_test(test_downgrade_majority),
+        cmocka_unit_test(test_watchdog_loss),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_readers_and_all),
         cmocka_unit_test(test_renewal),
@@ -533,6 +609,9 @@ int main(void)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_cancelled_extend),
         cmocka_unit_test(test_elect_majority),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),

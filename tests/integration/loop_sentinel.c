@@ -196,6 +196,65 @@ static dlock_client *client_s(int strategy)
     return c;
 }
 
+/* A downgrade on the loop with wait_replicas (WAIT 1 after it) while the
+ * replicas are stopped: DLOCK_NOT_REPLICATED, the hold is lost, and both
+ * forms are given back on the master (by the client's watchdog): no
+ * reader stays and a writer gets the name. */
+static void test_downgrade_not_replicated(void **state)
+{
+    th_durable d;
+    char err[256];
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    th_seen a = {0}, g = {0};
+    th_server *m = node_of("dlock:{ls:dr}");
+    int64_t end;
+    int i;
+    (void)state;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = DLOCK_WAIT_NOTIFY;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = 300; /* within the command timeout: a WAIT
+                                * outlasting it is cut as no answer */
+    d.command_timeout_ms = 2000;
+    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    assert_non_null(c);
+    l = th_loop_new(c);
+    o = th_loop_opts(c, 0, 30000);
+    assert_int_equal(dlock_loop_lock(NULL, l, "ls:dr", &o, th_note, &a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &a.done), 0);
+    assert_int_equal(a.status, DLOCK_OK);
+    for (i = 0; i < TH_SENTINEL_DATA; i++)
+        if (&sent.data[i] != m)
+            th_server_pause(&sent.data[i]);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, a.hold, th_note, &g),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &g.done), 0);
+    for (i = 0; i < TH_SENTINEL_DATA; i++)
+        if (&sent.data[i] != m)
+            th_server_resume(&sent.data[i]);
+    assert_int_equal(g.status, DLOCK_NOT_REPLICATED);
+    assert_int_equal(dlock_hold_status(a.hold), DLOCK_LOST);
+    end = th_now_ms() + LIVE_MS;
+    while (th_cmd_int(m, "ZCOUNT dlock:{ls:dr}:r 0 +inf") != 0 &&
+           th_now_ms() < end)
+        th_sleep_ms(50);
+    assert_int_equal(th_cmd_int(m, "ZCOUNT dlock:{ls:dr}:r 0 +inf"), 0);
+    o.wait_ms = LIVE_MS; /* the write hold is given back too */
+    memset(&g, 0, sizeof g);
+    assert_int_equal(dlock_loop_lock(NULL, l, "ls:dr", &o, th_note, &g),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &g.done), 0);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_int_equal(th_loop_release(l, g.hold), DLOCK_OK);
+    assert_int_equal(th_loop_release(l, a.hold), DLOCK_LOST);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +266,10 @@ int main(void)
         cmocka_unit_test(test_writer_mark),
         cmocka_unit_test(test_sem_fifo),
         cmocka_unit_test(test_elect_fenced),
+        cmocka_unit_test(test_downgrade_not_replicated),
+        cmocka_unit_test(test_downgrade),
+        cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_cancelled_extend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -54,12 +54,14 @@
  * adds the EXISTS of the queue (a queue outlives a holder that died). */
 #define CYCLE_BUDGET_STRING_FAIR 7
 /* Its busy try (EXISTS of the queue, TIME, SET NX, GET, PTTL),
- * SUBSCRIBE and queueing attempt (GET, TIME, 2 ZADD, SET of the mark
- * 'q', PTTL), and the two EVALSHAs. */
-#define JOIN_BUDGET_STRING 14
-/* GET, TIME, ZPOPMIN, ZSCORE, ZREM, SET of the new holder, PUBLISH and
- * the EVALSHA (the hash layout's is 12). */
-#define HANDOVER_BUDGET_STRING 8
+ * SUBSCRIBE and queueing attempt (GET, TIME, the ZADD of its ticket,
+ * SET of the mark 'q'; no PTTL, no deadline: s_place.luainc), and the
+ * two EVALSHAs (issue 31: 14 before). */
+#define JOIN_BUDGET_STRING 12
+/* GET, TIME, ZPOPMIN, SET of the new holder, PUBLISH and the EVALSHA
+ * (a place with the defaults has no deadline entry to read and remove;
+ * 8 before, the hash layout's 12). */
+#define HANDOVER_BUDGET_STRING 6
 
 #define RETAIN_MS 604800000LL /* DLOCK__FENCE_RETENTION_MS */
 

@@ -244,6 +244,28 @@ static void test_policy_outage(void **state)
                          DLOCK__W_DONE);
         assert_int_equal(rc, DLOCK_EIO);
     }
+    {
+        /* The client's ride (dlock_client_set_outage_ride_ms): 500 ms
+         * ends the streak then; -1 rides past the default minute. */
+        dlock__wait x = state_of(DLOCK__KIND_LOCK, DLOCK_WAIT_NOTIFY, -1);
+        dlock__got g = busy(-1);
+        int64_t until = 0;
+        x.ride_ms = 500;
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc),
+                         DLOCK__W_SLEEP);
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1499, &until, &rc),
+                         DLOCK__W_SLEEP);
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g, 1500, &until, &rc),
+                         DLOCK__W_DONE);
+        assert_int_equal(rc, DLOCK_EIO);
+        x = state_of(DLOCK__KIND_LOCK, DLOCK_WAIT_NOTIFY, -1);
+        x.ride_ms = -1;
+        dlock__wait_next(&x, DLOCK_EIO, &g, 1000, &until, &rc);
+        assert_int_equal(dlock__wait_next(&x, DLOCK_EIO, &g,
+                                          1000 + 10 * DLOCK__OUTAGE_RETRY_MS,
+                                          &until, &rc),
+                         DLOCK__W_SLEEP);
+    }
     for (k = DLOCK__KIND_LOCK; k <= DLOCK__KIND_READ; k++) {
         dlock__wait x = state_of(k, DLOCK_WAIT_FAIR, -1);
         dlock__got g = busy(-1);
