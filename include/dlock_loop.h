@@ -232,11 +232,12 @@ DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,
  * Start acquiring a permit of the counting semaphore NAME (at most LIMIT
  * holders; dlock_sem_acquire's rules). opts as for dlock_loop_lock; a
  * wait queues (DLOCK_WAIT_FAIR: freed permits are handed over in FIFO
- * order; otherwise a release wakes one waiter to try again). Unlike a
+ * order; DLOCK_WAIT_NOTIFY: a release wakes one waiter to try again;
+ * DLOCK_WAIT_SPIN: no queue, it tries again with backoff). Unlike a
  * lock, one loop may hold several permits of one name: each is its own
  * owner. Completion statuses: those of dlock_loop_lock, and DLOCK_EINVAL
- * when the semaphore exists with another limit or the name is another
- * kind of lock. Release and extend the permit with dlock_loop_release /
+ * when the semaphore exists with another limit, the name is another kind
+ * of lock or its key holds a value dlock did not write. Release and extend the permit with dlock_loop_release /
  * dlock_loop_extend; the loop renews it as a lock.
  */
 DLOCK_EXPORT int dlock_loop_sem_acquire(dlock_op **out, dlock_loop *loop,

@@ -361,23 +361,23 @@ int dlock__layout_error(dlock_client *c, const char *name, const char *other)
                                 : "");
 }
 
-/* Ask the nodes what NAME's key holds (kind.lua): the first Redis type
- * that is not a lock's hash, in type (len bytes; "" for none), and
- * whether it is a semaphore's (*sem 1) or a string-layout lock's (2). */
-static void key_type(dlock_client *c, const char *name, char *type, size_t len,
-                     int *sem)
+/* See kind.h. */
+void dlock__kind_cmd(dlock__cmdbuf *b, const dlock__keys *k)
 {
-    dlock__result res[DLOCK_MAX_SERVERS];
-    dlock__keys *keys = dlock__keys_new(c, name);
-    dlock__cmdbuf b;
-    int i;
-    if (keys == NULL)
-        return;
-    dlock__cmd_begin(&b, DLOCK__S_KIND);
-    dlock__cmd_key(&b, keys->key, keys->keylen);
-    dlock__cmd_key(&b, keys->fkey, keys->fkeylen);
-    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
-    for (i = 0; i < c->ns.n && type[0] == '\0'; i++) {
+    dlock__cmd_begin(b, DLOCK__S_KIND);
+    dlock__cmd_key(b, k->key, k->keylen);
+    dlock__cmd_key(b, k->fkey, k->fkeylen);
+}
+
+/* See kind.h. */
+int dlock__kind_answer(dlock_client *c, const char *name,
+                       const dlock__result *res, int n)
+{
+    char type[32] = "";
+    int sem = 0, i;
+    /* The first Redis type that is not a lock's hash, and whether it is a
+     * semaphore's (sem 1) or a string-layout lock's (2). */
+    for (i = 0; i < n && type[0] == '\0'; i++) {
         const redisReply *r = res[i].reply;
         if (res[i].status != DLOCK_OK || r->type != REDIS_REPLY_ARRAY ||
             r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -385,23 +385,9 @@ static void key_type(dlock_client *c, const char *name, char *type, size_t len,
             strcmp(r->element[0]->str, "hash") == 0 ||
             strcmp(r->element[0]->str, "none") == 0)
             continue;
-        snprintf(type, len, "%s", r->element[0]->str);
-        *sem = (int)r->element[1]->integer;
+        snprintf(type, sizeof type, "%s", r->element[0]->str);
+        sem = (int)r->element[1]->integer;
     }
-    dlock__results_clear(res, c->ns.n);
-    free(keys);
-}
-
-/* See kind.h. */
-int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
-{
-    const char *msg = dlock__errbuf(c);
-    char type[32] = "";
-    int sem = 0;
-
-    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
-        return rc;
-    key_type(c, name, type, sizeof type, &sem);
     if (type[0] != '\0' && sem == 2)
         return dlock__layout_error(c, name, "string");
     if (type[0] != '\0' && !sem)
@@ -411,4 +397,25 @@ int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
                             "(the servers keep it for 7 days after its last "
                             "use)",
                             name);
+}
+
+/* See kind.h. */
+int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
+{
+    const char *msg = dlock__errbuf(c);
+    dlock__result res[DLOCK_MAX_SERVERS];
+    dlock__keys *keys;
+    dlock__cmdbuf b;
+    if (msg == NULL || strstr(msg, "WRONGTYPE") == NULL)
+        return rc;
+    keys = dlock__keys_new(c, name);
+    if (keys == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    /* Ask the nodes what NAME's key holds (kind.lua). */
+    dlock__kind_cmd(&b, keys);
+    dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
+    free(keys);
+    rc = dlock__kind_answer(c, name, res, c->ns.n);
+    dlock__results_clear(res, c->ns.n);
+    return rc;
 }

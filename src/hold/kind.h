@@ -124,6 +124,16 @@ int dlock__refusal(dlock_client *c, const dlock__held *h, const dlock__want *w,
  * other failures keep rc and their message. */
 int dlock__lock_kind_error(dlock_client *c, const char *name, int rc);
 
+/* kind.lua's command for the name of keys k: what its key holds. */
+void dlock__kind_cmd(dlock__cmdbuf *b, const dlock__keys *k);
+
+/* From kind.lua's answers res[0..n) for lock NAME, whose acquire met
+ * WRONGTYPE: DLOCK_EINVAL with the message saying what the name is (held
+ * in the string layout, a value not dlock's, a semaphore). Pure but for
+ * the message (c's, or the captured one: errors.h). */
+int dlock__kind_answer(dlock_client *c, const char *name,
+                       const dlock__result *res, int n);
+
 /* DLOCK_EINVAL: lock NAME is held in layout OTHER ("hash", "string"),
  * not the client's (dlock_client_set_layout). */
 int dlock__layout_error(dlock_client *c, const char *name, const char *other);

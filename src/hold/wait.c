@@ -47,6 +47,24 @@ int dlock__wait_strategy(const dlock__kind *k, int s, int *queued)
 }
 
 /* See wait.h. */
+dlock__ask dlock__wait_ask(int first, int s, int queued)
+{
+    if (first)
+        return s == DLOCK_WAIT_FAIR ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
+    if (queued && s == DLOCK_WAIT_FAIR)
+        return DLOCK__ASK_FIFO;
+    return queued ? DLOCK__ASK_QUEUE : DLOCK__ASK_WAIT;
+}
+
+/* See wait.h. */
+uint64_t dlock__wait_ticket(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* See wait.h. */
 void dlock__wait_unsubscribed(dlock__wait *x, const dlock__kind *k)
 {
     x->subscribed = 0;
@@ -233,25 +251,17 @@ static int may_try(waiting *y)
 static int try_once(waiting *y, dlock__got *g)
 {
     dlock_client *c = y->c;
-    int fifo = y->x.queued && y->x.strategy == DLOCK_WAIT_FAIR;
-    if (fifo && y->ticket == 0 && c->ns.n > 1) {
-        /* The place in the queue, the same on every node so that all
-         * serve the waiters in one order: the wall clock when this
-         * waiter first queues (after it got its process's turn). */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        y->ticket = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-    }
+    dlock__ask ask = dlock__wait_ask(0, y->x.strategy, y->x.queued);
+    if (ask == DLOCK__ASK_FIFO && y->ticket == 0 && c->ns.n > 1)
+        /* Its place, taken when it first queues (after it got its
+         * process's turn). */
+        y->ticket = dlock__wait_ticket();
     if (y->x.queued && y->sub != NULL)
         /* A handoff read from now on came after this attempt was sent,
          * or is older than the token it reports (nbusy). */
         dlock__notify_handoff_reset(y->sub);
     y->sent = dlock__now_ms();
-    return dlock__attempt(c, y->h, y->w,
-                          fifo          ? DLOCK__ASK_FIFO
-                          : y->x.queued ? DLOCK__ASK_QUEUE
-                                        : DLOCK__ASK_WAIT,
-                          y->ticket, g);
+    return dlock__attempt(c, y->h, y->w, ask, y->ticket, g);
 }
 
 /* Wait for a wake or until. 1 when the lock or permit was handed to us

@@ -60,6 +60,19 @@ typedef struct dlock__wait {
  * client's), before its subscription: *queued set. */
 int dlock__wait_strategy(const dlock__kind *k, int s, int *queued);
 
+/* How a waiter's attempt asks, for every kind, topology and driver (the
+ * blocking wait, the engine loop's, the single-server loop's): a first
+ * try TRY, or TRY_FAIR under FAIR (respects the queue, does not join
+ * it); a waiting attempt FIFO when queued under FAIR (handed over), QUEUE
+ * when queued (woken in turn), else WAIT. s and queued as
+ * dlock__wait_strategy gives them. Pure. */
+dlock__ask dlock__wait_ask(int first, int s, int queued);
+
+/* A fair Redlock waiter's place in every node's queue, the same on each
+ * so that all serve the waiters in one order: the wall clock (µs) when it
+ * first queues. */
+uint64_t dlock__wait_ticket(void);
+
 /* The wait's fallback when it has no subscription (refused, timed out):
  * a queue that a waiter may hold while polling stays; else it spins. */
 void dlock__wait_unsubscribed(dlock__wait *x, const dlock__kind *k);

@@ -8,8 +8,9 @@
  * renewer: the hold tier only), lconn.c (the command connection and the
  * subscriber) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c <
- * giveback.c (what a failed acquire may hold) < ops.c (the acquire on
- * one server, the waits) < ops_start.c (the public acquires), mn_jobs.c
+ * giveback.c (what a failed acquire may hold), op_words.c (an acquire's
+ * answer worded by hold's code) < ops.c (the acquire on one server, the
+ * waits) < ops_start.c (the public acquires), mn_jobs.c
  * (the engine's jobs) < multi_node.c (the engine's acquire) < mn_send.c
  * (one script routed), node_holds.c < elect.c, fenced.c < holds.c
  * (release, extend, renewal), downgrade.c < multi.c < query.c < drive.c
@@ -27,6 +28,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/kind.h"
 #include "dlock_loop.h"
 
 #define LOOP_ERRLEN 256
@@ -408,6 +410,19 @@ void dloop__gb_leave_reply(dlock_loop *l, void *ctx, int rc,
                            const redisReply *r, const char *err, int sent);
 void dloop__gb_sem_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                          const char *err, int sent);
+
+/* op_words.c: a single-server loop's acquire read and worded by hold's
+ * code, each message the op's own. */
+/* What op's attempt asks for (the kinds' table): the record (keys,
+ * owner; depth 0) and the want. */
+void dloop__attempt_spec(const dlock_op *op, dlock__held *rec, dlock__want *w);
+/* A kind's refusal in res (dlock__refusal): op completed, 1; else 0. */
+int dloop__op_refused(dlock_op *op, const dlock__result *res);
+/* A lock's acquire failed with rc (err) WRONGTYPE: kind.lua asked, op
+ * completed by its answer (dlock__kind_answer), 1; else 0. */
+int dloop__op_wrongtype(dlock_op *op, int rc, const char *err);
+/* op's message: the lock-delay's, left_ms more. */
+void dloop__delay_words(dlock_op *op, int64_t left_ms);
 
 /* ops.c */
 /* A waiting op sleeps until when (or a wake-up), never past its

@@ -102,31 +102,17 @@ static void try_next(dlock_op *op)
     dlock__ask ask;
     dlock__want w;
     mjob *j = dloop__job_new(op, 0, 0);
-    int fifo = x->queued && x->strategy == DLOCK_WAIT_FAIR;
     memset(&w, 0, sizeof w);
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
     w.limit = h->limit;
     w.ignore_mark = h->ignore_mark;
     w.token_now = 1; /* dlock_hold_token answers without a round trip */
-    if (!m->begun) {
-        ask = x->strategy == DLOCK_WAIT_FAIR ? DLOCK__ASK_TRY_FAIR
-                                             : DLOCK__ASK_TRY;
-    } else {
-        if (fifo && m->ticket == 0 && c->ns.n > 1) {
-            /* The same place on every node (wait.c's rule): the wall
-             * clock when this waiter first queues. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            m->ticket =
-                (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-        }
-        if (x->queued && m->sub != NULL)
-            dlock__notify_handoff_reset(m->sub);
-        ask = fifo        ? DLOCK__ASK_FIFO
-              : x->queued ? DLOCK__ASK_QUEUE
-                          : DLOCK__ASK_WAIT;
-    }
+    ask = dlock__wait_ask(!m->begun, x->strategy, x->queued);
+    if (ask == DLOCK__ASK_FIFO && m->ticket == 0 && c->ns.n > 1)
+        m->ticket = dlock__wait_ticket(); /* the same place on every node */
+    if (m->begun && x->queued && m->sub != NULL)
+        dlock__notify_handoff_reset(m->sub);
     op->state = ST_OUT;
     op->wake_at = -1;
     m->wakeable = 0;

@@ -15,6 +15,8 @@
 
 #include "hold/kind.h"
 #include "hold/held.h"
+#include "hold/verdict.h"
+#include "hold/wait.h"
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
 
@@ -294,11 +296,7 @@ static int lock_delayed(dlock_op *op)
     if (op->loop->engine || op->loop->c->ns.lock_delay_ms <= 0 ||
         dlock__delayed_for(&op->loop->c->ns, h->k.key, h->k.keylen, &left) == 0)
         return 0;
-    snprintf(op->err, sizeof op->err,
-             "acquire %s: the master changed (failover or restart) and may "
-             "have forgotten locks: no new grant for %lld ms more "
-             "(lock-delay)",
-             h->k.name, (long long)left);
+    dloop__delay_words(op, left);
     if (op->deadline == 0) {
         dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
         return 1;
@@ -324,14 +322,14 @@ static void acq_acked(dlock_op *op, int rc, const char *msg)
     attempt_failed(op, rc, err, 0);
 }
 
-/* The lock is ours (r: {1, token}): granted, after the replicas'
+/* The lock is ours (token): granted, after the replicas'
  * acknowledgements on a durable loop; given back when the lock-delay
  * says the open before found a new master. */
-static void acq_granted(dlock_op *op, const redisReply *r)
+static void acq_granted(dlock_op *op, uint64_t token)
 {
     dlock_loop *l = op->loop;
     op->maybe = op->queued = 0;
-    op->token = (uint64_t)dlock__elem_int(r, 1);
+    op->token = token;
     if (lock_delayed(op)) { /* the open before it found a new master */
         dloop__giveback(l, op->hold, op->token);
         return;
@@ -342,52 +340,27 @@ static void acq_granted(dlock_op *op, const redisReply *r)
         acq_acked(op, DLOCK_ENOMEM, "out of memory");
 }
 
-/* An answer that ends the acquire with an error (another limit, the
- * hash layout, another kind, an unknown state): op completed, 1; else
- * 0 (r: {0, pttl, ...}, held by another owner). */
-static int acq_refused(dlock_op *op, const redisReply *r)
+/* Whether op's waiting attempts hold a place in a queue, and its
+ * strategy after the fallbacks: the blocking wait's rule (wait.h:
+ * dlock__wait_strategy; a fair lock, a permit but under spin). */
+static int op_strategy(const dlock_op *op, int *queued)
 {
-    if (dlock__elem_int(r, 0) == -2) {
-        dloop__complete(op, DLOCK_EINVAL,
-                        "%s: the semaphore exists with the limit %lld",
-                        op->hold->k.name, dlock__elem_int(r, 1));
-        return 1;
-    }
-    if (dlock__elem_int(r, 0) == -3 && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING &&
-        strcmp(r->element[1]->str, "lock-hash") == 0) {
-        dloop__complete(op, DLOCK_EINVAL,
-                        "%s: the lock is held in the hash layout; every "
-                        "client of a name must use one layout",
-                        op->hold->k.name);
-        return 1;
-    }
-    if (dlock__elem_int(r, 0) == -3) {
-        dloop__complete(op, DLOCK_EINVAL,
-                        "%s: the name is used by another kind of lock",
-                        op->hold->k.name);
-        return 1;
-    }
-    if (dlock__elem_int(r, 0) != 0) {
-        dloop__complete(op, DLOCK_EPROTO, "acquire: unexpected state");
-        return 1;
-    }
-    return 0;
+    return dlock__wait_strategy(dlock__kind_of(op->hold->k.kind), op->strategy,
+                                queued);
 }
 
-/* Held by another owner (r: {0, pttl, ...}) and op waits: subscribe
- * (then try once more), or sleep by its strategy, never past the
- * holder's remaining lease (pttl). */
-static void acq_wait(dlock_op *op, const redisReply *r, int64_t now)
+/* Held by another owner (r: {0, pttl, ...}, pttl: its lease left, -1
+ * unknown) and op waits: subscribe (then try once more), or sleep by its
+ * strategy, never past the holder's remaining lease. */
+static void acq_wait(dlock_op *op, const redisReply *r, int64_t pttl,
+                     int64_t now)
 {
-    int64_t pttl;
-    op->queued = op->fair || op->hold->k.kind == DLOCK__KIND_PERMIT;
+    (void)op_strategy(op, &op->queued);
     if (!op->waited) { /* the try found it held: the wait begins */
         dloop__ev_count(op->loop, DLOOP_EV_BUSY);
         dloop__ev_count(op->loop, DLOOP_EV_WAIT);
     }
     op->waited = 1;
-    pttl = dlock__elem_int(r, 1);
     if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
         op->state = ST_SUBWAIT; /* then try once more: no release missed */
         timed_set(op, op->deadline > 0);
@@ -410,31 +383,11 @@ static void acq_wait(dlock_op *op, const redisReply *r, int64_t now)
     }
 }
 
-/* acquire.lua's answer to op's attempt: granted, refused, busy (then a
- * try-only op completes, a timed-out wait gives up, else it waits), or a
- * failure (attempt_failed). */
-static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                      const char *err, int sent)
+/* Busy (the verdict; pttl: the holder's lease left): a try-only op
+ * completes, a timed-out wait gives up, else it waits. */
+static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
+                     int64_t now)
 {
-    dlock_op *op = ctx;
-    int64_t now = dlock__now_ms();
-    (void)l;
-    op->req = NULL;
-    if (rc != DLOCK_OK) {
-        attempt_failed(op, rc, err, sent);
-        return;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
-        return;
-    }
-    if (dlock__elem_int(r, 0) == 1) {
-        acq_granted(op, r);
-        return;
-    }
-    op->maybe = 0; /* an answer: nothing taken */
-    if (acq_refused(op, r))
-        return;
     if (op->deadline == 0) {
         dloop__complete(op, DLOCK_BUSY, "%s: held by another owner",
                         op->hold->k.name);
@@ -446,24 +399,73 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         op->hold->k.name);
         return;
     }
-    acq_wait(op, r, now);
+    acq_wait(op, r, pttl, now);
+}
+
+/* The kind's acquire script answered op's attempt (one server: one
+ * node's answer): a refusal, else the blocking API's tally and verdict
+ * (verdict.h) with the validity left: granted, busy, a grant too late
+ * (given back: a failed attempt), or a failure (attempt_failed). */
+static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                      const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    dlock_hold *h = op->hold;
+    int64_t now = dlock__now_ms(), took = now - op->arg_lease;
+    dlock__result res;
+    dlock__tally t;
+    (void)l;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        if (!dloop__op_wrongtype(op, rc, err))
+            attempt_failed(op, rc, err, sent);
+        return;
+    }
+    op->maybe = 0;               /* an answer: nothing taken but what it says */
+    res.status = DLOCK_OK;       /* what the tally and the refusal read */
+    res.reply = (redisReply *)r; /* read only */
+    res.sent = 1;
+    res.pending = 0;
+    if (dloop__op_refused(op, &res))
+        return;
+    dlock__acquire_tally(&t, &res, 1);
+    if (t.bad) {
+        attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
+        return;
+    }
+    switch (dlock__acquire_verdict(
+        &t, 1, 0,
+        h->lease_ms - took - dlock__drift(op->loop->c, h->lease_ms))) {
+    case DLOCK__V_GRANTED:
+        acq_granted(op, t.tmax);
+        return;
+    case DLOCK__V_BUSY:
+        acq_busy(op, r, t.pttl, now);
+        return;
+    case DLOCK__V_TOO_LATE: {
+        char why[LOOP_ERRLEN];
+        dloop__giveback(op->loop, h, t.tmax);
+        snprintf(why, sizeof why,
+                 "acquire %s: validity used up (lease %lld ms, took %lld "
+                 "ms)",
+                 h->k.name, (long long)h->lease_ms, (long long)took);
+        attempt_failed(op, DLOCK_NO_QUORUM, why, 0);
+        return;
+    }
+    default: /* {-1, ...}: no earlier hold of ours to have expired */
+        dloop__complete(op, DLOCK_EPROTO, "acquire: unexpected state");
+        return;
+    }
 }
 
 /* How op's next attempt asks (the kind table maps it to its script's
- * mode): a first try respects the queue when fair and does not join it;
- * a waiting attempt of a fair lock, or of any permit, joins or refreshes
- * its queue place (FIFO: handed over; else woken); a lock's notify or
- * spin wait tries again. */
+ * mode): the one rule of every wait (wait.h: dlock__wait_ask). A lock's
+ * waiting attempt is a waiting writer's: readers holding the name let no
+ * new reader in (rw_acquire.lua reads the mark). */
 static dlock__ask ask_of(const dlock_op *op)
 {
-    int permit = op->hold->k.kind == DLOCK__KIND_PERMIT;
-    if (op->deadline == 0 || !op->waited)
-        return op->fair ? DLOCK__ASK_TRY_FAIR : DLOCK__ASK_TRY;
-    if (op->fair)
-        return DLOCK__ASK_FIFO;
-    /* A lock's waiting attempt is a waiting writer's: readers holding the
-     * name let no new reader in (rw_acquire.lua reads the mark). */
-    return permit ? DLOCK__ASK_QUEUE : DLOCK__ASK_WAIT;
+    int queued, s = op_strategy(op, &queued);
+    return dlock__wait_ask(op->deadline == 0 || !op->waited, s, queued);
 }
 
 /* Send op's next attempt: its kind's acquire command (kind.h). */
@@ -474,14 +476,7 @@ void dloop__attempt(dlock_op *op)
     dlock__held rec; /* what the command builder reads: keys, owner, depth */
     dlock__want w;
     int rc;
-    memset(&w, 0, sizeof w);
-    w.kind = h->k.kind;
-    w.lease_ms = h->lease_ms;
-    w.limit = h->limit;
-    w.ignore_mark = h->ignore_mark;
-    memset(&rec, 0, sizeof rec);
-    rec.k = h->k;
-    memcpy(rec.owner, h->owner, sizeof rec.owner);
+    dloop__attempt_spec(op, &rec, &w);
     if (op->loop->c->ns.lock_delay_ms > 0) /* the delay is at least it */
         dlock__nodes_note_lease(&op->loop->c->ns, h->lease_ms);
     if (lock_delayed(op))

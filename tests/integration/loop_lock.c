@@ -431,9 +431,11 @@ static void test_renew_and_stall(void **state)
 /* An extend and the loop's renewal of one hold never overlap on the
  * server with the client believing the longer lease: the server is paused
  * (CLIENT PAUSE) while an extend to 60 s is out, so that the hold's next
- * renewal (a 900 ms lease, due every 300 ms) would be queued behind it
- * and run last. Once both are answered, the validity the loop believes
- * is never longer than what the server's key has left. */
+ * renewal (a 1.5 s lease, due 500 ms after the grant) would be queued
+ * behind it and run last. Once both are answered, the validity the loop
+ * believes is never longer than what the server's key has left. (The
+ * lease leaves the key 700 ms beyond the pause: with 900 ms, a loaded
+ * machine's delay before the pause let the key expire in it.) */
 static void test_extend_beside_renewal(void **state)
 {
     dlock_client *c = fixture_client(0, 0, 0);
@@ -442,7 +444,7 @@ static void test_extend_beside_renewal(void **state)
     seen a = {0}, e = {0}, r = {0};
     int64_t pttl, valid;
     (void)state;
-    o.lease_ms = 900;
+    o.lease_ms = 1500;
     assert_int_equal(dlock_loop_lock(NULL, l, "ll:xr", &o, note, &a), DLOCK_OK);
     run1(l, &a.done);
     assert_int_equal(a.status, DLOCK_OK);

@@ -4,7 +4,8 @@
  * holders, several permits of one name on one loop (each its own owner),
  * a waiter served by a release (FIFO handoff and wake-up), renewal past
  * the lease, a cancelled waiter's queue place given back, a limit that
- * does not match refused.
+ * does not match refused, a name of another kind or not dlock's refused
+ * with the blocking API's words, a waiter under spin not queued.
  */
 #include <poll.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
 
 #include "dlock.h"
 #include "dlock_loop.h"
@@ -172,12 +174,120 @@ static void test_two_waiters_one_loop(void **state)
     dlock_client_free(c);
 }
 
+/* One try on l of KIND (0 lock, 1 permit, 2 reader) for NAME: its status
+ * and message in *s. */
+static void try_kind(dlock_loop *l, dlock_client *c, int kind, const char *name,
+                     seen *s)
+{
+    dlock_loop_acquire o;
+    dlock_loop_acquire_init(&o, c);
+    if (kind == 0)
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, note, s), DLOCK_OK);
+    else if (kind == 1)
+        assert_int_equal(dlock_loop_sem_acquire(NULL, l, name, 2, &o, note, s),
+                         DLOCK_OK);
+    else
+        assert_int_equal(dlock_loop_read_acquire(NULL, l, name, &o, note, s),
+                         DLOCK_OK);
+    run1(l, &s->done);
+}
+
+/* One try of KIND for NAME on l is refused: DLOCK_EINVAL, its message
+ * holding WORDS. */
+static void refused(dlock_loop *l, dlock_client *c, int kind, const char *name,
+                    const char *words)
+{
+    seen s = {0};
+    try_kind(l, c, kind, name, &s);
+    assert_int_equal(s.status, DLOCK_EINVAL);
+    if (strstr(s.err, words) == NULL)
+        fail_msg("%s: \"%s\" does not say \"%s\"", name, s.err, words);
+}
+
+/* A name of another kind, or a key dlock did not write, is refused by
+ * the loop's attempt with the blocking API's verdict and words (kind.h:
+ * dlock__refusal): the loop once called a foreign key "another kind of
+ * lock". */
+static void test_foreign_names(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_client *s = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *l = NULL, *ls = NULL;
+    seen b = {0}, k = {0};
+    dlock_loop_acquire o;
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "RPUSH dlock:{lf:list} x"));
+    assert_int_equal(dlock_client_set_layout(s, DLOCK_LAYOUT_STRING), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls, s), DLOCK_OK);
+    /* A permit on a list. */
+    refused(l, c, 1, "lf:list",
+            "holds a Redis list that dlock did not "
+            "write: not dlock's");
+    /* A reader on a semaphore. */
+    try_kind(l, c, 1, "lf:sem", &b);
+    assert_int_equal(b.status, DLOCK_OK);
+    refused(l, c, 2, "lf:sem", "lf:sem is a semaphore, not a read-write");
+    /* A string-layout lock on a list. */
+    refused(ls, s, 0, "lf:list", "holds a Redis list");
+    /* A hash-layout lock on a list (WRONGTYPE: kind.lua says what the
+     * key holds), on a semaphore, and waiting (not ridden until its
+     * deadline as a failing server). */
+    refused(l, c, 0, "lf:list", "holds a Redis list");
+    refused(l, c, 0, "lf:sem", "the name is a semaphore, not a lock");
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = 60000;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lf:list", &o, note, &k),
+                     DLOCK_OK);
+    run1(l, &k.done);
+    assert_int_equal(k.status, DLOCK_EINVAL);
+    rel(l, b.hold, DLOCK_OK);
+    dlock_loop_free(ls);
+    dlock_loop_free(l);
+    dlock_client_free(s);
+    dlock_client_free(c);
+}
+
+/* A permit's waiter under SPIN polls without a place in the queue, as
+ * the blocking API's does (hold/wait.h: one rule for the asks of every
+ * wait); the loop's once joined the queue (a QUEUE ask). */
+static void test_spin_not_queued(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_SPIN, 0, 0);
+    dlock_loop *l = NULL;
+    dlock_loop_acquire o, w;
+    seen h = {0}, x = {0};
+    (void)state;
+    assert_int_equal(dlock_loop_new(&l, c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 60000;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:spin", 1, &o, note, &h), DLOCK_OK);
+    run1(l, &h.done);
+    assert_int_equal(h.status, DLOCK_OK);
+    w = o;
+    w.wait_ms = 20000;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, l, "ls:spin", 1, &w, note, &x), DLOCK_OK);
+    run_for(l, 300);
+    assert_int_equal(x.done, 0);
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{ls:spin}:q"), 0);
+    rel(l, h.hold, DLOCK_OK);
+    run1(l, &x.done);
+    assert_int_equal(x.status, DLOCK_OK);
+    rel(l, x.hold, DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fair),
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_two_waiters_one_loop),
+        cmocka_unit_test(test_foreign_names),
+        cmocka_unit_test(test_spin_not_queued),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -128,6 +128,34 @@ static void test_strategy_per_kind(void **state)
     assert_false(q);
 }
 
+/* The asks of a wait, one rule for every driver: the first try, then
+ * FIFO (queued, fair), QUEUE (queued) or WAIT; a permit under spin is
+ * not queued, so it asks WAIT. */
+static void test_wait_ask(void **state)
+{
+    static const struct {
+        int kind, s, first, ask;
+    } t[] = {
+        {DLOCK__KIND_LOCK, DLOCK_WAIT_FAIR, 1, DLOCK__ASK_TRY_FAIR},
+        {DLOCK__KIND_LOCK, DLOCK_WAIT_FAIR, 0, DLOCK__ASK_FIFO},
+        {DLOCK__KIND_LOCK, DLOCK_WAIT_NOTIFY, 1, DLOCK__ASK_TRY},
+        {DLOCK__KIND_LOCK, DLOCK_WAIT_NOTIFY, 0, DLOCK__ASK_WAIT},
+        {DLOCK__KIND_LOCK, DLOCK_WAIT_SPIN, 0, DLOCK__ASK_WAIT},
+        {DLOCK__KIND_PERMIT, DLOCK_WAIT_FAIR, 1, DLOCK__ASK_TRY_FAIR},
+        {DLOCK__KIND_PERMIT, DLOCK_WAIT_FAIR, 0, DLOCK__ASK_FIFO},
+        {DLOCK__KIND_PERMIT, DLOCK_WAIT_NOTIFY, 0, DLOCK__ASK_QUEUE},
+        {DLOCK__KIND_PERMIT, DLOCK_WAIT_SPIN, 0, DLOCK__ASK_WAIT},
+        {DLOCK__KIND_READ, DLOCK_WAIT_FAIR, 1, DLOCK__ASK_TRY},
+        {DLOCK__KIND_READ, DLOCK_WAIT_FAIR, 0, DLOCK__ASK_WAIT},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int q, s = dlock__wait_strategy(dlock__kind_of(t[i].kind), t[i].s, &q);
+        assert_int_equal(dlock__wait_ask(t[i].first, s, q), t[i].ask);
+    }
+}
+
 /* Without a subscription: a fair lock's waiter stays queued (polling);
  * a permit's, a reader's and a notify waiter spin. */
 static void test_unsubscribed(void **state)
@@ -398,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_kind_table),
         cmocka_unit_test(test_strategy_per_kind),
         cmocka_unit_test(test_unsubscribed),
+        cmocka_unit_test(test_wait_ask),
         cmocka_unit_test(test_policy_every_kind),
         cmocka_unit_test(test_policy_outage),
         cmocka_unit_test(test_policy_busy),
