@@ -574,7 +574,8 @@ DLOCK_EXPORT int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
  * the hold is still this owner's) and later calls answer from the
  * handle. Returns 0 when the hold is gone then (the lease ran out, or
  * another owner has it: DLOCK_NOT_OWNER in the thread's message) or the
- * server did not answer (a later call asks again). */
+ * server did not answer (a later call asks again): a fenced writer must
+ * not go on with a hold whose token is 0. */
 DLOCK_EXPORT uint64_t dlock_lock_token(const dlock_lock *lock);
 
 /* Milliseconds of validity left by the client's monotonic clock (the

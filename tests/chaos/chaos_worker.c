@@ -136,8 +136,17 @@ static int worker(int argc, char **argv)
             chaos_sleep_ms(1 + (int64_t)(chaos_rnd() % 20));
             continue;
         }
-        int64_t enter = chaos_now_ns();
         uint64_t tok = dlock_lock_token(l);
+        if (tok == 0) {
+            /* The string layout without retention issues the token when
+             * first asked: a hold lost (or a server not answering) by
+             * then has none, and a fenced writer must not go in. */
+            chaos_log(fd, "F %d NO_TOKEN %lld %lld\n", wid, (long long)asked,
+                      (long long)chaos_now_ns());
+            dlock_lock_release(l);
+            continue;
+        }
+        int64_t enter = chaos_now_ns();
         chaos_log(fd, "E %d %llu %lld %lld\n", wid, (unsigned long long)tok,
                   (long long)enter, (long long)dlock_lock_validity_ms(l));
         if (holderfile[0] != '-') {

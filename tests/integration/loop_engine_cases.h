@@ -594,4 +594,40 @@ static void test_cancelled_extend(void **state)
     dlock_client_free(c);
 }
 
+/* A downgrade sent while a renewal round of the writer is out (the
+ * name's server paused: both wait there): whichever runs first, the
+ * hold goes on as a reader, never reported lost (the writer's round
+ * answered after the downgrade was sent is not counted). A check of the
+ * path (node_holds.c's kind check runs here): it passed without that
+ * check too, the downgrade queueing behind the round (round first). */
+static void test_downgrade_beside_round(void **state)
+{
+    dlock_client *c = client_s(DLOCK_WAIT_NOTIFY);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 1500); /* rounds every 0.5 s */
+    th_seen a = {0}, d = {0};
+    th_server *s = node_of("dlock:{ec:dr}");
+    int64_t end;
+    (void)state;
+    assert_int_equal(dlock_loop_lock(NULL, l, "ec:dr", &o, th_note, &a),
+                     DLOCK_OK);
+    ec_run(&l, 1, &a);
+    assert_int_equal(a.status, DLOCK_OK);
+    freeReplyObject(th_cmd(s, "CLIENT PAUSE 900 WRITE"));
+    end = th_now_ms() + EC_LIVE_MS;
+    while (ec_blocked(s) == 0 && th_now_ms() < end)
+        th_loop_run_for(&l, 1, 20); /* until a round is held */
+    assert_int_equal(ec_blocked(s), 1);
+    assert_int_equal(dlock_loop_downgrade(NULL, l, a.hold, th_note, &d),
+                     DLOCK_OK);
+    ec_run(&l, 1, &d);
+    assert_int_equal(d.status, DLOCK_OK);
+    th_loop_run_for(&l, 1, 1000);
+    assert_int_equal(dlock_hold_status(a.hold), DLOCK_OK);
+    assert_int_equal(th_cmd_int(s, "ZCARD dlock:{ec:dr}:r"), 1);
+    assert_int_equal(th_loop_release(l, a.hold), DLOCK_OK);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 #endif /* LOOP_ENGINE_CASES_H */

@@ -612,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_downgrade),
         cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_cancelled_extend),
+        cmocka_unit_test(test_downgrade_beside_round),
         cmocka_unit_test(test_elect_majority),
         cmocka_unit_test(test_cancel_leaves_queue),
         cmocka_unit_test(test_holder_info),

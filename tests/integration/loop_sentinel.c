@@ -270,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_downgrade),
         cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_cancelled_extend),
+        cmocka_unit_test(test_downgrade_beside_round),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1138,11 +1138,22 @@ class Held:
     @property
     def token(self) -> int:
         """The fencing token: greater than every earlier acquisition's of
-        this name (for a leader: its epoch)."""
+        this name (for a leader: its epoch). In the string layout without
+        fence retention the first read asks the server (the token is
+        issued lazily); NotOwner when the hold is gone by then,
+        ConnectionFailed (EIO) when the server did not answer (a later
+        read asks again). Never 0."""
         if self._token is None:
             cptr, lp = self._use()
             try:
-                self._token = self._client._lib.dlock_lock_token(lp)
+                lib = self._client._lib
+                tok = lib.dlock_lock_token(lp)
+                if tok == 0:
+                    st = lib.dlock_lock_status(lp)
+                    msg = _s(lib.dlock_errmsg(cptr))
+                    gone = st < 0 or "not the owner" in msg
+                    raise self._client._error(cptr, -3 if gone else -21)
+                self._token = tok
             finally:
                 self._client._leave()
         return self._token

@@ -495,6 +495,32 @@ def test_events(server, prefix):
         assert seen[2].duration >= 0
 
 
+def test_lazy_token(server, prefix, rpy):
+    """The string layout's plain acquire (notify, no fence retention)
+    issues the token when it is first read: a hold deleted before that
+    read raises NotOwner (never a token of 0 to write with); a live one
+    gets a token above the last holder's, kept for later reads."""
+    c = dlock.Client(server.url, prefix=prefix, env=False, layout="string",
+                     wait_strategy="notify", fence_retention=0)
+    try:
+        with c.lock("lt", lease=10) as first:
+            assert rpy.get(prefix + ":{lt}").endswith(b" 1 0")
+            t1 = first.token
+            assert t1 > 0 and first.token == t1
+        held = c.lock("lt", lease=10).acquire(wait=0)
+        rpy.delete(prefix + ":{lt}")
+        with pytest.raises(dlock.NotOwner):
+            held.token
+        with pytest.raises(dlock.NotOwner):
+            held.token
+        with pytest.raises(dlock.NotOwner):
+            held.release()
+        with c.lock("lt", lease=10) as third:
+            assert third.token > t1
+    finally:
+        c.close()
+
+
 def test_string_layout(server, prefix, rpy, monkeypatch):
     """layout="string" (or DLOCK_LAYOUT=string): the lock is one string
     key; a hash-layout client refuses it; a bad value is refused."""
