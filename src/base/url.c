@@ -223,8 +223,8 @@ static int parse_hostport(dlock__endpoint *ep, const char *s, size_t len,
     const char *end = s + len;
     const char *slash = memchr(s, '/', len);
     const char *hend = slash != NULL ? slash : end;
-    const char *h, *p = NULL;
-    size_t hlen;
+    const char *h = NULL, *p = NULL;
+    size_t hlen = 0; /* set by both branches; gcc -O2 cannot tell */
     long port = DEFAULT_PORT, db = 0;
     int v6 = 0;
     size_t dlen;

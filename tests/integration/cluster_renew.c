@@ -70,7 +70,8 @@ static void on_event(const dlock_event *ev, void *ud)
 static int track(const char *name)
 {
     assert_true(nseen < MAXL);
-    snprintf(seen[nseen].name, sizeof seen[nseen].name, "%s", name);
+    assert_true(snprintf(seen[nseen].name, sizeof seen[nseen].name, "%s",
+                         name) < (int)sizeof seen[nseen].name);
     atomic_store(&seen[nseen].renewed, 0);
     atomic_store(&seen[nseen].lost, 0);
     atomic_store(&seen[nseen].max_us, 0);
@@ -298,7 +299,8 @@ static void test_healthy_masters(void **state)
     /* Lock 0's slot half moved (its keys on the target: the source
      * answers ASK), then moved (MOVED). */
     mig = 0;
-    snprintf(key, sizeof key, "dlock:{%s}", names[mig]);
+    assert_true(snprintf(key, sizeof key, "dlock:{%s}", names[mig]) <
+                (int)sizeof key);
     slot = th_cluster_keyslot(&cl, key, strlen(key));
     to = ports[1];
     assert_int_equal(th_cluster_migrate_begin(&cl, slot, to, &m), 0);
@@ -314,7 +316,8 @@ static void test_healthy_masters(void **state)
 
     /* A lock whose key is gone is LOST (NOT_OWNER); the others go on. */
     gone = 4;
-    snprintf(key, sizeof key, "dlock:{%s}", names[gone]);
+    assert_true(snprintf(key, sizeof key, "dlock:{%s}", names[gone]) <
+                (int)sizeof key);
     assert_int_equal(th_cmd_int(th_cluster_node(&cl, ports[1]), "DEL %s", key),
                      1);
     {

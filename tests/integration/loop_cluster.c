@@ -64,7 +64,8 @@ static long long key_cmd(const char *name, const char *cmd)
 {
     char key[128];
     int p;
-    snprintf(key, sizeof key, "dlock:{%s}", name);
+    assert_true(snprintf(key, sizeof key, "dlock:{%s}", name) <
+                (int)sizeof key);
     p = th_cluster_key_port(&cl, key, strlen(key));
     assert_true(p > 0);
     return th_cmd_int(th_cluster_node(&cl, p), "%s %s", cmd, key);
