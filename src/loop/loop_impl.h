@@ -260,6 +260,7 @@ struct dlock_loop {
      * engine (multi_node.c), their descriptors mfd[0..nmfd) registered in
      * epfd. */
     int engine;
+    int mn_nsub; /* engine ops with a subscription (mop's sub set) */
     struct mjob *jobs;
     int *mfd, nmfd;
     /* The last renewal round's failure ("" after one that answered): a

@@ -63,6 +63,7 @@ int dloop__mn_watch(dlock_op *op)
                            NULL, &m->sub,
                            atomic_load(&c->cancel_gen)) != DLOCK_OK)
         return 0;
+    l->mn_nsub++;
     memset(&e, 0, sizeof e);
     e.events = EPOLLIN;
     if ((m->efd = dlock__waiter_fd(m->sub)) < 0 ||
@@ -71,6 +72,7 @@ int dloop__mn_watch(dlock_op *op)
         m->efd = -1;
         dlock__notify_end(m->sub);
         m->sub = NULL;
+        l->mn_nsub--;
         return 0;
     }
     m->subwait = 1;
@@ -165,6 +167,8 @@ static void unsubscribe(dlock_op *op)
     if (m->efd >= 0)
         epoll_ctl(op->loop->epfd, EPOLL_CTL_DEL, m->efd, NULL);
     m->efd = -1;
+    if (m->sub != NULL)
+        op->loop->mn_nsub--;
     dlock__notify_end(m->sub); /* closes the descriptor */
     m->sub = NULL;
     m->subwait = 0;
@@ -210,8 +214,9 @@ static void wait_begin(dlock_op *op)
     }
     dlock__wait_channel(op->hold->rec, m->x.queued, &chan, &len, &owner);
     if (dlock__notify_join(c->notifier, chan, len, owner, &m->sub,
-                           atomic_load(&c->cancel_gen)) != DLOCK_OK ||
-        (m->efd = dlock__waiter_fd(m->sub)) < 0) {
+                           atomic_load(&c->cancel_gen)) == DLOCK_OK)
+        l->mn_nsub++; /* set m->sub; counted down by unsubscribe */
+    if (m->sub == NULL || (m->efd = dlock__waiter_fd(m->sub)) < 0) {
         unsubscribed(op, 0);
         wait_on(op, DLOCK__SLEPT, NULL);
         return;
@@ -246,10 +251,15 @@ static void again(dlock_op *op)
  * starts the wait's tries; a release or a handoff naming the waiter
  * ends its W_WAKE sleep (its next attempt confirms a lock handed to it,
  * as the loop's own waiters do). Each waiter's descriptor is emptied
- * (epoll is level-triggered); what woke it is kept by the notifier. */
+ * (epoll is level-triggered); what woke it is kept by the notifier.
+ * Walks the ops only while one of them is subscribed (l->mn_nsub): a
+ * loop with thousands of ops in flight and no engine waiter pays
+ * nothing here on each process. */
 void dloop__mn_waits(dlock_loop *l)
 {
     dlock_op *op, *next;
+    if (l->mn_nsub == 0)
+        return; /* no subscribed op: no walk of every op */
     for (op = l->ops; op != NULL; op = next) {
         struct mop *m = op->mn;
         next = op->next;
