@@ -9,6 +9,7 @@
  * dlock_loop_new (drive.c) sets.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,10 @@ dlock_op *dloop__op_new(dlock_loop *l, int type, dlock_op_cb cb, void *ud)
         extra > 0 ? malloc(sizeof *op + extra) : dloop__pool_get(&l->op_pool);
     if (op == NULL)
         return NULL;
-    memset(op, 0, sizeof *op);
+    /* Zero everything but the message (its first byte is enough): a
+     * quarter KB less to clear per op. */
+    memset(op, 0, offsetof(dlock_op, err));
+    op->err[0] = '\0';
     if (extra > 0) {
         op->leader = (dlock_leader_info *)(op + 1);
         op->known = op->leader + 1;
