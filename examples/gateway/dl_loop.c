@@ -69,6 +69,7 @@ typedef struct dreq {
     gw_req **fol; /* followers: same-key requests of this process */
     size_t nfol, capfol;
     struct dreq *hnext; /* the in-progress table's chain */
+    uint32_t bucket;    /* its chain's index (key_hash of its key) */
 } dreq;
 
 /* This process's requests in progress, by key: one leader per key talks
@@ -86,9 +87,10 @@ static uint32_t key_hash(const char *k)
     return h % NBUCKET;
 }
 
-static dreq *table_find(const char *key)
+/* The request in progress for KEY, whose key_hash is H, or NULL. */
+static dreq *table_find(const char *key, uint32_t h)
 {
-    for (dreq *d = table[key_hash(key)]; d; d = d->hnext)
+    for (dreq *d = table[h]; d; d = d->hnext)
         if (!strcmp(d->req->key, key))
             return d;
     return NULL;
@@ -96,7 +98,7 @@ static dreq *table_find(const char *key)
 
 static void table_remove(dreq *d)
 {
-    dreq **pp = &table[key_hash(d->req->key)];
+    dreq **pp = &table[d->bucket];
     while (*pp && *pp != d)
         pp = &(*pp)->hnext;
     if (*pp)
@@ -335,7 +337,8 @@ fail:
 static void dl_begin(gw_backend *gb, gw_req *req)
 {
     dl_be *b = (dl_be *)gb;
-    dreq *lead = table_find(req->key);
+    uint32_t h = key_hash(req->key);
+    dreq *lead = table_find(req->key, h);
     if (lead) {
         if (lead->processing && gb->cfg->mode == GW_REJECT) {
             gw_decided(req, GW_BUSY, NULL, 0, NULL);
@@ -366,7 +369,7 @@ static void dl_begin(gw_backend *gb, gw_req *req)
     snprintf(d->name, sizeof d->name, "%s:dedup:%s", gb->cfg->prefix, req->key);
     snprintf(d->reskey, sizeof d->reskey, "%s:result:%s", gb->cfg->prefix,
              req->key);
-    uint32_t h = key_hash(req->key);
+    d->bucket = h;
     d->hnext = table[h];
     table[h] = d;
     start_round(d);

@@ -170,14 +170,16 @@ int64_t dlock__drift_ms(int64_t lease_ms, int64_t ppm, int64_t fixed_ms)
  * path (RESP lengths, script arguments). */
 size_t dlock__fmt_u64(char *buf, uint64_t v)
 {
-    char tmp[20];
-    size_t n = 0, i;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
+    size_t n = 1, i;
+    uint64_t t;
+    if (v < 10) { /* most RESP lengths and counts: one digit */
+        buf[0] = (char)('0' + v);
+        return 1;
+    }
+    for (t = v; t >= 10; t /= 10)
+        n++;
+    for (i = n; i > 0; v /= 10) /* written from the last digit back */
+        buf[--i] = (char)('0' + v % 10);
     return n;
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_logic.c - pure logic, no server: the status table, backoff and
- * drift math, random numbers, the embedded scripts and their SHA1s, and
+ * drift math, the number formatters, random numbers, the embedded scripts and their SHA1s, and
  * the option checks of dlock_client_new (which connects lazily, so it
  * needs no server either).
  */
@@ -89,6 +89,47 @@ static void test_drift(void **state)
         int64_t year = 365LL * 24 * 3600 * 1000;
         int64_t d = dlock__drift_ms(year, 999999, 0);
         assert_true(d > 0 && d < year);
+    }
+}
+
+/* dlock__fmt_u64 / dlock__fmt_i64 write what snprintf would, at every
+ * digit count and both ends of the range. */
+static void test_fmt_numbers(void **state)
+{
+    static const uint64_t u[] = {0,
+                                 1,
+                                 9,
+                                 10,
+                                 99,
+                                 100,
+                                 12345,
+                                 4294967295u,
+                                 4294967296u,
+                                 9999999999999999999u,
+                                 10000000000000000000u,
+                                 UINT64_MAX};
+    static const int64_t s[] = {0, -1, 9, -10, INT64_MAX, INT64_MIN};
+    char got[32], want[32];
+    uint64_t v;
+    size_t i, n;
+    (void)state;
+    for (i = 0; i < sizeof u / sizeof u[0]; i++) {
+        n = dlock__fmt_u64(got, u[i]);
+        got[n] = '\0';
+        snprintf(want, sizeof want, "%llu", (unsigned long long)u[i]);
+        assert_string_equal(got, want);
+    }
+    for (v = 1; v != 0 && v <= UINT64_MAX / 10; v *= 10) {
+        n = dlock__fmt_u64(got, v - 1);
+        got[n] = '\0';
+        snprintf(want, sizeof want, "%llu", (unsigned long long)(v - 1));
+        assert_string_equal(got, want);
+    }
+    for (i = 0; i < sizeof s / sizeof s[0]; i++) {
+        n = dlock__fmt_i64(got, s[i]);
+        snprintf(want, sizeof want, "%lld", (long long)s[i]);
+        assert_string_equal(got, want);
+        assert_int_equal(n, strlen(want));
     }
 }
 
@@ -302,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_status_table),
         cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_drift),
+        cmocka_unit_test(test_fmt_numbers),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_sleep_until),
         cmocka_unit_test(test_scripts_embedded),
