@@ -332,6 +332,26 @@ static void test_watchdog(void **state)
     dlock_client_free(c);
 }
 
+/* NAME acquired through c's blocking API, waiting bwait ms (*brc: its
+ * status), then through l waiting without a deadline (*w: what it
+ * completed with). 0, or -1 when the loop's acquire did not end (30 s:
+ * th_loop_run) or did not start. */
+static int both_acquire(dlock_client *c, dlock_loop *l, const char *name,
+                        int64_t bwait, int *brc, th_seen *w)
+{
+    dlock_loop_acquire o = th_loop_opts(c, -1, 1000);
+    dlock_lock *lk = NULL;
+    int ran = -1;
+    *brc = dlock_lock_acquire(&lk, c, name, bwait, 1000);
+    if (lk != NULL)
+        (void)dlock_lock_release(lk); /* not expected: the test fails */
+    if (dlock_loop_lock(NULL, l, name, &o, th_note, w) == DLOCK_OK)
+        ran = th_loop_run(&l, 1, &w->done);
+    fprintf(stderr, "%s: blocking %d, loop %d (%s)\n", name, *brc, w->status,
+            w->err);
+    return ran;
+}
+
 /* The server paused for longer than the client's outage ride: a waiting
  * loop acquire with no deadline ends with the outage's error, as the
  * blocking acquire does. */
@@ -339,19 +359,13 @@ static void test_outage_ride(void **state)
 {
     dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 200, 200);
     dlock_loop *l = th_loop_new(c);
-    dlock_loop_acquire o = th_loop_opts(c, -1, 1000);
-    dlock_lock *lk = NULL;
     th_seen w = {0};
     int brc, ran;
     (void)state;
     assert_int_equal(dlock_client_set_outage_ride_ms(c, 500), DLOCK_OK);
     th_server_pause(&srv);
-    brc = dlock_lock_acquire(&lk, c, "lo:o", -1, 1000);
-    ran = dlock_loop_lock(NULL, l, "lo:o", &o, th_note, &w) == DLOCK_OK
-              ? th_loop_run(&l, 1, &w.done)
-              : -2;
+    ran = both_acquire(c, l, "lo:o", -1, &brc, &w);
     th_server_resume(&srv); /* before any assert: teardown stops it */
-    fprintf(stderr, "blocking %d, loop %d (%s)\n", brc, w.status, w.err);
     assert_true(brc == DLOCK_EIO || brc == DLOCK_ETIMEDOUT);
     assert_int_equal(ran, 0); /* it ended, without a deadline of its own */
     assert_true(w.status == DLOCK_EIO || w.status == DLOCK_ETIMEDOUT);
@@ -366,8 +380,6 @@ static void test_error_ends_wait(void **state)
 {
     dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
     dlock_loop *l = th_loop_new(c);
-    dlock_loop_acquire o = th_loop_opts(c, -1, 1000);
-    dlock_lock *lk = NULL;
     redisReply *r;
     th_seen w = {0};
     int brc, ran;
@@ -375,14 +387,10 @@ static void test_error_ends_wait(void **state)
     r = th_cmd(&srv, "CONFIG SET maxmemory 1");
     assert_non_null(r);
     freeReplyObject(r);
-    brc = dlock_lock_acquire(&lk, c, "lo:m", 20000, 1000);
-    ran = dlock_loop_lock(NULL, l, "lo:m", &o, th_note, &w) == DLOCK_OK
-              ? th_loop_run(&l, 1, &w.done)
-              : -2;
+    ran = both_acquire(c, l, "lo:m", 20000, &brc, &w);
     r = th_cmd(&srv, "CONFIG SET maxmemory 0");
     if (r != NULL)
         freeReplyObject(r);
-    fprintf(stderr, "blocking %d, loop %d (%s)\n", brc, w.status, w.err);
     assert_int_equal(brc, DLOCK_ESERVER);
     assert_int_equal(ran, 0);
     assert_int_equal(w.status, brc);
