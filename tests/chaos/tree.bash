@@ -127,16 +127,24 @@ tree_holder() {
 }
 
 # Delete the lock key and print the token of the hold it was, atomically
-# (nothing printed when the lock was free).
-tree_del_lua="local n = redis.call('HGET', KEYS[2], 'n')
+# (nothing printed when the lock was free). The string layout keeps the
+# token in the lock's value ("<owner> <count> <token>..."); the hash
+# layout's last grant is the fence hash's n (without fence retention the
+# string layout has no fence hash: reading only n left the victim unknown
+# and its overlap with the next holder unexcused).
+tree_del_lua="local v = redis.pcall('GET', KEYS[1])
+local n
+if type(v) == 'string' then n = string.match(v, '^%S+ %d+ (%d+)') end
+if not n then n = redis.call('HGET', KEYS[2], 'n') end
 if redis.call('DEL', KEYS[1]) == 1 then return n end
 return ''"
 
 # tree_owner: the owner holding the lock now, "none" when it is free, or
 # nothing when the server did not answer.
 tree_owner() {
-    rcli "${PORTS[0]}" EVAL "return redis.call('HKEYS', KEYS[1])[1] or 'none'" \
-        1 "dlock:{$TREE_KEY}"
+    rcli "${PORTS[0]}" EVAL "if redis.call('TYPE', KEYS[1]).ok == 'string' then
+return string.match(redis.call('GET', KEYS[1]), '^(%S+)') end
+return redis.call('HKEYS', KEYS[1])[1] or 'none'" 1 "dlock:{$TREE_KEY}"
 }
 
 # f_tree ROUND LOG: the round's fault (see the top of the file).
