@@ -432,9 +432,8 @@ DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
  * does not answer: it keeps trying, with the spin backoff) before it
  * gives up with the outage's status: ms (1 or more), or -1 for as long as
  * the wait lasts. The default is 60000 (a minute). It applies to the
- * blocking API's waits and to the waits of an event loop over several
- * servers, Sentinel or Cluster (a loop over one server rides an outage
- * for its whole wait); waits that begin after the call. A setter, not a
+ * blocking API's waits and to an event loop's (dlock_loop.h), on every
+ * topology; waits that begin after the call. A setter, not a
  * dlock_options field, so that the struct's layout (the Python binding
  * mirrors it) stays. Returns DLOCK_OK, or DLOCK_EINVAL for 0 or less
  * than -1. */

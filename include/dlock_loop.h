@@ -78,8 +78,8 @@
  *  - the client's options on one server as the blocking API honours
  *    them: wait_replicas (WAIT after each lock write: a grant, an
  *    extend, a renewal round, a downgrade, a fenced set or read; too few
- *    replicas: DLOCK_NOT_REPLICATED, a grant given back, a wait trying
- *    again until its deadline), lock_delay_ms (after the server's
+ *    replicas: DLOCK_NOT_REPLICATED, a grant given back, a wait riding
+ *    it out as an outage), lock_delay_ms (after the server's
  *    identity changed no grant for the delay: DLOCK_LOCK_DELAY for a
  *    try, a wait sleeps it out), on_event and the metrics
  *    (dlock_client_metrics counts a loop's acquires, busy answers, waits,
@@ -217,10 +217,12 @@ DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
  * already holds or is acquiring NAME), DLOCK_TIMEDOUT, DLOCK_CANCELED,
  * DLOCK_NOT_REPLICATED (wait_replicas: the grant reached too few replicas
  * and was given back), DLOCK_LOCK_DELAY (lock_delay_ms: the server's
- * identity changed; a wait sleeps the delay out), or an error class (for
- * a wait: the servers failed in a way waiting will not cure, or the wait
- * ended while they were failing or refusing: the last failure is the
- * status). A failed acquire gives back what it may have taken (a request
+ * identity changed; a wait sleeps the delay out), or an error class (a
+ * wait ends as the blocking acquire's, on every topology: at once on an
+ * error that waiting will not cure; an outage, servers out of reach, late
+ * or not ready, it rides out for the client's outage ride in a row at
+ * most, dlock_client_set_outage_ride_ms, and ends with the outage's
+ * status then or at its deadline). A failed acquire gives back what it may have taken (a request
  * whose answer was lost is followed by a release).
  */
 DLOCK_EXPORT int dlock_loop_lock(dlock_op **out, dlock_loop *loop,

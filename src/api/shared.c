@@ -327,7 +327,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     t0 = dlock__now_ms();
     downgrade_send(c, r, token, o.lease_ms, res);
     downgrade_count(c, res, &d);
-    valid = t0 + o.lease_ms - dlock__drift(c, o.lease_ms);
+    valid = dlock__valid_until(c, t0, o.lease_ms);
     if (d.ok >= c->ns.quorum && valid > dlock__now_ms()) {
         dlock__got g = {.token = token,
                         .depth = 1,

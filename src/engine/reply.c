@@ -76,6 +76,12 @@ int dlock__reply_error(const dlock__nodeset *ns, const dlock__node *nd,
 }
 
 /* See step.h. */
+int dlock__reply_notready(const char *err)
+{
+    return strstr(err, ": not ready: ") != NULL;
+}
+
+/* See step.h. */
 int64_t dlock__step_deadline(const dlock__nodeset *ns, int64_t command_ms,
                              int64_t lease_ms)
 {

@@ -197,6 +197,10 @@ int dlock__reply_error(const dlock__nodeset *ns, const dlock__node *nd,
                        const char *msg, char *err, size_t errlen,
                        int *failover);
 
+/* 1 when err, a message that dlock__reply_error named, says a server not
+ * ready (LOADING, MASTERDOWN, BUSY, TRYAGAIN): the one mark of it. */
+int dlock__reply_notready(const char *err);
+
 /* How long one step may wait for one node: the command timeout, and with
  * Redlock also at most a tenth of the lease (at least 10 ms), so that a
  * stalled node cannot eat the validity. Returns the monotonic deadline. */

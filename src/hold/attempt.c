@@ -160,7 +160,7 @@ static void finish(attempt *a)
     a->phase = P_DONE;
     /* The one mark of a server not ready is the message's (reply.c). */
     if (a->rc == DLOCK_ESERVER)
-        a->g.notready = strstr(a->err, ": not ready: ") != NULL;
+        a->g.notready = dlock__reply_notready(a->err);
 }
 
 /* Give back what the failed attempt may have taken on the nodes in mask
@@ -276,20 +276,20 @@ static int decide_granted(attempt *a, int fenced)
 {
     dlock_client *c = a->c;
     const dlock__tally *t = &a->t;
-    int64_t lease_ms = a->w.lease_ms, drift = dlock__drift(c, lease_ms);
+    int64_t valid = dlock__valid_until(c, a->t0, a->w.lease_ms);
     if (fenced >= 0 && fenced < c->ns.quorum)
         return dlock__set_error(c, DLOCK_NO_QUORUM,
                                 "acquire %s: could not record the fencing "
                                 "token on a majority",
                                 a->h->k.name);
-    if (lease_ms - (dlock__now_ms() - a->t0) - drift <= 0)
+    if (valid - dlock__now_ms() <= 0)
         return dlock__set_error(c, DLOCK_NO_QUORUM,
                                 "acquire %s: validity used up before the "
                                 "majority answered",
                                 a->h->k.name);
     a->g.token = t->tmax;
     a->g.nodes = t->gmask;
-    a->g.valid_until = a->t0 + lease_ms - drift;
+    a->g.valid_until = valid;
     return DLOCK_OK;
 }
 
@@ -340,7 +340,7 @@ static int judge(attempt *a)
     dlock_client *c = a->c;
     dlock__held *h = a->h;
     dlock__got *g = &a->g;
-    int64_t elapsed;
+    int64_t elapsed, now;
     int i;
 
     dlock__acquire_tally_as(&a->t, a->res, c->ns.n, a->b.cmd.raw);
@@ -355,10 +355,11 @@ static int judge(attempt *a)
     g->ahead = a->t.ahead;
     g->place_ms = a->t.place_ms;
     g->depth = a->t.depth;
-    elapsed = dlock__now_ms() - a->t0;
+    now = dlock__now_ms();
+    elapsed = now - a->t0;
     a->v = dlock__acquire_verdict(&a->t, c->ns.quorum, h->depth,
-                                  a->w.lease_ms - elapsed -
-                                      dlock__drift(c, a->w.lease_ms));
+                                  dlock__valid_until(c, a->t0, a->w.lease_ms) -
+                                      now);
     if (dlock__withdraw_decides(a->withdrawn, a->v)) {
         g->pttl = -1;
         return dlock__withdrawn_error(c, h, a->withdrawn, a->minacks, &g->pttl);

@@ -234,4 +234,14 @@ static inline int64_t dlock__drift(const dlock_client *c, int64_t lease_ms)
     return dlock__drift_ms(lease_ms, c->opts.drift_ppm, c->opts.drift_fixed_ms);
 }
 
+/* The end of a grant's validity on our clock (monotonic ms): an acquire
+ * of lease_ms sent at sent_ms holds until then at least (the lease less
+ * the drift allowance). What is left of it at t: the result less t. The
+ * one formula of every attempt (attempt.c) and the loop's (loop/ops.c). */
+static inline int64_t dlock__valid_until(const dlock_client *c, int64_t sent_ms,
+                                         int64_t lease_ms)
+{
+    return sent_ms + lease_ms - dlock__drift(c, lease_ms);
+}
+
 #endif /* DLOCK_CORE_H */

@@ -162,7 +162,7 @@ static void ext_judge(dlock_client *c, dlock__held **hs, const int64_t *leases,
                 no++;
             }
         }
-        valid = t0 + leases[i] - dlock__drift(c, leases[i]);
+        valid = dlock__valid_until(c, t0, leases[i]);
         if (yes >= c->ns.quorum && valid > dlock__now_ms()) {
             atomic_store(&hs[i]->valid_until_ms, valid);
             ok[i] = DLOCK_OK;

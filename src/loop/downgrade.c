@@ -81,8 +81,7 @@ static void downgrade_reply(dlock_loop *l, void *ctx, int rc,
         return;
     }
     /* The read lease runs from the request (the script set it then). */
-    h->valid_until =
-        op->wake_at + h->lease_ms - dlock__drift(l->c, h->lease_ms);
+    h->valid_until = dlock__valid_until(l->c, op->wake_at, h->lease_ms);
     if (h->renew && !h->renewing) {
         h->renew_at = op->wake_at + h->lease_ms / 3;
         dloop__hold_sched(h);
@@ -159,7 +158,7 @@ static void mn_downgrade_done(mjob *j)
     dlock_client *c = op->loop->c;
     int q = c->ns.cluster != NULL ? 1 : c->ns.quorum;
     int voters = c->ns.cluster != NULL ? 1 : c->ns.n;
-    int64_t valid = op->wake_at + h->lease_ms - dlock__drift(c, h->lease_ms);
+    int64_t valid = dlock__valid_until(c, op->wake_at, h->lease_ms);
     char msg[LOOP_ERRLEN];
     mn_tally t;
     mn_count(j, &t);

@@ -153,7 +153,7 @@ void dloop__renewed(dlock_hold *h, int64_t sent_ms, int64_t lease)
 {
     dlock_loop *l = h->loop;
     h->lease_ms = lease;
-    h->valid_until = sent_ms + lease - dlock__drift(l->c, lease);
+    h->valid_until = dlock__valid_until(l->c, sent_ms, lease);
     if (h->renew)
         h->renew_at = sent_ms + lease / 3;
     dloop__hold_sched(h);

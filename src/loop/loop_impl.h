@@ -215,6 +215,9 @@ struct dlock_op {
     size_t gotlen;
     int has_got;
     int last_rc;
+    /* One server: when the outage a wait rides began (the wait policy's,
+     * hold/wait.h), 0: none */
+    int64_t outage_since;
     struct mop *mn; /* an engine loop's op state (multi_node.c) */
     int href;       /* holds a reference to hold, dropped after the
                        callback (an engine loop's extend) */

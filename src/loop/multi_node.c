@@ -330,7 +330,7 @@ static void attempt_done(mjob *j)
          * for the next (withdraw.h): the grant is under the record's. */
         memcpy(h->owner, h->rec->owner, sizeof h->owner);
         holder_record(op->loop, h);
-        /* valid_until = sent + lease - drift (attempt.c) */
+        /* The sent time back from valid_until (dlock__valid_until) */
         dloop__hold_granted(op, g->token, g->valid_until - h->lease_ms + drift);
         return;
     }

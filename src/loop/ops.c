@@ -236,22 +236,50 @@ static int subscribe(dlock_op *op)
     return 0;
 }
 
-/* An acquire's attempt failed with rc: fail or wait for another. */
+/* An acquire's attempt failed with rc (err: its message; sent: the
+ * request went out, so a grant may be ours): a try fails; a wait asks the
+ * one wait policy (hold/wait.h: dlock__wait_next), as the blocking wait
+ * and an engine loop's do: an outage (dlock__outage_retryable) is ridden
+ * out after the spin backoff, for the client's outage ride in a row at
+ * most (dlock_client_set_outage_ride_ms) and never past the deadline;
+ * any other error ends the wait with its status. */
 static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
 {
-    int64_t now = dlock__now_ms();
+    dlock_client *c = op->loop->c;
+    int64_t now = dlock__now_ms(), until = 0;
+    dlock__wait x;
+    dlock__got g;
+    int out = rc;
     if (sent)
         op->maybe = 1;
     op->last_rc = rc;
     snprintf(op->err, sizeof op->err, "%s", err);
-    if (op->deadline == 0 || rc == DLOCK_EAUTH || rc == DLOCK_EREFUSED ||
-        rc == DLOCK_EINVAL || rc == DLOCK_ENOMEM ||
-        (op->deadline > 0 && now >= op->deadline)) {
+    if (op->deadline == 0 || (op->deadline > 0 && now >= op->deadline)) {
         dloop__complete(op, rc, NULL);
         return;
     }
-    /* A wait rides out a failing server: again after a backoff. */
-    sleep_until(op, now + dlock__backoff_ms(50, 1000, op->round++));
+    /* The policy's state for a failure: the streak and the backoff's
+     * round are the op's (one server: not Sentinel, no queue to read). */
+    memset(&x, 0, sizeof x);
+    memset(&g, 0, sizeof g);
+    x.strategy = op->strategy;
+    x.deadline = op->deadline;
+    x.spin_min_ms = c->opts.spin_min_ms;
+    x.spin_max_ms = c->opts.spin_max_ms;
+    x.round = op->round;
+    x.ride_ms = atomic_load(&c->outage_ride_ms);
+    x.outage_since = op->outage_since;
+    x.outage_rc = rc;
+    x.pttl = -1;
+    g.pttl = -1;
+    g.notready = rc == DLOCK_ESERVER && dlock__reply_notready(err);
+    if (dlock__wait_next(&x, rc, &g, now, &until, &out) != DLOCK__W_SLEEP) {
+        dloop__complete(op, out, NULL); /* the attempt's message */
+        return;
+    }
+    op->round = x.round;
+    op->outage_since = x.outage_since;
+    sleep_until(op, until);
 }
 
 /* See loop_impl.h. */
@@ -261,7 +289,7 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms)
     dlock_loop *l = op->loop;
     h->held = 1;
     h->token = token;
-    h->valid_until = sent_ms + h->lease_ms - dlock__drift(l->c, h->lease_ms);
+    h->valid_until = dlock__valid_until(l->c, sent_ms, h->lease_ms);
     if (h->renew) {
         h->renew_at = sent_ms + h->lease_ms / 3;
         dloop__hold_sched(h);
@@ -317,8 +345,8 @@ static void acq_acked(dlock_op *op, int rc, const char *msg)
     char err[LOOP_ERRLEN];
     dloop__giveback(op->loop, op->hold, op->token);
     snprintf(err, sizeof err, "acquire %s: given back", msg);
-    /* A wait rides it out as it rides a failing server: again after a
-     * backoff until its deadline, then this is its status. */
+    /* Too few replicas is an outage to the wait policy: a wait rides it
+     * out (attempt_failed). */
     attempt_failed(op, rc, err, 0);
 }
 
@@ -388,6 +416,10 @@ static void acq_wait(dlock_op *op, const redisReply *r, int64_t pttl,
 static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
                      int64_t now)
 {
+    /* An answer ends an outage's streak (the wait policy's rule): a
+     * deadline reached from now on is a timeout. */
+    op->outage_since = 0;
+    op->last_rc = DLOCK_OK;
     if (op->deadline == 0) {
         dloop__complete(op, DLOCK_BUSY, "%s: held by another owner",
                         op->hold->k.name);
@@ -435,7 +467,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
     switch (dlock__acquire_verdict(
         &t, 1, 0,
-        h->lease_ms - took - dlock__drift(op->loop->c, h->lease_ms))) {
+        dlock__valid_until(op->loop->c, op->arg_lease, h->lease_ms) - now)) {
     case DLOCK__V_GRANTED:
         acq_granted(op, t.tmax);
         return;

@@ -15,7 +15,12 @@
  *    read hold (same owner and token) that a waiting reader then shares;
  *  - the watchdog thread as renewer (dlock_loop_set_watchdog): a loop
  *    that does not run for five leases keeps its hold; a loss the
- *    watchdog finds is reported by process through on_lost.
+ *    watchdog finds is reported by process through on_lost;
+ *  - the one wait policy (issue 28): a waiting acquire without a deadline
+ *    ends when an outage outlasts the client's outage ride
+ *    (dlock_client_set_outage_ride_ms), and at once on an error the
+ *    blocking acquire does not retry (OOM), with the blocking API's
+ *    status.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -327,6 +332,73 @@ static void test_watchdog(void **state)
     dlock_client_free(c);
 }
 
+/* NAME acquired through c's blocking API, waiting bwait ms (*brc: its
+ * status), then through l waiting without a deadline (*w: what it
+ * completed with). 0, or -1 when the loop's acquire did not end (30 s:
+ * th_loop_run) or did not start. */
+static int both_acquire(dlock_client *c, dlock_loop *l, const char *name,
+                        int64_t bwait, int *brc, th_seen *w)
+{
+    dlock_loop_acquire o = th_loop_opts(c, -1, 1000);
+    dlock_lock *lk = NULL;
+    int ran = -1;
+    *brc = dlock_lock_acquire(&lk, c, name, bwait, 1000);
+    if (lk != NULL)
+        (void)dlock_lock_release(lk); /* not expected: the test fails */
+    if (dlock_loop_lock(NULL, l, name, &o, th_note, w) == DLOCK_OK)
+        ran = th_loop_run(&l, 1, &w->done);
+    fprintf(stderr, "%s: blocking %d, loop %d (%s)\n", name, *brc, w->status,
+            w->err);
+    return ran;
+}
+
+/* The server paused for longer than the client's outage ride: a waiting
+ * loop acquire with no deadline ends with the outage's error, as the
+ * blocking acquire does. */
+static void test_outage_ride(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 200, 200);
+    dlock_loop *l = th_loop_new(c);
+    th_seen w = {0};
+    int brc, ran;
+    (void)state;
+    assert_int_equal(dlock_client_set_outage_ride_ms(c, 500), DLOCK_OK);
+    th_server_pause(&srv);
+    ran = both_acquire(c, l, "lo:o", -1, &brc, &w);
+    th_server_resume(&srv); /* before any assert: teardown stops it */
+    assert_true(brc == DLOCK_EIO || brc == DLOCK_ETIMEDOUT);
+    assert_int_equal(ran, 0); /* it ended, without a deadline of its own */
+    assert_true(w.status == DLOCK_EIO || w.status == DLOCK_ETIMEDOUT);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
+/* A server error the blocking acquire does not retry (out of memory:
+ * the script's write refused) ends a loop acquire's wait at once, with
+ * the same status, however long it may wait. */
+static void test_error_ends_wait(void **state)
+{
+    dlock_client *c = fixture_client(DLOCK_WAIT_NOTIFY, 0, 0);
+    dlock_loop *l = th_loop_new(c);
+    redisReply *r;
+    th_seen w = {0};
+    int brc, ran;
+    (void)state;
+    r = th_cmd(&srv, "CONFIG SET maxmemory 1");
+    assert_non_null(r);
+    freeReplyObject(r);
+    ran = both_acquire(c, l, "lo:m", 20000, &brc, &w);
+    r = th_cmd(&srv, "CONFIG SET maxmemory 0");
+    if (r != NULL)
+        freeReplyObject(r);
+    assert_int_equal(brc, DLOCK_ESERVER);
+    assert_int_equal(ran, 0);
+    assert_int_equal(w.status, brc);
+    assert_non_null(strstr(w.err, "OOM"));
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +407,8 @@ int main(void)
         cmocka_unit_test(test_downgrade),
         cmocka_unit_test(test_lock_delay),
         cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_outage_ride),
+        cmocka_unit_test(test_error_ends_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
