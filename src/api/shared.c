@@ -19,6 +19,7 @@
 #include "hold/held.h"
 #include "hold/release.h"
 #include "hold/take.h"
+#include "hold/verdict.h"
 
 /* The common checks; *found = this thread's registered hold of NAME's
  * kind, or -1. */
@@ -187,13 +188,6 @@ static void downgrade_undo(dlock_client *c, dlock__held *r, uint64_t mask,
     dlock__undo_acquire(c, r, mask, 1, token, lease_ms, 0, 1);
 }
 
-/* What the nodes answered a downgrade. */
-typedef struct downgraded {
-    int ok, no, unacked; /* granted, refused, granted but too few acks */
-    uint64_t granted;    /* nodes that granted (acknowledged) */
-    uint64_t unknown;    /* nodes that may hold either form */
-} downgraded;
-
 /* Send rw_downgrade.lua for the reader r (its writer's token, lease_ms)
  * to every node; the answers in res. */
 static void downgrade_send(dlock_client *c, const dlock__held *r,
@@ -216,40 +210,11 @@ static void downgrade_send(dlock_client *c, const dlock__held *r,
                res);
 }
 
-/* Count the downgrade's answers res into *d. */
-static void downgrade_count(dlock_client *c, dlock__result *res, downgraded *d)
-{
-    int i;
-    memset(d, 0, sizeof *d);
-    for (i = 0; i < c->ns.n; i++) {
-        const redisReply *rep = res[i].reply;
-        int one = res[i].status == DLOCK_OK &&
-                  rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
-        if (res[i].status != DLOCK_OK) {
-            if (res[i].sent)
-                d->unknown |= 1ULL << i;
-        } else if (one && c->ns.wait_replicas > 0 &&
-                   res[i].acks < c->ns.wait_replicas) {
-            /* Too few replicas have the read lease: a failover could
-             * lose it (and keep the writer's older lease). */
-            d->unacked++;
-            d->unknown |= 1ULL << i;
-        } else if (one) {
-            d->ok++;
-            d->granted |= 1ULL << i;
-        } else if (rep->type == REDIS_REPLY_INTEGER) {
-            d->no++;
-        } else {
-            dlock__malformed(&c->ns, res, i, "the downgrade script");
-            d->unknown |= 1ULL << i;
-        }
-    }
-}
-
 /* The status, with its message, of a downgrade of r that did not get a
  * majority. */
 static int downgrade_failed(dlock_client *c, const dlock__held *r,
-                            const dlock__result *res, const downgraded *d)
+                            const dlock__result *res,
+                            const dlock__downgraded *d)
 {
     if (d->no > c->ns.n - c->ns.quorum)
         return dlock__set_error(c, DLOCK_NOT_OWNER,
@@ -303,7 +268,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
     dlock_acquire_options o;
     dlock_client *c;
     dlock__held *r;
-    downgraded d;
+    dlock__downgraded d;
     uint64_t token;
     int64_t t0, valid;
     int done = 0, rc = downgrade_check(out, l, &done);
@@ -326,7 +291,7 @@ int dlock_rw_downgrade(dlock_lock **out, dlock_lock *l)
 
     t0 = dlock__now_ms();
     downgrade_send(c, r, token, o.lease_ms, res);
-    downgrade_count(c, res, &d);
+    dlock__downgrade_count(&c->ns, c->ns.wait_replicas, res, c->ns.n, &d);
     valid = dlock__valid_until(c, t0, o.lease_ms);
     if (d.ok >= c->ns.quorum && valid > dlock__now_ms()) {
         dlock__got g = {.token = token,

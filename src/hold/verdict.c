@@ -141,3 +141,36 @@ int dlock__withdraw_decides(uint64_t withdrawn, dlock__verdict v)
 {
     return withdrawn != 0 && v != DLOCK__V_GRANTED && v != DLOCK__V_BUSY;
 }
+
+/* See verdict.h. */
+void dlock__downgrade_count(const dlock__nodeset *ns, int wait_replicas,
+                            dlock__result *res, int n, dlock__downgraded *d)
+{
+    int i;
+    memset(d, 0, sizeof *d);
+    d->fail = -1;
+    for (i = 0; i < n; i++) {
+        const redisReply *rep = res[i].reply;
+        int one = res[i].status == DLOCK_OK &&
+                  rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        if (res[i].status != DLOCK_OK) {
+            if (res[i].sent)
+                d->unknown |= 1ULL << i;
+            if (d->fail < 0)
+                d->fail = i;
+        } else if (one && wait_replicas > 0 && res[i].acks < wait_replicas) {
+            /* Too few replicas have the read lease: a failover could
+             * lose it (and keep the writer's older lease). */
+            d->unacked++;
+            d->unknown |= 1ULL << i;
+        } else if (one) {
+            d->ok++;
+            d->granted |= 1ULL << i;
+        } else if (rep->type == REDIS_REPLY_INTEGER) {
+            d->no++;
+        } else {
+            dlock__malformed(ns, res, i, "the downgrade script");
+            d->unknown |= 1ULL << i;
+        }
+    }
+}

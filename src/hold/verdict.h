@@ -86,4 +86,20 @@ uint64_t dlock__refused_undo_mask(const dlock__result *res, int n);
  * neither granted nor busy. */
 int dlock__withdraw_decides(uint64_t withdrawn, dlock__verdict v);
 
+/* The answers of a read-write downgrade (rw_downgrade.lua: 1 done, 0
+ * not the owner), counted: by dlock_rw_downgrade (api/shared.c) and a
+ * loop's (loop/downgrade.c). */
+typedef struct dlock__downgraded {
+    int ok, no, unacked; /* granted, refused, granted but too few acks */
+    uint64_t granted;    /* nodes that granted (acknowledged) */
+    uint64_t unknown;    /* nodes that may hold either form */
+    int fail;            /* the first node whose request failed, -1: none */
+} dlock__downgraded;
+
+/* Count res[0..n) (node i of ns) into *d, wait_replicas the replicas a
+ * grant must have reached (0: none). A reply of the wrong shape is
+ * unknown, and its result is marked malformed (dlock__malformed). */
+void dlock__downgrade_count(const dlock__nodeset *ns, int wait_replicas,
+                            dlock__result *res, int n, dlock__downgraded *d);
+
 #endif /* DLOCK_HOLD_VERDICT_H */

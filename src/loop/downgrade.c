@@ -25,6 +25,7 @@
 
 #include "hold/kind.h"
 #include "hold/release.h"
+#include "hold/verdict.h"
 #include "loop/loop_impl.h"
 #include "loop/multi_node.h"
 
@@ -94,52 +95,16 @@ static void downgrade_reply(dlock_loop *l, void *ctx, int rc,
 
 /* ---- on an engine loop ------------------------------------------------ */
 
-/* What the nodes answered an engine loop's downgrade. */
-typedef struct mn_tally {
-    int ok, no, unacked, fail; /* fail: the first failed node, or -1 */
-    int maybe;                 /* a node may hold either form */
-} mn_tally;
-
-/* Count j's answers (as shared.c's downgrade_count). */
-static void mn_count(const mjob *j, mn_tally *t)
-{
-    const dlock_client *c = j->l->c;
-    int i;
-    memset(t, 0, sizeof *t);
-    t->fail = -1;
-    for (i = 0; i < j->nres; i++) {
-        const dlock__result *r = &j->res[i];
-        int one = r->status == DLOCK_OK &&
-                  r->reply->type == REDIS_REPLY_INTEGER &&
-                  r->reply->integer == 1;
-        if (r->status != DLOCK_OK) {
-            t->maybe |= r->sent;
-            if (t->fail < 0)
-                t->fail = i;
-        } else if (one && c->ns.wait_replicas > 0 &&
-                   r->acks < c->ns.wait_replicas) {
-            t->unacked++;
-            t->maybe = 1;
-        } else if (one) {
-            t->ok++;
-        } else if (r->reply->type == REDIS_REPLY_INTEGER) {
-            t->no++;
-        } else {
-            t->maybe = 1;
-        }
-    }
-}
-
 /* The engine's downgrade failed: both forms go back through the
- * client's watchdog on every node when any may have one (t->maybe or a
- * node downgraded), the hold is lost (status), op completes with rc and
- * msg. */
-static void mn_undo(dlock_op *op, const mn_tally *t, int status, int rc,
-                    const char *msg)
+ * client's watchdog on every node when any may have one (a node that
+ * may, or one that downgraded), the hold is lost (status), op completes
+ * with rc and msg. */
+static void mn_undo(dlock_op *op, const dlock__downgraded *t, int status,
+                    int rc, const char *msg)
 {
     dlock_hold *h = op->hold;
     dlock_client *c = op->loop->c;
-    if ((t->maybe || t->ok > 0) && h->rec != NULL) {
+    if ((t->unknown != 0 || t->ok > 0) && h->rec != NULL) {
         int64_t until = dlock__now_ms() + h->lease_ms;
         h->rec->k.kind = DLOCK__KIND_LOCK;
         dlock__undo_queue(c, h->rec, dlock__all_nodes(c), 1, h->token, until);
@@ -160,8 +125,8 @@ static void mn_downgrade_done(mjob *j)
     int voters = c->ns.cluster != NULL ? 1 : c->ns.n;
     int64_t valid = dlock__valid_until(c, op->wake_at, h->lease_ms);
     char msg[LOOP_ERRLEN];
-    mn_tally t;
-    mn_count(j, &t);
+    dlock__downgraded t;
+    dlock__downgrade_count(&c->ns, c->ns.wait_replicas, j->res, j->nres, &t);
     if (t.ok >= q && valid > dlock__now_ms()) {
         /* The read lease runs from the request (the script set it). */
         h->valid_until = valid;
