@@ -508,11 +508,11 @@ static void late_done(mjob *j)
     dloop__hold_unref(h);
 }
 
-/* op (an extend or a downgrade of h) ends while its call is out: the
+/* An extend or a downgrade of h ends while its call j is out: the
  * call goes on, detached, and h counts as extending until it is
  * answered (its request may still run on the servers: a renewal round
  * sent beside it, on another connection, could run before it). */
-static void keep_out(dlock_op *op, dlock_hold *h, mjob *j)
+static void keep_out(dlock_hold *h, mjob *j)
 {
     j->op = NULL;
     j->late = h;
@@ -523,7 +523,6 @@ static void keep_out(dlock_op *op, dlock_hold *h, mjob *j)
         free(j->batch); /* an extend's own batch */
         j->batch = NULL;
     }
-    (void)op;
 }
 
 /* See loop_impl.h. */
@@ -534,7 +533,7 @@ void dloop__mn_abort(dlock_op *op)
     int leave = 0, give_up = 0;
     if (m->job != NULL && h != NULL && !m->job->finished &&
         (op->type == OP_EXTEND || op->type == OP_DOWNGRADE)) {
-        keep_out(op, h, m->job);
+        keep_out(h, m->job);
         m->job = NULL;
     }
     if (m->job != NULL) {
