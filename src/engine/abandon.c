@@ -38,6 +38,14 @@ static void abandon_call(dlock__call *k, int j)
     lane *ln = &k->ln[c->lane];
     dlock__conn *conn = ln->conn;
     int i;
+    if (ln->sh >= 0) { /* its reply dropped when it comes: no pin */
+        snprintf(k->res[j].err, sizeof k->res[j].err, "%s: not waited for",
+                 dlock__node_name(ln->nd));
+        dlock__lanes_abandon(k, c->lane, j);
+        k->res[j].pending = 1;
+        dlock__call_end(k, j, DLOCK_ETIMEDOUT);
+        return;
+    }
     for (i = ln->qhead; i < ln->qlen; i++)
         if (ln->q[i].kind == E_INFO) /* INFO's answer is unread too */
             dlock__conn_abandon(conn);
@@ -121,8 +129,8 @@ static int lane_pin(dlock__call *k, int l)
 {
     lane *ln = &k->ln[l];
     int j;
-    if (!k->fixed || k->ns->n != 1)
-        return 0;
+    if (!k->fixed || k->ns->n != 1 || ln->sh >= 0)
+        return 0; /* on a set: its lane keeps the order */
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
         if (c->state != C_SENT || c->lane != l || !c->cmd->pin_out ||
@@ -147,7 +155,7 @@ static void lane_expire(dlock__call *k, int l)
 {
     lane *ln = &k->ln[l];
     int i, j, unread = 0, gave_eval = 0, infos = 0;
-    for (i = ln->qhead; i < ln->qlen; i++) {
+    for (i = ln->qhead; i < ln->qlen && ln->sh < 0; i++) {
         const expect *e = &ln->q[i];
         if (e->kind == E_SCRIPT && k->cl[e->call].cmd->give_back &&
             !k->cl[e->call].full) {
@@ -158,7 +166,9 @@ static void lane_expire(dlock__call *k, int l)
         infos += e->kind == E_INFO;
         unread = dlock__conn_abandon(ln->conn);
     }
-    if (!lane_pin(k, l))
+    if (ln->sh >= 0) /* on a set: dropped, the give-backs kept */
+        dlock__lanes_abandon(k, l, -1);
+    else if (!lane_pin(k, l))
         dlock__lane_release(
             k, l, gave_eval || unread <= MAX_STALE + infos + (k->wait ? 2 : 0));
     for (j = 0; j < k->m; j++) {
@@ -205,6 +215,10 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why)
             continue;
         dlock__node_opening_free(k->cl[j].open);
         k->cl[j].open = NULL;
+        if (k->set != NULL) /* no verdict on the node: another may open */
+            dlock__lanes_opening(k,
+                                 k->fixed ? &k->ns->node[j] : k->cl[j].open_nd,
+                                 -1, DLOCK_OK, NULL);
         snprintf(
             k->res[j].err, sizeof k->res[j].err, "%s: %s",
             dlock__node_name(k->fixed ? &k->ns->node[j] : k->cl[j].open_nd),
@@ -255,6 +269,10 @@ void dlock__call_finish(dlock__call *k)
         if (k->cl[j].first != NULL)
             freeReplyObject(k->cl[j].first);
         k->cl[j].first = NULL;
+        if (k->set != NULL && k->cl[j].open != NULL) /* cancelled */
+            dlock__lanes_opening(k,
+                                 k->fixed ? &k->ns->node[j] : k->cl[j].open_nd,
+                                 -1, DLOCK_OK, NULL);
         dlock__node_opening_free(k->cl[j].open);
         k->cl[j].open = NULL;
         if (k->cl[j].pre != NULL)

@@ -31,44 +31,6 @@
 #include "topo/ident.h"
 #include "engine/script.h"
 
-/* A failure worth waiting out in a cluster: the node may be gone and its
- * slots on their way to a replica. Not a bad password or TLS setup. */
-static int cluster_transient(const dlock__call *k, int rc)
-{
-    return k->ns->cluster != NULL &&
-           (rc == DLOCK_EIO || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ESERVER);
-}
-
-/* Cluster: call j cannot go now (a failover or a slot migration under
- * way, CLUSTERDOWN, a master that does not answer): again after a short
- * backoff while the deadline allows, else it ends with rc. */
-static void call_later(dlock__call *k, int j, int rc)
-{
-    ecall *c = &k->cl[j];
-    int64_t d = c->tries < 4 ? 10LL << c->tries : 100;
-    int64_t now = dlock__now_ms();
-    c->tries++;
-    c->ask = NULL;
-    c->hops = 0; /* ASK, TRYAGAIN, ASK...: the deadline bounds those */
-    dlock__call_end(k, j, rc);
-    if (k->ns->cluster != NULL && now + d < k->deadline) {
-        c->state = C_BACKOFF;
-        c->retry_at = now + d;
-    }
-}
-
-/* Call j could not be sent (rc, res[j].err set): transient cluster
- * failures wait and go again (the map refreshed), the rest are final. */
-static void call_failed(dlock__call *k, int j, int rc)
-{
-    if (cluster_transient(k, rc)) {
-        dlock__cluster_stale(k->ns);
-        call_later(k, j, rc);
-    } else {
-        dlock__call_end(k, j, rc);
-    }
-}
-
 /* Call j's connection failed under it (rc; lost: the request may have
  * run): once on a fresh connection while time remains, then as a
  * failure to send. */
@@ -91,7 +53,7 @@ static void call_lost(dlock__call *k, int j, int rc, int lost)
         k->changed = 1;
         return;
     }
-    call_failed(k, j, rc);
+    dlock__call_failed(k, j, rc);
 }
 
 /* Call j answered rep (owned; acks: WAIT's answer, or -1). */
@@ -102,26 +64,32 @@ static void call_ok(dlock__call *k, int j, redisReply *rep, long long acks)
     dlock__call_end(k, j, DLOCK_OK);
 }
 
-/* Expect one more reply on lane l. DLOCK_OK or DLOCK_ENOMEM. */
-static int q_push(lane *l, int kind, int call)
+/* Expect one more reply on lane l of k (kind; E_ASKING, E_SCRIPT: call
+ * j's), on its set's lane too when it is a view of one. DLOCK_OK or
+ * DLOCK_ENOMEM. */
+static int q_push(dlock__call *k, int l, int kind, int call)
 {
-    if (l->qhead > 0 && l->qhead == l->qlen)
-        l->qhead = l->qlen = 0;
-    if (l->qlen == l->qcap) {
-        int cap = l->qcap ? 2 * l->qcap : 8;
-        expect *q = realloc(l->q, (size_t)cap * sizeof *q);
+    lane *ln = &k->ln[l];
+    if (ln->qhead > 0 && ln->qhead == ln->qlen)
+        ln->qhead = ln->qlen = 0;
+    if (ln->qlen == ln->qcap) {
+        int cap = ln->qcap ? 2 * ln->qcap : 8;
+        expect *q = realloc(ln->q, (size_t)cap * sizeof *q);
         if (q == NULL)
             return DLOCK_ENOMEM;
-        l->q = q;
-        l->qcap = cap;
+        ln->q = q;
+        ln->qcap = cap;
     }
-    l->q[l->qlen++] = (expect){kind, call};
+    if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call) != DLOCK_OK)
+        return DLOCK_ENOMEM;
+    ln->q[ln->qlen++] = (expect){kind, call};
     return DLOCK_OK;
 }
 
-/* Lane l's connection failed (rc, err): every call on it not answered
- * yet (a script reply without its WAIT counts as not answered) is lost. */
-static void lane_fail(dlock__call *k, int l, int rc, const char *err)
+/* Lane l's connection failed (rc, err): l is released (closed, or
+ * detached from its set's lane) and every call on it not answered yet (a
+ * script reply without its WAIT counts as not answered) is lost. */
+static void lane_lost(dlock__call *k, int l, int rc, const char *err)
 {
     int j;
     dlock__lane_release(k, l, 0);
@@ -133,13 +101,25 @@ static void lane_fail(dlock__call *k, int l, int rc, const char *err)
     }
 }
 
+/* Lane l's connection failed (rc, err): every call on it not answered
+ * yet is lost; on a set, every call on the set's lane. */
+static void lane_fail(dlock__call *k, int l, int rc, const char *err)
+{
+    if (k->ln[l].sh >= 0)
+        dlock__lanes_fail(k->set, k->ln[l].sh, rc, err);
+    else
+        lane_lost(k, l, rc, err);
+}
+
 /* A free lane for conn to nd (node: fixed set index or -1), with the INFO
- * that identifies a Redlock node queued first when wanted. Returns its
- * index, or -1 out of memory (conn then given back). */
+ * that identifies a Redlock node queued first when wanted. On a set: a
+ * view of the set's lane to nd (conn, when not NULL, becomes it or goes
+ * to the pool). Returns its index, or -1 out of memory (conn then given
+ * back). */
 static int lane_new(dlock__call *k, dlock__node *nd, int node,
                     dlock__conn *conn, int fresh)
 {
-    int l;
+    int l, sh = -1, took = 1;
     for (l = 0; l < k->nl && k->ln[l].conn != NULL; l++)
         ;
     if (l == k->nl) {
@@ -151,17 +131,21 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
         k->ln = ln;
         memset(&k->ln[k->nl++], 0, sizeof *ln);
     }
+    if (k->set != NULL && (sh = dlock__lanes_install(k, nd, conn, &took)) < 0)
+        return -1;
     k->ln[l].nd = nd;
     k->ln[l].node = node;
-    k->ln[l].conn = conn;
-    k->ln[l].fresh = fresh;
+    k->ln[l].sh = sh;
+    k->ln[l].conn = sh >= 0 ? k->set->ln[sh].conn : conn;
+    k->ln[l].fresh = fresh && took;
     k->ln[l].qhead = k->ln[l].qlen = 0;
     /* A node not yet identified is asked who it is on the way (a Redlock
-     * must not count one server twice; ident.c). */
-    if (node >= 0 && dlock__ident_wanted(k->ns, node) &&
-        (dlock__ident_ask(conn) != DLOCK_OK ||
-         q_push(&k->ln[l], E_INFO, -1) != DLOCK_OK)) {
-        dlock__lane_release(k, l, 0);
+     * must not count one server twice; ident.c): on a set, once per
+     * connection. */
+    if (node >= 0 && took && dlock__ident_wanted(k->ns, node) &&
+        (dlock__ident_ask(k->ln[l].conn) != DLOCK_OK ||
+         q_push(k, l, E_INFO, -1) != DLOCK_OK)) {
+        lane_fail(k, l, DLOCK_ENOMEM, "out of memory");
         return -1;
     }
     return l;
@@ -178,7 +162,8 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
     dlock__conn **pins = c->cmd->pins;
     int rc;
     *fresh = 1;
-    if (pins != NULL && pins[c->node] != NULL && !c->retried) {
+    if (k->set == NULL && pins != NULL && pins[c->node] != NULL &&
+        !c->retried) {
         *conn = pins[c->node];
         pins[c->node] = NULL;
         *fresh = 0;
@@ -194,6 +179,8 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
                                    fresh, k->res[j].err, sizeof k->res[j].err);
     if (rc == DLOCK__OPEN_AGAIN)
         c->state = C_OPENING;
+    if (rc == DLOCK__OPEN_AGAIN && k->set != NULL)
+        dlock__lanes_opening(k, &k->ns->node[c->node], 1, DLOCK_OK, NULL);
     return rc;
 }
 
@@ -218,6 +205,26 @@ static int replica_refused(dlock__call *k, int j, dlock__node *nd,
     return 1;
 }
 
+/* On a set, a fixed set's call j to nd: a view of the
+ * set's lane there (*out), or what dlock__lanes_find says (DLOCK__LANE_NONE:
+ * j opens it). One opened for j (pre) goes there first. */
+static int set_lane(dlock__call *k, int j, dlock__node *nd, int *out)
+{
+    int sh, rc;
+    if (k->cl[j].pre != NULL)
+        return DLOCK__LANE_NONE;
+    rc = dlock__lanes_find(k, j, nd, &sh);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (replica_refused(k, j, nd, NULL))
+        return DLOCK_EREFUSED;
+    *out = lane_new(k, nd, k->cl[j].node, NULL, 0);
+    if (*out >= 0)
+        return DLOCK_OK;
+    snprintf(k->res[j].err, sizeof k->res[j].err, "out of memory");
+    return DLOCK_ENOMEM;
+}
+
 /* The lane call j goes on: node j's (fixed set), or its slot's master's
  * (or the node an ASK named), shared with the other calls going there. */
 static int lane_for(dlock__call *k, int j, int *out)
@@ -229,6 +236,9 @@ static int lane_for(dlock__call *k, int j, int *out)
     int fresh = 1, rc = DLOCK_OK;
     if (k->fixed) {
         nd = &k->ns->node[c->node];
+        if (k->set != NULL &&
+            (rc = set_lane(k, j, nd, out)) != DLOCK__LANE_NONE)
+            return rc;
         rc = fixed_conn(k, j, &conn, &fresh);
         if (rc == DLOCK__OPEN_AGAIN)
             return rc;
@@ -236,8 +246,8 @@ static int lane_for(dlock__call *k, int j, int *out)
             return DLOCK_EREFUSED;
     } else {
         rc = dlock__call_cluster_conn(k, j, &nd, &conn, out);
-        if (rc == DLOCK_OK && conn == NULL)
-            return DLOCK_OK; /* a lane to nd already */
+        if (rc == DLOCK_OK && conn == NULL && *out >= 0)
+            return DLOCK_OK; /* a lane to nd already (else the set's) */
     }
     if (rc != DLOCK_OK)
         return rc;
@@ -266,7 +276,7 @@ static int call_write(dlock__call *k, int j, int l)
         atomic_fetch_add(&k->ns->stats->requests, 1);
         rc = dlock__conn_append_argv(ln->conn, 1, (const char **)asking, NULL);
         if (rc == DLOCK_OK)
-            rc = q_push(ln, E_ASKING, j);
+            rc = q_push(k, l, E_ASKING, j);
     }
     if (rc == DLOCK_OK)
         rc = dlock__callv_build(&v, k->scripts, c->cmd, c->full);
@@ -275,7 +285,7 @@ static int call_write(dlock__call *k, int j, int l)
         rc = dlock__conn_append_argv(ln->conn, v.argc, v.argv, v.lens);
     }
     dlock__callv_free(&v);
-    return rc == DLOCK_OK ? q_push(ln, E_SCRIPT, j) : rc;
+    return rc == DLOCK_OK ? q_push(k, l, E_SCRIPT, j) : rc;
 }
 
 /* Send the IDLE call j: find its lane and write it there (pushed out by
@@ -286,7 +296,7 @@ static void call_send(dlock__call *k, int j)
     if (rc == DLOCK__OPEN_AGAIN)
         return; /* OPENING: sent once open */
     if (rc != DLOCK_OK) {
-        call_failed(k, j, rc);
+        dlock__call_failed(k, j, rc);
         return;
     }
     if (call_write(k, j, l) != DLOCK_OK)
@@ -312,7 +322,7 @@ static void lane_flush(dlock__call *k, int l)
         atomic_fetch_add(&k->ns->stats->requests, 1);
         rc = dlock__conn_append_argv(ln->conn, 3, wv, NULL);
         if (rc == DLOCK_OK)
-            rc = q_push(ln, E_WAIT, -1);
+            rc = q_push(k, l, E_WAIT, -1);
     }
     if (rc == DLOCK_OK)
         rc = dlock__conn_progress(ln->conn, POLLOUT, err, sizeof err);
@@ -323,39 +333,6 @@ static void lane_flush(dlock__call *k, int l)
     for (j = 0; j < k->m; j++)
         if (k->cl[j].state == C_SENT && k->cl[j].lane == l)
             k->res[j].sent = 1;
-}
-
-/* Cluster: an error reply that is a redirection (MOVED: the map learns
- * the slot's new master; ASK: this call once to the node named) or a
- * request to wait (TRYAGAIN, CLUSTERDOWN): follow it. 1 when handled
- * (rep freed). The call did not run where it was refused. */
-static int call_redirect(dlock__call *k, int l, int j, redisReply *rep)
-{
-    ecall *c = &k->cl[j];
-    dlock__result *r = &k->res[j];
-    dlock__node *to = NULL, *nd = k->ln[l].nd;
-    int sl;
-    dlock__redirect kind =
-        dlock__cluster_redirect(k->ns, nd, rep->str, &to, &sl);
-    if (kind == DLOCK__REDIR_NONE ||
-        (kind != DLOCK__REDIR_RETRY && c->hops >= MAX_HOPS))
-        return 0;
-    snprintf(r->err, sizeof r->err, "%s: %s", dlock__node_name(nd), rep->str);
-    freeReplyObject(rep);
-    /* Only an earlier request whose connection failed might have run
-     * (then an undo is still due). */
-    r->sent = c->lost;
-    if (kind == DLOCK__REDIR_RETRY) {
-        snprintf(c->refused, sizeof c->refused, "%.120s", r->err);
-        call_later(k, j, DLOCK_ESERVER);
-        return 1;
-    }
-    c->hops++;
-    c->ask = kind == DLOCK__REDIR_ASK ? to : NULL;
-    c->state = C_IDLE;
-    c->lane = -1;
-    k->changed = 1;
-    return 1;
 }
 
 /* Call j's script reply rep (owned) on lane l. */
@@ -387,7 +364,7 @@ static void on_script(dlock__call *k, int l, int j, redisReply *rep)
             call_ok(k, j, rep, -1);
         return;
     }
-    if (k->ns->cluster != NULL && call_redirect(k, l, j, rep))
+    if (k->ns->cluster != NULL && dlock__call_redirect(k, l, j, rep))
         return;
     dlock__call_end(k, j,
                     dlock__reply_error(k->ns, nd, rep->str, k->res[j].err,
@@ -413,31 +390,44 @@ static void on_wait(dlock__call *k, int l, redisReply *rep)
     }
 }
 
+/* Take rep (owned), the next reply lane l expects; l is released once it
+ * expects nothing more. */
+static void call_take(dlock__call *k, int l, redisReply *rep)
+{
+    lane *ln = &k->ln[l];
+    expect e = ln->q[ln->qhead++];
+    if (e.kind == E_INFO)
+        dlock__ident_learn(k->ns, ln->node, rep);
+    if (e.kind == E_WAIT)
+        on_wait(k, l, rep);
+    else if (e.kind == E_SCRIPT)
+        on_script(k, l, e.call, rep);
+    else
+        freeReplyObject(rep);
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen)
+        dlock__lane_release(k, l, 1);
+}
+
 /* Take lane l's replies as they arrive, in the order expected. A lane
- * with nothing more to come goes back to its pool. */
+ * with nothing more to come goes back to its pool. On a set, the set's
+ * lane is read: its replies go to every call that expects them. */
 static void lane_collect(dlock__call *k, int l)
 {
+    if (k->ln[l].sh >= 0) {
+        dlock__lanes_collect(k->set, k->ln[l].sh);
+        return;
+    }
     while (k->ln[l].conn != NULL && k->ln[l].qhead < k->ln[l].qlen) {
         char err[DLOCK__ERRLEN];
         redisReply *rep = NULL;
-        lane *ln = &k->ln[l];
-        expect e;
-        int got = dlock__conn_pop_reply(ln->conn, &rep, err, sizeof err);
+        int got = dlock__conn_pop_reply(k->ln[l].conn, &rep, err, sizeof err);
         if (got < 0) {
             lane_fail(k, l, got, err);
             return;
         }
         if (got == 0)
             return;
-        e = ln->q[ln->qhead++];
-        if (e.kind == E_INFO)
-            dlock__ident_learn(k->ns, ln->node, rep);
-        if (e.kind == E_WAIT)
-            on_wait(k, l, rep);
-        else if (e.kind == E_SCRIPT)
-            on_script(k, l, e.call, rep);
-        else
-            freeReplyObject(rep);
+        call_take(k, l, rep);
     }
     if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen)
         dlock__lane_release(k, l, 1);
@@ -460,10 +450,13 @@ static void open_step(dlock__call *k, int j, short revents)
     c->open = NULL;
     c->state = C_IDLE;
     k->changed = 1;
+    if (k->set != NULL) /* the calls waiting for it go on */
+        dlock__lanes_opening(k, k->fixed ? &k->ns->node[j] : c->open_nd, -1, rc,
+                             r->err);
     if (rc != DLOCK_OK && k->fixed) {
         dlock__call_end(k, j, rc);
     } else if (rc != DLOCK_OK) {
-        call_failed(k, j, rc);
+        dlock__call_failed(k, j, rc);
     } else if (k->fixed) {
         c->pre = conn;
         c->pre_fresh = 1;
@@ -523,12 +516,16 @@ static void opens_start(dlock__call *k, uint64_t nodes)
         return;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
-        int rc;
-        if (!(nodes & (1ULL << j)))
-            continue;
+        int rc, sh;
+        if (!(nodes & (1ULL << j)) ||
+            (k->set != NULL &&
+             dlock__lanes_find(k, j, &k->ns->node[j], &sh) != DLOCK__LANE_NONE))
+            continue; /* a lane of the set there, or one coming */
         rc = dlock__node_opening_start(&c->open, k->ns, j, k->deadline, &c->pre,
                                        &c->pre_fresh, k->res[j].err,
                                        sizeof k->res[j].err);
+        if (rc == DLOCK__OPEN_AGAIN && k->set != NULL)
+            dlock__lanes_opening(k, &k->ns->node[j], 1, DLOCK_OK, NULL);
         if (rc == DLOCK__OPEN_AGAIN)
             c->state = C_OPENING;
         else if (rc != DLOCK_OK)
@@ -579,6 +576,9 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
         return DLOCK_ENOMEM;
     }
     *k = (dlock__call){.ns = ns,
+                       .set = dlock__lanes_current(),
+                       .take = call_take,
+                       .lost = lane_lost,
                        .scripts = scripts,
                        .wcmd = cmds,
                        .res = res,

@@ -12,6 +12,7 @@
 
 #include "engine/machine.h"
 #include "engine/cluster_batch.h"
+#include "engine/lanes.h"
 
 /* Note descriptor n (fd, events) as p (a lane, or -1 - j for call j's
  * open) when pfd has room. */
@@ -52,7 +53,7 @@ int dlock__call_pollfds(dlock__call *k, struct pollfd *pfd, int max,
             pfd_add(k, pfd, max, n++, fd, ev, -1 - j);
     }
     for (l = 0; l < k->nl; l++)
-        if (k->ln[l].conn != NULL)
+        if (k->ln[l].conn != NULL && k->ln[l].sh < 0) /* a set's: its own */
             pfd_add(k, pfd, max, n++, dlock__conn_fd(k->ln[l].conn),
                     dlock__conn_events(k->ln[l].conn), l);
     if (k->refresh != NULL) { /* a cluster's map being refreshed */
@@ -113,13 +114,15 @@ static int drive(dlock__call *k)
 int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res)
 {
+    dlock__lanes *set = dlock__lanes_enter(NULL); /* its own connections */
     dlock__call *k;
-    int nok;
-    if (dlock__call_start(&k, ns, scripts, cmd, 1, mask, deadline_ms, res) !=
-        DLOCK_OK)
-        return 0;
-    nok = drive(k);
-    dlock__call_free(k);
+    int nok = 0;
+    if (dlock__call_start(&k, ns, scripts, cmd, 1, mask, deadline_ms, res) ==
+        DLOCK_OK) {
+        nok = drive(k);
+        dlock__call_free(k);
+    }
+    dlock__lanes_leave(set);
     return nok;
 }
 
@@ -128,12 +131,14 @@ int dlock__cluster_exec_many(dlock__nodeset *ns, const dlock__script *scripts,
                              const dlock__cmd *cmds, int m, int64_t deadline_ms,
                              dlock__result *res)
 {
+    dlock__lanes *set = dlock__lanes_enter(NULL); /* as dlock__exec */
     dlock__call *k;
-    int nok;
-    if (dlock__call_start(&k, ns, scripts, cmds, m, ~0ULL, deadline_ms, res) !=
-        DLOCK_OK)
-        return 0;
-    nok = drive(k);
-    dlock__call_free(k);
+    int nok = 0;
+    if (dlock__call_start(&k, ns, scripts, cmds, m, ~0ULL, deadline_ms, res) ==
+        DLOCK_OK) {
+        nok = drive(k);
+        dlock__call_free(k);
+    }
+    dlock__lanes_leave(set);
     return nok;
 }

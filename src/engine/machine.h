@@ -31,6 +31,8 @@ typedef struct lane {
     dlock__node *nd;
     int node;          /* fixed set: the node's index; cluster: -1 */
     dlock__conn *conn; /* NULL: the lane is free */
+    int sh;            /* on a lane set (k->set): the set's lane it is a
+                          view of (conn is that lane's), else -1 */
     int fresh;         /* its connection was opened for this call */
     int dirty;         /* written since the last flush */
     expect *q;         /* expected replies q[qhead..qlen) */
@@ -59,12 +61,23 @@ typedef struct ecall {
                  source (full), never waited for */
     redisReply *first; /* the script's reply while WAIT's is awaited */
     int64_t retry_at;  /* BACKOFF: go again then */
+    int waiting;       /* lane set: IDLE while another call opens the
+                          node's lane (wgen: the set's failed opens then) */
+    unsigned wgen;
     char refused[128]; /* the last TRYAGAIN / CLUSTERDOWN, which says
                           more than the timeout it ends in */
 } ecall;
 
 struct dlock__call {
     dlock__nodeset *ns;
+    struct dlock__lanes *set; /* the lane set it runs on (lanes.h), or NULL:
+                                 its own connections from the pools */
+    /* call.c's, for lanes.c (below it: no call up): take rep (owned),
+     * the next reply lane l expects (l released once it expects nothing
+     * more); lane l's connection failed (rc, err): l released, every
+     * call on it not answered yet lost (retried once). */
+    void (*take)(struct dlock__call *k, int l, redisReply *rep);
+    void (*lost)(struct dlock__call *k, int l, int rc, const char *err);
     const dlock__script *scripts;
     const dlock__cmd *wcmd; /* WAIT's arguments (cmds[0]) */
     dlock__result *res;
@@ -97,12 +110,21 @@ static inline void dlock__call_end(dlock__call *k, int j, int rc)
     k->res[j].status = rc;
 }
 
-/* Lane l's connection goes back to its pool (ok 0: closed); l is free. */
+/* lanes.c: lane l of k (on a lane set) stops being a view of the set's
+ * lane: the replies it still expects there are dropped when they come. */
+void dlock__lanes_detach(dlock__call *k, int l);
+
+/* Lane l's connection goes back to its pool (ok 0: closed); l is free.
+ * On a lane set: l is detached, the set's lane stays. */
 static inline void dlock__lane_release(dlock__call *k, int l, int ok)
 {
     lane *ln = &k->ln[l];
-    dlock__node_give(k->ns, ln->nd, ln->conn, ok);
+    if (ln->sh >= 0)
+        dlock__lanes_detach(k, l);
+    else
+        dlock__node_give(k->ns, ln->nd, ln->conn, ok);
     ln->conn = NULL;
+    ln->sh = -1;
     ln->qhead = ln->qlen = 0;
     ln->dirty = 0;
 }
@@ -113,6 +135,22 @@ static inline void dlock__lane_release(dlock__call *k, int l, int ok)
  * refresh or another call's open; OPENING: its own open). */
 int dlock__call_cluster_conn(dlock__call *k, int j, dlock__node **nd,
                              dlock__conn **conn, int *out);
+
+/* route.c: cluster, call j cannot go now (a failover or a slot migration
+ * under way, CLUSTERDOWN, a master that does not answer): again after a
+ * short backoff while the deadline allows, else it ends with rc. */
+void dlock__call_later(dlock__call *k, int j, int rc);
+
+/* route.c: call j could not be sent (rc, res[j].err set): transient
+ * cluster failures wait and go again (the map refreshed), the rest are
+ * final. */
+void dlock__call_failed(dlock__call *k, int j, int rc);
+
+/* route.c: cluster, an error reply rep to call j on lane l that is a
+ * redirection (MOVED: the map learns the slot's new master; ASK: this
+ * call once to the node named) or a request to wait (TRYAGAIN,
+ * CLUSTERDOWN): follow it. 1 when handled (rep freed). */
+int dlock__call_redirect(dlock__call *k, int l, int j, redisReply *rep);
 
 /* route.c: the map's refresh k->refresh goes one step (revents, 0:
  * none); once over, k->rrc / k->rerr say how. */
@@ -137,5 +175,91 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why);
  * result of mask is refused (an undo, cmd->eval, excepted). 1 when
  * refused. */
 int dlock__call_same_server(dlock__call *k);
+
+/* ---- the lane set (lanes.c; lanes.h is what its owner sees) ---------- */
+
+/* A reply a set's lane expects: k's (lane l, what kind), or dropped. */
+typedef struct sentry {
+    dlock__call *k; /* NULL: dropped, its reply read and freed */
+    int lane;
+    int kind;
+    int call;   /* E_ASKING, E_SCRIPT: k's call */
+    char *eval; /* dropped script sent by SHA: its EVAL form (packed),
+                   resent on NOSCRIPT; or NULL */
+} sentry;
+
+/* One pipelined connection of a set to one node, shared by its calls. */
+typedef struct slane {
+    dlock__node *nd;
+    dlock__conn *conn; /* NULL: the slot is free */
+    int retired;       /* no new call goes on it (its node's address moved):
+                    closed once drained */
+    sentry *q;         /* expected replies q[qhead..qlen) */
+    int qhead, qlen, qcap;
+} slane;
+
+/* What a set knows of a node's open: how many calls open a lane to it
+ * now, and the opens that failed (gen, the last one's rc and err). */
+typedef struct snode {
+    dlock__node *nd;
+    int opening;
+    unsigned gen;
+    int rc;
+    char err[DLOCK__ERRLEN];
+} snode;
+
+struct dlock__lanes {
+    dlock__nodeset *ns;
+    slane *ln;
+    int nl;
+    snode *sn;
+    int nsn;
+    int kicked; /* a reply went to a call or a lane came or went: the
+                   calls must be processed again */
+    int *pidx;  /* the lane of each descriptor of the last pollfds */
+    int npidx, pcap;
+};
+
+/* The set calls started on this thread now run on, or NULL. */
+struct dlock__lanes *dlock__lanes_current(void);
+
+/* Positive (not DLOCK__OPEN_AGAIN): no lane of the set to nd and no open of one under way: the
+ * call opens it (dlock__lanes_find). */
+#define DLOCK__LANE_NONE 2
+
+/* Call j of k (on a set) going to nd: DLOCK_OK (*sh: the set's live
+ * lane there), DLOCK__OPEN_AGAIN (another call is opening it: j waits
+ * IDLE), DLOCK__LANE_NONE (j opens it: dlock__lanes_opening), or the
+ * error of that open, which failed while j waited (res[j].err set). */
+int dlock__lanes_find(dlock__call *k, int j, dlock__node *nd, int *sh);
+
+/* Call j of k starts (delta 1) or ends (delta -1; rc: how, DLOCK_OK when
+ * it opened or was given up on, err its message) an open to nd for the
+ * set. */
+void dlock__lanes_opening(dlock__call *k, dlock__node *nd, int delta, int rc,
+                          const char *err);
+
+/* The set's lane to nd: the live one, else conn (opened or taken for it)
+ * becomes it (*took 1; conn given to the pool when one is live).
+ * Returns its index, or -1 out of memory (conn given back). */
+int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
+                         int *took);
+
+/* Expect one more reply (kind, k's call j) on lane l's set lane.
+ * DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__lanes_push(dlock__call *k, int l, int kind, int j);
+
+/* The replies come on set lane sh: read what is there, each to its call
+ * (or dropped). */
+void dlock__lanes_collect(struct dlock__lanes *s, int sh);
+
+/* Set lane sh failed (rc, err): closed; every call on it is lost. */
+void dlock__lanes_fail(struct dlock__lanes *s, int sh, int rc, const char *err);
+
+/* Lane l of k (on a set) is given up on: its replies dropped, then l
+ * detached. A script sent by SHA keeps its EVAL form, resent when it is
+ * answered NOSCRIPT (a give-back answered NOSCRIPT late must still be
+ * done): call j's (j >= 0), or every give-back's (j -1). */
+void dlock__lanes_abandon(dlock__call *k, int l, int j);
 
 #endif /* DLOCK_ENGINE_MACHINE_H */

@@ -266,6 +266,13 @@ struct dlock_loop {
     int mn_nsub; /* engine ops with a subscription (mop's sub set) */
     struct mjob *jobs;
     int *mfd, nmfd;
+    /* The engine's lane set the jobs' calls share (engine/lanes.h: one
+     * pipelined connection per node), created on first use; NULL: none
+     * (the calls then take pooled connections); its descriptors lpfd[0..
+     * nlpfd) also registered in epfd. */
+    struct dlock__lanes *lanes;
+    struct pollfd *lpfd;
+    int nlpfd, caplpfd;
     /* The last renewal round's failure ("" after one that answered): a
      * lease that then runs out was lost because of it (query.c). */
     char renew_err[LOOP_ERRLEN];

@@ -14,8 +14,58 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "engine/lanes.h"
 #include "notify/notify.h"
 #include "loop/multi_node.h"
+
+/* ---- the lane set --------------------------------------------------------- */
+
+/* See multi_node.h. Out of memory: no set, the calls take pooled
+ * connections. */
+struct dlock__lanes *dloop__lanes_enter(dlock_loop *l)
+{
+    if (l->lanes == NULL)
+        dlock__lanes_new(&l->lanes, &l->c->ns);
+    return dlock__lanes_enter(l->lanes);
+}
+
+/* See multi_node.h. */
+void dloop__lanes_leave(struct dlock__lanes *prev)
+{
+    dlock__lanes_leave(prev);
+}
+
+/* The set's descriptors now, in l->lpfd[0..nlpfd). */
+static void lanes_pollfds(dlock_loop *l)
+{
+    for (;;) {
+        int n = dlock__lanes_pollfds(l->lanes, l->lpfd, l->caplpfd);
+        struct pollfd *p;
+        if (n <= l->caplpfd) {
+            l->nlpfd = n;
+            return;
+        }
+        p = realloc(l->lpfd, (size_t)n * sizeof *p);
+        if (p == NULL) { /* polled up to cap: the deadlines end the rest */
+            l->nlpfd = l->caplpfd;
+            return;
+        }
+        l->lpfd = p;
+        l->caplpfd = n;
+    }
+}
+
+/* What the set's descriptors have now: written, read, each reply handed
+ * to its call (the jobs are processed after). */
+static void lanes_step(dlock_loop *l)
+{
+    int r;
+    if (l->lanes == NULL)
+        return;
+    lanes_pollfds(l);
+    r = l->nlpfd > 0 ? poll(l->lpfd, (nfds_t)l->nlpfd, 0) : 0;
+    dlock__lanes_process(l->lanes, l->lpfd, r > 0 ? l->nlpfd : 0);
+}
 
 /* ---- jobs ------------------------------------------------------------------- */
 
@@ -53,8 +103,10 @@ void dloop__job_link(dlock_loop *l, mjob *j)
         l->jobs->prev = j;
     l->jobs = j;
     if (j->a != NULL) {
+        struct dlock__lanes *prev = dloop__lanes_enter(l);
         j->rc = dlock__attempt_process(j->a, NULL, 0);
         j->finished = j->rc != DLOCK__AGAIN;
+        dloop__lanes_leave(prev);
     } else {
         j->finished = dlock__call_done(j->k);
     }
@@ -70,7 +122,9 @@ void dloop__job_link(dlock_loop *l, mjob *j)
 void dloop__job_free(mjob *j)
 {
     dlock_loop *l = j->l;
+    struct dlock__lanes *prev = NULL;
     if (l != NULL) {
+        prev = dloop__lanes_enter(l);
         if (j->prev != NULL)
             j->prev->next = j->next;
         else
@@ -80,6 +134,8 @@ void dloop__job_free(mjob *j)
     }
     dlock__attempt_free(j->a);
     dlock__call_free(j->k);
+    if (l != NULL)
+        dloop__lanes_leave(prev);
     if (j->rec != NULL)
         dlock__held_free(j->rec); /* its pins dropped when it came */
     if (j->res != NULL)
@@ -100,6 +156,7 @@ static void job_step(mjob *j)
 {
     int r = j->n > 0 ? poll(j->pfd, (nfds_t)j->n, 0) : 0;
     int n = r > 0 ? j->n : 0;
+    struct dlock__lanes *prev = dloop__lanes_enter(j->l);
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j->a != NULL) {
         j->rc = dlock__attempt_process(j->a, j->pfd, n);
@@ -110,6 +167,7 @@ static void job_step(mjob *j)
     if (!j->finished)
         job_pollfds(j);
     dlock__nb_leave();
+    dloop__lanes_leave(prev);
 }
 
 /* Register pfd (its events) in the loop's epoll set: MOD, else ADD (a
@@ -150,9 +208,17 @@ static void fds_sync(dlock_loop *l)
     int want = 0, i, m = 0;
     mjob *j;
     int *fds;
+    l->nlpfd = 0;
+    if (l->lanes != NULL)
+        lanes_pollfds(l);
+    want = l->nlpfd;
     for (j = l->jobs; j != NULL; j = j->next)
         want += j->finished ? 0 : j->n;
     fds = want > 0 ? malloc((size_t)want * sizeof *fds) : NULL;
+    for (i = 0; i < l->nlpfd && fds != NULL; i++) {
+        fd_put(l, &l->lpfd[i]);
+        fds[m++] = l->lpfd[i].fd;
+    }
     for (j = l->jobs; j != NULL && fds != NULL; j = j->next) {
         for (i = 0; i < j->n && !j->finished; i++) {
             fd_put(l, &j->pfd[i]);
@@ -174,10 +240,22 @@ static void fds_sync(dlock_loop *l)
 /* See multi_node.h. */
 void dloop__jobs_step(dlock_loop *l)
 {
+    int rounds = 0;
     mjob *j;
-    for (j = l->jobs; j != NULL; j = j->next)
-        if (!j->finished)
-            job_step(j);
+    lanes_step(l);
+    if (l->lanes != NULL)
+        dlock__lanes_kicked(l->lanes); /* every job goes now */
+    do {
+        for (j = l->jobs; j != NULL; j = j->next)
+            if (!j->finished)
+                job_step(j);
+        /* Replies read on the way (into a reader's buffer) go to their
+         * calls; a call that got one, or a lane, goes again. */
+        if (l->lanes != NULL)
+            dlock__lanes_process(l->lanes, NULL, 0);
+    } while (l->lanes != NULL && dlock__lanes_kicked(l->lanes) && ++rounds < 4);
+    if (rounds == 4)
+        dloop__signal(l); /* more to do: process again soon */
     /* Completions may start jobs and cancel ops (freeing their jobs):
      * look again from the start after each. */
     for (;;) {
@@ -226,6 +304,11 @@ void dloop__jobs_free(dlock_loop *l)
             free(l->jobs->batch); /* a renewal round's */
         dloop__job_free(l->jobs);
     }
+    dlock__lanes_free(l->lanes); /* after every call on it */
+    l->lanes = NULL;
+    free(l->lpfd);
+    l->lpfd = NULL;
+    l->nlpfd = l->caplpfd = 0;
     fds_sync(l);
 }
 
@@ -259,6 +342,7 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     uint64_t mask = c->ns.cluster != NULL ? ~0ULL
                     : j->first            ? 1
                                           : dlock__all_nodes(c);
+    struct dlock__lanes *prev = dloop__lanes_enter(l);
     int rc;
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     rc = dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,
@@ -268,6 +352,7 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     else
         dloop__job_free(j);
     dlock__nb_leave();
+    dloop__lanes_leave(prev);
     return rc == DLOCK_OK ? DLOCK_OK : DLOCK_ENOMEM;
 }
 

@@ -101,6 +101,7 @@ static void try_next(dlock_op *op)
     struct mop *m = op->mn;
     dlock__wait *x = &m->x;
     dlock_client *c = op->loop->c;
+    struct dlock__lanes *prev;
     dlock__ask ask;
     dlock__want w;
     mjob *j = dloop__job_new(op, 0, 0);
@@ -119,11 +120,13 @@ static void try_next(dlock_op *op)
     op->wake_at = -1;
     m->wakeable = 0;
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
+    prev = dloop__lanes_enter(op->loop);
     if (j == NULL || dlock__attempt_start(
                          &j->a, c, h->rec, &w, ask,
                          ask == DLOCK__ASK_FIFO ? m->ticket : 0) != DLOCK_OK) {
         if (j != NULL)
             dloop__job_free(j);
+        dloop__lanes_leave(prev);
         dlock__nb_leave();
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
@@ -131,6 +134,7 @@ static void try_next(dlock_op *op)
     j->done = attempt_done;
     m->job = j;
     dloop__job_link(op->loop, j);
+    dloop__lanes_leave(prev);
     dlock__nb_leave();
 }
 

@@ -93,6 +93,11 @@ void dloop__jobs_step(dlock_loop *l);
  * cut short: dlock__attempt_free gives back what it may hold). */
 void dloop__job_free(mjob *j);
 
+/* Calls started on this thread from now on run on l's lane set (made
+ * on first use), until dloop__lanes_leave(the value returned). */
+struct dlock__lanes *dloop__lanes_enter(dlock_loop *l);
+void dloop__lanes_leave(struct dlock__lanes *prev);
+
 /* The state every op of an engine loop keeps (op->mn); DLOCK_OK, or
  * DLOCK_ENOMEM (op completed). */
 int dloop__mop_new(dlock_op *op);

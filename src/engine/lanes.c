@@ -1,0 +1,430 @@
+/*
+ * lanes.c - the lane set (lanes.h): per node one pipelined connection
+ * that the calls of one driver share. A call's lane on a set is a view
+ * (call.c's lane with sh set): its expected replies are also queued on
+ * the set's lane, tagged with the call and the call's lane, in the order
+ * written; the set reads and hands each reply to its call (k->take). A view
+ * detached with replies still expected leaves them marked dropped (read
+ * and freed when they come; a script sent by SHA that comes back
+ * NOSCRIPT is resent with its source when it was given up on with its
+ * EVAL form). A set lane that fails is closed and every call on it is
+ * lost (call.c retries it once, on a new lane). A node's address that
+ * moved (Sentinel, a master suspected) retires its lane: drained, then
+ * closed, and the next call opens a new one (locating the master).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/lanes.h"
+#include "engine/machine.h"
+#include "engine/script.h"
+
+static _Thread_local dlock__lanes *current;
+
+/* See lanes.h. */
+int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns)
+{
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL)
+        return DLOCK_ENOMEM;
+    (*out)->ns = ns;
+    return DLOCK_OK;
+}
+
+/* Free the EVAL forms still kept by sl's dropped replies; empty its
+ * queue. */
+static void q_clear(slane *sl)
+{
+    int i;
+    for (i = sl->qhead; i < sl->qlen; i++)
+        free(sl->q[i].eval);
+    sl->qhead = sl->qlen = 0;
+}
+
+/* See lanes.h. */
+void dlock__lanes_free(dlock__lanes *s)
+{
+    int i;
+    if (s == NULL)
+        return;
+    for (i = 0; i < s->nl; i++) {
+        q_clear(&s->ln[i]);
+        dlock__conn_close(s->ln[i].conn);
+        free(s->ln[i].q);
+    }
+    free(s->ln);
+    free(s->sn);
+    free(s->pidx);
+    free(s);
+}
+
+/* See lanes.h. */
+dlock__lanes *dlock__lanes_enter(dlock__lanes *s)
+{
+    dlock__lanes *prev = current;
+    current = s;
+    return prev;
+}
+
+/* See lanes.h. */
+void dlock__lanes_leave(dlock__lanes *prev)
+{
+    current = prev;
+}
+
+/* The set calls started now run on (call.c's dlock__call_start). */
+dlock__lanes *dlock__lanes_current(void)
+{
+    return current;
+}
+
+/* See lanes.h. */
+int dlock__lanes_kicked(dlock__lanes *s)
+{
+    int k = s->kicked;
+    s->kicked = 0;
+    return k;
+}
+
+/* See lanes.h. */
+int dlock__lanes_open(const dlock__lanes *s)
+{
+    int i, n = 0;
+    for (i = 0; i < s->nl; i++)
+        n += s->ln[i].conn != NULL;
+    return n;
+}
+
+/* What the set knows of nd's opens (added when new); NULL out of
+ * memory. */
+static snode *node_of(dlock__lanes *s, dlock__node *nd)
+{
+    snode *p;
+    int i;
+    for (i = 0; i < s->nsn; i++)
+        if (s->sn[i].nd == nd)
+            return &s->sn[i];
+    p = realloc(s->sn, (size_t)(s->nsn + 1) * sizeof *p);
+    if (p == NULL)
+        return NULL;
+    s->sn = p;
+    memset(&p[s->nsn], 0, sizeof *p);
+    p[s->nsn].nd = nd;
+    return &p[s->nsn++];
+}
+
+/* The set's live lane to nd, or -1. One whose node's address moved is
+ * retired first, and so is one of a node suspected to have moved (a
+ * Sentinel master that failed a request: its next open locates it) with
+ * no reply to come: one still carrying requests keeps them in order with
+ * what follows (a request given up on must reach Redis before what goes
+ * next, say an extend cancelled and the renewal after it). */
+static int live_lane(dlock__lanes *s, dlock__node *nd)
+{
+    int i;
+    for (i = 0; i < s->nl; i++) {
+        slane *sl = &s->ln[i];
+        if (sl->conn == NULL || sl->retired || sl->nd != nd)
+            continue;
+        if ((atomic_load(&nd->stale) && sl->qhead >= sl->qlen) ||
+            strcmp(dlock__conn_peer(sl->conn), dlock__node_name(nd)) != 0) {
+            sl->retired = 1;
+            if (sl->qhead >= sl->qlen) { /* nothing to drain */
+                dlock__conn_close(sl->conn);
+                sl->conn = NULL;
+            }
+            continue;
+        }
+        return i;
+    }
+    return -1;
+}
+
+/* See machine.h. */
+int dlock__lanes_find(dlock__call *k, int j, dlock__node *nd, int *sh)
+{
+    ecall *c = &k->cl[j];
+    snode *sn = node_of(k->set, nd);
+    *sh = live_lane(k->set, nd);
+    if (*sh >= 0 || sn == NULL) {
+        c->waiting = 0;
+        return *sh >= 0 ? DLOCK_OK : DLOCK__LANE_NONE;
+    }
+    if (c->waiting && sn->gen != c->wgen) {
+        /* The open it waited for failed: so does it, as that one did. */
+        c->waiting = 0;
+        snprintf(k->res[j].err, sizeof k->res[j].err, "%s", sn->err);
+        return sn->rc;
+    }
+    if (sn->opening > 0) {
+        if (!c->waiting)
+            c->wgen = sn->gen;
+        c->waiting = 1;
+        return DLOCK__OPEN_AGAIN;
+    }
+    c->waiting = 0;
+    return DLOCK__LANE_NONE;
+}
+
+/* See machine.h. */
+void dlock__lanes_opening(dlock__call *k, dlock__node *nd, int delta, int rc,
+                          const char *err)
+{
+    snode *sn = node_of(k->set, nd);
+    if (sn == NULL)
+        return;
+    sn->opening += delta;
+    if (delta < 0 && rc != DLOCK_OK) {
+        sn->gen++;
+        sn->rc = rc;
+        snprintf(sn->err, sizeof sn->err, "%s", err);
+    }
+    k->set->kicked = 1; /* the calls waiting for it go on */
+}
+
+/* See machine.h. */
+int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
+                         int *took)
+{
+    dlock__lanes *s = k->set;
+    int i = live_lane(s, nd);
+    *took = 0;
+    if (i >= 0) {
+        dlock__node_give(k->ns, nd, conn, 1);
+        return i;
+    }
+    for (i = 0; i < s->nl && s->ln[i].conn != NULL; i++)
+        ;
+    if (i == s->nl) {
+        slane *p = realloc(s->ln, (size_t)(s->nl + 1) * sizeof *p);
+        if (p == NULL) {
+            dlock__node_give(k->ns, nd, conn, 1);
+            return -1;
+        }
+        s->ln = p;
+        memset(&p[s->nl++], 0, sizeof *p);
+    }
+    s->ln[i].nd = nd;
+    s->ln[i].conn = conn;
+    s->ln[i].retired = 0;
+    s->ln[i].qhead = s->ln[i].qlen = 0;
+    s->kicked = 1; /* the calls waiting for a lane to nd go on */
+    *took = 1;
+    return i;
+}
+
+/* Expect one more reply e on sl. DLOCK_OK or DLOCK_ENOMEM. */
+static int q_add(slane *sl, sentry e)
+{
+    if (sl->qhead > 0 && sl->qhead == sl->qlen)
+        sl->qhead = sl->qlen = 0;
+    if (sl->qlen == sl->qcap) {
+        int cap = sl->qcap ? 2 * sl->qcap : 16;
+        sentry *q = realloc(sl->q, (size_t)cap * sizeof *q);
+        if (q == NULL)
+            return DLOCK_ENOMEM;
+        sl->q = q;
+        sl->qcap = cap;
+    }
+    sl->q[sl->qlen++] = e;
+    return DLOCK_OK;
+}
+
+/* See machine.h. */
+int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
+{
+    return q_add(&k->set->ln[k->ln[l].sh], (sentry){k, l, kind, j, NULL});
+}
+
+/* Call j's request in its EVAL form, packed in one allocation (argc,
+ * then each argument's length and bytes); NULL out of memory. */
+static char *eval_pack(const dlock__call *k, int j)
+{
+    dlock__callv v;
+    char *p = NULL, *w;
+    size_t total = sizeof(int);
+    int i;
+    if (dlock__callv_build(&v, k->scripts, k->cl[j].cmd, 1) == DLOCK_OK) {
+        for (i = 0; i < v.argc; i++)
+            total += sizeof(size_t) + v.lens[i];
+        p = malloc(total);
+    }
+    if (p != NULL) {
+        memcpy(p, &v.argc, sizeof(int));
+        for (w = p + sizeof(int), i = 0; i < v.argc; i++) {
+            memcpy(w, &v.lens[i], sizeof(size_t));
+            memcpy(w + sizeof(size_t), v.argv[i], v.lens[i]);
+            w += sizeof(size_t) + v.lens[i];
+        }
+    }
+    dlock__callv_free(&v);
+    return p;
+}
+
+/* Write the packed request p on sl, its answer dropped. */
+static void eval_resend(slane *sl, const char *p)
+{
+    const char *small[16], **argv = small;
+    size_t lsmall[16], *lens = lsmall;
+    int argc, i;
+    memcpy(&argc, p, sizeof(int));
+    if (argc > 16) {
+        argv = malloc((size_t)argc * sizeof *argv);
+        lens = malloc((size_t)argc * sizeof *lens);
+    }
+    if (argv != NULL && lens != NULL) {
+        for (p += sizeof(int), i = 0; i < argc; i++) {
+            memcpy(&lens[i], p, sizeof(size_t));
+            argv[i] = p + sizeof(size_t);
+            p += sizeof(size_t) + lens[i];
+        }
+        if (dlock__conn_append_argv(sl->conn, argc, argv, lens) == DLOCK_OK)
+            q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL});
+    }
+    if (argv != small)
+        free(argv);
+    if (lens != lsmall)
+        free(lens);
+}
+
+/* The entries of k's lane l on its set lane become dropped, with EVAL
+ * forms as dlock__lanes_abandon says (keep: -2 none). */
+static void drop(dlock__call *k, int l, int keep)
+{
+    slane *sl = &k->set->ln[k->ln[l].sh];
+    int i;
+    for (i = sl->qhead; i < sl->qlen; i++) {
+        sentry *e = &sl->q[i];
+        ecall *c;
+        if (e->k != k || e->lane != l)
+            continue;
+        c = e->kind == E_SCRIPT ? &k->cl[e->call] : NULL;
+        if (c != NULL && !c->full &&
+            (e->call == keep || (keep == -1 && c->cmd->give_back)))
+            e->eval = eval_pack(k, e->call);
+        e->k = NULL;
+    }
+}
+
+/* See machine.h. */
+void dlock__lanes_detach(dlock__call *k, int l)
+{
+    if (k->ln[l].qhead < k->ln[l].qlen && k->set->ln[k->ln[l].sh].conn != NULL)
+        drop(k, l, -2);
+    k->ln[l].qhead = k->ln[l].qlen = 0;
+    k->ln[l].dirty = 0;
+}
+
+/* See machine.h. */
+void dlock__lanes_abandon(dlock__call *k, int l, int j)
+{
+    drop(k, l, j);
+    dlock__lane_release(k, l, 1);
+}
+
+/* See machine.h. */
+void dlock__lanes_fail(dlock__lanes *s, int sh, int rc, const char *err)
+{
+    slane *sl = &s->ln[sh];
+    sentry *q = sl->q;
+    int i, n = sl->qlen, h = sl->qhead;
+    dlock__conn_close(sl->conn);
+    sl->conn = NULL;
+    sl->q = NULL; /* the calls below see an empty lane */
+    sl->qhead = sl->qlen = sl->qcap = 0;
+    s->kicked = 1;
+    for (i = h; i < n; i++) {
+        dlock__call *k = q[i].k;
+        free(q[i].eval);
+        if (k != NULL && k->ln[q[i].lane].conn != NULL &&
+            k->ln[q[i].lane].sh == sh)
+            k->lost(k, q[i].lane, rc, err);
+    }
+    free(q);
+}
+
+/* A dropped reply rep (owned) of e: a give-back answered NOSCRIPT is
+ * resent with its source. */
+static void on_dropped(slane *sl, sentry *e, redisReply *rep)
+{
+    if (e->eval != NULL && rep->type == REDIS_REPLY_ERROR &&
+        strncmp(rep->str, "NOSCRIPT", 8) == 0)
+        eval_resend(sl, e->eval);
+    free(e->eval);
+    freeReplyObject(rep);
+}
+
+/* See machine.h. */
+void dlock__lanes_collect(dlock__lanes *s, int sh)
+{
+    while (s->ln[sh].conn != NULL && s->ln[sh].qhead < s->ln[sh].qlen) {
+        char err[DLOCK__ERRLEN];
+        redisReply *rep = NULL;
+        slane *sl = &s->ln[sh];
+        sentry e;
+        int got = dlock__conn_pop_reply(sl->conn, &rep, err, sizeof err);
+        if (got < 0) {
+            dlock__lanes_fail(s, sh, got, err);
+            return;
+        }
+        if (got == 0)
+            return;
+        e = sl->q[sl->qhead++];
+        if (e.k == NULL) {
+            on_dropped(sl, &e, rep);
+            continue;
+        }
+        s->kicked = 1;
+        e.k->take(e.k, e.lane, rep);
+    }
+    if (s->ln[sh].conn != NULL && s->ln[sh].retired &&
+        s->ln[sh].qhead >= s->ln[sh].qlen) {
+        dlock__conn_close(s->ln[sh].conn); /* drained */
+        s->ln[sh].conn = NULL;
+    }
+}
+
+/* See lanes.h. */
+int dlock__lanes_pollfds(dlock__lanes *s, struct pollfd *pfd, int max)
+{
+    int i, n = 0;
+    if (s->pcap < s->nl) {
+        int *p = realloc(s->pidx, (size_t)s->nl * sizeof *p);
+        if (p == NULL)
+            return 0; /* the calls' deadlines still end them */
+        s->pidx = p;
+        s->pcap = s->nl;
+    }
+    for (i = 0; i < s->nl; i++) {
+        if (s->ln[i].conn == NULL)
+            continue;
+        if (n < max)
+            pfd[n] =
+                (struct pollfd){.fd = dlock__conn_fd(s->ln[i].conn),
+                                .events = dlock__conn_events(s->ln[i].conn)};
+        s->pidx[n++] = i;
+    }
+    s->npidx = n;
+    return n;
+}
+
+/* See lanes.h. */
+void dlock__lanes_process(dlock__lanes *s, const struct pollfd *pfd, int n)
+{
+    int i;
+    for (i = 0; i < n && i < s->npidx; i++) {
+        char err[DLOCK__ERRLEN];
+        int sh = s->pidx[i], rc;
+        if (pfd[i].revents == 0 || s->ln[sh].conn == NULL)
+            continue;
+        rc = dlock__conn_progress(s->ln[sh].conn, pfd[i].revents, err,
+                                  sizeof err);
+        if (rc != DLOCK_OK)
+            dlock__lanes_fail(s, sh, rc, err);
+    }
+    s->npidx = 0;
+    for (i = 0; i < s->nl; i++)
+        if (s->ln[i].conn != NULL)
+            dlock__lanes_collect(s, i);
+}

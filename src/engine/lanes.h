@@ -1,0 +1,50 @@
+/*
+ * lanes.h - a lane set: per node one pipelined connection that many
+ * engine calls share (call.c's lanes are then views of the set's), for
+ * a driver that runs many calls at once on one thread (an event loop).
+ * The set reads its connections and hands each reply to the call that
+ * expects it, in order; a call given up on leaves its replies to be
+ * dropped; a connection that fails fails every call it carries (each
+ * retries once, on a fresh one). Calls started while a set is entered
+ * (dlock__lanes_enter) run on it; the others take their own connections
+ * from the nodes' pools, as before. A set is owned by one thread and
+ * not locked. Above node.h (the opens stay node_open.c's).
+ */
+#ifndef DLOCK_LANES_H
+#define DLOCK_LANES_H
+
+#include <poll.h>
+
+#include "topo/node.h"
+
+typedef struct dlock__lanes dlock__lanes;
+
+/* A new empty set over ns: DLOCK_OK (*out) or DLOCK_ENOMEM. */
+int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns);
+
+/* Close the set's connections and free it, once every call started on
+ * it is freed. Accepts NULL. */
+void dlock__lanes_free(dlock__lanes *s);
+
+/* Calls started on this thread from now on run on s (NULL: none), until
+ * dlock__lanes_leave(the value returned). */
+dlock__lanes *dlock__lanes_enter(dlock__lanes *s);
+void dlock__lanes_leave(dlock__lanes *prev);
+
+/* The set's descriptors to poll now, in pfd[0..max); returns how many
+ * (more than max: call again with room for them all). */
+int dlock__lanes_pollfds(dlock__lanes *s, struct pollfd *pfd, int max);
+
+/* Do what the descriptors allow (pfd as filled by the last
+ * dlock__lanes_pollfds, revents set; n 0: none): write, read, hand the
+ * replies to their calls. The calls must be processed after it. */
+void dlock__lanes_process(dlock__lanes *s, const struct pollfd *pfd, int n);
+
+/* 1 when a call got something (a reply, a lane, a failure) since the
+ * last time asked: its driver must process the calls again. */
+int dlock__lanes_kicked(dlock__lanes *s);
+
+/* How many connections the set has open now. */
+int dlock__lanes_open(const dlock__lanes *s);
+
+#endif /* DLOCK_LANES_H */
