@@ -80,7 +80,9 @@ static void abandon_call(dlock__call *k, int j)
  * script's source, nothing to resend. A node still connecting is asked
  * all the same once it opens, with the script's source, so that its
  * answer need not be waited for (a Redlock lock must reach every server
- * it can): the step ends once none is left connecting. No early return
+ * it can): the step ends once none is left connecting (on a lane set,
+ * a call waiting for the lane another call opens counts as connecting).
+ * No early return
  * for a lock write with wait_replicas: a grant counts only once WAIT
  * (read last on its connection) answered.
  */
@@ -92,14 +94,15 @@ int dlock__call_enough(dlock__call *k)
     if (!k->fixed || cmd->enough == NULL || k->wait)
         return 0;
     for (j = 0; j < k->m; j++)
-        if (k->cl[j].state == C_SENT || k->cl[j].state == C_OPENING)
+        if (k->cl[j].state == C_SENT || k->cl[j].state == C_OPENING ||
+            (k->cl[j].state == C_IDLE && k->cl[j].waiting))
             waiting |= 1ULL << j;
     if (!cmd->enough(k->res, waiting, k->ns->n, cmd->enough_ud))
         return 0;
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
-        if (c->state == C_OPENING) {
-            c->full = c->late = 1;
+        if (c->state == C_OPENING || (c->state == C_IDLE && c->waiting)) {
+            c->full = c->late = 1; /* a set's lane coming: the same */
             still |= 1ULL << j;
         }
         if (c->state != C_SENT)
