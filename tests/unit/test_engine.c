@@ -23,7 +23,9 @@
 
 #include <cmocka.h>
 
+#include "engine/call.h"
 #include "engine/cluster_batch.h"
+#include "engine/lanes.h"
 #include "hold/core.h"
 #include "base/slot.h"
 #include "engine/step.h"
@@ -568,6 +570,82 @@ static void test_error_then_wait(void **state)
     dlock_client_free(c);
 }
 
+/* Drive calls ks[0..n) started on set s until all are done: the set's
+ * descriptors and each call's (its opens), then the set, then the
+ * calls. */
+static void drive_set(dlock__lanes *s, dlock__call **ks, int n)
+{
+    int64_t end = dlock__now_ms() + 5000;
+    for (;;) {
+        struct pollfd pfd[16];
+        int64_t wake;
+        int i, np, ns, left = 0, at[4], cnt[4];
+        np = ns = dlock__lanes_pollfds(s, pfd, 8);
+        for (i = 0; i < n; i++) {
+            at[i] = np;
+            cnt[i] = dlock__call_pollfds(ks[i], pfd + np, 2, &wake);
+            np += cnt[i];
+        }
+        poll(pfd, (nfds_t)np, 10);
+        dlock__lanes_process(s, pfd, ns);
+        for (i = 0; i < n; i++)
+            left += !dlock__call_process(ks[i], pfd + at[i], cnt[i]);
+        if (left == 0)
+            return;
+        assert_true(dlock__now_ms() < end);
+    }
+}
+
+/* Three calls on one lane set, the scripts not cached there (NOSCRIPT
+ * to each EVALSHA): one connection carries them all, pipelined, each
+ * NOSCRIPT answered by its own call's source on it, each call its own
+ * answer; a call after them reuses the connection. */
+static void test_set_shared(void **state)
+{
+    dlock_client *c = client(1, 0);
+    dlock__lanes *s, *prev;
+    dlock__call *ks[3];
+    dlock__result res[3][1];
+    dlock__cmdbuf b[3];
+    int i;
+    (void)state;
+    srvs[0].mode = A_NOSCRIPT;
+    assert_int_equal(dlock__lanes_new(&s, &c->ns), DLOCK_OK);
+    prev = dlock__lanes_enter(s);
+    for (i = 0; i < 3; i++) {
+        dlock__cmd_begin(&b[i], DLOCK__S_INSPECT);
+        dlock__cmd_key(&b[i], "k", 1);
+        dlock__cmd_arg_i64(&b[i], 42);
+        assert_int_equal(dlock__call_start(&ks[i], &c->ns, c->scripts,
+                                           &b[i].cmd, 1, 1,
+                                           dlock__now_ms() + 2000, res[i]),
+                         DLOCK_OK);
+    }
+    drive_set(s, ks, 3);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(res[i][0].status, DLOCK_OK);
+        assert_int_equal(res[i][0].reply->integer, 1);
+        dlock__call_free(ks[i]);
+        dlock__results_clear(res[i], 1);
+    }
+    assert_int_equal(count(&srvs[0].accepts), 1);
+    assert_int_equal(count(&srvs[0].evalsha), 3);
+    assert_int_equal(count(&srvs[0].eval), 3);
+    assert_int_equal(dlock__lanes_open(s), 1);
+    srvs[0].mode = A_OK;
+    assert_int_equal(dlock__call_start(&ks[0], &c->ns, c->scripts, &b[0].cmd, 1,
+                                       1, dlock__now_ms() + 2000, res[0]),
+                     DLOCK_OK);
+    drive_set(s, ks, 1);
+    assert_int_equal(res[0][0].status, DLOCK_OK);
+    dlock__call_free(ks[0]);
+    dlock__results_clear(res[0], 1);
+    assert_int_equal(count(&srvs[0].accepts), 1);
+    dlock__lanes_leave(prev);
+    dlock__lanes_free(s);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +659,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_noscript, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_then_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_shared, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
