@@ -576,7 +576,6 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
         return DLOCK_ENOMEM;
     }
     *k = (dlock__call){.ns = ns,
-                       .set = dlock__lanes_current(),
                        .take = call_take,
                        .lost = lane_lost,
                        .scripts = scripts,
@@ -587,6 +586,7 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
                        .mask = mask,
                        .fixed = fixed,
                        .deadline = deadline_ms};
+    k->set = dlock__lanes_current(&k->tag);
     *out = k;
     if (n == 0 || (fixed && m < 1)) {
         dlock__call_finish(k);

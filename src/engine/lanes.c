@@ -20,7 +20,7 @@
 #include "engine/machine.h"
 #include "engine/script.h"
 
-static _Thread_local dlock__lanes *current;
+static _Thread_local dlock__lanes_ctx current;
 
 /* See lanes.h. */
 int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns)
@@ -55,28 +55,75 @@ void dlock__lanes_free(dlock__lanes *s)
     }
     free(s->ln);
     free(s->sn);
+    free(s->tags);
     free(s->pidx);
     free(s);
 }
 
 /* See lanes.h. */
-dlock__lanes *dlock__lanes_enter(dlock__lanes *s)
+dlock__lanes_ctx dlock__lanes_enter(dlock__lanes *s, void *tag)
 {
-    dlock__lanes *prev = current;
-    current = s;
+    dlock__lanes_ctx prev = current;
+    current = (dlock__lanes_ctx){s, tag};
     return prev;
 }
 
 /* See lanes.h. */
-void dlock__lanes_leave(dlock__lanes *prev)
+void dlock__lanes_leave(dlock__lanes_ctx prev)
 {
     current = prev;
 }
 
-/* The set calls started now run on (call.c's dlock__call_start). */
-dlock__lanes *dlock__lanes_current(void)
+/* See machine.h. */
+dlock__lanes *dlock__lanes_current(void **tag)
 {
-    return current;
+    *tag = current.tag;
+    return current.s;
+}
+
+/* Note that k got something (its tag, for dlock__lanes_take). */
+static void note(dlock__lanes *s, const dlock__call *k)
+{
+    s->kicked = 1;
+    if (k->tag == NULL) {
+        s->all = 1; /* no name for its driver: every call goes */
+        return;
+    }
+    if (s->ntags > 0 && s->tags[s->ntags - 1] == k->tag)
+        return; /* the same driver again */
+    if (s->ntags == s->captags) {
+        int cap = s->captags ? 2 * s->captags : 64;
+        void **p = realloc(s->tags, (size_t)cap * sizeof *p);
+        if (p == NULL) {
+            s->all = 1; /* every call goes: none is missed */
+            return;
+        }
+        s->tags = p;
+        s->captags = cap;
+    }
+    s->tags[s->ntags++] = k->tag;
+}
+
+/* See lanes.h. */
+int dlock__lanes_take(dlock__lanes *s, void (*fn)(void *tag, void *ud),
+                      void *ud)
+{
+    int i, all = s->all;
+    for (i = 0; i < s->ntags; i++)
+        if (s->tags[i] != NULL)
+            fn(s->tags[i], ud);
+    s->ntags = 0;
+    s->all = 0;
+    return all;
+}
+
+/* See lanes.h. */
+void dlock__lanes_untag(dlock__lanes *s, void *tag)
+{
+    int i;
+    for (i = 0; i < s->ntags; i++)
+        if (s->tags[i] == tag)
+            s->tags[i] = NULL;
 }
 
 /* See lanes.h. */
@@ -180,7 +227,8 @@ void dlock__lanes_opening(dlock__call *k, dlock__node *nd, int delta, int rc,
         sn->rc = rc;
         snprintf(sn->err, sizeof sn->err, "%s", err);
     }
-    k->set->kicked = 1; /* the calls waiting for it go on */
+    if (delta < 0) /* the calls waiting for it go on */
+        k->set->kicked = k->set->all = 1;
 }
 
 /* See machine.h. */
@@ -209,7 +257,7 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
     s->ln[i].conn = conn;
     s->ln[i].retired = 0;
     s->ln[i].qhead = s->ln[i].qlen = 0;
-    s->kicked = 1; /* the calls waiting for a lane to nd go on */
+    s->kicked = s->all = 1; /* the calls waiting for a lane to nd go on */
     *took = 1;
     return i;
 }
@@ -338,8 +386,10 @@ void dlock__lanes_fail(dlock__lanes *s, int sh, int rc, const char *err)
         dlock__call *k = q[i].k;
         free(q[i].eval);
         if (k != NULL && k->ln[q[i].lane].conn != NULL &&
-            k->ln[q[i].lane].sh == sh)
+            k->ln[q[i].lane].sh == sh) {
+            note(s, k);
             k->lost(k, q[i].lane, rc, err);
+        }
     }
     free(q);
 }
@@ -375,7 +425,7 @@ void dlock__lanes_collect(dlock__lanes *s, int sh)
             on_dropped(sl, &e, rep);
             continue;
         }
-        s->kicked = 1;
+        note(s, e.k);
         e.k->take(e.k, e.lane, rep);
     }
     if (s->ln[sh].conn != NULL && s->ln[sh].retired &&

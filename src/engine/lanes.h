@@ -26,10 +26,18 @@ int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns);
  * it is freed. Accepts NULL. */
 void dlock__lanes_free(dlock__lanes *s);
 
-/* Calls started on this thread from now on run on s (NULL: none), until
+/* What calls started on a thread run on (a set, or NULL: none) and the
+ * tag they carry (their driver's name for who started them: a loop's
+ * job), given back by dlock__lanes_take when they get something. */
+typedef struct dlock__lanes_ctx {
+    dlock__lanes *s;
+    void *tag;
+} dlock__lanes_ctx;
+
+/* Calls started on this thread from now on run on s with tag, until
  * dlock__lanes_leave(the value returned). */
-dlock__lanes *dlock__lanes_enter(dlock__lanes *s);
-void dlock__lanes_leave(dlock__lanes *prev);
+dlock__lanes_ctx dlock__lanes_enter(dlock__lanes *s, void *tag);
+void dlock__lanes_leave(dlock__lanes_ctx prev);
 
 /* The set's descriptors to poll now, in pfd[0..max); returns how many
  * (more than max: call again with room for them all). */
@@ -43,6 +51,16 @@ void dlock__lanes_process(dlock__lanes *s, const struct pollfd *pfd, int n);
 /* 1 when a call got something (a reply, a lane, a failure) since the
  * last time asked: its driver must process the calls again. */
 int dlock__lanes_kicked(dlock__lanes *s);
+
+/* The tags of the calls that got a reply or lost their lane since the
+ * last time, each given to fn (with ud; one may come more than once).
+ * Returns 1 when something may concern any call (a lane opened, closed
+ * or failed to open: the calls waiting for it go on): process them all. */
+int dlock__lanes_take(dlock__lanes *s, void (*fn)(void *tag, void *ud),
+                      void *ud);
+
+/* tag's driver is gone: forget what was noted for it. */
+void dlock__lanes_untag(dlock__lanes *s, void *tag);
 
 /* How many connections the set has open now. */
 int dlock__lanes_open(const dlock__lanes *s);

@@ -114,7 +114,7 @@ static int drive(dlock__call *k)
 int dlock__exec(dlock__nodeset *ns, const dlock__script *scripts, uint64_t mask,
                 const dlock__cmd *cmd, int64_t deadline_ms, dlock__result *res)
 {
-    dlock__lanes *set = dlock__lanes_enter(NULL); /* its own connections */
+    dlock__lanes_ctx set = dlock__lanes_enter(NULL, NULL); /* own conns */
     dlock__call *k;
     int nok = 0;
     if (dlock__call_start(&k, ns, scripts, cmd, 1, mask, deadline_ms, res) ==
@@ -131,7 +131,7 @@ int dlock__cluster_exec_many(dlock__nodeset *ns, const dlock__script *scripts,
                              const dlock__cmd *cmds, int m, int64_t deadline_ms,
                              dlock__result *res)
 {
-    dlock__lanes *set = dlock__lanes_enter(NULL); /* as dlock__exec */
+    dlock__lanes_ctx set = dlock__lanes_enter(NULL, NULL); /* as exec */
     dlock__call *k;
     int nok = 0;
     if (dlock__call_start(&k, ns, scripts, cmds, m, ~0ULL, deadline_ms, res) ==

@@ -78,6 +78,7 @@ struct dlock__call {
      * call on it not answered yet lost (retried once). */
     void (*take)(struct dlock__call *k, int l, redisReply *rep);
     void (*lost)(struct dlock__call *k, int l, int rc, const char *err);
+    void *tag; /* on a set: its driver's tag (lanes.h) */
     const dlock__script *scripts;
     const dlock__cmd *wcmd; /* WAIT's arguments (cmds[0]) */
     dlock__result *res;
@@ -214,14 +215,18 @@ struct dlock__lanes {
     int nl;
     snode *sn;
     int nsn;
-    int kicked; /* a reply went to a call or a lane came or went: the
+    int kicked;  /* a reply went to a call or a lane came or went: the
                    calls must be processed again */
-    int *pidx;  /* the lane of each descriptor of the last pollfds */
+    int all;     /* a lane came or went: every call may go on */
+    void **tags; /* the tags of the calls that got something */
+    int ntags, captags;
+    int *pidx; /* the lane of each descriptor of the last pollfds */
     int npidx, pcap;
 };
 
-/* The set calls started on this thread now run on, or NULL. */
-struct dlock__lanes *dlock__lanes_current(void);
+/* The set calls started on this thread now run on (or NULL), and the tag
+ * they carry (*tag). */
+struct dlock__lanes *dlock__lanes_current(void **tag);
 
 /* Positive (not DLOCK__OPEN_AGAIN): no lane of the set to nd and no open of one under way: the
  * call opens it (dlock__lanes_find). */

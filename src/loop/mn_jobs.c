@@ -22,15 +22,15 @@
 
 /* See multi_node.h. Out of memory: no set, the calls take pooled
  * connections. */
-struct dlock__lanes *dloop__lanes_enter(dlock_loop *l)
+dlock__lanes_ctx dloop__lanes_enter(dlock_loop *l, mjob *j)
 {
     if (l->lanes == NULL)
         dlock__lanes_new(&l->lanes, &l->c->ns);
-    return dlock__lanes_enter(l->lanes);
+    return dlock__lanes_enter(l->lanes, j);
 }
 
 /* See multi_node.h. */
-void dloop__lanes_leave(struct dlock__lanes *prev)
+void dloop__lanes_leave(dlock__lanes_ctx prev)
 {
     dlock__lanes_leave(prev);
 }
@@ -103,7 +103,7 @@ void dloop__job_link(dlock_loop *l, mjob *j)
         l->jobs->prev = j;
     l->jobs = j;
     if (j->a != NULL) {
-        struct dlock__lanes *prev = dloop__lanes_enter(l);
+        dlock__lanes_ctx prev = dloop__lanes_enter(l, j);
         j->rc = dlock__attempt_process(j->a, NULL, 0);
         j->finished = j->rc != DLOCK__AGAIN;
         dloop__lanes_leave(prev);
@@ -122,9 +122,11 @@ void dloop__job_link(dlock_loop *l, mjob *j)
 void dloop__job_free(mjob *j)
 {
     dlock_loop *l = j->l;
-    struct dlock__lanes *prev = NULL;
+    dlock__lanes_ctx prev = {NULL, NULL};
     if (l != NULL) {
-        prev = dloop__lanes_enter(l);
+        prev = dloop__lanes_enter(l, j);
+        if (l->lanes != NULL) /* nothing noted for it is read after */
+            dlock__lanes_untag(l->lanes, j);
         if (j->prev != NULL)
             j->prev->next = j->next;
         else
@@ -134,8 +136,11 @@ void dloop__job_free(mjob *j)
     }
     dlock__attempt_free(j->a);
     dlock__call_free(j->k);
-    if (l != NULL)
+    if (l != NULL) {
+        if (l->lanes != NULL)
+            dlock__lanes_untag(l->lanes, j);
         dloop__lanes_leave(prev);
+    }
     if (j->rec != NULL)
         dlock__held_free(j->rec); /* its pins dropped when it came */
     if (j->res != NULL)
@@ -156,7 +161,7 @@ static void job_step(mjob *j)
 {
     int r = j->n > 0 ? poll(j->pfd, (nfds_t)j->n, 0) : 0;
     int n = r > 0 ? j->n : 0;
-    struct dlock__lanes *prev = dloop__lanes_enter(j->l);
+    dlock__lanes_ctx prev = dloop__lanes_enter(j->l, j);
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     if (j->a != NULL) {
         j->rc = dlock__attempt_process(j->a, j->pfd, n);
@@ -237,18 +242,33 @@ static void fds_sync(dlock_loop *l)
     l->nmfd = fds != NULL ? m : 0;
 }
 
+/* dlock__lanes_take's: job tag's call got something. */
+static void mark(void *tag, void *ud)
+{
+    (void)ud;
+    ((mjob *)tag)->kicked = 1;
+}
+
 /* See multi_node.h. */
 void dloop__jobs_step(dlock_loop *l)
 {
     int rounds = 0;
     mjob *j;
     lanes_step(l);
-    if (l->lanes != NULL)
-        dlock__lanes_kicked(l->lanes); /* every job goes now */
     do {
-        for (j = l->jobs; j != NULL; j = j->next)
-            if (!j->finished)
-                job_step(j);
+        int all = l->lanes == NULL || dlock__lanes_take(l->lanes, mark, NULL);
+        int64_t now = dlock__now_ms();
+        if (l->lanes != NULL)
+            dlock__lanes_kicked(l->lanes); /* what comes now: another round */
+        /* The jobs that may go: one of their calls got something, their
+         * clock is due, or they open a connection themselves. */
+        for (j = l->jobs; j != NULL; j = j->next) {
+            if (j->finished ||
+                !(all || j->kicked || j->n > 0 || j->wake <= now))
+                continue;
+            j->kicked = 0;
+            job_step(j);
+        }
         /* Replies read on the way (into a reader's buffer) go to their
          * calls; a call that got one, or a lane, goes again. */
         if (l->lanes != NULL)
@@ -342,7 +362,7 @@ int dloop__job_call(dlock_loop *l, mjob *j)
     uint64_t mask = c->ns.cluster != NULL ? ~0ULL
                     : j->first            ? 1
                                           : dlock__all_nodes(c);
-    struct dlock__lanes *prev = dloop__lanes_enter(l);
+    dlock__lanes_ctx prev = dloop__lanes_enter(l, j);
     int rc;
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     rc = dlock__call_start(&j->k, &c->ns, c->scripts, j->cmds, j->ncmds, mask,

@@ -101,7 +101,7 @@ static void try_next(dlock_op *op)
     struct mop *m = op->mn;
     dlock__wait *x = &m->x;
     dlock_client *c = op->loop->c;
-    struct dlock__lanes *prev;
+    dlock__lanes_ctx prev;
     dlock__ask ask;
     dlock__want w;
     mjob *j = dloop__job_new(op, 0, 0);
@@ -120,7 +120,7 @@ static void try_next(dlock_op *op)
     op->wake_at = -1;
     m->wakeable = 0;
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
-    prev = dloop__lanes_enter(op->loop);
+    prev = dloop__lanes_enter(op->loop, j);
     if (j == NULL || dlock__attempt_start(
                          &j->a, c, h->rec, &w, ask,
                          ask == DLOCK__ASK_FIFO ? m->ticket : 0) != DLOCK_OK) {

@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include "engine/call.h"
+#include "engine/lanes.h"
 #include "hold/attempt.h"
 #include "hold/wait.h"
 #include "loop/loop_impl.h"
@@ -43,8 +44,9 @@ typedef struct mjob {
     int n, cap;
     int64_t wake; /* process it by then */
     int finished;
-    int rc;   /* an attempt's status */
-    int kind; /* a renewal's holds' kind when sent (a downgrade may
+    int kicked; /* a call of it got something on the lane set: step it */
+    int rc;     /* an attempt's status */
+    int kind;   /* a renewal's holds' kind when sent (a downgrade may
                  change it before the answer) */
     struct dlock_hold *late; /* an extend's or downgrade's hold after its op
                                 ended first (multi_node.c: extending until
@@ -94,9 +96,10 @@ void dloop__jobs_step(dlock_loop *l);
 void dloop__job_free(mjob *j);
 
 /* Calls started on this thread from now on run on l's lane set (made
- * on first use), until dloop__lanes_leave(the value returned). */
-struct dlock__lanes *dloop__lanes_enter(dlock_loop *l);
-void dloop__lanes_leave(struct dlock__lanes *prev);
+ * on first use) for job j, until dloop__lanes_leave(the value
+ * returned). */
+dlock__lanes_ctx dloop__lanes_enter(dlock_loop *l, mjob *j);
+void dloop__lanes_leave(dlock__lanes_ctx prev);
 
 /* The state every op of an engine loop keeps (op->mn); DLOCK_OK, or
  * DLOCK_ENOMEM (op completed). */

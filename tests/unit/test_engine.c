@@ -603,7 +603,8 @@ static void drive_set(dlock__lanes *s, dlock__call **ks, int n)
 static void test_set_shared(void **state)
 {
     dlock_client *c = client(1, 0);
-    dlock__lanes *s, *prev;
+    dlock__lanes *s;
+    dlock__lanes_ctx prev;
     dlock__call *ks[3];
     dlock__result res[3][1];
     dlock__cmdbuf b[3];
@@ -611,7 +612,7 @@ static void test_set_shared(void **state)
     (void)state;
     srvs[0].mode = A_NOSCRIPT;
     assert_int_equal(dlock__lanes_new(&s, &c->ns), DLOCK_OK);
-    prev = dlock__lanes_enter(s);
+    prev = dlock__lanes_enter(s, NULL);
     for (i = 0; i < 3; i++) {
         dlock__cmd_begin(&b[i], DLOCK__S_INSPECT);
         dlock__cmd_key(&b[i], "k", 1);
