@@ -265,6 +265,7 @@ struct dlock_loop {
     int engine;
     int mn_nsub; /* engine ops with a subscription (mop's sub set) */
     struct mjob *jobs;
+    unsigned jobs_freed; /* jobs taken off the list so far (mn_jobs.c) */
     int *mfd, nmfd;
     /* The engine's lane set the jobs' calls share (engine/lanes.h: one
      * pipelined connection per node), created on first use; NULL: none

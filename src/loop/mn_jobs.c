@@ -124,6 +124,7 @@ void dloop__job_free(mjob *j)
     dlock_loop *l = j->l;
     dlock__lanes_ctx prev = {NULL, NULL};
     if (l != NULL) {
+        l->jobs_freed++;
         prev = dloop__lanes_enter(l, j);
         if (l->lanes != NULL) /* nothing noted for it is read after */
             dlock__lanes_untag(l->lanes, j);
@@ -276,17 +277,22 @@ void dloop__jobs_step(dlock_loop *l)
     } while (l->lanes != NULL && dlock__lanes_kicked(l->lanes) && ++rounds < 4);
     if (rounds == 4)
         dloop__signal(l); /* more to do: process again soon */
-    /* Completions may start jobs and cancel ops (freeing their jobs):
-     * look again from the start after each. */
-    for (;;) {
-        for (j = l->jobs; j != NULL && !j->finished; j = j->next)
-            ;
-        if (j == NULL)
-            break;
+    /* Completions may start jobs (linked at the head: one finished at
+     * once signals the loop) and cancel ops, freeing their jobs: after a
+     * completion that freed another job, look again from the start. */
+    j = l->jobs;
+    while (j != NULL) {
+        mjob *next = j->next;
+        unsigned freed = l->jobs_freed;
+        if (!j->finished) {
+            j = next;
+            continue;
+        }
         if (j->op != NULL)
             j->op->mn->job = NULL;
         j->done(j);
         dloop__job_free(j);
+        j = l->jobs_freed - freed > 1 ? l->jobs : next;
     }
     fds_sync(l);
 }
