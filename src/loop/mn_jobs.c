@@ -35,24 +35,33 @@ void dloop__lanes_leave(dlock__lanes_ctx prev)
     dlock__lanes_leave(prev);
 }
 
+/* n descriptors were asked for with room for *cap: 1 when they all fit
+ * (*got = n), or no more room can be had (*got = *cap: polled up to
+ * there, the clock ends the rest); 0 when *pfd grew to n (ask again). */
+static int pfd_fit(struct pollfd **pfd, int *cap, int n, int *got)
+{
+    struct pollfd *p;
+    if (n <= *cap) {
+        *got = n;
+        return 1;
+    }
+    p = realloc(*pfd, (size_t)n * sizeof *p);
+    if (p == NULL) {
+        *got = *cap;
+        return 1;
+    }
+    *pfd = p;
+    *cap = n;
+    return 0;
+}
+
 /* The set's descriptors now, in l->lpfd[0..nlpfd). */
 static void lanes_pollfds(dlock_loop *l)
 {
-    for (;;) {
-        int n = dlock__lanes_pollfds(l->lanes, l->lpfd, l->caplpfd);
-        struct pollfd *p;
-        if (n <= l->caplpfd) {
-            l->nlpfd = n;
-            return;
-        }
-        p = realloc(l->lpfd, (size_t)n * sizeof *p);
-        if (p == NULL) { /* polled up to cap: the deadlines end the rest */
-            l->nlpfd = l->caplpfd;
-            return;
-        }
-        l->lpfd = p;
-        l->caplpfd = n;
-    }
+    while (!pfd_fit(&l->lpfd, &l->caplpfd,
+                    dlock__lanes_pollfds(l->lanes, l->lpfd, l->caplpfd),
+                    &l->nlpfd))
+        ;
 }
 
 /* What the set's descriptors have now: written, read, each reply handed
@@ -72,23 +81,12 @@ static void lanes_step(dlock_loop *l)
 /* Ask j for its descriptors and wake-up time. */
 static void job_pollfds(mjob *j)
 {
-    for (;;) {
-        int n = j->a != NULL
-                    ? dlock__attempt_pollfds(j->a, j->pfd, j->cap, &j->wake)
-                    : dlock__call_pollfds(j->k, j->pfd, j->cap, &j->wake);
-        struct pollfd *p;
-        if (n <= j->cap) {
-            j->n = n;
-            return;
-        }
-        p = realloc(j->pfd, (size_t)n * sizeof *p);
-        if (p == NULL) { /* polled up to cap: the clock ends it anyway */
-            j->n = j->cap;
-            return;
-        }
-        j->pfd = p;
-        j->cap = n;
-    }
+    int n;
+    do {
+        n = j->a != NULL
+                ? dlock__attempt_pollfds(j->a, j->pfd, j->cap, &j->wake)
+                : dlock__call_pollfds(j->k, j->pfd, j->cap, &j->wake);
+    } while (!pfd_fit(&j->pfd, &j->cap, n, &j->n));
 }
 
 static void fds_add(dlock_loop *l, const mjob *j);
