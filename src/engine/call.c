@@ -19,7 +19,10 @@
  * fails put it in BACKOFF (10 ms doubling to 100 ms, the map refreshed);
  * a connection that fails under a call is retried once on a fresh one
  * (every script of ours is idempotent). Only the thread that drives a
- * call touches it; connections come from the nodes' pools and go back.
+ * call touches it; connections come from the nodes' pools and go back,
+ * or, for a call started on a lane set (an event loop's: lanes.c), its
+ * lanes are views of the set's one connection per node, shared with the
+ * loop's other calls (no pins there: that connection keeps the order).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,12 +1,16 @@
 /*
  * mn_jobs.c - the jobs of an engine loop (multi_node.h): a job is an
- * attempt or an engine call in flight. Its descriptors (the pooled
- * connections it uses, the ones it is opening) are registered in the
- * loop's epoll set, so the loop's fd is readable when one of them is;
- * process polls each job's descriptors without waiting (poll, 0), drives
- * it (dlock__attempt_process / dlock__call_process), and registers the
- * descriptors it asks for next; its wake-up time is in the loop's
- * timeout. A finished job completes what it served (its done).
+ * attempt or an engine call in flight, its calls on the loop's lane set
+ * (engine/lanes.h: one pipelined connection per server, shared by every
+ * job; the set entered, with the job as the calls' tag, around a job's
+ * start, process and free). The set's descriptors and those of the
+ * connections jobs are opening are registered in the loop's epoll set,
+ * so the loop's fd is readable when one of them is; process reads the
+ * set (each reply handed to its call), then drives the jobs that may go
+ * (a call of theirs got something, their clock is due, or they open a
+ * connection: their descriptors polled without waiting) and registers
+ * what they ask for next; the wake-up times are in the loop's timeout.
+ * A finished job completes what it served (its done).
  */
 #include <errno.h>
 #include <poll.h>
