@@ -95,6 +95,10 @@ static void job_pollfds(mjob *j)
 
 static void fds_add(dlock_loop *l, const mjob *j);
 
+/* The set's descriptors fds_add compares with those last put (more:
+ * all put again). */
+#define SET_FDS 16
+
 /* j is started (a or k set): on the loop's list, done already or polled
  * for. */
 void dloop__job_link(dlock_loop *l, mjob *j)
@@ -112,10 +116,12 @@ void dloop__job_link(dlock_loop *l, mjob *j)
     } else {
         j->finished = dlock__call_done(j->k);
     }
-    if (j->finished) {
+    /* Done already, or a call of another job got something (a reply read
+     * on the way): process must come. */
+    if (j->finished || (l->lanes != NULL && dlock__lanes_kicked(l->lanes)))
         dloop__signal(l);
+    if (j->finished)
         return;
-    }
     job_pollfds(j);
     fds_add(l, j);
 }
@@ -196,16 +202,31 @@ static void fd_put(dlock_loop *l, const struct pollfd *pfd)
  * them before the next process) and noted in l->mfd. */
 static void fds_add(dlock_loop *l, const mjob *j)
 {
-    int *p, i;
-    if (j->n == 0)
+    struct pollfd was[SET_FDS];
+    int *p, i, nwas = l->nlpfd < SET_FDS ? l->nlpfd : 0;
+    /* The set's too, those new or changed since they were last put: a
+     * lane opened or taken from the pool, or a request left to write,
+     * outside process (an op started) must wake the loop. */
+    memcpy(was, l->lpfd, (size_t)nwas * sizeof *was);
+    l->nlpfd = 0;
+    if (l->lanes != NULL)
+        lanes_pollfds(l);
+    if (j->n + l->nlpfd == 0)
         return;
-    p = realloc(l->mfd, (size_t)(l->nmfd + j->n) * sizeof *p);
+    p = realloc(l->mfd, (size_t)(l->nmfd + j->n + l->nlpfd) * sizeof *p);
     if (p == NULL)
         return; /* its wake-up time still brings process */
     l->mfd = p;
     for (i = 0; i < j->n; i++) {
         fd_put(l, &j->pfd[i]);
         l->mfd[l->nmfd++] = j->pfd[i].fd;
+    }
+    for (i = 0; i < l->nlpfd; i++) {
+        if (i < nwas && was[i].fd == l->lpfd[i].fd &&
+            was[i].events == l->lpfd[i].events)
+            continue;
+        fd_put(l, &l->lpfd[i]);
+        l->mfd[l->nmfd++] = l->lpfd[i].fd;
     }
 }
 

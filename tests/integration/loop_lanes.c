@@ -9,6 +9,7 @@
  * operation completes with a status, none hangs, and a lock reported
  * held is held on a majority.
  */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -326,6 +327,45 @@ static void test_cluster_bounded(void **state)
     th_cluster_stop(&cl);
 }
 
+/* The first lane of a loop taken from the pool (the client's blocking
+ * calls left connections there) is written outside dlock_loop_process:
+ * the loop's fd must become readable when its answer comes (before, the
+ * new lane's descriptor was in the epoll set only after the next process,
+ * which then came at the command timeout). A liveness check: the command
+ * timeout is far longer than the wait allowed. */
+static void test_pooled_first(void **state)
+{
+    const char *urls[FIXTURE_NS];
+    dlock_client *c;
+    dlock_lock *lk;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    burst b;
+    struct pollfd p;
+    (void)state;
+    fixture_urls(urls);
+    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 60000, 0);
+    assert_non_null(c);
+    assert_int_equal(dlock_lock_acquire(&lk, c, "lanes:pool", 0, 10000), 0);
+    assert_int_equal(dlock_lock_release(lk), 0);
+    l = th_loop_new(c);
+    assert_non_null(l);
+    memset(&b, 0, sizeof b);
+    b.want = 1;
+    dlock_loop_acquire_init(&o, c);
+    o.wait_ms = 0;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lanes:pool2", &o, count, &b), 0);
+    p = (struct pollfd){.fd = dlock_loop_fd(l), .events = POLLIN};
+    while (b.done == 0) {
+        assert_int_equal(poll(&p, 1, 20000), 1); /* not the 60 s timeout */
+        assert_int_equal(dlock_loop_process(l), 0);
+    }
+    assert_int_equal(b.ok, 1);
+    release_all(l, &b, 1);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_lane_killed),
         cmocka_unit_test(test_noscript_pipelined),
         cmocka_unit_test(test_server_killed),
+        cmocka_unit_test(test_pooled_first),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
