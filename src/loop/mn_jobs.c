@@ -207,7 +207,8 @@ static void fds_add(dlock_loop *l, const mjob *j)
     /* The set's too, those new or changed since they were last put: a
      * lane opened or taken from the pool, or a request left to write,
      * outside process (an op started) must wake the loop. */
-    memcpy(was, l->lpfd, (size_t)nwas * sizeof *was);
+    if (nwas > 0)
+        memcpy(was, l->lpfd, (size_t)nwas * sizeof *was);
     l->nlpfd = 0;
     if (l->lanes != NULL)
         lanes_pollfds(l);
