@@ -12,8 +12,10 @@
 #   tsan      configure + build build/tsan with -DDLOCK_TSAN=ON, then only
 #             the tests labelled `tsan` (ctest -L tsan). Convention, set in
 #             tests/CMakeLists.txt: integration tests whose file is named
-#             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c
-#             and harness_selftest.c.
+#             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c,
+#             harness_selftest.c and the other threaded tests listed there
+#             (the topology tests that start no thread of their own are
+#             left to ASan).
 #             A test opts in by its file name; nothing else to do.
 #   valgrind  configure + build build/plain (Debug, no sanitizer), then the
 #             unit tests and it_lock_core (tcp) under valgrind memcheck
@@ -33,6 +35,9 @@
 # Every CTest test counts on its own; every other stage counts as one.
 # The last line is exactly "N passed, N failed". Exit status 0 only when
 # nothing failed.
+#
+# Order: longest first (the COST of each slow test, tests/CMakeLists.txt),
+# so that -j2 does not end with one long test alone.
 #
 # Parallelism: -j2 (CI has 2 cores). Integration tests start their own
 # redis-servers and fork processes; each test has its own servers on free
