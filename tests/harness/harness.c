@@ -484,6 +484,9 @@ static int write_config(const th_server *s)
             "logfile %s/redis.log\n"
             "loglevel notice\n"
             "save \"\"\n"
+            /* A replica a test links (REPLICAOF) syncs at once, not after
+             * Redis's 5 s wait for more replicas to share the transfer. */
+            "repl-diskless-sync-delay 0\n"
             "enable-debug-command local\n"
             "databases 16\n",
             s->port, s->dir, s->unix_path, s->dir);
