@@ -26,8 +26,13 @@
  * released, free lock name keeps its fence record; 0 keeps nothing (no
  * key left per request's name: dlock_options' fence_retention_ms; the
  * tokens of a name's later holds then rest on the server's clock not
- * stepping back). --layout (dlock; default hash): the key layout of
- * its locks (dlock_client_set_layout; string: SET NX PX and GET + DEL).
+ * stepping back). --layout (dlock; default string): the key layout of
+ * its locks (dlock_client_set_layout). string: on one server a request
+ * costs Redis one script (a plain SET NX PX try, a plain HMGET look, the
+ * store and the release in one script: dlock_loop_fenced_set_release);
+ * hash: the library's default layout (four scripts a request). Gateways
+ * on one Redis that must act as one must all use the same layout (and
+ * prefix): a lock of one layout is WRONGTYPE to the other.
  * --read (dlock; default fenced): how the holder of K
  * looks for a stored result: "fenced", a fenced read with its token once
  * the lock is granted (a processor paused past its lease can then no
@@ -731,6 +736,7 @@ int main(int argc, char **argv)
     cfg.strategy = -1;
     cfg.fence_retention_ms = 0;
     cfg.prefix = "gw";
+    cfg.string_layout = 1; /* --layout string: one script a request */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen") && v) {
