@@ -319,6 +319,8 @@ static void start_round(dreq *d)
     a.lazy_token = b->base.cfg->string_layout;
     if (b->base.cfg->strategy >= 0)
         a.strategy = (dlock_wait_strategy)b->base.cfg->strategy;
+    else if (b->base.cfg->string_layout)
+        a.strategy = DLOCK_WAIT_NOTIFY; /* a fair try is a script */
     d->lock_done = d->get_done = 0;
     if (!d->waited) {
         a.wait_ms = 0;

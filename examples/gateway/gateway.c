@@ -21,8 +21,9 @@
  * --impl dlock (default) de-duplicates with libdlock's event-loop API;
  * --impl floor with raw hiredis async on the same loop (the benchmark's
  * floor; its duplicates in wait mode ask again every --poll-ms, default
- * 10). --wait-strategy: how dlock's duplicates wait (default the
- * client's). --fence-retention-ms (dlock; default 0): how long a
+ * 10). --wait-strategy: how dlock's duplicates wait (default notify
+ * with the string layout: a fair try is a script, a notify or spin try
+ * a plain SET NX PX; the client's default with the hash layout). --fence-retention-ms (dlock; default 0): how long a
  * released, free lock name keeps its fence record; 0 keeps nothing (no
  * key left per request's name: dlock_options' fence_retention_ms; the
  * tokens of a name's later holds then rest on the server's clock not
@@ -701,16 +702,18 @@ static void on_signal(uv_signal_t *h, int sig)
 static void usage(FILE *f)
 {
     fprintf(
-        f,
-        "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
-        "--backend-ms N\n"
-        "                     [--mode wait|reject] [--lease-ms N] "
-        "[--keep-ms N]\n"
-        "                     [--impl dlock|floor] [--prefix P] "
-        "[--poll-ms N]\n"
-        "                     [--wait-strategy fair|notify|spin] "
-        "[--fence-retention-ms N]\n"
-        "                     [--read fenced|plain] [--layout hash|string]\n");
+        f, "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
+           "--backend-ms N\n"
+           "                     [--mode wait|reject] [--lease-ms N] "
+           "[--keep-ms N]\n"
+           "                     [--impl dlock|floor] [--prefix P] "
+           "[--poll-ms N]\n"
+           "                     [--wait-strategy fair|notify|spin] "
+           "[--fence-retention-ms N]\n"
+           "                     [--read fenced|plain] [--layout hash|string]\n"
+           "--layout string (the default): one Redis script a request; hash: "
+           "the\nlibrary's default layout. Gateways that act as one (the same "
+           "--prefix)\nmust all use the same layout.\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
