@@ -24,4 +24,5 @@
 -- level given back, 3 a retry of a release already done, 0 not the owner
 -- (the lease expired, or another owner has it; its queue place, if any,
 -- is dropped).
+local v = redis.pcall('GET', KEYS[1])
 --@include s_release.luainc

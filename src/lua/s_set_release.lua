@@ -24,9 +24,9 @@
 local rkey = table.remove(KEYS)
 local value = table.remove(ARGV)
 local stored, t = -1, 0
-local cur = redis.pcall('GET', KEYS[1])
-if type(cur) == 'string' then
-    local o, tok = string.match(cur, '^(%S+) %d+ (%d+)')
+local v = redis.pcall('GET', KEYS[1]) -- the release's too (unchanged)
+if type(v) == 'string' then
+    local o, tok = string.match(v, '^(%S+) %d+ (%d+)')
     if o == ARGV[1] then
         if tok == '0' then
             local tm = redis.call('TIME')
