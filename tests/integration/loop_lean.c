@@ -196,6 +196,27 @@ static void test_token_at_grant(void **state)
     dlock_client_free(c);
 }
 
+/* A struct of version 1 (before lazy_token) is accepted, and whatever
+ * lies where lazy_token now is is not read: the token comes with the
+ * grant. */
+static void test_version1_struct(void **state)
+{
+    dlock_client *c = string_client();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = lazy_opts(c, 0);
+    dlock_hold *h;
+    (void)state;
+    o.version = 1;
+    h = take(l, "lean:v1", &o);
+    assert_true(dlock_hold_token(h) > 0);
+    assert_int_equal(setrel(l, h, "lean:v1res", "v", NULL), DLOCK_OK);
+    o.version = 3;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lean:v1", &o, note, NULL),
+                     DLOCK_EINVAL);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* The lease lost (another owner has the name now): nothing stored,
  * the other owner's lock untouched. */
 static void test_lost_not_stored(void **state)
@@ -347,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cycle_one_script),
         cmocka_unit_test(test_token_at_grant),
+        cmocka_unit_test(test_version1_struct),
         cmocka_unit_test(test_lost_not_stored),
         cmocka_unit_test(test_newer_fence_stale),
         cmocka_unit_test(test_waiters_woken),
