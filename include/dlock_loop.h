@@ -208,11 +208,10 @@ typedef struct dlock_loop_acquire {
      * retention, a lock's first try is then a plain SET NX PX (no script
      * on the server; a name found taken is tried again with the script),
      * and the hold's token is 0 ("not issued yet": dlock_hold_token
-     * returns 0) until dlock_loop_fenced_set_release issues it. Use it
-     * when the token is only needed there (a gateway's store-and-release);
-     * leave it 0 when the token is read after the grant (fenced set /
-     * read with dlock_hold_token). Ignored elsewhere (the token is issued
-     * with the grant). */
+     * returns 0) until dlock_loop_fenced_set_release or dlock_loop_token
+     * issues it. Use it when the token is needed only there (a gateway's
+     * store-and-release), or rarely (ask dlock_loop_token first). Ignored
+     * elsewhere (the token is issued with the grant). */
     int lazy_token;
 } dlock_loop_acquire;
 
@@ -430,6 +429,21 @@ DLOCK_EXPORT int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *loop,
                                                const char *key,
                                                const void *value, size_t len,
                                                dlock_op_cb cb, void *userdata);
+
+/*
+ * Make sure HOLD's fencing token is issued: a hold acquired with
+ * dlock_loop_acquire.lazy_token by a plain SET has none yet (0); this
+ * asks the server to issue it (s_stamp.lua: the server's time in us,
+ * written into the lock's value while HOLD is still the owner's). The
+ * callback gets DLOCK_OK (dlock_hold_token(hold) is now the token; at
+ * once, from process, when it was already known), DLOCK_NOT_OWNER (the
+ * lease expired or another owner has the name: no token), DLOCK_LOST
+ * (found lost before) or an error class (a later call asks again).
+ * Returns as dlock_loop_lock.
+ */
+DLOCK_EXPORT int dlock_loop_token(dlock_op **out, dlock_loop *loop,
+                                  dlock_hold *hold, dlock_op_cb cb,
+                                  void *userdata);
 
 /* Fenced read through the loop (dlock_fenced_get's rules). In the
  * callback, dlock_op_value gives the value read (NULL: none) and its

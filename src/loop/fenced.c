@@ -310,3 +310,70 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
 }
+
+/* s_stamp.lua's answer for op (OP_TOKEN): {1, token} (issued now if it
+ * was not) or {0}: the hold is not the owner's on the server. */
+static void token_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    dlock_hold *h = op->hold;
+    const redisReply *t;
+    (void)l;
+    (void)sent;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "token: %s", err);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        (r->element[0]->integer == 1 && r->elements < 2)) {
+        dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
+        return;
+    }
+    if (r->element[0]->integer != 1) {
+        dloop__complete(op, DLOCK_NOT_OWNER,
+                        "token %s: not the owner (the lease expired or "
+                        "another owner has it): no token",
+                        h->k.name);
+        return;
+    }
+    t = r->element[1];
+    op->token = t->type == REDIS_REPLY_INTEGER  ? (uint64_t)t->integer
+                : t->type == REDIS_REPLY_STRING ? strtoull(t->str, NULL, 10)
+                                                : 0;
+    if (op->token == 0) {
+        dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
+        return;
+    }
+    if (h->token == 0)
+        h->token = op->token;
+    dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
+int dlock_loop_token(dlock_op **out, dlock_loop *l, dlock_hold *h,
+                     dlock_op_cb cb, void *userdata)
+{
+    const char *key;
+    const char *args[1];
+    size_t kl, al[1];
+    dlock_op *op;
+    int rc = dloop__hold_op(&op, out, l, h, OP_TOKEN, 1, cb, userdata,
+                            "dlock_loop_token");
+    if (rc != DLOCK_OK || dloop__hold_lost_done(op))
+        return rc;
+    if (h->token != 0) { /* issued with the grant, or asked before */
+        dloop__complete(op, DLOCK_OK, "%s", "");
+        return DLOCK_OK;
+    }
+    h->refs++; /* dropped after the callback (drive.c) */
+    op->href = 1;
+    op->state = ST_OUT;
+    key = h->k.key, kl = h->k.keylen;
+    args[0] = h->owner, al[0] = strlen(h->owner);
+    if (dloop__send(l, DLOCK__S_S_STAMP, 1, &key, &kl, 1, args, al, token_reply,
+                    op, &op->req) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}

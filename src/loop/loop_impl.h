@@ -120,7 +120,8 @@ enum {
     OP_PROCLAIM,
     OP_LEADER,
     OP_MULTI,
-    OP_FREAD
+    OP_FREAD,
+    OP_TOKEN
 };
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 

@@ -196,6 +196,53 @@ static void test_token_at_grant(void **state)
     dlock_client_free(c);
 }
 
+/* Run dlock_loop_token for h on l: its status. */
+static int token_of(dlock_loop *l, dlock_hold *h)
+{
+    seen s = {0};
+    assert_int_equal(dlock_loop_token(NULL, l, h, note, &s), DLOCK_OK);
+    assert_int_equal(s.done, 0); /* never from inside the call */
+    run1(l, &s.done);
+    return s.status;
+}
+
+/* dlock_loop_token issues a lazy hold's token (written into the lock's
+ * value), which the store then uses; a hold that is gone gets none. */
+static void test_token_op(void **state)
+{
+    dlock_client *c = string_client();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = lazy_opts(c, 0);
+    uint64_t tok, fence = 0;
+    char want[160];
+    dlock_hold *h;
+    redisReply *r;
+    (void)state;
+    h = take(l, "lean:tok", &o);
+    assert_int_equal(dlock_hold_token(h), 0);
+    assert_int_equal(token_of(l, h), DLOCK_OK);
+    tok = dlock_hold_token(h);
+    assert_true(tok > 0);
+    snprintf(want, sizeof want, "%s 1 %llu", dlock_hold_owner(h),
+             (unsigned long long)tok);
+    r = th_cmd(&srv, "GET dlock:{lean:tok}");
+    assert_non_null(r);
+    assert_string_equal(r->str, want);
+    freeReplyObject(r);
+    assert_int_equal(token_of(l, h), DLOCK_OK); /* known: the same */
+    assert_int_equal(dlock_hold_token(h), tok);
+    assert_int_equal(setrel(l, h, "lean:tokres", "v", &fence), DLOCK_OK);
+    assert_int_equal(fence, tok);
+    /* Gone before it asked: no token. */
+    h = take(l, "lean:tok2", &o);
+    th_cmd_int(&srv, "DEL dlock:{lean:tok2}");
+    assert_int_equal(token_of(l, h), DLOCK_NOT_OWNER);
+    assert_int_equal(dlock_hold_token(h), 0);
+    assert_int_equal(setrel(l, h, "lean:tokres2", "v", NULL), DLOCK_NOT_OWNER);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A struct of version 1 (before lazy_token) is accepted, and whatever
  * lies where lazy_token now is is not read: the token comes with the
  * grant. */
@@ -369,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_cycle_one_script),
         cmocka_unit_test(test_token_at_grant),
         cmocka_unit_test(test_version1_struct),
+        cmocka_unit_test(test_token_op),
         cmocka_unit_test(test_lost_not_stored),
         cmocka_unit_test(test_newer_fence_stale),
         cmocka_unit_test(test_waiters_woken),
