@@ -387,7 +387,8 @@ DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
 /*
  * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
  * caller names it; VALUE stored only if TOKEN >= every token a fenced
- * write of KEY carried). Callback: DLOCK_OK, DLOCK_STALE (older token,
+ * write of KEY carried; TOKEN 1 to 2^53, else DLOCK_EINVAL, as a lazy
+ * hold's 0 before dlock_loop_token). Callback: DLOCK_OK, DLOCK_STALE (older token,
  * nothing changed), DLOCK_NOT_REPLICATED (wait_replicas, one server: the
  * value was written but too few replicas acknowledged it) or an error
  * class; hold is NULL.

@@ -162,8 +162,13 @@ int dlock_loop_fenced_set(dlock_op **out, dlock_loop *l, const char *key,
     const char *args[2];
     size_t al[2];
     dlock_op *op;
-    int rc = fenced_op(&op, out, l, OP_FSET, key, value != NULL || len == 0,
-                       "value is NULL", cb, userdata, "dlock_loop_fenced_set");
+    int ok = token > 0 && token <= (1ULL << 53);
+    int rc =
+        fenced_op(&op, out, l, OP_FSET, key, ok && (value != NULL || len == 0),
+                  !ok ? "the token must be 1 to 2^53 (a lazy hold's "
+                        "token is 0 until issued: dlock_loop_token)"
+                      : "value is NULL",
+                  cb, userdata, "dlock_loop_fenced_set");
     if (rc != DLOCK_OK)
         return rc;
     args[1] = value != NULL ? value : "", al[1] = len;

@@ -404,7 +404,16 @@ static void test_refused(void **state)
     assert_int_equal(
         dlock_loop_fenced_set_release(NULL, l, NULL, "k", "v", 1, note, &s),
         DLOCK_EINVAL);
+    /* A lazy hold's token before it is issued (0) is no token to fence
+     * with: refused as dlock_fenced_set refuses it. */
+    assert_int_equal(dlock_loop_fenced_set(NULL, l, "k", 0, "v", 1, note, &s),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_errmsg(c), "dlock_loop_token"));
+    assert_int_equal(
+        dlock_loop_fenced_set(NULL, l, "k", (1ULL << 53) + 1, "v", 1, note, &s),
+        DLOCK_EINVAL);
     assert_int_equal(s.done, 0);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS k"), 0);
     assert_int_equal(th_loop_release(l, h), DLOCK_OK);
     dlock_loop_free(l);
     dlock_client_free(c);
