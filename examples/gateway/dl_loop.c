@@ -418,6 +418,9 @@ static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
     finish_done(ud);
 }
 
+/* The store's answer: a fenced set's, or a store-and-release's
+ * (dlock_loop_fenced_set_release, which also reports a lease found lost:
+ * DLOCK_NOT_OWNER, DLOCK_LOST). */
 static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
 {
     dreq *d = ud;
@@ -427,28 +430,13 @@ static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
         snprintf(d->msg, sizeof d->msg,
                  "the lease was lost while processing and a newer holder "
                  "has written: this result was not stored");
-    else if (status != DLOCK_OK)
-        snprintf(d->msg, sizeof d->msg, "fenced set: %s: %s",
-                 dlock_strerror(status), dlock_op_errmsg(op));
-    finish_done(d);
-}
-
-/* The store-and-release's answer (dlock_loop_fenced_set_release). */
-static void on_setrel(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    dreq *d = ud;
-    (void)hold;
-    d->set_status = status;
-    if (status == DLOCK_STALE)
-        snprintf(d->msg, sizeof d->msg,
-                 "a newer holder has written: this result was not stored");
     else if (status == DLOCK_NOT_OWNER || status == DLOCK_LOST)
         snprintf(d->msg, sizeof d->msg,
                  "lease lost while processing (DLOCK_%s): the result was "
                  "not stored",
                  dlock_status_name(status));
     else if (status != DLOCK_OK)
-        snprintf(d->msg, sizeof d->msg, "fenced set and release: %s: %s",
+        snprintf(d->msg, sizeof d->msg, "fenced set: %s: %s",
                  dlock_strerror(status), dlock_op_errmsg(op));
     finish_done(d);
 }
@@ -467,7 +455,7 @@ static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
         d->blen = len;
         d->finishing = 1;
         if (dlock_loop_fenced_set_release(NULL, b->dl, d->hold, d->reskey, body,
-                                          len, on_setrel, d) == DLOCK_OK) {
+                                          len, on_set, d) == DLOCK_OK) {
             d->hold = NULL;
             kick(b);
             return;
