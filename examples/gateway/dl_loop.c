@@ -536,6 +536,10 @@ gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
     o.nservers = (size_t)cfg->nservers;
     if (cfg->fence_retention_ms >= 0)
         o.fence_retention_ms = cfg->fence_retention_ms;
+    if (cfg->string_layout && cfg->strategy < 0)
+        o.wait_strategy = DLOCK_WAIT_NOTIFY; /* as start_round's default
+                                              * (the string layout over
+                                              * Redlock refuses fair) */
     char e[256] = "";
     int rc = dlock_client_new(&b->client, &o, e, sizeof e);
     if (rc != DLOCK_OK) {
