@@ -201,6 +201,33 @@ if [ "$IMPL" = dlock ]; then
     stop_gateway n
     check "hash layout: one processing per key ($PROCESSED for $loadkeys)" \
         test "$PROCESSED" = "$loadkeys"
+    # Redlock (3 servers) with the default string layout: notify waits
+    # (the string layout refuses fair ones there), the fenced set and the
+    # release (the one-script store is for one server).
+    url1=$REDIS_URL port1=$REDIS_PORT
+    start_redis
+    url2=$REDIS_URL
+    start_redis
+    url3=$REDIS_URL
+    REDIS_URL=$url1 REDIS_PORT=$port1
+    spawn_bg_err "$T/rl.err" "$GATEWAY_BIN" --impl dlock --listen \
+        127.0.0.1:0 -s "$url1" -s "$url2" -s "$url3" --backend-ms 5 \
+        --prefix rl >"$T/rl.out"
+    PID_rl=$BG
+    if wait_until 10 file_has "$T/rl.out" listening; then
+        ADDR_rl=$(sed -n 's/^listening //p' "$T/rl.out")
+        "$LOAD_BIN" -t "$ADDR_rl" -c 4 -k 100 -n 1000 --dup-pct 10 \
+            --run RL >"$T/loadrl" 2>"$T/loadrl.err"
+        st=$?
+        check "Redlock: load exit 0 (status $st: $(cat "$T/loadrl.err"))" \
+            test "$st" = 0
+        check "Redlock: every request answered 200" \
+            grep -q '"status_200":1000,' "$T/loadrl"
+        PROCESSED=0
+        stop_gateway rl
+    else
+        fail "Redlock gateway did not start: $(cat "$T/rl.err")"
+    fi
 fi
 
 # --- reject mode ---------------------------------------------------------
