@@ -370,6 +370,28 @@ static void test_busy_try(void **state)
     dlock_client_free(c);
 }
 
+/* A plain try cancelled while its SET NX PX is out: the grant its
+ * answer brings (OK, not a script's array) is given back. */
+static void test_cancel_plain_try(void **state)
+{
+    dlock_client *c = string_client();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = lazy_opts(c, 0);
+    seen a = {0};
+    dlock_op *op = NULL;
+    (void)state;
+    o.lease_ms = 60000;
+    assert_int_equal(dlock_loop_lock(&op, l, "lean:cf", &o, note, &a),
+                     DLOCK_OK);
+    dlock_loop_process(l); /* the request goes out */
+    dlock_op_cancel(op);
+    assert_int_equal(a.status, DLOCK_CANCELED);
+    th_loop_run_for(&l, 1, 200);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lean:cf}"), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* Refusals: the hash layout, a bad key, no callback; nothing started,
  * the hold still usable. */
 static void test_refused(void **state)
@@ -430,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_newer_fence_stale),
         cmocka_unit_test(test_waiters_woken),
         cmocka_unit_test(test_busy_try),
+        cmocka_unit_test(test_cancel_plain_try),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
