@@ -9,11 +9,14 @@
 #   asan      configure + build build/asan with -DDLOCK_WERROR=ON
 #             -DDLOCK_SANITIZE=ON (ASan+UBSan), then the whole CTest suite
 #             (unit, integration over every transport, cli) with -j2
-#   tsan      configure + build build/tsan with -DDLOCK_TSAN=ON, then only
-#             the tests labelled `tsan` (ctest -L tsan). Convention, set in
+#   tsan      configure build/tsan with -DDLOCK_TSAN=ON, build what the
+#             tests labelled `tsan` need, then run them (ctest -L tsan).
+#             Convention, set in
 #             tests/CMakeLists.txt: integration tests whose file is named
-#             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c
-#             and harness_selftest.c.
+#             threads_*.c; over tcp only: lock_*.c, waiting.c, watchdog.c,
+#             harness_selftest.c and the other threaded tests listed there
+#             (the topology tests that start no thread of their own are
+#             left to ASan).
 #             A test opts in by its file name; nothing else to do.
 #   valgrind  configure + build build/plain (Debug, no sanitizer), then the
 #             unit tests and it_lock_core (tcp) under valgrind memcheck
@@ -33,6 +36,9 @@
 # Every CTest test counts on its own; every other stage counts as one.
 # The last line is exactly "N passed, N failed". Exit status 0 only when
 # nothing failed.
+#
+# Order: longest first (the COST of each slow test, tests/CMakeLists.txt),
+# so that -j2 does not end with one long test alone.
 #
 # Parallelism: -j2 (CI has 2 cores). Integration tests start their own
 # redis-servers and fork processes; each test has its own servers on free
@@ -125,6 +131,33 @@ configure_build() {
     cmake --build "$dir" -j"$jobs"
 }
 
+# The TSan build: configure, then only what `ctest -L tsan` runs (the
+# library, the harness and the tsan-labelled test programs; the other
+# tests never run there). Every target when the list cannot be read.
+tsan_build() {
+    local dir=$1 targets
+    shift
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DDLOCK_WERROR=ON \
+        "$@" >"$dir.configure.log" 2>&1 || {
+        cat "$dir.configure.log"
+        return 1
+    }
+    # The names (`ctest -N`: the programs are not built yet) map to
+    # targets: it.NAME.TRANSPORT is it_NAME; any other name, everything.
+    targets=$( (cd "$dir" && ctest -N -L tsan) 2>/dev/null |
+        sed -n 's/^ *Test *#[0-9]*: //p' |
+        awk -F. '$1 == "it" && NF == 3 { print "it_" $2; next }
+            { bad = 1 } END { if (bad) print "-" }' | sort -u)
+    if [ -z "$targets" ] || grep -qx -- - <<<"$targets"; then
+        echo "tsan: no list of the tsan tests; building every target"
+        cmake --build "$dir" -j"$jobs"
+        return
+    fi
+    echo "tsan: building" $targets
+    # shellcheck disable=SC2086
+    cmake --build "$dir" -j"$jobs" --target $targets
+}
+
 format_check() {
     local files=()
     if ! command -v clang-format >/dev/null; then
@@ -171,7 +204,7 @@ fi
 
 if [ "${DLOCK_TEST_SKIP_TSAN:-0}" = 1 ]; then
     say "tsan: skipped (DLOCK_TEST_SKIP_TSAN=1)"
-elif stage "build tsan" configure_build build/tsan -DDLOCK_TSAN=ON; then
+elif stage "build tsan" tsan_build build/tsan -DDLOCK_TSAN=ON; then
     # TSan's shadow layout breaks with a large mmap randomisation (some
     # newer kernels); run without ASLR there (children inherit it).
     bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)

@@ -98,7 +98,9 @@ static dlock_client *make_client(char *urls, int64_t timeout_ms, const wopts *w)
 /*
  * worker URLS NAME WID LOG SECONDS LEASE_MS HOLD_MS WATCHDOG HOLDERFILE
  *        [strategy=notify|spin|fair] [ca=PATH]
- * Runs for SECONDS; returns 0 (faults are expected, failures are logged).
+ * Runs for SECONDS, or until the file named by CHAOS_STOP_FILE (when set)
+ * exists: it then ends after the section it is in; returns 0 (faults are
+ * expected, failures are logged).
  */
 static int worker(int argc, char **argv)
 {
@@ -118,10 +120,13 @@ static int worker(int argc, char **argv)
     const char *holderfile = argv[10];
     char key[600];
     snprintf(key, sizeof key, "chaos:{%s}:counter", name);
+    const char *stopfile = getenv("CHAOS_STOP_FILE");
     dlock_client *c = make_client(r.urls, 300, &w);
     if (!c)
         return 2;
-    for (int i = 0; i < 100000 && chaos_now_ns() < until; i++) {
+    for (int i = 0; i < 100000 && chaos_now_ns() < until &&
+                    (stopfile == NULL || access(stopfile, F_OK) != 0);
+         i++) {
         dlock_acquire_options ao;
         dlock_acquire_options_init(&ao);
         ao.wait_ms = 1000;

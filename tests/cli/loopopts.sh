@@ -49,7 +49,7 @@ holding() {
     spawn_bg_err "$T/$name.err" "$DLOCK_BIN" run "$@" -- sh -c "$until_go" \
         sh "$T/held" "$T/go"
     HOLDER=$BG
-    wait_until 10 test -e "$T/held" ||
+    wait_until 30 test -e "$T/held" ||
         fail "$name: COMMAND did not start: $(cat "$T/$name.err")"
     check "$name: a holding dlock run has one thread (got $(threads \
 "$HOLDER"))" test "$(threads "$HOLDER")" = 1
@@ -87,7 +87,7 @@ check "no lock left on the master" key_gone "$MP" 'dlock:{lk}'
 spawn_bg_err "$T/ride.err" "$DLOCK_BIN" run "${S[@]}" --wait-replicas 1 \
     --wait-replicas-timeout 0.2 -w 60 lk -- touch "$T/rode"
 rider=$BG
-wait_until 10 file_has "$T/ride.err" "trying again while the wait lasts" ||
+wait_until 30 file_has "$T/ride.err" "trying again while the wait lasts" ||
     fail "the wait did not say it rides too few replicas: $(cat \
 "$T/ride.err")"
 check "a wait riding too few replicas has one thread (got $(threads \
@@ -107,7 +107,7 @@ expect_status 0 "a reader of rw" "$DLOCK_BIN" acquire -l 60 --shared \
 reader=$(cut -d' ' -f1 "$T/out")
 spawn_bg "$DLOCK_BIN" run -w 60 "${S[@]}" rw -- true
 writer=$BG
-wait_until 10 marked || fail "the writer did not mark its wait"
+wait_until 30 marked || fail "the writer did not mark its wait"
 expect_status 1 "a plain reader's try is kept out" \
     "$DLOCK_BIN" run --shared "${S[@]}" -n rw -- true
 holding prefer -l 60 --shared --prefer-readers "${S[@]}" rw
@@ -125,7 +125,7 @@ holding mholder -l 60 "${S[@]}" mk
 spawn_bg "$DLOCK_BIN" run -w 60 -l 60 "${S[@]}" --metrics-file "$T/m.prom" \
     mk -- true
 mwaiter=$BG
-wait_until 10 queued_is mk 1 ||
+wait_until 30 queued_is mk 1 ||
     fail "the metrics run did not queue"
 check "a waiting run with --metrics-file has one thread (got $(threads \
 "$mwaiter"))" test "$(threads "$mwaiter")" = 1
@@ -143,12 +143,12 @@ check "the file counts one hold" \
 # one per change; SIGTERM ends it (143).
 spawn_bg "$DLOCK_BIN" leader --watch "${S[@]}" ld >"$T/watch.out"
 watcher=$BG
-wait_until 10 file_has "$T/watch.out" '^none$' || fail "no first line"
+wait_until 30 file_has "$T/watch.out" '^none$' || fail "no first line"
 check "a watching dlock leader has one thread (got $(threads "$watcher"))" \
     test "$(threads "$watcher")" = 1
 expect_status 0 "a leader of ld comes and goes" "$DLOCK_BIN" elect \
     "${S[@]}" --value v1 ld -- true
-wait_until 10 file_has "$T/watch.out" ' v1$' ||
+wait_until 30 file_has "$T/watch.out" ' v1$' ||
     fail "the watch did not print the new leader"
 kill -TERM "$watcher"
 wait_pid "$watcher" 30

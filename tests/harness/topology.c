@@ -545,12 +545,54 @@ int th_sentinel_kill_master(th_sentinel *t)
     return th_sentinel_wait_master(t, old, TH_TOPO_WAIT_MS);
 }
 
+/* A data node that answers ROLE master while every running sentinel
+ * names another one, with no failover in progress (an old master after a
+ * SENTINEL FAILOVER, or one restarted empty after kill -9), is told
+ * REPLICAOF that master: what the sentinels do themselves, but only some
+ * 8-10 s later (they let a replica that says master be for four publish
+ * periods before they convert it). Nothing when the sentinels disagree,
+ * have no master, are in a failover, or their master is not running as
+ * one. */
+static void demote_stale_masters(const th_sentinel *t)
+{
+    int m = -1;
+
+    for (int i = 0; i < TH_SENTINEL_COUNT; i++) {
+        const th_server *s = &t->sentinels[i];
+        int p;
+        if (s->pid <= 0)
+            continue;
+        p = reported_master(s);
+        if (p < 0 || (m > 0 && p != m) || failover_running(s))
+            return;
+        m = p;
+    }
+    if (m < 0)
+        return;
+    for (int i = 0; i < TH_SENTINEL_DATA; i++)
+        if (t->data[i].port == m && th_role(&t->data[i], NULL) != 1)
+            return;
+    for (int i = 0; i < TH_SENTINEL_DATA; i++) {
+        const th_server *s = &t->data[i];
+        redisReply *r;
+        if (s->pid <= 0 || s->port == m || th_role(s, NULL) != 1)
+            continue;
+        r = th_cmd(s, "REPLICAOF 127.0.0.1 %d", m);
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
 int th_sentinel_settle(const th_sentinel *t, int64_t timeout_ms)
 {
     int64_t deadline = now_ms() + timeout_ms;
 
     for (;;) {
-        int m = th_sentinel_master_port(t), ok = m > 0;
+        int m, ok;
+
+        demote_stale_masters(t);
+        m = th_sentinel_master_port(t);
+        ok = m > 0;
 
         for (int i = 0; ok && i < TH_SENTINEL_DATA; i++) {
             const th_server *s = &t->data[i];

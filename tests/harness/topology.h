@@ -66,7 +66,9 @@ int th_sentinel_failover(th_sentinel *t);
  * th_server_restart()), then th_sentinel_wait_master(). New port. */
 int th_sentinel_kill_master(th_sentinel *t);
 /* Wait until every running data node is the reported master or a
- * replica of it with its link up. 0 or -1. */
+ * replica of it with its link up. A node still saying master while the
+ * sentinels agree on another (and no failover runs) is sent REPLICAOF
+ * that master rather than left to the sentinels (some 8-10 s). 0 or -1. */
 int th_sentinel_settle(const th_sentinel *t, int64_t timeout_ms);
 
 /* ---- Cluster ------------------------------------------------------------ */

@@ -608,14 +608,18 @@ static void test_lock_delay_per_master(void **state)
     assert_int_equal(dlock_lock_acquire(&o, c, oname, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
     /* A grant the replica never receives, with a lease longer than the
-     * failover. */
+     * failover (about 5 s; 10 s: the lock-delay below waits it out). */
     th_server_pause(r);
     ballast(m, bkey, sizeof bkey);
-    assert_int_equal(dlock_lock_acquire(&l, c, "cw-d", 0, 20000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(&l, c, "cw-d", 0, 10000), DLOCK_OK);
+    t0 = th_now_ms();
     th_server_kill9(m);
     th_server_resume(r);
     recover(m, r);
     assert_int_equal(has_lock(r, "cw-d"), 0); /* the promoted one lacks it */
+    print_message("lock-delay: promoted %lld ms after the grant (lease "
+                  "10000 ms)\n",
+                  (long long)(th_now_ms() - t0));
     (void)dlock_lock_release(l);
     /* The client refuses to grant it again on the promoted replica. */
     t0 = th_now_ms();
@@ -629,7 +633,7 @@ static void test_lock_delay_per_master(void **state)
     /* Another master's slot grants at once. */
     assert_int_equal(dlock_lock_acquire(&o, c, oname, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
-    /* A waiting acquire waits the delay (the longest lease, 20 s) out. */
+    /* A waiting acquire waits the delay (the longest lease, 10 s) out. */
     assert_int_equal(dlock_lock_acquire(&l2, c, "cw-d", 40000, 8000), DLOCK_OK);
     print_message("lock-delay: granted %lld ms after the first refusal\n",
                   (long long)(th_now_ms() - t0));

@@ -411,6 +411,10 @@ static void mutex_across(int wait_replicas, int (*disrupt)(th_sentinel *),
     assert_true(newport > 0);
     print_message("%s: new master %d after %lld ms\n", what, newport,
                   (long long)(th_now_ms() - t0));
+    /* Both replicas back under the new master (the old master demoted
+     * now rather than by the sentinels some 8-10 s later): until then a
+     * grant with wait_replicas 2 is given back NOT_REPLICATED. */
+    assert_int_equal(th_sentinel_settle(&sent, 60000), 0);
     th_pair_read(res, &before, &t);
     after = wait_count(before + 30, 40000);
     print_message("%s: %lld critical sections before the move, %lld in the "
@@ -476,7 +480,7 @@ static void test_mutex_kill(void **state)
 /* The lock-delay: a grant the replicas never saw (SIGSTOPped, their links
  * full), the master killed, a replica promoted without it. The client that
  * saw the old master refuses new grants on the new one for the longest
- * lease it took (20 s); afterwards it grants. */
+ * lease it took (10 s); afterwards it grants. */
 static void test_lock_delay(void **state)
 {
     dlock_client *c = sclient(0, 3000);
@@ -492,14 +496,19 @@ static void test_lock_delay(void **state)
     /* The replicas' links full: the grant waits in the master's output
      * buffer and dies with it. */
     assert_int_equal(th_ballast(m, "ballast"), 0);
-    /* A lease longer than the failover: if the grant had reached the
-     * promoted replica, the key would still be there. */
-    assert_int_equal(dlock_lock_acquire(&l, c, "s-delay", 0, 20000), DLOCK_OK);
+    /* A lease longer than the failover (about 4 s): if the grant had
+     * reached the promoted replica, the key would still be there. 10 s:
+     * the lock-delay below waits it out. */
+    assert_int_equal(dlock_lock_acquire(&l, c, "s-delay", 0, 10000), DLOCK_OK);
+    t0 = th_now_ms();
     th_server_kill9(m);
     th_sentinel_resume_replicas(&sent, mp);
     assert_true(th_sentinel_wait_master(&sent, mp, TH_TOPO_WAIT_MS) > 0);
     /* The new master never saw the grant. */
     assert_int_equal(master_has_lock("s-delay"), 0);
+    print_message("lock-delay: promoted %lld ms after the grant (lease "
+                  "10000 ms)\n",
+                  (long long)(th_now_ms() - t0));
     /* The old hold is gone with the old master. */
     assert_int_not_equal(dlock_lock_release(l), DLOCK_OK);
     t0 = th_now_ms();

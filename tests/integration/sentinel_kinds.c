@@ -29,13 +29,17 @@
 
 /* A client of the deployment, strategy as given; no WAIT (a grant taken
  * while the restarted node is not yet a replica again would be refused
- * for want of acknowledgements, which is not this test's point). */
+ * for want of acknowledgements, which is not this test's point); a
+ * lock-delay of 3 s, not Sentinel's default 30 s: the waiters still wait
+ * one out after the failover (within the holder's 6 s lease), without
+ * the test waiting 30 s for it. */
 static dlock_client *sclient(int strategy)
 {
     th_durable d;
     dlock_client *c;
     th_durable_init(&d);
     d.wait_strategy = strategy;
+    d.lock_delay_ms = 3000;
     c = th_durable_new(surl, &d, NULL, 0, NULL);
     assert_non_null(c);
     return c;
