@@ -559,8 +559,10 @@ def gateway_results(lines):
         for rnd, pair in sorted(rounds.items()):
             if "floor" not in pair:
                 continue
-            # dlockstr: the string layout's gateway (issue 31), k1000.
-            for impl, pre in (("dlock", ""), ("dlockstr", "string_")):
+            # dlockhash: the hash layout's gateway, k1000 (the gateway's
+            # default is the string layout; dlockstr: older runs').
+            for impl, pre in (("dlock", ""), ("dlockstr", "string_"),
+                              ("dlockhash", "hash_")):
                 if impl not in pair:
                     continue
                 for name, k in src.items():
@@ -571,7 +573,7 @@ def gateway_results(lines):
         for name, vals in per.items():
             o[name] = round(statistics.median(vals), 3) if vals else None
             o[name + "_rounds"] = vals
-        for impl in ("dlock", "dlockstr", "floor"):
+        for impl in ("dlock", "dlockstr", "dlockhash", "floor"):
             ls = [p[impl] for p in rounds.values() if impl in p]
             if not ls:
                 continue

@@ -160,8 +160,9 @@ for r in $(seq 1 "$ROUNDS"); do
         run "gw_floor_k$k@$r" floor "$k" "$n" 0 1
         run "gw_dlock_k$k@$r" dlock "$k" "$n" 0 1
     done
-    # Issue 31: the string layout (SET NX PX, GET + DEL) at 1,000 in flight.
-    GW_EXTRA="--layout string" run "gw_dlockstr_k1000@$r" dlock 1000 \
+    # The gateway's default is the string layout (one script a request:
+    # dlock_loop_fenced_set_release); the hash layout at 1,000 in flight.
+    GW_EXTRA="--layout hash" run "gw_dlockhash_k1000@$r" dlock 1000 \
         "$N1000" 0 1
     run "gw_floor_dup@$r" floor 1000 "$NDUP" 10 2
     run "gw_dlock_dup@$r" dlock 1000 "$NDUP" 10 2

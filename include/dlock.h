@@ -74,7 +74,8 @@
  *   4. Semaphores and    dlock_sem_acquire, dlock_sem_set_limit,
  *      read-write locks  dlock_rw_acquire_shared, dlock_rw_downgrade,
  *                        dlock_shared_inspect
- *   5. Fencing tokens    dlock_fenced_set/_get/_read, dlock_lock_check
+ *   5. Fencing tokens    dlock_fenced_set/_get/_read,
+ *                        dlock_lock_fenced_set_release, dlock_lock_check
  *      and fenced values
  *   6. Leader election   dlock_campaign, dlock_election_*, dlock_leader,
  *                        dlock_leader_wait
@@ -835,6 +836,30 @@ DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
 DLOCK_EXPORT int dlock_fenced_read(dlock_client *client, const char *key,
                                    uint64_t token, char **value, size_t *len,
                                    uint64_t *fence);
+
+/*
+ * Store VALUE under KEY (a fenced value, as dlock_fenced_set) with the
+ * lock's token, then release the lock, in ONE script on the server
+ * (atomic): the de-duplication pattern "store the result and give the
+ * lock back", where waiters woken by the release find the result at
+ * once. The value is written only while L is still this owner's on the
+ * server, with its token (issued now if it was not: the string layout's
+ * lazy token), and only if that token is not older than KEY's fence. L
+ * must be an exclusive lock held once (not re-entered) on a client over
+ * one server (a plain URL or a Sentinel group; KEY on that server) with
+ * the string layout (DLOCK_LAYOUT_STRING); else DLOCK_EINVAL and nothing
+ * is done (L still held: use dlock_fenced_set, then dlock_lock_release).
+ * Otherwise L is freed, as by dlock_lock_release, and the result is
+ * DLOCK_OK (stored, released), DLOCK_STALE (KEY's fence is newer: not
+ * stored, released), DLOCK_NOT_OWNER or DLOCK_LOST (the lease was lost:
+ * nothing stored), DLOCK_NOT_REPLICATED (wait_replicas: done, too few
+ * replicas acknowledged) or an error class (not known whether stored;
+ * a release is sent to give the lock back). The event loop's twin is
+ * dlock_loop_fenced_set_release (dlock_loop.h).
+ */
+DLOCK_EXPORT int dlock_lock_fenced_set_release(dlock_lock *lock,
+                                               const char *key,
+                                               const void *value, size_t len);
 
 /*
  * Check a caller's fencing token against the lock NAME now, for a resource

@@ -182,7 +182,8 @@ DLOCK_EXPORT int64_t dlock_loop_timeout_ms(const dlock_loop *loop);
  */
 DLOCK_EXPORT int dlock_loop_process(dlock_loop *loop);
 
-#define DLOCK_LOOP_ACQUIRE_VERSION 1
+/* 2 added lazy_token; a struct of version 1 (without it) is accepted. */
+#define DLOCK_LOOP_ACQUIRE_VERSION 2
 
 /* How an acquire through a loop behaves. dlock_loop_acquire_init fills
  * the defaults. */
@@ -201,6 +202,17 @@ typedef struct dlock_loop_acquire {
     /* Told when a renewed lease is found lost (from process). */
     dlock_hold_lost_cb on_lost;
     void *on_lost_userdata;
+    /* 1: the hold's fencing token may be issued after the grant (since
+     * version 2; default 0). With the string layout
+     * (DLOCK_LAYOUT_STRING) on a loop over one server without fence
+     * retention, a lock's first try is then a plain SET NX PX (no script
+     * on the server; a name found taken is tried again with the script),
+     * and the hold's token is 0 ("not issued yet": dlock_hold_token
+     * returns 0) until dlock_loop_fenced_set_release or dlock_loop_token
+     * issues it. Use it when the token is needed only there (a gateway's
+     * store-and-release), or rarely (ask dlock_loop_token first). Ignored
+     * elsewhere (the token is issued with the grant). */
+    int lazy_token;
 } dlock_loop_acquire;
 
 DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
@@ -375,7 +387,8 @@ DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
 /*
  * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
  * caller names it; VALUE stored only if TOKEN >= every token a fenced
- * write of KEY carried). Callback: DLOCK_OK, DLOCK_STALE (older token,
+ * write of KEY carried; TOKEN 1 to 2^53, else DLOCK_EINVAL, as a lazy
+ * hold's 0 before dlock_loop_token). Callback: DLOCK_OK, DLOCK_STALE (older token,
  * nothing changed), DLOCK_NOT_REPLICATED (wait_replicas, one server: the
  * value was written but too few replicas acknowledged it) or an error
  * class; hold is NULL.
@@ -384,6 +397,54 @@ DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
                                        const char *key, uint64_t token,
                                        const void *value, size_t len,
                                        dlock_op_cb cb, void *userdata);
+
+/*
+ * Store VALUE under KEY with the hold's token, then release the hold, in
+ * ONE script on the server (atomic): the de-duplication pattern "store
+ * the result and give the lock back", where waiters woken by the release
+ * find the result at once. The value is written (dlock_fenced_set's
+ * rules: KEY as the caller names it, a hash with the value and the
+ * highest token written) only while HOLD is still this owner's on the
+ * server, with the hold's token (issued now if it was not:
+ * dlock_loop_acquire.lazy_token); the release is dlock_loop_release's
+ * (waiters woken or the lock handed over as by a release). The hold must
+ * be an exclusive lock of a loop over one server with the string layout
+ * (DLOCK_LAYOUT_STRING; KEY on that server): else DLOCK_EINVAL (use
+ * dlock_loop_fenced_set and dlock_loop_release). The hold ends with the
+ * call, as with dlock_loop_release (not to be used after it except in
+ * the callback, which gets it). Callback statuses:
+ *   DLOCK_OK            stored with the hold's token, released;
+ *   DLOCK_STALE         not stored (KEY's fence is newer than the hold's
+ *                       token: dlock_op_value's fence gives it), released;
+ *   DLOCK_NOT_OWNER     the lease had expired or another owner holds the
+ *                       name: nothing stored, nothing released;
+ *   DLOCK_LOST          the loop had found the lease lost: nothing sent;
+ *   DLOCK_NOT_REPLICATED (wait_replicas) stored and released, too few
+ *                       replicas acknowledged;
+ *   an error class      not known whether stored; the loop gives the
+ *                       hold back with a release whose answer it ignores.
+ * Returns as dlock_loop_lock.
+ */
+DLOCK_EXPORT int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *loop,
+                                               dlock_hold *hold,
+                                               const char *key,
+                                               const void *value, size_t len,
+                                               dlock_op_cb cb, void *userdata);
+
+/*
+ * Make sure HOLD's fencing token is issued: a hold acquired with
+ * dlock_loop_acquire.lazy_token by a plain SET has none yet (0); this
+ * asks the server to issue it (s_stamp.lua: the server's time in us,
+ * written into the lock's value while HOLD is still the owner's). The
+ * callback gets DLOCK_OK (dlock_hold_token(hold) is now the token; at
+ * once, from process, when it was already known), DLOCK_NOT_OWNER (the
+ * lease expired or another owner has the name: no token), DLOCK_LOST
+ * (found lost before) or an error class (a later call asks again).
+ * Returns as dlock_loop_lock.
+ */
+DLOCK_EXPORT int dlock_loop_token(dlock_op **out, dlock_loop *loop,
+                                  dlock_hold *hold, dlock_op_cb cb,
+                                  void *userdata);
 
 /* Fenced read through the loop (dlock_fenced_get's rules). In the
  * callback, dlock_op_value gives the value read (NULL: none) and its
@@ -411,7 +472,9 @@ DLOCK_EXPORT int dlock_loop_fenced_read(dlock_op **out, dlock_loop *loop,
 
 /* In a fenced get's or read's callback: the value (NUL-terminated, owned
  * by the op: copy it), its length and the fence (0 when never written).
- * NULL for other operations or when KEY has no value. */
+ * NULL for other operations or when KEY has no value. In a
+ * dlock_loop_fenced_set_release's callback: NULL, and *fence is the
+ * token written (DLOCK_OK) or the newer fence (DLOCK_STALE). */
 DLOCK_EXPORT const char *dlock_op_value(const dlock_op *op, size_t *len,
                                         uint64_t *fence);
 
@@ -432,7 +495,8 @@ DLOCK_EXPORT const char *dlock_op_errmsg(const dlock_op *op);
 
 /* The name given to acquire. */
 DLOCK_EXPORT const char *dlock_hold_name(const dlock_hold *hold);
-/* The fencing token (see dlock_lock_token). */
+/* The fencing token (see dlock_lock_token); 0 for a hold acquired with
+ * dlock_loop_acquire.lazy_token whose token is not issued yet. */
 DLOCK_EXPORT uint64_t dlock_hold_token(const dlock_hold *hold);
 /* The owner id on the servers: "<client id>:0:<hold number>". */
 DLOCK_EXPORT const char *dlock_hold_owner(const dlock_hold *hold);

@@ -27,7 +27,12 @@
  * Finish: a fenced set of the body with the hold's token (refused,
  * DLOCK_STALE, when a newer holder has written: a processor that lost its
  * lease cannot overwrite the result of one that holds it), then the
- * release; answered when the release completes.
+ * release; answered when the release completes. With the string layout
+ * (the default) on one server both are one script
+ * (dlock_loop_fenced_set_release: stored only while the hold is still
+ * ours), the try a plain SET NX PX whose token is issued by that store
+ * (dlock_loop_acquire.lazy_token), and the look a fenced get (a plain
+ * HMGET): one script per request on the server.
  */
 #include "gateway.h"
 
@@ -176,13 +181,17 @@ static void on_hold_lost(dlock_hold *hold, int status, void *ud)
 static void on_get(dlock_op *op, int status, dlock_hold *hold, void *ud);
 
 /* Start D's look for a stored result: a fenced read with the hold's
- * token when D holds K (and --read fenced), else a fenced get. */
+ * token when D holds K (and --read fenced), else a fenced get. A hold
+ * whose token is not issued yet (0: the string layout's plain try, one
+ * server) looks with a fenced get: its result is stored by
+ * dlock_loop_fenced_set_release, which writes only while D still holds
+ * K, so a holder paused past its lease is shut out there instead. */
 static void start_get(dreq *d)
 {
     dl_be *b = d->b;
     int rc;
     d->get_done = 0;
-    if (d->hold && !b->base.cfg->plain_get)
+    if (d->hold && !b->base.cfg->plain_get && dlock_hold_token(d->hold) != 0)
         rc = dlock_loop_fenced_read(NULL, b->dl, d->reskey,
                                     dlock_hold_token(d->hold), on_get, d);
     else
@@ -305,8 +314,13 @@ static void start_round(dreq *d)
     a.renew = 1;
     a.on_lost = on_hold_lost;
     a.on_lost_userdata = d;
+    /* The string layout: a plain SET NX PX try, the token issued by the
+     * store (dl_finish); the hash layout issues it with the grant. */
+    a.lazy_token = b->base.cfg->string_layout;
     if (b->base.cfg->strategy >= 0)
         a.strategy = (dlock_wait_strategy)b->base.cfg->strategy;
+    else if (b->base.cfg->string_layout)
+        a.strategy = DLOCK_WAIT_NOTIFY; /* a fair try is a script */
     d->lock_done = d->get_done = 0;
     if (!d->waited) {
         a.wait_ms = 0;
@@ -404,6 +418,9 @@ static void on_released(dlock_op *op, int status, dlock_hold *hold, void *ud)
     finish_done(ud);
 }
 
+/* The store's answer: a fenced set's, or a store-and-release's
+ * (dlock_loop_fenced_set_release, which also reports a lease found lost:
+ * DLOCK_NOT_OWNER, DLOCK_LOST). */
 static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
 {
     dreq *d = ud;
@@ -413,6 +430,11 @@ static void on_set(dlock_op *op, int status, dlock_hold *hold, void *ud)
         snprintf(d->msg, sizeof d->msg,
                  "the lease was lost while processing and a newer holder "
                  "has written: this result was not stored");
+    else if (status == DLOCK_NOT_OWNER || status == DLOCK_LOST)
+        snprintf(d->msg, sizeof d->msg,
+                 "lease lost while processing (DLOCK_%s): the result was "
+                 "not stored",
+                 dlock_status_name(status));
     else if (status != DLOCK_OK)
         snprintf(d->msg, sizeof d->msg, "fenced set: %s: %s",
                  dlock_strerror(status), dlock_op_errmsg(op));
@@ -423,6 +445,22 @@ static void dl_finish(gw_backend *gb, gw_req *req, const char *body, size_t len)
 {
     dl_be *b = (dl_be *)gb;
     dreq *d = req->bctx;
+    if (b->base.cfg->string_layout && !d->lost) {
+        /* One script: the result stored while D holds K, then released
+         * (waiting duplicates find it at once). Refused (DLOCK_EINVAL)
+         * on a loop over several servers: the fenced set and the
+         * release below. */
+        d->set_status = DLOCK_EIO;
+        d->body = body;
+        d->blen = len;
+        d->finishing = 1;
+        if (dlock_loop_fenced_set_release(NULL, b->dl, d->hold, d->reskey, body,
+                                          len, on_set, d) == DLOCK_OK) {
+            d->hold = NULL;
+            kick(b);
+            return;
+        }
+    }
     d->set_status = DLOCK_EIO;
     d->body = body;
     d->blen = len;
@@ -498,6 +536,10 @@ gw_backend *gw_dlock_new(uv_loop_t *loop, const gw_config *cfg, char *err,
     o.nservers = (size_t)cfg->nservers;
     if (cfg->fence_retention_ms >= 0)
         o.fence_retention_ms = cfg->fence_retention_ms;
+    if (cfg->string_layout && cfg->strategy < 0)
+        o.wait_strategy = DLOCK_WAIT_NOTIFY; /* as start_round's default
+                                              * (the string layout over
+                                              * Redlock refuses fair) */
     char e[256] = "";
     int rc = dlock_client_new(&b->client, &o, e, sizeof e);
     if (rc != DLOCK_OK) {

@@ -21,13 +21,19 @@
  * --impl dlock (default) de-duplicates with libdlock's event-loop API;
  * --impl floor with raw hiredis async on the same loop (the benchmark's
  * floor; its duplicates in wait mode ask again every --poll-ms, default
- * 10). --wait-strategy: how dlock's duplicates wait (default the
- * client's). --fence-retention-ms (dlock; default 0): how long a
+ * 10). --wait-strategy: how dlock's duplicates wait (default notify
+ * with the string layout: a fair try is a script, a notify or spin try
+ * a plain SET NX PX; the client's default with the hash layout). --fence-retention-ms (dlock; default 0): how long a
  * released, free lock name keeps its fence record; 0 keeps nothing (no
  * key left per request's name: dlock_options' fence_retention_ms; the
  * tokens of a name's later holds then rest on the server's clock not
- * stepping back). --layout (dlock; default hash): the key layout of
- * its locks (dlock_client_set_layout; string: SET NX PX and GET + DEL).
+ * stepping back). --layout (dlock; default string): the key layout of
+ * its locks (dlock_client_set_layout). string: on one server a request
+ * costs Redis one script (a plain SET NX PX try, a plain HMGET look, the
+ * store and the release in one script: dlock_loop_fenced_set_release);
+ * hash: the library's default layout (four scripts a request). Gateways
+ * on one Redis that must act as one must all use the same layout (and
+ * prefix): a lock of one layout is WRONGTYPE to the other.
  * --read (dlock; default fenced): how the holder of K
  * looks for a stored result: "fenced", a fenced read with its token once
  * the lock is granted (a processor paused past its lease can then no
@@ -696,16 +702,18 @@ static void on_signal(uv_signal_t *h, int sig)
 static void usage(FILE *f)
 {
     fprintf(
-        f,
-        "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
-        "--backend-ms N\n"
-        "                     [--mode wait|reject] [--lease-ms N] "
-        "[--keep-ms N]\n"
-        "                     [--impl dlock|floor] [--prefix P] "
-        "[--poll-ms N]\n"
-        "                     [--wait-strategy fair|notify|spin] "
-        "[--fence-retention-ms N]\n"
-        "                     [--read fenced|plain] [--layout hash|string]\n");
+        f, "usage: dlock-gateway --listen HOST:PORT -s URL [-s URL...] "
+           "--backend-ms N\n"
+           "                     [--mode wait|reject] [--lease-ms N] "
+           "[--keep-ms N]\n"
+           "                     [--impl dlock|floor] [--prefix P] "
+           "[--poll-ms N]\n"
+           "                     [--wait-strategy fair|notify|spin] "
+           "[--fence-retention-ms N]\n"
+           "                     [--read fenced|plain] [--layout hash|string]\n"
+           "--layout string (the default): one Redis script a request; hash: "
+           "the\nlibrary's default layout. Gateways that act as one (the same "
+           "--prefix)\nmust all use the same layout.\n");
 }
 
 /* Parse a non-negative int option value; exit 2 on junk. */
@@ -731,6 +739,7 @@ int main(int argc, char **argv)
     cfg.strategy = -1;
     cfg.fence_retention_ms = 0;
     cfg.prefix = "gw";
+    cfg.string_layout = 1; /* --layout string: one script a request */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--listen") && v) {

@@ -35,7 +35,7 @@ typedef struct gw_config {
     int poll_ms;    /* floor's wait mode: retry period */
     enum gw_mode mode;
     long long fence_retention_ms; /* dlock: -1 the library's default */
-    int string_layout;            /* dlock: --layout string (issue 31) */
+    int string_layout; /* dlock: --layout string (the default), 0 hash */
     /* dlock: 1 the holder's look is a plain fenced get sent with the try
      * (one round trip, but a holder paused past its lease may still store
      * its result after a newer holder looked); 0 (default) a fenced read

@@ -93,8 +93,15 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     *value = NULL;
     *len = 0;
     *fence = 0;
+    /* A plain HMGET (fenced_get.lua's one command, without a script's
+     * cost on the server: one read needs no atomicity beyond the
+     * command's); the same answer, errors (WRONGTYPE) as the server's. */
     dlock__cmd_begin(&b, DLOCK__S_FENCED_GET);
+    b.cmd.raw = 1;
+    dlock__cmd_arg(&b, "HMGET", 5);
     dlock__cmd_key(&b, key, strlen(key));
+    dlock__cmd_arg(&b, "value", 5);
+    dlock__cmd_arg(&b, "fence", 5);
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = dlock__fail_step(c, res, 1, res[0].status, "fenced get");

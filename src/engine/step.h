@@ -51,7 +51,8 @@
     X(S_ACQUIRE, s_acquire)                                                    \
     X(S_RELEASE, s_release)                                                    \
     X(S_EXTEND, s_extend)                                                      \
-    X(S_STAMP, s_stamp)
+    X(S_STAMP, s_stamp)                                                        \
+    X(S_SET_RELEASE, s_set_release)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hold/kind.h"
 #include "loop/loop_impl.h"
 
 /* wait_replicas: WAIT answered for a fenced set's or read's write (the
@@ -161,8 +162,13 @@ int dlock_loop_fenced_set(dlock_op **out, dlock_loop *l, const char *key,
     const char *args[2];
     size_t al[2];
     dlock_op *op;
-    int rc = fenced_op(&op, out, l, OP_FSET, key, value != NULL || len == 0,
-                       "value is NULL", cb, userdata, "dlock_loop_fenced_set");
+    int ok = token > 0 && token <= (1ULL << 53);
+    int rc =
+        fenced_op(&op, out, l, OP_FSET, key, ok && (value != NULL || len == 0),
+                  !ok ? "the token must be 1 to 2^53 (a lazy hold's "
+                        "token is 0 until issued: dlock_loop_token)"
+                      : "value is NULL",
+                  cb, userdata, "dlock_loop_fenced_set");
     if (rc != DLOCK_OK)
         return rc;
     args[1] = value != NULL ? value : "", al[1] = len;
@@ -204,5 +210,175 @@ int dlock_loop_fenced_read(dlock_op **out, dlock_loop *l, const char *key,
     if (rc != DLOCK_OK)
         return rc;
     send_script(op, DLOCK__S_FENCED_READ, key, token, 1, args, al, value_reply);
+    return DLOCK_OK;
+}
+
+/* s_set_release.lua's answer {stored, t, r} for op (an OP_RELEASE with
+ * setrel): stored 1 (t the token written), 0 (t the newer fence), -1 not
+ * the owner (nothing written, nothing released). An error: nothing is
+ * known, the hold is given back by a release whose answer is ignored. */
+static void setrel_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                         const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    dlock_hold *h = op->hold;
+    long long stored;
+    (void)sent;
+    op->req = NULL;
+    if (rc == DLOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+                           r->element[0]->type != REDIS_REPLY_INTEGER ||
+                           r->element[1]->type != REDIS_REPLY_INTEGER)) {
+        rc = DLOCK_EPROTO;
+        err = "a malformed reply";
+    }
+    if (rc != DLOCK_OK) {
+        dloop__giveback(l, h, h->token);
+        dloop__complete(op, rc, "fenced set and release: %s", err);
+        return;
+    }
+    stored = r->element[0]->integer;
+    op->fence = (uint64_t)r->element[1]->integer;
+    if (stored < 0)
+        dloop__complete(op, DLOCK_NOT_OWNER,
+                        "fenced set and release: %s: not the owner (the "
+                        "lease expired or another owner has it): nothing "
+                        "stored",
+                        h->k.name);
+    else if (stored == 0)
+        dloop__complete(op, DLOCK_STALE,
+                        "fenced set and release: the hold's token is older "
+                        "than %" PRIu64 ": not stored; released",
+                        op->fence);
+    else {
+        op->token = op->fence;
+        if (h->token == 0)
+            h->token = op->fence; /* issued now (the release event's) */
+        fenced_written(op);
+    }
+}
+
+int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
+                                  const char *key, const void *value,
+                                  size_t len, dlock_op_cb cb, void *userdata)
+{
+    const char *what = "dlock_loop_fenced_set_release";
+    size_t kl = key != NULL ? strlen(key) : 0;
+    char relid[64];
+    dlock__release rel;
+    dlock__cmdbuf b;
+    dlock_op *op;
+    int rc;
+    if (out != NULL)
+        *out = NULL;
+    if (l == NULL)
+        return DLOCK_EINVAL;
+    if (kl == 0 || kl > DLOCK_KEY_MAX)
+        return dlock__set_error(l->c, DLOCK_EINVAL,
+                                "%s: the key must be 1 to 4096 bytes", what);
+    if (l->engine || !dlock__string_layout(l->c) ||
+        (h != NULL && h->k.kind != DLOCK__KIND_LOCK))
+        return dlock__set_error(l->c, DLOCK_EINVAL,
+                                "%s: needs an exclusive lock's hold on a "
+                                "loop over one server with the string "
+                                "layout (else: dlock_loop_fenced_set, then "
+                                "dlock_loop_release)",
+                                what);
+    rc = dloop__hold_op(&op, out, l, h, OP_RELEASE, value != NULL || len == 0,
+                        cb, userdata, what);
+    if (rc != DLOCK_OK)
+        return rc;
+    op->setrel = 1;
+    h->gone = 1;
+    h->renew = 0; /* op->hold's reference: freed after the callback */
+    if (h->wd != NULL)
+        dloop__wd_drop(h);
+    if (h->status != DLOCK_OK) {
+        dloop__complete(op, DLOCK_LOST,
+                        "%s: the lease had been lost: nothing stored",
+                        h->k.name);
+        return DLOCK_OK;
+    }
+    op->state = ST_OUT;
+    /* The release's command (kind.h), then the value's key and the value
+     * last (s_set_release.lua takes them off). */
+    memset(&rel, 0, sizeof rel);
+    rel.owner = h->owner;
+    rel.depth = 1;
+    rel.token = h->token;
+    rel.relid = relid;
+    rel.relidlen = dlock__request_id(l->c, relid);
+    dlock__kind_of(h->k.kind)->release_cmd(&b, l->c, &h->k, &rel);
+    b.cmd.script = DLOCK__S_S_SET_RELEASE;
+    dlock__cmd_key(&b, key, kl);
+    dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    if (dloop__send_cmd(l, &b.cmd, setrel_reply, op, &op->req) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* s_stamp.lua's answer for op (OP_TOKEN): {1, token} (issued now if it
+ * was not) or {0}: the hold is not the owner's on the server. */
+static void token_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
+                        const char *err, int sent)
+{
+    dlock_op *op = ctx;
+    dlock_hold *h = op->hold;
+    const redisReply *t;
+    (void)l;
+    (void)sent;
+    op->req = NULL;
+    if (rc != DLOCK_OK) {
+        dloop__complete(op, rc, "token: %s", err);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        (r->element[0]->integer == 1 && r->elements < 2)) {
+        dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
+        return;
+    }
+    if (r->element[0]->integer != 1) {
+        dloop__complete(op, DLOCK_NOT_OWNER,
+                        "token %s: not the owner (the lease expired or "
+                        "another owner has it): no token",
+                        h->k.name);
+        return;
+    }
+    t = r->element[1];
+    op->token = t->type == REDIS_REPLY_INTEGER  ? (uint64_t)t->integer
+                : t->type == REDIS_REPLY_STRING ? strtoull(t->str, NULL, 10)
+                                                : 0;
+    if (op->token == 0) {
+        dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
+        return;
+    }
+    if (h->token == 0)
+        h->token = op->token;
+    dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
+int dlock_loop_token(dlock_op **out, dlock_loop *l, dlock_hold *h,
+                     dlock_op_cb cb, void *userdata)
+{
+    const char *key;
+    const char *args[1];
+    size_t kl, al[1];
+    dlock_op *op;
+    int rc = dloop__hold_op(&op, out, l, h, OP_TOKEN, 1, cb, userdata,
+                            "dlock_loop_token");
+    if (rc != DLOCK_OK || dloop__hold_lost_done(op))
+        return rc;
+    if (h->token != 0) { /* issued with the grant, or asked before */
+        dloop__complete(op, DLOCK_OK, "%s", "");
+        return DLOCK_OK;
+    }
+    h->refs++; /* dropped after the callback (drive.c) */
+    op->href = 1;
+    op->state = ST_OUT;
+    key = h->k.key, kl = h->k.keylen;
+    args[0] = h->owner, al[0] = strlen(h->owner);
+    if (dloop__send(l, DLOCK__S_S_STAMP, 1, &key, &kl, 1, args, al, token_reply,
+                    op, &op->req) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
 }

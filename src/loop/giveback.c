@@ -23,6 +23,11 @@ void dloop__gb_acquire_reply(dlock_loop *l, void *ctx, int rc,
                dlock__elem_int(r, 0) == 1) {
         dloop__giveback_release(l, h, (int)dlock__elem_int(r, 2),
                                 (uint64_t)dlock__elem_int(r, 1));
+    } else if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) {
+        /* A plain SET NX PX's grant (lazy token, kind.h): depth 1, its
+         * token not issued (a release of another's name changes
+         * nothing). */
+        dloop__giveback_release(l, h, 1, 0);
     }
     dloop__hold_unref(h);
 }

@@ -268,6 +268,17 @@ int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
 int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                     lreq **out)
 {
+    if (cmd->raw) { /* the plain command args[0] keys... args[1..] */
+        const char *argv[DLOCK__CMD_KEYS + DLOCK__CMD_ARGS];
+        size_t lens[DLOCK__CMD_KEYS + DLOCK__CMD_ARGS];
+        int i, n = 0;
+        argv[n] = cmd->args[0], lens[n++] = cmd->arglens[0];
+        for (i = 0; i < cmd->nkeys; i++)
+            argv[n] = cmd->keys[i], lens[n++] = cmd->keylens[i];
+        for (i = 1; i < cmd->nargs; i++)
+            argv[n] = cmd->args[i], lens[n++] = cmd->arglens[i];
+        return dloop__send_plain(l, n, argv, lens, fn, ctx, out);
+    }
     return dloop__send(l, cmd->script, cmd->nkeys, (const char **)cmd->keys,
                        cmd->keylens, cmd->nargs, (const char **)cmd->args,
                        cmd->arglens, fn, ctx, out);

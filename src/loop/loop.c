@@ -164,7 +164,8 @@ const char *dlock_op_errmsg(const dlock_op *op)
 
 const char *dlock_op_value(const dlock_op *op, size_t *len, uint64_t *fence)
 {
-    if (op == NULL || (op->type != OP_FGET && op->type != OP_FREAD)) {
+    if (op == NULL ||
+        (op->type != OP_FGET && op->type != OP_FREAD && !op->setrel)) {
         if (len != NULL)
             *len = 0;
         if (fence != NULL)

@@ -120,7 +120,8 @@ enum {
     OP_PROCLAIM,
     OP_LEADER,
     OP_MULTI,
-    OP_FREAD
+    OP_FREAD,
+    OP_TOKEN
 };
 enum { ST_SEND, ST_OUT, ST_SUBWAIT, ST_SLEEP, ST_DONE };
 
@@ -159,6 +160,8 @@ struct dlock_hold {
     int64_t since_us; /* granted at (metrics: how long it is held) */
     int ignore_mark;  /* a reader that enters while a writer waits
                          (DLOCK_RW_PREFER_READERS) */
+    int lazy;         /* dlock_loop_acquire.lazy_token: its token may be
+                         issued after the grant (0 until then) */
     dlock_lock *wd;   /* watchdog.c: the client's record the watchdog
                          thread renews (dlock_loop_set_watchdog), or NULL */
 };
@@ -188,8 +191,11 @@ struct dlock_op {
     lreq *req; /* the request out, or NULL */
     lsub *sub, *hsub;
     int strategy, fair, queued, round, maybe, subscribed;
-    int waited; /* a lock op found it busy and waits: a writer's mark may
+    int waited;   /* a lock op found it busy and waits: a writer's mark may
                    be its (rw_leave.lua when it gives up) */
+    int plain;    /* its attempt out is the plain SET NX PX (kind.h) */
+    int scripted; /* a plain try found the name taken: the script now */
+    int setrel;   /* an OP_RELEASE of dlock_loop_fenced_set_release */
     /* A campaign's lock op (elect.c): proclaim key (the value) once won,
      * then complete; NULL: complete at once. */
     int (*proclaim)(struct dlock_op *op, struct dlock_hold *h,

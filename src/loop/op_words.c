@@ -23,6 +23,7 @@ void dloop__attempt_spec(const dlock_op *op, dlock__held *rec, dlock__want *w)
     w->lease_ms = h->lease_ms;
     w->limit = h->limit;
     w->ignore_mark = h->ignore_mark;
+    w->token_now = !h->lazy; /* else kind.h may send the plain SET */
     memset(rec, 0, sizeof *rec);
     rec->k = h->k;
     memcpy(rec->owner, h->owner, sizeof rec->owner);

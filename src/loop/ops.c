@@ -453,6 +453,14 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
             attempt_failed(op, rc, err, sent);
         return;
     }
+    if (op->plain && r->type == REDIS_REPLY_NIL) {
+        /* The plain SET NX found the name taken: ask the script, which
+         * says by whom and for how long and marks the hold for a notify
+         * waiter (hold/attempt.c does the same). */
+        op->scripted = 1;
+        dloop__attempt(op);
+        return;
+    }
     op->maybe = 0;               /* an answer: nothing taken but what it says */
     res.status = DLOCK_OK;       /* what the tally and the refusal read */
     res.reply = (redisReply *)r; /* read only */
@@ -460,7 +468,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     res.pending = 0;
     if (dloop__op_refused(op, &res))
         return;
-    dlock__acquire_tally(&t, &res, 1);
+    dlock__acquire_tally_as(&t, &res, 1, op->plain);
     if (t.bad) {
         attempt_failed(op, DLOCK_EPROTO, "acquire: a malformed reply", 1);
         return;
@@ -505,6 +513,7 @@ void dloop__attempt(dlock_op *op)
     dlock__cmdbuf b;
     dlock__held rec; /* what the command builder reads: keys, owner, depth */
     dlock__want w;
+    char plain[DLOCK__PLAIN_VAL]; /* the plain SET's value, while b is used */
     int rc;
     dloop__attempt_spec(op, &rec, &w);
     if (op->loop->c->ns.lock_delay_ms > 0) /* the delay is at least it */
@@ -515,8 +524,14 @@ void dloop__attempt(dlock_op *op)
     op->wake_at = -1;
     timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
-    dlock__kind_of(h->k.kind)->acquire_cmd(&b, op->loop->c, &rec, &w,
-                                           ask_of(op), 0);
+    /* A lazy-token hold's first try may be the plain SET NX PX: the
+     * blocking API's one decision (kind.h), w.token_now from the hold. */
+    op->plain =
+        !op->scripted &&
+        dlock__plain_acquire_cmd(&b, op->loop->c, &rec, &w, ask_of(op), plain);
+    if (!op->plain)
+        dlock__kind_of(h->k.kind)->acquire_cmd(&b, op->loop->c, &rec, &w,
+                                               ask_of(op), 0);
     rc = dloop__send_cmd(op->loop, &b.cmd, acq_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");

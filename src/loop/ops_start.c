@@ -41,6 +41,8 @@ static int start(dlock_op **out, dlock_loop *l, const char *name, int kind,
     h->renew = opts->renew;
     h->on_lost = opts->on_lost;
     h->lost_ud = opts->on_lost_userdata;
+    /* Version 1's struct ends before lazy_token. */
+    h->lazy = opts->version >= 2 && opts->lazy_token;
     op->hold = h;
     op->again = dloop__attempt;
     op->strategy = opts->strategy;
@@ -62,7 +64,7 @@ static int check_acquire(dlock_loop *l, const char *what, const char *name,
 {
     size_t n = name != NULL ? strlen(name) : 0;
     if (n == 0 || n > DLOCK_NAME_MAX || cb == NULL || opts->lease_ms <= 0 ||
-        opts->version != DLOCK_LOOP_ACQUIRE_VERSION ||
+        (opts->version != DLOCK_LOOP_ACQUIRE_VERSION && opts->version != 1) ||
         (opts->strategy != DLOCK_WAIT_NOTIFY &&
          opts->strategy != DLOCK_WAIT_SPIN &&
          opts->strategy != DLOCK_WAIT_FAIR))

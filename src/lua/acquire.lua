@@ -123,6 +123,10 @@ end
 -- Whether a grant marks its hold '#q' (release.lua then looks at the
 -- queue): set below where waiters may be queued.
 local qm = false
+-- Whether a grant marks its hold '#l' (release.lua then announces it):
+-- set below when the hash it replaces held only marks and one was '#l' (a
+-- reader kept out by a waiting writer's mark listens for that writer).
+local lm = false
 if none and ARGV[3] == '0' and mode ~= '2' and
     redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3] or KEYS[2]) == 0 then
     local tm = redis.call('TIME')
@@ -188,6 +192,7 @@ if pttl ~= -2 then
         if only then
             redis.call('DEL', KEYS[1])
             pttl = -2
+            lm = lmark and true or false
         end
     end
 end

@@ -89,6 +89,11 @@ for _, f in ipairs(fields) do
 end
 local mark = tonumber(redis.call('HGET', KEYS[1], '#w') or '0')
 if mark > now and ARGV[5] ~= '1' then
+    -- Kept out by a waiting writer: mark the hash ('#l') so that the hold
+    -- that writer takes keeps the mark (acquire.lua) and its release
+    -- announces itself; the mark alone would keep this reader asleep
+    -- until it ran out (the readers' lease + 1 s).
+    redis.call('HSET', KEYS[1], '#l', '1')
     if pttl < 0 or mark - now < pttl then
         pttl = mark - now
     end

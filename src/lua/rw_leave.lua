@@ -37,8 +37,10 @@ if top > 0 then
     return 1
 end
 redis.call('HDEL', KEYS[1], '#w')
-if redis.call('HEXISTS', KEYS[1], '#r') == 1 then
-    -- Readers hold it: those kept out by the mark may enter now.
+if redis.call('HEXISTS', KEYS[1], '#r') == 1 or
+    redis.call('HEXISTS', KEYS[1], '#l') == 1 then
+    -- Readers hold it, or one kept out by the mark listens ('#l',
+    -- rw_acquire.lua): those kept out may enter now.
     redis.pcall(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2],
                 'r ' .. ARGV[3])
 end

@@ -211,6 +211,30 @@ static void test_route_by_slot(void **state)
     dlock_client_free(c);
 }
 
+/* A fenced get is a plain HMGET routed by its key's slot, as the fenced
+ * set's script: keys on every master read back what was written. */
+static void test_fenced_get_routed(void **state)
+{
+    dlock_client *c = cclient(DLOCK_WAIT_NOTIFY, 0);
+    int i;
+    (void)state;
+    for (i = 0; i < 30; i++) {
+        char key[32], val[32], *v = NULL;
+        size_t len = 0;
+        uint64_t fence = 0;
+        snprintf(key, sizeof key, "c-fg-%d", i);
+        snprintf(val, sizeof val, "v%d", i);
+        assert_int_equal(dlock_fenced_set(c, key, 10 + i, val, strlen(val)),
+                         DLOCK_OK);
+        assert_int_equal(dlock_fenced_get(c, key, &v, &len, &fence), DLOCK_OK);
+        assert_non_null(v);
+        assert_string_equal(v, val);
+        assert_int_equal(fence, 10 + i);
+        free(v);
+    }
+    dlock_client_free(c);
+}
+
 /* ---- mutual exclusion --------------------------------------------------- */
 
 typedef struct worker {
@@ -680,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_seed_not_cluster),
         cmocka_unit_test(test_plain_url_at_cluster_node),
         cmocka_unit_test(test_route_by_slot),
+        cmocka_unit_test(test_fenced_get_routed),
         cmocka_unit_test(test_mutex_threads_one_key),
         cmocka_unit_test(test_mutex_processes_many_keys),
         cmocka_unit_test(test_renew_many_slots),

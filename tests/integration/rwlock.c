@@ -151,6 +151,52 @@ static void await_mark(dlock_client *c, const char *name)
     assert_true(writer_mark(c, name) > 0);
 }
 
+/* A reader kept out by a waiting writer's mark alone (the readers have
+ * left, the writer has not come in yet) hears that writer's release: its
+ * attempt marks the hash ('#l', rw_acquire.lua), the writer's grant keeps
+ * the mark (acquire.lua) and release.lua announces it. Unmarked, the
+ * reader slept until the mark ran out (the readers' lease + 1 s), past its
+ * wait: bench/run's rw row saw a reader time out once the writers had
+ * stopped. The writer is a process, stopped (SIGSTOP) while the reader
+ * comes, so that the reader surely finds the mark alone. */
+static void test_reader_hears_marked_writer(void **state)
+{
+    const char *name = "rw:markonly";
+    dlock_client *a = client(), *rc = client();
+    dlock_lock *r1;
+    th_waiter r = waiter_of(rc, name, 0, 0);
+    int st = -1;
+    pid_t w;
+    (void)state;
+    r.wait_ms = 8000; /* under the mark's life: 10 s lease + 1 s */
+    assert_int_equal(rd(&r1, a, name, 0, 0), DLOCK_OK);
+    w = fork();
+    assert_true(w >= 0);
+    if (w == 0) {
+        dlock_client *c = client();
+        dlock_lock *l;
+        int e = wr(&l, c, name, 20000);
+        if (e == DLOCK_OK) {
+            th_sleep_ms(100);
+            e = dlock_lock_release(l);
+        }
+        _exit(e == DLOCK_OK ? 0 : 1);
+    }
+    await_mark(a, name);
+    assert_int_equal(kill(w, SIGSTOP), 0);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
+    assert_int_equal(th_waiter_start(&r), 0);
+    /* Refused twice: once, then again once subscribed (that one marks). */
+    assert_int_equal(th_wait_busy(rc, 2, 10000), 0);
+    assert_int_equal(kill(w, SIGCONT), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(th_waiter_join(&r), 0);
+    assert_int_equal(r.rc, DLOCK_OK);
+    dlock_client_free(rc);
+    dlock_client_free(a);
+}
+
 /* Writer preference: a waiting writer keeps new readers out (a reader
  * preferring readers gets in, and so does a thread that reads already);
  * when the readers leave, the writer goes first. */
@@ -496,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_exclusion),
         cmocka_unit_test(test_writer_preference),
         cmocka_unit_test(test_reader_hears_release),
+        cmocka_unit_test(test_reader_hears_marked_writer),
         cmocka_unit_test(test_writer_leaves_notify),
         cmocka_unit_test(test_writer_leaves_fair),
         cmocka_unit_test(test_downgrade_upgrade),

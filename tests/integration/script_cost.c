@@ -205,6 +205,45 @@ static void test_uncontended_cycle_string(void **state)
                   "uncontended cycle, string layout", CYCLE_BUDGET_STRING, 1);
 }
 
+/* A fenced get is one plain HMGET on one server, no script (the gateway's
+ * look, issue 30): the same answers as fenced_get.lua gave, a key of
+ * another type refused as before. */
+static void test_fenced_get_plain(void **state)
+{
+    dlock_client *c = client();
+    char *v = NULL;
+    size_t len = 0;
+    uint64_t fence = 0;
+    stats a, b;
+    long long n, es;
+    (void)state;
+    assert_int_equal(dlock_fenced_set(c, "sc-fg", 7, "seven", 5), DLOCK_OK);
+    snap(&a);
+    assert_int_equal(dlock_fenced_get(c, "sc-fg", &v, &len, &fence), DLOCK_OK);
+    snap(&b);
+    n = delta("fenced get", &a, &b, &es);
+    assert_string_equal(v, "seven");
+    assert_int_equal(len, 5);
+    assert_int_equal(fence, 7);
+    free(v);
+    assert_int_equal(es, 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(calls_of(&b, "hmget") - calls_of(&a, "hmget"), 1);
+    /* None written: no value, fence 0. */
+    assert_int_equal(dlock_fenced_get(c, "sc-fg-none", &v, &len, &fence),
+                     DLOCK_OK);
+    assert_null(v);
+    assert_int_equal(len, 0);
+    assert_int_equal(fence, 0);
+    /* Another type: refused with the server's error. */
+    th_cmd_int(&srv, "SET sc-fg-str x");
+    assert_int_equal(dlock_fenced_get(c, "sc-fg-str", &v, &len, &fence),
+                     DLOCK_ESERVER);
+    assert_non_null(strstr(dlock_errmsg(c), "WRONGTYPE"));
+    assert_null(v);
+    dlock_client_free(c);
+}
+
 /* The same with the default fence retention. */
 static void test_uncontended_cycle_string_retained(void **state)
 {
@@ -408,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_contended_no_retention),
         cmocka_unit_test(test_contended_mixed_retention),
         cmocka_unit_test(test_fence_retention),
+        cmocka_unit_test(test_fenced_get_plain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

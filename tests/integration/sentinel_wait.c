@@ -134,19 +134,12 @@ static void test_wait_replicas_rides(void **state)
     dlock_client_free(c);
 }
 
-/* The string layout's plain acquire (SET NX PX, no script) on Sentinel
- * with wait_replicas: WAIT follows it in the same round trip; a grant
- * the replicas did not acknowledge is given back (NOT_REPLICATED, the
- * key gone); the lazy token is issued on the master. */
-static void test_string_plain_replicated(void **state)
+/* A notify client of the string layout without retention on the
+ * Sentinel group, with WAIT 2 (500 ms), the group settled. */
+static dlock_client *string_durable(void)
 {
     th_durable d;
     dlock_client *c;
-    dlock_lock *l = NULL;
-    redisReply *r;
-    char want[256];
-    int mp, rc;
-    (void)state;
     th_durable_init(&d);
     d.wait_replicas = 2;
     d.wait_timeout_ms = 500;
@@ -157,6 +150,22 @@ static void test_string_plain_replicated(void **state)
     c = th_durable_new(surl, &d, NULL, 0, NULL);
     assert_non_null(c);
     assert_int_equal(th_sentinel_settle(&sent, TH_TOPO_WAIT_MS), 0);
+    return c;
+}
+
+/* The string layout's plain acquire (SET NX PX, no script) on Sentinel
+ * with wait_replicas: WAIT follows it in the same round trip; a grant
+ * the replicas did not acknowledge is given back (NOT_REPLICATED, the
+ * key gone); the lazy token is issued on the master. */
+static void test_string_plain_replicated(void **state)
+{
+    dlock_client *c;
+    dlock_lock *l = NULL;
+    redisReply *r;
+    char want[256];
+    int mp, rc;
+    (void)state;
+    c = string_durable();
     assert_int_equal(acquire(c, "sw-str", 0, 0, &l), DLOCK_OK);
     mp = th_sentinel_master_port(&sent);
     r = th_cmd(th_sentinel_node(&sent, mp), "GET dlock:{sw-str}");
@@ -174,11 +183,44 @@ static void test_string_plain_replicated(void **state)
     dlock_client_free(c);
 }
 
+/* dlock_lock_fenced_set_release on Sentinel (the string layout, WAIT 2):
+ * stored on the master with the token it issued, released, the
+ * replicas' acknowledgements counted; replicas paused: done on the master
+ * but DLOCK_NOT_REPLICATED. */
+static void test_string_set_release(void **state)
+{
+    dlock_client *c;
+    dlock_lock *l = NULL;
+    redisReply *r;
+    th_server *m;
+    int mp, rc;
+    (void)state;
+    c = string_durable();
+    mp = th_sentinel_master_port(&sent);
+    m = th_sentinel_node(&sent, mp);
+    assert_int_equal(acquire(c, "sw-sr", 0, 0, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_fenced_set_release(l, "sw-sr-res", "v1", 2),
+                     DLOCK_OK);
+    assert_int_equal(master_has_lock("sw-sr"), 0);
+    r = th_cmd(m, "HGET sw-sr-res value");
+    assert_non_null(r);
+    assert_string_equal(r->type == REDIS_REPLY_STRING ? r->str : "", "v1");
+    freeReplyObject(r);
+    assert_int_equal(acquire(c, "sw-sr", 0, 0, &l), DLOCK_OK);
+    th_sentinel_pause_replicas(&sent, mp);
+    rc = dlock_lock_fenced_set_release(l, "sw-sr-res", "v2", 2);
+    th_sentinel_resume_replicas(&sent, mp);
+    assert_int_equal(rc, DLOCK_NOT_REPLICATED);
+    assert_int_equal(master_has_lock("sw-sr"), 0);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_replicas_rides),
         cmocka_unit_test(test_string_plain_replicated),
+        cmocka_unit_test(test_string_set_release),
         cmocka_unit_test(test_first_attempt_dead_master),
     };
     signal(SIGPIPE, SIG_IGN);

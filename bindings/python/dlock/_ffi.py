@@ -279,7 +279,7 @@ _SIGS = {
 # ------------------------------------------------- the event-loop API
 # include/dlock_loop.h (dlock.aio). Pointers to dlock_loop, dlock_op and
 # dlock_hold are plain c_void_p.
-LOOP_ACQUIRE_VERSION = 1
+LOOP_ACQUIRE_VERSION = 2
 
 # void (*dlock_op_cb)(dlock_op *op, int status, dlock_hold *hold, void *ud)
 OP_CB = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_void_p, c_void_p)
@@ -297,6 +297,7 @@ class LoopAcquire(Structure):
         ("strategy", c_int),
         ("on_lost", HOLD_LOST_CB),
         ("on_lost_userdata", c_void_p),
+        ("lazy_token", c_int),  # version 2
     ]
 
 

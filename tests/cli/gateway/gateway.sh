@@ -152,33 +152,82 @@ stop_gateway d
 # h then takes lost1 and processes it; g, resumed, finds its lease lost
 # and must neither store its result nor answer it as done (503), so that
 # the two clients never see two processings of one key as both done.
+# Both layouts: the string layout (the default) stores with
+# dlock_loop_fenced_set_release, the hash layout with a fenced read, set
+# and release; and the hash layout's load run (one processing per key).
 if [ "$IMPL" = dlock ]; then
-    gateway g --backend-ms 1500 --lease-ms 400 --prefix l
-    gateway h --backend-ms 1500 --lease-ms 400 --prefix l
-    "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/lost_g" &
-    lost_g=$!
-    # g holds it (not still waiting for its request) before it stalls.
-    lost1_held() {
-        [ "$(rcli "$REDIS_PORT" EXISTS 'dlock:{l:dedup:lost1}')" = 1 ]
-    }
-    wait_until 10 lost1_held || fail "gateway g did not take lost1"
-    kill -STOP "$PID_g"
-    sleep 0.8 # g's lease (400 ms) is over
-    "${CLIENT[@]}" burst "$ADDR_h" 1 lost1 >"$T/lost_h" &
-    lost_h=$!
-    sleep 0.3
-    kill -CONT "$PID_g"
-    wait "$lost_g" "$lost_h"
-    check "lease lost: the stalled gateway answers 503 ($(cut -c1-120 \
-"$T/lost_g"))" grep -q '^lost1 503 ' "$T/lost_g"
-    check "lease lost: the new holder answers 200 ($(cut -c1-120 \
-"$T/lost_h"))" grep -q '^lost1 200 ' "$T/lost_h"
-    "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/r"
-    check "lease lost: the stored result is the new holder's" \
-        test "$(cat "$T/r")" = "$(cat "$T/lost_h")"
+    for layout in string hash; do
+        gateway g --backend-ms 1500 --lease-ms 400 --prefix "l$layout" \
+            --layout "$layout"
+        gateway h --backend-ms 1500 --lease-ms 400 --prefix "l$layout" \
+            --layout "$layout"
+        "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/lost_g" &
+        lost_g=$!
+        # g holds it (not still waiting for its request) before it stalls.
+        lost1_held() {
+            [ "$(rcli "$REDIS_PORT" EXISTS "dlock:{l$layout:dedup:lost1}")" = 1 ]
+        }
+        wait_until 10 lost1_held || fail "$layout: gateway g did not take lost1"
+        kill -STOP "$PID_g"
+        sleep 0.8 # g's lease (400 ms) is over
+        "${CLIENT[@]}" burst "$ADDR_h" 1 lost1 >"$T/lost_h" &
+        lost_h=$!
+        sleep 0.3
+        kill -CONT "$PID_g"
+        wait "$lost_g" "$lost_h"
+        check "$layout: lease lost: the stalled gateway answers 503 ($(cut \
+-c1-120 "$T/lost_g"))" grep -q '^lost1 503 ' "$T/lost_g"
+        check "$layout: lease lost: the new holder answers 200 ($(cut \
+-c1-120 "$T/lost_h"))" grep -q '^lost1 200 ' "$T/lost_h"
+        "${CLIENT[@]}" burst "$ADDR_g" 1 lost1 >"$T/r"
+        check "$layout: lease lost: the stored result is the new holder's" \
+            test "$(cat "$T/r")" = "$(cat "$T/lost_h")"
+        PROCESSED=0
+        stop_gateway g
+        stop_gateway h
+    done
+    gateway m --backend-ms 5 --prefix hl --layout hash
+    gateway n --backend-ms 5 --prefix hl --layout hash
+    "$LOAD_BIN" -t "$ADDR_m" -t "$ADDR_n" -c 4 -k 200 -n 2000 --dup-pct 10 \
+        --run H >"$T/loadh" 2>"$T/loadh.err"
+    st=$?
+    check "hash layout load: exit 0 (status $st: $(cat "$T/loadh.err"))" \
+        test "$st" = 0
+    check "hash layout load: 0 double processing" \
+        grep -q '"double_processed":0}' "$T/loadh"
+    loadkeys=$(sed 's/.*"keys_processed":\([0-9]*\).*/\1/' "$T/loadh")
     PROCESSED=0
-    stop_gateway g
-    stop_gateway h
+    stop_gateway m
+    stop_gateway n
+    check "hash layout: one processing per key ($PROCESSED for $loadkeys)" \
+        test "$PROCESSED" = "$loadkeys"
+    # Redlock (3 servers) with the default string layout: notify waits
+    # (the string layout refuses fair ones there), the fenced set and the
+    # release (the one-script store is for one server).
+    url1=$REDIS_URL port1=$REDIS_PORT
+    start_redis
+    url2=$REDIS_URL
+    start_redis
+    url3=$REDIS_URL
+    REDIS_URL=$url1 REDIS_PORT=$port1
+    spawn_bg_err "$T/rl.err" "$GATEWAY_BIN" --impl dlock --listen \
+        127.0.0.1:0 -s "$url1" -s "$url2" -s "$url3" --backend-ms 5 \
+        --prefix rl >"$T/rl.out"
+    PID_rl=$BG
+    if wait_until 10 file_has "$T/rl.out" listening; then
+        ADDR_rl=$(sed -n 's/^listening //p' "$T/rl.out")
+        "$LOAD_BIN" -t "$ADDR_rl" -c 4 -k 100 -n 1000 --dup-pct 10 \
+            --run RL >"$T/loadrl" 2>"$T/loadrl.err"
+        st=$?
+        check "Redlock: load exit 0 (status $st: $(cat "$T/loadrl.err"))" \
+            test "$st" = 0
+        check "Redlock: every request answered 200" \
+            grep -q '"status_200":1000,' "$T/loadrl"
+        PROCESSED=0
+        stop_gateway rl
+    else
+        fail "Redlock gateway did not start: $(cat "$T/rl.err")"
+    fi
 fi
 
 # --- reject mode ---------------------------------------------------------
