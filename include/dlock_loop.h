@@ -81,7 +81,8 @@
  *    replicas: DLOCK_NOT_REPLICATED, a grant given back, a wait riding
  *    it out as an outage), lock_delay_ms (after the server's
  *    identity changed no grant for the delay: DLOCK_LOCK_DELAY for a
- *    try, a wait sleeps it out), on_event and the metrics
+ *    try, a wait sleeps it out or ends DLOCK_TIMEDOUT at its deadline),
+ *    on_event and the metrics
  *    (dlock_client_metrics counts a loop's acquires, busy answers, waits,
  *    renewals, losses and releases; on_event runs on the loop's thread);
  *  - the client's watchdog thread as the renewer of a loop's holds
@@ -229,7 +230,8 @@ DLOCK_EXPORT void dlock_loop_acquire_init(dlock_loop_acquire *opts,
  * already holds or is acquiring NAME), DLOCK_TIMEDOUT, DLOCK_CANCELED,
  * DLOCK_NOT_REPLICATED (wait_replicas: the grant reached too few replicas
  * and was given back), DLOCK_LOCK_DELAY (lock_delay_ms: the server's
- * identity changed; a wait sleeps the delay out), or an error class (a
+ * identity changed; a wait sleeps the delay out, DLOCK_TIMEDOUT if its
+ * deadline comes first), or an error class (a
  * wait ends as the blocking acquire's, on every topology: at once on an
  * error that waiting will not cure; an outage, servers out of reach, late
  * or not ready, it rides out for the client's outage ride in a row at

@@ -329,7 +329,7 @@ static int lock_delayed(dlock_op *op)
         dloop__complete(op, DLOCK_LOCK_DELAY, NULL);
         return 1;
     }
-    op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached reports it */
+    op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached: TIMEDOUT, why */
     sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1));
     return 1;
 }
@@ -620,7 +620,11 @@ void dloop__sub_lost(dlock_loop *l)
 static int op_due(dlock_op *op, int64_t now)
 {
     if (op->deadline > 0 && now >= op->deadline) {
-        if (op->last_rc != DLOCK_OK)
+        /* Within a lock-delay the blocking wait's status, the delay's
+         * words (dloop__delay_words); an outage's error says itself. */
+        if (op->last_rc == DLOCK_LOCK_DELAY)
+            dloop__complete(op, DLOCK_TIMEDOUT, NULL);
+        else if (op->last_rc != DLOCK_OK)
             dloop__complete(op, op->last_rc, NULL);
         else
             dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",

@@ -233,10 +233,10 @@ static void test_downgrade(void **state)
 
 static void test_lock_delay(void **state)
 {
-    dlock_client *c = events_client(1500);
+    dlock_client *c = events_client(3000);
     dlock_loop *l = th_loop_new(c);
     dlock_loop_acquire o = th_loop_opts(c, 0, 500);
-    th_seen a = {0}, t = {0}, w = {0};
+    th_seen a = {0}, t = {0}, w = {0}, s = {0};
     dlock_op *wop = NULL;
     const char *msg = NULL;
     int i;
@@ -261,6 +261,15 @@ static void test_lock_delay(void **state)
     assert_int_equal(t.status, DLOCK_LOCK_DELAY);
     assert_non_null(strstr(t.err, "lock-delay"));
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lo:y}"), 0);
+    /* A wait whose deadline comes within the delay ends as the blocking
+     * wait does: DLOCK_TIMEDOUT (it said DLOCK_LOCK_DELAY), in the
+     * delay's words. */
+    o.wait_ms = 100;
+    assert_int_equal(dlock_loop_lock(NULL, l, "lo:y", &o, th_note, &s),
+                     DLOCK_OK);
+    wait_done(l, &s);
+    assert_int_equal(s.status, DLOCK_TIMEDOUT);
+    assert_non_null(strstr(s.err, "lock-delay"));
     /* A wait waits the delay out, saying why meanwhile. */
     o.wait_ms = 20000;
     assert_int_equal(dlock_loop_lock(&wop, l, "lo:y", &o, th_note, &w),
