@@ -57,6 +57,18 @@ static int release_begin(dlock_lock *l, int max_depth, const char *what,
     return DLOCK_OK;
 }
 
+/* The metrics of h's hold ending with a release's status rc: its time
+ * held into the hold histogram when released (the hold ended by our
+ * release), and the RELEASED event. */
+static void hold_ended(dlock_client *c, const dlock__held *h, int rc,
+                       int released)
+{
+    int64_t held_us = dlock__now_us() - h->since_us;
+    if (released)
+        dlock__hist_add(&c->metrics.hold, held_us);
+    dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
+}
+
 /* See dlock.h. */
 int dlock_lock_release(dlock_lock *l)
 {
@@ -106,12 +118,8 @@ int dlock_lock_release(dlock_lock *l)
     else
         rc = dlock__fail_all(c, res, "release");
     dlock__results_clear(res, c->ns.n);
-    if (depth <= 1) { /* the hold ends here (metrics) */
-        int64_t held_us = dlock__now_us() - h->since_us;
-        if (rc == DLOCK_OK)
-            dlock__hist_add(&c->metrics.hold, held_us);
-        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
-    }
+    if (depth <= 1) /* the hold ends here */
+        hold_ended(c, h, rc, rc == DLOCK_OK);
     dlock__handle_drop(c, h, l, rc != DLOCK_OK);
     return rc;
 }
@@ -313,34 +321,32 @@ static int setrel_check(dlock_client *c, const dlock__held *h, const char *key,
     return DLOCK_OK;
 }
 
-/* The status of s_set_release.lua's answer {stored, t, r} (res: one
- * server's), with the message set. */
+/* The status of s_set_release.lua's answer (res: one server's), with the
+ * message set. */
 static int setrel_answer(dlock_client *c, const dlock__held *h,
                          dlock__result *res)
 {
-    const redisReply *r = res->reply;
-    long long stored;
+    long long t = 0;
+    int rc;
     if (res->status != DLOCK_OK)
         return dlock__fail_step(c, res, 1, res->status,
                                 "fenced set and release");
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    rc = dlock__set_release_verdict(res->reply, &t);
+    if (rc == DLOCK_EPROTO)
         return dlock__set_error(c, DLOCK_EPROTO,
                                 "fenced set and release: unexpected reply");
-    stored = r->element[0]->integer;
-    if (stored < 0)
+    if (rc == DLOCK_NOT_OWNER)
         return dlock__set_error(c, DLOCK_NOT_OWNER,
                                 "fenced set and release %s: not the owner "
                                 "(the lease expired or another owner has "
                                 "the lock): nothing stored",
                                 h->k.name);
-    if (stored == 0)
+    if (rc == DLOCK_STALE)
         return dlock__set_error(c, DLOCK_STALE,
                                 "fenced set and release %s: the lock's "
                                 "token is older than %lld: not stored; "
                                 "released",
-                                h->k.name, r->element[1]->integer);
+                                h->k.name, t);
     if (c->ns.wait_replicas > 0 && res->acks < c->ns.wait_replicas)
         return dlock__set_error(c, DLOCK_NOT_REPLICATED,
                                 "fenced set and release %s: done, but %lld "
@@ -358,7 +364,6 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
     dlock_client *c;
     dlock__held *h;
     dlock__result res[DLOCK_MAX_SERVERS], back[DLOCK_MAX_SERVERS];
-    dlock__release rel;
     dlock__cmdbuf b;
     char relid[64];
     int rc, depth;
@@ -379,16 +384,8 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
                                 h->k.name, depth);
     if (rc != DLOCK_OK)
         return rc;
-    memset(&rel, 0, sizeof rel);
-    rel.owner = h->owner;
-    rel.depth = 1;
-    rel.token = h->token;
-    rel.relid = relid;
-    rel.relidlen = dlock__request_id(c, relid);
-    dlock__release_cmd(&b, c, &h->k, &rel);
-    b.cmd.script = DLOCK__S_S_SET_RELEASE;
-    dlock__cmd_key(&b, key, strlen(key));
-    dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    dlock__set_release_cmd(&b, c, &h->k, h->owner, h->token, relid, key,
+                           strlen(key), value, len);
     b.cmd.pins = h->pins;
     b.cmd.lock_write = 1;
     dlock__cmd_durable(c, &b.cmd);
@@ -404,12 +401,7 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
                            dlock__deadline(c, 0), back);
         dlock__results_clear(back, c->ns.n);
     }
-    {
-        int64_t held_us = dlock__now_us() - h->since_us;
-        if (rc == DLOCK_OK || rc == DLOCK_STALE)
-            dlock__hist_add(&c->metrics.hold, held_us);
-        dlock__event(c, DLOCK_EVENT_RELEASED, h->k.name, rc, held_us, h->token);
-    }
+    hold_ended(c, h, rc, rc == DLOCK_OK || rc == DLOCK_STALE);
     dlock__handle_drop(c, h, l, 1);
     return rc;
 }

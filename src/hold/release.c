@@ -128,6 +128,40 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
         dlock__lock_release_cmd(b, c, k, r);
 }
 
+/* See release.h. */
+void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
+                            const dlock__keys *k, const char *owner,
+                            uint64_t token, char *relid, const char *key,
+                            size_t kl, const void *value, size_t len)
+{
+    dlock__release r;
+    memset(&r, 0, sizeof r);
+    r.owner = owner;
+    r.depth = 1;
+    r.token = token;
+    r.relid = relid;
+    r.relidlen = dlock__request_id(c, relid);
+    dlock__lock_release_cmd(b, c, k, &r);
+    /* The release's command, then the value's key and the value last
+     * (s_set_release.lua takes them off). */
+    b->cmd.script = DLOCK__S_S_SET_RELEASE;
+    dlock__cmd_key(b, key, kl);
+    dlock__cmd_arg(b, value != NULL ? value : "", len);
+}
+
+/* See release.h. */
+int dlock__set_release_verdict(const redisReply *r, long long *t)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    *t = r->element[1]->integer;
+    return r->element[0]->integer < 0    ? DLOCK_NOT_OWNER
+           : r->element[0]->integer == 0 ? DLOCK_STALE
+                                         : DLOCK_OK;
+}
+
 /* ---- running it --------------------------------------------------------- */
 
 /* See release.h. */

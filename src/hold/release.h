@@ -53,6 +53,24 @@ void dlock__permit_leave_cmd(dlock__cmdbuf *b, const dlock_client *c,
 void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__keys *k, const dlock__release *r);
 
+/* s_set_release.lua for OWNER's exclusive lock k of the string layout,
+ * held once with TOKEN (0: not issued yet, the script issues it): store
+ * VALUE (LEN bytes) under KEY (KL bytes) with the lock's token, then
+ * release the lock as dlock__lock_release_cmd's release does, in one
+ * script. RELID: a buffer of 64 bytes for the release's id. The store and
+ * release of dlock_lock_fenced_set_release and
+ * dlock_loop_fenced_set_release. */
+void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
+                            const dlock__keys *k, const char *owner,
+                            uint64_t token, char *relid, const char *key,
+                            size_t kl, const void *value, size_t len);
+
+/* The status of s_set_release.lua's answer r {stored, t, r}: DLOCK_OK
+ * (stored with token *t, released), DLOCK_STALE (not stored: *t the newer
+ * fence; released), DLOCK_NOT_OWNER (nothing stored or released) or
+ * DLOCK_EPROTO (not that shape). */
+int dlock__set_release_verdict(const redisReply *r, long long *t);
+
 /* Run the release script of k's kind (dlock__release_cmd) for (owner,
  * expected depth, token) on the nodes in mask (over pins[i] where set: a
  * hold's pinned connections), waiting until deadline_ms; the answers are left in res

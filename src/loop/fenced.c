@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hold/kind.h"
+#include "hold/release.h"
 #include "loop/loop_impl.h"
 
 /* wait_replicas: WAIT answered for a fenced set's or read's write (the
@@ -222,12 +222,12 @@ static void setrel_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 {
     dlock_op *op = ctx;
     dlock_hold *h = op->hold;
-    long long stored;
+    long long t = 0;
+    int v = DLOCK_OK;
     (void)sent;
     op->req = NULL;
-    if (rc == DLOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-                           r->element[0]->type != REDIS_REPLY_INTEGER ||
-                           r->element[1]->type != REDIS_REPLY_INTEGER)) {
+    if (rc == DLOCK_OK &&
+        (v = dlock__set_release_verdict(r, &t)) == DLOCK_EPROTO) {
         rc = DLOCK_EPROTO;
         err = "a malformed reply";
     }
@@ -236,15 +236,14 @@ static void setrel_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, rc, "fenced set and release: %s", err);
         return;
     }
-    stored = r->element[0]->integer;
-    op->fence = (uint64_t)r->element[1]->integer;
-    if (stored < 0)
+    op->fence = (uint64_t)t;
+    if (v == DLOCK_NOT_OWNER)
         dloop__complete(op, DLOCK_NOT_OWNER,
                         "fenced set and release: %s: not the owner (the "
                         "lease expired or another owner has it): nothing "
                         "stored",
                         h->k.name);
-    else if (stored == 0)
+    else if (v == DLOCK_STALE)
         dloop__complete(op, DLOCK_STALE,
                         "fenced set and release: the hold's token is older "
                         "than %" PRIu64 ": not stored; released",
@@ -264,7 +263,6 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
     const char *what = "dlock_loop_fenced_set_release";
     size_t kl = key != NULL ? strlen(key) : 0;
     char relid[64];
-    dlock__release rel;
     dlock__cmdbuf b;
     dlock_op *op;
     int rc;
@@ -299,18 +297,8 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return DLOCK_OK;
     }
     op->state = ST_OUT;
-    /* The release's command (kind.h), then the value's key and the value
-     * last (s_set_release.lua takes them off). */
-    memset(&rel, 0, sizeof rel);
-    rel.owner = h->owner;
-    rel.depth = 1;
-    rel.token = h->token;
-    rel.relid = relid;
-    rel.relidlen = dlock__request_id(l->c, relid);
-    dlock__kind_of(h->k.kind)->release_cmd(&b, l->c, &h->k, &rel);
-    b.cmd.script = DLOCK__S_S_SET_RELEASE;
-    dlock__cmd_key(&b, key, kl);
-    dlock__cmd_arg(&b, value != NULL ? value : "", len);
+    dlock__set_release_cmd(&b, l->c, &h->k, h->owner, h->token, relid, key, kl,
+                           value, len);
     if (dloop__send_cmd(l, &b.cmd, setrel_reply, op, &op->req) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
