@@ -327,7 +327,9 @@ static void lane_flush(dlock__call *k, int l)
         if (rc == DLOCK_OK)
             rc = q_push(k, l, E_WAIT, -1);
     }
-    if (rc == DLOCK_OK)
+    /* A set's lane is written by its driver (dlock__lanes_flush: the
+     * requests of many calls in one write). */
+    if (rc == DLOCK_OK && ln->sh < 0)
         rc = dlock__conn_progress(ln->conn, POLLOUT, err, sizeof err);
     if (rc != DLOCK_OK) {
         lane_fail(k, l, rc, err);

@@ -478,3 +478,19 @@ void dlock__lanes_process(dlock__lanes *s, const struct pollfd *pfd, int n)
         if (s->ln[i].conn != NULL)
             dlock__lanes_collect(s, i);
 }
+
+/* See lanes.h. */
+void dlock__lanes_flush(dlock__lanes *s)
+{
+    int i;
+    for (i = 0; s != NULL && i < s->nl; i++) {
+        char err[DLOCK__ERRLEN];
+        int rc;
+        if (s->ln[i].conn == NULL ||
+            !(dlock__conn_events(s->ln[i].conn) & POLLOUT))
+            continue;
+        rc = dlock__conn_progress(s->ln[i].conn, POLLOUT, err, sizeof err);
+        if (rc != DLOCK_OK)
+            dlock__lanes_fail(s, i, rc, err);
+    }
+}

@@ -48,6 +48,11 @@ int dlock__lanes_pollfds(dlock__lanes *s, struct pollfd *pfd, int max);
  * replies to their calls. The calls must be processed after it. */
 void dlock__lanes_process(dlock__lanes *s, const struct pollfd *pfd, int n);
 
+/* Write what the calls put on the set's connections (their requests wait
+ * there until this, or dlock__lanes_process, writes them: one write for
+ * many); a connection that fails fails its calls (dlock__lanes_kicked). */
+void dlock__lanes_flush(dlock__lanes *s);
+
 /* 1 when a call got something (a reply, a lane, a failure) since the
  * last time asked: its driver must process the calls again. */
 int dlock__lanes_kicked(dlock__lanes *s);

@@ -181,6 +181,7 @@ int dlock_loop_process(dlock_loop *l)
     dloop__conns_time(l, now);
     l->in_process = 0;
     run_done(l);
+    dloop__jobs_flush(l); /* what the jobs wrote, in one write per server */
     dloop__conns_update(l);
     if (l->dq != NULL)
         dloop__signal(l);

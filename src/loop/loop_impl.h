@@ -280,6 +280,21 @@ struct dlock_loop {
     struct dlock__lanes *lanes;
     struct pollfd *lpfd;
     int nlpfd, caplpfd;
+    /* What process touches of the jobs (mn_jobs.c), so that its work is
+     * in the jobs that may go, not in all of them: the ready list (jobs
+     * whose calls got something, or whose clock is due), the timer heap
+     * (by wake-up time), the finished jobs to complete; *_all: a list
+     * lost an entry (out of memory): walk every job. nopening: jobs
+     * polling descriptors of their own (opening a connection), stepped
+     * on every process; fds_dirty: the epoll set must be rebuilt from the
+     * jobs' descriptors; ppfd[0..nppfd): the set's descriptors as last
+     * put in epoll; set_later: process puts and writes the set's after
+     * the callbacks (dloop__jobs_flush). */
+    struct mjob **jready, **jheap, **jfin;
+    int nready, capready, njheap, capjheap, nfin, capfin;
+    int ready_all, fin_all, nopening, fds_dirty, set_later;
+    struct pollfd *ppfd;
+    int nppfd, capppfd;
     /* The last renewal round's failure ("" after one that answered): a
      * lease that then runs out was lost because of it (query.c). */
     char renew_err[LOOP_ERRLEN];
@@ -473,6 +488,9 @@ void dloop__hold_granted(dlock_op *op, uint64_t token, int64_t sent_ms);
  * (process), their earliest wake-up (-1 none), free them all. */
 void dloop__jobs_run(dlock_loop *l);
 int64_t dloop__jobs_wake(const dlock_loop *l);
+/* Write the requests the jobs put on the lane set and register the
+ * set's descriptors (end of process, after the callbacks). */
+void dloop__jobs_flush(dlock_loop *l);
 /* The jobs that serve no op (renewal rounds, give-backs). */
 int dloop__jobs_detached(const dlock_loop *l);
 void dloop__jobs_free(dlock_loop *l);

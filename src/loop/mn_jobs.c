@@ -80,24 +80,167 @@ static void lanes_step(dlock_loop *l)
     dlock__lanes_process(l->lanes, l->lpfd, r > 0 ? l->nlpfd : 0);
 }
 
+/* ---- the lists: ready, timer heap, finished ------------------------------ */
+
+/* Put j at the end of the list *a (*n entries, room *cap): 1, or 0 out
+ * of memory. */
+static int list_push(mjob ***a, int *n, int *cap, mjob *j)
+{
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 64;
+        mjob **p = realloc(*a, (size_t)c * sizeof *p);
+        if (p == NULL)
+            return 0;
+        *a = p;
+        *cap = c;
+    }
+    (*a)[(*n)++] = j;
+    return 1;
+}
+
+/* Take j off the list a[0..n) (its entry becomes NULL). */
+static void list_null(mjob **a, int n, const mjob *j)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        if (a[i] == j)
+            a[i] = NULL;
+}
+
+/* Drop the NULL entries of a[0..*n), keeping the order. */
+static void list_pack(mjob **a, int *n)
+{
+    int i, m = 0;
+    for (i = 0; i < *n; i++)
+        if (a[i] != NULL)
+            a[m++] = a[i];
+    *n = m;
+}
+
+/* j may go at the next step (on the ready list once). */
+static void ready(dlock_loop *l, mjob *j)
+{
+    if (j->kicked)
+        return;
+    j->kicked = 1;
+    if (!list_push(&l->jready, &l->nready, &l->capready, j))
+        l->ready_all = 1; /* every job is looked at */
+}
+
+/* j finished: on the list of those to complete. */
+static void finish(dlock_loop *l, mjob *j)
+{
+    j->finished = 1;
+    if (!j->infin) {
+        if (list_push(&l->jfin, &l->nfin, &l->capfin, j))
+            j->infin = 1;
+        else
+            l->fin_all = 1;
+    }
+}
+
+/* The timer heap's entries i and k change places. */
+static void heap_swap(dlock_loop *l, int i, int k)
+{
+    mjob *t = l->jheap[i];
+    l->jheap[i] = l->jheap[k];
+    l->jheap[k] = t;
+    l->jheap[i]->hidx = i + 1;
+    l->jheap[k]->hidx = k + 1;
+}
+
+/* The heap's entry i goes where its wake-up time belongs. */
+static void heap_fix(dlock_loop *l, int i)
+{
+    while (i > 0 && l->jheap[i]->wake < l->jheap[(i - 1) / 2]->wake) {
+        heap_swap(l, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= l->njheap)
+            return;
+        if (c + 1 < l->njheap && l->jheap[c + 1]->wake < l->jheap[c]->wake)
+            c++;
+        if (l->jheap[i]->wake <= l->jheap[c]->wake)
+            return;
+        heap_swap(l, i, c);
+        i = c;
+    }
+}
+
+/* j's wake-up time is set: in the heap, in its place. Out of memory: not
+ * there, and every job is looked at. */
+static void heap_put(dlock_loop *l, mjob *j)
+{
+    if (j->hidx == 0) {
+        if (!list_push(&l->jheap, &l->njheap, &l->capjheap, j)) {
+            l->ready_all = 1;
+            return;
+        }
+        j->hidx = l->njheap;
+    }
+    heap_fix(l, j->hidx - 1);
+}
+
+/* j out of the heap. */
+static void heap_del(dlock_loop *l, mjob *j)
+{
+    int i = j->hidx - 1;
+    if (j->hidx == 0)
+        return;
+    j->hidx = 0;
+    if (i == --l->njheap)
+        return;
+    l->jheap[i] = l->jheap[l->njheap];
+    l->jheap[i]->hidx = i + 1;
+    heap_fix(l, i);
+}
+
+/* The jobs from the heap's entry i down whose clock is due go on the
+ * ready list (a subtree whose top is not due has none). */
+static void heap_due(dlock_loop *l, int i, int64_t now)
+{
+    if (i >= l->njheap || l->jheap[i]->wake > now)
+        return;
+    ready(l, l->jheap[i]);
+    heap_due(l, 2 * i + 1, now);
+    heap_due(l, 2 * i + 2, now);
+}
+
 /* ---- jobs ------------------------------------------------------------------- */
 
-/* Ask j for its descriptors and wake-up time. */
+/* Ask j for its descriptors and wake-up time (heap, count of the jobs
+ * polling their own). */
 static void job_pollfds(mjob *j)
 {
-    int n;
+    dlock_loop *l = j->l;
+    int n, was = j->n;
     do {
         n = j->a != NULL
                 ? dlock__attempt_pollfds(j->a, j->pfd, j->cap, &j->wake)
                 : dlock__call_pollfds(j->k, j->pfd, j->cap, &j->wake);
     } while (!pfd_fit(&j->pfd, &j->cap, n, &j->n));
+    l->nopening += (j->n > 0) - (was > 0);
+    if (was > 0 || j->n > 0)
+        l->fds_dirty = 1;
+    heap_put(l, j);
+}
+
+/* j finished: off the heap, its descriptors no longer polled. */
+static void job_finished(mjob *j)
+{
+    dlock_loop *l = j->l;
+    finish(l, j);
+    heap_del(l, j);
+    if (j->n > 0) {
+        l->nopening--;
+        l->fds_dirty = 1;
+    }
+    j->n = 0;
 }
 
 static void fds_add(dlock_loop *l, const mjob *j);
-
-/* The set's descriptors fds_add compares with those last put (more:
- * all put again). */
-#define SET_FDS 16
 
 /* j is started (a or k set): on the loop's list, done already or polled
  * for. */
@@ -120,8 +263,10 @@ void dloop__job_link(dlock_loop *l, mjob *j)
      * on the way): process must come. */
     if (j->finished || (l->lanes != NULL && dlock__lanes_kicked(l->lanes)))
         dloop__signal(l);
-    if (j->finished)
+    if (j->finished) {
+        job_finished(j);
         return;
+    }
     job_pollfds(j);
     fds_add(l, j);
 }
@@ -142,6 +287,15 @@ void dloop__job_free(mjob *j)
             l->jobs = j->next;
         if (j->next != NULL)
             j->next->prev = j->prev;
+        heap_del(l, j);
+        if (j->kicked)
+            list_null(l->jready, l->nready, j);
+        if (j->infin)
+            list_null(l->jfin, l->nfin, j);
+        if (j->n > 0) {
+            l->nopening--;
+            l->fds_dirty = 1;
+        }
     }
     dlock__attempt_free(j->a);
     dlock__call_free(j->k);
@@ -180,6 +334,8 @@ static void job_step(mjob *j)
     }
     if (!j->finished)
         job_pollfds(j);
+    else
+        job_finished(j);
     dlock__nb_leave();
     dloop__lanes_leave(prev);
 }
@@ -198,58 +354,96 @@ static void fd_put(dlock_loop *l, const struct pollfd *pfd)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, pfd->fd, &e);
 }
 
-/* A new job's descriptors, registered now (the loop's fd must wake for
- * them before the next process) and noted in l->mfd. */
-static void fds_add(dlock_loop *l, const mjob *j)
+/* Note fd in l->mfd (what is registered), once. */
+static void mfd_note(dlock_loop *l, int fd)
 {
-    struct pollfd was[SET_FDS];
-    int *p, i, nwas = l->nlpfd < SET_FDS ? l->nlpfd : 0;
-    /* The set's too, those new or changed since they were last put: a
-     * lane opened or taken from the pool, or a request left to write,
-     * outside process (an op started) must wake the loop. */
-    if (nwas > 0)
-        memcpy(was, l->lpfd, (size_t)nwas * sizeof *was);
+    int i, *p;
+    for (i = 0; i < l->nmfd; i++)
+        if (l->mfd[i] == fd)
+            return;
+    p = realloc(l->mfd, (size_t)(l->nmfd + 1) * sizeof *p);
+    if (p == NULL) {
+        l->fds_dirty = 1; /* rebuilt at the next sync */
+        return;
+    }
+    l->mfd = p;
+    l->mfd[l->nmfd++] = fd;
+}
+
+/* The set's descriptors now, those new or changed since they were last
+ * put registered (a lane opened, a request left to write); one gone:
+ * the epoll set is rebuilt at the next sync. */
+static void set_put(dlock_loop *l)
+{
+    int i, same;
     l->nlpfd = 0;
     if (l->lanes != NULL)
         lanes_pollfds(l);
-    if (j->n + l->nlpfd == 0)
-        return;
-    p = realloc(l->mfd, (size_t)(l->nmfd + j->n + l->nlpfd) * sizeof *p);
-    if (p == NULL)
-        return; /* its wake-up time still brings process */
-    l->mfd = p;
-    for (i = 0; i < j->n; i++) {
-        fd_put(l, &j->pfd[i]);
-        l->mfd[l->nmfd++] = j->pfd[i].fd;
-    }
+    same = l->nlpfd == l->nppfd;
     for (i = 0; i < l->nlpfd; i++) {
-        if (i < nwas && was[i].fd == l->lpfd[i].fd &&
-            was[i].events == l->lpfd[i].events)
+        if (i < l->nppfd && l->ppfd[i].fd == l->lpfd[i].fd &&
+            l->ppfd[i].events == l->lpfd[i].events)
             continue;
+        same = same && i < l->nppfd && l->ppfd[i].fd == l->lpfd[i].fd;
         fd_put(l, &l->lpfd[i]);
-        l->mfd[l->nmfd++] = l->lpfd[i].fd;
+        mfd_note(l, l->lpfd[i].fd);
     }
+    if (!same)
+        l->fds_dirty = 1;
+    if (l->nlpfd > l->capppfd) {
+        struct pollfd *p = realloc(l->ppfd, (size_t)l->nlpfd * sizeof *p);
+        if (p == NULL) {
+            l->nppfd = 0; /* all put again next time */
+            return;
+        }
+        l->ppfd = p;
+        l->capppfd = l->nlpfd;
+    }
+    if (l->nlpfd > 0)
+        memcpy(l->ppfd, l->lpfd, (size_t)l->nlpfd * sizeof *l->ppfd);
+    l->nppfd = l->nlpfd;
 }
 
-/* Register exactly the descriptors the jobs poll now in the loop's epoll
- * set (fd_put), and take out those no job polls any more. */
+/* A new job's descriptors, registered now (the loop's fd must wake for
+ * them before the next process) and noted in l->mfd; the set's too,
+ * unless process puts them after its callbacks. */
+static void fds_add(dlock_loop *l, const mjob *j)
+{
+    int i;
+    for (i = 0; i < j->n; i++) {
+        fd_put(l, &j->pfd[i]);
+        mfd_note(l, j->pfd[i].fd);
+    }
+    if (!l->set_later)
+        set_put(l);
+}
+
+/* Register exactly the descriptors the set and the jobs poll now in the
+ * loop's epoll set (fd_put), and take out those none polls any more:
+ * the set's changes only, unless a job's descriptors changed (or one of
+ * the set's went). */
 static void fds_sync(dlock_loop *l)
 {
     int want = 0, i, m = 0;
     mjob *j;
     int *fds;
-    l->nlpfd = 0;
-    if (l->lanes != NULL)
-        lanes_pollfds(l);
+    set_put(l);
+    if (!l->fds_dirty)
+        return;
+    l->fds_dirty = 0;
     want = l->nlpfd;
     for (j = l->jobs; j != NULL; j = j->next)
         want += j->finished ? 0 : j->n;
     fds = want > 0 ? malloc((size_t)want * sizeof *fds) : NULL;
-    for (i = 0; i < l->nlpfd && fds != NULL; i++) {
-        fd_put(l, &l->lpfd[i]);
+    if (want > 0 && fds == NULL) {
+        l->fds_dirty = 1;
+        return; /* the wake-up times still bring process */
+    }
+    for (i = 0; i < l->nlpfd; i++) {
+        fd_put(l, &l->lpfd[i]); /* a lane's number may be reused */
         fds[m++] = l->lpfd[i].fd;
     }
-    for (j = l->jobs; j != NULL && fds != NULL; j = j->next) {
+    for (j = l->jobs; j != NULL; j = j->next) {
         for (i = 0; i < j->n && !j->finished; i++) {
             fd_put(l, &j->pfd[i]);
             fds[m++] = j->pfd[i].fd;
@@ -264,36 +458,105 @@ static void fds_sync(dlock_loop *l)
     }
     free(l->mfd);
     l->mfd = fds;
-    l->nmfd = fds != NULL ? m : 0;
+    l->nmfd = m;
 }
 
 /* dlock__lanes_take's: job tag's call got something. */
 static void mark(void *tag, void *ud)
 {
-    (void)ud;
-    ((mjob *)tag)->kicked = 1;
+    ready(ud, tag);
+}
+
+/* Step the jobs that may go: one of their calls got something, their
+ * clock is due, or they poll descriptors of their own; every job when
+ * all (something may concern any call) or a list lost an entry. */
+static void jobs_go(dlock_loop *l, int all)
+{
+    int64_t now = dlock__now_ms();
+    int i;
+    mjob *j;
+    if (all || l->ready_all || l->nopening > 0) {
+        for (j = l->jobs; j != NULL; j = j->next) {
+            if (j->finished || !(all || l->ready_all || j->kicked || j->n > 0 ||
+                                 j->wake <= now))
+                continue;
+            j->kicked = 0;
+            job_step(j);
+        }
+        l->ready_all = 0;
+    } else {
+        heap_due(l, 0, now);
+        for (i = 0; i < l->nready; i++) {
+            j = l->jready[i];
+            if (j == NULL)
+                continue;
+            j->kicked = 0;
+            l->jready[i] = NULL; /* stepped: no longer on the list */
+            if (!j->finished)
+                job_step(j);
+        }
+    }
+    for (i = 0; i < l->nready; i++)
+        if (l->jready[i] != NULL)
+            l->jready[i]->kicked = 0;
+    l->nready = 0;
+}
+
+/* Complete and free the finished jobs: those on the list now (a job
+ * started by a completion that finished at once is left to the next
+ * process, which it signalled); every job when the list lost one. */
+static void jobs_complete(dlock_loop *l)
+{
+    int i, n = l->nfin;
+    mjob *j;
+    for (i = 0; i < n; i++) {
+        j = l->jfin[i];
+        if (j == NULL)
+            continue;
+        l->jfin[i] = NULL;
+        j->infin = 0;
+        if (j->op != NULL)
+            j->op->mn->job = NULL;
+        j->done(j);
+        dloop__job_free(j);
+    }
+    if (l->fin_all) {
+        /* Completions may start jobs and cancel ops, freeing their jobs:
+         * after a completion that freed another job, look again from
+         * the start. */
+        l->fin_all = 0;
+        j = l->jobs;
+        while (j != NULL) {
+            mjob *next = j->next;
+            unsigned freed = l->jobs_freed;
+            if (!j->finished || j->infin) {
+                j = next;
+                continue;
+            }
+            if (j->op != NULL)
+                j->op->mn->job = NULL;
+            j->done(j);
+            dloop__job_free(j);
+            j = l->jobs_freed - freed > 1 ? l->jobs : next;
+        }
+    }
+    for (i = 0; i < n; i++)
+        l->jfin[i] = NULL;
+    list_pack(l->jfin, &l->nfin);
 }
 
 /* See multi_node.h. */
 void dloop__jobs_step(dlock_loop *l)
 {
     int rounds = 0;
-    mjob *j;
     lanes_step(l);
     do {
-        int all = l->lanes == NULL || dlock__lanes_take(l->lanes, mark, NULL);
-        int64_t now = dlock__now_ms();
+        int all = l->lanes == NULL || dlock__lanes_take(l->lanes, mark, l);
         if (l->lanes != NULL)
             dlock__lanes_kicked(l->lanes); /* what comes now: another round */
-        /* The jobs that may go: one of their calls got something, their
-         * clock is due, or they open a connection themselves. */
-        for (j = l->jobs; j != NULL; j = j->next) {
-            if (j->finished ||
-                !(all || j->kicked || j->n > 0 || j->wake <= now))
-                continue;
-            j->kicked = 0;
-            job_step(j);
-        }
+        if (all) /* a lane opened or closed: its descriptor put again */
+            l->fds_dirty = 1;
+        jobs_go(l, all);
         /* Replies read on the way (into a reader's buffer) go to their
          * calls; a call that got one, or a lane, goes again. */
         if (l->lanes != NULL)
@@ -301,22 +564,19 @@ void dloop__jobs_step(dlock_loop *l)
     } while (l->lanes != NULL && dlock__lanes_kicked(l->lanes) && ++rounds < 4);
     if (rounds == 4)
         dloop__signal(l); /* more to do: process again soon */
-    /* Completions may start jobs (linked at the head: one finished at
-     * once signals the loop) and cancel ops, freeing their jobs: after a
-     * completion that freed another job, look again from the start. */
-    j = l->jobs;
-    while (j != NULL) {
-        mjob *next = j->next;
-        unsigned freed = l->jobs_freed;
-        if (!j->finished) {
-            j = next;
-            continue;
-        }
-        if (j->op != NULL)
-            j->op->mn->job = NULL;
-        j->done(j);
-        dloop__job_free(j);
-        j = l->jobs_freed - freed > 1 ? l->jobs : next;
+    jobs_complete(l);
+    if (!l->in_process)
+        dloop__jobs_flush(l);
+}
+
+/* See loop_impl.h. */
+void dloop__jobs_flush(dlock_loop *l)
+{
+    l->set_later = 0;
+    if (l->lanes != NULL) {
+        dlock__lanes_flush(l->lanes);
+        if (dlock__lanes_kicked(l->lanes))
+            dloop__signal(l); /* a lane failed: its calls go on */
     }
     fds_sync(l);
 }
@@ -324,14 +584,17 @@ void dloop__jobs_step(dlock_loop *l)
 /* See loop_impl.h. */
 int64_t dloop__jobs_wake(const dlock_loop *l)
 {
-    const mjob *j;
-    int64_t w = -1;
-    for (j = l->jobs; j != NULL; j = j->next) {
-        int64_t t = j->finished ? 0 : j->wake;
-        if (w < 0 || t < w)
-            w = t;
+    if (l->nfin > 0 || l->fin_all)
+        return 0;
+    if (l->ready_all || l->nopening > 0) {
+        const mjob *j;
+        int64_t w = -1;
+        for (j = l->jobs; j != NULL; j = j->next)
+            if (!j->finished && (w < 0 || j->wake < w))
+                w = j->wake;
+        return w;
     }
-    return w;
+    return l->njheap > 0 ? l->jheap[0]->wake : -1;
 }
 
 /* See loop_impl.h. */
@@ -359,7 +622,17 @@ void dloop__jobs_free(dlock_loop *l)
     free(l->lpfd);
     l->lpfd = NULL;
     l->nlpfd = l->caplpfd = 0;
+    l->set_later = 0;
+    l->fds_dirty = 1;
     fds_sync(l);
+    free(l->jready);
+    free(l->jheap);
+    free(l->jfin);
+    free(l->ppfd);
+    l->jready = l->jheap = l->jfin = NULL;
+    l->ppfd = NULL;
+    l->nready = l->njheap = l->nfin = l->nppfd = 0;
+    l->capready = l->capjheap = l->capfin = l->capppfd = 0;
 }
 
 /* See multi_node.h. */

@@ -595,6 +595,7 @@ void dloop__mn_giveback(dlock_loop *l, dlock_hold *h)
 /* See loop_impl.h. */
 void dloop__jobs_run(dlock_loop *l)
 {
+    l->set_later = 1; /* the set's descriptors put after the callbacks */
     dloop__mn_waits(l);
     dloop__jobs_step(l);
 }

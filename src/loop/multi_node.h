@@ -44,7 +44,10 @@ typedef struct mjob {
     int n, cap;
     int64_t wake; /* process it by then */
     int finished;
-    int kicked; /* a call of it got something on the lane set: step it */
+    int kicked; /* on the loop's ready list (a call of it got something on
+                   the lane set, or its clock is due): step it */
+    int infin;  /* on the loop's list of finished jobs to complete */
+    int hidx;   /* its place in the loop's timer heap + 1; 0: not there */
     int rc;     /* an attempt's status */
     int kind;   /* a renewal's holds' kind when sent (a downgrade may
                  change it before the answer) */
