@@ -280,27 +280,36 @@ static int q_add(slane *sl, sentry e)
 }
 
 /* See machine.h. */
-int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
+int dlock__lanes_push(dlock__call *k, int l, int kind, int j, int *pos)
 {
-    return q_add(&k->set->ln[k->ln[l].sh], (sentry){k, l, kind, j, NULL});
+    slane *sl = &k->set->ln[k->ln[l].sh];
+    int rc = q_add(sl, (sentry){k, l, kind, j, NULL});
+    *pos = sl->qlen - 1;
+    return rc;
 }
 
-/* Call j's request in its EVAL form, packed in one allocation (argc,
- * then each argument's length and bytes); NULL out of memory. */
+/* Call j's request in its EVAL form, packed in one allocation: the
+ * script's source (NULL: a plain command, or one sent with its source),
+ * argc, then each argument's length and bytes of its form by SHA (the
+ * source is put in its place when resent); NULL out of memory. */
 static char *eval_pack(const dlock__call *k, int j)
 {
+    const dlock__cmd *cmd = k->cl[j].cmd;
+    const char *src =
+        cmd->raw || k->cl[j].full ? NULL : k->scripts[cmd->script].src;
     dlock__callv v;
     char *p = NULL, *w;
-    size_t total = sizeof(int);
+    size_t total = sizeof src + sizeof(int);
     int i;
-    if (dlock__callv_build(&v, k->scripts, k->cl[j].cmd, 1) == DLOCK_OK) {
+    if (dlock__callv_build(&v, k->scripts, cmd, k->cl[j].full) == DLOCK_OK) {
         for (i = 0; i < v.argc; i++)
             total += sizeof(size_t) + v.lens[i];
         p = malloc(total);
     }
     if (p != NULL) {
-        memcpy(p, &v.argc, sizeof(int));
-        for (w = p + sizeof(int), i = 0; i < v.argc; i++) {
+        memcpy(p, &src, sizeof src);
+        memcpy(p + sizeof src, &v.argc, sizeof(int));
+        for (w = p + sizeof src + sizeof(int), i = 0; i < v.argc; i++) {
             memcpy(w, &v.lens[i], sizeof(size_t));
             memcpy(w + sizeof(size_t), v.argv[i], v.lens[i]);
             w += sizeof(size_t) + v.lens[i];
@@ -313,19 +322,26 @@ static char *eval_pack(const dlock__call *k, int j)
 /* Write the packed request p on sl, its answer dropped. */
 static void eval_resend(slane *sl, const char *p)
 {
-    const char *small[16], **argv = small;
+    const char *small[16], **argv = small, *src;
     size_t lsmall[16], *lens = lsmall;
     int argc, i;
-    memcpy(&argc, p, sizeof(int));
+    memcpy(&src, p, sizeof src);
+    memcpy(&argc, p + sizeof src, sizeof(int));
     if (argc > 16) {
         argv = malloc((size_t)argc * sizeof *argv);
         lens = malloc((size_t)argc * sizeof *lens);
     }
     if (argv != NULL && lens != NULL) {
-        for (p += sizeof(int), i = 0; i < argc; i++) {
+        for (p += sizeof src + sizeof(int), i = 0; i < argc; i++) {
             memcpy(&lens[i], p, sizeof(size_t));
             argv[i] = p + sizeof(size_t);
             p += sizeof(size_t) + lens[i];
+        }
+        if (src != NULL && argc >= 2) { /* EVALSHA sha: EVAL source */
+            argv[0] = "EVAL";
+            lens[0] = 4;
+            argv[1] = src;
+            lens[1] = strlen(src);
         }
         if (dlock__conn_append_argv(sl->conn, argc, argv, lens) == DLOCK_OK)
             q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL});
@@ -341,11 +357,13 @@ static void eval_resend(slane *sl, const char *p)
 static void drop(dlock__call *k, int l, int keep)
 {
     slane *sl = &k->set->ln[k->ln[l].sh];
+    const lane *ln = &k->ln[l];
     int i;
-    for (i = sl->qhead; i < sl->qlen; i++) {
-        sentry *e = &sl->q[i];
+    for (i = ln->qhead; i < ln->qlen; i++) {
+        int at = ln->q[i].spos;
+        sentry *e = at >= sl->qhead && at < sl->qlen ? &sl->q[at] : NULL;
         ecall *c;
-        if (e->k != k || e->lane != l)
+        if (e == NULL || e->k != k || e->lane != l)
             continue;
         c = e->kind == E_SCRIPT ? &k->cl[e->call] : NULL;
         if (c != NULL && !c->full &&

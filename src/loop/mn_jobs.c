@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -80,134 +81,6 @@ static void lanes_step(dlock_loop *l)
     dlock__lanes_process(l->lanes, l->lpfd, r > 0 ? l->nlpfd : 0);
 }
 
-/* ---- the lists: ready, timer heap, finished ------------------------------ */
-
-/* Put j at the end of the list *a (*n entries, room *cap): 1, or 0 out
- * of memory. */
-static int list_push(mjob ***a, int *n, int *cap, mjob *j)
-{
-    if (*n == *cap) {
-        int c = *cap ? 2 * *cap : 64;
-        mjob **p = realloc(*a, (size_t)c * sizeof *p);
-        if (p == NULL)
-            return 0;
-        *a = p;
-        *cap = c;
-    }
-    (*a)[(*n)++] = j;
-    return 1;
-}
-
-/* Take j off the list a[0..n) (its entry becomes NULL). */
-static void list_null(mjob **a, int n, const mjob *j)
-{
-    int i;
-    for (i = 0; i < n; i++)
-        if (a[i] == j)
-            a[i] = NULL;
-}
-
-/* Drop the NULL entries of a[0..*n), keeping the order. */
-static void list_pack(mjob **a, int *n)
-{
-    int i, m = 0;
-    for (i = 0; i < *n; i++)
-        if (a[i] != NULL)
-            a[m++] = a[i];
-    *n = m;
-}
-
-/* j may go at the next step (on the ready list once). */
-static void ready(dlock_loop *l, mjob *j)
-{
-    if (j->kicked)
-        return;
-    j->kicked = 1;
-    if (!list_push(&l->jready, &l->nready, &l->capready, j))
-        l->ready_all = 1; /* every job is looked at */
-}
-
-/* j finished: on the list of those to complete. */
-static void finish(dlock_loop *l, mjob *j)
-{
-    j->finished = 1;
-    if (!j->infin) {
-        if (list_push(&l->jfin, &l->nfin, &l->capfin, j))
-            j->infin = 1;
-        else
-            l->fin_all = 1;
-    }
-}
-
-/* The timer heap's entries i and k change places. */
-static void heap_swap(dlock_loop *l, int i, int k)
-{
-    mjob *t = l->jheap[i];
-    l->jheap[i] = l->jheap[k];
-    l->jheap[k] = t;
-    l->jheap[i]->hidx = i + 1;
-    l->jheap[k]->hidx = k + 1;
-}
-
-/* The heap's entry i goes where its wake-up time belongs. */
-static void heap_fix(dlock_loop *l, int i)
-{
-    while (i > 0 && l->jheap[i]->wake < l->jheap[(i - 1) / 2]->wake) {
-        heap_swap(l, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= l->njheap)
-            return;
-        if (c + 1 < l->njheap && l->jheap[c + 1]->wake < l->jheap[c]->wake)
-            c++;
-        if (l->jheap[i]->wake <= l->jheap[c]->wake)
-            return;
-        heap_swap(l, i, c);
-        i = c;
-    }
-}
-
-/* j's wake-up time is set: in the heap, in its place. Out of memory: not
- * there, and every job is looked at. */
-static void heap_put(dlock_loop *l, mjob *j)
-{
-    if (j->hidx == 0) {
-        if (!list_push(&l->jheap, &l->njheap, &l->capjheap, j)) {
-            l->ready_all = 1;
-            return;
-        }
-        j->hidx = l->njheap;
-    }
-    heap_fix(l, j->hidx - 1);
-}
-
-/* j out of the heap. */
-static void heap_del(dlock_loop *l, mjob *j)
-{
-    int i = j->hidx - 1;
-    if (j->hidx == 0)
-        return;
-    j->hidx = 0;
-    if (i == --l->njheap)
-        return;
-    l->jheap[i] = l->jheap[l->njheap];
-    l->jheap[i]->hidx = i + 1;
-    heap_fix(l, i);
-}
-
-/* The jobs from the heap's entry i down whose clock is due go on the
- * ready list (a subtree whose top is not due has none). */
-static void heap_due(dlock_loop *l, int i, int64_t now)
-{
-    if (i >= l->njheap || l->jheap[i]->wake > now)
-        return;
-    ready(l, l->jheap[i]);
-    heap_due(l, 2 * i + 1, now);
-    heap_due(l, 2 * i + 2, now);
-}
-
 /* ---- jobs ------------------------------------------------------------------- */
 
 /* Ask j for its descriptors and wake-up time (heap, count of the jobs
@@ -216,6 +89,7 @@ static void job_pollfds(mjob *j)
 {
     dlock_loop *l = j->l;
     int n, was = j->n;
+    int64_t wake = j->wake;
     do {
         n = j->a != NULL
                 ? dlock__attempt_pollfds(j->a, j->pfd, j->cap, &j->wake)
@@ -224,15 +98,16 @@ static void job_pollfds(mjob *j)
     l->nopening += (j->n > 0) - (was > 0);
     if (was > 0 || j->n > 0)
         l->fds_dirty = 1;
-    heap_put(l, j);
+    if (j->hidx == 0 || j->wake != wake)
+        dloop__jheap_put(l, j);
 }
 
 /* j finished: off the heap, its descriptors no longer polled. */
 static void job_finished(mjob *j)
 {
     dlock_loop *l = j->l;
-    finish(l, j);
-    heap_del(l, j);
+    dloop__jfinish(l, j);
+    dloop__jheap_del(l, j);
     if (j->n > 0) {
         l->nopening--;
         l->fds_dirty = 1;
@@ -287,11 +162,11 @@ void dloop__job_free(mjob *j)
             l->jobs = j->next;
         if (j->next != NULL)
             j->next->prev = j->prev;
-        heap_del(l, j);
+        dloop__jheap_del(l, j);
         if (j->kicked)
-            list_null(l->jready, l->nready, j);
+            dloop__jlist_null(l->jready, l->nready, j);
         if (j->infin)
-            list_null(l->jfin, l->nfin, j);
+            dloop__jlist_null(l->jfin, l->nfin, j);
         if (j->n > 0) {
             l->nopening--;
             l->fds_dirty = 1;
@@ -308,10 +183,7 @@ void dloop__job_free(mjob *j)
         dlock__held_free(j->rec); /* its pins dropped when it came */
     if (j->res != NULL)
         dlock__results_clear(j->res, j->nres);
-    free(j->res);
-    free(j->cmds);
-    free(j->bufs);
-    free(j->ks);
+    free(j->ks); /* res, cmds and bufs are in j's allocation */
     free(j->kls);
     free(j->num);
     free(j->pfd);
@@ -464,7 +336,7 @@ static void fds_sync(dlock_loop *l)
 /* dlock__lanes_take's: job tag's call got something. */
 static void mark(void *tag, void *ud)
 {
-    ready(ud, tag);
+    dloop__jready(ud, tag);
 }
 
 /* Step the jobs that may go: one of their calls got something, their
@@ -485,7 +357,7 @@ static void jobs_go(dlock_loop *l, int all)
         }
         l->ready_all = 0;
     } else {
-        heap_due(l, 0, now);
+        dloop__jheap_due(l, 0, now);
         for (i = 0; i < l->nready; i++) {
             j = l->jready[i];
             if (j == NULL)
@@ -542,7 +414,7 @@ static void jobs_complete(dlock_loop *l)
     }
     for (i = 0; i < n; i++)
         l->jfin[i] = NULL;
-    list_pack(l->jfin, &l->nfin);
+    dloop__jlist_pack(l->jfin, &l->nfin);
 }
 
 /* See multi_node.h. */
@@ -635,25 +507,37 @@ void dloop__jobs_free(dlock_loop *l)
     l->capready = l->capjheap = l->capfin = l->capppfd = 0;
 }
 
-/* See multi_node.h. */
+/* n bytes rounded up to keep what follows them aligned. */
+static size_t align_up(size_t n)
+{
+    size_t a = _Alignof(max_align_t);
+    return (n + a - 1) / a * a;
+}
+
+/* See multi_node.h. The job, its commands, their storage and its
+ * results in one allocation (freed with it). */
 mjob *dloop__job_new(dlock_op *op, int ncmds, int nres)
 {
-    mjob *j = calloc(1, sizeof *j);
-    if (j == NULL)
+    size_t at = align_up(sizeof(mjob)), cmds, bufs;
+    char *p;
+    mjob *j;
+    cmds = at;
+    at += align_up((size_t)ncmds * sizeof *j->cmds);
+    bufs = at;
+    at += align_up((size_t)ncmds * sizeof *j->bufs);
+    p = calloc(1, at + (size_t)nres * sizeof *j->res);
+    if (p == NULL)
         return NULL;
+    j = (mjob *)p;
     j->op = op;
     j->ncmds = ncmds;
     j->nres = nres;
-    if (ncmds > 0 &&
-        ((j->cmds = calloc((size_t)ncmds, sizeof *j->cmds)) == NULL ||
-         (j->bufs = calloc((size_t)ncmds, sizeof *j->bufs)) == NULL)) {
-        dloop__job_free(j);
-        return NULL;
+    if (ncmds > 0) {
+        j->cmds = (dlock__cmd *)(p + cmds);
+        j->bufs = (dlock__cmdbuf *)(p + bufs);
     }
-    if (nres > 0 && (j->res = calloc((size_t)nres, sizeof *j->res)) == NULL) {
-        dloop__job_free(j);
-        return NULL;
-    }
+    if (nres > 0)
+        j->res = (dlock__result *)(p + at);
     return j;
 }
 

@@ -98,6 +98,28 @@ void dloop__jobs_step(dlock_loop *l);
  * cut short: dlock__attempt_free gives back what it may hold). */
 void dloop__job_free(mjob *j);
 
+/* mn_lists.c: the lists process looks at (loop_impl.h). */
+
+/* Put j at the end of the list *a (*n entries, room *cap): 1, or 0 out
+ * of memory. */
+int dloop__jlist_push(mjob ***a, int *n, int *cap, mjob *j);
+/* Take j off the list a[0..n) (its entry becomes NULL). */
+void dloop__jlist_null(mjob **a, int n, const mjob *j);
+/* Drop the NULL entries of a[0..*n), keeping the order. */
+void dloop__jlist_pack(mjob **a, int *n);
+/* j may go at the next step: on l's ready list, once (j->kicked). */
+void dloop__jready(dlock_loop *l, mjob *j);
+/* j finished: on the list of those to complete, once (j->infin). */
+void dloop__jfinish(dlock_loop *l, mjob *j);
+/* j's wake-up time is set: in l's timer heap, in its place (out of
+ * memory: not there, and l->ready_all). */
+void dloop__jheap_put(dlock_loop *l, mjob *j);
+/* j out of the heap (if there). */
+void dloop__jheap_del(dlock_loop *l, mjob *j);
+/* The jobs from the heap's entry i down whose clock is due (<= now) go
+ * on the ready list. */
+void dloop__jheap_due(dlock_loop *l, int i, int64_t now);
+
 /* Calls started on this thread from now on run on l's lane set (made
  * on first use) for job j, until dloop__lanes_leave(the value
  * returned). */
