@@ -290,7 +290,11 @@ struct dlock_loop {
      * jobs' descriptors; ppfd[0..nppfd): the set's descriptors as last
      * put in epoll; set_later: process puts and writes the set's after
      * the callbacks (dloop__jobs_flush). */
-    struct mjob **jready, **jheap, **jfin;
+    struct mjob **jready, **jfin;
+    struct jwake { /* a timer heap entry: a job and its wake-up time */
+        int64_t wake;
+        struct mjob *j;
+    } * jheap;
     int nready, capready, njheap, capjheap, nfin, capfin;
     int ready_all, fin_all, nopening, fds_dirty, set_later;
     struct pollfd *ppfd;

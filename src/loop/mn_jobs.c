@@ -466,7 +466,7 @@ int64_t dloop__jobs_wake(const dlock_loop *l)
                 w = j->wake;
         return w;
     }
-    return l->njheap > 0 ? l->jheap[0]->wake : -1;
+    return l->njheap > 0 ? l->jheap[0].wake : -1;
 }
 
 /* See loop_impl.h. */
@@ -501,7 +501,8 @@ void dloop__jobs_free(dlock_loop *l)
     free(l->jheap);
     free(l->jfin);
     free(l->ppfd);
-    l->jready = l->jheap = l->jfin = NULL;
+    l->jready = l->jfin = NULL;
+    l->jheap = NULL;
     l->ppfd = NULL;
     l->nready = l->njheap = l->nfin = l->nppfd = 0;
     l->capready = l->capjheap = l->capfin = l->capppfd = 0;

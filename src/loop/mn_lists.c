@@ -69,17 +69,18 @@ void dloop__jfinish(dlock_loop *l, mjob *j)
 /* The timer heap's entries i and k change places. */
 static void heap_swap(dlock_loop *l, int i, int k)
 {
-    mjob *t = l->jheap[i];
+    struct jwake t = l->jheap[i];
     l->jheap[i] = l->jheap[k];
     l->jheap[k] = t;
-    l->jheap[i]->hidx = i + 1;
-    l->jheap[k]->hidx = k + 1;
+    l->jheap[i].j->hidx = i + 1;
+    l->jheap[k].j->hidx = k + 1;
 }
 
 /* The heap's entry i goes where its wake-up time belongs. */
 static void heap_fix(dlock_loop *l, int i)
 {
-    while (i > 0 && l->jheap[i]->wake < l->jheap[(i - 1) / 2]->wake) {
+    struct jwake *h = l->jheap;
+    while (i > 0 && h[i].wake < h[(i - 1) / 2].wake) {
         heap_swap(l, i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
@@ -87,9 +88,9 @@ static void heap_fix(dlock_loop *l, int i)
         int c = 2 * i + 1;
         if (c >= l->njheap)
             return;
-        if (c + 1 < l->njheap && l->jheap[c + 1]->wake < l->jheap[c]->wake)
+        if (c + 1 < l->njheap && h[c + 1].wake < h[c].wake)
             c++;
-        if (l->jheap[i]->wake <= l->jheap[c]->wake)
+        if (h[i].wake <= h[c].wake)
             return;
         heap_swap(l, i, c);
         i = c;
@@ -100,12 +101,20 @@ static void heap_fix(dlock_loop *l, int i)
 void dloop__jheap_put(dlock_loop *l, mjob *j)
 {
     if (j->hidx == 0) {
-        if (!dloop__jlist_push(&l->jheap, &l->njheap, &l->capjheap, j)) {
-            l->ready_all = 1;
-            return;
+        if (l->njheap == l->capjheap) {
+            int cap = l->capjheap ? 2 * l->capjheap : 64;
+            struct jwake *p = realloc(l->jheap, (size_t)cap * sizeof *p);
+            if (p == NULL) {
+                l->ready_all = 1;
+                return;
+            }
+            l->jheap = p;
+            l->capjheap = cap;
         }
-        j->hidx = l->njheap;
+        l->jheap[l->njheap].j = j;
+        j->hidx = ++l->njheap;
     }
+    l->jheap[j->hidx - 1].wake = j->wake;
     heap_fix(l, j->hidx - 1);
 }
 
@@ -119,16 +128,16 @@ void dloop__jheap_del(dlock_loop *l, mjob *j)
     if (i == --l->njheap)
         return;
     l->jheap[i] = l->jheap[l->njheap];
-    l->jheap[i]->hidx = i + 1;
+    l->jheap[i].j->hidx = i + 1;
     heap_fix(l, i);
 }
 
 /* See multi_node.h. */
 void dloop__jheap_due(dlock_loop *l, int i, int64_t now)
 {
-    if (i >= l->njheap || l->jheap[i]->wake > now)
+    if (i >= l->njheap || l->jheap[i].wake > now)
         return;
-    dloop__jready(l, l->jheap[i]);
+    dloop__jready(l, l->jheap[i].j);
     dloop__jheap_due(l, 2 * i + 1, now);
     dloop__jheap_due(l, 2 * i + 2, now);
 }
