@@ -11,14 +11,24 @@
  * lost (call.c retries it once, on a new lane). A node's address that
  * moved (Sentinel, a master suspected) retires its lane: drained, then
  * closed, and the next call opens a new one (locating the master).
+ * A lane whose oldest unanswered request was given up on and is still
+ * unanswered at twice its call's time (a server stopped, a partition)
+ * is quiet: calls to its node fail at once, nothing more is written on
+ * it, until its answers come (or the kernel fails the connection). It
+ * is not closed and replaced: what it carries (a give-back, a cancelled
+ * extend) must reach Redis before anything the hold sends next.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "engine/lanes.h"
 #include "engine/machine.h"
 #include "engine/script.h"
+
+/* The least time a request is given, for its lane's quiet test. */
+#define QUIET_MIN_MS 500
 
 static _Thread_local dlock__lanes_ctx current;
 
@@ -188,12 +198,36 @@ static int live_lane(dlock__lanes *s, dlock__node *nd)
     return -1;
 }
 
+/* When a request sent now for a call due at deadline, unanswered then
+ * and given up on, says its node has gone quiet. */
+static int64_t quiet_at(int64_t deadline)
+{
+    int64_t now = dlock__now_ms(), span = deadline - now;
+    return now + 2 * (span > QUIET_MIN_MS ? span : QUIET_MIN_MS);
+}
+
+/* Whether sl is quiet (see the top of this file). */
+static int quiet(const slane *sl)
+{
+    return sl->qhead < sl->qlen && sl->q[sl->qhead].k == NULL &&
+           dlock__now_ms() >= sl->q[sl->qhead].quiet_at;
+}
+
 /* See machine.h. */
 int dlock__lanes_find(dlock__call *k, int j, dlock__node *nd, int *sh)
 {
     ecall *c = &k->cl[j];
     snode *sn = node_of(k->set, nd);
     *sh = live_lane(k->set, nd);
+    if (*sh >= 0 && quiet(&k->set->ln[*sh])) {
+        c->waiting = 0;
+        snprintf(k->res[j].err, sizeof k->res[j].err,
+                 "%s: no answer in time (its earlier requests are still "
+                 "unanswered)",
+                 dlock__node_name(nd));
+        *sh = -1;
+        return DLOCK_ETIMEDOUT;
+    }
     if (*sh >= 0 || sn == NULL) {
         c->waiting = 0;
         return *sh >= 0 ? DLOCK_OK : DLOCK__LANE_NONE;
@@ -282,7 +316,8 @@ static int q_add(slane *sl, sentry e)
 /* See machine.h. */
 int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
 {
-    return q_add(&k->set->ln[k->ln[l].sh], (sentry){k, l, kind, j, NULL});
+    return q_add(&k->set->ln[k->ln[l].sh],
+                 (sentry){k, l, kind, j, NULL, quiet_at(k->deadline)});
 }
 
 /* Call j's request in its EVAL form, packed in one allocation (argc,
@@ -328,7 +363,7 @@ static void eval_resend(slane *sl, const char *p)
             p += sizeof(size_t) + lens[i];
         }
         if (dlock__conn_append_argv(sl->conn, argc, argv, lens) == DLOCK_OK)
-            q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL});
+            q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL, quiet_at(0)});
     }
     if (argv != small)
         free(argv);

@@ -187,6 +187,8 @@ typedef struct sentry {
     int call;   /* E_ASKING, E_SCRIPT: k's call */
     char *eval; /* dropped script sent by SHA: its EVAL form (packed),
                    resent on NOSCRIPT; or NULL */
+    int64_t quiet_at; /* dropped and still unanswered then: its node has
+                         gone quiet (lanes.c) */
 } sentry;
 
 /* One pipelined connection of a set to one node, shared by its calls. */
