@@ -255,12 +255,62 @@ static void test_downgrade_not_replicated(void **state)
     dlock_client_free(c);
 }
 
+/* The master stopped (SIGSTOP: it neither answers nor closes) with a
+ * lock's request out on the loop's lane to it; the sentinels promote a
+ * replica, while tries on another name keep coming. The waiting lock
+ * rides the outage and is granted on the promoted master: the lane to
+ * the stopped one, quiet, must not hold the node's calls until it
+ * resumes. */
+static void test_stopped_master(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 30000, 0);
+    dlock_loop_acquire w = opts(c, LIVE_MS, 30000, 0);
+    th_seen a = {0}, sink = {0};
+    dlock_hold *h;
+    int old = th_sentinel_master_port(&sent), now, i;
+    th_server *m = th_sentinel_node(&sent, old);
+    int64_t end;
+    (void)state;
+    assert_int_equal(th_loop_lock(l, "lsn:z0", &o, &h), DLOCK_OK);
+    assert_int_equal(th_loop_release(l, h), DLOCK_OK);
+    th_server_pause(m);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lsn:z1", &w, th_note, &a),
+                     DLOCK_OK);
+    /* Tries on other names meanwhile, till the lane goes quiet. */
+    for (end = th_now_ms() + 3000; th_now_ms() < end;) {
+        for (i = 0; i < 10; i++)
+            assert_int_equal(
+                dlock_loop_lock(NULL, l, "lsn:z2", &o, th_note, &sink),
+                DLOCK_OK);
+        th_loop_run_for(&l, 1, 100);
+    }
+    now = th_sentinel_wait_master(&sent, old, LIVE_MS);
+    assert_true(now > 0 && now != old);
+    end = th_now_ms() + LIVE_MS;
+    while (!a.done && th_now_ms() < end)
+        th_loop_run_for(&l, 1, 50);
+    th_server_resume(m);
+    if (a.status != DLOCK_OK)
+        fprintf(stderr, "waiter: %d (%s)\n", a.status, a.err);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(
+        th_cmd_int(th_sentinel_node(&sent, now), "EXISTS dlock:{lsn:z1}"), 1);
+    assert_int_equal(th_loop_release(l, a.hold), DLOCK_OK);
+    assert_int_equal(th_sentinel_settle(&sent, LIVE_MS), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_permits),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_stopped_master),
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),
