@@ -73,7 +73,6 @@ static void call_ok(dlock__call *k, int j, redisReply *rep, long long acks)
 static int q_push(dlock__call *k, int l, int kind, int call)
 {
     lane *ln = &k->ln[l];
-    int pos = -1;
     if (ln->qhead > 0 && ln->qhead == ln->qlen)
         ln->qhead = ln->qlen = 0;
     if (ln->qlen == ln->qcap) {
@@ -84,9 +83,9 @@ static int q_push(dlock__call *k, int l, int kind, int call)
         ln->q = q;
         ln->qcap = cap;
     }
-    if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call, &pos) != DLOCK_OK)
+    if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    ln->q[ln->qlen++] = (expect){kind, call, pos};
+    ln->q[ln->qlen++] = (expect){kind, call};
     return DLOCK_OK;
 }
 
@@ -318,7 +317,9 @@ static void lane_flush(dlock__call *k, int l)
     if (ln->conn == NULL || !ln->dirty)
         return;
     ln->dirty = 0;
-    if (k->wait) {
+    if (k->wait && ln->sh >= 0) {
+        rc = dlock__lanes_wait(k, l); /* one WAIT for the set's calls */
+    } else if (k->wait) {
         char n[24], t[24];
         const char *wv[3] = {"WAIT", n, t};
         dlock__fmt_i64(n, k->wcmd->wait_replicas);
@@ -410,7 +411,19 @@ static void call_take(dlock__call *k, int l, redisReply *rep)
         on_script(k, l, e.call, rep);
     else
         freeReplyObject(rep);
-    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen)
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen &&
+        k->ln[l].wpend == 0)
+        dlock__lane_release(k, l, 1);
+}
+
+/* The set's WAIT that lane l waited for answered rep (owned): as a
+ * WAIT of its own would have. */
+static void call_acked(dlock__call *k, int l, redisReply *rep)
+{
+    k->ln[l].wpend--;
+    on_wait(k, l, rep);
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen &&
+        k->ln[l].wpend == 0)
         dlock__lane_release(k, l, 1);
 }
 
@@ -584,6 +597,7 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
     *k = (dlock__call){.ns = ns,
                        .take = call_take,
                        .lost = lane_lost,
+                       .acked = call_acked,
                        .scripts = scripts,
                        .wcmd = cmds,
                        .res = res,
@@ -599,8 +613,10 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
         return DLOCK_OK;
     }
     k->wait = cmds[0].wait_replicas > 0;
+    /* On a set, another call's WAIT may be out ahead of this one's
+     * writes (dlock__lanes_wait): up to one more WAIT timeout. */
     if (k->wait)
-        k->deadline += cmds[0].wait_timeout_ms;
+        k->deadline += cmds[0].wait_timeout_ms * (k->set != NULL ? 2 : 1);
     if (fixed && dlock__call_same_server(k)) {
         for (j = 0; j < n; j++)
             k->cl[j].state = C_DONE;
