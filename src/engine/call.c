@@ -73,6 +73,7 @@ static void call_ok(dlock__call *k, int j, redisReply *rep, long long acks)
 static int q_push(dlock__call *k, int l, int kind, int call)
 {
     lane *ln = &k->ln[l];
+    int pos = -1;
     if (ln->qhead > 0 && ln->qhead == ln->qlen)
         ln->qhead = ln->qlen = 0;
     if (ln->qlen == ln->qcap) {
@@ -83,9 +84,9 @@ static int q_push(dlock__call *k, int l, int kind, int call)
         ln->q = q;
         ln->qcap = cap;
     }
-    if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call) != DLOCK_OK)
+    if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call, &pos) != DLOCK_OK)
         return DLOCK_ENOMEM;
-    ln->q[ln->qlen++] = (expect){kind, call};
+    ln->q[ln->qlen++] = (expect){kind, call, pos};
     return DLOCK_OK;
 }
 

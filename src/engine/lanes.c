@@ -326,10 +326,12 @@ static int q_add(slane *sl, sentry e)
 }
 
 /* See machine.h. */
-int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
+int dlock__lanes_push(dlock__call *k, int l, int kind, int j, int *pos)
 {
-    return q_add(&k->set->ln[k->ln[l].sh],
-                 (sentry){k, l, kind, j, NULL, quiet_at(k->deadline)});
+    slane *sl = &k->set->ln[k->ln[l].sh];
+    int rc = q_add(sl, (sentry){k, l, kind, j, NULL, quiet_at(k->deadline)});
+    *pos = sl->qlen - 1;
+    return rc;
 }
 
 /* Call j's request in its EVAL form, packed in one allocation: the
@@ -406,17 +408,21 @@ static void forget(swaiter *w, int n, const dlock__call *k, int l)
 }
 
 /* The entries of k's lane l on its set lane become dropped, with EVAL
- * forms as dlock__lanes_abandon says (keep: -2 none). */
+ * forms as dlock__lanes_abandon says (keep: -2 none): those its own
+ * queue still expects, at the places they were put (a place read or
+ * emptied since is not its entry any more). */
 static void drop(dlock__call *k, int l, int keep)
 {
     slane *sl = &k->set->ln[k->ln[l].sh];
+    const lane *ln = &k->ln[l];
     int i;
     forget(sl->wo, sl->nwo, k, l);
     forget(sl->pw, sl->npw, k, l);
-    for (i = sl->qhead; i < sl->qlen; i++) {
-        sentry *e = &sl->q[i];
+    for (i = ln->qhead; i < ln->qlen; i++) {
+        int at = ln->q[i].spos;
+        sentry *e = at >= sl->qhead && at < sl->qlen ? &sl->q[at] : NULL;
         ecall *c;
-        if (e->k != k || e->lane != l)
+        if (e == NULL || e->k != k || e->lane != l)
             continue;
         c = e->kind == E_SCRIPT ? &k->cl[e->call] : NULL;
         if (c != NULL && !c->full &&

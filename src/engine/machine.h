@@ -25,6 +25,7 @@ enum { E_INFO, E_ASKING, E_SCRIPT, E_WAIT, E_SWAIT /* a set's shared WAIT */ };
 typedef struct expect {
     int kind;
     int call;
+    int spos; /* on a set: its entry's place in the set lane's queue */
 } expect;
 
 typedef struct lane {
@@ -270,9 +271,10 @@ void dlock__lanes_opening(dlock__call *k, dlock__node *nd, int delta, int rc,
 int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
                          int *took);
 
-/* Expect one more reply (kind, k's call j) on lane l's set lane.
+/* Expect one more reply (kind, k's call j) on lane l's set lane, at
+ * *pos in its queue (there until read, dropped or the lane fails).
  * DLOCK_OK or DLOCK_ENOMEM. */
-int dlock__lanes_push(dlock__call *k, int l, int kind, int j);
+int dlock__lanes_push(dlock__call *k, int l, int kind, int j, int *pos);
 
 /* Lane l of k (a view of a set's lane) wrote lock writes for replicas:
  * a WAIT after them answers it (k->acked). The set writes one WAIT for
