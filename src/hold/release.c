@@ -157,9 +157,30 @@ int dlock__set_release_verdict(const redisReply *r, long long *t)
         r->element[1]->type != REDIS_REPLY_INTEGER)
         return DLOCK_EPROTO;
     *t = r->element[1]->integer;
-    return r->element[0]->integer < 0    ? DLOCK_NOT_OWNER
+    return r->element[0]->integer == -2  ? DLOCK_EINVAL
+           : r->element[0]->integer < 0  ? DLOCK_NOT_OWNER
            : r->element[0]->integer == 0 ? DLOCK_STALE
                                          : DLOCK_OK;
+}
+
+/* See release.h. */
+int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,
+                        const char **value, size_t *vlen)
+{
+    uint64_t f = 0;
+    size_t i = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        if (f > (UINT64_MAX - 9) / 10)
+            return 0;
+        f = f * 10 + (uint64_t)(s[i] - '0');
+        i++;
+    }
+    if (i == 0 || (i < n && s[i] != ' '))
+        return 0;
+    *fence = f;
+    *value = i < n ? s + i + 1 : NULL;
+    *vlen = i < n ? n - i - 1 : 0;
+    return 1;
 }
 
 /* ---- running it --------------------------------------------------------- */

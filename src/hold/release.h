@@ -67,9 +67,25 @@ void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
 
 /* The status of s_set_release.lua's answer r {stored, t, r}: DLOCK_OK
  * (stored with token *t, released), DLOCK_STALE (not stored: *t the newer
- * fence; released), DLOCK_NOT_OWNER (nothing stored or released) or
- * DLOCK_EPROTO (not that shape). */
+ * fence; released), DLOCK_NOT_OWNER (nothing stored or released),
+ * DLOCK_EINVAL (not stored: the value's key holds no fenced value of the
+ * string layout, DLOCK__FENCED_OTHER; released) or DLOCK_EPROTO (not
+ * that shape). */
 int dlock__set_release_verdict(const redisReply *r, long long *t);
+
+/* The string layout's fenced value is one string (s_fenced.luainc):
+ * "<fence>" or "<fence> <value>", the fence in decimal. Split S (N bytes)
+ * into *fence and the value (*value, *vlen; *value NULL when there is
+ * none). Returns 1, or 0 when S is not of that form. */
+int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,
+                        const char **value, size_t *vlen);
+
+/* What a fenced call of the string layout says of a key holding
+ * something else (a hash: the hash layout's fenced value). */
+#define DLOCK__FENCED_OTHER                                                    \
+    "holds no fenced value of the string layout (a hash is the hash "          \
+    "layout's: clients of one key must use one layout, "                       \
+    "dlock_client_set_layout)"
 
 /* Run the release script of k's kind (dlock__release_cmd) for (owner,
  * expected depth, token) on the nodes in mask (over pins[i] where set: a
