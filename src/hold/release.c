@@ -152,11 +152,21 @@ void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
 /* See release.h. */
 int dlock__set_release_verdict(const redisReply *r, long long *t)
 {
+    const redisReply *e;
+    char *end;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+        r->element[0]->type != REDIS_REPLY_INTEGER)
         return DLOCK_EPROTO;
-    *t = r->element[1]->integer;
+    e = r->element[1]; /* a number, or its decimal string (fast path) */
+    if (e->type == REDIS_REPLY_INTEGER)
+        *t = e->integer;
+    else if (e->type == REDIS_REPLY_STRING && e->len > 0 && e->len < 20 &&
+             e->str[0] >= '0' && e->str[0] <= '9') {
+        *t = strtoll(e->str, &end, 10);
+        if (*end != '\0')
+            return DLOCK_EPROTO;
+    } else
+        return DLOCK_EPROTO;
     return r->element[0]->integer == -2  ? DLOCK_EINVAL
            : r->element[0]->integer < 0  ? DLOCK_NOT_OWNER
            : r->element[0]->integer == 0 ? DLOCK_STALE
@@ -175,7 +185,7 @@ int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,
         f = f * 10 + (uint64_t)(s[i] - '0');
         i++;
     }
-    if (i == 0 || (i < n && s[i] != ' '))
+    if (i == 0 || s[0] == '0' || (i < n && s[i] != ' '))
         return 0;
     *fence = f;
     *value = i < n ? s + i + 1 : NULL;

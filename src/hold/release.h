@@ -74,7 +74,8 @@ void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
 int dlock__set_release_verdict(const redisReply *r, long long *t);
 
 /* The string layout's fenced value is one string (s_fenced.luainc):
- * "<fence>" or "<fence> <value>", the fence in decimal. Split S (N bytes)
+ * "<fence>" or "<fence> <value>", the fence in decimal without leading
+ * zeros. Split S (N bytes)
  * into *fence and the value (*value, *vlen; *value NULL when there is
  * none). Returns 1, or 0 when S is not of that form. */
 int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,

@@ -17,7 +17,8 @@
 -- Then the lock is released exactly as s_release.lua does (a hand-over
 -- to a queued waiter, an announcement to a listening one).
 --
--- Returns {stored, t, r}: stored 1 (written, t the token) or 0 (t is
+-- Returns {stored, t, r} (t a number, or its decimal string from the
+-- common case's path): stored 1 (written, t the token) or 0 (t is
 -- the fence, newer than the hold's token: nothing written), -1 with
 -- t 0: the owner does not hold the lock (lease expired, another owner):
 -- nothing written, or -2 with t 0: the value's key holds something else
@@ -26,10 +27,39 @@
 -- owner).
 --@include s_fenced.luainc
 
+local v = redis.pcall('GET', KEYS[1]) -- the release's too (unchanged)
+
+-- The common case first (the gateway's, issue 30): no fence hash (KEYS
+-- the lock and the value's key), an unmarked hold of depth 1 whose
+-- token the client knows ('0': not issued yet). Only what it needs:
+-- tokens compared as decimal strings (canonical: no leading zeros), no
+-- tonumber, t answered as a string; the same outcomes as below.
+if #KEYS == 2 and ARGV[2] == '1' and v == ARGV[1] .. ' 1 ' .. ARGV[3] then
+    local tok = ARGV[3]
+    if tok == '0' then
+        local tm = redis.call('TIME')
+        tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    end
+    local stored, t = 1, tok
+    local s = redis.pcall('GET', KEYS[2])
+    if s then
+        local f = type(s) == 'string' and string.match(s, '^[1-9]%d*')
+        if not f or (#s > #f and string.byte(s, #f + 1) ~= 32) then
+            stored, t = -2, 0
+        elseif #f > #tok or (#f == #tok and f > tok) then
+            stored, t = 0, f
+        end
+    end
+    if stored == 1 then
+        redis.call('SET', KEYS[2], tok .. ' ' .. ARGV[#ARGV])
+    end
+    redis.call('DEL', KEYS[1])
+    return {stored, t, 1}
+end
+
 local rkey = table.remove(KEYS)
 local value = table.remove(ARGV)
 local stored, t = -1, 0
-local v = redis.pcall('GET', KEYS[1]) -- the release's too (unchanged)
 if type(v) == 'string' then
     local o, tok = string.match(v, '^(%S+) %d+ (%d+)')
     if o == ARGV[1] then

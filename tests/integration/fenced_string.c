@@ -258,6 +258,37 @@ static void test_set_release_form(void **state)
     dlock_client_free(c);
 }
 
+/* The store-and-release's general path (a fence hash: fence retention;
+ * the common case has its own path in s_set_release.lua): the same
+ * string, the same refusals. */
+static void test_set_release_retention(void **state)
+{
+    dlock_client *c = th_client_string(th_url(&srv), 60000);
+    dlock_lock *lk = NULL;
+    uint64_t tok;
+    (void)state;
+    assert_non_null(c);
+    assert_int_equal(dlock_lock_acquire(&lk, c, "fs:rl", 0, 30000), DLOCK_OK);
+    tok = dlock_lock_token(lk);
+    assert_int_equal(dlock_lock_fenced_set_release(lk, "fs:rv", BIN, BINLEN),
+                     DLOCK_OK);
+    assert_raw("fs:rv", tok, BIN, BINLEN);
+    assert_int_equal(bget(c, "fs:rv", BIN, BINLEN, tok), DLOCK_OK);
+    th_cmd_int(&srv, "SET fs:rv %s", "9000000000000000 newer");
+    assert_int_equal(dlock_lock_acquire(&lk, c, "fs:rl", 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_lock_fenced_set_release(lk, "fs:rv", "old", 3),
+                     DLOCK_STALE);
+    assert_raw("fs:rv", 9000000000000000ULL, "newer", 5);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{fs:rl}"), 0);
+    th_cmd_int(&srv, "HSET fs:rh value h fence 5");
+    assert_int_equal(dlock_lock_acquire(&lk, c, "fs:rl", 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_lock_fenced_set_release(lk, "fs:rh", "s", 1),
+                     DLOCK_EINVAL);
+    assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{fs:rl}"), 0);
+    assert_int_equal(th_cmd_int(&srv, "HLEN fs:rh"), 2);
+    dlock_client_free(c);
+}
+
 /* A token older than the string's fence is refused everywhere (set,
  * read, store-and-release), nothing changed. */
 static void test_stale_refused(void **state)
@@ -311,7 +342,7 @@ static void test_other_form(void **state)
     char *v = NULL;
     size_t len = 0;
     uint64_t fence = 0;
-    const char *keys[2] = {"fs:hash", "fs:plain"};
+    const char *keys[3] = {"fs:hash", "fs:plain", "fs:zero"};
     int i;
     vseen x;
     (void)state;
@@ -323,7 +354,8 @@ static void test_other_form(void **state)
         free(t);
     }
     th_cmd_int(&srv, "SET fs:plain %s", "hello world");
-    for (i = 0; i < 2; i++) {
+    th_cmd_int(&srv, "SET fs:zero %s", "05 x");
+    for (i = 0; i < 3; i++) {
         const char *k = keys[i];
         assert_int_equal(bget(c, k, NULL, 0, 0), DLOCK_EINVAL);
         assert_non_null(strstr(dlock_errmsg(c), "layout"));
@@ -369,6 +401,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_set_release_form),
+        cmocka_unit_test(test_set_release_retention),
         cmocka_unit_test(test_stale_refused),
         cmocka_unit_test(test_other_form),
     };
