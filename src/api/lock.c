@@ -13,6 +13,7 @@
 #include "hold/core.h"
 #include "hold/extend_back.h"
 #include "hold/held.h"
+#include "hold/kind.h"
 #include "hold/metrics.h"
 #include "hold/release.h"
 #include "hold/renew.h"
@@ -198,23 +199,25 @@ static uint64_t lazy_token(dlock_client *c, dlock__held *h)
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
     uint64_t tok = 0;
+    int rc;
     dlock__cmd_begin(&b, DLOCK__S_S_STAMP);
     dlock__cmd_key(&b, h->k.key, h->k.keylen);
     dlock__cmd_arg(&b, h->owner, strlen(h->owner));
     dlock__run(c, dlock__all_nodes(c), &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         dlock__fail_step(c, res, dlock__all_nodes(c), res[0].status, "token");
-    } else if (dlock__elem_int(res[0].reply, 0) == 1) {
-        tok = (uint64_t)dlock__elem_int(res[0].reply, 1);
+    } else if ((rc = dlock__stamp_verdict(res[0].reply, &tok)) == DLOCK_OK) {
         pthread_mutex_lock(&c->held_mu);
         if (h->token == 0)
             h->token = tok;
         tok = h->token;
         pthread_mutex_unlock(&c->held_mu);
-    } else {
+    } else if (rc == DLOCK_NOT_OWNER) {
         dlock__set_error(c, DLOCK_NOT_OWNER,
                          "token %s: not the owner (expired or taken)",
                          h->k.name);
+    } else {
+        dlock__set_error(c, rc, "token %s: a malformed reply", h->k.name);
     }
     dlock__results_clear(res, c->ns.n);
     return tok;

@@ -317,7 +317,9 @@ static void lane_flush(dlock__call *k, int l)
     if (ln->conn == NULL || !ln->dirty)
         return;
     ln->dirty = 0;
-    if (k->wait) {
+    if (k->wait && ln->sh >= 0) {
+        rc = dlock__lanes_wait(k, l); /* one WAIT for the set's calls */
+    } else if (k->wait) {
         char n[24], t[24];
         const char *wv[3] = {"WAIT", n, t};
         dlock__fmt_i64(n, k->wcmd->wait_replicas);
@@ -407,7 +409,19 @@ static void call_take(dlock__call *k, int l, redisReply *rep)
         on_script(k, l, e.call, rep);
     else
         freeReplyObject(rep);
-    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen)
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen &&
+        k->ln[l].wpend == 0)
+        dlock__lane_release(k, l, 1);
+}
+
+/* The set's WAIT that lane l waited for answered rep (owned): as a
+ * WAIT of its own would have. */
+static void call_acked(dlock__call *k, int l, redisReply *rep)
+{
+    k->ln[l].wpend--;
+    on_wait(k, l, rep);
+    if (k->ln[l].conn != NULL && k->ln[l].qhead >= k->ln[l].qlen &&
+        k->ln[l].wpend == 0)
         dlock__lane_release(k, l, 1);
 }
 
@@ -581,6 +595,7 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
     *k = (dlock__call){.ns = ns,
                        .take = call_take,
                        .lost = lane_lost,
+                       .acked = call_acked,
                        .scripts = scripts,
                        .wcmd = cmds,
                        .res = res,
@@ -596,8 +611,10 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
         return DLOCK_OK;
     }
     k->wait = cmds[0].wait_replicas > 0;
+    /* On a set, another call's WAIT may be out ahead of this one's
+     * writes (dlock__lanes_wait): up to one more WAIT timeout. */
     if (k->wait)
-        k->deadline += cmds[0].wait_timeout_ms;
+        k->deadline += cmds[0].wait_timeout_ms * (k->set != NULL ? 2 : 1);
     if (fixed && dlock__call_same_server(k)) {
         for (j = 0; j < n; j++)
             k->cl[j].state = C_DONE;

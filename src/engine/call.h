@@ -24,7 +24,8 @@ typedef struct dlock__call dlock__call;
 
 /*
  * Start running calls on ns, each bounded by deadline_ms (monotonic;
- * grown by the WAIT timeout when the calls have wait_replicas), and send
+ * grown by the WAIT timeout when the calls have wait_replicas, twice on
+ * a lane set: lanes.c's shared WAIT), and send
  * what can be sent now. Two shapes, by the node set:
  *  - a fixed set (one server, Redlock, Sentinel): cmds[0] on every node
  *    of mask (m is 1), one connection each; res has ns->n entries,

@@ -11,14 +11,24 @@
  * lost (call.c retries it once, on a new lane). A node's address that
  * moved (Sentinel, a master suspected) retires its lane: drained, then
  * closed, and the next call opens a new one (locating the master).
+ * A lane whose oldest unanswered request was given up on and is still
+ * unanswered at twice its call's time (a server stopped, a partition)
+ * is quiet: calls to its node fail at once, nothing more is written on
+ * it, until its answers come (or the kernel fails the connection). It
+ * is not closed and replaced: what it carries (a give-back, a cancelled
+ * extend) must reach Redis before anything the hold sends next.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "engine/lanes.h"
 #include "engine/machine.h"
 #include "engine/script.h"
+
+/* The least time a request is given, for its lane's quiet test. */
+#define QUIET_MIN_MS 500
 
 static _Thread_local dlock__lanes_ctx current;
 
@@ -37,9 +47,12 @@ int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns)
 static void q_clear(slane *sl)
 {
     int i;
-    for (i = sl->qhead; i < sl->qlen; i++)
+    for (i = sl->qhead; i < sl->qlen; i++) {
         free(sl->q[i].eval);
+        free(sl->q[i].w);
+    }
     sl->qhead = sl->qlen = 0;
+    sl->npw = sl->wait_out = 0;
 }
 
 /* See lanes.h. */
@@ -52,6 +65,7 @@ void dlock__lanes_free(dlock__lanes *s)
         q_clear(&s->ln[i]);
         dlock__conn_close(s->ln[i].conn);
         free(s->ln[i].q);
+        free(s->ln[i].pw);
     }
     free(s->ln);
     free(s->sn);
@@ -188,12 +202,43 @@ static int live_lane(dlock__lanes *s, dlock__node *nd)
     return -1;
 }
 
+/* When a request sent now for a call due at deadline, unanswered then
+ * and given up on, says its node has gone quiet. */
+static int64_t quiet_at(int64_t deadline)
+{
+    int64_t now = dlock__now_ms(), span = deadline - now;
+    return now + 2 * (span > QUIET_MIN_MS ? span : QUIET_MIN_MS);
+}
+
+/* Whether sl is quiet (see the top of this file): its oldest entry
+ * dropped (a shared WAIT: every lane it was for gone) past its time. */
+static int quiet(const slane *sl)
+{
+    const sentry *e = &sl->q[sl->qhead];
+    int i;
+    if (sl->qhead >= sl->qlen || e->k != NULL)
+        return 0;
+    for (i = 0; i < e->nw; i++)
+        if (e->w[i].k != NULL)
+            return 0;
+    return dlock__now_ms() >= e->quiet_at;
+}
+
 /* See machine.h. */
 int dlock__lanes_find(dlock__call *k, int j, dlock__node *nd, int *sh)
 {
     ecall *c = &k->cl[j];
     snode *sn = node_of(k->set, nd);
     *sh = live_lane(k->set, nd);
+    if (*sh >= 0 && quiet(&k->set->ln[*sh])) {
+        c->waiting = 0;
+        snprintf(k->res[j].err, sizeof k->res[j].err,
+                 "%s: no answer in time (its earlier requests are still "
+                 "unanswered)",
+                 dlock__node_name(nd));
+        *sh = -1;
+        return DLOCK_ETIMEDOUT;
+    }
     if (*sh >= 0 || sn == NULL) {
         c->waiting = 0;
         return *sh >= 0 ? DLOCK_OK : DLOCK__LANE_NONE;
@@ -257,6 +302,7 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
     s->ln[i].conn = conn;
     s->ln[i].retired = 0;
     s->ln[i].qhead = s->ln[i].qlen = 0;
+    s->ln[i].npw = s->ln[i].wait_out = 0;
     s->kicked = s->all = 1; /* the calls waiting for a lane to nd go on */
     *took = 1;
     return i;
@@ -282,7 +328,8 @@ static int q_add(slane *sl, sentry e)
 /* See machine.h. */
 int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
 {
-    return q_add(&k->set->ln[k->ln[l].sh], (sentry){k, l, kind, j, NULL});
+    return q_add(&k->set->ln[k->ln[l].sh],
+                 (sentry){k, l, kind, j, NULL, quiet_at(k->deadline), NULL, 0});
 }
 
 /* Call j's request in its EVAL form, packed in one allocation (argc,
@@ -328,12 +375,22 @@ static void eval_resend(slane *sl, const char *p)
             p += sizeof(size_t) + lens[i];
         }
         if (dlock__conn_append_argv(sl->conn, argc, argv, lens) == DLOCK_OK)
-            q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL});
+            q_add(sl,
+                  (sentry){NULL, -1, E_SCRIPT, -1, NULL, quiet_at(0), NULL, 0});
     }
     if (argv != small)
         free(argv);
     if (lens != lsmall)
         free(lens);
+}
+
+/* Lane l of k waits no more in w[0..n). */
+static void forget(swaiter *w, int n, const dlock__call *k, int l)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        if (w[i].k == k && w[i].lane == l)
+            w[i].k = NULL;
 }
 
 /* The entries of k's lane l on its set lane become dropped, with EVAL
@@ -342,9 +399,11 @@ static void drop(dlock__call *k, int l, int keep)
 {
     slane *sl = &k->set->ln[k->ln[l].sh];
     int i;
+    forget(sl->pw, sl->npw, k, l);
     for (i = sl->qhead; i < sl->qlen; i++) {
         sentry *e = &sl->q[i];
         ecall *c;
+        forget(e->w, e->nw, k, l);
         if (e->k != k || e->lane != l)
             continue;
         c = e->kind == E_SCRIPT ? &k->cl[e->call] : NULL;
@@ -358,7 +417,8 @@ static void drop(dlock__call *k, int l, int keep)
 /* See machine.h. */
 void dlock__lanes_detach(dlock__call *k, int l)
 {
-    if (k->ln[l].qhead < k->ln[l].qlen && k->set->ln[k->ln[l].sh].conn != NULL)
+    if ((k->ln[l].qhead < k->ln[l].qlen || k->ln[l].wpend > 0) &&
+        k->set->ln[k->ln[l].sh].conn != NULL)
         drop(k, l, -2);
     k->ln[l].qhead = k->ln[l].qlen = 0;
     k->ln[l].dirty = 0;
@@ -371,26 +431,45 @@ void dlock__lanes_abandon(dlock__call *k, int l, int j)
     dlock__lane_release(k, l, 1);
 }
 
+/* The lanes w[0..n) still on set lane sh, which failed (rc, err), are
+ * lost. */
+static void lose(dlock__lanes *s, int sh, const swaiter *w, int n, int rc,
+                 const char *err)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        dlock__call *k = w[i].k;
+        if (k != NULL && k->ln[w[i].lane].conn != NULL &&
+            k->ln[w[i].lane].sh == sh) {
+            note(s, k);
+            k->lost(k, w[i].lane, rc, err);
+        }
+    }
+}
+
 /* See machine.h. */
 void dlock__lanes_fail(dlock__lanes *s, int sh, int rc, const char *err)
 {
     slane *sl = &s->ln[sh];
     sentry *q = sl->q;
     int i, n = sl->qlen, h = sl->qhead;
+    swaiter *pw = sl->pw;
+    int npw = sl->npw;
     dlock__conn_close(sl->conn);
     sl->conn = NULL;
     sl->q = NULL; /* the calls below see an empty lane */
     sl->qhead = sl->qlen = sl->qcap = 0;
+    sl->pw = NULL;
+    sl->npw = sl->cappw = sl->wait_out = 0;
     s->kicked = 1;
     for (i = h; i < n; i++) {
-        dlock__call *k = q[i].k;
         free(q[i].eval);
-        if (k != NULL && k->ln[q[i].lane].conn != NULL &&
-            k->ln[q[i].lane].sh == sh) {
-            note(s, k);
-            k->lost(k, q[i].lane, rc, err);
-        }
+        lose(s, sh, &(swaiter){q[i].k, q[i].lane}, 1, rc, err);
+        lose(s, sh, q[i].w, q[i].nw, rc, err);
+        free(q[i].w);
     }
+    lose(s, sh, pw, npw, rc, err);
+    free(pw);
     free(q);
 }
 
@@ -403,6 +482,99 @@ static void on_dropped(slane *sl, sentry *e, redisReply *rep)
         eval_resend(sl, e->eval);
     free(e->eval);
     freeReplyObject(rep);
+}
+
+/* Write one WAIT on set lane sh for the lanes waiting for it (its
+ * arguments those of their calls). DLOCK_OK or DLOCK_ENOMEM. */
+static int wait_write(dlock__lanes *s, int sh)
+{
+    slane *sl = &s->ln[sh];
+    const dlock__call *k = NULL;
+    char n[24], t[24];
+    const char *wv[3] = {"WAIT", n, t};
+    int i, rc;
+    for (i = 0; i < sl->npw && k == NULL; i++)
+        k = sl->pw[i].k;
+    if (k == NULL) { /* every one gone */
+        sl->npw = 0;
+        return DLOCK_OK;
+    }
+    dlock__fmt_i64(n, k->wcmd->wait_replicas);
+    dlock__fmt_i64(t, k->wcmd->wait_timeout_ms);
+    rc = dlock__conn_append_argv(sl->conn, 3, wv, NULL);
+    if (rc == DLOCK_OK)
+        rc = q_add(sl, (sentry){NULL, -1, E_WAIT, -1, NULL,
+                                quiet_at(k->deadline), sl->pw, sl->npw});
+    if (rc != DLOCK_OK)
+        return rc;
+    atomic_fetch_add(&k->ns->stats->requests, 1);
+    sl->pw = NULL;
+    sl->npw = sl->cappw = 0;
+    sl->wait_out = 1;
+    return DLOCK_OK;
+}
+
+/* See machine.h. */
+int dlock__lanes_wait(dlock__call *k, int l)
+{
+    slane *sl = &k->set->ln[k->ln[l].sh];
+    int i;
+    for (i = 0; i < sl->npw; i++)
+        if (sl->pw[i].k == k && sl->pw[i].lane == l)
+            return DLOCK_OK; /* its writes go before the next one too */
+    if (sl->npw == sl->cappw) {
+        int cap = sl->cappw ? 2 * sl->cappw : 16;
+        swaiter *p = realloc(sl->pw, (size_t)cap * sizeof *p);
+        if (p == NULL)
+            return DLOCK_ENOMEM;
+        sl->pw = p;
+        sl->cappw = cap;
+    }
+    sl->pw[sl->npw++] = (swaiter){k, l};
+    k->ln[l].wpend++;
+    return sl->wait_out ? DLOCK_OK : wait_write(k->set, k->ln[l].sh);
+}
+
+/* A shared WAIT (e, taken off set lane sh) answered rep (owned): each
+ * lane still waiting gets its answer, then the lanes that asked since
+ * get the next WAIT. 0 when the set lane failed meanwhile. */
+static int acked(dlock__lanes *s, int sh, sentry *e, redisReply *rep)
+{
+    char err[DLOCK__ERRLEN] = "out of memory";
+    int i, rc;
+    s->ln[sh].wait_out = 0;
+    for (i = 0; i < e->nw; i++) {
+        dlock__call *k = e->w[i].k;
+        redisReply *r;
+        if (k == NULL)
+            continue;
+        r = calloc(1, sizeof *r); /* as hiredis's: freeReplyObject frees */
+        if (r != NULL && rep->type == REDIS_REPLY_INTEGER) {
+            r->type = REDIS_REPLY_INTEGER;
+            r->integer = rep->integer;
+        } else if (r != NULL) {
+            r->type = REDIS_REPLY_NIL; /* no count of replicas */
+        }
+        note(s, k);
+        if (r != NULL)
+            k->acked(k, e->w[i].lane, r);
+        else
+            k->lost(k, e->w[i].lane, DLOCK_ENOMEM, "out of memory");
+    }
+    free(e->w);
+    freeReplyObject(rep);
+    if (s->ln[sh].conn == NULL)
+        return 0;
+    if (s->ln[sh].npw == 0)
+        return 1;
+    rc = wait_write(s, sh);
+    if (rc == DLOCK_OK)
+        rc = dlock__conn_progress(s->ln[sh].conn, POLLOUT, err, sizeof err);
+    if (rc != DLOCK_OK) {
+        dlock__lanes_fail(s, sh, rc, err);
+        return 0;
+    }
+    return 1;
 }
 
 /* See machine.h. */
@@ -421,6 +593,11 @@ void dlock__lanes_collect(dlock__lanes *s, int sh)
         if (got == 0)
             return;
         e = sl->q[sl->qhead++];
+        if (e.w != NULL) {
+            if (!acked(s, sh, &e, rep))
+                return;
+            continue;
+        }
         if (e.k == NULL) {
             on_dropped(sl, &e, rep);
             continue;

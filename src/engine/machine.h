@@ -37,6 +37,8 @@ typedef struct lane {
     int dirty;         /* written since the last flush */
     expect *q;         /* expected replies q[qhead..qlen) */
     int qhead, qlen, qcap;
+    int wpend; /* on a set: the set's shared WAITs it still waits for
+                  (lanes.c: not in q) */
 } lane;
 
 typedef struct ecall {
@@ -78,6 +80,9 @@ struct dlock__call {
      * call on it not answered yet lost (retried once). */
     void (*take)(struct dlock__call *k, int l, redisReply *rep);
     void (*lost)(struct dlock__call *k, int l, int rc, const char *err);
+    /* ... and a WAIT the set wrote for lane l (among others) answered
+     * rep (owned): one of l's wpend. */
+    void (*acked)(struct dlock__call *k, int l, redisReply *rep);
     void *tag; /* on a set: its driver's tag (lanes.h) */
     const dlock__script *scripts;
     const dlock__cmd *wcmd; /* WAIT's arguments (cmds[0]) */
@@ -128,6 +133,7 @@ static inline void dlock__lane_release(dlock__call *k, int l, int ok)
     ln->sh = -1;
     ln->qhead = ln->qlen = 0;
     ln->dirty = 0;
+    ln->wpend = 0;
 }
 
 /* route.c: a cluster's call j: the node it goes to (*nd, set when an
@@ -179,14 +185,25 @@ int dlock__call_same_server(dlock__call *k);
 
 /* ---- the lane set (lanes.c; lanes.h is what its owner sees) ---------- */
 
-/* A reply a set's lane expects: k's (lane l, what kind), or dropped. */
+/* A call's lane waiting for a WAIT the set writes (k NULL: gone). */
+typedef struct swaiter {
+    dlock__call *k;
+    int lane;
+} swaiter;
+
+/* A reply a set's lane expects: k's (lane l, what kind), or dropped, or
+ * (kind E_WAIT, k NULL, w set) a WAIT shared by the lanes w[0..nw). */
 typedef struct sentry {
     dlock__call *k; /* NULL: dropped, its reply read and freed */
     int lane;
     int kind;
-    int call;   /* E_ASKING, E_SCRIPT: k's call */
-    char *eval; /* dropped script sent by SHA: its EVAL form (packed),
+    int call;         /* E_ASKING, E_SCRIPT: k's call */
+    char *eval;       /* dropped script sent by SHA: its EVAL form (packed),
                    resent on NOSCRIPT; or NULL */
+    int64_t quiet_at; /* dropped and still unanswered then: its node has
+                         gone quiet (lanes.c) */
+    swaiter *w;
+    int nw;
 } sentry;
 
 /* One pipelined connection of a set to one node, shared by its calls. */
@@ -197,6 +214,9 @@ typedef struct slane {
                     closed once drained */
     sentry *q;         /* expected replies q[qhead..qlen) */
     int qhead, qlen, qcap;
+    int wait_out; /* a shared WAIT written, not answered yet */
+    swaiter *pw;  /* the lanes waiting for the next one */
+    int npw, cappw;
 } slane;
 
 /* What a set knows of a node's open: how many calls open a lane to it
@@ -253,6 +273,14 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
 /* Expect one more reply (kind, k's call j) on lane l's set lane.
  * DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__lanes_push(dlock__call *k, int l, int kind, int j);
+
+/* Lane l of k (a view of a set's lane) wrote lock writes for replicas:
+ * a WAIT after them answers it (k->acked). The set writes one WAIT for
+ * every view that asks while none is out on the lane, and one for all
+ * that ask meanwhile when it is answered: a WAIT blocks its connection
+ * until it is answered, so one per call would make each wait for those
+ * ahead (up to a WAIT timeout each). DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__lanes_wait(dlock__call *k, int l);
 
 /* The replies come on set lane sh: read what is there, each to its call
  * (or dropped). */

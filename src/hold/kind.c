@@ -419,3 +419,22 @@ int dlock__lock_kind_error(dlock_client *c, const char *name, int rc)
     dlock__results_clear(res, c->ns.n);
     return rc;
 }
+
+/* See kind.h. */
+int dlock__stamp_verdict(const redisReply *r, uint64_t *tok)
+{
+    const redisReply *t;
+    *tok = 0;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    if (r->element[0]->integer != 1)
+        return DLOCK_NOT_OWNER;
+    if (r->elements < 2)
+        return DLOCK_EPROTO;
+    t = r->element[1];
+    *tok = t->type == REDIS_REPLY_INTEGER  ? (uint64_t)t->integer
+           : t->type == REDIS_REPLY_STRING ? strtoull(t->str, NULL, 10)
+                                           : 0;
+    return *tok != 0 ? DLOCK_OK : DLOCK_EPROTO;
+}

@@ -100,6 +100,13 @@ int dlock__plain_acquire_cmd(dlock__cmdbuf *b, const dlock_client *c,
                              const dlock__held *h, const dlock__want *w,
                              dlock__ask ask, char *val);
 
+/* s_stamp.lua's answer r (a plain-SET hold's token, issued when first
+ * asked for): DLOCK_OK with the token in *tok, DLOCK_NOT_OWNER (the hold
+ * is not its owner's on the server any more) or DLOCK_EPROTO (a
+ * malformed reply); *tok 0 unless DLOCK_OK. For the blocking
+ * dlock_lock_token and the loop's dlock_loop_token. */
+int dlock__stamp_verdict(const redisReply *r, uint64_t *tok);
+
 /* The entry of kind id (DLOCK__KIND_*). */
 const dlock__kind *dlock__kind_of(int id);
 

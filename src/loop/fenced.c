@@ -363,7 +363,6 @@ static void token_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 {
     dlock_op *op = ctx;
     dlock_hold *h = op->hold;
-    const redisReply *t;
     (void)l;
     (void)sent;
     op->req = NULL;
@@ -371,25 +370,16 @@ static void token_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, rc, "token: %s", err);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        (r->element[0]->integer == 1 && r->elements < 2)) {
+    rc = dlock__stamp_verdict(r, &op->token);
+    if (rc == DLOCK_EPROTO) {
         dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
         return;
     }
-    if (r->element[0]->integer != 1) {
+    if (rc == DLOCK_NOT_OWNER) {
         dloop__complete(op, DLOCK_NOT_OWNER,
                         "token %s: not the owner (the lease expired or "
                         "another owner has it): no token",
                         h->k.name);
-        return;
-    }
-    t = r->element[1];
-    op->token = t->type == REDIS_REPLY_INTEGER  ? (uint64_t)t->integer
-                : t->type == REDIS_REPLY_STRING ? strtoull(t->str, NULL, 10)
-                                                : 0;
-    if (op->token == 0) {
-        dloop__complete(op, DLOCK_EPROTO, "token: a malformed reply");
         return;
     }
     if (h->token == 0)

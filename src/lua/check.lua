@@ -13,7 +13,8 @@
 --          (a lock held by an owner: its token is n), or a live reader's
 --          or permit's own token (each has one: n is only the latest);
 --          without fence retention the writer's token is the lock hash's
---          '#t', and n is the higher of the two
+--          '#t', and n is the higher of the two; a string lock whose
+--          token is not issued yet counts as the server's time now
 --   held   1 when anything holds the name here (writer, reader, permit)
 --   n      the last token granted (0: none)
 local tok = ARGV[1]
@@ -60,6 +61,14 @@ elseif ty == 'string' then
     -- A lock of the string layout (s_acquire.lua): its value carries the
     -- holder's token.
     local v = string.match(redis.call('GET', KEYS[1]), '^%S+ %d+ (%d+)')
+    if v == '0' then
+        -- Its token is not issued yet (a plain SET, s_stamp.lua): when it
+        -- is, it will be at least the server's time now, above every
+        -- token granted before; so a token below that is an earlier
+        -- hold's (stale), one above it nobody's yet.
+        local tm = redis.call('TIME')
+        v = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    end
     if v then
         held = 1
         if #v > #n or (#v == #n and v > n) then

@@ -72,23 +72,30 @@ static long long accepted(const th_server *s)
     return n;
 }
 
-/* Start locking INFLIGHT distinct names PREFIX:i (try) on l at once. */
-static void lock_all(dlock_loop *l, const dlock_client *c, burst *b,
-                     const char *prefix)
+/* Start locking N distinct names PREFIX:i (try) on l at once. */
+static void lock_n(dlock_loop *l, const dlock_client *c, burst *b,
+                   const char *prefix, int n)
 {
     dlock_loop_acquire o;
     int i;
     memset(b, 0, sizeof *b);
-    b->want = INFLIGHT;
+    b->want = n;
     dlock_loop_acquire_init(&o, c);
     o.wait_ms = 0;
     o.lease_ms = 60000;
-    for (i = 0; i < INFLIGHT; i++) {
+    for (i = 0; i < n; i++) {
         char name[64];
         dlock_op *op;
         snprintf(name, sizeof name, "%s:%d", prefix, i);
         assert_int_equal(dlock_loop_lock(&op, l, name, &o, count, b), 0);
     }
+}
+
+/* Start locking INFLIGHT distinct names PREFIX:i (try) on l at once. */
+static void lock_all(dlock_loop *l, const dlock_client *c, burst *b,
+                     const char *prefix)
+{
+    lock_n(l, c, b, prefix, INFLIGHT);
 }
 
 /* Run l until mark of b's operations completed (0: all). */
@@ -244,6 +251,89 @@ static void test_server_killed(void **state)
     dlock_client_free(c);
 }
 
+/* The calls of INFO commandstats' cmdstat_evalsha on s (0: none yet). */
+static long long evalsha_calls(const th_server *s)
+{
+    redisReply *r = th_cmd(s, "INFO commandstats");
+    const char *p;
+    long long n = 0;
+    assert_non_null(r);
+    p = strstr(r->str, "cmdstat_evalsha:calls=");
+    if (p != NULL)
+        n = strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10);
+    freeReplyObject(r);
+    return n;
+}
+
+/* A server that stops answering without closing (SIGSTOP) under a Redlock
+ * loop that goes on locking and releasing at the majority left: its lane
+ * goes quiet once a request given up on stays unanswered for twice its
+ * call's time, so what the loop writes there stops growing (the calls
+ * that come later fail at once there). When the server resumes it runs
+ * only what was written before (counted by its INFO commandstats, not by
+ * time), and the loop uses it again. It failed before the quiet rule
+ * (lanes.c): every request of the stop, 18,700, ran after it. */
+static void test_silent_server(void **state)
+{
+    const char *urls[FIXTURE_NS];
+    static burst b;
+    dlock_client *c;
+    dlock_loop *l;
+    long long before, ran, last;
+    int64_t t0;
+    int ops = 0, same = 0;
+    (void)state;
+    fixture_urls(urls);
+    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 200, 200);
+    assert_non_null(c);
+    l = th_loop_new(c);
+    assert_non_null(l);
+    lock_n(l, c, &b, "lanes:quiet", 50); /* the lanes open, scripts known */
+    run_to(l, &b, 0);
+    assert_int_equal(b.ok, 50);
+    release_all(l, &b, 50);
+    before = evalsha_calls(&srv[2]);
+    th_server_pause(&srv[2]);
+    t0 = th_now_ms();
+    /* Rounds for 15 x the command timeout: the lane is given up on after
+     * about 2 x, so most of the rounds come after it. */
+    while (th_now_ms() - t0 < 3000) {
+        lock_n(l, c, &b, "lanes:quiet", 50);
+        run_to(l, &b, 0);
+        assert_int_equal(b.ok, 50); /* at the majority left */
+        release_all(l, &b, 50);
+        ops += 100;
+    }
+    th_server_resume(&srv[2]);
+    /* The loop uses the server again once its answers come: a lock
+     * there too (the first ones may still find the lane quiet). */
+    for (t0 = th_now_ms();; th_sleep_ms(50)) {
+        int there;
+        assert_true(th_now_ms() - t0 < 20000);
+        lock_n(l, c, &b, "lanes:back", 1);
+        run_to(l, &b, 0);
+        assert_int_equal(b.ok, 1);
+        th_loop_run_for(&l, 1, 100);
+        there = th_cmd_int(&srv[2], "EXISTS dlock:{lanes:back:0}") == 1;
+        release_all(l, &b, 1);
+        if (there)
+            break;
+    }
+    /* What the server ran once resumed: wait until it stops growing. */
+    for (last = -1; same < 5; th_loop_run_for(&l, 1, 100)) {
+        ran = evalsha_calls(&srv[2]) - before;
+        same = ran == last ? same + 1 : 0;
+        last = ran;
+    }
+    fprintf(stderr,
+            "loop_lanes: silent server: %d operations while stopped, it "
+            "ran %lld scripts after\n",
+            ops, ran);
+    assert_true(ran < ops / 2);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A Redlock loop: at most MAX_CONNS connections opened to each server
  * for 1,000 locks and 1,000 releases in flight at once. */
 static void test_redlock_bounded(void **state)
@@ -375,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_noscript_pipelined),
         cmocka_unit_test(test_server_killed),
         cmocka_unit_test(test_pooled_first),
+        cmocka_unit_test(test_silent_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

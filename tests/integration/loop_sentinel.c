@@ -196,6 +196,73 @@ static dlock_client *client_s(int strategy)
     return c;
 }
 
+/* Locks in flight at once for test_waits_shared. */
+#define NDUR 50
+
+/* A durable loop (wait_replicas 1) starts NDUR locks at once while the
+ * replicas are stopped: each one ends DLOCK_NOT_REPLICATED (its grant
+ * given back). They share the loop's one connection to the master, and a
+ * WAIT holds a connection up until it is answered (here its whole
+ * timeout): with a WAIT per call each waited for those ahead, and all
+ * but the first few ended DLOCK_ETIMEDOUT ("no answer in time"). The set
+ * now writes one WAIT for the calls that asked meanwhile. Then, with the
+ * replicas back, the names are free again. */
+static void test_waits_shared(void **state)
+{
+    th_durable d;
+    char err[256], name[32];
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    th_seen a[NDUR];
+    th_server *m = node_of("dlock:{ls:ws}");
+    int i, done = 0, flag = 0;
+    int64_t end;
+    (void)state;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = DLOCK_WAIT_NOTIFY;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = 500;
+    d.command_timeout_ms = 1000;
+    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    assert_non_null(c);
+    l = th_loop_new(c);
+    o = th_loop_opts(c, 0, 30000);
+    for (i = 0; i < TH_SENTINEL_DATA; i++)
+        if (&sent.data[i] != m)
+            th_server_pause(&sent.data[i]);
+    memset(a, 0, sizeof a);
+    for (i = 0; i < NDUR; i++) {
+        snprintf(name, sizeof name, "ls:ws:%d", i);
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, th_note, &a[i]),
+                         DLOCK_OK);
+    }
+    for (end = th_now_ms() + LIVE_MS; !flag && th_now_ms() < end;) {
+        th_loop_run_for(&l, 1, 50);
+        for (done = 0, i = 0; i < NDUR; i++)
+            done += a[i].done;
+        flag = done == NDUR;
+    }
+    for (i = 0; i < TH_SENTINEL_DATA; i++)
+        if (&sent.data[i] != m)
+            th_server_resume(&sent.data[i]);
+    assert_int_equal(done, NDUR);
+    for (i = 0; i < NDUR; i++) {
+        if (a[i].status != DLOCK_NOT_REPLICATED)
+            fprintf(stderr, "lock %d: %d (%s)\n", i, a[i].status, a[i].err);
+        assert_int_equal(a[i].status, DLOCK_NOT_REPLICATED);
+    }
+    for (end = th_now_ms() + LIVE_MS;
+         th_cmd_int(m, "EXISTS dlock:{ls:ws:%d}", NDUR - 1) != 0 &&
+         th_now_ms() < end;)
+        th_loop_run_for(&l, 1, 50);
+    for (i = 0; i < NDUR; i++)
+        assert_int_equal(th_cmd_int(m, "EXISTS dlock:{ls:ws:%d}", i), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* A downgrade on the loop with wait_replicas (WAIT 1 after it) while the
  * replicas are stopped: DLOCK_NOT_REPLICATED, the hold is lost, and both
  * forms are given back on the master (by the client's watchdog): no
@@ -216,8 +283,10 @@ static void test_downgrade_not_replicated(void **state)
     d.lock_delay_ms = 0;
     d.wait_strategy = DLOCK_WAIT_NOTIFY;
     d.wait_replicas = 1;
-    d.wait_timeout_ms = 300; /* within the command timeout: a WAIT
-                                * outlasting it is cut as no answer */
+    /* As long as the command timeout: the hold's renewal's WAIT may be
+     * out ahead of the downgrade's on the loop's one connection (before
+     * the set shared its WAITs this ended "no answer in time"). */
+    d.wait_timeout_ms = 2000;
     d.command_timeout_ms = 2000;
     c = th_durable_new(surl, &d, err, sizeof err, NULL);
     assert_non_null(c);
@@ -255,12 +324,63 @@ static void test_downgrade_not_replicated(void **state)
     dlock_client_free(c);
 }
 
+/* The master stopped (SIGSTOP: it neither answers nor closes) with a
+ * lock's request out on the loop's lane to it; the sentinels promote a
+ * replica, while tries on another name keep coming. The waiting lock
+ * rides the outage and is granted on the promoted master: the lane to
+ * the stopped one, quiet, must not hold the node's calls until it
+ * resumes. */
+static void test_stopped_master(void **state)
+{
+    dlock_client *c = client();
+    dlock_loop *l = new_loop(c);
+    dlock_loop_acquire o = opts(c, 0, 30000, 0);
+    dlock_loop_acquire w = opts(c, LIVE_MS, 30000, 0);
+    th_seen a = {0}, sink = {0};
+    dlock_hold *h;
+    int old = th_sentinel_master_port(&sent), now, i;
+    th_server *m = th_sentinel_node(&sent, old);
+    int64_t end;
+    (void)state;
+    assert_int_equal(th_loop_lock(l, "lsn:z0", &o, &h), DLOCK_OK);
+    assert_int_equal(th_loop_release(l, h), DLOCK_OK);
+    th_server_pause(m);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lsn:z1", &w, th_note, &a),
+                     DLOCK_OK);
+    /* Tries on other names meanwhile, till the lane goes quiet. */
+    for (end = th_now_ms() + 3000; th_now_ms() < end;) {
+        for (i = 0; i < 10; i++)
+            assert_int_equal(
+                dlock_loop_lock(NULL, l, "lsn:z2", &o, th_note, &sink),
+                DLOCK_OK);
+        th_loop_run_for(&l, 1, 100);
+    }
+    now = th_sentinel_wait_master(&sent, old, LIVE_MS);
+    assert_true(now > 0 && now != old);
+    end = th_now_ms() + LIVE_MS;
+    while (!a.done && th_now_ms() < end)
+        th_loop_run_for(&l, 1, 50);
+    th_server_resume(m);
+    if (a.status != DLOCK_OK)
+        fprintf(stderr, "waiter: %d (%s)\n", a.status, a.err);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, DLOCK_OK);
+    assert_int_equal(
+        th_cmd_int(th_sentinel_node(&sent, now), "EXISTS dlock:{lsn:z1}"), 1);
+    assert_int_equal(th_loop_release(l, a.hold), DLOCK_OK);
+    assert_int_equal(th_sentinel_settle(&sent, LIVE_MS), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_permits),
         cmocka_unit_test(test_failover_under_waiter),
+        cmocka_unit_test(test_stopped_master),
+        cmocka_unit_test(test_waits_shared),
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_writer_mark),

@@ -172,8 +172,13 @@ static void test_lazy_token(void **state)
     assert_int_equal(dlock_lock_check(a, "sl-lazy", t1), DLOCK_OK);
     assert_int_equal(dlock_fenced_set(a, "sl-lazy-res", t1, "x", 1), DLOCK_OK);
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
-    /* A holder that never asks leaves no token behind. */
+    /* A holder that never asks leaves no token behind. Meanwhile an
+     * earlier hold's token is stale (a later hold exists: its token, when
+     * issued, will be above every earlier one), and one not issued yet
+     * (from the future) is nobody's. */
     assert_int_equal(dlock_lock_acquire(&lb, b, "sl-lazy", 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_check(a, "sl-lazy", t1), DLOCK_STALE);
+    assert_int_equal(dlock_lock_check(a, "sl-lazy", t1 * 2), DLOCK_NOT_OWNER);
     assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(&lb, b, "sl-lazy", 0, 10000), DLOCK_OK);
     t2 = dlock_lock_token(lb);
