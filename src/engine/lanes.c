@@ -47,12 +47,12 @@ int dlock__lanes_new(dlock__lanes **out, dlock__nodeset *ns)
 static void q_clear(slane *sl)
 {
     int i;
-    for (i = sl->qhead; i < sl->qlen; i++) {
+    for (i = sl->qhead; i < sl->qlen; i++)
         free(sl->q[i].eval);
-        free(sl->q[i].w);
-    }
     sl->qhead = sl->qlen = 0;
-    sl->npw = sl->wait_out = 0;
+    free(sl->wo);
+    sl->wo = NULL;
+    sl->nwo = sl->npw = sl->wait_out = 0;
 }
 
 /* See lanes.h. */
@@ -211,15 +211,15 @@ static int64_t quiet_at(int64_t deadline)
 }
 
 /* Whether sl is quiet (see the top of this file): its oldest entry
- * dropped (a shared WAIT: every lane it was for gone) past its time. */
+ * dropped (the set's WAIT: every lane it answers gone) past its time. */
 static int quiet(const slane *sl)
 {
     const sentry *e = &sl->q[sl->qhead];
     int i;
     if (sl->qhead >= sl->qlen || e->k != NULL)
         return 0;
-    for (i = 0; i < e->nw; i++)
-        if (e->w[i].k != NULL)
+    for (i = 0; e->kind == E_SWAIT && i < sl->nwo; i++)
+        if (sl->wo[i].k != NULL)
             return 0;
     return dlock__now_ms() >= e->quiet_at;
 }
@@ -302,7 +302,7 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
     s->ln[i].conn = conn;
     s->ln[i].retired = 0;
     s->ln[i].qhead = s->ln[i].qlen = 0;
-    s->ln[i].npw = s->ln[i].wait_out = 0;
+    s->ln[i].npw = s->ln[i].nwo = s->ln[i].wait_out = 0;
     s->kicked = s->all = 1; /* the calls waiting for a lane to nd go on */
     *took = 1;
     return i;
@@ -329,7 +329,7 @@ static int q_add(slane *sl, sentry e)
 int dlock__lanes_push(dlock__call *k, int l, int kind, int j)
 {
     return q_add(&k->set->ln[k->ln[l].sh],
-                 (sentry){k, l, kind, j, NULL, quiet_at(k->deadline), NULL, 0});
+                 (sentry){k, l, kind, j, NULL, quiet_at(k->deadline)});
 }
 
 /* Call j's request in its EVAL form, packed in one allocation (argc,
@@ -375,8 +375,7 @@ static void eval_resend(slane *sl, const char *p)
             p += sizeof(size_t) + lens[i];
         }
         if (dlock__conn_append_argv(sl->conn, argc, argv, lens) == DLOCK_OK)
-            q_add(sl,
-                  (sentry){NULL, -1, E_SCRIPT, -1, NULL, quiet_at(0), NULL, 0});
+            q_add(sl, (sentry){NULL, -1, E_SCRIPT, -1, NULL, quiet_at(0)});
     }
     if (argv != small)
         free(argv);
@@ -399,11 +398,11 @@ static void drop(dlock__call *k, int l, int keep)
 {
     slane *sl = &k->set->ln[k->ln[l].sh];
     int i;
+    forget(sl->wo, sl->nwo, k, l);
     forget(sl->pw, sl->npw, k, l);
     for (i = sl->qhead; i < sl->qlen; i++) {
         sentry *e = &sl->q[i];
         ecall *c;
-        forget(e->w, e->nw, k, l);
         if (e->k != k || e->lane != l)
             continue;
         c = e->kind == E_SCRIPT ? &k->cl[e->call] : NULL;
@@ -453,22 +452,22 @@ void dlock__lanes_fail(dlock__lanes *s, int sh, int rc, const char *err)
     slane *sl = &s->ln[sh];
     sentry *q = sl->q;
     int i, n = sl->qlen, h = sl->qhead;
-    swaiter *pw = sl->pw;
-    int npw = sl->npw;
+    swaiter *pw = sl->pw, *wo = sl->wo;
+    int npw = sl->npw, nwo = sl->nwo;
     dlock__conn_close(sl->conn);
     sl->conn = NULL;
     sl->q = NULL; /* the calls below see an empty lane */
     sl->qhead = sl->qlen = sl->qcap = 0;
-    sl->pw = NULL;
-    sl->npw = sl->cappw = sl->wait_out = 0;
+    sl->pw = sl->wo = NULL;
+    sl->npw = sl->cappw = sl->nwo = sl->wait_out = 0;
     s->kicked = 1;
     for (i = h; i < n; i++) {
         free(q[i].eval);
         lose(s, sh, &(swaiter){q[i].k, q[i].lane}, 1, rc, err);
-        lose(s, sh, q[i].w, q[i].nw, rc, err);
-        free(q[i].w);
     }
+    lose(s, sh, wo, nwo, rc, err);
     lose(s, sh, pw, npw, rc, err);
+    free(wo);
     free(pw);
     free(q);
 }
@@ -503,11 +502,13 @@ static int wait_write(dlock__lanes *s, int sh)
     dlock__fmt_i64(t, k->wcmd->wait_timeout_ms);
     rc = dlock__conn_append_argv(sl->conn, 3, wv, NULL);
     if (rc == DLOCK_OK)
-        rc = q_add(sl, (sentry){NULL, -1, E_WAIT, -1, NULL,
-                                quiet_at(k->deadline), sl->pw, sl->npw});
+        rc = q_add(
+            sl, (sentry){NULL, -1, E_SWAIT, -1, NULL, quiet_at(k->deadline)});
     if (rc != DLOCK_OK)
         return rc;
     atomic_fetch_add(&k->ns->stats->requests, 1);
+    sl->wo = sl->pw; /* none out: wo was NULL */
+    sl->nwo = sl->npw;
     sl->pw = NULL;
     sl->npw = sl->cappw = 0;
     sl->wait_out = 1;
@@ -535,36 +536,39 @@ int dlock__lanes_wait(dlock__call *k, int l)
     return sl->wait_out ? DLOCK_OK : wait_write(k->set, k->ln[l].sh);
 }
 
-/* A shared WAIT (e, taken off set lane sh) answered rep (owned): each
- * lane still waiting gets its answer, then the lanes that asked since
- * get the next WAIT. 0 when the set lane failed meanwhile. */
-static int acked(dlock__lanes *s, int sh, sentry *e, redisReply *rep)
+/* The set's WAIT on set lane sh answered rep (owned): each lane it
+ * answers that is still there gets its answer (kept in wo meanwhile, so
+ * that a lane released by an earlier one's callback is forgotten there),
+ * then the lanes that asked since get the next WAIT. 0 when the set lane
+ * failed meanwhile. */
+static int acked(dlock__lanes *s, int sh, redisReply *rep)
 {
     char err[DLOCK__ERRLEN] = "out of memory";
     int i, rc;
-    s->ln[sh].wait_out = 0;
-    for (i = 0; i < e->nw; i++) {
-        dlock__call *k = e->w[i].k;
+    for (i = 0; s->ln[sh].wo != NULL && i < s->ln[sh].nwo; i++) {
+        swaiter t = s->ln[sh].wo[i];
         redisReply *r;
-        if (k == NULL)
+        if (t.k == NULL)
             continue;
+        s->ln[sh].wo[i].k = NULL;
         r = calloc(1, sizeof *r); /* as hiredis's: freeReplyObject frees */
-        if (r != NULL && rep->type == REDIS_REPLY_INTEGER) {
-            r->type = REDIS_REPLY_INTEGER;
-            r->integer = rep->integer;
-        } else if (r != NULL) {
-            r->type = REDIS_REPLY_NIL; /* no count of replicas */
+        if (r != NULL) {
+            r->type = rep->type == REDIS_REPLY_INTEGER ? REDIS_REPLY_INTEGER
+                                                       : REDIS_REPLY_NIL;
+            r->integer = rep->integer; /* NIL: no count of replicas */
         }
-        note(s, k);
+        note(s, t.k);
         if (r != NULL)
-            k->acked(k, e->w[i].lane, r);
+            t.k->acked(t.k, t.lane, r);
         else
-            k->lost(k, e->w[i].lane, DLOCK_ENOMEM, "out of memory");
+            t.k->lost(t.k, t.lane, DLOCK_ENOMEM, "out of memory");
     }
-    free(e->w);
     freeReplyObject(rep);
     if (s->ln[sh].conn == NULL)
         return 0;
+    free(s->ln[sh].wo);
+    s->ln[sh].wo = NULL;
+    s->ln[sh].nwo = s->ln[sh].wait_out = 0;
     if (s->ln[sh].npw == 0)
         return 1;
     rc = wait_write(s, sh);
@@ -593,8 +597,8 @@ void dlock__lanes_collect(dlock__lanes *s, int sh)
         if (got == 0)
             return;
         e = sl->q[sl->qhead++];
-        if (e.w != NULL) {
-            if (!acked(s, sh, &e, rep))
+        if (e.kind == E_SWAIT) {
+            if (!acked(s, sh, rep))
                 return;
             continue;
         }

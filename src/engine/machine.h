@@ -18,7 +18,7 @@
 #define MAX_HOPS 5
 
 enum { C_IDLE, C_OPENING, C_SENT, C_BACKOFF, C_DONE };
-enum { E_INFO, E_ASKING, E_SCRIPT, E_WAIT };
+enum { E_INFO, E_ASKING, E_SCRIPT, E_WAIT, E_SWAIT /* a set's shared WAIT */ };
 
 /* A reply a lane expects: its kind and, for E_ASKING / E_SCRIPT, the
  * call it belongs to. */
@@ -192,7 +192,7 @@ typedef struct swaiter {
 } swaiter;
 
 /* A reply a set's lane expects: k's (lane l, what kind), or dropped, or
- * (kind E_WAIT, k NULL, w set) a WAIT shared by the lanes w[0..nw). */
+ * (kind E_SWAIT, k NULL) the set's WAIT for the lanes in its wo. */
 typedef struct sentry {
     dlock__call *k; /* NULL: dropped, its reply read and freed */
     int lane;
@@ -202,8 +202,6 @@ typedef struct sentry {
                    resent on NOSCRIPT; or NULL */
     int64_t quiet_at; /* dropped and still unanswered then: its node has
                          gone quiet (lanes.c) */
-    swaiter *w;
-    int nw;
 } sentry;
 
 /* One pipelined connection of a set to one node, shared by its calls. */
@@ -215,7 +213,9 @@ typedef struct slane {
     sentry *q;         /* expected replies q[qhead..qlen) */
     int qhead, qlen, qcap;
     int wait_out; /* a shared WAIT written, not answered yet */
-    swaiter *pw;  /* the lanes waiting for the next one */
+    swaiter *wo;  /* the lanes it answers (owned) */
+    int nwo;
+    swaiter *pw; /* the lanes waiting for the next one */
     int npw, cappw;
 } slane;
 

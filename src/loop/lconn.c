@@ -85,6 +85,8 @@ static int append(dlock_loop *l, lreq *r)
 {
     r->appended = 1;
     r->deadline = dlock__now_ms() + l->c->opts.command_timeout_ms;
+    if (l->wait_out) /* a WAIT ahead (or this one) holds the line up */
+        r->deadline += l->c->ns.wait_timeout_ms;
     return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
 }
 

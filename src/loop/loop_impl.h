@@ -242,6 +242,10 @@ struct dlock_loop {
     dlock_client *c;
     int epfd, evfd;
     lconn cmd, sub;
+    int wait_out; /* durable.c: a WAIT out on cmd, not answered */
+    lreq **wnext; /* durable.c: who waits for the next WAIT (stubs:
+                           fn NULL when gone) */
+    int nwnext, capwnext;
     dlock_op *ops;       /* live */
     dlock_op *timed;     /* timed ops not on the op clock (ops.c's
                            timed_set: an op sent again while on it, or
@@ -535,7 +539,11 @@ int dloop__holder_extend(dlock_loop *l, dlock_hold **hs, int n, lreq_fn fn,
 /* 1 when the loop's lock writes are followed by WAIT (one server and the
  * client's wait_replicas > 0; an engine loop's calls WAIT themselves). */
 int dloop__durable(const dlock_loop *l);
-/* Send WAIT wait_replicas wait_replicas_timeout_ms, answered to fn. */
+/* WAIT wait_replicas wait_replicas_timeout_ms after the writes sent so
+ * far, answered to fn (*out: a handle whose fn may be set NULL when its
+ * requester goes). One WAIT is out at a time: those asked for meanwhile
+ * share the next, sent when it is answered (a WAIT holds the connection
+ * up until then). DLOCK_OK or DLOCK_ENOMEM. */
 int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
 /* WAIT's answer (rc, r, err as an lreq_fn gets them): DLOCK_OK (enough
  * replicas), DLOCK_NOT_REPLICATED or the failure, with a message about

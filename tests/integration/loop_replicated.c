@@ -14,6 +14,9 @@
  *     downgrade too (and neither form is left); a hold the loop renews
  *     is found lost (renewals too few replicas acknowledged), its reason
  *     naming the replicas.
+ * (c) the replica SIGSTOPped: many lock tries in flight at once all
+ *     complete with DLOCK_NOT_REPLICATED (one WAIT for the answers that
+ *     came meanwhile, not one each).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -203,11 +206,57 @@ static void test_replica_stopped(void **state)
     dlock_client_free(c);
 }
 
+/* Locks in flight at once for test_many_stopped. */
+#define NMANY 50
+
+/* (c) NMANY lock tries in flight at once with the replica stopped: each
+ * ends DLOCK_NOT_REPLICATED and nothing is left on the master. They
+ * share the loop's connection, which a WAIT holds up until it is
+ * answered (here its whole timeout): a WAIT per try made each wait for
+ * those ahead, past the command timeout. */
+static void test_many_stopped(void **state)
+{
+    dlock_client *c = wclient();
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
+    th_seen s[NMANY];
+    char name[32];
+    int i, done = 0;
+    int64_t end;
+    (void)state;
+    replica_running();
+    th_server_pause(&replica);
+    memset(s, 0, sizeof s);
+    for (i = 0; i < NMANY; i++) {
+        snprintf(name, sizeof name, "lr-c-%d", i);
+        assert_int_equal(dlock_loop_lock(NULL, l, name, &o, th_note, &s[i]),
+                         DLOCK_OK);
+    }
+    for (end = th_now_ms() + LIVE_MS; done < NMANY && th_now_ms() < end;) {
+        th_loop_run_for(&l, 1, 50);
+        for (done = 0, i = 0; i < NMANY; i++)
+            done += s[i].done;
+    }
+    assert_int_equal(done, NMANY);
+    for (i = 0; i < NMANY; i++) {
+        if (s[i].status != DLOCK_NOT_REPLICATED)
+            fprintf(stderr, "lock %d: %d (%s)\n", i, s[i].status, s[i].err);
+        assert_int_equal(s[i].status, DLOCK_NOT_REPLICATED);
+    }
+    drain(l);
+    for (i = 0; i < NMANY; i++)
+        assert_int_equal(th_cmd_int(&master, "EXISTS dlock:{lr-c-%d}", i), 0);
+    th_server_resume(&replica);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicated),
         cmocka_unit_test(test_replica_stopped),
+        cmocka_unit_test(test_many_stopped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
