@@ -90,27 +90,8 @@ static void assert_raw(const char *key, uint64_t fence, const char *v,
     free(got);
 }
 
-/* What a loop op's callback saw, with its value and fence. */
-typedef struct vseen {
-    seen s;
-    char v[64];
-    size_t vl;
-    int has;
-    uint64_t fence;
-} vseen;
-
-static void vnote(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    vseen *x = ud;
-    size_t len = 0;
-    const char *v = dlock_op_value(op, &len, &x->fence);
-    x->has = v != NULL;
-    if (v != NULL && len <= sizeof x->v) {
-        memcpy(x->v, v, len);
-        x->vl = len;
-    }
-    note(op, status, hold, &x->s);
-}
+typedef th_vseen vseen;
+#define vnote th_vnote
 
 static void run1(dlock_loop *l, const int *flag)
 {

@@ -252,21 +252,6 @@ static void test_loop(void **state)
     dlock_client_free(b);
 }
 
-/* What a fenced op's callback saw: status, value, fence. */
-typedef struct rs_seen {
-    th_seen s;
-    char v[16];
-    uint64_t fence;
-} rs_seen;
-
-static void rs_note(dlock_op *op, int status, dlock_hold *hold, void *ud)
-{
-    rs_seen *x = ud;
-    const char *v = dlock_op_value(op, NULL, &x->fence);
-    snprintf(x->v, sizeof x->v, "%s", v != NULL ? v : "(nil)");
-    th_note(op, status, hold, &x->s);
-}
-
 /* Fenced values through an engine loop (scripts, s_fenced_get.lua for
  * the get) and the blocking calls: one string "<fence> <value>" on the
  * first server, read alike by both; an older token refused. */
@@ -274,7 +259,7 @@ static void test_fenced_string(void **state)
 {
     dlock_client *c = rl_string(DLOCK_WAIT_NOTIFY);
     dlock_loop *l;
-    rs_seen x;
+    th_vseen x;
     redisReply *r;
     char *v = NULL;
     size_t len = 0;
@@ -284,7 +269,7 @@ static void test_fenced_string(void **state)
     l = th_loop_new(c);
     memset(&x, 0, sizeof x);
     assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "rs:fv", 7, "a b", 3, rs_note, &x),
+        dlock_loop_fenced_set(NULL, l, "rs:fv", 7, "a b", 3, th_vnote, &x),
         DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &x.s.done), 0);
     assert_int_equal(x.s.status, DLOCK_OK);
@@ -294,14 +279,14 @@ static void test_fenced_string(void **state)
     assert_string_equal(r->str, "7 a b");
     freeReplyObject(r);
     memset(&x, 0, sizeof x);
-    assert_int_equal(dlock_loop_fenced_get(NULL, l, "rs:fv", rs_note, &x),
+    assert_int_equal(dlock_loop_fenced_get(NULL, l, "rs:fv", th_vnote, &x),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &x.s.done), 0);
     assert_int_equal(x.s.status, DLOCK_OK);
     assert_string_equal(x.v, "a b");
     assert_int_equal(x.fence, 7);
     memset(&x, 0, sizeof x);
-    assert_int_equal(dlock_loop_fenced_read(NULL, l, "rs:fv", 9, rs_note, &x),
+    assert_int_equal(dlock_loop_fenced_read(NULL, l, "rs:fv", 9, th_vnote, &x),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &x.s.done), 0);
     assert_int_equal(x.s.status, DLOCK_OK);
@@ -312,7 +297,7 @@ static void test_fenced_string(void **state)
     assert_int_equal(dlock_fenced_set(c, "rs:fv", 8, "old", 3), DLOCK_STALE);
     memset(&x, 0, sizeof x);
     assert_int_equal(
-        dlock_loop_fenced_set(NULL, l, "rs:fv", 8, "old", 3, rs_note, &x),
+        dlock_loop_fenced_set(NULL, l, "rs:fv", 8, "old", 3, th_vnote, &x),
         DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &x.s.done), 0);
     assert_int_equal(x.s.status, DLOCK_STALE);
