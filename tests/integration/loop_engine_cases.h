@@ -472,6 +472,12 @@ static void test_downgrade(void **state)
     assert_int_equal(rd.status, DLOCK_OK);
     /* Renewed as a reader past its lease; two readers, no writer. */
     th_loop_run_for(ls, 2, 1500);
+    if (dlock_hold_status(d.hold) != DLOCK_OK) {
+        const char *why = NULL;
+        dlock_hold_lost_reason(d.hold, &why);
+        fprintf(stderr, "ec:dg: the reader's hold: %d (%s)\n",
+                dlock_hold_status(d.hold), why != NULL ? why : "");
+    }
     assert_int_equal(dlock_hold_status(d.hold), DLOCK_OK);
     assert_int_equal(
         th_cmd_int(node_of("dlock:{ec:dg}:r"), "ZCARD dlock:{ec:dg}:r"), 2);
