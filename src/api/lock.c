@@ -375,7 +375,7 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
     dlock__held *h;
     dlock__result res[DLOCK_MAX_SERVERS], back[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
-    char relid[64];
+    char want[DLOCK__SETREL_WANT];
     int rc, depth, other = 0;
 
     if (l == NULL)
@@ -394,7 +394,7 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
                                 h->k.name, depth);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__set_release_cmd(&b, c, &h->k, h->owner, h->token, relid, key,
+    dlock__set_release_cmd(&b, c, &h->k, h->owner, h->token, want, key,
                            strlen(key), value, len);
     b.cmd.pins = h->pins;
     b.cmd.lock_write = 1;

@@ -131,21 +131,21 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 /* See release.h. */
 void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
                             const dlock__keys *k, const char *owner,
-                            uint64_t token, char *relid, const char *key,
-                            size_t kl, const void *value, size_t len)
+                            uint64_t token, char want[DLOCK__SETREL_WANT],
+                            const char *key, size_t kl, const void *value,
+                            size_t len)
 {
-    dlock__release r;
-    memset(&r, 0, sizeof r);
-    r.owner = owner;
-    r.depth = 1;
-    r.token = token;
-    r.relid = relid;
-    r.relidlen = dlock__request_id(c, relid);
-    dlock__lock_release_cmd(b, c, k, &r);
-    /* The release's command, then the value's key and the value last
-     * (s_set_release.lua takes them off). */
-    b->cmd.script = DLOCK__S_S_SET_RELEASE;
+    size_t n = strlen(owner);
+    /* The lock's value as this hold of depth 1 left it, one argument
+     * (the script compares it whole): "<owner> 1 <token>". */
+    memcpy(want, owner, n);
+    memcpy(want + n, " 1 ", 3);
+    n += 3;
+    n += dlock__fmt_u64(want + n, token);
+    dlock__cmd_begin(b, DLOCK__S_S_SET_RELEASE);
+    dlock__lock_keys(b, k, dlock__fence_retention(c) != 0 ? 2 : 1);
     dlock__cmd_key(b, key, kl);
+    dlock__cmd_arg(b, want, n);
     dlock__cmd_arg(b, value != NULL ? value : "", len);
 }
 

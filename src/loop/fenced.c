@@ -314,7 +314,7 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
 {
     const char *what = "dlock_loop_fenced_set_release";
     size_t kl = key != NULL ? strlen(key) : 0;
-    char relid[64];
+    char want[DLOCK__SETREL_WANT];
     dlock__cmdbuf b;
     dlock_op *op;
     int rc;
@@ -349,7 +349,7 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return DLOCK_OK;
     }
     op->state = ST_OUT;
-    dlock__set_release_cmd(&b, l->c, &h->k, h->owner, h->token, relid, key, kl,
+    dlock__set_release_cmd(&b, l->c, &h->k, h->owner, h->token, want, key, kl,
                            value, len);
     if (dloop__send_cmd(l, &b.cmd, setrel_reply, op, &op->req) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");

@@ -7,9 +7,10 @@
 -- KEYS     as s_release.lua's (the lock key, the fence hash with
 --          retention), then the value's key (s_fenced_set.lua's: one
 --          string "<fence> <value>", s_fenced.luainc) last
--- ARGV     as s_release.lua's (owner id, depth "1", the hold's token as
---          the client knows it: 0 when not issued yet, the SPUBLISH
---          flag), then the value last
+-- ARGV[1]  the lock's value as the hold left it: "<owner> 1 <token>"
+--          (the token as the client knows it: 0 when not issued yet);
+--          s_release.lua's owner, depth and token in one argument
+-- ARGV[2]  the value
 --
 -- The value is written only while the owner holds the lock: its token
 -- is the hold's (stamped now from the server's time when not issued yet,
@@ -34,8 +35,11 @@ local v = redis.pcall('GET', KEYS[1]) -- the release's too (unchanged)
 -- token the client knows ('0': not issued yet). Only what it needs:
 -- tokens compared as decimal strings (canonical: no leading zeros), no
 -- tonumber, t answered as a string; the same outcomes as below.
-if #KEYS == 2 and ARGV[2] == '1' and v == ARGV[1] .. ' 1 ' .. ARGV[3] then
-    local tok = ARGV[3]
+if #KEYS == 2 and v == ARGV[1] then
+    local tok = '0'
+    if string.byte(v, -1) ~= 48 or string.byte(v, -2) ~= 32 then
+        tok = string.match(v, ' (%d+)$')
+    end
     if tok == '0' then
         local tm = redis.call('TIME')
         tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
@@ -51,14 +55,16 @@ if #KEYS == 2 and ARGV[2] == '1' and v == ARGV[1] .. ' 1 ' .. ARGV[3] then
         end
     end
     if stored == 1 then
-        redis.call('SET', KEYS[2], tok .. ' ' .. ARGV[#ARGV])
+        redis.call('SET', KEYS[2], tok .. ' ' .. ARGV[2])
     end
     redis.call('DEL', KEYS[1])
     return {stored, t, 1}
 end
 
+-- Otherwise s_release.luainc's arguments: owner, depth 1, token.
 local rkey = table.remove(KEYS)
-local value = table.remove(ARGV)
+local value = ARGV[2]
+ARGV[1], ARGV[2], ARGV[3] = string.match(ARGV[1], '^(%S+) (1) (%d+)$')
 local stored, t = -1, 0
 if type(v) == 'string' then
     local o, tok = string.match(v, '^(%S+) %d+ (%d+)')
