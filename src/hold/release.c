@@ -8,6 +8,7 @@
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,25 +153,24 @@ void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
 /* See release.h. */
 int dlock__set_release_verdict(const redisReply *r, long long *t)
 {
-    const redisReply *e;
-    char *end;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER)
+    long long stored;
+    int n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len < 64 &&
+        sscanf(r->str, "%lld %lld 1%n", &stored, t, &n) == 2 &&
+        (size_t)n == r->len) {
+        /* The common case's answer, one string "<stored> <t> 1". */
+    } else if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_INTEGER) {
         return DLOCK_EPROTO;
-    e = r->element[1]; /* a number, or its decimal string (fast path) */
-    if (e->type == REDIS_REPLY_INTEGER)
-        *t = e->integer;
-    else if (e->type == REDIS_REPLY_STRING && e->len > 0 && e->len < 20 &&
-             e->str[0] >= '0' && e->str[0] <= '9') {
-        *t = strtoll(e->str, &end, 10);
-        if (*end != '\0')
-            return DLOCK_EPROTO;
-    } else
-        return DLOCK_EPROTO;
-    return r->element[0]->integer == -2  ? DLOCK_EINVAL
-           : r->element[0]->integer < 0  ? DLOCK_NOT_OWNER
-           : r->element[0]->integer == 0 ? DLOCK_STALE
-                                         : DLOCK_OK;
+    } else {
+        stored = r->element[0]->integer;
+        *t = r->element[1]->integer;
+    }
+    return stored == -2  ? DLOCK_EINVAL
+           : stored < 0  ? DLOCK_NOT_OWNER
+           : stored == 0 ? DLOCK_STALE
+                         : DLOCK_OK;
 }
 
 /* See release.h. */

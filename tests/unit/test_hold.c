@@ -451,11 +451,12 @@ static void test_fenced_split(void **state)
         dlock__fenced_split("99999999999999999999999 x", 25, &f, &v, &vl), 0);
 }
 
-/* s_set_release.lua's {stored, t, r}: t a number or (the common case's
- * path) its decimal string; -2 another form. */
+/* s_set_release.lua's {stored, t, r}, or (the common case's path) the
+ * string "<stored> <t> 1"; -2 another form. */
 static void test_set_release_verdict(void **state)
 {
     fake f;
+    redisReply str;
     long long t = 0;
     (void)state;
     assert_int_equal(dlock__set_release_verdict(ints(&f, 3, 1, 42, 1), &t),
@@ -463,19 +464,29 @@ static void test_set_release_verdict(void **state)
     assert_int_equal(t, 42);
     assert_int_equal(dlock__set_release_verdict(code_str(&f, 0, "77"), &t),
                      DLOCK_EPROTO); /* two elements: not the shape */
-    ints(&f, 3, 0, 0, 1);
-    f.el[1].type = REDIS_REPLY_STRING;
-    f.el[1].str = "1700000000000123";
-    f.el[1].len = 16;
-    assert_int_equal(dlock__set_release_verdict(&f.arr, &t), DLOCK_STALE);
-    assert_int_equal(t, 1700000000000123LL);
-    f.el[1].str = "12z";
-    f.el[1].len = 3;
-    assert_int_equal(dlock__set_release_verdict(&f.arr, &t), DLOCK_EPROTO);
     assert_int_equal(dlock__set_release_verdict(ints(&f, 3, -2, 0, 1), &t),
                      DLOCK_EINVAL);
     assert_int_equal(dlock__set_release_verdict(ints(&f, 3, -1, 0, 0), &t),
                      DLOCK_NOT_OWNER);
+    memset(&str, 0, sizeof str);
+    str.type = REDIS_REPLY_STRING;
+    str.str = "1 1700000000000123 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_OK);
+    assert_int_equal(t, 1700000000000123LL);
+    str.str = "0 9000000000000000 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_STALE);
+    assert_int_equal(t, 9000000000000000LL);
+    str.str = "-2 0 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EINVAL);
+    str.str = "1 12 1x";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+    str.str = "1 12";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
 }
 
 int main(void)
