@@ -21,7 +21,8 @@
 # client_cpu_us_per_req (the gateway processes' user + system CPU),
 # redis_cpu_us_per_req (INFO cpu) and conns_per_server (the gateway's
 # established connections to the server at the end of the run, per
-# gateway process). Rounds: full 3, quick 1, after one unrecorded
+# gateway process). GW_CMDSTATS=DIR: each run's INFO commandstats (reset
+# before the run) into DIR/LABEL.txt. Rounds: full 3, quick 1, after one unrecorded
 # warm-up run of each.
 set -euo pipefail
 
@@ -116,11 +117,15 @@ run() {
     for ((i = 0; i < ng; i++)); do
         c0+=("$(proc_cpu "${gpids[$i]}")")
     done
+    [ -z "${GW_CMDSTATS:-}" ] || redis-cli -p "$rport" CONFIG RESETSTAT \
+        >/dev/null
     r0=$(redis_cpu)
     local rc=0
     out=$("${client_pin[@]}" "$load" "${targets[@]}" -c 4 -k "$k" -n "$n" \
         --dup-pct "$dup" --run "$prefix") || rc=$?
     r1=$(redis_cpu)
+    [ -z "${GW_CMDSTATS:-}" ] || redis-cli -p "$rport" INFO commandstats |
+        tr -d '\r' >"$GW_CMDSTATS/$label.txt"
     cpu=0
     for ((i = 0; i < ng; i++)); do
         cpu=$(awk -v a="$cpu" -v b="$(proc_cpu "${gpids[$i]}")" \

@@ -424,7 +424,9 @@ typedef enum dlock_layout {
  * holds a lock. With the string layout these calls return DLOCK_EINVAL:
  * read locks (dlock_rw_acquire_shared, dlock_rw_downgrade; the loop's
  * read acquire) and elections (dlock_campaign, the loop's campaign);
- * semaphores and fenced values are unchanged. Returns DLOCK_OK. */
+ * semaphores are unchanged. The layout also chooses the fenced values'
+ * form (dlock_fenced_set): one string with the string layout, a hash
+ * with the hash layout. Returns DLOCK_OK. */
 DLOCK_EXPORT int dlock_client_set_layout(dlock_client *client,
                                          dlock_layout layout);
 
@@ -798,11 +800,20 @@ DLOCK_EXPORT int dlock_shared_inspect(dlock_client *client, const char *name,
 /*
  * Fenced write: store VALUE under the Redis key KEY (un-prefixed, as the
  * caller names it) only if TOKEN is >= the highest token any fenced write
- * (or dlock_fenced_read) of KEY has carried, and record TOKEN. KEY holds a hash with fields
- * "value" and "fence". Returns DLOCK_OK, DLOCK_STALE (older token:
- * nothing changed), or an error class. With several servers the write
- * goes to the first one: the fenced value does not get Redlock's tolerance
- * of failed servers.
+ * (or dlock_fenced_read) of KEY has carried, and record TOKEN. What KEY
+ * holds follows the client's layout (dlock_client_set_layout): with the
+ * hash layout (the default) a hash with fields "value" and "fence"; with
+ * the string layout one string, the fence in decimal, a space, then the
+ * value's bytes ("<fence> <value>"; "<fence>" alone: a fence and no
+ * value, left by dlock_fenced_read), written with one SET and read with
+ * one GET. Clients of one KEY must use one layout: a string-layout call
+ * on a key holding anything else (the hash layout's hash, a string not
+ * of that form) returns DLOCK_EINVAL with a message and changes nothing;
+ * a hash-layout call on a string gets the server's WRONGTYPE (an error
+ * class). Returns DLOCK_OK, DLOCK_STALE (older token: nothing changed),
+ * DLOCK_EINVAL or an error class. With several servers the write goes to
+ * the first one: the fenced value does not get Redlock's tolerance of
+ * failed servers.
  */
 DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
                                   uint64_t token, const void *value,
@@ -810,8 +821,11 @@ DLOCK_EXPORT int dlock_fenced_set(dlock_client *client, const char *key,
 
 /* Read a fenced value: *value (malloc'd, NUL-terminated, free() it) and
  * *len, and the highest token seen in *fence (0 if never written).
- * *value is NULL when KEY has no value. Returns DLOCK_OK, DLOCK_EINVAL,
- * DLOCK_EPROTO (KEY is not a fenced value's hash) or an error class. */
+ * *value is NULL when KEY has no value. One plain command (HMGET; GET
+ * with the string layout), no script. Returns DLOCK_OK, DLOCK_EINVAL
+ * (also: KEY is not a fenced value of the string layout's form, with
+ * that layout), DLOCK_EPROTO or an error class (KEY is not a hash, with
+ * the hash layout: the server's WRONGTYPE). */
 DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
                                   char **value, size_t *len, uint64_t *fence);
 
@@ -826,7 +840,8 @@ DLOCK_EXPORT int dlock_fenced_get(dlock_client *client, const char *key,
  * holder's write is refused (DLOCK_STALE). Read and write with the same
  * token. *value (malloc'd, NUL-terminated, free() it) and *len: the
  * value, *value NULL when KEY has none; *fence: the highest token seen
- * (TOKEN when read). Returns DLOCK_OK; DLOCK_STALE (TOKEN is older than
+ * (TOKEN when read). With the string layout raising the fence rewrites
+ * KEY's string (its TTL kept). Returns DLOCK_OK; DLOCK_STALE (TOKEN is older than
  * *fence: a newer holder has read or written; nothing read, nothing
  * changed); DLOCK_NOT_REPLICATED (with wait_replicas: read and raised on
  * the master, *value filled, but fewer replicas acknowledged it); or
@@ -851,7 +866,9 @@ DLOCK_EXPORT int dlock_fenced_read(dlock_client *client, const char *key,
  * is done (L still held: use dlock_fenced_set, then dlock_lock_release).
  * Otherwise L is freed, as by dlock_lock_release, and the result is
  * DLOCK_OK (stored, released), DLOCK_STALE (KEY's fence is newer: not
- * stored, released), DLOCK_NOT_OWNER or DLOCK_LOST (the lease was lost:
+ * stored, released), DLOCK_EINVAL after the call began (KEY holds no
+ * fenced value of the string layout's form, e.g. a hash-layout client's
+ * hash: not stored, released), DLOCK_NOT_OWNER or DLOCK_LOST (the lease was lost:
  * nothing stored), DLOCK_NOT_REPLICATED (wait_replicas: done, too few
  * replicas acknowledged) or an error class (not known whether stored;
  * a release is sent to give the lock back). The event loop's twin is

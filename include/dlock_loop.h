@@ -390,10 +390,12 @@ DLOCK_EXPORT int dlock_loop_extend(dlock_op **out, dlock_loop *loop,
  * Fenced write through the loop (dlock_fenced_set's rules: KEY as the
  * caller names it; VALUE stored only if TOKEN >= every token a fenced
  * write of KEY carried; TOKEN 1 to 2^53, else DLOCK_EINVAL, as a lazy
- * hold's 0 before dlock_loop_token). Callback: DLOCK_OK, DLOCK_STALE (older token,
- * nothing changed), DLOCK_NOT_REPLICATED (wait_replicas, one server: the
- * value was written but too few replicas acknowledged it) or an error
- * class; hold is NULL.
+ * hold's 0 before dlock_loop_token; the form by the client's layout).
+ * Callback: DLOCK_OK, DLOCK_STALE (older token, nothing changed),
+ * DLOCK_EINVAL (string layout: KEY holds something else, e.g. a
+ * hash-layout client's hash; nothing changed), DLOCK_NOT_REPLICATED
+ * (wait_replicas, one server: the value was written but too few replicas
+ * acknowledged it) or an error class; hold is NULL.
  */
 DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
                                        const char *key, uint64_t token,
@@ -405,8 +407,8 @@ DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
  * ONE script on the server (atomic): the de-duplication pattern "store
  * the result and give the lock back", where waiters woken by the release
  * find the result at once. The value is written (dlock_fenced_set's
- * rules: KEY as the caller names it, a hash with the value and the
- * highest token written) only while HOLD is still this owner's on the
+ * rules: KEY as the caller names it, the string layout's one string
+ * "<fence> <value>", one SET) only while HOLD is still this owner's on the
  * server, with the hold's token (issued now if it was not:
  * dlock_loop_acquire.lazy_token); the release is dlock_loop_release's
  * (waiters woken or the lock handed over as by a release). The hold must
@@ -418,6 +420,9 @@ DLOCK_EXPORT int dlock_loop_fenced_set(dlock_op **out, dlock_loop *loop,
  *   DLOCK_OK            stored with the hold's token, released;
  *   DLOCK_STALE         not stored (KEY's fence is newer than the hold's
  *                       token: dlock_op_value's fence gives it), released;
+ *   DLOCK_EINVAL        (in the callback) KEY holds no fenced value of the
+ *                       string layout's form (a hash-layout client's
+ *                       hash): not stored, released;
  *   DLOCK_NOT_OWNER     the lease had expired or another owner holds the
  *                       name: nothing stored, nothing released;
  *   DLOCK_LOST          the loop had found the lease lost: nothing sent;
@@ -448,9 +453,11 @@ DLOCK_EXPORT int dlock_loop_token(dlock_op **out, dlock_loop *loop,
                                   dlock_hold *hold, dlock_op_cb cb,
                                   void *userdata);
 
-/* Fenced read through the loop (dlock_fenced_get's rules). In the
- * callback, dlock_op_value gives the value read (NULL: none) and its
- * length, and the highest token seen. */
+/* Fenced read through the loop (dlock_fenced_get's rules and form, by
+ * the client's layout: one plain HMGET, or GET with the string layout;
+ * an engine loop sends them as scripts). In the callback, dlock_op_value
+ * gives the value read (NULL: none) and its length, and the highest
+ * token seen. */
 DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
                                        const char *key, dlock_op_cb cb,
                                        void *userdata);
@@ -463,8 +470,9 @@ DLOCK_EXPORT int dlock_loop_fenced_get(dlock_op **out, dlock_loop *loop,
  * out a previous holder paused past its lease (its later fenced set gets
  * DLOCK_STALE). Callback: DLOCK_OK (dlock_op_value gives the value, NULL
  * when none, and the fence, now TOKEN), DLOCK_STALE (TOKEN is older than
- * the fence, which dlock_op_value's fence gives; nothing changed) or an
- * error class; hold is NULL. With wait_replicas (one server): WAIT after
+ * the fence, which dlock_op_value's fence gives; nothing changed),
+ * DLOCK_EINVAL (as dlock_loop_fenced_set's) or an error class; hold is
+ * NULL. With wait_replicas (one server): WAIT after
  * the read, DLOCK_NOT_REPLICATED when too few replicas have the raised
  * fence (the value is still given).
  */

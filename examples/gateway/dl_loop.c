@@ -12,7 +12,8 @@
  *      the hold's token (the result's fence becomes that token: a
  *      previous holder paused past its lease, its lock expired, can no
  *      longer store its result after this look: its fenced set is
- *      refused); busy, a fenced get (a plain HMGET). With --read plain the
+ *      refused); busy, a fenced get (a plain GET; HMGET with the hash
+ *      layout). With --read plain the
  *      try and a fenced get are started together instead (sent in that
  *      order on the loop's one command connection: the get sees what the
  *      lock's holder, if any, stored before it released): one round trip
@@ -32,7 +33,8 @@
  * (dlock_loop_fenced_set_release: stored only while the hold is still
  * ours), the try a plain SET NX PX whose token is issued by that store
  * (dlock_loop_acquire.lazy_token), and the look a fenced get (a plain
- * HMGET): one script per request on the server.
+ * GET: the string layout's fenced value is one string, "<fence> <body>"):
+ * one script per request on the server.
  */
 #include "gateway.h"
 

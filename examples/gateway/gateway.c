@@ -29,8 +29,9 @@
  * tokens of a name's later holds then rest on the server's clock not
  * stepping back). --layout (dlock; default string): the key layout of
  * its locks (dlock_client_set_layout). string: on one server a request
- * costs Redis one script (a plain SET NX PX try, a plain HMGET look, the
- * store and the release in one script: dlock_loop_fenced_set_release);
+ * costs Redis one script (a plain SET NX PX try, a plain GET look, the
+ * store and the release in one script: dlock_loop_fenced_set_release;
+ * the result one string "<fence> <body>");
  * hash: the library's default layout (four scripts a request). Gateways
  * on one Redis that must act as one must all use the same layout (and
  * prefix): a lock of one layout is WRONGTYPE to the other.

@@ -19,6 +19,7 @@
 
 #include "hold/core.h"
 #include "hold/held.h"
+#include "hold/release.h"
 
 /* Check the arguments; DLOCK_OK or DLOCK_EINVAL with the message set. */
 static int check_args(const dlock_client *c, const char *key, uint64_t token,
@@ -53,8 +54,9 @@ static int copy_value(const dlock_client *c, const redisReply *v, char **value,
     return DLOCK_OK;
 }
 
-/* The status of fenced_read.lua's answer R ({1, value, token} read,
- * {0, nil, fence} refused), filling the out-parameters. */
+/* The status of fenced_read.lua's or s_fenced_read.lua's answer R ({1,
+ * value, token} read, {0, nil, fence} refused, {-2, nil, 0}: not a
+ * string-layout fenced value), filling the out-parameters. */
 static int answer(const dlock_client *c, const dlock__result *res,
                   const char *key, uint64_t token, char **value, size_t *len,
                   uint64_t *fence)
@@ -66,6 +68,9 @@ static int answer(const dlock_client *c, const dlock__result *res,
         r->element[0]->type != REDIS_REPLY_INTEGER)
         return dlock__set_error(c, DLOCK_EPROTO,
                                 "fenced read: unexpected reply");
+    if (r->element[0]->integer == -2)
+        return dlock__set_error(c, DLOCK_EINVAL, "fenced read %s: %s", key,
+                                DLOCK__FENCED_OTHER);
     *fence = (uint64_t)dlock__elem_int(r, 2);
     if (r->element[0]->integer != 1)
         return dlock__set_error(c, DLOCK_STALE,
@@ -101,7 +106,9 @@ int dlock_fenced_read(dlock_client *c, const char *key, uint64_t token,
     *value = NULL;
     *len = 0;
     *fence = 0;
-    dlock__cmd_begin(&b, DLOCK__S_FENCED_READ);
+    /* The string layout's value is one string (s_fenced_read.lua). */
+    dlock__cmd_begin(&b, dlock__string_layout(c) ? DLOCK__S_S_FENCED_READ
+                                                 : DLOCK__S_FENCED_READ);
     dlock__cmd_key(&b, key, strlen(key));
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_durable(c, &b.cmd);

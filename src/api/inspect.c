@@ -17,6 +17,7 @@
 #include "api/health.h"
 #include "hold/held.h"
 #include "hold/holder.h"
+#include "hold/release.h"
 #include "topo/ident.h"
 #include "api/shared_info.h"
 #include "api/waiters.h"
@@ -40,7 +41,10 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
         return dlock__set_error(c, DLOCK_EINVAL,
                                 "token must be 1 to 2^53 (got %" PRIu64 ")",
                                 token);
-    dlock__cmd_begin(&b, DLOCK__S_FENCED_SET);
+    /* The string layout's value is one string (s_fenced_set.lua), the
+     * hash layout's a hash (fenced_set.lua). */
+    dlock__cmd_begin(&b, dlock__string_layout(c) ? DLOCK__S_S_FENCED_SET
+                                                 : DLOCK__S_FENCED_SET);
     dlock__cmd_key(&b, key, strlen(key));
     dlock__cmd_arg_u64(&b, token);
     dlock__cmd_arg(&b, value != NULL ? value : "", len);
@@ -48,6 +52,10 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     if (res[0].status != DLOCK_OK) {
         rc = dlock__fail_step(c, res, 1, res[0].status, "fenced set");
+    } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
+               dlock__elem_int(res[0].reply, 0) == -2) {
+        rc = dlock__set_error(c, DLOCK_EINVAL, "fenced set %s: %s", key,
+                              DLOCK__FENCED_OTHER);
     } else if (res[0].reply->type == REDIS_REPLY_ARRAY &&
                dlock__elem_int(res[0].reply, 0) == 1 &&
                c->ns.wait_replicas > 0 && res[0].acks < c->ns.wait_replicas) {
@@ -74,14 +82,63 @@ int dlock_fenced_set(dlock_client *c, const char *key, uint64_t token,
     return rc;
 }
 
+/* fenced get of the string layout: S_FENCED_GET's GET answer R (a
+ * string "<fence> <value>" or nil) into the out-parameters (cleared by
+ * the caller). DLOCK_OK, or an error with the message set. */
+static int string_get_answer(dlock_client *c, const char *key,
+                             const redisReply *r, char **value, size_t *len,
+                             uint64_t *fence)
+{
+    const char *v;
+    size_t vl;
+    if (r->type == REDIS_REPLY_NIL)
+        return DLOCK_OK;
+    if (r->type != REDIS_REPLY_STRING)
+        return dlock__set_error(c, DLOCK_EPROTO,
+                                "fenced get: unexpected reply");
+    if (!dlock__fenced_split(r->str, r->len, fence, &v, &vl))
+        return dlock__set_error(c, DLOCK_EINVAL, "fenced get %s: %s", key,
+                                DLOCK__FENCED_OTHER);
+    if (v == NULL)
+        return DLOCK_OK;
+    *value = malloc(vl + 1);
+    if (*value == NULL)
+        return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+    memcpy(*value, v, vl);
+    (*value)[vl] = '\0';
+    *len = vl;
+    return DLOCK_OK;
+}
+
+/* fenced get of the hash layout: HMGET's answer R ({value, fence}) into
+ * the out-parameters (cleared by the caller). DLOCK_OK, or an error with
+ * the message set. */
+static int hash_get_answer(dlock_client *c, const redisReply *r, char **value,
+                           size_t *len, uint64_t *fence)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return dlock__set_error(c, DLOCK_EPROTO,
+                                "fenced get: unexpected reply");
+    if (r->element[0]->type == REDIS_REPLY_STRING) {
+        *value = malloc(r->element[0]->len + 1);
+        if (*value == NULL)
+            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
+        memcpy(*value, r->element[0]->str, r->element[0]->len);
+        (*value)[r->element[0]->len] = '\0';
+        *len = r->element[0]->len;
+    }
+    if (r->element[1]->type == REDIS_REPLY_STRING)
+        *fence = strtoull(r->element[1]->str, NULL, 10);
+    return DLOCK_OK;
+}
+
 /* See dlock.h. */
 int dlock_fenced_get(dlock_client *c, const char *key, char **value,
                      size_t *len, uint64_t *fence)
 {
     dlock__result res[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
-    const redisReply *r;
-    int rc;
+    int rc, str;
 
     if (c == NULL)
         return DLOCK_EINVAL;
@@ -93,41 +150,41 @@ int dlock_fenced_get(dlock_client *c, const char *key, char **value,
     *value = NULL;
     *len = 0;
     *fence = 0;
-    /* A plain HMGET (fenced_get.lua's one command, without a script's
-     * cost on the server: one read needs no atomicity beyond the
-     * command's); the same answer, errors (WRONGTYPE) as the server's. */
-    dlock__cmd_begin(&b, DLOCK__S_FENCED_GET);
+    /* One plain command (fenced_get.lua's or s_fenced_get.lua's, without
+     * a script's cost on the server: one read needs no atomicity beyond
+     * the command's): GET of the string layout's one string, HMGET of
+     * the hash layout's fields. */
+    str = dlock__string_layout(c);
+    dlock__cmd_begin(&b, str ? DLOCK__S_S_FENCED_GET : DLOCK__S_FENCED_GET);
     b.cmd.raw = 1;
-    dlock__cmd_arg(&b, "HMGET", 5);
+    if (str)
+        dlock__cmd_arg(&b, "GET", 3);
+    else
+        dlock__cmd_arg(&b, "HMGET", 5);
     dlock__cmd_key(&b, key, strlen(key));
-    dlock__cmd_arg(&b, "value", 5);
-    dlock__cmd_arg(&b, "fence", 5);
+    if (!str) {
+        dlock__cmd_arg(&b, "value", 5);
+        dlock__cmd_arg(&b, "fence", 5);
+    }
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
-    if (res[0].status != DLOCK_OK) {
+    if (res[0].status != DLOCK_OK && str &&
+        strstr(res[0].err, "WRONGTYPE") != NULL)
+        rc = dlock__set_error(c, DLOCK_EINVAL, "fenced get %s: %s", key,
+                              DLOCK__FENCED_OTHER);
+    else if (res[0].status != DLOCK_OK)
         rc = dlock__fail_step(c, res, 1, res[0].status, "fenced get");
-        dlock__results_clear(res, c->ns.n);
-        return rc;
+    else if (str)
+        rc = string_get_answer(c, key, res[0].reply, value, len, fence);
+    else
+        rc = hash_get_answer(c, res[0].reply, value, len, fence);
+    if (rc != DLOCK_OK) {
+        free(*value);
+        *value = NULL;
+        *len = 0;
+        *fence = 0;
     }
-    r = res[0].reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        dlock__results_clear(res, c->ns.n);
-        return dlock__set_error(c, DLOCK_EPROTO,
-                                "fenced get: unexpected reply");
-    }
-    if (r->element[0]->type == REDIS_REPLY_STRING) {
-        *value = malloc(r->element[0]->len + 1);
-        if (*value == NULL) {
-            dlock__results_clear(res, c->ns.n);
-            return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
-        }
-        memcpy(*value, r->element[0]->str, r->element[0]->len);
-        (*value)[r->element[0]->len] = '\0';
-        *len = r->element[0]->len;
-    }
-    if (r->element[1]->type == REDIS_REPLY_STRING)
-        *fence = strtoull(r->element[1]->str, NULL, 10);
     dlock__results_clear(res, c->ns.n);
-    return DLOCK_OK;
+    return rc;
 }
 
 /* Read node i's answer to inspect.lua (res[i]) into out: the last token,

@@ -325,9 +325,10 @@ static int setrel_check(dlock_client *c, const dlock__held *h, const char *key,
 }
 
 /* The status of s_set_release.lua's answer (res: one server's), with the
- * message set. */
-static int setrel_answer(dlock_client *c, const dlock__held *h,
-                         dlock__result *res)
+ * message set; *other 1 when the value's key held something else (not
+ * stored, released: DLOCK_EINVAL). */
+static int setrel_answer(dlock_client *c, const dlock__held *h, const char *key,
+                         dlock__result *res, int *other)
 {
     long long t = 0;
     int rc;
@@ -344,6 +345,12 @@ static int setrel_answer(dlock_client *c, const dlock__held *h,
                                 "(the lease expired or another owner has "
                                 "the lock): nothing stored",
                                 h->k.name);
+    *other = rc == DLOCK_EINVAL;
+    if (rc == DLOCK_EINVAL)
+        return dlock__set_error(c, DLOCK_EINVAL,
+                                "fenced set and release %s: %s %s: not "
+                                "stored; released",
+                                h->k.name, key, DLOCK__FENCED_OTHER);
     if (rc == DLOCK_STALE)
         return dlock__set_error(c, DLOCK_STALE,
                                 "fenced set and release %s: the lock's "
@@ -368,8 +375,8 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
     dlock__held *h;
     dlock__result res[DLOCK_MAX_SERVERS], back[DLOCK_MAX_SERVERS];
     dlock__cmdbuf b;
-    char relid[64];
-    int rc, depth;
+    char want[DLOCK__SETREL_WANT];
+    int rc, depth, other = 0;
 
     if (l == NULL)
         return DLOCK_EINVAL;
@@ -387,24 +394,24 @@ int dlock_lock_fenced_set_release(dlock_lock *l, const char *key,
                                 h->k.name, depth);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__set_release_cmd(&b, c, &h->k, h->owner, h->token, relid, key,
+    dlock__set_release_cmd(&b, c, &h->k, h->owner, h->token, want, key,
                            strlen(key), value, len);
     b.cmd.pins = h->pins;
     b.cmd.lock_write = 1;
     dlock__cmd_durable(c, &b.cmd);
     dlock__run(c, 1, &b.cmd, dlock__deadline(c, 0), res);
     dlock__held_drop_pins(c, h);
-    rc = setrel_answer(c, h, &res[0]);
+    rc = setrel_answer(c, h, key, &res[0], &other);
     dlock__results_clear(res, c->ns.n);
     if (rc != DLOCK_OK && rc != DLOCK_STALE && rc != DLOCK_NOT_OWNER &&
-        rc != DLOCK_NOT_REPLICATED) {
+        rc != DLOCK_NOT_REPLICATED && !other) {
         /* Not known: give the lock back (a release of a name no longer
          * ours changes nothing). */
         dlock__release_run(c, &h->k, h->owner, 1, 1, h->token, 0, 0, NULL, 0,
                            dlock__deadline(c, 0), back);
         dlock__results_clear(back, c->ns.n);
     }
-    hold_ended(c, h, rc, rc == DLOCK_OK || rc == DLOCK_STALE);
+    hold_ended(c, h, rc, rc == DLOCK_OK || rc == DLOCK_STALE || other);
     dlock__handle_drop(c, h, l, 1);
     return rc;
 }

@@ -52,7 +52,10 @@
     X(S_RELEASE, s_release)                                                    \
     X(S_EXTEND, s_extend)                                                      \
     X(S_STAMP, s_stamp)                                                        \
-    X(S_SET_RELEASE, s_set_release)
+    X(S_SET_RELEASE, s_set_release)                                            \
+    X(S_FENCED_SET, s_fenced_set)                                              \
+    X(S_FENCED_GET, s_fenced_get)                                              \
+    X(S_FENCED_READ, s_fenced_read)
 
 #define DLOCK__LUA_DECL(id, file) extern const char dlock__lua_##file[];
 DLOCK__SCRIPT_LIST(DLOCK__LUA_DECL)

@@ -8,6 +8,7 @@
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,35 +132,65 @@ void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
 /* See release.h. */
 void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
                             const dlock__keys *k, const char *owner,
-                            uint64_t token, char *relid, const char *key,
-                            size_t kl, const void *value, size_t len)
+                            uint64_t token, char want[DLOCK__SETREL_WANT],
+                            const char *key, size_t kl, const void *value,
+                            size_t len)
 {
-    dlock__release r;
-    memset(&r, 0, sizeof r);
-    r.owner = owner;
-    r.depth = 1;
-    r.token = token;
-    r.relid = relid;
-    r.relidlen = dlock__request_id(c, relid);
-    dlock__lock_release_cmd(b, c, k, &r);
-    /* The release's command, then the value's key and the value last
-     * (s_set_release.lua takes them off). */
-    b->cmd.script = DLOCK__S_S_SET_RELEASE;
+    size_t n = strlen(owner);
+    /* The lock's value as this hold of depth 1 left it, one argument
+     * (the script compares it whole): "<owner> 1 <token>". */
+    memcpy(want, owner, n);
+    memcpy(want + n, " 1 ", 3);
+    n += 3;
+    n += dlock__fmt_u64(want + n, token);
+    dlock__cmd_begin(b, DLOCK__S_S_SET_RELEASE);
+    dlock__lock_keys(b, k, dlock__fence_retention(c) != 0 ? 2 : 1);
     dlock__cmd_key(b, key, kl);
+    dlock__cmd_arg(b, want, n);
     dlock__cmd_arg(b, value != NULL ? value : "", len);
 }
 
 /* See release.h. */
 int dlock__set_release_verdict(const redisReply *r, long long *t)
 {
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    long long stored;
+    int n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len < 64 &&
+        sscanf(r->str, "%lld %lld 1%n", &stored, t, &n) == 2 &&
+        (size_t)n == r->len) {
+        /* The common case's answer, one string "<stored> <t> 1". */
+    } else if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_INTEGER) {
         return DLOCK_EPROTO;
-    *t = r->element[1]->integer;
-    return r->element[0]->integer < 0    ? DLOCK_NOT_OWNER
-           : r->element[0]->integer == 0 ? DLOCK_STALE
-                                         : DLOCK_OK;
+    } else {
+        stored = r->element[0]->integer;
+        *t = r->element[1]->integer;
+    }
+    return stored == -2  ? DLOCK_EINVAL
+           : stored < 0  ? DLOCK_NOT_OWNER
+           : stored == 0 ? DLOCK_STALE
+                         : DLOCK_OK;
+}
+
+/* See release.h. */
+int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,
+                        const char **value, size_t *vlen)
+{
+    uint64_t f = 0;
+    size_t i = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        if (f > (UINT64_MAX - 9) / 10)
+            return 0;
+        f = f * 10 + (uint64_t)(s[i] - '0');
+        i++;
+    }
+    if (i == 0 || s[0] == '0' || (i < n && s[i] != ' '))
+        return 0;
+    *fence = f;
+    *value = i < n ? s + i + 1 : NULL;
+    *vlen = i < n ? n - i - 1 : 0;
+    return 1;
 }
 
 /* ---- running it --------------------------------------------------------- */

@@ -53,23 +53,49 @@ void dlock__permit_leave_cmd(dlock__cmdbuf *b, const dlock_client *c,
 void dlock__release_cmd(dlock__cmdbuf *b, const dlock_client *c,
                         const dlock__keys *k, const dlock__release *r);
 
+/* Bytes of dlock__set_release_cmd's WANT buffer. */
+#define DLOCK__SETREL_WANT (DLOCK_OWNER_MAX + 24)
+
 /* s_set_release.lua for OWNER's exclusive lock k of the string layout,
  * held once with TOKEN (0: not issued yet, the script issues it): store
  * VALUE (LEN bytes) under KEY (KL bytes) with the lock's token, then
- * release the lock as dlock__lock_release_cmd's release does, in one
- * script. RELID: a buffer of 64 bytes for the release's id. The store and
- * release of dlock_lock_fenced_set_release and
- * dlock_loop_fenced_set_release. */
+ * release the lock as s_release.lua's release does, in one script. KEYS:
+ * the lock key (and its fence hash with retention), KEY; ARGV: the lock's
+ * value as the hold left it ("<owner> 1 <token>", built in WANT, which
+ * must outlive the command), VALUE: two arguments, where the release's
+ * are three (each argument costs the server an interned Lua string). The
+ * store and release of dlock_lock_fenced_set_release and
+ * dlock_loop_fenced_set_release (one server or Sentinel: no SPUBLISH
+ * flag). */
 void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
                             const dlock__keys *k, const char *owner,
-                            uint64_t token, char *relid, const char *key,
-                            size_t kl, const void *value, size_t len);
+                            uint64_t token, char want[DLOCK__SETREL_WANT],
+                            const char *key, size_t kl, const void *value,
+                            size_t len);
 
-/* The status of s_set_release.lua's answer r {stored, t, r}: DLOCK_OK
+/* The status of s_set_release.lua's answer r {stored, t, r} (or the
+ * common case's string "<stored> <t> 1"): DLOCK_OK
  * (stored with token *t, released), DLOCK_STALE (not stored: *t the newer
- * fence; released), DLOCK_NOT_OWNER (nothing stored or released) or
- * DLOCK_EPROTO (not that shape). */
+ * fence; released), DLOCK_NOT_OWNER (nothing stored or released),
+ * DLOCK_EINVAL (not stored: the value's key holds no fenced value of the
+ * string layout, DLOCK__FENCED_OTHER; released) or DLOCK_EPROTO (not
+ * that shape). */
 int dlock__set_release_verdict(const redisReply *r, long long *t);
+
+/* The string layout's fenced value is one string (s_fenced.luainc):
+ * "<fence>" or "<fence> <value>", the fence in decimal without leading
+ * zeros. Split S (N bytes)
+ * into *fence and the value (*value, *vlen; *value NULL when there is
+ * none). Returns 1, or 0 when S is not of that form. */
+int dlock__fenced_split(const char *s, size_t n, uint64_t *fence,
+                        const char **value, size_t *vlen);
+
+/* What a fenced call of the string layout says of a key holding
+ * something else (a hash: the hash layout's fenced value). */
+#define DLOCK__FENCED_OTHER                                                    \
+    "holds no fenced value of the string layout (a hash is the hash "          \
+    "layout's: clients of one key must use one layout, "                       \
+    "dlock_client_set_layout)"
 
 /* Run the release script of k's kind (dlock__release_cmd) for (owner,
  * expected depth, token) on the nodes in mask (over pins[i] where set: a

@@ -1,11 +1,14 @@
 /*
  * fenced.c - fenced set / get / read through a loop
  * (include/dlock_loop.h), on the loop's command connection with
- * dlock_fenced_set / dlock_fenced_get / dlock_fenced_read's rules: the
- * set and the read are scripts (fenced_set.lua, fenced_read.lua: a
- * compare and a write), the get is a plain HMGET of the hash's "value"
- * and "fence" (what fenced_get.lua does, without a script's cost on the
- * server: one read needs no atomicity beyond the command's).
+ * dlock_fenced_set / dlock_fenced_get / dlock_fenced_read's rules and
+ * format, by the client's layout: the set and the read are scripts
+ * (fenced_set.lua, fenced_read.lua; with the string layout
+ * s_fenced_set.lua, s_fenced_read.lua: a compare and a write), the get
+ * is a plain HMGET of the hash's "value" and "fence" (what fenced_get.lua
+ * does, without a script's cost on the server: one read needs no
+ * atomicity beyond the command's), with the string layout a plain GET of
+ * the one string "<fence> <value>" (s_fenced_get.lua's).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,6 +51,9 @@ static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         dloop__complete(op, rc, "fenced set: %s", err);
     else if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
         dloop__complete(op, DLOCK_EPROTO, "fenced set: a malformed reply");
+    else if (dlock__elem_int(r, 0) == -2)
+        dloop__complete(op, DLOCK_EINVAL, "fenced set: %s",
+                        DLOCK__FENCED_OTHER);
     else if (dlock__elem_int(r, 0) == 1)
         fenced_written(op);
     else
@@ -56,25 +62,48 @@ static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         (unsigned long long)op->token, dlock__elem_int(r, 1));
 }
 
-/* Copy the reply element v (a string, or nil: no value) into op's value.
- * DLOCK_OK or DLOCK_ENOMEM. */
-static int take_value(dlock_op *op, const redisReply *v)
+/* Copy LEN bytes at V into op's value. DLOCK_OK or DLOCK_ENOMEM. */
+static int take_bytes(dlock_op *op, const char *v, size_t len)
 {
-    if (v->type != REDIS_REPLY_STRING)
-        return DLOCK_OK;
-    op->got = malloc(v->len + 1);
+    op->got = malloc(len + 1);
     if (op->got == NULL)
         return DLOCK_ENOMEM;
-    memcpy(op->got, v->str, v->len);
-    op->got[v->len] = '\0';
-    op->gotlen = v->len;
+    memcpy(op->got, v, len);
+    op->got[len] = '\0';
+    op->gotlen = len;
     op->has_got = 1;
     return DLOCK_OK;
 }
 
-/* A get's answer (HMGET key value fence: {value or nil, fence or nil})
- * or a read's (fenced_read.lua: {1, value or nil, token} read, the fence
- * raised to the token; {0, nil, fence} refused) into op. */
+/* A string-layout get's answer (GET: "<fence> <value>", "<fence>" or
+ * nil) into op. */
+static void string_get_reply(dlock_op *op, int rc, const redisReply *r,
+                             const char *err)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+    if (rc != DLOCK_OK && err != NULL && strstr(err, "WRONGTYPE") != NULL)
+        dloop__complete(op, DLOCK_EINVAL, "fenced get: %s",
+                        DLOCK__FENCED_OTHER);
+    else if (rc != DLOCK_OK)
+        dloop__complete(op, rc, "fenced get: %s", err);
+    else if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING)
+        dloop__complete(op, DLOCK_EPROTO, "fenced get: a malformed reply");
+    else if (r->type == REDIS_REPLY_STRING &&
+             !dlock__fenced_split(r->str, r->len, &op->fence, &v, &vl))
+        dloop__complete(op, DLOCK_EINVAL, "fenced get: %s",
+                        DLOCK__FENCED_OTHER);
+    else if (v != NULL && take_bytes(op, v, vl) != DLOCK_OK)
+        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    else
+        dloop__complete(op, DLOCK_OK, "%s", "");
+}
+
+/* A get's answer (HMGET key value fence: {value or nil, fence or nil};
+ * the string layout's: string_get_reply) or a read's (fenced_read.lua,
+ * s_fenced_read.lua: {1, value or nil, token} read, the fence raised to
+ * the token; {0, nil, fence} refused; {-2, nil, 0} not a string-layout
+ * fenced value) into op. */
 static void value_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         const char *err, int sent)
 {
@@ -84,6 +113,10 @@ static void value_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     (void)l;
     (void)sent;
     op->req = NULL;
+    if (!rd && dlock__string_layout(op->loop->c)) {
+        string_get_reply(op, rc, r, err);
+        return;
+    }
     if (rc != DLOCK_OK) {
         dloop__complete(op, rc, "%s: %s", what, err);
         return;
@@ -99,11 +132,16 @@ static void value_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         : 0;
     else
         op->fence = (uint64_t)dlock__elem_int(r, 2);
-    if (rd && r->element[0]->integer != 1)
+    if (rd && r->element[0]->integer == -2)
+        dloop__complete(op, DLOCK_EINVAL, "fenced read: %s",
+                        DLOCK__FENCED_OTHER);
+    else if (rd && r->element[0]->integer != 1)
         dloop__complete(op, DLOCK_STALE,
                         "fenced read: token %" PRIu64 " is older than %" PRIu64,
                         op->token, op->fence);
-    else if (take_value(op, r->element[rd ? 1 : 0]) != DLOCK_OK)
+    else if (r->element[rd ? 1 : 0]->type == REDIS_REPLY_STRING &&
+             take_bytes(op, r->element[rd ? 1 : 0]->str,
+                        r->element[rd ? 1 : 0]->len) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     else if (rd)
         fenced_written(op);
@@ -172,7 +210,10 @@ int dlock_loop_fenced_set(dlock_op **out, dlock_loop *l, const char *key,
     if (rc != DLOCK_OK)
         return rc;
     args[1] = value != NULL ? value : "", al[1] = len;
-    send_script(op, DLOCK__S_FENCED_SET, key, token, 2, args, al, fset_reply);
+    send_script(op,
+                dlock__string_layout(l->c) ? DLOCK__S_S_FENCED_SET
+                                           : DLOCK__S_FENCED_SET,
+                key, token, 2, args, al, fset_reply);
     return DLOCK_OK;
 }
 
@@ -182,18 +223,22 @@ int dlock_loop_fenced_get(dlock_op **out, dlock_loop *l, const char *key,
     const char *argv[4] = {"HMGET", key, "value", "fence"};
     size_t lens[4] = {5, 0, 5, 5};
     dlock_op *op;
-    int rc = fenced_op(&op, out, l, OP_FGET, key, 1, "", cb, userdata,
-                       "dlock_loop_fenced_get");
+    int str, rc = fenced_op(&op, out, l, OP_FGET, key, 1, "", cb, userdata,
+                            "dlock_loop_fenced_get");
     if (rc != DLOCK_OK)
         return rc;
     lens[1] = strlen(key);
+    str = dlock__string_layout(l->c);
+    if (str) /* the string layout: GET of the one string */
+        argv[0] = "GET", lens[0] = 3;
     if (l->engine) { /* the engine sends scripts: fenced_get.lua, the same
-                      * HMGET */
-        if (dloop__mn_send(op, DLOCK__S_FENCED_GET, 1, argv + 1, lens + 1, 0,
-                           NULL, NULL, value_reply) != DLOCK_OK)
+                      * HMGET (s_fenced_get.lua, the same GET) */
+        if (dloop__mn_send(
+                op, str ? DLOCK__S_S_FENCED_GET : DLOCK__S_FENCED_GET, 1,
+                argv + 1, lens + 1, 0, NULL, NULL, value_reply) != DLOCK_OK)
             dloop__complete(op, DLOCK_ENOMEM, "out of memory");
-    } else if (dloop__send_plain(l, 4, argv, lens, value_reply, op, &op->req) !=
-               DLOCK_OK)
+    } else if (dloop__send_plain(l, str ? 2 : 4, argv, lens, value_reply, op,
+                                 &op->req) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
 }
@@ -209,7 +254,10 @@ int dlock_loop_fenced_read(dlock_op **out, dlock_loop *l, const char *key,
         "the token must be 1 to 2^53", cb, userdata, "dlock_loop_fenced_read");
     if (rc != DLOCK_OK)
         return rc;
-    send_script(op, DLOCK__S_FENCED_READ, key, token, 1, args, al, value_reply);
+    send_script(op,
+                dlock__string_layout(l->c) ? DLOCK__S_S_FENCED_READ
+                                           : DLOCK__S_FENCED_READ,
+                key, token, 1, args, al, value_reply);
     return DLOCK_OK;
 }
 
@@ -243,6 +291,10 @@ static void setrel_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                         "lease expired or another owner has it): nothing "
                         "stored",
                         h->k.name);
+    else if (v == DLOCK_EINVAL)
+        dloop__complete(op, DLOCK_EINVAL,
+                        "fenced set and release: %s: not stored; released",
+                        DLOCK__FENCED_OTHER);
     else if (v == DLOCK_STALE)
         dloop__complete(op, DLOCK_STALE,
                         "fenced set and release: the hold's token is older "
@@ -262,7 +314,7 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
 {
     const char *what = "dlock_loop_fenced_set_release";
     size_t kl = key != NULL ? strlen(key) : 0;
-    char relid[64];
+    char want[DLOCK__SETREL_WANT];
     dlock__cmdbuf b;
     dlock_op *op;
     int rc;
@@ -297,7 +349,7 @@ int dlock_loop_fenced_set_release(dlock_op **out, dlock_loop *l, dlock_hold *h,
         return DLOCK_OK;
     }
     op->state = ST_OUT;
-    dlock__set_release_cmd(&b, l->c, &h->k, h->owner, h->token, relid, key, kl,
+    dlock__set_release_cmd(&b, l->c, &h->k, h->owner, h->token, want, key, kl,
                            value, len);
     if (dloop__send_cmd(l, &b.cmd, setrel_reply, op, &op->req) != DLOCK_OK)
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");

@@ -233,11 +233,11 @@ prim_scenario() {
     fi
     case $PKIND in
     rw)
-        counters=("-=$(rcli "${PORTS[0]}" HGET "chaos:{$PNAME}:counter" value)")
+        counters=("-=$(fenced_value "${PORTS[0]}" "chaos:{$PNAME}:counter")")
         ;;
     multi)
         for i in a b c d; do
-            counters+=("$i=$(rcli "${PORTS[0]}" HGET "chaos:{$PNAME-$i}:counter" value)")
+            counters+=("$i=$(fenced_value "${PORTS[0]}" "chaos:{$PNAME-$i}:counter")")
         done
         ;;
     esac

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
 #include "th_loop.h"
@@ -15,6 +16,20 @@ void th_note(dlock_op *op, int status, dlock_hold *hold, void *userdata)
     s->status = status;
     s->hold = hold;
     snprintf(s->err, sizeof s->err, "%s", dlock_op_errmsg(op));
+}
+
+void th_vnote(dlock_op *op, int status, dlock_hold *hold, void *userdata)
+{
+    th_vseen *x = userdata;
+    size_t len = 0, n;
+    const char *v = dlock_op_value(op, &len, &x->fence);
+    n = len < sizeof x->v ? len : sizeof x->v - 1;
+    x->has = v != NULL;
+    x->vl = len;
+    if (n > 0)
+        memcpy(x->v, v, n);
+    x->v[n] = '\0';
+    th_note(op, status, hold, &x->s);
 }
 
 /* One round: poll the loops' fds until the nearest timeout (at most

@@ -21,6 +21,20 @@ typedef struct th_seen {
 /* A dlock_op_cb: userdata is a th_seen. */
 void th_note(dlock_op *op, int status, dlock_hold *hold, void *userdata);
 
+/* What a fenced op's callback saw (th_vnote): the th_seen, and
+ * dlock_op_value's value (has: not NULL; its first 63 bytes in v,
+ * NUL-terminated; its whole length in vl) and fence. */
+typedef struct th_vseen {
+    th_seen s;
+    int has;
+    char v[64];
+    size_t vl;
+    uint64_t fence;
+} th_vseen;
+
+/* A dlock_op_cb: userdata is a th_vseen. */
+void th_vnote(dlock_op *op, int status, dlock_hold *hold, void *userdata);
+
 /* Run loops ls[0..n) (n <= 8) until *flag is not 0: 0, or -1 after 30 s
  * (a hang: the caller fails). */
 int th_loop_run(dlock_loop **ls, int n, const int *flag);

@@ -4,8 +4,9 @@
  * commandstats, against a budget), exclusion, a grant on a majority with
  * one server stopped, the give-back of a minority grant, tokens that
  * increase from holder to holder and are the same on every server, the
- * watchdog's renewal (without take-back), the event loop's hold, and the
- * refusal of fair waits.
+ * watchdog's renewal (without take-back), the event loop's hold, fenced
+ * values in the layout's string form through the engine loop and the
+ * blocking calls (on the first server), and the refusal of fair waits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,6 +252,67 @@ static void test_loop(void **state)
     dlock_client_free(b);
 }
 
+/* An op started on l with X as its th_vseen (rc: the start's return):
+ * run l until its callback; its status. */
+static int fv_run(dlock_loop *l, int rc, th_vseen *x)
+{
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &x->s.done), 0);
+    return x->s.status;
+}
+
+/* A fenced set of "rs:fv" on l with TOKEN and VALUE: its status. */
+static int fv_set(dlock_loop *l, uint64_t token, const char *value, th_vseen *x)
+{
+    memset(x, 0, sizeof *x);
+    return fv_run(l,
+                  dlock_loop_fenced_set(NULL, l, "rs:fv", token, value,
+                                        strlen(value), th_vnote, x),
+                  x);
+}
+
+/* Fenced values through an engine loop (scripts, s_fenced_get.lua for
+ * the get) and the blocking calls: one string "<fence> <value>" on the
+ * first server, read alike by both; an older token refused. */
+static void test_fenced_string(void **state)
+{
+    dlock_client *c = rl_string(DLOCK_WAIT_NOTIFY);
+    dlock_loop *l;
+    th_vseen x;
+    redisReply *r;
+    char *v = NULL;
+    size_t len = 0;
+    uint64_t fence = 0;
+    (void)state;
+    assert_non_null(c);
+    l = th_loop_new(c);
+    assert_int_equal(fv_set(l, 7, "a b", &x), DLOCK_OK);
+    r = th_cmd(&srv[0], "GET rs:fv");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "7 a b");
+    freeReplyObject(r);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(
+        fv_run(l, dlock_loop_fenced_get(NULL, l, "rs:fv", th_vnote, &x), &x),
+        DLOCK_OK);
+    assert_string_equal(x.v, "a b");
+    assert_int_equal(x.fence, 7);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(
+        fv_run(l, dlock_loop_fenced_read(NULL, l, "rs:fv", 9, th_vnote, &x),
+               &x),
+        DLOCK_OK);
+    assert_int_equal(dlock_fenced_get(c, "rs:fv", &v, &len, &fence), DLOCK_OK);
+    assert_string_equal(v, "a b");
+    assert_int_equal(fence, 9);
+    free(v);
+    assert_int_equal(dlock_fenced_set(c, "rs:fv", 8, "old", 3), DLOCK_STALE);
+    assert_int_equal(fv_set(l, 8, "old", &x), DLOCK_STALE);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 /* Fair waits have no queue in this layout over several servers: the
  * layout is refused to a fair client, with a message that says so. */
 static void test_fair_refused(void **state)
@@ -276,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_minority_given_back),
         cmocka_unit_test(test_watchdog),
         cmocka_unit_test(test_loop),
+        cmocka_unit_test(test_fenced_string),
         cmocka_unit_test(test_fair_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

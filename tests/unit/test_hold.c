@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "hold/kind.h"
+#include "hold/release.h"
 #include "hold/verdict.h"
 #include "hold/wait.h"
 #include "fake_reply.h"
@@ -418,6 +419,76 @@ static void test_handoff_valid(void **state)
                      -1);
 }
 
+/* ---- the string layout's fenced value ------------------------------------- */
+
+/* "<fence>" or "<fence> <value>" (s_fenced.luainc): split; anything else
+ * (no digits, a leading zero, no space after the digits) refused. */
+static void test_fenced_split(void **state)
+{
+    uint64_t f = 0;
+    const char *v = NULL;
+    size_t vl = 0;
+    (void)state;
+    assert_int_equal(dlock__fenced_split("12 a b", 6, &f, &v, &vl), 1);
+    assert_int_equal(f, 12);
+    assert_int_equal(vl, 3);
+    assert_memory_equal(v, "a b", 3);
+    assert_int_equal(dlock__fenced_split("7 ", 2, &f, &v, &vl), 1);
+    assert_int_equal(f, 7);
+    assert_non_null(v); /* an empty value is a value */
+    assert_int_equal(vl, 0);
+    assert_int_equal(dlock__fenced_split("9", 1, &f, &v, &vl), 1);
+    assert_int_equal(f, 9);
+    assert_null(v); /* a fence, no value */
+    assert_int_equal(dlock__fenced_split("3 \0x", 4, &f, &v, &vl), 1);
+    assert_int_equal(vl, 2);
+    assert_int_equal(dlock__fenced_split("", 0, &f, &v, &vl), 0);
+    assert_int_equal(dlock__fenced_split("x 1", 3, &f, &v, &vl), 0);
+    assert_int_equal(dlock__fenced_split("05 x", 4, &f, &v, &vl), 0);
+    assert_int_equal(dlock__fenced_split("0", 1, &f, &v, &vl), 0);
+    assert_int_equal(dlock__fenced_split("12x", 3, &f, &v, &vl), 0);
+    assert_int_equal(
+        dlock__fenced_split("99999999999999999999999 x", 25, &f, &v, &vl), 0);
+}
+
+/* s_set_release.lua's {stored, t, r}, or (the common case's path) the
+ * string "<stored> <t> 1"; -2 another form. */
+static void test_set_release_verdict(void **state)
+{
+    fake f;
+    redisReply str;
+    long long t = 0;
+    (void)state;
+    assert_int_equal(dlock__set_release_verdict(ints(&f, 3, 1, 42, 1), &t),
+                     DLOCK_OK);
+    assert_int_equal(t, 42);
+    assert_int_equal(dlock__set_release_verdict(code_str(&f, 0, "77"), &t),
+                     DLOCK_EPROTO); /* two elements: not the shape */
+    assert_int_equal(dlock__set_release_verdict(ints(&f, 3, -2, 0, 1), &t),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock__set_release_verdict(ints(&f, 3, -1, 0, 0), &t),
+                     DLOCK_NOT_OWNER);
+    memset(&str, 0, sizeof str);
+    str.type = REDIS_REPLY_STRING;
+    str.str = "1 1700000000000123 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_OK);
+    assert_int_equal(t, 1700000000000123LL);
+    str.str = "0 9000000000000000 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_STALE);
+    assert_int_equal(t, 9000000000000000LL);
+    str.str = "-2 0 1";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EINVAL);
+    str.str = "1 12 1x";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+    str.str = "1 12";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +503,8 @@ int main(void)
         cmocka_unit_test(test_policy_busy),
         cmocka_unit_test(test_policy_newest_lease),
         cmocka_unit_test(test_handoff_valid),
+        cmocka_unit_test(test_fenced_split),
+        cmocka_unit_test(test_set_release_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
