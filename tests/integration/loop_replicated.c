@@ -56,14 +56,15 @@ static int teardown(void **state)
     return 0;
 }
 
-static dlock_client *wclient(void)
+/* A client with wait_replicas 1 and the WAIT timeout wait_ms. */
+static dlock_client *wclient(int64_t wait_ms)
 {
     th_durable d;
     dlock_client *c;
     th_durable_init(&d);
     d.command_timeout_ms = 2000;
     d.wait_replicas = 1;
-    d.wait_timeout_ms = WAIT_MS;
+    d.wait_timeout_ms = wait_ms;
     d.wait_strategy = DLOCK_WAIT_NOTIFY;
     c = th_durable_new(master.url, &d, NULL, 0, NULL);
     assert_non_null(c);
@@ -104,10 +105,11 @@ static void drain(dlock_loop *l)
     assert_int_equal(dlock_loop_pending(l), 0);
 }
 
-/* (a) */
+/* (a): the WAIT timeout long (WAIT answers once the replica has it):
+ * a loaded machine's replica may take longer than WAIT_MS. */
 static void test_replicated(void **state)
 {
-    dlock_client *c = wclient();
+    dlock_client *c = wclient(LIVE_MS);
     dlock_loop *l = th_loop_new(c);
     dlock_loop_acquire o = th_loop_opts(c, 0, 300);
     const char *names[3] = {"lr-a-lock", "lr-a-sem", "lr-a-rd"};
@@ -133,7 +135,7 @@ static void test_replicated(void **state)
 /* (b) */
 static void test_replica_stopped(void **state)
 {
-    dlock_client *c = wclient();
+    dlock_client *c = wclient(WAIT_MS);
     dlock_loop *l = th_loop_new(c);
     dlock_loop_acquire o = th_loop_opts(c, 0, 900);
     const char *names[3] = {"lr-b-lock", "lr-b-sem", "lr-b-rd"};
@@ -216,7 +218,7 @@ static void test_replica_stopped(void **state)
  * those ahead, past the command timeout. */
 static void test_many_stopped(void **state)
 {
-    dlock_client *c = wclient();
+    dlock_client *c = wclient(WAIT_MS);
     dlock_loop *l = th_loop_new(c);
     dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     th_seen s[NMANY];
