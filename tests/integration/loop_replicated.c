@@ -105,13 +105,15 @@ static void drain(dlock_loop *l)
     assert_int_equal(dlock_loop_pending(l), 0);
 }
 
-/* (a): the WAIT timeout long (WAIT answers once the replica has it):
- * a loaded machine's replica may take longer than WAIT_MS. */
+/* (a): the WAIT timeout long (WAIT answers once the replica has it) and
+ * the lease 1 s: on a loaded machine the replica took longer than
+ * WAIT_MS, and a 300 ms lease had run out on the replica (which hides an
+ * expired key) before the test read it. */
 static void test_replicated(void **state)
 {
     dlock_client *c = wclient(LIVE_MS);
     dlock_loop *l = th_loop_new(c);
-    dlock_loop_acquire o = th_loop_opts(c, 0, 300);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 1000);
     const char *names[3] = {"lr-a-lock", "lr-a-sem", "lr-a-rd"};
     int k;
     (void)state;
@@ -123,7 +125,7 @@ static void test_replicated(void **state)
         /* WAIT 1 answered before the callback: the replica has it. */
         assert_int_equal(held_on(&replica, k, names[k]), 1);
         if (k == 0) { /* renewed with WAIT past three leases */
-            th_loop_run_for(&l, 1, 1000);
+            th_loop_run_for(&l, 1, 3200);
             assert_int_equal(dlock_hold_status(s.hold), DLOCK_OK);
         }
         assert_int_equal(th_loop_release(l, s.hold), DLOCK_OK);
