@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -299,4 +300,17 @@ int dlock__is_ip_literal(const char *name)
     unsigned char buf[sizeof(struct in6_addr)];
     return inet_pton(AF_INET, name, buf) == 1 ||
            inet_pton(AF_INET6, name, buf) == 1;
+}
+
+/* See util.h. */
+void *dlock__room(void *arr, int *cap, int n, size_t elem, int first)
+{
+    int c = *cap ? 2 * *cap : first;
+    void *p;
+    if (n < *cap)
+        return arr;
+    p = realloc(arr, (size_t)c * elem);
+    if (p != NULL)
+        *cap = c;
+    return p;
 }

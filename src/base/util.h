@@ -77,6 +77,11 @@ size_t dlock__fmt_u64(char *buf, uint64_t v);
 /* Signed, NUL-terminated (buf of 21 bytes at least); returns the length. */
 size_t dlock__fmt_i64(char *buf, int64_t v);
 
+/* Room for element n in arr (*cap elements of elem bytes): arr itself,
+ * or when n == *cap a copy twice as long (first when *cap is 0; *cap
+ * set). NULL out of memory, arr then unchanged. */
+void *dlock__room(void *arr, int *cap, int n, size_t elem, int first);
+
 /* Exponential backoff with jitter for spin waiting: min_ms doubled round
  * times, capped at max_ms, then uniform in [d/2, d]. */
 int64_t dlock__backoff_ms(int64_t min_ms, int64_t max_ms, int round);

@@ -73,17 +73,14 @@ static void call_ok(dlock__call *k, int j, redisReply *rep, long long acks)
 static int q_push(dlock__call *k, int l, int kind, int call)
 {
     lane *ln = &k->ln[l];
+    expect *q;
     int pos = -1;
     if (ln->qhead > 0 && ln->qhead == ln->qlen)
         ln->qhead = ln->qlen = 0;
-    if (ln->qlen == ln->qcap) {
-        int cap = ln->qcap ? 2 * ln->qcap : 8;
-        expect *q = realloc(ln->q, (size_t)cap * sizeof *q);
-        if (q == NULL)
-            return DLOCK_ENOMEM;
-        ln->q = q;
-        ln->qcap = cap;
-    }
+    q = dlock__room(ln->q, &ln->qcap, ln->qlen, sizeof *q, 8);
+    if (q == NULL)
+        return DLOCK_ENOMEM;
+    ln->q = q;
     if (ln->sh >= 0 && dlock__lanes_push(k, l, kind, call, &pos) != DLOCK_OK)
         return DLOCK_ENOMEM;
     ln->q[ln->qlen++] = (expect){kind, call, pos};

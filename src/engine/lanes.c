@@ -311,16 +311,13 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
 /* Expect one more reply e on sl. DLOCK_OK or DLOCK_ENOMEM. */
 static int q_add(slane *sl, sentry e)
 {
+    sentry *q;
     if (sl->qhead > 0 && sl->qhead == sl->qlen)
         sl->qhead = sl->qlen = 0;
-    if (sl->qlen == sl->qcap) {
-        int cap = sl->qcap ? 2 * sl->qcap : 16;
-        sentry *q = realloc(sl->q, (size_t)cap * sizeof *q);
-        if (q == NULL)
-            return DLOCK_ENOMEM;
-        sl->q = q;
-        sl->qcap = cap;
-    }
+    q = dlock__room(sl->q, &sl->qcap, sl->qlen, sizeof *q, 16);
+    if (q == NULL)
+        return DLOCK_ENOMEM;
+    sl->q = q;
     sl->q[sl->qlen++] = e;
     return DLOCK_OK;
 }
@@ -538,18 +535,15 @@ static int wait_write(dlock__lanes *s, int sh)
 int dlock__lanes_wait(dlock__call *k, int l)
 {
     slane *sl = &k->set->ln[k->ln[l].sh];
+    swaiter *p;
     int i;
     for (i = 0; i < sl->npw; i++)
         if (sl->pw[i].k == k && sl->pw[i].lane == l)
             return DLOCK_OK; /* its writes go before the next one too */
-    if (sl->npw == sl->cappw) {
-        int cap = sl->cappw ? 2 * sl->cappw : 16;
-        swaiter *p = realloc(sl->pw, (size_t)cap * sizeof *p);
-        if (p == NULL)
-            return DLOCK_ENOMEM;
-        sl->pw = p;
-        sl->cappw = cap;
-    }
+    p = dlock__room(sl->pw, &sl->cappw, sl->npw, sizeof *p, 16);
+    if (p == NULL)
+        return DLOCK_ENOMEM;
+    sl->pw = p;
     sl->pw[sl->npw++] = (swaiter){k, l};
     k->ln[l].wpend++;
     return sl->wait_out ? DLOCK_OK : wait_write(k->set, k->ln[l].sh);

@@ -133,6 +133,29 @@ static void test_fmt_numbers(void **state)
     }
 }
 
+/* dlock__room: the same array while there is room, first elements at
+ * the first growth, doubled at each next, the contents kept. */
+static void test_room(void **state)
+{
+    int *a = NULL, *p, cap = 0, n;
+    (void)state;
+    for (n = 0; n < 100; n++) {
+        p = dlock__room(a, &cap, n, sizeof *a, 4);
+        assert_non_null(p);
+        assert_true(n < cap);
+        assert_true(cap == 4 || cap == 8 || cap == 16 || cap == 32 ||
+                    cap == 64 || cap == 128);
+        a = p;
+        a[n] = n;
+        if (n > 0 && n < 4)
+            assert_ptr_equal(dlock__room(a, &cap, n, sizeof *a, 4), a);
+    }
+    for (n = 0; n < 100; n++)
+        assert_int_equal(a[n], n);
+    assert_int_equal(cap, 128);
+    free(a);
+}
+
 static void test_random(void **state)
 {
     unsigned char a[16] = {0}, b[16] = {0};
@@ -344,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_drift),
         cmocka_unit_test(test_fmt_numbers),
+        cmocka_unit_test(test_room),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_sleep_until),
         cmocka_unit_test(test_scripts_embedded),
