@@ -58,18 +58,26 @@ static void count(dlock_op *op, int status, dlock_hold *hold, void *ud)
         b->flag = 1;
 }
 
+/* The number after MARK in s's answer to INFO SECTION, or ABSENT when
+ * it has no such line. */
+static long long info_num(const th_server *s, const char *section,
+                          const char *mark, long long absent)
+{
+    redisReply *r = th_cmd(s, "INFO %s", section);
+    const char *p;
+    long long n = absent;
+    assert_non_null(r);
+    p = strstr(r->str, mark);
+    if (p != NULL)
+        n = strtoll(p + strlen(mark), NULL, 10);
+    freeReplyObject(r);
+    return n;
+}
+
 /* INFO stats' total_connections_received of s. */
 static long long accepted(const th_server *s)
 {
-    redisReply *r = th_cmd(s, "INFO stats");
-    const char *p;
-    long long n = -1;
-    assert_non_null(r);
-    p = strstr(r->str, "total_connections_received:");
-    if (p != NULL)
-        n = strtoll(p + strlen("total_connections_received:"), NULL, 10);
-    freeReplyObject(r);
-    return n;
+    return info_num(s, "stats", "total_connections_received:", -1);
 }
 
 /* Start locking N distinct names PREFIX:i (try) on l at once. */
@@ -266,15 +274,7 @@ static void test_server_killed(void **state)
 /* The calls of INFO commandstats' cmdstat_evalsha on s (0: none yet). */
 static long long evalsha_calls(const th_server *s)
 {
-    redisReply *r = th_cmd(s, "INFO commandstats");
-    const char *p;
-    long long n = 0;
-    assert_non_null(r);
-    p = strstr(r->str, "cmdstat_evalsha:calls=");
-    if (p != NULL)
-        n = strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10);
-    freeReplyObject(r);
-    return n;
+    return info_num(s, "commandstats", "cmdstat_evalsha:calls=", 0);
 }
 
 /* A server that stops answering without closing (SIGSTOP) under a Redlock

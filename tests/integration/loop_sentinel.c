@@ -196,6 +196,39 @@ static dlock_client *client_s(int strategy)
     return c;
 }
 
+/* A notify client of the deployment, wait_replicas 1 with the WAIT
+ * timeout wait_ms, the command timeout cmd_ms, no lock-delay. */
+static dlock_client *durable_client(int64_t wait_ms, int64_t cmd_ms)
+{
+    th_durable d;
+    char err[256];
+    dlock_client *c;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = DLOCK_WAIT_NOTIFY;
+    d.wait_replicas = 1;
+    d.wait_timeout_ms = wait_ms;
+    d.command_timeout_ms = cmd_ms;
+    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    if (c == NULL)
+        print_error("client: %s\n", err);
+    assert_non_null(c);
+    return c;
+}
+
+/* SIGSTOP (stop 1) or SIGCONT (0) every data node but the master m. */
+static void replicas_stop(const th_server *m, int stop)
+{
+    int i;
+    for (i = 0; i < TH_SENTINEL_DATA; i++)
+        if (&sent.data[i] != m) {
+            if (stop)
+                th_server_pause(&sent.data[i]);
+            else
+                th_server_resume(&sent.data[i]);
+        }
+}
+
 /* Locks in flight at once for test_waits_shared. */
 #define NDUR 50
 
@@ -209,29 +242,16 @@ static dlock_client *client_s(int strategy)
  * replicas back, the names are free again. */
 static void test_waits_shared(void **state)
 {
-    th_durable d;
-    char err[256], name[32];
-    dlock_client *c;
-    dlock_loop *l;
-    dlock_loop_acquire o;
+    char name[32];
+    dlock_client *c = durable_client(500, 1000);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     th_seen a[NDUR];
     th_server *m = node_of("dlock:{ls:ws}");
     int i, done = 0, flag = 0;
     int64_t end;
     (void)state;
-    th_durable_init(&d);
-    d.lock_delay_ms = 0;
-    d.wait_strategy = DLOCK_WAIT_NOTIFY;
-    d.wait_replicas = 1;
-    d.wait_timeout_ms = 500;
-    d.command_timeout_ms = 1000;
-    c = th_durable_new(surl, &d, err, sizeof err, NULL);
-    assert_non_null(c);
-    l = th_loop_new(c);
-    o = th_loop_opts(c, 0, 30000);
-    for (i = 0; i < TH_SENTINEL_DATA; i++)
-        if (&sent.data[i] != m)
-            th_server_pause(&sent.data[i]);
+    replicas_stop(m, 1);
     memset(a, 0, sizeof a);
     for (i = 0; i < NDUR; i++) {
         snprintf(name, sizeof name, "ls:ws:%d", i);
@@ -244,9 +264,7 @@ static void test_waits_shared(void **state)
             done += a[i].done;
         flag = done == NDUR;
     }
-    for (i = 0; i < TH_SENTINEL_DATA; i++)
-        if (&sent.data[i] != m)
-            th_server_resume(&sent.data[i]);
+    replicas_stop(m, 0);
     assert_int_equal(done, NDUR);
     for (i = 0; i < NDUR; i++) {
         if (a[i].status != DLOCK_NOT_REPLICATED)
@@ -272,42 +290,26 @@ static void test_waits_shared(void **state)
  * reader stays and a writer gets the name. */
 static void test_downgrade_not_replicated(void **state)
 {
-    th_durable d;
-    char err[256];
-    dlock_client *c;
-    dlock_loop *l;
-    dlock_loop_acquire o;
+    /* The WAIT timeout as long as the command timeout: the hold's
+     * renewal's WAIT may be out ahead of the downgrade's on the loop's
+     * one connection (before the set shared its WAITs this ended "no
+     * answer in time"). */
+    dlock_client *c = durable_client(2000, 2000);
+    dlock_loop *l = th_loop_new(c);
+    dlock_loop_acquire o = th_loop_opts(c, 0, 30000);
     th_seen a = {0}, g = {0};
     th_server *m = node_of("dlock:{ls:dr}");
     int64_t end;
-    int i;
     (void)state;
-    th_durable_init(&d);
-    d.lock_delay_ms = 0;
-    d.wait_strategy = DLOCK_WAIT_NOTIFY;
-    d.wait_replicas = 1;
-    /* As long as the command timeout: the hold's renewal's WAIT may be
-     * out ahead of the downgrade's on the loop's one connection (before
-     * the set shared its WAITs this ended "no answer in time"). */
-    d.wait_timeout_ms = 2000;
-    d.command_timeout_ms = 2000;
-    c = th_durable_new(surl, &d, err, sizeof err, NULL);
-    assert_non_null(c);
-    l = th_loop_new(c);
-    o = th_loop_opts(c, 0, 30000);
     assert_int_equal(dlock_loop_lock(NULL, l, "ls:dr", &o, th_note, &a),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &a.done), 0);
     assert_int_equal(a.status, DLOCK_OK);
-    for (i = 0; i < TH_SENTINEL_DATA; i++)
-        if (&sent.data[i] != m)
-            th_server_pause(&sent.data[i]);
+    replicas_stop(m, 1);
     assert_int_equal(dlock_loop_downgrade(NULL, l, a.hold, th_note, &g),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(&l, 1, &g.done), 0);
-    for (i = 0; i < TH_SENTINEL_DATA; i++)
-        if (&sent.data[i] != m)
-            th_server_resume(&sent.data[i]);
+    replicas_stop(m, 0);
     assert_int_equal(g.status, DLOCK_NOT_REPLICATED);
     assert_int_equal(dlock_hold_status(a.hold), DLOCK_LOST);
     end = th_now_ms() + LIVE_MS;
