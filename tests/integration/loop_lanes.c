@@ -177,17 +177,25 @@ static void all_held(dlock_loop *l, const burst *b)
     }
 }
 
-/* A Redlock client of the fixture's servers and a loop of it. */
-static dlock_client *redlock_client(dlock_loop **l)
+/* A Redlock client of the fixture's servers with the command and
+ * connect timeouts cmd_ms, conn_ms (0: the default), and a loop of it. */
+static dlock_client *redlock_client_t(dlock_loop **l, int64_t cmd_ms,
+                                      int64_t conn_ms)
 {
     const char *urls[FIXTURE_NS];
     dlock_client *c;
     fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 5000, 0);
+    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, cmd_ms, conn_ms);
     assert_non_null(c);
     *l = th_loop_new(c);
     assert_non_null(*l);
     return c;
+}
+
+/* The same with a 5 s command timeout. */
+static dlock_client *redlock_client(dlock_loop **l)
+{
+    return redlock_client_t(l, 5000, 0);
 }
 
 /* The loop's connections to two servers killed (CLIENT KILL) with every
@@ -287,19 +295,13 @@ static long long evalsha_calls(const th_server *s)
  * (lanes.c): every request of the stop, 18,700, ran after it. */
 static void test_silent_server(void **state)
 {
-    const char *urls[FIXTURE_NS];
     static burst b;
-    dlock_client *c;
     dlock_loop *l;
+    dlock_client *c = redlock_client_t(&l, 200, 200);
     long long before, ran, last;
     int64_t t0;
     int ops = 0, same = 0;
     (void)state;
-    fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 200, 200);
-    assert_non_null(c);
-    l = th_loop_new(c);
-    assert_non_null(l);
     lock_n(l, c, &b, "lanes:quiet", 50); /* the lanes open, scripts known */
     run_to(l, &b, 0);
     assert_int_equal(b.ok, 50);
@@ -350,18 +352,12 @@ static void test_silent_server(void **state)
  * for 1,000 locks and 1,000 releases in flight at once. */
 static void test_redlock_bounded(void **state)
 {
-    const char *urls[FIXTURE_NS];
     long long before[FIXTURE_NS];
-    dlock_client *c;
     dlock_loop *l;
+    dlock_client *c = redlock_client(&l);
     long long worst = 0;
     int i;
     (void)state;
-    fixture_urls(urls);
-    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 5000, 0);
-    assert_non_null(c);
-    l = th_loop_new(c);
-    assert_non_null(l);
     for (i = 0; i < FIXTURE_NS; i++)
         before[i] = accepted(&srv[i]);
     burst_run(l, c, "lanes:rl");
