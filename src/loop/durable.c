@@ -102,15 +102,11 @@ static void group_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 /* See loop_impl.h. */
 int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out)
 {
-    lreq *st;
-    if (l->nwnext == l->capwnext) {
-        int cap = l->capwnext ? 2 * l->capwnext : 16;
-        lreq **p = realloc(l->wnext, (size_t)cap * sizeof *p);
-        if (p == NULL)
-            return DLOCK_ENOMEM;
-        l->wnext = p;
-        l->capwnext = cap;
-    }
+    lreq *st, **p;
+    p = dlock__room(l->wnext, &l->capwnext, l->nwnext, sizeof *p, 16);
+    if (p == NULL)
+        return DLOCK_ENOMEM;
+    l->wnext = p;
     st = calloc(1, sizeof *st);
     if (st == NULL)
         return DLOCK_ENOMEM;
