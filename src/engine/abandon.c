@@ -16,6 +16,9 @@
 #include "topo/ident.h"
 #include "engine/script.h"
 
+/* Finished calls a lane set keeps for reuse, at most. */
+#define MAX_SPARE 256
+
 /* Give up on call j's request in flight on conn, keeping its EVAL form
  * for a NOSCRIPT answer (dlock__conn_abandon_eval): a give-back answered
  * NOSCRIPT late must still be done. */
@@ -334,15 +337,17 @@ dlock__result *dlock__call_results(const dlock__call *k, int *nok)
 /* See call.h. */
 void dlock__call_free(dlock__call *k)
 {
-    int l;
     if (k == NULL)
         return;
     if (!k->done)
         dlock__call_cancel(k, DLOCK_CANCELED, "canceled");
-    for (l = 0; l < k->nl; l++)
-        free(k->ln[l].q);
-    free(k->ln);
-    free(k->pidx);
-    free(k->cl);
-    free(k);
+    /* Finished, k holds nothing (its lanes released, opens freed): on a
+     * set, kept with its arrays for the next call (call.c). */
+    if (k->set != NULL && k->set->nspare < MAX_SPARE) {
+        k->next_spare = k->set->spare;
+        k->set->spare = k;
+        k->set->nspare++;
+        return;
+    }
+    dlock__call_drop(k);
 }

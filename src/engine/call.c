@@ -569,6 +569,44 @@ static void calls_init(dlock__call *k, const dlock__cmd *cmds)
         opens_start(k, k->mask & ~pinned);
 }
 
+/* A call with room for n calls, blank as calloc's: one of set's spares
+ * (its lanes free, their queues' room kept), else a new one; or NULL out
+ * of memory. */
+static dlock__call *call_alloc(struct dlock__lanes *set, int n)
+{
+    dlock__call *k = set != NULL ? set->spare : NULL;
+    ecall *cl = NULL;
+    lane *ln = NULL;
+    int *pidx = NULL, nl = 0, pcap = 0, cap = 0;
+    if (k != NULL) {
+        set->spare = k->next_spare;
+        set->nspare--;
+        cl = k->cl;
+        cap = k->capcl;
+        ln = k->ln;
+        nl = k->nl;
+        pidx = k->pidx;
+        pcap = k->pcap;
+    } else if ((k = malloc(sizeof *k)) == NULL) {
+        return NULL;
+    }
+    if (cap < n) {
+        ecall *p = realloc(cl, (size_t)n * sizeof *p);
+        if (p == NULL) {
+            *k = (dlock__call){.cl = cl, .ln = ln, .nl = nl, .pidx = pidx};
+            dlock__call_drop(k);
+            return NULL;
+        }
+        cl = p;
+        cap = n;
+    }
+    if (n > 0)
+        memset(cl, 0, (size_t)n * sizeof *cl);
+    *k = (dlock__call){
+        .cl = cl, .capcl = cap, .ln = ln, .nl = nl, .pidx = pidx, .pcap = pcap};
+    return k;
+}
+
 /* See call.h. */
 int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
                       const dlock__script *scripts, const dlock__cmd *cmds,
@@ -577,14 +615,11 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
 {
     int fixed = ns->cluster == NULL, j;
     int n = fixed ? ns->n : m;
-    dlock__call *k = calloc(1, sizeof *k);
+    void *tag;
+    struct dlock__lanes *set = dlock__lanes_current(&tag);
+    dlock__call *k = call_alloc(set, n);
     *out = NULL;
     dlock__results_reset(res, n);
-    if (k != NULL && n > 0 &&
-        (k->cl = calloc((size_t)n, sizeof *k->cl)) == NULL) {
-        free(k);
-        k = NULL;
-    }
     if (k == NULL) {
         for (j = 0; j < n; j++) {
             res[j].status = DLOCK_ENOMEM;
@@ -592,19 +627,19 @@ int dlock__call_start(dlock__call **out, dlock__nodeset *ns,
         }
         return DLOCK_ENOMEM;
     }
-    *k = (dlock__call){.ns = ns,
-                       .take = call_take,
-                       .lost = lane_lost,
-                       .acked = call_acked,
-                       .scripts = scripts,
-                       .wcmd = cmds,
-                       .res = res,
-                       .cl = k->cl,
-                       .m = n,
-                       .mask = mask,
-                       .fixed = fixed,
-                       .deadline = deadline_ms};
-    k->set = dlock__lanes_current(&k->tag);
+    k->ns = ns;
+    k->take = call_take;
+    k->lost = lane_lost;
+    k->acked = call_acked;
+    k->scripts = scripts;
+    k->wcmd = cmds;
+    k->res = res;
+    k->m = n;
+    k->mask = mask;
+    k->fixed = fixed;
+    k->deadline = deadline_ms;
+    k->set = set;
+    k->tag = tag;
     *out = k;
     if (n == 0 || (fixed && m < 1)) {
         dlock__call_finish(k);

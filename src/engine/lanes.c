@@ -55,12 +55,30 @@ static void q_clear(slane *sl)
     sl->nwo = sl->npw = sl->wait_out = 0;
 }
 
+/* See machine.h. Here, as the set frees its spare calls (abandon.c's
+ * dlock__call_free keeps them). */
+void dlock__call_drop(dlock__call *k)
+{
+    int l;
+    for (l = 0; l < k->nl; l++)
+        free(k->ln[l].q);
+    free(k->ln);
+    free(k->pidx);
+    free(k->cl);
+    free(k);
+}
+
 /* See lanes.h. */
 void dlock__lanes_free(dlock__lanes *s)
 {
     int i;
     if (s == NULL)
         return;
+    while (s->spare != NULL) {
+        dlock__call *k = s->spare;
+        s->spare = k->next_spare;
+        dlock__call_drop(k);
+    }
     for (i = 0; i < s->nl; i++) {
         q_clear(&s->ln[i]);
         dlock__conn_close(s->ln[i].conn);

@@ -89,7 +89,7 @@ struct dlock__call {
     const dlock__cmd *wcmd; /* WAIT's arguments (cmds[0]) */
     dlock__result *res;
     ecall *cl;
-    int m;
+    int m, capcl; /* calls in cl, room in cl */
     lane *ln;
     int nl;
     int *pidx; /* what each descriptor of the last pollfds is: a lane
@@ -107,6 +107,7 @@ struct dlock__call {
     dlock__refreshing *refresh;
     int rrc;
     char rerr[DLOCK__ERRLEN];
+    struct dlock__call *next_spare; /* in its set's spare list */
 };
 
 /* Call j is finished with status rc (res[j].err says why). */
@@ -184,6 +185,9 @@ void dlock__call_unopened(dlock__call *k, int rc, const char *why);
  * refused. */
 int dlock__call_same_server(dlock__call *k);
 
+/* Free k and its arrays (k holds nothing else: finished, or blank). */
+void dlock__call_drop(dlock__call *k);
+
 /* ---- the lane set (lanes.c; lanes.h is what its owner sees) ---------- */
 
 /* A call's lane waiting for a WAIT the set writes (k NULL: gone). */
@@ -243,6 +247,9 @@ struct dlock__lanes {
     int ntags, captags;
     int *pidx; /* the lane of each descriptor of the last pollfds */
     int npidx, pcap;
+    struct dlock__call *spare; /* freed calls kept for the next ones (their
+                                  arrays with them), by next_spare */
+    int nspare;
 };
 
 /* The set calls started on this thread now run on (or NULL), and the tag
