@@ -56,6 +56,7 @@ struct dlock__attempt_state {
     uint64_t umask;          /* P_UNDO: the nodes given back to */
     uint64_t utoken;         /* and the token given back */
     int ueval;               /* sent with the source */
+    int own;                 /* its memory is its own (freed with it) */
     char err[DLOCK__MSGLEN]; /* last: not zeroed (dlock__attempt_start) */
 };
 typedef struct dlock__attempt_state attempt;
@@ -437,16 +438,24 @@ int dlock__too_late_error(dlock_client *c, const char *name, int64_t lease_ms,
 }
 
 /* See attempt.h. */
-int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,
-                         dlock__held *h, const dlock__want *w, dlock__ask ask,
-                         uint64_t ticket)
+size_t dlock__attempt_size(const dlock_client *c)
 {
     /* The results and pins of the node set's nodes (a cluster's call has
      * one result), not of DLOCK_MAX_SERVERS: many attempts may be in
      * flight on a loop. */
     size_t n = c->ns.n > 1 ? (size_t)c->ns.n : 1;
-    size_t tail = n * (sizeof(dlock__result) + sizeof(dlock__conn *));
-    attempt *a = malloc(sizeof *a + tail);
+    return sizeof(attempt) +
+           n * (sizeof(dlock__result) + sizeof(dlock__conn *));
+}
+
+/* See attempt.h. */
+int dlock__attempt_start(dlock__attempt_state **out, void *mem, dlock_client *c,
+                         dlock__held *h, const dlock__want *w, dlock__ask ask,
+                         uint64_t ticket)
+{
+    size_t n = c->ns.n > 1 ? (size_t)c->ns.n : 1;
+    size_t tail = dlock__attempt_size(c) - sizeof(attempt);
+    attempt *a = mem != NULL ? mem : malloc(sizeof *a + tail);
     char *prev;
     uint64_t mask;
     *out = a;
@@ -458,6 +467,7 @@ int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,
     memset(a, 0, offsetof(attempt, err));
     a->err[0] = '\0';
     memset(a + 1, 0, tail);
+    a->own = mem == NULL;
     a->res = (dlock__result *)(a + 1);
     a->pins = (dlock__conn **)(a->res + n);
     a->c = c;
@@ -555,7 +565,8 @@ void dlock__attempt_free(dlock__attempt_state *a)
         undo_left(a, left);
         dlock__msgs_capture(prev);
     }
-    free(a);
+    if (a->own)
+        free(a);
 }
 
 /* The descriptors one phase polls at most: a Redlock's nodes, or a
@@ -573,7 +584,7 @@ int dlock__attempt(dlock_client *c, dlock__held *h, const dlock__want *w,
 
     memset(g, 0, sizeof *g);
     g->pttl = -1;
-    if (dlock__attempt_start(&a, c, h, w, ask, ticket) != DLOCK_OK)
+    if (dlock__attempt_start(&a, NULL, c, h, w, ask, ticket) != DLOCK_OK)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
     rc = a->phase == P_DONE ? a->rc : DLOCK__AGAIN;
     while (rc == DLOCK__AGAIN) {

@@ -53,12 +53,17 @@ typedef struct dlock__attempt_state dlock__attempt_state;
  * Start one attempt of w (copied) on every node h's lock-delay allows,
  * asking as ask (ticket: a fair Redlock waiter's place in every node's
  * queue, 0 for none), and send what can be sent. h (its owner, depth,
- * pins, attempt_end_ms) belongs to the attempt until it is freed.
+ * pins, attempt_end_ms) belongs to the attempt until it is freed. mem:
+ * dlock__attempt_size(c) bytes (aligned as malloc's) the attempt runs in,
+ * the caller's until dlock__attempt_free; or NULL: its own allocation.
  * DLOCK_OK (*out set; it may be done already) or DLOCK_ENOMEM.
  */
-int dlock__attempt_start(dlock__attempt_state **out, dlock_client *c,
+int dlock__attempt_start(dlock__attempt_state **out, void *mem, dlock_client *c,
                          dlock__held *h, const dlock__want *w, dlock__ask ask,
                          uint64_t ticket);
+
+/* The bytes an attempt of c takes (dlock__attempt_start's mem). */
+size_t dlock__attempt_size(const dlock_client *c);
 
 /* The descriptors to poll now (dlock__call_pollfds' rules: returns how
  * many, only max filled) and in *wake_ms the monotonic time by which

@@ -63,6 +63,8 @@ typedef struct lpool {
  * to HOLD_KEYS bytes (a name of about 100); larger ones are malloc'd. */
 #define REQ_BLOCK 768
 #define HOLD_KEYS 640
+/* The sizes of jobs an engine loop keeps spares of (mn_jobs.c). */
+#define JSPARE_SIZES 4
 
 /* A request's answer: rc DLOCK_OK with r (not owned: the caller must not
  * free it) or a failure with err; sent 1 when the request may have
@@ -276,6 +278,11 @@ struct dlock_loop {
     int mn_nsub; /* engine ops with a subscription (mop's sub set) */
     struct mjob *jobs;
     unsigned jobs_freed; /* jobs taken off the list so far (mn_jobs.c) */
+    struct jspare {
+        size_t asize;      /* the size of its jobs' allocations, or 0 */
+        struct mjob *head; /* freed jobs kept for the next ones, by next */
+        int n;
+    } jspare[JSPARE_SIZES]; /* mn_jobs.c */
     int *mfd, nmfd;
     /* The engine's lane set the jobs' calls share (engine/lanes.h: one
      * pipelined connection per node), created on first use; NULL: none

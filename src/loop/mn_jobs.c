@@ -23,6 +23,9 @@
 #include "notify/notify.h"
 #include "loop/multi_node.h"
 
+/* The jobs a loop keeps for reuse, at most, per size. */
+#define MAX_JSPARE 256
+
 /* ---- the lane set --------------------------------------------------------- */
 
 /* See multi_node.h. Out of memory: no set, the calls take pooled
@@ -146,10 +149,39 @@ void dloop__job_link(dlock_loop *l, mjob *j)
     fds_add(l, j);
 }
 
+/* l's spare jobs of asize bytes: their list, one taken for them when
+ * none is (NULL: every list is taken). */
+static struct jspare *spare_of(dlock_loop *l, size_t asize)
+{
+    int i;
+    for (i = 0; i < JSPARE_SIZES; i++)
+        if (l->jspare[i].asize == asize)
+            return &l->jspare[i];
+    for (i = 0; i < JSPARE_SIZES; i++)
+        if (l->jspare[i].head == NULL) {
+            l->jspare[i].asize = asize;
+            return &l->jspare[i];
+        }
+    return NULL;
+}
+
+/* A spare job of l of asize bytes, taken off its list, or NULL. */
+static mjob *spare_take(dlock_loop *l, size_t asize)
+{
+    struct jspare *sp = spare_of(l, asize);
+    mjob *j = sp != NULL ? sp->head : NULL;
+    if (j != NULL) {
+        sp->head = j->next;
+        sp->n--;
+    }
+    return j;
+}
+
 /* See multi_node.h. */
 void dloop__job_free(mjob *j)
 {
     dlock_loop *l = j->l;
+    struct jspare *sp;
     dlock__lanes_ctx prev = {NULL, NULL};
     if (l != NULL) {
         l->jobs_freed++;
@@ -183,11 +215,18 @@ void dloop__job_free(mjob *j)
         dlock__held_free(j->rec); /* its pins dropped when it came */
     if (j->res != NULL)
         dlock__results_clear(j->res, j->nres);
-    free(j->ks); /* res, cmds and bufs are in j's allocation */
+    free(j->ks); /* res, cmds, bufs and extra are in j's allocation */
     free(j->kls);
     free(j->num);
     free(j->pfd);
     free(j->blob);
+    sp = spare_of(j->home, j->asize);
+    if (sp != NULL && sp->n < MAX_JSPARE) {
+        j->next = sp->head;
+        sp->head = j;
+        sp->n++;
+        return;
+    }
     free(j);
 }
 
@@ -482,12 +521,21 @@ int dloop__jobs_detached(const dlock_loop *l)
 /* See loop_impl.h. */
 void dloop__jobs_free(dlock_loop *l)
 {
+    int i;
     while (l->jobs != NULL) {
         if (l->jobs->op != NULL)
             l->jobs->op->mn->job = NULL;
         else
             free(l->jobs->batch); /* a renewal round's */
         dloop__job_free(l->jobs);
+    }
+    for (i = 0; i < JSPARE_SIZES; i++) {
+        while (l->jspare[i].head != NULL) {
+            mjob *j = l->jspare[i].head;
+            l->jspare[i].head = j->next;
+            free(j);
+        }
+        l->jspare[i].n = 0;
     }
     dlock__lanes_free(l->lanes); /* after every call on it */
     l->lanes = NULL;
@@ -515,21 +563,30 @@ static size_t align_up(size_t n)
     return (n + a - 1) / a * a;
 }
 
-/* See multi_node.h. The job, its commands, their storage and its
- * results in one allocation (freed with it). */
-mjob *dloop__job_new(dlock_op *op, int ncmds, int nres)
+/* See multi_node.h. The job, its commands, their storage, its results
+ * and the extra room in one allocation (freed with it, or kept by l). */
+mjob *dloop__job_new(dlock_loop *l, dlock_op *op, int ncmds, int nres,
+                     size_t extra)
 {
-    size_t at = align_up(sizeof(mjob)), cmds, bufs;
+    size_t at = align_up(sizeof(mjob)), cmds, bufs, res, asize;
     char *p;
     mjob *j;
     cmds = at;
     at += align_up((size_t)ncmds * sizeof *j->cmds);
     bufs = at;
     at += align_up((size_t)ncmds * sizeof *j->bufs);
-    p = calloc(1, at + (size_t)nres * sizeof *j->res);
-    if (p == NULL)
+    res = at;
+    at += align_up((size_t)nres * sizeof *j->res);
+    /* Sizes in steps of 256 bytes, so that jobs with key copies of
+     * different lengths find spares. */
+    asize = (at + extra + 255) / 256 * 256;
+    p = (char *)spare_take(l, asize);
+    if (p == NULL && (p = malloc(asize)) == NULL)
         return NULL;
+    memset(p, 0, at); /* the extra room is its user's to fill */
     j = (mjob *)p;
+    j->home = l;
+    j->asize = asize;
     j->op = op;
     j->ncmds = ncmds;
     j->nres = nres;
@@ -538,7 +595,9 @@ mjob *dloop__job_new(dlock_op *op, int ncmds, int nres)
         j->bufs = (dlock__cmdbuf *)(p + bufs);
     }
     if (nres > 0)
-        j->res = (dlock__result *)(p + at);
+        j->res = (dlock__result *)(p + res);
+    if (extra > 0)
+        j->extra = p + at;
     return j;
 }
 
@@ -570,32 +629,34 @@ mjob *dloop__cmd_job(dlock_loop *l, dlock_op *op, const dlock__cmd *cmd,
 {
     dlock_client *c = l->c;
     int nk = cmd->nkeys, n = cmd->nkeys + cmd->nargs, i;
-    size_t total = 0;
+    size_t total = 0, arr = (size_t)(n + 1) * (sizeof(char *) + sizeof(size_t));
+    const char **ks;
+    size_t *kls;
     char *p;
-    mjob *j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
+    mjob *j;
     for (i = 0; i < n; i++)
         total += i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
-    if (j == NULL ||
-        (j->ks = malloc((size_t)(n + 1) * sizeof *j->ks)) == NULL ||
-        (j->kls = malloc((size_t)(n + 1) * sizeof *j->kls)) == NULL ||
-        (j->blob = malloc(total + 1)) == NULL) {
-        if (j != NULL)
-            dloop__job_free(j);
+    /* The keys and arguments copied into the job's extra room: their
+     * addresses, their lengths, then their bytes. */
+    j = dloop__job_new(l, op, 1, c->ns.cluster != NULL ? 1 : c->ns.n,
+                       arr + total + 1);
+    if (j == NULL)
         return NULL;
-    }
-    for (p = j->blob, i = 0; i < n; i++) {
+    ks = (const char **)j->extra;
+    kls = (size_t *)(ks + n + 1);
+    for (p = (char *)(kls + n + 1), i = 0; i < n; i++) {
         const char *v = i < nk ? cmd->keys[i] : cmd->args[i - nk];
         size_t len = i < nk ? cmd->keylens[i] : cmd->arglens[i - nk];
         memcpy(p, v, len);
-        j->ks[i] = p;
-        j->kls[i] = len;
+        ks[i] = p;
+        kls[i] = len;
         p += len;
     }
     j->cmds[0] = *cmd;
-    j->cmds[0].keys = j->ks;
-    j->cmds[0].keylens = j->kls;
-    j->cmds[0].args = j->ks + nk;
-    j->cmds[0].arglens = j->kls + nk;
+    j->cmds[0].keys = ks;
+    j->cmds[0].keylens = kls;
+    j->cmds[0].args = ks + nk;
+    j->cmds[0].arglens = kls + nk;
     j->cmds[0].pins = NULL;
     j->first = first;
     return j;

@@ -104,7 +104,7 @@ static void try_next(dlock_op *op)
     dlock__lanes_ctx prev;
     dlock__ask ask;
     dlock__want w;
-    mjob *j = dloop__job_new(op, 0, 0);
+    mjob *j = dloop__job_new(op->loop, op, 0, 0, dlock__attempt_size(c));
     memset(&w, 0, sizeof w);
     w.kind = h->k.kind;
     w.lease_ms = h->lease_ms;
@@ -122,7 +122,7 @@ static void try_next(dlock_op *op)
     dlock__nb_enter(); /* the loop's thread: no blocking wait below */
     prev = dloop__lanes_enter(op->loop, j);
     if (j == NULL || dlock__attempt_start(
-                         &j->a, c, h->rec, &w, ask,
+                         &j->a, j->extra, c, h->rec, &w, ask,
                          ask == DLOCK__ASK_FIFO ? m->ticket : 0) != DLOCK_OK) {
         if (j != NULL)
             dloop__job_free(j);
@@ -469,7 +469,7 @@ static void giveback_start(dlock_loop *l, dlock__held *rec, int leave,
 {
     dlock_client *c = l->c;
     int nres = c->ns.cluster != NULL ? 1 : c->ns.n;
-    mjob *j = dloop__job_new(NULL, 1, nres);
+    mjob *j = dloop__job_new(l, NULL, 1, nres, 0);
     char *id;
     dlock__held_drop_pins(c, rec);
     if (j == NULL) {

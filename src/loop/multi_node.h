@@ -19,8 +19,11 @@
 
 /* A job of the engine on the loop: an attempt or a call in flight. */
 typedef struct mjob {
-    struct mjob *next, *prev; /* the loop's jobs */
+    struct mjob *next, *prev; /* the loop's jobs (spare: next) */
     dlock_loop *l;
+    dlock_loop *home;             /* the loop whose spares it goes to */
+    size_t asize;                 /* its allocation's size */
+    void *extra;                  /* the room asked for at its end */
     dlock_op *op;                 /* the op it serves; NULL: a renewal */
     lbatch *batch;                /* a renewal's or an extend's holds */
     dlock__attempt_state *a;      /* an acquire's attempt, or */
@@ -69,9 +72,12 @@ struct mop {
     uint64_t ticket;      /* fair Redlock: its place in every node's queue */
 };
 
-/* A new job for op (NULL: none), with room for ncmds commands and nres
- * results; NULL out of memory. */
-mjob *dloop__job_new(dlock_op *op, int ncmds, int nres);
+/* A new job of l for op (NULL: none), with room for ncmds commands and
+ * nres results, and extra bytes (not zeroed) at j->extra; NULL out of
+ * memory. A freed job is kept by l for the next of its size (one
+ * allocation less per op; freed with l's jobs). */
+mjob *dloop__job_new(dlock_loop *l, dlock_op *op, int ncmds, int nres,
+                     size_t extra);
 
 /* Start j's call of its commands (j->cmds[0..ncmds) on every node of a
  * fixed set, or each routed in a cluster) by the command timeout, and

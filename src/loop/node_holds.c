@@ -87,7 +87,7 @@ void dloop__mn_release(dlock_op *op)
     mjob *j;
     if (dloop__mop_new(op) != DLOCK_OK)
         return;
-    j = dloop__job_new(op, 1, c->ns.cluster != NULL ? 1 : c->ns.n);
+    j = dloop__job_new(l, op, 1, c->ns.cluster != NULL ? 1 : c->ns.n, 0);
     if (j == NULL) {
         dloop__complete(op, DLOCK_ENOMEM, "out of memory");
         return;
@@ -207,7 +207,8 @@ static mjob *extend_job(dlock_loop *l, dlock_op *op, lbatch *b)
 {
     dlock_client *c = l->c;
     int fixed = c->ns.cluster == NULL;
-    mjob *j = dloop__job_new(op, fixed ? 1 : b->n, fixed ? c->ns.n : b->n);
+    mjob *j =
+        dloop__job_new(l, op, fixed ? 1 : b->n, fixed ? c->ns.n : b->n, 0);
     if (j == NULL)
         return NULL;
     j->l = l; /* not linked yet: read by extend_cmds */

@@ -69,7 +69,8 @@ static void drive_start(drive *d, dlock_client *c, const char *name,
     memset(d, 0, sizeof *d);
     d->h = hold_new(c, name);
     assert_int_equal(
-        dlock__attempt_start(&d->a, c, d->h, &w, DLOCK__ASK_TRY, 0), DLOCK_OK);
+        dlock__attempt_start(&d->a, NULL, c, d->h, &w, DLOCK__ASK_TRY, 0),
+        DLOCK_OK);
     d->rc = DLOCK__AGAIN;
 }
 
