@@ -354,6 +354,74 @@ static void test_early_majority(void **state)
     }
 }
 
+/* A release handed to a thread (the hold in y->l). */
+typedef struct rel_job {
+    dlock_lock *l;
+    int rc;
+    int done;
+} rel_job;
+
+static void *release_main(void *arg)
+{
+    rel_job *y = arg;
+    y->rc = dlock_lock_release(y->l);
+    __atomic_store_n(&y->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* The first release of a client (a script the stopped nodes never ran
+ * for it: their script caches unknown to it) with two of five nodes
+ * stopped returns with the majority: it goes to those nodes with the
+ * script's source (no NOSCRIPT to wait for), so they need not answer.
+ * They did once have to: the release then took its whole step (60 s
+ * here). Once they run again they release it too. */
+static void test_first_release_stopped(void **state)
+{
+    const char *urls[NS];
+    int i;
+    (void)state;
+    fixture_urls(urls);
+    for (i = 0; i < TH_NKINDS; i++) {
+        const th_kind *k = &th_kinds[i];
+        dlock_client *c;
+        rel_job y = {0};
+        pthread_t t;
+        char name[64];
+        int64_t t0, end;
+        int done, j;
+        if (!k->redlock)
+            continue;
+        c = th_client(urls, NS, DLOCK_WAIT_FAIR, 60000, 2000);
+        assert_non_null(c);
+        snprintf(name, sizeof name, "firstrel-%s", k->what);
+        assert_int_equal(k->acquire(&y.l, c, name, 0, 600000), DLOCK_OK);
+        for (j = 0; j < NS; j++) { /* every node has it (bounded) */
+            end = th_now_ms() + 10000;
+            while (!held_on(j, k, name) && th_now_ms() < end)
+                th_sleep_ms(20);
+            assert_true(held_on(j, k, name));
+        }
+        th_server_pause(&srv[3]);
+        th_server_pause(&srv[4]);
+        t0 = th_now_ms();
+        assert_int_equal(pthread_create(&t, NULL, release_main, &y), 0);
+        end = t0 + 25000; /* the whole step would be 60 s */
+        while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
+            th_sleep_ms(10);
+        done = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
+        print_message("%s: released with two nodes stopped: %d (%lld ms)\n",
+                      k->what, done, (long long)(th_now_ms() - t0));
+        th_server_resume(&srv[3]);
+        th_server_resume(&srv[4]);
+        pthread_join(t, NULL);
+        assert_true(done);
+        assert_int_equal(y.rc, DLOCK_OK);
+        for (j = 0; j < NS; j++) /* the stopped ones too, once resumed */
+            assert_true(gone(j, k, name));
+        dlock_client_free(c);
+    }
+}
+
 /* ---- waiting, every strategy ------------------------------------------- */
 
 /* For every kind and strategy: a waiter gets in once the holder lets go;
@@ -411,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_bound_single),
         cmocka_unit_test(test_bound_redlock),
         cmocka_unit_test(test_early_majority),
+        cmocka_unit_test(test_first_release_stopped),
         cmocka_unit_test(test_wait_every_strategy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
