@@ -74,13 +74,15 @@ static void abandon_call(dlock__call *k, int j)
 
 /*
  * See machine.h. A node where a NOSCRIPT is likely is waited for all
- * the same: one reached over a connection opened for this call (it may
- * have restarted), or one not known to have this script cached (it never
- * ran it, or answered NOSCRIPT to a script it had run since it last ran
- * this one): an acquire given up on would then simply not happen there,
- * a release would lie in the pool until its resend. Not a node that
- * opened after the outcome was certain (late): its request carries the
- * script's source, nothing to resend. A node still connecting is asked
+ * the same when its request went by SHA: one reached over a connection
+ * opened for this call (it may have restarted); an acquire given up on
+ * would then simply not happen there, a release would lie in the pool
+ * until its resend. A node not known to have this script cached (it
+ * never ran it, or answered NOSCRIPT to a script it had run since it
+ * last ran this one) is sent the source over a pooled connection
+ * (call.c's call_write), and a request sent with its source is never
+ * waited for: a node stopped without closing cost every such call its
+ * whole step before. A node still connecting is asked
  * all the same once it opens, with the script's source, so that its
  * answer need not be waited for (a Redlock lock must reach every server
  * it can): the step ends once none is left connecting (on a lane set,
@@ -105,12 +107,12 @@ int dlock__call_enough(dlock__call *k)
     for (j = 0; j < k->m; j++) {
         ecall *c = &k->cl[j];
         if (c->state == C_OPENING || (c->state == C_IDLE && c->waiting)) {
-            c->full = c->late = 1; /* a set's lane coming: the same */
+            c->full = 1; /* a set's lane coming: the same */
             still |= 1ULL << j;
         }
         if (c->state != C_SENT)
             continue;
-        if (!c->late && (c->fresh || c->retried ||
+        if (!c->full && (c->fresh || c->retried ||
                          !(atomic_load(&k->ln[c->lane].nd->scripts_ok) &
                            (1ULL << cmd->script)))) {
             still |= 1ULL << j;

@@ -279,6 +279,15 @@ static int call_write(dlock__call *k, int j, int l)
         if (rc == DLOCK_OK)
             rc = q_push(k, l, E_ASKING, j);
     }
+    /* Where a NOSCRIPT is possible over a pooled connection (a script
+     * this node never answered this client) and the call may end at a
+     * majority (dlock__call_enough), the source goes at once: the node
+     * need not then be waited for. (A connection opened for this call
+     * is still waited for: abandon.c.) */
+    if (!c->full && !c->cmd->raw && c->cmd->enough != NULL && !c->fresh &&
+        !c->retried &&
+        !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script)))
+        c->full = 1;
     if (rc == DLOCK_OK)
         rc = dlock__callv_build(&v, k->scripts, c->cmd, c->full);
     if (rc == DLOCK_OK) {

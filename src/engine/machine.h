@@ -60,11 +60,9 @@ typedef struct ecall {
     int routing;               /* IDLE, waiting for the map's refresh */
     dlock__conn *pre;          /* opened (or taken from the pool) for it */
     int pre_fresh;             /* pre was opened for it */
-    int late;          /* opened after the outcome was certain: sent with the
-                 source (full), never waited for */
-    redisReply *first; /* the script's reply while WAIT's is awaited */
-    int64_t retry_at;  /* BACKOFF: go again then */
-    int waiting;       /* lane set: IDLE while another call opens the
+    redisReply *first;         /* the script's reply while WAIT's is awaited */
+    int64_t retry_at;          /* BACKOFF: go again then */
+    int waiting;               /* lane set: IDLE while another call opens the
                           node's lane (wgen: the set's failed opens then) */
     unsigned wgen;
     char refused[128]; /* the last TRYAGAIN / CLUSTERDOWN, which says

@@ -8,6 +8,7 @@
  * One code path serves a single server and Redlock: every step runs a
  * script on the nodes (core.h: dlock__run) and counts the answers.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,9 +156,18 @@ int dlock__set_release_verdict(const redisReply *r, long long *t)
 {
     long long stored;
     int n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len < 64 &&
-        sscanf(r->str, "%lld %lld 1%n", &stored, t, &n) == 2 &&
-        (size_t)n == r->len) {
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len > 0 &&
+        r->len < 20 && strspn(r->str, "0123456789") == r->len &&
+        r->str[0] != '0') {
+        /* The common case stored and released: the token alone. */
+        errno = 0;
+        *t = strtoll(r->str, NULL, 10);
+        if (errno == ERANGE)
+            return DLOCK_EPROTO;
+        stored = 1;
+    } else if (r != NULL && r->type == REDIS_REPLY_STRING && r->len < 64 &&
+               sscanf(r->str, "%lld %lld 1%n", &stored, t, &n) == 2 &&
+               (size_t)n == r->len) {
         /* The common case's answer, one string "<stored> <t> 1". */
     } else if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
                r->element[0]->type != REDIS_REPLY_INTEGER ||

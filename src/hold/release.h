@@ -74,7 +74,8 @@ void dlock__set_release_cmd(dlock__cmdbuf *b, dlock_client *c,
                             size_t len);
 
 /* The status of s_set_release.lua's answer r {stored, t, r} (or the
- * common case's string "<stored> <t> 1"): DLOCK_OK
+ * common case's string "<stored> <t> 1", or its bare token "<t>" when
+ * stored and released): DLOCK_OK
  * (stored with token *t, released), DLOCK_STALE (not stored: *t the newer
  * fence; released), DLOCK_NOT_OWNER (nothing stored or released),
  * DLOCK_EINVAL (not stored: the value's key holds no fenced value of the

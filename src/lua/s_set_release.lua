@@ -19,7 +19,9 @@
 -- to a queued waiter, an announcement to a listening one).
 --
 -- Returns {stored, t, r}, or from the common case's path the same as
--- one string "<stored> <t> <r>" (cheaper to answer than a table):
+-- one string "<stored> <t> <r>" (cheaper to answer than a table), or
+-- there, when the value's key did not exist (one SETNX wrote it), the
+-- token "<t>" alone for stored 1 and released 1 (no string to make):
 -- stored 1 (written, t the token) or 0 (t is
 -- the fence, newer than the hold's token: nothing written), -1 with
 -- t 0: the owner does not hold the lock (lease expired, another owner):
@@ -35,28 +37,37 @@ local v = redis.pcall('GET', KEYS[1]) -- the release's too (unchanged)
 -- the lock and the value's key), an unmarked hold of depth 1 whose
 -- token the client knows ('0': not issued yet). Only what it needs:
 -- tokens compared as decimal strings (canonical: no leading zeros), no
--- tonumber, t answered as a string; the same outcomes as below.
+-- tonumber, t answered as a string; the same outcomes as below. The
+-- value's key is read only when a SETNX finds it there (a gateway's first
+-- result: it is not), and each command's answer is an integer or a
+-- string where one can be (issue 30: TIME's table costs the server more
+-- than the rest of the script's Lua).
 if #KEYS == 2 and v == ARGV[1] then
-    local tok = '0'
-    if string.byte(v, -1) ~= 48 or string.byte(v, -2) ~= 32 then
+    local tok
+    if string.sub(v, -2) == ' 0' then
+        local tm = redis.call('TIME')
+        local us = tm[2]
+        if #us < 6 then
+            us = string.sub('00000', #us) .. us
+        end
+        tok = tm[1] .. us
+    else
         tok = string.match(v, ' (%d+)$')
     end
-    if tok == '0' then
-        local tm = redis.call('TIME')
-        tok = tm[1] .. string.sub('00000', #tm[2]) .. tm[2]
+    local nv = tok .. ' ' .. ARGV[2]
+    if redis.call('SETNX', KEYS[2], nv) == 1 then
+        redis.call('DEL', KEYS[1])
+        return tok -- stored and released: the token alone, no string to make
     end
-    local stored, t = '1', tok -- strings: no number to format
+    local stored, t = '1', tok
     local s = redis.pcall('GET', KEYS[2])
-    if s then
-        local f = type(s) == 'string' and string.match(s, '^[1-9]%d*')
-        if not f or (#s > #f and string.byte(s, #f + 1) ~= 32) then
-            stored, t = '-2', '0'
-        elseif #f > #tok or (#f == #tok and f > tok) then
-            stored, t = '0', f
-        end
-    end
-    if stored == '1' then
-        redis.call('SET', KEYS[2], tok .. ' ' .. ARGV[2])
+    local f = type(s) == 'string' and string.match(s, '^[1-9]%d*')
+    if not f or (#s > #f and string.byte(s, #f + 1) ~= 32) then
+        stored, t = '-2', '0'
+    elseif #f > #tok or (#f == #tok and f > tok) then
+        stored, t = '0', f
+    else
+        redis.call('SET', KEYS[2], nv)
     end
     redis.call('DEL', KEYS[1])
     return stored .. ' ' .. t .. ' 1' -- a string: no table to convert

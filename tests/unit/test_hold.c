@@ -487,6 +487,20 @@ static void test_set_release_verdict(void **state)
     str.str = "1 12";
     str.len = strlen(str.str);
     assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+    /* The common case's answer when stored and released: the token. */
+    str.str = "1700000000000456";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_OK);
+    assert_int_equal(t, 1700000000000456LL);
+    str.str = "0123"; /* not canonical */
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+    str.str = "9999999999999999999"; /* beyond a long long */
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
+    str.str = "12a";
+    str.len = strlen(str.str);
+    assert_int_equal(dlock__set_release_verdict(&str, &t), DLOCK_EPROTO);
 }
 
 int main(void)
