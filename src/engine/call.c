@@ -134,12 +134,15 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
     }
     if (k->set != NULL && (sh = dlock__lanes_install(k, nd, conn, &took)) < 0)
         return -1;
-    k->ln[l].nd = nd;
-    k->ln[l].node = node;
-    k->ln[l].sh = sh;
-    k->ln[l].conn = sh >= 0 ? k->set->ln[sh].conn : conn;
-    k->ln[l].fresh = fresh && took;
-    k->ln[l].qhead = k->ln[l].qlen = 0;
+    /* Blank but for its queue's room (a free lane of this call, or of a
+     * call the set kept for reuse: nothing of its last use stays). */
+    k->ln[l] = (lane){.nd = nd,
+                      .node = node,
+                      .sh = sh,
+                      .conn = sh >= 0 ? k->set->ln[sh].conn : conn,
+                      .fresh = fresh && took,
+                      .q = k->ln[l].q,
+                      .qcap = k->ln[l].qcap};
     /* A node not yet identified is asked who it is on the way (a Redlock
      * must not count one server twice; ident.c): on a set, once per
      * connection. */

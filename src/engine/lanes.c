@@ -454,7 +454,7 @@ void dlock__lanes_detach(dlock__call *k, int l)
         k->set->ln[k->ln[l].sh].conn != NULL)
         drop(k, l, -2);
     k->ln[l].qhead = k->ln[l].qlen = 0;
-    k->ln[l].dirty = 0;
+    k->ln[l].dirty = k->ln[l].wpend = 0; /* its WAITs forgotten by drop */
 }
 
 /* See machine.h. */
