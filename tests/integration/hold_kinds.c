@@ -282,6 +282,34 @@ static void *cycle_main(void *arg)
     return NULL;
 }
 
+/* Run fn(arg) in a thread while nodes 3 and 4 are stopped (SIGSTOP):
+ * wait for *done up to 25 s (a call that waited for the stopped nodes
+ * would take 60 s, the command timeout and lease/10, in these tests;
+ * 25 s of patience keeps a loaded machine from failing them: it takes
+ * about 10 ms), then resume the nodes and join. Returns whether fn was
+ * done while they were stopped. */
+static int while_stopped(void *(*fn)(void *), void *arg, const int *done,
+                         const char *what)
+{
+    int64_t t0, end;
+    pthread_t t;
+    int was;
+    th_server_pause(&srv[3]);
+    th_server_pause(&srv[4]);
+    t0 = th_now_ms();
+    end = t0 + 25000;
+    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+    while (!__atomic_load_n(done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
+        th_sleep_ms(10);
+    was = __atomic_load_n(done, __ATOMIC_SEQ_CST);
+    print_message("%s with two nodes stopped: %d (%lld ms)\n", what, was,
+                  (long long)(th_now_ms() - t0));
+    th_server_resume(&srv[3]);
+    th_server_resume(&srv[4]);
+    pthread_join(t, NULL);
+    return was;
+}
+
 /* Two of five nodes stopped: for each kind Redlock allows, the acquire
  * and the release return with the majority while those nodes are still
  * stopped (a call that waited for them would take 60 s, the command
@@ -299,10 +327,7 @@ static void test_early_majority(void **state)
         dlock_client *c;
         dlock_lock *l = NULL;
         cycle y = {0};
-        pthread_t t;
-        char name[64];
-        int64_t end;
-        int done;
+        char name[64], what[80];
         if (!k->redlock)
             continue;
         c = th_client(urls, NS, DLOCK_WAIT_FAIR, 60000, 2000);
@@ -327,25 +352,11 @@ static void test_early_majority(void **state)
                 assert_true(gone(j, k, name));
             th_sleep_ms(1100);
         }
-        th_server_pause(&srv[3]);
-        th_server_pause(&srv[4]);
         y.k = k;
         y.c = c;
         y.name = name;
-        assert_int_equal(pthread_create(&t, NULL, cycle_main, &y), 0);
-        /* A call that waited for the stopped nodes would take 60 s: 25 s
-         * of patience keeps a loaded machine from failing the test (it
-         * takes about 10 ms). */
-        end = th_now_ms() + 25000;
-        while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
-            th_sleep_ms(10);
-        done = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
-        print_message("%s: returned with two nodes stopped: %d (%lld ms)\n",
-                      k->what, done, (long long)(th_now_ms() - end + 25000));
-        th_server_resume(&srv[3]);
-        th_server_resume(&srv[4]);
-        pthread_join(t, NULL);
-        assert_true(done);
+        snprintf(what, sizeof what, "%s: returned", k->what);
+        assert_true(while_stopped(cycle_main, &y, &y.done, what));
         assert_int_equal(y.acq, DLOCK_OK);
         assert_int_equal(y.rel, DLOCK_OK);
         assert_true(gone(3, k, name));
@@ -385,10 +396,9 @@ static void test_first_release_stopped(void **state)
         const th_kind *k = &th_kinds[i];
         dlock_client *c;
         rel_job y = {0};
-        pthread_t t;
-        char name[64];
-        int64_t t0, end;
-        int done, j;
+        char name[64], what[80];
+        int64_t end;
+        int j;
         if (!k->redlock)
             continue;
         c = th_client(urls, NS, DLOCK_WAIT_FAIR, 60000, 2000);
@@ -401,20 +411,8 @@ static void test_first_release_stopped(void **state)
                 th_sleep_ms(20);
             assert_true(held_on(j, k, name));
         }
-        th_server_pause(&srv[3]);
-        th_server_pause(&srv[4]);
-        t0 = th_now_ms();
-        assert_int_equal(pthread_create(&t, NULL, release_main, &y), 0);
-        end = t0 + 25000; /* the whole step would be 60 s */
-        while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
-            th_sleep_ms(10);
-        done = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
-        print_message("%s: released with two nodes stopped: %d (%lld ms)\n",
-                      k->what, done, (long long)(th_now_ms() - t0));
-        th_server_resume(&srv[3]);
-        th_server_resume(&srv[4]);
-        pthread_join(t, NULL);
-        assert_true(done);
+        snprintf(what, sizeof what, "%s: released", k->what);
+        assert_true(while_stopped(release_main, &y, &y.done, what));
         assert_int_equal(y.rc, DLOCK_OK);
         for (j = 0; j < NS; j++) /* the stopped ones too, once resumed */
             assert_true(gone(j, k, name));

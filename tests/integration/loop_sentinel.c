@@ -180,20 +180,25 @@ static void test_permits(void **state)
     dlock_client_free(c);
 }
 
-/* A client of the deployment waiting by strategy. */
-static dlock_client *client_s(int strategy)
+/* A client of the deployment made with d (it must be made). */
+static dlock_client *deployment_client(const th_durable *d)
 {
-    th_durable d;
     char err[256];
-    dlock_client *c;
-    th_durable_init(&d);
-    d.lock_delay_ms = 0;
-    d.wait_strategy = strategy;
-    c = th_durable_new(surl, &d, err, sizeof err, NULL);
+    dlock_client *c = th_durable_new(surl, d, err, sizeof err, NULL);
     if (c == NULL)
         print_error("client: %s\n", err);
     assert_non_null(c);
     return c;
+}
+
+/* A client of the deployment waiting by strategy. */
+static dlock_client *client_s(int strategy)
+{
+    th_durable d;
+    th_durable_init(&d);
+    d.lock_delay_ms = 0;
+    d.wait_strategy = strategy;
+    return deployment_client(&d);
 }
 
 /* A notify client of the deployment, wait_replicas 1 with the WAIT
@@ -201,19 +206,13 @@ static dlock_client *client_s(int strategy)
 static dlock_client *durable_client(int64_t wait_ms, int64_t cmd_ms)
 {
     th_durable d;
-    char err[256];
-    dlock_client *c;
     th_durable_init(&d);
     d.lock_delay_ms = 0;
     d.wait_strategy = DLOCK_WAIT_NOTIFY;
     d.wait_replicas = 1;
     d.wait_timeout_ms = wait_ms;
     d.command_timeout_ms = cmd_ms;
-    c = th_durable_new(surl, &d, err, sizeof err, NULL);
-    if (c == NULL)
-        print_error("client: %s\n", err);
-    assert_non_null(c);
-    return c;
+    return deployment_client(&d);
 }
 
 /* SIGSTOP (stop 1) or SIGCONT (0) every data node but the master m. */
