@@ -1,8 +1,9 @@
 /*
  * lconn.c - a loop's two connections to its server: the command
- * connection (script requests pipelined, answers matched in FIFO order,
- * NOSCRIPT answered by sending the source, a request unanswered past the
- * command timeout ends the connection) and the subscriber (SUBSCRIBE per
+ * connection (an io/pipe.h pipe: requests pipelined, answers matched in
+ * FIFO order, WAIT shared; here NOSCRIPT answered by sending the source,
+ * a request unanswered past the command timeout ends the connection) and
+ * the subscriber (SUBSCRIBE per
  * channel some operation waits on; messages handed to ops.c through the
  * loop's hooks). Both are opened without blocking (node.h:
  * dlock__node_opening_*) from process.
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "io/conn.h"
+#include "io/pipe.h"
 #include "loop/loop_impl.h"
 #include "topo/node.h"
 
@@ -27,9 +29,9 @@ static int cur_fd(const lconn *lc, short *pev)
     *pev = 0;
     if (lc->open != NULL) {
         dlock__node_opening_poll(lc->open, &fd, pev);
-    } else if (lc->conn != NULL) {
-        fd = dlock__conn_fd(lc->conn);
-        *pev = dlock__conn_events(lc->conn);
+    } else if (lc->p.conn != NULL) {
+        fd = dlock__conn_fd(lc->p.conn);
+        *pev = dlock__conn_events(lc->p.conn);
     }
     return fd;
 }
@@ -67,8 +69,8 @@ static void reg(dlock_loop *l, lconn *lc)
  * (its state may be gone). */
 static void unreg(dlock_loop *l, lconn *lc)
 {
-    if (lc->fd >= 0 && lc->open == NULL && lc->conn != NULL &&
-        dlock__conn_fd(lc->conn) == lc->fd)
+    if (lc->fd >= 0 && lc->open == NULL && lc->p.conn != NULL &&
+        dlock__conn_fd(lc->p.conn) == lc->fd)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
     lc->fd = -1;
     lc->ev = 0;
@@ -80,14 +82,21 @@ void dloop__conns_update(dlock_loop *l)
     reg(l, &l->sub);
 }
 
-/* Put r's command into the connection's output buffer. */
+/* Put r's command into the connection's output buffer and r on its
+ * pipe, due (answered by then, or the connection ends) at the command
+ * timeout from now. */
 static int append(dlock_loop *l, lreq *r)
 {
+    int64_t due = dlock__now_ms() + l->c->opts.command_timeout_ms;
+    int rc;
     r->appended = 1;
-    r->deadline = dlock__now_ms() + l->c->opts.command_timeout_ms;
-    if (l->wait_out) /* a WAIT ahead (or this one) holds the line up */
-        r->deadline += l->c->ns.wait_timeout_ms;
-    return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
+    if (l->cmd.p.wait_out) /* a WAIT ahead holds the line up */
+        due += l->c->ns.wait_timeout_ms;
+    rc = dlock__conn_append_argv(l->cmd.p.conn, r->argc, r->argv, r->argvlen);
+    if (rc == DLOCK_OK)
+        rc = dlock__pipe_push(&l->cmd.p, (dlock__pentry){r, 0, 0, 0, NULL, due},
+                              NULL);
+    return rc;
 }
 
 static void lreq_free(dlock_loop *l, lreq *r)
@@ -99,19 +108,20 @@ static void lreq_free(dlock_loop *l, lreq *r)
 }
 
 /* End every request of the command connection with rc / err and close
- * it. The callbacks may queue new requests (they go on a fresh list). */
+ * it: those written (the pipe tells each: cmd_lost), then those waiting
+ * for it to open. The callbacks may queue new requests (they go on a
+ * fresh list). */
 static void cmd_fail(dlock_loop *l, int rc, const char *err)
 {
     lreq *r = l->cmd.head, *next;
     l->cmd.head = l->cmd.tail = NULL;
-    l->cmd.nreq = 0;
     unreg(l, &l->cmd);
     dlock__node_opening_free(l->cmd.open);
     l->cmd.open = NULL;
-    dlock__conn_close(l->cmd.conn);
-    l->cmd.conn = NULL;
+    dlock__pipe_fail(&l->cmd.p, rc, err);
     for (; r != NULL; r = next) {
         next = r->next;
+        l->cmd.nreq--;
         if (r->fn != NULL)
             r->fn(l, r->ctx, rc, NULL, err, r->appended);
         lreq_free(l, r);
@@ -150,31 +160,41 @@ static void cmd_opened(dlock_loop *l)
     }
     memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
     dloop__ev_count(l, DLOOP_EV_RECONNECT);
-    for (r = l->cmd.head; r != NULL; r = r->next)
-        if (!r->appended && append(l, r) != DLOCK_OK) {
+    while ((r = l->cmd.head) != NULL) {
+        if (append(l, r) != DLOCK_OK) {
             cmd_fail(l, DLOCK_ENOMEM, "out of memory");
             return;
         }
+        l->cmd.head = r->next;
+        if (l->cmd.head == NULL)
+            l->cmd.tail = NULL;
+    }
 }
 
-/* Put r at the end of the command connection's queue and, when it is
- * open, into its output (else process opens it). */
+/* Put r into the command connection's output when it is open, else at
+ * the end of the requests waiting for it (process opens it). */
 static void enqueue(dlock_loop *l, lreq *r)
 {
     r->next = NULL;
+    l->cmd.nreq++;
+    dloop__ev_count(l, DLOOP_EV_REQUEST);
+    if (l->cmd.p.conn != NULL) {
+        if (append(l, r) == DLOCK_OK) {
+            reg(l, &l->cmd);
+            return;
+        }
+        /* Waiting (none else does: the connection is open), so that the
+         * failure tells it too. */
+        l->cmd.head = l->cmd.tail = r;
+        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
     if (l->cmd.tail != NULL)
         l->cmd.tail->next = r;
     else
         l->cmd.head = r;
     l->cmd.tail = r;
-    l->cmd.nreq++;
-    dloop__ev_count(l, DLOOP_EV_REQUEST);
-    if (l->cmd.conn == NULL)
-        dloop__signal(l);
-    else if (append(l, r) != DLOCK_OK)
-        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
-    else
-        reg(l, &l->cmd);
+    dloop__signal(l);
 }
 
 /* A zeroed request of argc arguments for script (-1: a plain command)
@@ -308,39 +328,92 @@ static void resend_eval(dlock_loop *l, lreq *r)
     enqueue(l, r);
 }
 
-/* One answer for the head request (the caller frees it). */
-static void cmd_reply(dlock_loop *l, redisReply *rep)
+/* rc and err for an error reply rep of the command connection. */
+static int reply_rc(dlock_loop *l, const redisReply *rep, char *err, size_t len)
 {
-    lreq *r = l->cmd.head;
+    int fo;
+    return dlock__reply_error(&l->c->ns, &l->c->ns.node[0], rep->str, err, len,
+                              &fo);
+}
+
+/* The pipe's words to the loop (pipe.h: dlock__pipe_ops; ud: the loop). */
+
+/* An answer rep (owned) for request e->who. */
+static void cmd_take(void *ud, const dlock__pentry *e, redisReply *rep)
+{
+    dlock_loop *l = ud;
+    lreq *r = e->who;
     char err[LOOP_ERRLEN];
-    int fo, rc;
-    l->cmd.head = r->next;
-    if (l->cmd.head == NULL)
-        l->cmd.tail = NULL;
     l->cmd.nreq--;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        if (r->script >= 0 && !r->eval &&
-            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-            resend_eval(l, r);
-            return;
-        }
-        rc = dlock__reply_error(&l->c->ns, &l->c->ns.node[0], rep->str, err,
-                                sizeof err, &fo);
+    if (rep->type == REDIS_REPLY_ERROR && r->script >= 0 && !r->eval &&
+        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        resend_eval(l, r);
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        int rc = reply_rc(l, rep, err, sizeof err);
         if (r->fn != NULL)
             r->fn(l, r->ctx, rc, NULL, err, 1);
-    } else if (r->fn != NULL) {
-        r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+        lreq_free(l, r);
+    } else {
+        if (r->fn != NULL)
+            r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+        lreq_free(l, r);
     }
-    lreq_free(l, r);
+    freeReplyObject(rep);
+}
+
+/* The shared WAIT answered rep for stub w->who (durable.c). */
+static void cmd_acked(void *ud, const dlock__pwaiter *w, const redisReply *rep)
+{
+    dlock_loop *l = ud;
+    lreq *st = w->who;
+    char err[LOOP_ERRLEN];
+    if (st->fn != NULL && rep->type == REDIS_REPLY_ERROR)
+        st->fn(l, st->ctx, reply_rc(l, rep, err, sizeof err), NULL, err, 1);
+    else if (st->fn != NULL)
+        st->fn(l, st->ctx, DLOCK_OK, rep, "", 1);
+    free(st);
+}
+
+/* The connection failed: request who (a 0) or a WAIT's stub (a 1) ends
+ * with rc / err. */
+static void cmd_lost(void *ud, void *who, int a, int rc, const char *err)
+{
+    dlock_loop *l = ud;
+    lreq *r = who;
+    if (a == 0)
+        l->cmd.nreq--;
+    if (r->fn != NULL)
+        r->fn(l, r->ctx, rc, NULL, err, 1);
+    if (a == 0)
+        lreq_free(l, r);
+    else
+        free(r);
+}
+
+/* A WAIT written: one more request. */
+static void cmd_waited(void *ud)
+{
+    dloop__ev_count(ud, DLOOP_EV_REQUEST);
+}
+
+static const dlock__pipe_ops cmd_pipe = {cmd_take, cmd_acked, cmd_lost,
+                                         cmd_waited};
+
+/* See loop_impl.h. */
+void dloop__conns_init(dlock_loop *l)
+{
+    dlock__pipe_init(&l->cmd.p, NULL, &cmd_pipe, l);
+    dlock__pipe_init(&l->sub.p, NULL, NULL, NULL);
+    l->cmd.fd = l->sub.fd = -1;
 }
 
 /* What one of the loop's connections does with its events: opened
- * (flush what waits for it), an answer (the caller frees it), a failure. */
+ * (flush what waits for it), read what has come (DLOCK_OK or the error
+ * of a broken stream), a failure. */
 typedef struct lconn_ops {
     void (*opened)(dlock_loop *l);
-    void (*reply)(dlock_loop *l, redisReply *r);
+    int (*collect)(dlock_loop *l, char *err, size_t len);
     void (*fail)(dlock_loop *l, int rc, const char *err);
-    int (*want)(const dlock_loop *l); /* more answers expected */
 } lconn_ops;
 
 /* Drive lc after poll() gave revents: the open's next step, then write
@@ -349,10 +422,9 @@ static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
                     short revents)
 {
     char err[LOOP_ERRLEN];
-    redisReply *rep;
     int rc;
     if (lc->open != NULL) {
-        rc = dlock__node_opening_step(lc->open, revents, &lc->conn, err,
+        rc = dlock__node_opening_step(lc->open, revents, &lc->p.conn, err,
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
@@ -365,30 +437,23 @@ static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
         ops->opened(l);
         revents = POLLOUT;
     }
-    if (lc->conn == NULL)
+    if (lc->p.conn == NULL)
         return;
-    rc = dlock__conn_progress(lc->conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK && ops->want(l)) {
-        int got = dlock__conn_pop_reply(lc->conn, &rep, err, sizeof err);
-        if (got < 0)
-            rc = DLOCK_EPROTO;
-        if (got <= 0)
-            break;
-        ops->reply(l, rep);
-        freeReplyObject(rep);
-        if (lc->conn == NULL)
-            return;
-    }
+    rc = dlock__conn_progress(lc->p.conn, revents, err, sizeof err);
+    if (rc == DLOCK_OK)
+        rc = ops->collect(l, err, sizeof err);
     if (rc != DLOCK_OK)
         ops->fail(l, rc, err);
 }
 
-static int cmd_want(const dlock_loop *l)
+/* The command connection's answers, to their requests. */
+static int cmd_collect(dlock_loop *l, char *err, size_t len)
 {
-    return l->cmd.head != NULL;
+    int rc = dlock__pipe_collect(&l->cmd.p, err, len);
+    return rc < 0 && l->cmd.p.conn != NULL ? DLOCK_EPROTO : DLOCK_OK;
 }
 
-static const lconn_ops cmd_ops = {cmd_opened, cmd_reply, cmd_fail, cmd_want};
+static const lconn_ops cmd_ops = {cmd_opened, cmd_collect, cmd_fail};
 
 void dloop__cmd_io(dlock_loop *l, short revents)
 {
@@ -402,7 +467,7 @@ static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
     int rc;
     lc->open_dl = dlock__now_ms() + l->c->opts.connect_timeout_ms;
     rc = dlock__node_opening_start(&lc->open, &l->c->ns, 0, lc->open_dl,
-                                   &lc->conn, &fresh, err, errlen);
+                                   &lc->p.conn, &fresh, err, errlen);
     if (rc == DLOCK__OPEN_AGAIN)
         return rc;
     lc->open = NULL;
@@ -415,7 +480,7 @@ static void sub_one(dlock_loop *l, lsub *s)
 {
     const char *argv[2] = {"SUBSCRIBE", s->chan};
     size_t lens[2] = {9, s->len};
-    if (dlock__conn_append_argv(l->sub.conn, 2, argv, lens) == DLOCK_OK)
+    if (dlock__conn_append_argv(l->sub.p.conn, 2, argv, lens) == DLOCK_OK)
         s->state = 1;
 }
 
@@ -438,8 +503,8 @@ static void sub_fail(dlock_loop *l)
     unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     l->sub.open = NULL;
-    dlock__conn_close(l->sub.conn);
-    l->sub.conn = NULL;
+    dlock__conn_close(l->sub.p.conn);
+    l->sub.p.conn = NULL;
     l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
@@ -484,10 +549,17 @@ static void sub_reply(dlock_loop *l, redisReply *r)
     }
 }
 
-static int sub_want(const dlock_loop *l)
+/* The subscriber's messages and confirmations (they come unasked). */
+static int sub_collect(dlock_loop *l, char *err, size_t len)
 {
-    (void)l;
-    return 1; /* messages come unasked */
+    redisReply *rep;
+    int got = 0;
+    while (l->sub.p.conn != NULL &&
+           (got = dlock__conn_pop_reply(l->sub.p.conn, &rep, err, len)) > 0) {
+        sub_reply(l, rep);
+        freeReplyObject(rep);
+    }
+    return l->sub.p.conn != NULL && got < 0 ? DLOCK_EPROTO : DLOCK_OK;
 }
 
 static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
@@ -497,11 +569,19 @@ static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
     sub_fail(l);
 }
 
-static const lconn_ops sub_ops = {sub_flush, sub_reply, sub_fail_rc, sub_want};
+static const lconn_ops sub_ops = {sub_flush, sub_collect, sub_fail_rc};
 
 void dloop__sub_io(dlock_loop *l, short revents)
 {
     conn_io(l, &l->sub, &sub_ops, revents);
+}
+
+/* When the command connection's oldest expected answer is due (it
+ * expects one). */
+static int64_t head_due(const dlock_loop *l)
+{
+    const dlock__pipe *p = &l->cmd.p;
+    return p->qhead < p->qlen ? p->q[p->qhead].due : INT64_MAX;
 }
 
 /* The command connection's clock: an open or an answer overdue. */
@@ -513,13 +593,13 @@ static void cmd_time(dlock_loop *l, int64_t now)
         now >= dlock__node_opening_deadline(l->cmd.open)) {
         rc = dlock__node_opening_timeout(l->cmd.open, err, sizeof err);
         cmd_fail(l, rc, err);
-    } else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
-               l->cmd.head->appended && now >= l->cmd.head->deadline) {
+    } else if (l->cmd.p.conn != NULL && !dlock__pipe_idle(&l->cmd.p) &&
+               now >= head_due(l)) {
         snprintf(err, sizeof err, "%s: no answer in time",
-                 dlock__conn_peer(l->cmd.conn));
+                 dlock__conn_peer(l->cmd.p.conn));
         cmd_fail(l, DLOCK_ETIMEDOUT, err);
     }
-    if (l->cmd.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
+    if (l->cmd.p.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
         rc = open_start(l, &l->cmd, err, sizeof err);
         if (rc == DLOCK_OK)
             cmd_opened(l);
@@ -536,12 +616,12 @@ void dloop__conns_time(dlock_loop *l, int64_t now)
     if (l->sub.open != NULL &&
         now >= dlock__node_opening_deadline(l->sub.open)) {
         sub_fail(l);
-    } else if (l->subcount == 0 && l->sub.conn != NULL) {
+    } else if (l->subcount == 0 && l->sub.p.conn != NULL) {
         unreg(l, &l->sub);
-        dlock__conn_close(l->sub.conn); /* nothing waits */
-        l->sub.conn = NULL;
-    } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
-               now >= l->sub.retry_at) {
+        dlock__conn_close(l->sub.p.conn); /* nothing waits */
+        l->sub.p.conn = NULL;
+    } else if (l->subcount > 0 && l->sub.p.conn == NULL &&
+               l->sub.open == NULL && now >= l->sub.retry_at) {
         rc = open_start(l, &l->sub, err, sizeof err);
         if (rc == DLOCK_OK)
             sub_flush(l);
@@ -556,16 +636,15 @@ int64_t dloop__conns_wake(const dlock_loop *l)
     int64_t w = -1;
     if (l->cmd.open != NULL)
         w = dlock__node_opening_deadline(l->cmd.open);
-    else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
-             l->cmd.head->appended)
-        w = l->cmd.head->deadline;
-    else if (l->cmd.conn == NULL && l->cmd.head != NULL)
+    else if (l->cmd.p.conn != NULL && l->cmd.p.qhead < l->cmd.p.qlen)
+        w = head_due(l);
+    else if (l->cmd.p.conn == NULL && l->cmd.head != NULL)
         w = 0;
     if (l->sub.open != NULL) {
         int64_t s = dlock__node_opening_deadline(l->sub.open);
         if (w < 0 || s < w)
             w = s;
-    } else if (l->subcount > 0 && l->sub.conn == NULL) {
+    } else if (l->subcount > 0 && l->sub.p.conn == NULL) {
         if (w < 0 || l->sub.retry_at < w)
             w = l->sub.retry_at;
     }
@@ -579,9 +658,9 @@ void dloop__conns_close(dlock_loop *l)
     cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
     unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
-    dlock__conn_close(l->sub.conn);
+    dlock__conn_close(l->sub.p.conn);
     l->sub.open = NULL;
-    l->sub.conn = NULL;
+    l->sub.p.conn = NULL;
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = n) {
             n = s->next;
@@ -622,7 +701,7 @@ lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len)
     }
     if (s->refs++ == 0) {
         l->subcount++;
-        if (l->sub.conn != NULL) {
+        if (l->sub.p.conn != NULL) {
             /* This channel only: a walk of every channel per new one made
              * N waiters cost N^2 (10,000 stalled the loop for seconds). */
             if (s->state == 0)
@@ -641,10 +720,10 @@ void dloop__sub_put(dlock_loop *l, lsub *s)
     if (s == NULL || --s->refs > 0)
         return;
     l->subcount--;
-    if (s->state != 0 && l->sub.conn != NULL) {
+    if (s->state != 0 && l->sub.p.conn != NULL) {
         const char *argv[2] = {"UNSUBSCRIBE", s->chan};
         size_t lens[2] = {11, s->len};
-        dlock__conn_append_argv(l->sub.conn, 2, argv, lens);
+        dlock__conn_append_argv(l->sub.p.conn, 2, argv, lens);
         reg(l, &l->sub);
     }
     for (p = &l->subs[sub_hash(l, s->chan, s->len)]; *p != s; p = &(*p)->next)
