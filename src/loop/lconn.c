@@ -1,9 +1,10 @@
 /*
- * lconn.c - a loop's two connections to its server: the command
- * connection (an io/pipe.h pipe: requests pipelined, answers matched in
- * FIFO order, WAIT shared; here NOSCRIPT answered by sending the source,
- * a request unanswered past the command timeout ends the connection) and
- * the subscriber (SUBSCRIBE per
+ * lconn.c - what a loop's two connections to its server share (their
+ * epoll registration, their non-blocking opens, their I/O step), and the
+ * command connection: an io/pipe.h pipe (requests pipelined, answers
+ * matched in FIFO order, WAIT shared; here NOSCRIPT answered by sending
+ * the source, a request unanswered past the command timeout ends the
+ * connection). The subscriber is lsub.c's (SUBSCRIBE per
  * channel some operation waits on; messages handed to ops.c through the
  * loop's hooks). Both are opened without blocking (node.h:
  * dlock__node_opening_*) from process.
@@ -36,10 +37,10 @@ static int cur_fd(const lconn *lc, short *pev)
     return fd;
 }
 
-/* Register lc's descriptor and events in the loop's epoll set. A number
- * registered before and no longer lc's was closed (which took it out of
- * the set): it is not touched, since it may be reused by now. */
-static void reg(dlock_loop *l, lconn *lc)
+/* See loop_impl.h. A number registered before and no longer lc's was
+ * closed (which took it out of the set): it is not touched, since it may
+ * be reused by now. */
+void dloop__lc_reg(dlock_loop *l, lconn *lc)
 {
     short pev;
     int fd = cur_fd(lc, &pev);
@@ -62,24 +63,16 @@ static void reg(dlock_loop *l, lconn *lc)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
-/* lc is about to close its descriptor: forget it (closing takes it out
- * of the epoll set; its number may be reused at once, by this loop or
- * another thread, so it is never touched again). An open connection's is
- * deleted first, tidily; an open that failed or timed out is not asked
- * (its state may be gone). */
-static void unreg(dlock_loop *l, lconn *lc)
+/* See loop_impl.h. An open connection's descriptor is deleted first,
+ * tidily; an open that failed or timed out is not asked (its state may be
+ * gone). */
+void dloop__lc_unreg(dlock_loop *l, lconn *lc)
 {
     if (lc->fd >= 0 && lc->open == NULL && lc->p.conn != NULL &&
         dlock__conn_fd(lc->p.conn) == lc->fd)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
     lc->fd = -1;
     lc->ev = 0;
-}
-
-void dloop__conns_update(dlock_loop *l)
-{
-    reg(l, &l->cmd);
-    reg(l, &l->sub);
 }
 
 /* Put r's command into the connection's output buffer and r on its
@@ -115,7 +108,7 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
 {
     lreq *r = l->cmd.head, *next;
     l->cmd.head = l->cmd.tail = NULL;
-    unreg(l, &l->cmd);
+    dloop__lc_unreg(l, &l->cmd);
     dlock__node_opening_free(l->cmd.open);
     l->cmd.open = NULL;
     dlock__pipe_fail(&l->cmd.p, rc, err);
@@ -180,7 +173,7 @@ static void enqueue(dlock_loop *l, lreq *r)
     dloop__ev_count(l, DLOOP_EV_REQUEST);
     if (l->cmd.p.conn != NULL) {
         if (append(l, r) == DLOCK_OK) {
-            reg(l, &l->cmd);
+            dloop__lc_reg(l, &l->cmd);
             return;
         }
         /* Waiting (none else does: the connection is open), so that the
@@ -407,19 +400,8 @@ void dloop__conns_init(dlock_loop *l)
     l->cmd.fd = l->sub.fd = -1;
 }
 
-/* What one of the loop's connections does with its events: opened
- * (flush what waits for it), read what has come (DLOCK_OK or the error
- * of a broken stream), a failure. */
-typedef struct lconn_ops {
-    void (*opened)(dlock_loop *l);
-    int (*collect)(dlock_loop *l, char *err, size_t len);
-    void (*fail)(dlock_loop *l, int rc, const char *err);
-} lconn_ops;
-
-/* Drive lc after poll() gave revents: the open's next step, then write
- * and read, handing every complete answer to ops->reply. */
-static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
-                    short revents)
+/* See loop_impl.h. */
+void dloop__lc_io(dlock_loop *l, lconn *lc, const lconn_ops *ops, short revents)
 {
     char err[LOOP_ERRLEN];
     int rc;
@@ -457,11 +439,11 @@ static const lconn_ops cmd_ops = {cmd_opened, cmd_collect, cmd_fail};
 
 void dloop__cmd_io(dlock_loop *l, short revents)
 {
-    conn_io(l, &l->cmd, &cmd_ops, revents);
+    dloop__lc_io(l, &l->cmd, &cmd_ops, revents);
 }
 
-/* Open conn lc (command or subscriber) without blocking. */
-static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
+/* See loop_impl.h. */
+int dloop__lc_open(dlock_loop *l, lconn *lc, char *err, size_t errlen)
 {
     int fresh = 0;
     int rc;
@@ -474,108 +456,6 @@ static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
     return rc;
 }
 
-/* Queue a SUBSCRIBE of channel s on the open subscriber connection (its
- * state becomes 1, asked; left 0 when out of memory). */
-static void sub_one(dlock_loop *l, lsub *s)
-{
-    const char *argv[2] = {"SUBSCRIBE", s->chan};
-    size_t lens[2] = {9, s->len};
-    if (dlock__conn_append_argv(l->sub.p.conn, 2, argv, lens) == DLOCK_OK)
-        s->state = 1;
-}
-
-/* Subscriber: (re)subscribe every channel not subscribed yet. */
-static void sub_flush(dlock_loop *l)
-{
-    size_t i;
-    lsub *s;
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = s->next)
-            if (s->state == 0 && s->refs > 0)
-                sub_one(l, s);
-}
-
-/* The subscriber failed: every channel is unsubscribed; waiters retry. */
-static void sub_fail(dlock_loop *l)
-{
-    size_t i;
-    lsub *s;
-    unreg(l, &l->sub);
-    dlock__node_opening_free(l->sub.open);
-    l->sub.open = NULL;
-    dlock__conn_close(l->sub.p.conn);
-    l->sub.p.conn = NULL;
-    l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = s->next)
-            s->state = 0;
-    l->sub_lost(l);
-}
-
-static lsub *sub_find(dlock_loop *l, const char *chan, size_t len);
-
-/* A message or confirmation on the subscriber. */
-static void sub_reply(dlock_loop *l, redisReply *r)
-{
-    lsub *s;
-    if (r->type == REDIS_REPLY_ERROR) {
-        /* A SUBSCRIBE refused (NOPERM: no channel permission): no message
-         * will come, so the channels waiting for a confirmation count as
-         * done and their waiters go on; each sleeps no longer than the
-         * holder's lease or its queue refresh (ops.c), so they poll. */
-        size_t i;
-        l->sub_refused = 1; /* dlock_loop_warning */
-        for (i = 0; i < l->nsubs; i++)
-            for (s = l->subs[i]; s != NULL; s = s->next)
-                if (s->state == 1) {
-                    s->state = 2;
-                    l->on_subscribed(l, s);
-                }
-        return;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING)
-        return;
-    s = sub_find(l, r->element[1]->str, r->element[1]->len);
-    if (s == NULL)
-        return;
-    if (strcmp(r->element[0]->str, "subscribe") == 0) {
-        s->state = 2;
-        l->on_subscribed(l, s);
-    } else if (strcmp(r->element[0]->str, "message") == 0 &&
-               r->element[2]->type == REDIS_REPLY_STRING) {
-        l->on_message(l, s, r->element[2]->str, r->element[2]->len);
-    }
-}
-
-/* The subscriber's messages and confirmations (they come unasked). */
-static int sub_collect(dlock_loop *l, char *err, size_t len)
-{
-    redisReply *rep;
-    int got = 0;
-    while (l->sub.p.conn != NULL &&
-           (got = dlock__conn_pop_reply(l->sub.p.conn, &rep, err, len)) > 0) {
-        sub_reply(l, rep);
-        freeReplyObject(rep);
-    }
-    return l->sub.p.conn != NULL && got < 0 ? DLOCK_EPROTO : DLOCK_OK;
-}
-
-static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
-{
-    (void)rc;
-    (void)err;
-    sub_fail(l);
-}
-
-static const lconn_ops sub_ops = {sub_flush, sub_collect, sub_fail_rc};
-
-void dloop__sub_io(dlock_loop *l, short revents)
-{
-    conn_io(l, &l->sub, &sub_ops, revents);
-}
-
 /* When the command connection's oldest expected answer is due (it
  * expects one). */
 static int64_t head_due(const dlock_loop *l)
@@ -584,8 +464,8 @@ static int64_t head_due(const dlock_loop *l)
     return p->qhead < p->qlen ? p->q[p->qhead].due : INT64_MAX;
 }
 
-/* The command connection's clock: an open or an answer overdue. */
-static void cmd_time(dlock_loop *l, int64_t now)
+/* See loop_impl.h. */
+void dloop__cmd_time(dlock_loop *l, int64_t now)
 {
     char err[LOOP_ERRLEN];
     int rc;
@@ -600,7 +480,7 @@ static void cmd_time(dlock_loop *l, int64_t now)
         cmd_fail(l, DLOCK_ETIMEDOUT, err);
     }
     if (l->cmd.p.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
-        rc = open_start(l, &l->cmd, err, sizeof err);
+        rc = dloop__lc_open(l, &l->cmd, err, sizeof err);
         if (rc == DLOCK_OK)
             cmd_opened(l);
         else if (rc != DLOCK__OPEN_AGAIN)
@@ -608,126 +488,18 @@ static void cmd_time(dlock_loop *l, int64_t now)
     }
 }
 
-void dloop__conns_time(dlock_loop *l, int64_t now)
+/* See loop_impl.h. */
+int64_t dloop__cmd_wake(const dlock_loop *l)
 {
-    char err[LOOP_ERRLEN];
-    int rc;
-    cmd_time(l, now);
-    if (l->sub.open != NULL &&
-        now >= dlock__node_opening_deadline(l->sub.open)) {
-        sub_fail(l);
-    } else if (l->subcount == 0 && l->sub.p.conn != NULL) {
-        unreg(l, &l->sub);
-        dlock__conn_close(l->sub.p.conn); /* nothing waits */
-        l->sub.p.conn = NULL;
-    } else if (l->subcount > 0 && l->sub.p.conn == NULL &&
-               l->sub.open == NULL && now >= l->sub.retry_at) {
-        rc = open_start(l, &l->sub, err, sizeof err);
-        if (rc == DLOCK_OK)
-            sub_flush(l);
-        else if (rc != DLOCK__OPEN_AGAIN)
-            sub_fail(l);
-    }
-    dloop__conns_update(l);
-}
-
-int64_t dloop__conns_wake(const dlock_loop *l)
-{
-    int64_t w = -1;
     if (l->cmd.open != NULL)
-        w = dlock__node_opening_deadline(l->cmd.open);
-    else if (l->cmd.p.conn != NULL && l->cmd.p.qhead < l->cmd.p.qlen)
-        w = head_due(l);
-    else if (l->cmd.p.conn == NULL && l->cmd.head != NULL)
-        w = 0;
-    if (l->sub.open != NULL) {
-        int64_t s = dlock__node_opening_deadline(l->sub.open);
-        if (w < 0 || s < w)
-            w = s;
-    } else if (l->subcount > 0 && l->sub.p.conn == NULL) {
-        if (w < 0 || l->sub.retry_at < w)
-            w = l->sub.retry_at;
-    }
-    return w;
+        return dlock__node_opening_deadline(l->cmd.open);
+    if (l->cmd.p.conn != NULL && l->cmd.p.qhead < l->cmd.p.qlen)
+        return head_due(l);
+    return l->cmd.p.conn == NULL && l->cmd.head != NULL ? 0 : -1;
 }
 
-void dloop__conns_close(dlock_loop *l)
+/* See loop_impl.h. */
+void dloop__cmd_close(dlock_loop *l)
 {
-    size_t i;
-    lsub *s, *n;
     cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
-    unreg(l, &l->sub);
-    dlock__node_opening_free(l->sub.open);
-    dlock__conn_close(l->sub.p.conn);
-    l->sub.open = NULL;
-    l->sub.p.conn = NULL;
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = n) {
-            n = s->next;
-            free(s);
-        }
-}
-
-static size_t sub_hash(const dlock_loop *l, const char *chan, size_t len)
-{
-    size_t h = 5381, i;
-    for (i = 0; i < len; i++)
-        h = h * 33 + (unsigned char)chan[i];
-    return h & (l->nsubs - 1);
-}
-
-static lsub *sub_find(dlock_loop *l, const char *chan, size_t len)
-{
-    lsub *s = l->subs[sub_hash(l, chan, len)];
-    while (s != NULL && (s->len != len || memcmp(s->chan, chan, len) != 0))
-        s = s->next;
-    return s;
-}
-
-lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len)
-{
-    lsub *s = sub_find(l, chan, len);
-    size_t b;
-    if (s == NULL) {
-        s = calloc(1, sizeof *s + len + 1);
-        if (s == NULL)
-            return NULL;
-        s->chan = (char *)(s + 1);
-        memcpy(s->chan, chan, len);
-        s->len = len;
-        b = sub_hash(l, chan, len);
-        s->next = l->subs[b];
-        l->subs[b] = s;
-    }
-    if (s->refs++ == 0) {
-        l->subcount++;
-        if (l->sub.p.conn != NULL) {
-            /* This channel only: a walk of every channel per new one made
-             * N waiters cost N^2 (10,000 stalled the loop for seconds). */
-            if (s->state == 0)
-                sub_one(l, s);
-            reg(l, &l->sub);
-        } else {
-            dloop__signal(l);
-        }
-    }
-    return s;
-}
-
-void dloop__sub_put(dlock_loop *l, lsub *s)
-{
-    lsub **p;
-    if (s == NULL || --s->refs > 0)
-        return;
-    l->subcount--;
-    if (s->state != 0 && l->sub.p.conn != NULL) {
-        const char *argv[2] = {"UNSUBSCRIBE", s->chan};
-        size_t lens[2] = {11, s->len};
-        dlock__conn_append_argv(l->sub.p.conn, 2, argv, lens);
-        reg(l, &l->sub);
-    }
-    for (p = &l->subs[sub_hash(l, s->chan, s->len)]; *p != s; p = &(*p)->next)
-        ;
-    *p = s->next;
-    free(s);
 }

@@ -5,8 +5,9 @@
  * map): loop.c (the object's ground: pools, completion) < lheap.c (the
  * holds' clock), otimer.c (the waiting ops' clock; calls nothing),
  * events.c (metrics and events), watchdog.c (the client's watchdog as a
- * renewer: the hold tier only), lconn.c (the command connection and the
- * subscriber) < durable.c (WAIT for replicas),
+ * renewer: the hold tier only), lconn.c (the command connection, and
+ * what both connections share) < lsub.c (the subscriber, the two
+ * connections' clock) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c <
  * giveback.c (what a failed acquire may hold), op_words.c (an acquire's
  * answer worded by hold's code) < ops.c (the acquire on one server, the
@@ -17,7 +18,8 @@
  * (new, process, free). What a lower file needs from an upper one goes
  * through a hook: the loop's, set by dlock_loop_new, or an op's, set by
  * its maker. Above
- * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
+ * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h,
+ * pipe.h)
  * and core.h (the client); nothing below imports it.
  */
 #ifndef DLOCK_LOOP_IMPL_H
@@ -322,7 +324,7 @@ struct dlock_loop {
     /* Hooks: what a file of src/loop/ needs from one above it, set by
      * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
      * its event, detach it, give back what it may hold (ops.c); the
-     * subscriber's events for the waiters (lconn.c to ops.c); an acquire
+     * subscriber's events for the waiters (lsub.c to ops.c); an acquire
      * on an engine loop (ops.c to multi_node.c). */
     void (*op_end)(dlock_op *op);
     void (*on_message)(struct dlock_loop *l, lsub *s, const char *msg,
@@ -366,6 +368,36 @@ int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                     lreq **out);
 /* The loop's two connections blank (before any other use). */
 void dloop__conns_init(dlock_loop *l);
+/* What one of the loop's connections does with its events: opened
+ * (flush what waits for it), read what has come (DLOCK_OK or the error
+ * of a broken stream), a failure. */
+typedef struct lconn_ops {
+    void (*opened)(dlock_loop *l);
+    int (*collect)(dlock_loop *l, char *err, size_t len);
+    void (*fail)(dlock_loop *l, int rc, const char *err);
+} lconn_ops;
+/* Drive lc after poll() gave revents: the open's next step, then write
+ * and read what has come (ops). */
+void dloop__lc_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
+                  short revents);
+/* Start opening lc without blocking: DLOCK_OK (open now),
+ * DLOCK__OPEN_AGAIN (lc->open under way) or the failure (err). */
+int dloop__lc_open(dlock_loop *l, lconn *lc, char *err, size_t errlen);
+/* Register lc's descriptor and events in the loop's epoll set (as they
+ * are now). */
+void dloop__lc_reg(dlock_loop *l, lconn *lc);
+/* lc is about to close its descriptor: forget it (closing takes it out
+ * of the epoll set; its number may be reused at once, by this loop or
+ * another thread, so it is never touched again). */
+void dloop__lc_unreg(dlock_loop *l, lconn *lc);
+/* The command connection's clock: an open or an answer overdue ends it;
+ * requests waiting for it open it. */
+void dloop__cmd_time(dlock_loop *l, int64_t now);
+/* When the command connection next needs the clock (-1: never, 0:
+ * now). */
+int64_t dloop__cmd_wake(const dlock_loop *l);
+/* Fail every request of the command connection (the loop is freed). */
+void dloop__cmd_close(dlock_loop *l);
 void dloop__cmd_io(dlock_loop *l, short revents);
 void dloop__sub_io(dlock_loop *l, short revents);
 void dloop__conns_time(dlock_loop *l, int64_t now);
