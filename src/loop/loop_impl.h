@@ -264,10 +264,7 @@ struct dlock_loop {
     size_t nbuckets, nnames; /* buckets (a power of 2), names in them */
     lsub **subs;
     size_t nsubs;
-    int subcount; /* channels with refs */
-    /* Scripts whose source (EVAL) went out on the command connection since
-     * it opened: a NOSCRIPT behind it is sent again by SHA. */
-    unsigned char evaled[DLOCK__S_COUNT];
+    int subcount;          /* channels with refs */
     int64_t renew_min;     /* the heap's earliest due time, or -1 */
     lheap_ent *heap;       /* lheap.c: the holds the loop renews */
     size_t nheap, capheap; /* entries, room */
