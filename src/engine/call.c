@@ -194,18 +194,11 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
 static int replica_refused(dlock__call *k, int j, dlock__node *nd,
                            dlock__conn *conn)
 {
-    char of[80];
-    if (!k->cl[j].cmd->lock_write || k->ns->locate != NULL ||
-        k->ns->cluster != NULL || !atomic_load(&nd->replica))
+    if (!k->cl[j].cmd->lock_write ||
+        !dlock__node_refuses_locks(k->ns, nd, k->res[j].err,
+                                   sizeof k->res[j].err))
         return 0;
-    pthread_mutex_lock(&nd->mu);
-    snprintf(of, sizeof of, "%s", nd->master_of);
-    pthread_mutex_unlock(&nd->mu);
     dlock__node_give(k->ns, nd, conn, 1);
-    snprintf(k->res[j].err, sizeof k->res[j].err,
-             "%s is a replica%s%s%s, not a master: locks are taken on "
-             "masters only",
-             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
     return 1;
 }
 

@@ -121,33 +121,13 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
     }
 }
 
-/* See loop_impl.h. The engine's rule (call.c): a lock written on a
- * replica would not be seen by the master's clients and would vanish at
- * the next resync. */
-int dloop__replica_refused(dlock_loop *l, char *err, size_t len)
-{
-    dlock__node *nd = &l->c->ns.node[0];
-    char of[80];
-
-    if (l->c->ns.locate != NULL || l->c->ns.cluster != NULL ||
-        !atomic_load(&nd->replica))
-        return 0;
-    pthread_mutex_lock(&nd->mu);
-    snprintf(of, sizeof of, "%s", nd->master_of);
-    pthread_mutex_unlock(&nd->mu);
-    snprintf(err, len,
-             "%s is a replica%s%s%s, not a master: locks are taken on "
-             "masters only",
-             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
-    return 1;
-}
-
 /* The connection opened: queue everything waiting for it. */
 static void cmd_opened(dlock_loop *l)
 {
     lreq *r;
     char err[LOOP_ERRLEN];
-    if (dloop__replica_refused(l, err, sizeof err)) {
+    if (dlock__node_refuses_locks(&l->c->ns, &l->c->ns.node[0], err,
+                                  sizeof err)) {
         cmd_fail(l, DLOCK_EREFUSED, err);
         return;
     }

@@ -403,10 +403,6 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
-/* 1 when the server the command connection just opened to is a replica
- * (a fixed redis:// server; node.c found it so): no lock write may go
- * there, so the connection is failed with EREFUSED and err. */
-int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* otimer.c: the waiting ops' clock (ops.c's timed_set keeps it). */
 /* Put op on the clock at t, or move it there: DLOCK_OK, or DLOCK_ENOMEM
