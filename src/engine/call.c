@@ -276,14 +276,14 @@ static int call_write(dlock__call *k, int j, int l)
         if (rc == DLOCK_OK)
             rc = q_push(k, l, E_ASKING, j);
     }
-    /* Where a NOSCRIPT is possible over a pooled connection (a script
-     * this node never answered this client, and no source of it ahead on
-     * this set lane) and the call may end at a majority
-     * (dlock__call_enough), the source goes at once: the node need not
-     * then be waited for. (A connection opened for this call is still
-     * waited for: abandon.c.) */
-    if (!c->full && !c->cmd->raw && c->cmd->enough != NULL && !c->fresh &&
-        !c->retried &&
+    /* Where a NOSCRIPT is possible (a script this node never answered
+     * this client, and no source of it ahead on this set lane) and the
+     * call may end at a majority (dlock__call_enough), the source goes at
+     * once, over a pooled connection or one opened for this call alike:
+     * the node need not then be waited for. (One opened for this call to
+     * a node that did answer the script is sent it by SHA and waited for:
+     * the node may have restarted, and its NOSCRIPT tells: abandon.c.) */
+    if (!c->full && !c->cmd->raw && c->cmd->enough != NULL &&
         !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script)) &&
         !(p != NULL && dlock__pipe_has_source(p, c->cmd->script)))
         c->full = 1;

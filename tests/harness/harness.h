@@ -132,6 +132,12 @@ struct dlock_client *th_client_user(const char *const *urls, size_t n,
                                     int64_t connect_timeout_ms,
                                     const char *user, const char *password);
 
+/* dlock_lock_inspect(c, name)'s nodes_holding once it is want, asked
+ * again every 20 ms for up to 20 s (a Redlock call returns at a majority:
+ * the other nodes apply it a moment later); the last count, or -1 when
+ * the inspect fails (th_client.c). */
+int th_nodes_holding(struct dlock_client *c, const char *name, int want);
+
 /* mkdtemp under TMPDIR (or /tmp) into buf; 0 or -1. */
 int th_tempdir(char *buf, size_t len, const char *tag);
 

@@ -5,6 +5,7 @@
  * retention).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "dlock.h"
 #include "harness.h"
@@ -88,4 +89,19 @@ dlock_client *th_client_user(const char *const *urls, size_t n, int strategy,
     if (connect_timeout_ms > 0)
         o.connect_timeout_ms = connect_timeout_ms;
     return make(&o);
+}
+
+/* See harness.h. */
+int th_nodes_holding(dlock_client *c, const char *name, int want)
+{
+    int64_t end = th_now_ms() + 20000;
+    for (;;) {
+        dlock_info info;
+        memset(&info, 0, sizeof info);
+        if (dlock_lock_inspect(c, name, &info) != DLOCK_OK)
+            return -1;
+        if (info.nodes_holding == want || th_now_ms() >= end)
+            return info.nodes_holding;
+        th_sleep_ms(20);
+    }
 }
