@@ -73,23 +73,24 @@ static void abandon_call(dlock__call *k, int j)
 }
 
 /*
- * See machine.h. A node where a NOSCRIPT is likely is waited for all
- * the same when its request went by SHA: one reached over a connection
- * opened for this call (it may have restarted); an acquire given up on
- * would then simply not happen there, a release would lie in the pool
- * until its resend. A node not known to have this script cached (it
- * never ran it, or answered NOSCRIPT to a script it had run since it
- * last ran this one) is sent the source over a pooled connection
- * (call.c's call_write), and a request sent with its source is never
- * waited for: a node stopped without closing cost every such call its
- * whole step before. A node still connecting is asked
- * all the same once it opens, with the script's source, so that its
- * answer need not be waited for (a Redlock lock must reach every server
- * it can): the step ends once none is left connecting (on a lane set,
- * a call waiting for the lane another call opens counts as connecting).
- * No early return
- * for a lock write with wait_replicas: a grant counts only once WAIT
- * (read last on its connection) answered.
+ * See machine.h. A node where a NOSCRIPT is possible is waited for all
+ * the same when its request went by SHA: one that answered this script
+ * before, reached over a connection opened for this call (it may have
+ * restarted), or one not known to have it behind a source already on
+ * its set lane; an acquire given up on would then simply not happen
+ * there, a release would lie in the pool until its resend. A node not
+ * known to have this script cached (it never ran it, or answered
+ * NOSCRIPT to a script it had run since it last ran this one) is sent
+ * the source, over a pooled connection or one opened for this call
+ * alike (call.c's call_write), and a request sent with its source is
+ * never waited for: a node stopped without closing cost every such call
+ * its whole step before. A node still connecting is asked all the same
+ * once it opens, with the script's source, so that its answer need not
+ * be waited for (a Redlock lock must reach every server it can): the
+ * step ends once none is left connecting (on a lane set, a call waiting
+ * for the lane another call opens counts as connecting). No early
+ * return for a lock write with wait_replicas: a grant counts only once
+ * WAIT (read last on its connection) answered.
  */
 int dlock__call_enough(dlock__call *k)
 {
