@@ -187,6 +187,11 @@ struct dlock_op {
     int timed;   /* 1: on the timed list; 2: on the clock (otimer.c) */
     size_t tidx; /* its entry in the loop's op clock + 1; 0: none */
     int type, state, status;
+    /* ST_SLEEP ended by a message on its channels too (the wait policy's
+     * W_WAKE, a leader wait); a message came while its attempt was out
+     * (ops.c: the next W_WAKE sleep is over at once). In the padding
+     * before cb: the op pool's blocks do not grow. */
+    unsigned char wakeable, woken;
     dlock_op_cb cb;
     void *ud;
     dlock_hold *hold;
@@ -476,14 +481,16 @@ void dloop__delay_words(dlock_op *op, int64_t left_ms);
 void dloop__too_late_words(dlock_op *op, int64_t took_ms);
 
 /* ops.c */
-/* A waiting op sleeps until when (or a wake-up), never past its
- * deadline; subscribe it to its hold's channels (1: wait for the
- * confirmation, then op->again). */
+/* A waiting op sleeps until when (or a message on its channels), never
+ * past its deadline; subscribe it to its hold's channels (1: wait for
+ * the confirmation, then op->again). */
 void dloop__wait_sleep(dlock_op *op, int64_t when);
 int dloop__wait_subscribe(dlock_op *op);
 /* op's next attempt (acquire.lua on the command connection). */
 void dloop__attempt(dlock_op *op);
-void dloop__op_wake(dlock_op *op);
+/* A message for op: its wait for a confirmation or its wakeable sleep
+ * ends (op->again), 1; an attempt out notes it (op->woken), 0. */
+int dloop__op_wake(dlock_op *op);
 void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len);
 void dloop__on_subscribed(dlock_loop *l, lsub *s);
 void dloop__sub_lost(dlock_loop *l);

@@ -188,13 +188,15 @@ void dloop__op_abort(dlock_op *op)
     dloop__hold_unref(h);
 }
 
-/* Sleep op until when (or a wake-up), never past its deadline. */
-static void sleep_until(dlock_op *op, int64_t when)
+/* Sleep op until when, never past its deadline; wake: a message on its
+ * channels ends the sleep too (the wait policy's W_WAKE). */
+static void sleep_until(dlock_op *op, int64_t when, int wake)
 {
     if (op->deadline >= 0 && when > op->deadline)
         when = op->deadline;
     op->state = ST_SLEEP;
     op->wake_at = when;
+    op->wakeable = (unsigned char)(wake != 0);
     timed_set(op, 1);
 }
 
@@ -236,20 +238,75 @@ static int subscribe(dlock_op *op)
     return 0;
 }
 
-/* An acquire's attempt failed with rc (err: its message; sent: the
- * request went out, so a grant may be ours): a try fails; a wait asks the
- * one wait policy (hold/wait.h: dlock__wait_next), as the blocking wait
- * and an engine loop's do: an outage (dlock__outage_retryable) is ridden
- * out after the spin backoff, for the client's outage ride in a row at
- * most (dlock_client_set_outage_ride_ms) and never past the deadline;
- * any other error ends the wait with its status. */
-static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
+/* Whether op's waiting attempts hold a place in a queue, and its
+ * strategy after the fallbacks: the blocking wait's rule (wait.h:
+ * dlock__wait_strategy; a fair lock, a permit but under spin). */
+static int op_strategy(const dlock_op *op, int *queued)
+{
+    return dlock__wait_strategy(dlock__kind_of(op->hold->k.kind), op->strategy,
+                                queued);
+}
+
+/* op's wait state for the one wait policy (hold/wait.h), made from its
+ * fields (the op pool's blocks stay small): one server, not Sentinel;
+ * the strategy after the fallbacks (op->strategy is the spin one once
+ * its subscription was refused), the backoff's round, the outage's
+ * streak and the subscription are the op's. */
+static void wait_of(const dlock_op *op, dlock__wait *x)
 {
     dlock_client *c = op->loop->c;
-    int64_t now = dlock__now_ms(), until = 0;
+    memset(x, 0, sizeof *x);
+    x->strategy = op_strategy(op, &x->queued);
+    x->subscribed = op->subscribed;
+    x->deadline = op->deadline;
+    x->spin_min_ms = c->opts.spin_min_ms;
+    x->spin_max_ms = c->opts.spin_max_ms;
+    x->round = op->round;
+    x->ride_ms = atomic_load(&c->outage_ride_ms);
+    x->outage_since = op->outage_since;
+    x->outage_rc = op->last_rc;
+    x->pttl = -1;
+}
+
+/* Obey the wait policy after op's attempt came to rc (g: what it got),
+ * as the blocking wait and an engine loop's do: sleep on the loop's
+ * clock until the time it says; a W_WAKE sleep also ends on a message
+ * on op's channels, and is over at once when one came while the attempt
+ * was out (the blocking waiter's notifier keeps such a wake too); or
+ * complete with the policy's status (the attempt's message). */
+static void obey(dlock_op *op, int rc, const dlock__got *g, int64_t now)
+{
     dlock__wait x;
-    dlock__got g;
+    int64_t until = 0;
     int out = rc;
+    dlock__next next;
+    wait_of(op, &x);
+    next = dlock__wait_next(&x, rc, g, now, &until, &out);
+    op->round = x.round;
+    op->outage_since = x.outage_since;
+    if (next == DLOCK__W_TRY || (next == DLOCK__W_WAKE && op->woken)) {
+        op->again(op);
+    } else if (next == DLOCK__W_DONE) {
+        if (out == DLOCK_TIMEDOUT)
+            dloop__complete(op, out, "gave up waiting for %s",
+                            op->hold->k.name);
+        else
+            dloop__complete(op, out, NULL); /* the attempt's message */
+    } else {
+        sleep_until(op, until, next == DLOCK__W_WAKE);
+    }
+}
+
+/* An acquire's attempt failed with rc (err: its message; sent: the
+ * request went out, so a grant may be ours): a try fails; a wait obeys
+ * the policy: an outage (dlock__outage_retryable) is ridden out after
+ * the spin backoff, for the client's outage ride in a row at most
+ * (dlock_client_set_outage_ride_ms) and never past the deadline; any
+ * other error ends the wait with its status. */
+static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
+{
+    int64_t now = dlock__now_ms();
+    dlock__got g;
     if (sent)
         op->maybe = 1;
     op->last_rc = rc;
@@ -258,28 +315,10 @@ static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
         dloop__complete(op, rc, NULL);
         return;
     }
-    /* The policy's state for a failure: the streak and the backoff's
-     * round are the op's (one server: not Sentinel, no queue to read). */
-    memset(&x, 0, sizeof x);
     memset(&g, 0, sizeof g);
-    x.strategy = op->strategy;
-    x.deadline = op->deadline;
-    x.spin_min_ms = c->opts.spin_min_ms;
-    x.spin_max_ms = c->opts.spin_max_ms;
-    x.round = op->round;
-    x.ride_ms = atomic_load(&c->outage_ride_ms);
-    x.outage_since = op->outage_since;
-    x.outage_rc = rc;
-    x.pttl = -1;
     g.pttl = -1;
     g.notready = rc == DLOCK_ESERVER && dlock__reply_notready(err);
-    if (dlock__wait_next(&x, rc, &g, now, &until, &out) != DLOCK__W_SLEEP) {
-        dloop__complete(op, out, NULL); /* the attempt's message */
-        return;
-    }
-    op->round = x.round;
-    op->outage_since = x.outage_since;
-    sleep_until(op, until);
+    obey(op, rc, &g, now);
 }
 
 /* See loop_impl.h. */
@@ -330,7 +369,7 @@ static int lock_delayed(dlock_op *op)
         return 1;
     }
     op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached: TIMEDOUT, why */
-    sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1));
+    sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1), 0);
     return 1;
 }
 
@@ -368,54 +407,57 @@ static void acq_granted(dlock_op *op, uint64_t token)
         acq_acked(op, DLOCK_ENOMEM, "out of memory");
 }
 
-/* Whether op's waiting attempts hold a place in a queue, and its
- * strategy after the fallbacks: the blocking wait's rule (wait.h:
- * dlock__wait_strategy; a fair lock, a permit but under spin). */
-static int op_strategy(const dlock_op *op, int *queued)
+/* op's subscription is settled (subscribe() said so): confirmed, or
+ * the server refused SUBSCRIBE (ACL NOPERM: lconn.c then confirms the
+ * channels asked and sets l->sub_refused, the loop's only record of a
+ * refusal). Refused: the wait's fallback, as the blocking wait's and an
+ * engine loop's (wait.c: dlock__wait_unsubscribed): a fair lock stays
+ * queued and polls, any other waiter spins. Its channels stay joined
+ * until it ends (no message will come on them). */
+static void sub_settled(dlock_op *op)
 {
-    return dlock__wait_strategy(dlock__kind_of(op->hold->k.kind), op->strategy,
-                                queued);
-}
-
-/* Held by another owner (r: {0, pttl, ...}, pttl: its lease left, -1
- * unknown) and op waits: subscribe (then try once more), or sleep by its
- * strategy, never past the holder's remaining lease. */
-static void acq_wait(dlock_op *op, const redisReply *r, int64_t pttl,
-                     int64_t now)
-{
-    (void)op_strategy(op, &op->queued);
-    if (!op->waited) { /* the try found it held: the wait begins */
-        dloop__ev_count(op->loop, DLOOP_EV_BUSY);
-        dloop__ev_count(op->loop, DLOOP_EV_WAIT);
-    }
-    op->waited = 1;
-    if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
-        op->state = ST_SUBWAIT; /* then try once more: no release missed */
-        timed_set(op, op->deadline > 0);
+    dlock__wait x;
+    if (op->type != OP_LOCK || !op->loop->sub_refused)
         return;
-    }
-    if (op->strategy == DLOCK_WAIT_SPIN) {
-        int64_t b =
-            dlock__backoff_ms(op->loop->c->opts.spin_min_ms,
-                              op->loop->c->opts.spin_max_ms, op->round++);
-        sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
-    } else if (op->queued) {
-        /* A long queue's places last longer (the 4th element of
-         * sem_acquire.lua's and s_acquire.lua's answer): refresh at a
-         * third of that. */
-        int64_t every =
-            dlock__refresh_every(r->elements > 3 ? dlock__elem_int(r, 3) : 0);
-        sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
-    } else {
-        sleep_until(op, now + (pttl > 0 ? pttl : 100));
-    }
+    wait_of(op, &x);
+    dlock__wait_unsubscribed(&x, dlock__kind_of(op->hold->k.kind));
+    op->strategy = x.strategy;
+    op->subscribed = 0;
 }
 
-/* Busy (the verdict; pttl: the holder's lease left): a try-only op
- * completes, a timed-out wait gives up, else it waits. */
-static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
-                     int64_t now)
+/* The try found the name held and op waits: the wait begins as the
+ * blocking wait's (wait.c): subscribe (not under spin), then try once
+ * more at once, after the subscription's confirmation when it needs one,
+ * so that a release between the try and the subscription is not missed;
+ * from then on the policy decides (obey). */
+static void wait_begin(dlock_op *op)
 {
+    int queued;
+    dloop__ev_count(op->loop, DLOOP_EV_BUSY);
+    dloop__ev_count(op->loop, DLOOP_EV_WAIT);
+    op->waited = 1;
+    (void)op_strategy(op, &queued);
+    op->queued = queued; /* its waiting attempts may take a place */
+    if (op->strategy != DLOCK_WAIT_SPIN) {
+        if (subscribe(op)) {
+            op->state = ST_SUBWAIT;
+            timed_set(op, op->deadline > 0);
+            return;
+        }
+        sub_settled(op);
+    }
+    op->again(op);
+}
+
+/* Busy (the verdict; t: the tally of the answer): a try-only op
+ * completes, a timed-out wait gives up, the first busy answer begins the
+ * wait, a later one asks the policy with what the answer says (the
+ * tally read as hold/attempt.c reads it for one node: the holder's lease
+ * left, the last token granted, a live waiter ahead, the queue place's
+ * life). */
+static void acq_busy(dlock_op *op, const dlock__tally *t, int64_t now)
+{
+    dlock__got g;
     /* An answer ends an outage's streak (the wait policy's rule): a
      * deadline reached from now on is a timeout. */
     op->outage_since = 0;
@@ -431,7 +473,16 @@ static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
                         op->hold->k.name);
         return;
     }
-    acq_wait(op, r, pttl, now);
+    if (!op->waited) {
+        wait_begin(op);
+        return;
+    }
+    memset(&g, 0, sizeof g);
+    g.pttl = t->pttl;
+    g.nbusy = t->nbusy;
+    g.ahead = t->ahead;
+    g.place_ms = t->place_ms;
+    obey(op, DLOCK_BUSY, &g, now);
 }
 
 /* The kind's acquire script answered op's attempt (one server: one
@@ -480,7 +531,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         acq_granted(op, t.tmax);
         return;
     case DLOCK__V_BUSY:
-        acq_busy(op, r, t.pttl, now);
+        acq_busy(op, &t, now);
         return;
     case DLOCK__V_TOO_LATE: {
         char why[LOOP_ERRLEN];
@@ -522,6 +573,7 @@ void dloop__attempt(dlock_op *op)
         return;
     op->state = ST_OUT;
     op->wake_at = -1;
+    op->woken = 0; /* a message from now on may be newer than its answer */
     timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
     /* A lazy-token hold's first try may be the plain SET NX PX: the
@@ -537,15 +589,20 @@ void dloop__attempt(dlock_op *op)
         dloop__complete(op, rc, "out of memory");
 }
 
-void dloop__op_wake(dlock_op *op)
+int dloop__op_wake(dlock_op *op)
 {
-    if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
+    if (op->state == ST_SUBWAIT || (op->state == ST_SLEEP && op->wakeable)) {
         op->again(op);
+        return 1;
+    }
+    if (op->state == ST_OUT)
+        op->woken = 1;
+    return 0;
 }
 
 void dloop__wait_sleep(dlock_op *op, int64_t when)
 {
-    sleep_until(op, when);
+    sleep_until(op, when, 1);
 }
 
 int dloop__wait_subscribe(dlock_op *op)
@@ -570,8 +627,10 @@ void dloop__on_subscribed(dlock_loop *l, lsub *s)
     (void)l;
     for (op = s->waiters; op != NULL; op = next) {
         next = waiter_next(op, s);
-        if (op->state == ST_SUBWAIT && !subscribe(op))
-            op->again(op);
+        if (op->state == ST_SUBWAIT && !subscribe(op)) {
+            sub_settled(op);
+            op->again(op); /* the try once more */
+        }
     }
 }
 
@@ -592,17 +651,16 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
                 strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
                 memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) ==
                     0) {
-                dloop__ev_count(l, DLOOP_EV_WAKEUP);
-                dloop__op_wake(op);
+                if (dloop__op_wake(op))
+                    dloop__ev_count(l, DLOOP_EV_WAKEUP);
                 break;
             }
         return;
     }
     for (op = s->waiters; op != NULL; op = next) {
         next = waiter_next(op, s);
-        if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
+        if (dloop__op_wake(op))
             dloop__ev_count(l, DLOOP_EV_WAKEUP);
-        dloop__op_wake(op);
     }
 }
 
@@ -612,7 +670,7 @@ void dloop__sub_lost(dlock_loop *l)
     dlock_op *op;
     for (op = l->ops; op != NULL; op = op->next)
         if (op->type == OP_LOCK && op->state == ST_SUBWAIT)
-            sleep_until(op, dlock__now_ms() + 100);
+            sleep_until(op, dlock__now_ms() + 100, 0);
 }
 
 /* A timed op's time has come (ops_time): its deadline, or its wake-up. 1
