@@ -1,13 +1,15 @@
 /*
  * ops.c - the loop's lock operations (include/dlock_loop.h): an acquire
  * as attempts (acquire.lua on the command connection) and waits between
- * them (notify: the lock's channel; fair: the queue in Redis, its place
- * refreshed, the handoff channel; spin: backoff), each bounded by the
- * holder's remaining lease; the give-back of what a failed or cancelled
- * acquire may hold (fair_leave.lua, release.lua); release, extend; the
- * holds' renewal in batches on the loop's clock and the report of a
- * lease lost. Fenced set / get are in fenced.c; the give-back's
- * requests in giveback.c; the public acquires' entry in ops_start.c.
+ * them that obey the one wait policy (hold/wait.h: dlock__wait_next, as
+ * the blocking wait does) on the loop's clock, woken by the loop's
+ * subscriptions (notify: the lock's channel; fair: the queue in Redis,
+ * its place refreshed, the handoff channel; spin: none); the give-back
+ * of what a failed or cancelled acquire may hold (fair_leave.lua,
+ * release.lua); release, extend; the holds' renewal in batches on the
+ * loop's clock and the report of a lease lost. Fenced set / get are in
+ * fenced.c; the give-back's requests in giveback.c; the public acquires'
+ * entry in ops_start.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -621,16 +623,22 @@ static dlock_op *waiter_next(const dlock_op *op, const lsub *s)
     return op->hsub == s ? op->hwnext : op->wnext;
 }
 
+/* s is confirmed (or refused): each of its waiters whose channels are
+ * all settled now counts as subscribed (or falls back, sub_settled); one
+ * that waited for it tries once more. A waiter that slept meanwhile (its
+ * subscriber was lost and reopened: dloop__sub_lost) is subscribed again
+ * for the policy without a try. */
 void dloop__on_subscribed(dlock_loop *l, lsub *s)
 {
     dlock_op *op, *next;
     (void)l;
     for (op = s->waiters; op != NULL; op = next) {
         next = waiter_next(op, s);
-        if (op->state == ST_SUBWAIT && !subscribe(op)) {
-            sub_settled(op);
+        if (subscribe(op))
+            continue; /* its other channel is not confirmed yet */
+        sub_settled(op);
+        if (op->state == ST_SUBWAIT)
             op->again(op); /* the try once more */
-        }
     }
 }
 
@@ -664,13 +672,20 @@ void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
     }
 }
 
-/* The subscriber failed (or refused): every waiter tries again now. */
+/* The subscriber failed: no message comes until it is reopened and its
+ * channels confirmed again (dloop__on_subscribed). A waiter waiting for
+ * its confirmation tries again after 100 ms; every waiting acquire counts
+ * as unsubscribed for the policy meanwhile. */
 void dloop__sub_lost(dlock_loop *l)
 {
     dlock_op *op;
-    for (op = l->ops; op != NULL; op = op->next)
-        if (op->type == OP_LOCK && op->state == ST_SUBWAIT)
+    for (op = l->ops; op != NULL; op = op->next) {
+        if (op->type != OP_LOCK)
+            continue;
+        op->subscribed = 0;
+        if (op->state == ST_SUBWAIT)
             sleep_until(op, dlock__now_ms() + 100, 0);
+    }
 }
 
 /* A timed op's time has come (ops_time): its deadline, or its wake-up. 1
