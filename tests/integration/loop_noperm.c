@@ -3,7 +3,8 @@
  * permission (ACL resetchannels): SUBSCRIBE is refused, so a waiter
  * cannot be woken by a message; it must poll (bounded by the holder's
  * lease or its queue refresh) and still get the lock, not wait for a
- * confirmation that never comes.
+ * confirmation that never comes; a notify waiter falls back to spin as
+ * the blocking one does, not sleeping to the holder's lease's end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,6 +56,48 @@ static void waits(int strategy)
     dlock_client_free(c);
 }
 
+/* A notify waiter whose SUBSCRIBE is refused falls back as the blocking
+ * one does (wait.c: dlock__wait_unsubscribed): it spins, so a release
+ * long before the holder's lease would end lets it in within its wait.
+ * (The loop's own rule took the refusal for a confirmation and slept
+ * until the lease's end: 30 s, past the waiter's 5.) */
+static void test_notify_long_lease(void **state)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c =
+        th_client_user(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0, "nochan", "pw");
+    dlock_loop *ls[2] = {NULL, NULL};
+    dlock_loop_acquire o;
+    th_seen a = {0}, b = {0}, r = {0};
+    (void)state;
+    assert_non_null(c);
+    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 30000;
+    assert_int_equal(dlock_loop_lock(NULL, ls[0], "ln:long", &o, th_note, &a),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
+    assert_int_equal(a.status, DLOCK_OK);
+    o.wait_ms = 5000;
+    assert_int_equal(dlock_loop_lock(NULL, ls[1], "ln:long", &o, th_note, &b),
+                     DLOCK_OK);
+    th_loop_run_for(ls, 2, 200);
+    assert_int_equal(b.done, 0);
+    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 2, &b.done), 0);
+    assert_int_equal(b.status, DLOCK_OK);
+    assert_string_not_equal(dlock_loop_warning(ls[1]), "");
+    memset(&r, 0, sizeof r);
+    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
+                     DLOCK_OK);
+    assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
 static void test_notify(void **state)
 {
     (void)state;
@@ -72,6 +115,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_fair),
+        cmocka_unit_test(test_notify_long_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
