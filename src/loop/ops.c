@@ -412,14 +412,16 @@ static void acq_granted(dlock_op *op, uint64_t token)
 /* op's subscription is settled (subscribe() said so): confirmed, or
  * the server refused SUBSCRIBE (ACL NOPERM: lconn.c then confirms the
  * channels asked and sets l->sub_refused, the loop's only record of a
- * refusal). Refused: the wait's fallback, as the blocking wait's and an
- * engine loop's (wait.c: dlock__wait_unsubscribed): a fair lock stays
- * queued and polls, any other waiter spins. Its channels stay joined
- * until it ends (no message will come on them). */
+ * refusal), or it has no channel (out of memory). Refused or none: the
+ * wait's fallback, as the blocking wait's and an engine loop's (wait.c:
+ * dlock__wait_unsubscribed): a fair lock stays queued and polls, any
+ * other waiter spins. Its channels stay joined until it ends (no message
+ * will come on them). */
 static void sub_settled(dlock_op *op)
 {
     dlock__wait x;
-    if (op->type != OP_LOCK || !op->loop->sub_refused)
+    if (op->type != OP_LOCK ||
+        (!op->loop->sub_refused && (op->sub != NULL || op->hsub != NULL)))
         return;
     wait_of(op, &x);
     dlock__wait_unsubscribed(&x, dlock__kind_of(op->hold->k.kind));
