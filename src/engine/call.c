@@ -139,7 +139,7 @@ static int lane_new(dlock__call *k, dlock__node *nd, int node,
     k->ln[l] = (lane){.nd = nd,
                       .node = node,
                       .sh = sh,
-                      .conn = sh >= 0 ? k->set->ln[sh].conn : conn,
+                      .conn = sh >= 0 ? dlock__lanes_conn(k->set, sh) : conn,
                       .fresh = fresh && took,
                       .q = k->ln[l].q,
                       .qcap = k->ln[l].qcap};

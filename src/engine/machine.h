@@ -8,6 +8,7 @@
 #define DLOCK_ENGINE_MACHINE_H
 
 #include "engine/call.h"
+#include "io/pipe.h"
 #include "topo/cluster.h"
 #include "topo/node.h"
 
@@ -188,38 +189,23 @@ void dlock__call_drop(dlock__call *k);
 
 /* ---- the lane set (lanes.c; lanes.h is what its owner sees) ---------- */
 
-/* A call's lane waiting for a WAIT the set writes (k NULL: gone). */
-typedef struct swaiter {
-    dlock__call *k;
-    int lane;
-} swaiter;
+/* One pipelined connection of a set to one node, shared by its calls:
+ * an io/pipe.h pipe whose entries are the calls' replies (who: the call,
+ * a: its lane, b: its call, kind: E_*; due: when, dropped and still
+ * unanswered, it says the node has gone quiet) and whose waiters are
+ * the calls' lanes waiting for the shared WAIT. Allocated once per slot
+ * (the pipe does not move when the set's array grows). */
+typedef struct spipe {
+    dlock__pipe p; /* p.conn NULL: the slot is free */
+    struct dlock__lanes *s;
+    int sh; /* its slot */
+} spipe;
 
-/* A reply a set's lane expects: k's (lane l, what kind), or dropped, or
- * (kind E_SWAIT, k NULL) the set's WAIT for the lanes in its wo. */
-typedef struct sentry {
-    dlock__call *k; /* NULL: dropped, its reply read and freed */
-    int lane;
-    int kind;
-    int call;         /* E_ASKING, E_SCRIPT: k's call */
-    char *eval;       /* dropped script sent by SHA: its EVAL form (packed),
-                   resent on NOSCRIPT; or NULL */
-    int64_t quiet_at; /* dropped and still unanswered then: its node has
-                         gone quiet (lanes.c) */
-} sentry;
-
-/* One pipelined connection of a set to one node, shared by its calls. */
 typedef struct slane {
     dlock__node *nd;
-    dlock__conn *conn; /* NULL: the slot is free */
-    int retired;       /* no new call goes on it (its node's address moved):
+    spipe *sp;   /* NULL: never used */
+    int retired; /* no new call goes on it (its node's address moved):
                     closed once drained */
-    sentry *q;         /* expected replies q[qhead..qlen) */
-    int qhead, qlen, qcap;
-    int wait_out; /* a shared WAIT written, not answered yet */
-    swaiter *wo;  /* the lanes it answers (owned) */
-    int nwo;
-    swaiter *pw; /* the lanes waiting for the next one */
-    int npw, cappw;
 } slane;
 
 /* What a set knows of a node's open: how many calls open a lane to it
@@ -292,6 +278,9 @@ int dlock__lanes_wait(dlock__call *k, int l);
 /* The replies come on set lane sh: read what is there, each to its call
  * (or dropped). */
 void dlock__lanes_collect(struct dlock__lanes *s, int sh);
+
+/* Set lane sh's connection (NULL: closed). */
+dlock__conn *dlock__lanes_conn(const struct dlock__lanes *s, int sh);
 
 /* Set lane sh failed (rc, err): closed; every call on it is lost. */
 void dlock__lanes_fail(struct dlock__lanes *s, int sh, int rc, const char *err);

@@ -89,8 +89,8 @@ static void downgrade_reply(dlock_loop *l, void *ctx, int rc,
     }
     if (!dloop__durable(l))
         downgrade_acked(op, DLOCK_OK, "");
-    else if (dloop__op_acks(op, downgrade_acked) != DLOCK_OK)
-        undo(op, DLOCK_ENOMEM, "out of memory");
+    else
+        dloop__op_acks(op, downgrade_acked);
 }
 
 /* ---- on an engine loop ------------------------------------------------ */

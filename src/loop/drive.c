@@ -42,7 +42,7 @@ int dlock_loop_new(dlock_loop **out, dlock_client *c)
         return dlock__set_error(c, DLOCK_ENOMEM, "out of memory");
     l->c = c;
     l->engine = c->ns.n != 1 || c->ns.cluster != NULL || c->ns.locate != NULL;
-    l->cmd.fd = l->sub.fd = -1;
+    dloop__conns_init(l);
     l->renew_min = -1;
     /* The hooks: the lower files' calls up (loop_impl.h). */
     l->op_end = dloop__op_abort;
@@ -144,14 +144,14 @@ static void poll_conns(dlock_loop *l)
     if (l->cmd.fd >= 0) {
         p[n].fd = l->cmd.fd;
         p[n].events =
-            (short)((l->cmd.ev & EPOLLIN || l->cmd.conn ? POLLIN : 0) |
+            (short)((l->cmd.ev & EPOLLIN || l->cmd.p.conn ? POLLIN : 0) |
                     (l->cmd.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->cmd;
     }
     if (l->sub.fd >= 0) {
         p[n].fd = l->sub.fd;
         p[n].events =
-            (short)((l->sub.ev & EPOLLIN || l->sub.conn ? POLLIN : 0) |
+            (short)((l->sub.ev & EPOLLIN || l->sub.p.conn ? POLLIN : 0) |
                     (l->sub.ev & EPOLLOUT ? POLLOUT : 0));
         lc[n++] = &l->sub;
     }
@@ -212,8 +212,8 @@ void dlock_loop_free(dlock_loop *l)
     l->in_process = 1;
     run_done(l);
     /* Best effort: what was queued (give-backs) is written once. */
-    if (l->cmd.conn != NULL)
-        dlock__conn_progress(l->cmd.conn, POLLOUT, NULL, 0);
+    if (l->cmd.p.conn != NULL)
+        dlock__conn_progress(l->cmd.p.conn, POLLOUT, NULL, 0);
     dloop__conns_close(l);
     dloop__jobs_free(l);
     free(l->mfd);

@@ -11,9 +11,10 @@
  * connection up while a WAIT waits, so one WAIT is out at a time: the
  * writes answered meanwhile share the next, sent when it is answered (a
  * WAIT per write made each wait for every one ahead: with the replicas
- * stopped, a whole WAIT timeout each). On several servers, Sentinel or
- * Cluster the engine's calls send their WAIT through its lane set,
- * which shares them the same way (engine/lanes.c).
+ * stopped, a whole WAIT timeout each). That sharing is io/pipe.c's, the
+ * command connection's pipe; on several servers, Sentinel or Cluster the
+ * engine's calls send their WAIT through its lane set, whose lanes are
+ * pipes too (engine/lanes.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,98 +28,31 @@ int dloop__durable(const dlock_loop *l)
     return !l->engine && l->c->ns.wait_replicas > 0;
 }
 
-/* The requesters of one WAIT out (stubs, owned). */
-typedef struct wgroup {
-    lreq **w;
-    int n;
-} wgroup;
-
-static void group_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                        const char *err, int sent);
-
-/* Send one WAIT for the stubs waiting for it (l->wnext). DLOCK_OK or
- * DLOCK_ENOMEM (nothing sent, the stubs still wait). */
-static int wait_send(dlock_loop *l)
-{
-    char n[24], t[24];
-    const char *argv[3] = {"WAIT", n, t};
-    size_t len[3] = {4, 0, 0};
-    wgroup *g = malloc(sizeof *g);
-    int rc;
-    if (g == NULL)
-        return DLOCK_ENOMEM;
-    g->w = l->wnext;
-    g->n = l->nwnext;
-    len[1] = dlock__fmt_i64(n, l->c->ns.wait_replicas);
-    len[2] = dlock__fmt_i64(t, l->c->ns.wait_timeout_ms);
-    l->wait_out = 1; /* its own deadline counts the WAIT timeout too */
-    rc = dloop__send_plain(l, 3, argv, len, group_acked, g, NULL);
-    if (rc != DLOCK_OK) {
-        l->wait_out = 0;
-        free(g);
-        return rc;
-    }
-    l->wnext = NULL;
-    l->nwnext = l->capwnext = 0;
-    return DLOCK_OK;
-}
-
-/* End the stubs w[0..n) with (rc, r, err, sent) and free them. */
-static void stubs_end(dlock_loop *l, lreq **w, int n, int rc,
-                      const redisReply *r, const char *err, int sent)
-{
-    int i;
-    for (i = 0; i < n; i++) {
-        if (w[i]->fn != NULL)
-            w[i]->fn(l, w[i]->ctx, rc, r, err, sent);
-        free(w[i]);
-    }
-    free(w);
-}
-
-/* A WAIT's answer: to each of its requesters still there; then the next
- * WAIT for those who asked meanwhile (on a failure they fail with it:
- * their writes went on the connection that failed). */
-static void group_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
-                        const char *err, int sent)
-{
-    wgroup *g = ctx;
-    lreq **w;
-    int n;
-    stubs_end(l, g->w, g->n, rc, r, err, sent);
-    free(g);
-    l->wait_out = 0;
-    if (l->nwnext == 0)
-        return;
-    if (rc == DLOCK_OK && wait_send(l) == DLOCK_OK)
-        return;
-    w = l->wnext, n = l->nwnext;
-    l->wnext = NULL;
-    l->nwnext = l->capwnext = 0;
-    stubs_end(l, w, n, rc == DLOCK_OK ? DLOCK_ENOMEM : rc, NULL,
-              rc == DLOCK_OK ? "out of memory" : err, sent);
-}
-
-/* See loop_impl.h. */
+/* See loop_impl.h. The WAIT's sharing is the command connection's pipe
+ * (io/pipe.h): each requester is a stub (an lreq with fn and ctx only)
+ * that it answers. */
 int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out)
 {
-    lreq *st, **p;
-    p = dlock__room(l->wnext, &l->capwnext, l->nwnext, sizeof *p, 16);
-    if (p == NULL)
-        return DLOCK_ENOMEM;
-    l->wnext = p;
+    lreq *st;
+    int rc;
+    if (l->cmd.p.conn == NULL) /* the connection its writes went on */
+        return DLOCK_EIO;
     st = calloc(1, sizeof *st);
     if (st == NULL)
         return DLOCK_ENOMEM;
     st->fn = fn;
     st->ctx = ctx;
     st->script = -1;
-    l->wnext[l->nwnext++] = st;
-    if (!l->wait_out && wait_send(l) != DLOCK_OK) {
-        l->nwnext--;
+    rc = dlock__pipe_wait(&l->cmd.p, st, 1, l->c->ns.wait_replicas,
+                          l->c->ns.wait_timeout_ms,
+                          dlock__now_ms() + l->c->opts.command_timeout_ms +
+                              l->c->ns.wait_timeout_ms);
+    if (rc == DLOCK_ENOMEM) {
+        dlock__pipe_unwait(&l->cmd.p, st, 1);
         free(st);
-        return DLOCK_ENOMEM;
+        return rc;
     }
+    dloop__conns_update(l);
     if (out != NULL)
         *out = st;
     return DLOCK_OK;
@@ -167,8 +101,8 @@ static void op_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 }
 
 /* See loop_impl.h. */
-int dloop__op_acks(dlock_op *op,
-                   void (*then)(dlock_op *op, int rc, const char *msg))
+void dloop__op_acks(dlock_op *op,
+                    void (*then)(dlock_op *op, int rc, const char *msg))
 {
     int rc;
     op->acked = then;
@@ -177,6 +111,8 @@ int dloop__op_acks(dlock_op *op,
     if (rc != DLOCK_OK) {
         op->acking = 0;
         op->acked = NULL;
+        then(op, rc,
+             rc == DLOCK_ENOMEM ? "out of memory"
+                                : "WAIT: the connection closed before it");
     }
-    return rc;
 }

@@ -36,8 +36,8 @@ static void fenced_written(dlock_op *op)
 {
     if (!dloop__durable(op->loop))
         dloop__complete(op, DLOCK_OK, "%s", "");
-    else if (dloop__op_acks(op, fenced_acked) != DLOCK_OK)
-        dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+    else
+        dloop__op_acks(op, fenced_acked);
 }
 
 static void fset_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,

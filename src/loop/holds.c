@@ -91,8 +91,8 @@ static void extend_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
                dlock__elem_int(r, 0) == 1) {
         if (!dloop__durable(l))
             extend_acked(op, DLOCK_OK, "");
-        else if (dloop__op_acks(op, extend_acked) != DLOCK_OK)
-            dloop__complete(op, DLOCK_ENOMEM, "out of memory");
+        else
+            dloop__op_acks(op, extend_acked);
     } else {
         dloop__lost(op->hold, DLOCK_NOT_OWNER);
         dloop__complete(op, DLOCK_NOT_OWNER,
@@ -251,10 +251,16 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
     for (i = 0; i < b->n; i++)
         b->res[i] = dlock__elem_int(r, (size_t)i) == 1;
-    if (dloop__durable(l) &&
-        dloop__send_wait(l, batch_acked, b, NULL) == DLOCK_OK)
+    if (!dloop__durable(l)) {
+        batch_apply(l, b, DLOCK_OK, "");
         return;
-    batch_apply(l, b, DLOCK_OK, "");
+    }
+    rc = dloop__send_wait(l, batch_acked, b, NULL);
+    if (rc != DLOCK_OK) /* WAIT unsent: the renewals' durability unknown */
+        batch_acked(l, b, rc, NULL,
+                    rc == DLOCK_ENOMEM ? "out of memory"
+                                       : "the connection closed before it",
+                    0);
 }
 
 /* Send one renewal call for hs[0..n). */

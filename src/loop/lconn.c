@@ -1,8 +1,10 @@
 /*
- * lconn.c - a loop's two connections to its server: the command
- * connection (script requests pipelined, answers matched in FIFO order,
- * NOSCRIPT answered by sending the source, a request unanswered past the
- * command timeout ends the connection) and the subscriber (SUBSCRIBE per
+ * lconn.c - what a loop's two connections to its server share (their
+ * epoll registration, their non-blocking opens, their I/O step), and the
+ * command connection: an io/pipe.h pipe (requests pipelined, answers
+ * matched in FIFO order, WAIT shared; here NOSCRIPT answered by sending
+ * the source, a request unanswered past the command timeout ends the
+ * connection). The subscriber is lsub.c's (SUBSCRIBE per
  * channel some operation waits on; messages handed to ops.c through the
  * loop's hooks). Both are opened without blocking (node.h:
  * dlock__node_opening_*) from process.
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "io/conn.h"
+#include "io/pipe.h"
 #include "loop/loop_impl.h"
 #include "topo/node.h"
 
@@ -27,17 +30,17 @@ static int cur_fd(const lconn *lc, short *pev)
     *pev = 0;
     if (lc->open != NULL) {
         dlock__node_opening_poll(lc->open, &fd, pev);
-    } else if (lc->conn != NULL) {
-        fd = dlock__conn_fd(lc->conn);
-        *pev = dlock__conn_events(lc->conn);
+    } else if (lc->p.conn != NULL) {
+        fd = dlock__conn_fd(lc->p.conn);
+        *pev = dlock__conn_events(lc->p.conn);
     }
     return fd;
 }
 
-/* Register lc's descriptor and events in the loop's epoll set. A number
- * registered before and no longer lc's was closed (which took it out of
- * the set): it is not touched, since it may be reused by now. */
-static void reg(dlock_loop *l, lconn *lc)
+/* See loop_impl.h. A number registered before and no longer lc's was
+ * closed (which took it out of the set): it is not touched, since it may
+ * be reused by now. */
+void dloop__lc_reg(dlock_loop *l, lconn *lc)
 {
     short pev;
     int fd = cur_fd(lc, &pev);
@@ -60,34 +63,33 @@ static void reg(dlock_loop *l, lconn *lc)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
 }
 
-/* lc is about to close its descriptor: forget it (closing takes it out
- * of the epoll set; its number may be reused at once, by this loop or
- * another thread, so it is never touched again). An open connection's is
- * deleted first, tidily; an open that failed or timed out is not asked
- * (its state may be gone). */
-static void unreg(dlock_loop *l, lconn *lc)
+/* See loop_impl.h. An open connection's descriptor is deleted first,
+ * tidily; an open that failed or timed out is not asked (its state may be
+ * gone). */
+void dloop__lc_unreg(dlock_loop *l, lconn *lc)
 {
-    if (lc->fd >= 0 && lc->open == NULL && lc->conn != NULL &&
-        dlock__conn_fd(lc->conn) == lc->fd)
+    if (lc->fd >= 0 && lc->open == NULL && lc->p.conn != NULL &&
+        dlock__conn_fd(lc->p.conn) == lc->fd)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, lc->fd, NULL);
     lc->fd = -1;
     lc->ev = 0;
 }
 
-void dloop__conns_update(dlock_loop *l)
-{
-    reg(l, &l->cmd);
-    reg(l, &l->sub);
-}
-
-/* Put r's command into the connection's output buffer. */
+/* Put r's command into the connection's output buffer and r on its
+ * pipe, due (answered by then, or the connection ends) at the command
+ * timeout from now. */
 static int append(dlock_loop *l, lreq *r)
 {
+    int64_t due = dlock__now_ms() + l->c->opts.command_timeout_ms;
+    int rc;
     r->appended = 1;
-    r->deadline = dlock__now_ms() + l->c->opts.command_timeout_ms;
-    if (l->wait_out) /* a WAIT ahead (or this one) holds the line up */
-        r->deadline += l->c->ns.wait_timeout_ms;
-    return dlock__conn_append_argv(l->cmd.conn, r->argc, r->argv, r->argvlen);
+    if (l->cmd.p.wait_out) /* a WAIT ahead holds the line up */
+        due += l->c->ns.wait_timeout_ms;
+    rc = dlock__conn_append_argv(l->cmd.p.conn, r->argc, r->argv, r->argvlen);
+    if (rc == DLOCK_OK)
+        rc = dlock__pipe_push(&l->cmd.p, (dlock__pentry){r, 0, 0, 0, NULL, due},
+                              NULL);
+    return rc;
 }
 
 static void lreq_free(dlock_loop *l, lreq *r)
@@ -99,19 +101,20 @@ static void lreq_free(dlock_loop *l, lreq *r)
 }
 
 /* End every request of the command connection with rc / err and close
- * it. The callbacks may queue new requests (they go on a fresh list). */
+ * it: those written (the pipe tells each: cmd_lost), then those waiting
+ * for it to open. The callbacks may queue new requests (they go on a
+ * fresh list). */
 static void cmd_fail(dlock_loop *l, int rc, const char *err)
 {
     lreq *r = l->cmd.head, *next;
     l->cmd.head = l->cmd.tail = NULL;
-    l->cmd.nreq = 0;
-    unreg(l, &l->cmd);
+    dloop__lc_unreg(l, &l->cmd);
     dlock__node_opening_free(l->cmd.open);
     l->cmd.open = NULL;
-    dlock__conn_close(l->cmd.conn);
-    l->cmd.conn = NULL;
+    dlock__pipe_fail(&l->cmd.p, rc, err);
     for (; r != NULL; r = next) {
         next = r->next;
+        l->cmd.nreq--;
         if (r->fn != NULL)
             r->fn(l, r->ctx, rc, NULL, err, r->appended);
         lreq_free(l, r);
@@ -150,31 +153,41 @@ static void cmd_opened(dlock_loop *l)
     }
     memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
     dloop__ev_count(l, DLOOP_EV_RECONNECT);
-    for (r = l->cmd.head; r != NULL; r = r->next)
-        if (!r->appended && append(l, r) != DLOCK_OK) {
+    while ((r = l->cmd.head) != NULL) {
+        if (append(l, r) != DLOCK_OK) {
             cmd_fail(l, DLOCK_ENOMEM, "out of memory");
             return;
         }
+        l->cmd.head = r->next;
+        if (l->cmd.head == NULL)
+            l->cmd.tail = NULL;
+    }
 }
 
-/* Put r at the end of the command connection's queue and, when it is
- * open, into its output (else process opens it). */
+/* Put r into the command connection's output when it is open, else at
+ * the end of the requests waiting for it (process opens it). */
 static void enqueue(dlock_loop *l, lreq *r)
 {
     r->next = NULL;
+    l->cmd.nreq++;
+    dloop__ev_count(l, DLOOP_EV_REQUEST);
+    if (l->cmd.p.conn != NULL) {
+        if (append(l, r) == DLOCK_OK) {
+            dloop__lc_reg(l, &l->cmd);
+            return;
+        }
+        /* Waiting (none else does: the connection is open), so that the
+         * failure tells it too. */
+        l->cmd.head = l->cmd.tail = r;
+        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
     if (l->cmd.tail != NULL)
         l->cmd.tail->next = r;
     else
         l->cmd.head = r;
     l->cmd.tail = r;
-    l->cmd.nreq++;
-    dloop__ev_count(l, DLOOP_EV_REQUEST);
-    if (l->cmd.conn == NULL)
-        dloop__signal(l);
-    else if (append(l, r) != DLOCK_OK)
-        cmd_fail(l, DLOCK_ENOMEM, "out of memory");
-    else
-        reg(l, &l->cmd);
+    dloop__signal(l);
 }
 
 /* A zeroed request of argc arguments for script (-1: a plain command)
@@ -308,51 +321,92 @@ static void resend_eval(dlock_loop *l, lreq *r)
     enqueue(l, r);
 }
 
-/* One answer for the head request (the caller frees it). */
-static void cmd_reply(dlock_loop *l, redisReply *rep)
+/* rc and err for an error reply rep of the command connection. */
+static int reply_rc(dlock_loop *l, const redisReply *rep, char *err, size_t len)
 {
-    lreq *r = l->cmd.head;
-    char err[LOOP_ERRLEN];
-    int fo, rc;
-    l->cmd.head = r->next;
-    if (l->cmd.head == NULL)
-        l->cmd.tail = NULL;
-    l->cmd.nreq--;
-    if (rep->type == REDIS_REPLY_ERROR) {
-        if (r->script >= 0 && !r->eval &&
-            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
-            resend_eval(l, r);
-            return;
-        }
-        rc = dlock__reply_error(&l->c->ns, &l->c->ns.node[0], rep->str, err,
-                                sizeof err, &fo);
-        if (r->fn != NULL)
-            r->fn(l, r->ctx, rc, NULL, err, 1);
-    } else if (r->fn != NULL) {
-        r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
-    }
-    lreq_free(l, r);
+    int fo;
+    return dlock__reply_error(&l->c->ns, &l->c->ns.node[0], rep->str, err, len,
+                              &fo);
 }
 
-/* What one of the loop's connections does with its events: opened
- * (flush what waits for it), an answer (the caller frees it), a failure. */
-typedef struct lconn_ops {
-    void (*opened)(dlock_loop *l);
-    void (*reply)(dlock_loop *l, redisReply *r);
-    void (*fail)(dlock_loop *l, int rc, const char *err);
-    int (*want)(const dlock_loop *l); /* more answers expected */
-} lconn_ops;
+/* The pipe's words to the loop (pipe.h: dlock__pipe_ops; ud: the loop). */
 
-/* Drive lc after poll() gave revents: the open's next step, then write
- * and read, handing every complete answer to ops->reply. */
-static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
-                    short revents)
+/* An answer rep (owned) for request e->who. */
+static void cmd_take(void *ud, const dlock__pentry *e, redisReply *rep)
+{
+    dlock_loop *l = ud;
+    lreq *r = e->who;
+    char err[LOOP_ERRLEN];
+    l->cmd.nreq--;
+    if (rep->type == REDIS_REPLY_ERROR && r->script >= 0 && !r->eval &&
+        strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        resend_eval(l, r);
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        int rc = reply_rc(l, rep, err, sizeof err);
+        if (r->fn != NULL)
+            r->fn(l, r->ctx, rc, NULL, err, 1);
+        lreq_free(l, r);
+    } else {
+        if (r->fn != NULL)
+            r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+        lreq_free(l, r);
+    }
+    freeReplyObject(rep);
+}
+
+/* The shared WAIT answered rep for stub w->who (durable.c). */
+static void cmd_acked(void *ud, const dlock__pwaiter *w, const redisReply *rep)
+{
+    dlock_loop *l = ud;
+    lreq *st = w->who;
+    char err[LOOP_ERRLEN];
+    if (st->fn != NULL && rep->type == REDIS_REPLY_ERROR)
+        st->fn(l, st->ctx, reply_rc(l, rep, err, sizeof err), NULL, err, 1);
+    else if (st->fn != NULL)
+        st->fn(l, st->ctx, DLOCK_OK, rep, "", 1);
+    free(st);
+}
+
+/* The connection failed: request who (a 0) or a WAIT's stub (a 1) ends
+ * with rc / err. */
+static void cmd_lost(void *ud, void *who, int a, int rc, const char *err)
+{
+    dlock_loop *l = ud;
+    lreq *r = who;
+    if (a == 0)
+        l->cmd.nreq--;
+    if (r->fn != NULL)
+        r->fn(l, r->ctx, rc, NULL, err, 1);
+    if (a == 0)
+        lreq_free(l, r);
+    else
+        free(r);
+}
+
+/* A WAIT written: one more request. */
+static void cmd_waited(void *ud)
+{
+    dloop__ev_count(ud, DLOOP_EV_REQUEST);
+}
+
+static const dlock__pipe_ops cmd_pipe = {cmd_take, cmd_acked, cmd_lost,
+                                         cmd_waited};
+
+/* See loop_impl.h. */
+void dloop__conns_init(dlock_loop *l)
+{
+    dlock__pipe_init(&l->cmd.p, NULL, &cmd_pipe, l);
+    dlock__pipe_init(&l->sub.p, NULL, NULL, NULL);
+    l->cmd.fd = l->sub.fd = -1;
+}
+
+/* See loop_impl.h. */
+void dloop__lc_io(dlock_loop *l, lconn *lc, const lconn_ops *ops, short revents)
 {
     char err[LOOP_ERRLEN];
-    redisReply *rep;
     int rc;
     if (lc->open != NULL) {
-        rc = dlock__node_opening_step(lc->open, revents, &lc->conn, err,
+        rc = dlock__node_opening_step(lc->open, revents, &lc->p.conn, err,
                                       sizeof err);
         if (rc == DLOCK__OPEN_AGAIN)
             return;
@@ -365,147 +419,53 @@ static void conn_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
         ops->opened(l);
         revents = POLLOUT;
     }
-    if (lc->conn == NULL)
+    if (lc->p.conn == NULL)
         return;
-    rc = dlock__conn_progress(lc->conn, revents, err, sizeof err);
-    while (rc == DLOCK_OK && ops->want(l)) {
-        int got = dlock__conn_pop_reply(lc->conn, &rep, err, sizeof err);
-        if (got < 0)
-            rc = DLOCK_EPROTO;
-        if (got <= 0)
-            break;
-        ops->reply(l, rep);
-        freeReplyObject(rep);
-        if (lc->conn == NULL)
-            return;
-    }
+    rc = dlock__conn_progress(lc->p.conn, revents, err, sizeof err);
+    if (rc == DLOCK_OK)
+        rc = ops->collect(l, err, sizeof err);
     if (rc != DLOCK_OK)
         ops->fail(l, rc, err);
 }
 
-static int cmd_want(const dlock_loop *l)
+/* The command connection's answers, to their requests. */
+static int cmd_collect(dlock_loop *l, char *err, size_t len)
 {
-    return l->cmd.head != NULL;
+    int rc = dlock__pipe_collect(&l->cmd.p, err, len);
+    return rc < 0 && l->cmd.p.conn != NULL ? DLOCK_EPROTO : DLOCK_OK;
 }
 
-static const lconn_ops cmd_ops = {cmd_opened, cmd_reply, cmd_fail, cmd_want};
+static const lconn_ops cmd_ops = {cmd_opened, cmd_collect, cmd_fail};
 
 void dloop__cmd_io(dlock_loop *l, short revents)
 {
-    conn_io(l, &l->cmd, &cmd_ops, revents);
+    dloop__lc_io(l, &l->cmd, &cmd_ops, revents);
 }
 
-/* Open conn lc (command or subscriber) without blocking. */
-static int open_start(dlock_loop *l, lconn *lc, char *err, size_t errlen)
+/* See loop_impl.h. */
+int dloop__lc_open(dlock_loop *l, lconn *lc, char *err, size_t errlen)
 {
     int fresh = 0;
     int rc;
     lc->open_dl = dlock__now_ms() + l->c->opts.connect_timeout_ms;
     rc = dlock__node_opening_start(&lc->open, &l->c->ns, 0, lc->open_dl,
-                                   &lc->conn, &fresh, err, errlen);
+                                   &lc->p.conn, &fresh, err, errlen);
     if (rc == DLOCK__OPEN_AGAIN)
         return rc;
     lc->open = NULL;
     return rc;
 }
 
-/* Queue a SUBSCRIBE of channel s on the open subscriber connection (its
- * state becomes 1, asked; left 0 when out of memory). */
-static void sub_one(dlock_loop *l, lsub *s)
+/* When the command connection's oldest expected answer is due (it
+ * expects one). */
+static int64_t head_due(const dlock_loop *l)
 {
-    const char *argv[2] = {"SUBSCRIBE", s->chan};
-    size_t lens[2] = {9, s->len};
-    if (dlock__conn_append_argv(l->sub.conn, 2, argv, lens) == DLOCK_OK)
-        s->state = 1;
+    const dlock__pipe *p = &l->cmd.p;
+    return p->qhead < p->qlen ? p->q[p->qhead].due : INT64_MAX;
 }
 
-/* Subscriber: (re)subscribe every channel not subscribed yet. */
-static void sub_flush(dlock_loop *l)
-{
-    size_t i;
-    lsub *s;
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = s->next)
-            if (s->state == 0 && s->refs > 0)
-                sub_one(l, s);
-}
-
-/* The subscriber failed: every channel is unsubscribed; waiters retry. */
-static void sub_fail(dlock_loop *l)
-{
-    size_t i;
-    lsub *s;
-    unreg(l, &l->sub);
-    dlock__node_opening_free(l->sub.open);
-    l->sub.open = NULL;
-    dlock__conn_close(l->sub.conn);
-    l->sub.conn = NULL;
-    l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = s->next)
-            s->state = 0;
-    l->sub_lost(l);
-}
-
-static lsub *sub_find(dlock_loop *l, const char *chan, size_t len);
-
-/* A message or confirmation on the subscriber. */
-static void sub_reply(dlock_loop *l, redisReply *r)
-{
-    lsub *s;
-    if (r->type == REDIS_REPLY_ERROR) {
-        /* A SUBSCRIBE refused (NOPERM: no channel permission): no message
-         * will come, so the channels waiting for a confirmation count as
-         * done and their waiters go on; each sleeps no longer than the
-         * holder's lease or its queue refresh (ops.c), so they poll. */
-        size_t i;
-        l->sub_refused = 1; /* dlock_loop_warning */
-        for (i = 0; i < l->nsubs; i++)
-            for (s = l->subs[i]; s != NULL; s = s->next)
-                if (s->state == 1) {
-                    s->state = 2;
-                    l->on_subscribed(l, s);
-                }
-        return;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING)
-        return;
-    s = sub_find(l, r->element[1]->str, r->element[1]->len);
-    if (s == NULL)
-        return;
-    if (strcmp(r->element[0]->str, "subscribe") == 0) {
-        s->state = 2;
-        l->on_subscribed(l, s);
-    } else if (strcmp(r->element[0]->str, "message") == 0 &&
-               r->element[2]->type == REDIS_REPLY_STRING) {
-        l->on_message(l, s, r->element[2]->str, r->element[2]->len);
-    }
-}
-
-static int sub_want(const dlock_loop *l)
-{
-    (void)l;
-    return 1; /* messages come unasked */
-}
-
-static void sub_fail_rc(dlock_loop *l, int rc, const char *err)
-{
-    (void)rc;
-    (void)err;
-    sub_fail(l);
-}
-
-static const lconn_ops sub_ops = {sub_flush, sub_reply, sub_fail_rc, sub_want};
-
-void dloop__sub_io(dlock_loop *l, short revents)
-{
-    conn_io(l, &l->sub, &sub_ops, revents);
-}
-
-/* The command connection's clock: an open or an answer overdue. */
-static void cmd_time(dlock_loop *l, int64_t now)
+/* See loop_impl.h. */
+void dloop__cmd_time(dlock_loop *l, int64_t now)
 {
     char err[LOOP_ERRLEN];
     int rc;
@@ -513,14 +473,14 @@ static void cmd_time(dlock_loop *l, int64_t now)
         now >= dlock__node_opening_deadline(l->cmd.open)) {
         rc = dlock__node_opening_timeout(l->cmd.open, err, sizeof err);
         cmd_fail(l, rc, err);
-    } else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
-               l->cmd.head->appended && now >= l->cmd.head->deadline) {
+    } else if (l->cmd.p.conn != NULL && !dlock__pipe_idle(&l->cmd.p) &&
+               now >= head_due(l)) {
         snprintf(err, sizeof err, "%s: no answer in time",
-                 dlock__conn_peer(l->cmd.conn));
+                 dlock__conn_peer(l->cmd.p.conn));
         cmd_fail(l, DLOCK_ETIMEDOUT, err);
     }
-    if (l->cmd.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
-        rc = open_start(l, &l->cmd, err, sizeof err);
+    if (l->cmd.p.conn == NULL && l->cmd.open == NULL && l->cmd.head != NULL) {
+        rc = dloop__lc_open(l, &l->cmd, err, sizeof err);
         if (rc == DLOCK_OK)
             cmd_opened(l);
         else if (rc != DLOCK__OPEN_AGAIN)
@@ -528,127 +488,18 @@ static void cmd_time(dlock_loop *l, int64_t now)
     }
 }
 
-void dloop__conns_time(dlock_loop *l, int64_t now)
+/* See loop_impl.h. */
+int64_t dloop__cmd_wake(const dlock_loop *l)
 {
-    char err[LOOP_ERRLEN];
-    int rc;
-    cmd_time(l, now);
-    if (l->sub.open != NULL &&
-        now >= dlock__node_opening_deadline(l->sub.open)) {
-        sub_fail(l);
-    } else if (l->subcount == 0 && l->sub.conn != NULL) {
-        unreg(l, &l->sub);
-        dlock__conn_close(l->sub.conn); /* nothing waits */
-        l->sub.conn = NULL;
-    } else if (l->subcount > 0 && l->sub.conn == NULL && l->sub.open == NULL &&
-               now >= l->sub.retry_at) {
-        rc = open_start(l, &l->sub, err, sizeof err);
-        if (rc == DLOCK_OK)
-            sub_flush(l);
-        else if (rc != DLOCK__OPEN_AGAIN)
-            sub_fail(l);
-    }
-    dloop__conns_update(l);
-}
-
-int64_t dloop__conns_wake(const dlock_loop *l)
-{
-    int64_t w = -1;
     if (l->cmd.open != NULL)
-        w = dlock__node_opening_deadline(l->cmd.open);
-    else if (l->cmd.conn != NULL && l->cmd.head != NULL &&
-             l->cmd.head->appended)
-        w = l->cmd.head->deadline;
-    else if (l->cmd.conn == NULL && l->cmd.head != NULL)
-        w = 0;
-    if (l->sub.open != NULL) {
-        int64_t s = dlock__node_opening_deadline(l->sub.open);
-        if (w < 0 || s < w)
-            w = s;
-    } else if (l->subcount > 0 && l->sub.conn == NULL) {
-        if (w < 0 || l->sub.retry_at < w)
-            w = l->sub.retry_at;
-    }
-    return w;
+        return dlock__node_opening_deadline(l->cmd.open);
+    if (l->cmd.p.conn != NULL && l->cmd.p.qhead < l->cmd.p.qlen)
+        return head_due(l);
+    return l->cmd.p.conn == NULL && l->cmd.head != NULL ? 0 : -1;
 }
 
-void dloop__conns_close(dlock_loop *l)
+/* See loop_impl.h. */
+void dloop__cmd_close(dlock_loop *l)
 {
-    size_t i;
-    lsub *s, *n;
     cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
-    unreg(l, &l->sub);
-    dlock__node_opening_free(l->sub.open);
-    dlock__conn_close(l->sub.conn);
-    l->sub.open = NULL;
-    l->sub.conn = NULL;
-    for (i = 0; i < l->nsubs; i++)
-        for (s = l->subs[i]; s != NULL; s = n) {
-            n = s->next;
-            free(s);
-        }
-}
-
-static size_t sub_hash(const dlock_loop *l, const char *chan, size_t len)
-{
-    size_t h = 5381, i;
-    for (i = 0; i < len; i++)
-        h = h * 33 + (unsigned char)chan[i];
-    return h & (l->nsubs - 1);
-}
-
-static lsub *sub_find(dlock_loop *l, const char *chan, size_t len)
-{
-    lsub *s = l->subs[sub_hash(l, chan, len)];
-    while (s != NULL && (s->len != len || memcmp(s->chan, chan, len) != 0))
-        s = s->next;
-    return s;
-}
-
-lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len)
-{
-    lsub *s = sub_find(l, chan, len);
-    size_t b;
-    if (s == NULL) {
-        s = calloc(1, sizeof *s + len + 1);
-        if (s == NULL)
-            return NULL;
-        s->chan = (char *)(s + 1);
-        memcpy(s->chan, chan, len);
-        s->len = len;
-        b = sub_hash(l, chan, len);
-        s->next = l->subs[b];
-        l->subs[b] = s;
-    }
-    if (s->refs++ == 0) {
-        l->subcount++;
-        if (l->sub.conn != NULL) {
-            /* This channel only: a walk of every channel per new one made
-             * N waiters cost N^2 (10,000 stalled the loop for seconds). */
-            if (s->state == 0)
-                sub_one(l, s);
-            reg(l, &l->sub);
-        } else {
-            dloop__signal(l);
-        }
-    }
-    return s;
-}
-
-void dloop__sub_put(dlock_loop *l, lsub *s)
-{
-    lsub **p;
-    if (s == NULL || --s->refs > 0)
-        return;
-    l->subcount--;
-    if (s->state != 0 && l->sub.conn != NULL) {
-        const char *argv[2] = {"UNSUBSCRIBE", s->chan};
-        size_t lens[2] = {11, s->len};
-        dlock__conn_append_argv(l->sub.conn, 2, argv, lens);
-        reg(l, &l->sub);
-    }
-    for (p = &l->subs[sub_hash(l, s->chan, s->len)]; *p != s; p = &(*p)->next)
-        ;
-    *p = s->next;
-    free(s);
 }

@@ -5,8 +5,9 @@
  * map): loop.c (the object's ground: pools, completion) < lheap.c (the
  * holds' clock), otimer.c (the waiting ops' clock; calls nothing),
  * events.c (metrics and events), watchdog.c (the client's watchdog as a
- * renewer: the hold tier only), lconn.c (the command connection and the
- * subscriber) < durable.c (WAIT for replicas),
+ * renewer: the hold tier only), lconn.c (the command connection, and
+ * what both connections share) < lsub.c (the subscriber, the two
+ * connections' clock) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c <
  * giveback.c (what a failed acquire may hold), op_words.c (an acquire's
  * answer worded by hold's code) < ops.c (the acquire on one server, the
@@ -17,7 +18,8 @@
  * (new, process, free). What a lower file needs from an upper one goes
  * through a hook: the loop's, set by dlock_loop_new, or an op's, set by
  * its maker. Above
- * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h)
+ * the engine's tier (step.h: scripts; node.h: non-blocking opens; conn.h,
+ * pipe.h)
  * and core.h (the client); nothing below imports it.
  */
 #ifndef DLOCK_LOOP_IMPL_H
@@ -29,6 +31,7 @@
 #include "hold/core.h"
 #include "hold/held.h"
 #include "hold/kind.h"
+#include "io/pipe.h"
 #include "dlock_loop.h"
 
 #define LOOP_ERRLEN 256
@@ -72,9 +75,10 @@ typedef struct lpool {
 typedef void (*lreq_fn)(struct dlock_loop *l, void *ctx, int rc,
                         const redisReply *r, const char *err, int sent);
 
-/* One script request on the command connection, in FIFO order. */
+/* One request on the command connection (a script or a plain command),
+ * or a stub waiting for a WAIT's answer (durable.c). */
 typedef struct lreq {
-    struct lreq *next;
+    struct lreq *next; /* waiting for the connection to open */
     lreq_fn fn; /* NULL: its requester went away; the answer is dropped */
     void *ctx;
     int script; /* -1: a plain command (dloop__send_plain) */
@@ -82,22 +86,24 @@ typedef struct lreq {
                    source */
     const char **argv;
     size_t *argvlen;
-    int pooled;       /* a block of the loop's request pool */
-    int appended;     /* written into the connection's buffer */
-    int eval;         /* sent as EVAL already (after NOSCRIPT) */
-    int again;        /* sent again by SHA behind another's EVAL */
-    int64_t deadline; /* answer by then (monotonic ms), once appended */
-    char nk[12];      /* argv[2]: the number of keys */
+    int pooled;   /* a block of the loop's request pool */
+    int appended; /* written into the connection's buffer */
+    int eval;     /* sent as EVAL already (after NOSCRIPT) */
+    int again;    /* sent again by SHA behind another's EVAL */
+    char nk[12];  /* argv[2]: the number of keys */
 } lreq;
 
-/* One connection of the loop: the command connection or the subscriber. */
+/* One connection of the loop: the command connection (a pipe: io/pipe.h,
+ * its entries the requests written, who: the lreq) or the subscriber
+ * (only its p.conn is used: messages come unasked). */
 typedef struct lconn {
-    dlock__conn *conn;         /* open, or NULL */
+    dlock__pipe p;             /* p.conn: open, or NULL */
     dlock__node_opening *open; /* being opened, or NULL */
     int fd;                    /* registered in the epoll set, or -1 */
     uint32_t ev;               /* the events registered */
-    lreq *head, *tail;         /* command connection: requests in order */
-    int nreq;
+    lreq *head, *tail;         /* command connection: requests waiting for it to
+                          open, in order */
+    int nreq; /* requests not answered yet (waiting or written) */
     int64_t open_dl;
     int64_t retry_at; /* subscriber: not reopened before (after a failure) */
 } lconn;
@@ -249,10 +255,6 @@ struct dlock_loop {
     dlock_client *c;
     int epfd, evfd;
     lconn cmd, sub;
-    int wait_out; /* durable.c: a WAIT out on cmd, not answered */
-    lreq **wnext; /* durable.c: who waits for the next WAIT (stubs:
-                           fn NULL when gone) */
-    int nwnext, capwnext;
     dlock_op *ops;       /* live */
     dlock_op *timed;     /* timed ops not on the op clock (ops.c's
                            timed_set: an op sent again while on it, or
@@ -327,7 +329,7 @@ struct dlock_loop {
     /* Hooks: what a file of src/loop/ needs from one above it, set by
      * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
      * its event, detach it, give back what it may hold (ops.c); the
-     * subscriber's events for the waiters (lconn.c to ops.c); an acquire
+     * subscriber's events for the waiters (lsub.c to ops.c); an acquire
      * on an engine loop (ops.c to multi_node.c). */
     void (*op_end)(dlock_op *op);
     void (*on_message)(struct dlock_loop *l, lsub *s, const char *msg,
@@ -369,6 +371,38 @@ int dloop__send_plain(dlock_loop *l, int argc, const char **argv,
 /* dloop__send for a command built by the kind table (kind.h). */
 int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                     lreq **out);
+/* The loop's two connections blank (before any other use). */
+void dloop__conns_init(dlock_loop *l);
+/* What one of the loop's connections does with its events: opened
+ * (flush what waits for it), read what has come (DLOCK_OK or the error
+ * of a broken stream), a failure. */
+typedef struct lconn_ops {
+    void (*opened)(dlock_loop *l);
+    int (*collect)(dlock_loop *l, char *err, size_t len);
+    void (*fail)(dlock_loop *l, int rc, const char *err);
+} lconn_ops;
+/* Drive lc after poll() gave revents: the open's next step, then write
+ * and read what has come (ops). */
+void dloop__lc_io(dlock_loop *l, lconn *lc, const lconn_ops *ops,
+                  short revents);
+/* Start opening lc without blocking: DLOCK_OK (open now),
+ * DLOCK__OPEN_AGAIN (lc->open under way) or the failure (err). */
+int dloop__lc_open(dlock_loop *l, lconn *lc, char *err, size_t errlen);
+/* Register lc's descriptor and events in the loop's epoll set (as they
+ * are now). */
+void dloop__lc_reg(dlock_loop *l, lconn *lc);
+/* lc is about to close its descriptor: forget it (closing takes it out
+ * of the epoll set; its number may be reused at once, by this loop or
+ * another thread, so it is never touched again). */
+void dloop__lc_unreg(dlock_loop *l, lconn *lc);
+/* The command connection's clock: an open or an answer overdue ends it;
+ * requests waiting for it open it. */
+void dloop__cmd_time(dlock_loop *l, int64_t now);
+/* When the command connection next needs the clock (-1: never, 0:
+ * now). */
+int64_t dloop__cmd_wake(const dlock_loop *l);
+/* Fail every request of the command connection (the loop is freed). */
+void dloop__cmd_close(dlock_loop *l);
 void dloop__cmd_io(dlock_loop *l, short revents);
 void dloop__sub_io(dlock_loop *l, short revents);
 void dloop__conns_time(dlock_loop *l, int64_t now);
@@ -579,7 +613,8 @@ int dloop__durable(const dlock_loop *l);
  * far, answered to fn (*out: a handle whose fn may be set NULL when its
  * requester goes). One WAIT is out at a time: those asked for meanwhile
  * share the next, sent when it is answered (a WAIT holds the connection
- * up until then). DLOCK_OK or DLOCK_ENOMEM. */
+ * up until then). DLOCK_OK, DLOCK_ENOMEM, or DLOCK_EIO when the command
+ * connection is closed (the writes it would count went with it). */
 int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
 /* WAIT's answer (rc, r, err as an lreq_fn gets them): DLOCK_OK (enough
  * replicas), DLOCK_NOT_REPLICATED or the failure, with a message about
@@ -587,10 +622,11 @@ int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
 int dloop__acks_rc(dlock_loop *l, int rc, const redisReply *r, const char *err,
                    const char *what, char *msg, size_t len);
 /* op's write was answered: send WAIT for it (op->req, op->acking), then
- * then(op, rc, msg) with dloop__acks_rc's outcome about op's hold's name.
- * DLOCK_OK or DLOCK_ENOMEM (nothing sent). */
-int dloop__op_acks(dlock_op *op,
-                   void (*then)(dlock_op *op, int rc, const char *msg));
+ * then(op, rc, msg) with dloop__acks_rc's outcome about op's hold's name
+ * (at once when no WAIT could be sent: out of memory, the connection
+ * gone). */
+void dloop__op_acks(dlock_op *op,
+                    void (*then)(dlock_op *op, int rc, const char *msg));
 
 /* watchdog.c: the client's watchdog thread renews a loop's holds
  * (dlock_loop_set_watchdog). After h's grant: make it a record of the

@@ -405,8 +405,8 @@ static void acq_granted(dlock_op *op, uint64_t token)
     }
     if (!dloop__durable(l))
         dloop__hold_granted(op, op->token, op->arg_lease);
-    else if (dloop__op_acks(op, acq_acked) != DLOCK_OK)
-        acq_acked(op, DLOCK_ENOMEM, "out of memory");
+    else
+        dloop__op_acks(op, acq_acked);
 }
 
 /* op's subscription is settled (subscribe() said so): confirmed, or

@@ -146,6 +146,10 @@ watcher=$BG
 wait_until 30 file_has "$T/watch.out" '^none$' || fail "no first line"
 check "a watching dlock leader has one thread (got $(threads "$watcher"))" \
     test "$(threads "$watcher")" = 1
+# Its subscription first: a leader that came and went before it would be
+# missed (its first line was printed before it subscribed).
+subscribed() { [ "$(rcli "$MP" PUBSUB NUMSUB 'dlock:{ld}:c' | tail -1)" = 1 ]; }
+wait_until 30 subscribed || fail "the watch did not subscribe"
 expect_status 0 "a leader of ld comes and goes" "$DLOCK_BIN" elect \
     "${S[@]}" --value v1 ld -- true
 wait_until 30 file_has "$T/watch.out" ' v1$' ||
