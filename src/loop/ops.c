@@ -410,7 +410,7 @@ static void acq_granted(dlock_op *op, uint64_t token)
 }
 
 /* op's subscription is settled (subscribe() said so): confirmed, or
- * the server refused SUBSCRIBE (ACL NOPERM: lconn.c then confirms the
+ * the server refused SUBSCRIBE (ACL NOPERM: lsub.c then confirms the
  * channels asked and sets l->sub_refused, the loop's only record of a
  * refusal), or it has no channel (out of memory). Refused or none: the
  * wait's fallback, as the blocking wait's and an engine loop's (wait.c:
