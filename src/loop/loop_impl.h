@@ -520,6 +520,10 @@ void dloop__too_late_words(dlock_op *op, int64_t took_ms);
  * the confirmation, then op->again). */
 void dloop__wait_sleep(dlock_op *op, int64_t when);
 int dloop__wait_subscribe(dlock_op *op);
+/* Complete a waiting acquire the wait policy ended with rc (its
+ * DLOCK__W_DONE): a timeout says it gave up waiting for the name; any
+ * other status keeps the attempt's message. */
+void dloop__wait_done(dlock_op *op, int rc);
 /* op's next attempt (acquire.lua on the command connection). */
 void dloop__attempt(dlock_op *op);
 /* A message for op: its wait for a confirmation or its wakeable sleep

@@ -149,11 +149,7 @@ static void wait_on(dlock_op *op, int rc, const dlock__got *g)
     if (next == DLOCK__W_TRY) {
         try_next(op);
     } else if (next == DLOCK__W_DONE) {
-        if (out == DLOCK_TIMEDOUT)
-            dloop__complete(op, out, "gave up waiting for %s",
-                            op->hold->k.name);
-        else
-            dloop__complete(op, out, NULL); /* the attempt's message */
+        dloop__wait_done(op, out);
     } else {
         op->waited = 1;
         dloop__wait_sleep(op, until);

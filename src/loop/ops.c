@@ -270,6 +270,15 @@ static void wait_of(const dlock_op *op, dlock__wait *x)
     x->pttl = -1;
 }
 
+/* See loop_impl.h. */
+void dloop__wait_done(dlock_op *op, int rc)
+{
+    if (rc == DLOCK_TIMEDOUT)
+        dloop__complete(op, rc, "gave up waiting for %s", op->hold->k.name);
+    else
+        dloop__complete(op, rc, NULL); /* the attempt's message */
+}
+
 /* Obey the wait policy after op's attempt came to rc (g: what it got),
  * as the blocking wait and an engine loop's do: sleep on the loop's
  * clock until the time it says; a W_WAKE sleep also ends on a message
@@ -289,11 +298,7 @@ static void obey(dlock_op *op, int rc, const dlock__got *g, int64_t now)
     if (next == DLOCK__W_TRY || (next == DLOCK__W_WAKE && op->woken)) {
         op->again(op);
     } else if (next == DLOCK__W_DONE) {
-        if (out == DLOCK_TIMEDOUT)
-            dloop__complete(op, out, "gave up waiting for %s",
-                            op->hold->k.name);
-        else
-            dloop__complete(op, out, NULL); /* the attempt's message */
+        dloop__wait_done(op, out);
     } else {
         sleep_until(op, until, next == DLOCK__W_WAKE);
     }

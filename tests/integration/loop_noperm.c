@@ -22,7 +22,10 @@
 
 #include "fixture_nochan.h"
 
-static void waits(int strategy)
+/* A holder (lease_ms) and a waiter (wait_ms) of user nochan, waiting by
+ * strategy: the holder releases while the waiter waits, and the waiter
+ * gets the lock within its wait; its loop warns of the refusal. */
+static void waits(int strategy, int64_t lease_ms, int64_t wait_ms)
 {
     const char *url = th_url(&srv);
     dlock_client *c = th_client_user(&url, 1, strategy, 0, 0, "nochan", "pw");
@@ -33,12 +36,12 @@ static void waits(int strategy)
     assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
     assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
     dlock_loop_acquire_init(&o, c);
-    o.lease_ms = 1000;
+    o.lease_ms = lease_ms;
     assert_int_equal(dlock_loop_lock(NULL, ls[0], "ln:x", &o, th_note, &a),
                      DLOCK_OK);
     assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
     assert_int_equal(a.status, DLOCK_OK);
-    o.wait_ms = -1;
+    o.wait_ms = wait_ms;
     assert_int_equal(dlock_loop_lock(NULL, ls[1], "ln:x", &o, th_note, &b),
                      DLOCK_OK);
     th_loop_run_for(ls, 2, 200);
@@ -47,6 +50,7 @@ static void waits(int strategy)
                      DLOCK_OK);
     assert_int_equal(th_loop_run(ls, 2, &b.done), 0); /* 30 s: a hang */
     assert_int_equal(b.status, DLOCK_OK);
+    assert_string_not_equal(dlock_loop_warning(ls[1]), "");
     memset(&r, 0, sizeof r);
     assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
                      DLOCK_OK);
@@ -63,51 +67,20 @@ static void waits(int strategy)
  * until the lease's end: 30 s, past the waiter's 5.) */
 static void test_notify_long_lease(void **state)
 {
-    const char *url = th_url(&srv);
-    dlock_client *c =
-        th_client_user(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0, "nochan", "pw");
-    dlock_loop *ls[2] = {NULL, NULL};
-    dlock_loop_acquire o;
-    th_seen a = {0}, b = {0}, r = {0};
     (void)state;
-    assert_non_null(c);
-    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
-    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
-    dlock_loop_acquire_init(&o, c);
-    o.lease_ms = 30000;
-    assert_int_equal(dlock_loop_lock(NULL, ls[0], "ln:long", &o, th_note, &a),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(ls, 1, &a.done), 0);
-    assert_int_equal(a.status, DLOCK_OK);
-    o.wait_ms = 5000;
-    assert_int_equal(dlock_loop_lock(NULL, ls[1], "ln:long", &o, th_note, &b),
-                     DLOCK_OK);
-    th_loop_run_for(ls, 2, 200);
-    assert_int_equal(b.done, 0);
-    assert_int_equal(dlock_loop_release(NULL, ls[0], a.hold, th_note, &r),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(ls, 2, &b.done), 0);
-    assert_int_equal(b.status, DLOCK_OK);
-    assert_string_not_equal(dlock_loop_warning(ls[1]), "");
-    memset(&r, 0, sizeof r);
-    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
-    dlock_loop_free(ls[0]);
-    dlock_loop_free(ls[1]);
-    dlock_client_free(c);
+    waits(DLOCK_WAIT_NOTIFY, 30000, 5000);
 }
 
 static void test_notify(void **state)
 {
     (void)state;
-    waits(DLOCK_WAIT_NOTIFY);
+    waits(DLOCK_WAIT_NOTIFY, 1000, -1);
 }
 
 static void test_fair(void **state)
 {
     (void)state;
-    waits(DLOCK_WAIT_FAIR);
+    waits(DLOCK_WAIT_FAIR, 1000, -1);
 }
 
 int main(void)
