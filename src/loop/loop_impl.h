@@ -515,7 +515,8 @@ void dloop__delay_words(dlock_op *op, int64_t left_ms);
 void dloop__too_late_words(dlock_op *op, int64_t took_ms);
 
 /* ops.c */
-/* A waiting op sleeps until when (or a message on its channels), never
+/* A waiting op sleeps until when (or a message on its channels; one
+ * that came while its request was out ends the sleep at once), never
  * past its deadline; subscribe it to its hold's channels (1: wait for
  * the confirmation, then op->again). */
 void dloop__wait_sleep(dlock_op *op, int64_t when);

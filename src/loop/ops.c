@@ -611,6 +611,10 @@ int dloop__op_wake(dlock_op *op)
 
 void dloop__wait_sleep(dlock_op *op, int64_t when)
 {
+    if (op->woken) { /* a message came while its look was out */
+        op->woken = 0;
+        when = dlock__now_ms(); /* look again on the next process */
+    }
     sleep_until(op, when, 1);
 }
 
