@@ -108,11 +108,52 @@ static void test_fair_ahead(void **state)
     dlock_client_free(c);
 }
 
+/* A notify permit waiter, queued, whose attempt is answered after its
+ * deadline (the server paused meanwhile) gives up and leaves the queue,
+ * as the blocking wait does (wait.c: a queued wait that fails leaves): a
+ * place left behind would be served first by the next release. */
+static void test_permit_late_answer_leaves(void **state)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c = th_client(&url, 1, DLOCK_WAIT_NOTIFY, 10000, 0);
+    dlock_loop *ls[2];
+    dlock_loop_acquire o;
+    th_seen h = {0}, b = {0};
+    (void)state;
+    assert_non_null(c);
+    ls[0] = th_loop_new(c);
+    ls[1] = th_loop_new(c);
+    o = th_loop_opts(c, -1, 30000);
+    o.renew = 0;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, ls[0], "lw-sem", 1, &o, th_note, &h),
+        DLOCK_OK);
+    assert_int_equal(th_loop_run(ls, 1, &h.done), 0);
+    assert_int_equal(h.status, DLOCK_OK);
+    o.wait_ms = 1500;
+    assert_int_equal(
+        dlock_loop_sem_acquire(NULL, ls[1], "lw-sem", 1, &o, th_note, &b),
+        DLOCK_OK);
+    while (th_cmd_int(&srv, "LLEN dlock:{lw-sem}:q") != 1)
+        th_loop_run_for(&ls[1], 1, 10); /* busy, subscribed, queued */
+    /* Its refresh (a second on) is answered after its deadline. */
+    freeReplyObject(th_cmd(&srv, "CLIENT PAUSE 3000 ALL"));
+    assert_int_equal(th_loop_run(&ls[1], 1, &b.done), 0);
+    assert_int_equal(b.status, DLOCK_TIMEDOUT);
+    th_loop_run_for(&ls[1], 1, 200); /* its leave answered */
+    assert_int_equal(th_cmd_int(&srv, "LLEN dlock:{lw-sem}:q"), 0);
+    dlock_loop_free(ls[1]);
+    dlock_loop_free(ls[0]);
+    th_cmd_int(&srv, "DEL dlock:{lw-sem}");
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_notify_unknown_lease),
         cmocka_unit_test(test_fair_ahead),
+        cmocka_unit_test(test_permit_late_answer_leaves),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
