@@ -194,18 +194,11 @@ static int fixed_conn(dlock__call *k, int j, dlock__conn **conn, int *fresh)
 static int replica_refused(dlock__call *k, int j, dlock__node *nd,
                            dlock__conn *conn)
 {
-    char of[80];
-    if (!k->cl[j].cmd->lock_write || k->ns->locate != NULL ||
-        k->ns->cluster != NULL || !atomic_load(&nd->replica))
+    if (!k->cl[j].cmd->lock_write ||
+        !dlock__node_refuses_locks(k->ns, nd, k->res[j].err,
+                                   sizeof k->res[j].err))
         return 0;
-    pthread_mutex_lock(&nd->mu);
-    snprintf(of, sizeof of, "%s", nd->master_of);
-    pthread_mutex_unlock(&nd->mu);
     dlock__node_give(k->ns, nd, conn, 1);
-    snprintf(k->res[j].err, sizeof k->res[j].err,
-             "%s is a replica%s%s%s, not a master: locks are taken on "
-             "masters only",
-             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
     return 1;
 }
 
@@ -270,6 +263,7 @@ static int call_write(dlock__call *k, int j, int l)
     static const char *const asking[1] = {"ASKING"};
     ecall *c = &k->cl[j];
     lane *ln = &k->ln[l];
+    dlock__pipe *p = dlock__lanes_pipe(k, l);
     dlock__callv v;
     int rc = DLOCK_OK;
     c->state = C_SENT;
@@ -283,14 +277,18 @@ static int call_write(dlock__call *k, int j, int l)
             rc = q_push(k, l, E_ASKING, j);
     }
     /* Where a NOSCRIPT is possible over a pooled connection (a script
-     * this node never answered this client) and the call may end at a
-     * majority (dlock__call_enough), the source goes at once: the node
-     * need not then be waited for. (A connection opened for this call
-     * is still waited for: abandon.c.) */
+     * this node never answered this client, and no source of it ahead on
+     * this set lane) and the call may end at a majority
+     * (dlock__call_enough), the source goes at once: the node need not
+     * then be waited for. (A connection opened for this call is still
+     * waited for: abandon.c.) */
     if (!c->full && !c->cmd->raw && c->cmd->enough != NULL && !c->fresh &&
         !c->retried &&
-        !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script)))
+        !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script)) &&
+        !(p != NULL && dlock__pipe_has_source(p, c->cmd->script)))
         c->full = 1;
+    if (c->full && !c->cmd->raw && p != NULL)
+        dlock__pipe_sourced(p, c->cmd->script);
     if (rc == DLOCK_OK)
         rc = dlock__callv_build(&v, k->scripts, c->cmd, c->full);
     if (rc == DLOCK_OK) {
@@ -364,10 +362,16 @@ static void on_script(dlock__call *k, int l, int j, redisReply *rep)
         /* A script it ran before is gone: its cache was flushed (or it
          * restarted), so no script of ours is known there any more. (A
          * script it never ran proves nothing about the others.) */
+        dlock__pipe *p = dlock__lanes_pipe(k, l);
         if (atomic_load(&nd->scripts_ok) & bit)
             atomic_store(&nd->scripts_ok, 0);
         freeReplyObject(rep);
-        c->full = 1;
+        /* On a set lane the one rule of a pipe: by SHA behind a source
+         * already on it; else (its own lane) with the source. */
+        if (p != NULL && dlock__pipe_noscript(p, c->cmd->script, c->shagain))
+            c->shagain = 1;
+        else
+            c->full = 1;
         if (call_write(k, j, l) != DLOCK_OK)
             lane_fail(k, l, DLOCK_ENOMEM, "out of memory");
         return;

@@ -356,9 +356,13 @@ int dlock__lanes_install(dlock__call *k, dlock__node *nd, dlock__conn *conn,
 /* See machine.h. */
 int dlock__lanes_push(dlock__call *k, int l, int kind, int j, int *pos)
 {
-    return dlock__pipe_push(
-        &k->set->ln[k->ln[l].sh].sp->p,
-        (dlock__pentry){k, l, j, kind, NULL, quiet_at(k->deadline)}, pos);
+    return dlock__pipe_push(&k->set->ln[k->ln[l].sh].sp->p,
+                            (dlock__pentry){.who = k,
+                                            .a = l,
+                                            .b = j,
+                                            .kind = kind,
+                                            .due = quiet_at(k->deadline)},
+                            pos);
 }
 
 /* Call j's request in its EVAL form, packed (dlock__pipe_pack); NULL out
@@ -414,6 +418,12 @@ void dlock__lanes_abandon(dlock__call *k, int l, int j)
 {
     drop(k, l, j);
     dlock__lane_release(k, l, 1);
+}
+
+/* See machine.h. */
+dlock__pipe *dlock__lanes_pipe(dlock__call *k, int l)
+{
+    return k->ln[l].sh >= 0 ? &k->set->ln[k->ln[l].sh].sp->p : NULL;
 }
 
 /* See machine.h. */

@@ -49,6 +49,8 @@ typedef struct ecall {
     int state;
     int lane;         /* SENT: its lane */
     int full;         /* send the source (EVAL): it answered NOSCRIPT */
+    int shagain;      /* on a set: answered NOSCRIPT, sent again by SHA behind a
+                    source (dlock__pipe_noscript) */
     int retried;      /* one fresh-connection retry used */
     int fresh;        /* sent on a connection opened for it */
     int hops;         /* redirections followed in a row */
@@ -278,6 +280,9 @@ int dlock__lanes_wait(dlock__call *k, int l);
 /* The replies come on set lane sh: read what is there, each to its call
  * (or dropped). */
 void dlock__lanes_collect(struct dlock__lanes *s, int sh);
+
+/* The pipe of k's lane l when it is a view of a set's lane, else NULL. */
+dlock__pipe *dlock__lanes_pipe(dlock__call *k, int l);
 
 /* Set lane sh's connection (NULL: closed). */
 dlock__conn *dlock__lanes_conn(const struct dlock__lanes *s, int sh);

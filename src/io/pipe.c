@@ -29,6 +29,7 @@ int dlock__pipe_push(dlock__pipe *p, dlock__pentry e, int *pos)
     p->q = q;
     if (pos != NULL)
         *pos = p->qlen;
+    e.seq = ++p->nseq;
     p->q[p->qlen++] = e;
     return DLOCK_OK;
 }
@@ -58,6 +59,27 @@ int dlock__pipe_orphan_due(const dlock__pipe *p, int64_t now)
     return now >= e->due;
 }
 
+/* See pipe.h. */
+void dlock__pipe_sourced(dlock__pipe *p, int s)
+{
+    p->src_at[s] = p->nseq + 1; /* the next entry's */
+}
+
+/* See pipe.h. */
+int dlock__pipe_has_source(const dlock__pipe *p, int s)
+{
+    return p->src_at[s] != 0;
+}
+
+/* See pipe.h. */
+int dlock__pipe_noscript(dlock__pipe *p, int s, int again)
+{
+    if (p->src_at[s] > p->taking && !again)
+        return 1; /* written after the request answered now */
+    dlock__pipe_sourced(p, s);
+    return 0;
+}
+
 /* Write one WAIT for the requesters waiting for it. DLOCK_OK or
  * DLOCK_ENOMEM. */
 static int wait_write(dlock__pipe *p)
@@ -76,7 +98,7 @@ static int wait_write(dlock__pipe *p)
     rc = dlock__conn_append_argv(p->conn, 3, wv, NULL);
     if (rc == DLOCK_OK)
         rc = dlock__pipe_push(
-            p, (dlock__pentry){NULL, 0, 0, DLOCK__PE_WAIT, NULL, p->wait_due},
+            p, (dlock__pentry){.kind = DLOCK__PE_WAIT, .due = p->wait_due},
             NULL);
     if (rc != DLOCK_OK)
         return rc;
@@ -151,10 +173,9 @@ static void resend(dlock__pipe *p, const char *r)
             lens[1] = strlen(src);
         }
         if (dlock__conn_append_argv(p->conn, argc, argv, lens) == DLOCK_OK)
-            dlock__pipe_push(p,
-                             (dlock__pentry){NULL, 0, 0, 0, NULL,
-                                             dlock__now_ms() + p->resend_ms},
-                             NULL);
+            dlock__pipe_push(
+                p, (dlock__pentry){.due = dlock__now_ms() + p->resend_ms},
+                NULL);
     }
     if (argv != small)
         free(argv);
@@ -246,6 +267,7 @@ int dlock__pipe_collect(dlock__pipe *p, char *err, size_t errlen)
         } else if (e.who == NULL) {
             dropped(p, &e, rep);
         } else {
+            p->taking = e.seq;
             p->ops->take(p->ud, &e, rep);
         }
     }

@@ -38,6 +38,8 @@ typedef struct dlock__pentry {
     char *resend; /* dropped: a packed request (dlock__pipe_pack) written
                      again when the reply is NOSCRIPT, or NULL (owned) */
     int64_t due;  /* the requester's time for it (monotonic ms) */
+    uint64_t seq; /* its place among all the pipe's entries (set by
+                     dlock__pipe_push) */
 } dlock__pentry;
 
 /* A requester waiting for the shared WAIT (who NULL: gone). */
@@ -69,11 +71,16 @@ typedef struct dlock__pipe {
     int nwo;
     dlock__pwaiter *pw; /* those waiting for the next one */
     int npw, cappw;
-    int wait_n;        /* the WAIT's arguments: replicas, */
-    int64_t wait_ms;   /* timeout, */
-    int64_t wait_due;  /* and its entry's time */
-    int64_t resend_ms; /* a request resent (NOSCRIPT) is due this long
+    int wait_n;          /* the WAIT's arguments: replicas, */
+    int64_t wait_ms;     /* timeout, */
+    int64_t wait_due;    /* and its entry's time */
+    int64_t resend_ms;   /* a request resent (NOSCRIPT) is due this long
                             after it is written */
+    uint64_t nseq;       /* entries pushed since it opened */
+    uint64_t taking;     /* the seq of the entry whose reply is handed now */
+    uint64_t src_at[64]; /* per script: the seq of the last request that
+                            carried its source on this connection (0:
+                            none since it opened) */
     const dlock__pipe_ops *ops;
     void *ud;
 } dlock__pipe;
@@ -122,6 +129,26 @@ int dlock__pipe_idle(const dlock__pipe *p);
 /* 1 when p's oldest expected reply is dropped (a WAIT: every requester
  * it answers gone) and its time has passed (now). */
 int dlock__pipe_orphan_due(const dlock__pipe *p, int64_t now);
+
+/* The source of script s (< 64) is written on p now (the request pushed
+ * next is an EVAL of it). */
+void dlock__pipe_sourced(dlock__pipe *p, int s);
+
+/* 1 when the source of script s was written on p since it opened: a
+ * request by SHA written after it finds s loaded (unless the script
+ * cache is flushed meanwhile). */
+int dlock__pipe_has_source(const dlock__pipe *p, int s);
+
+/* The one rule for the request whose reply p hands now (ops->take), of
+ * script s, sent by SHA and answered NOSCRIPT (again: it was sent again
+ * by SHA so before): 1 when it goes again by SHA (a source of s was
+ * written on p after it: ahead of the resend, it loads s first; once
+ * only, so that a request goes with its source at its third try at most,
+ * whatever the server does), 0 when it goes with its source (noted:
+ * those answered NOSCRIPT after it go by SHA behind it). So a flushed
+ * cache under 10,000 requests in flight costs one source per script and
+ * connection, not 10,000. */
+int dlock__pipe_noscript(dlock__pipe *p, int s, int again);
 
 /* Close p's connection and free what it holds (it expects nothing the
  * user still waits for). */

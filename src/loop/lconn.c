@@ -87,7 +87,7 @@ static int append(dlock_loop *l, lreq *r)
         due += l->c->ns.wait_timeout_ms;
     rc = dlock__conn_append_argv(l->cmd.p.conn, r->argc, r->argv, r->argvlen);
     if (rc == DLOCK_OK)
-        rc = dlock__pipe_push(&l->cmd.p, (dlock__pentry){r, 0, 0, 0, NULL, due},
+        rc = dlock__pipe_push(&l->cmd.p, (dlock__pentry){.who = r, .due = due},
                               NULL);
     return rc;
 }
@@ -121,37 +121,16 @@ static void cmd_fail(dlock_loop *l, int rc, const char *err)
     }
 }
 
-/* See loop_impl.h. The engine's rule (call.c): a lock written on a
- * replica would not be seen by the master's clients and would vanish at
- * the next resync. */
-int dloop__replica_refused(dlock_loop *l, char *err, size_t len)
-{
-    dlock__node *nd = &l->c->ns.node[0];
-    char of[80];
-
-    if (l->c->ns.locate != NULL || l->c->ns.cluster != NULL ||
-        !atomic_load(&nd->replica))
-        return 0;
-    pthread_mutex_lock(&nd->mu);
-    snprintf(of, sizeof of, "%s", nd->master_of);
-    pthread_mutex_unlock(&nd->mu);
-    snprintf(err, len,
-             "%s is a replica%s%s%s, not a master: locks are taken on "
-             "masters only",
-             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
-    return 1;
-}
-
 /* The connection opened: queue everything waiting for it. */
 static void cmd_opened(dlock_loop *l)
 {
     lreq *r;
     char err[LOOP_ERRLEN];
-    if (dloop__replica_refused(l, err, sizeof err)) {
+    if (dlock__node_refuses_locks(&l->c->ns, &l->c->ns.node[0], err,
+                                  sizeof err)) {
         cmd_fail(l, DLOCK_EREFUSED, err);
         return;
     }
-    memset(l->evaled, 0, sizeof l->evaled); /* a new server may have none */
     dloop__ev_count(l, DLOOP_EV_RECONNECT);
     while ((r = l->cmd.head) != NULL) {
         if (append(l, r) != DLOCK_OK) {
@@ -299,20 +278,18 @@ int dloop__send_cmd(dlock_loop *l, const dlock__cmd *cmd, lreq_fn fn, void *ctx,
                        cmd->arglens, fn, ctx, out);
 }
 
-/* NOSCRIPT: send r again at the end of the queue: with the source the
- * first time on this connection, by SHA behind that (the source loads the
- * script before it runs: 10,000 requests in flight on a fresh server
- * send the source once, not 10,000 times); with the source when a SHA
- * sent again still finds no script (flushed meanwhile). */
+/* NOSCRIPT for r, the request whose answer the pipe hands now: send it
+ * again at the end of the queue, by SHA or with the source as the pipe's
+ * one rule says (dlock__pipe_noscript: the source once per script and
+ * connection, the others by SHA behind it). */
 static void resend_eval(dlock_loop *l, lreq *r)
 {
     r->appended = 0;
-    if (l->evaled[r->script] && !r->again) {
+    if (dlock__pipe_noscript(&l->cmd.p, r->script, r->again)) {
         r->again = 1;
         enqueue(l, r);
         return;
     }
-    l->evaled[r->script] = 1;
     r->eval = 1;
     r->argv[0] = "EVAL";
     r->argv[1] = l->c->scripts[r->script].src;

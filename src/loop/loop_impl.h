@@ -270,10 +270,7 @@ struct dlock_loop {
     size_t nbuckets, nnames; /* buckets (a power of 2), names in them */
     lsub **subs;
     size_t nsubs;
-    int subcount; /* channels with refs */
-    /* Scripts whose source (EVAL) went out on the command connection since
-     * it opened: a NOSCRIPT behind it is sent again by SHA. */
-    unsigned char evaled[DLOCK__S_COUNT];
+    int subcount;          /* channels with refs */
     int64_t renew_min;     /* the heap's earliest due time, or -1 */
     lheap_ent *heap;       /* lheap.c: the holds the loop renews */
     size_t nheap, capheap; /* entries, room */
@@ -412,10 +409,6 @@ void dloop__conns_update(dlock_loop *l);
 void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
-/* 1 when the server the command connection just opened to is a replica
- * (a fixed redis:// server; node.c found it so): no lock write may go
- * there, so the connection is failed with EREFUSED and err. */
-int dloop__replica_refused(dlock_loop *l, char *err, size_t len);
 
 /* otimer.c: the waiting ops' clock (waits.c's dloop__timed_set keeps
  * it). */

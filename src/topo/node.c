@@ -236,6 +236,23 @@ const char *dlock__node_name(const dlock__node *nd)
     return ep != NULL && ep->display != NULL ? ep->display : "?";
 }
 
+/* See node.h. */
+int dlock__node_refuses_locks(const dlock__nodeset *ns, dlock__node *nd,
+                              char *err, size_t len)
+{
+    char of[80];
+    if (ns->locate != NULL || ns->cluster != NULL || !atomic_load(&nd->replica))
+        return 0;
+    pthread_mutex_lock(&nd->mu);
+    snprintf(of, sizeof of, "%s", nd->master_of);
+    pthread_mutex_unlock(&nd->mu);
+    snprintf(err, len,
+             "%s is a replica%s%s%s, not a master: locks are taken on "
+             "masters only",
+             dlock__node_name(nd), of[0] ? " (of " : "", of, of[0] ? ")" : "");
+    return 1;
+}
+
 /* Copy the value of "field:" from INFO text (len bytes at s) into buf;
  * "" when absent. */
 static void info_field(const char *s, size_t len, const char *field, char *buf,

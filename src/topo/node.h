@@ -205,6 +205,14 @@ void dlock__nodes_settle(dlock__nodeset *ns);
 const dlock__endpoint *dlock__node_addr(const dlock__node *nd);
 const char *dlock__node_name(const dlock__node *nd);
 
+/* 1 when a lock write must not go to nd, a node of ns that is a replica
+ * (INFO said so at its open) of a fixed set (not Sentinel, not Cluster:
+ * those route to masters), with why in err ("... is a replica (of M),
+ * not a master ..."); else 0. A lock written on a replica would not be
+ * seen by the master's clients and would vanish at the next resync. */
+int dlock__node_refuses_locks(const dlock__nodeset *ns, dlock__node *nd,
+                              char *err, size_t len);
+
 /*
  * Open a new connection to node i (not pooled) and check its server:
  * locate it first when the topology says it may have moved, connect, then

@@ -255,12 +255,41 @@ static void test_many_stopped(void **state)
     dlock_client_free(c);
 }
 
+/* (d) a loop over the replica itself (a fixed redis:// URL naming a
+ * replica): its command connection's open finds a replica, so an
+ * acquire ends with DLOCK_EREFUSED naming it and its master, before any
+ * lock write (dlock__node_refuses_locks, the engine's rule too). */
+static void test_replica_refused(void **state)
+{
+    th_durable d;
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    th_seen s;
+    (void)state;
+    replica_running();
+    th_durable_init(&d);
+    c = th_durable_new(replica.url, &d, NULL, 0, NULL);
+    assert_non_null(c);
+    l = th_loop_new(c);
+    o = th_loop_opts(c, 0, 1000);
+    memset(&s, 0, sizeof s);
+    start(l, 0, "lr-d-lock", &o, &s);
+    print_message("replica: %d (%s)\n", s.status, s.err);
+    assert_int_equal(s.status, DLOCK_EREFUSED);
+    assert_non_null(strstr(s.err, "is a replica (of "));
+    assert_int_equal(th_cmd_int(&master, "EXISTS dlock:{lr-d-lock}"), 0);
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicated),
         cmocka_unit_test(test_replica_stopped),
         cmocka_unit_test(test_many_stopped),
+        cmocka_unit_test(test_replica_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
