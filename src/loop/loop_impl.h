@@ -115,7 +115,9 @@ typedef struct lsub {
     char *chan;
     size_t len;
     int refs;
-    int state; /* 0 not subscribed, 1 SUBSCRIBE sent, 2 confirmed */
+    int state;   /* 0 not subscribed, 1 SUBSCRIBE sent, 2 settled */
+    int refused; /* settled by a refusal (NOPERM): no message will come;
+                    asked again after the subscriber reconnects */
     struct dlock_op *waiters;
 } lsub;
 

@@ -209,9 +209,8 @@ void dloop__obey(dlock_op *op, int rc, const dlock__got *g, int64_t now)
 }
 
 /* op's subscription is settled (subscribe() said so): confirmed, or
- * the server refused SUBSCRIBE (ACL NOPERM: lsub.c then confirms the
- * channels asked and sets l->sub_refused, the loop's only record of a
- * refusal), or it has no channel (out of memory). Refused or none: the
+ * the server refused SUBSCRIBE (ACL NOPERM: lsub.c settles the channels
+ * asked then as refused), or it has no channel (out of memory). Refused or none: the
  * wait's fallback, as the blocking wait's and an engine loop's (wait.c:
  * dlock__wait_unsubscribed): a fair lock stays queued and polls, any
  * other waiter spins. Its channels stay joined until it ends (no message
@@ -219,8 +218,9 @@ void dloop__obey(dlock_op *op, int rc, const dlock__got *g, int64_t now)
 static void sub_settled(dlock_op *op)
 {
     dlock__wait x;
-    if (op->type != OP_LOCK ||
-        (!op->loop->sub_refused && (op->sub != NULL || op->hsub != NULL)))
+    if (op->type != OP_LOCK || ((op->sub != NULL || op->hsub != NULL) &&
+                                !(op->sub != NULL && op->sub->refused) &&
+                                !(op->hsub != NULL && op->hsub->refused)))
         return;
     wait_of(op, &x);
     dlock__wait_unsubscribed(&x, dlock__kind_of(op->hold->k.kind));

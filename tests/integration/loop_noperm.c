@@ -83,12 +83,78 @@ static void test_fair(void **state)
     waits(DLOCK_WAIT_FAIR, 1000, -1);
 }
 
+/* Start a lock of name on l of c's (lease 30 s, wait wait_ms) into seen. */
+static void lock_on(dlock_client *c, dlock_loop *l, const char *name,
+                    int64_t wait_ms, th_seen *seen)
+{
+    dlock_loop_acquire o;
+    dlock_loop_acquire_init(&o, c);
+    o.lease_ms = 30000;
+    o.wait_ms = wait_ms;
+    memset(seen, 0, sizeof *seen);
+    assert_int_equal(dlock_loop_lock(NULL, l, name, &o, th_note, seen),
+                     DLOCK_OK);
+}
+
+/* A refusal is a channel's, not the loop's for ever: a notify waiter
+ * refused (ACL resetchannels) polls; the user is then given the channels
+ * (ACL SETUSER allchannels) and the next waiter of that loop, on another
+ * name, is confirmed and sleeps until the release's message: no try in
+ * the half second it waits (counted by the server). Before, one refusal
+ * made every later waiter of the loop fall back to spin. */
+static void test_refusal_per_channel(void **state)
+{
+    const char *url = th_url(&srv);
+    dlock_client *c;
+    dlock_loop *ls[2] = {NULL, NULL};
+    th_seen h = {0}, w = {0}, r = {0};
+    const char *names[2] = {"ln:pc1", "ln:pc2"};
+    long long before;
+    int round;
+    (void)state;
+    freeReplyObject(
+        th_cmd(&srv, "ACL SETUSER nochan2 on >pw ~* +@all resetchannels"));
+    c = th_client_user(&url, 1, DLOCK_WAIT_NOTIFY, 0, 0, "nochan2", "pw");
+    assert_non_null(c);
+    assert_int_equal(dlock_loop_new(&ls[0], c), DLOCK_OK);
+    assert_int_equal(dlock_loop_new(&ls[1], c), DLOCK_OK);
+    for (round = 0; round < 2; round++) {
+        if (round == 1)
+            freeReplyObject(th_cmd(&srv, "ACL SETUSER nochan2 allchannels"));
+        lock_on(c, ls[0], names[round], 0, &h);
+        assert_int_equal(th_loop_run(ls, 1, &h.done), 0);
+        assert_int_equal(h.status, DLOCK_OK);
+        lock_on(c, ls[1], names[round], 5000, &w);
+        th_loop_run_for(ls, 2, 200); /* its wait begun, settled */
+        before = th_scripts_run(&srv);
+        th_loop_run_for(ls, 2, 500);
+        print_message("round %d: %lld tries in 500 ms\n", round,
+                      th_scripts_run(&srv) - before);
+        if (round == 1)
+            assert_int_equal(th_scripts_run(&srv) - before, 0);
+        assert_int_equal(w.done, 0);
+        memset(&r, 0, sizeof r);
+        assert_int_equal(dlock_loop_release(NULL, ls[0], h.hold, th_note, &r),
+                         DLOCK_OK);
+        assert_int_equal(th_loop_run(ls, 2, &w.done), 0);
+        assert_int_equal(w.status, DLOCK_OK);
+        memset(&r, 0, sizeof r);
+        assert_int_equal(dlock_loop_release(NULL, ls[1], w.hold, th_note, &r),
+                         DLOCK_OK);
+        assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+    }
+    dlock_loop_free(ls[0]);
+    dlock_loop_free(ls[1]);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_notify),
         cmocka_unit_test(test_fair),
         cmocka_unit_test(test_notify_long_lease),
+        cmocka_unit_test(test_refusal_per_channel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
