@@ -2,11 +2,11 @@
  * lconn.c - what a loop's two connections to its server share (their
  * epoll registration, their non-blocking opens, their I/O step), and the
  * command connection: an io/pipe.h pipe (requests pipelined, answers
- * matched in FIFO order, WAIT shared; here NOSCRIPT answered by sending
- * the source, a request unanswered past the command timeout ends the
- * connection). The subscriber is lsub.c's (SUBSCRIBE per
- * channel some operation waits on; messages handed to ops.c through the
- * loop's hooks). Both are opened without blocking (node.h:
+ * matched in FIFO order, WAIT shared, NOSCRIPT answered by the pipe's
+ * rule; here a request unanswered past the command timeout ends the
+ * connection). The subscriber is lsub.c's (SUBSCRIBE per channel some
+ * operation waits on; messages handed to waits.c through the loop's
+ * hooks). Both are opened without blocking (node.h:
  * dlock__node_opening_*) from process.
  */
 #include <errno.h>

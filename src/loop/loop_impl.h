@@ -10,8 +10,9 @@
  * connections' clock) < durable.c (WAIT for replicas),
  * lhold.c (holds made, named, renewed, lost, freed), holder.c <
  * giveback.c (what a failed acquire may hold), op_words.c (an acquire's
- * answer worded by hold's code) < ops.c (the acquire on one server, the
- * waits) < ops_start.c (the public acquires), mn_jobs.c
+ * answer worded by hold's code) < waits.c (the waiting ops: their clock,
+ * subscriptions, the wait policy's driver) < ops.c (the acquire on one
+ * server) < ops_start.c (the public acquires), mn_jobs.c
  * (the engine's jobs) < multi_node.c (the engine's acquire) < mn_send.c
  * (one script routed), node_holds.c < elect.c, fenced.c < holds.c
  * (release, extend, renewal), downgrade.c < multi.c < query.c < drive.c
@@ -114,7 +115,9 @@ typedef struct lsub {
     char *chan;
     size_t len;
     int refs;
-    int state; /* 0 not subscribed, 1 SUBSCRIBE sent, 2 confirmed */
+    int state;   /* 0 not subscribed, 1 SUBSCRIBE sent, 2 settled */
+    int refused; /* settled by a refusal (NOPERM): no message will come;
+                    asked again after the subscriber reconnects */
     struct dlock_op *waiters;
 } lsub;
 
@@ -189,10 +192,15 @@ struct dlock_op {
     struct dlock_op *wnext, *wprev;   /* the waiters of its sub */
     struct dlock_op *hwnext, *hwprev; /* the waiters of its hsub */
     struct dlock_op *dnext;           /* the completion queue */
-    struct dlock_op *tnext, *tprev;   /* the loop's timed list (ops.c) */
+    struct dlock_op *tnext, *tprev;   /* the loop's timed list (waits.c) */
     int timed;   /* 1: on the timed list; 2: on the clock (otimer.c) */
     size_t tidx; /* its entry in the loop's op clock + 1; 0: none */
     int type, state, status;
+    /* ST_SLEEP ended by a message on its channels too (the wait policy's
+     * W_WAKE, a leader wait); a message came while its attempt was out
+     * (waits.c: the next W_WAKE sleep is over at once). In the padding
+     * before cb: the op pool's blocks do not grow. */
+    unsigned char wakeable, woken;
     dlock_op_cb cb;
     void *ud;
     dlock_hold *hold;
@@ -251,7 +259,7 @@ struct dlock_loop {
     int epfd, evfd;
     lconn cmd, sub;
     dlock_op *ops;       /* live */
-    dlock_op *timed;     /* timed ops not on the op clock (ops.c's
+    dlock_op *timed;     /* timed ops not on the op clock (waits.c's
                            timed_set: an op sent again while on it, or
                            one the clock had no room for), walked */
     otimer_ent *otm;     /* otimer.c: sleeping or subscribing ops by time
@@ -321,7 +329,7 @@ struct dlock_loop {
     /* Hooks: what a file of src/loop/ needs from one above it, set by
      * dlock_loop_new (drive.c). An op ends (loop.c's dloop__complete):
      * its event, detach it, give back what it may hold (ops.c); the
-     * subscriber's events for the waiters (lsub.c to ops.c); an acquire
+     * subscriber's events for the waiters (lsub.c to waits.c); an acquire
      * on an engine loop (ops.c to multi_node.c). */
     void (*op_end)(dlock_op *op);
     void (*on_message)(struct dlock_loop *l, lsub *s, const char *msg,
@@ -404,7 +412,8 @@ void dloop__conns_close(dlock_loop *l);
 lsub *dloop__sub_get(dlock_loop *l, const char *chan, size_t len);
 void dloop__sub_put(dlock_loop *l, lsub *s);
 
-/* otimer.c: the waiting ops' clock (ops.c's timed_set keeps it). */
+/* otimer.c: the waiting ops' clock (waits.c's dloop__timed_set keeps
+ * it). */
 /* Put op on the clock at t, or move it there: DLOCK_OK, or DLOCK_ENOMEM
  * (not on it: the heap could not grow). */
 int dloop__otimer_set(dlock_loop *l, dlock_op *op, int64_t t);
@@ -502,20 +511,48 @@ void dloop__delay_words(dlock_op *op, int64_t left_ms);
  * attempt took took_ms). */
 void dloop__too_late_words(dlock_op *op, int64_t took_ms);
 
-/* ops.c */
-/* A waiting op sleeps until when (or a wake-up), never past its
- * deadline; subscribe it to its hold's channels (1: wait for the
- * confirmation, then op->again). */
+/* waits.c: the waiting ops (their clock, subscriptions, the wait
+ * policy's driver); each function's contract is at its definition. */
+/* op on (or off) the loop's clock; call again after changing its state
+ * or wake-up time. */
+void dloop__timed_set(dlock_op *op, int on);
+/* Leave op's subscriptions. */
+void dloop__unsub(dlock_op *op);
+/* Sleep op until when, never past its deadline; wake: a message ends
+ * the sleep too (the wait policy's W_WAKE). */
+void dloop__sleep_until(dlock_op *op, int64_t when, int wake);
+/* op's strategy after the fallbacks, *queued: its waiting attempts take
+ * a place in a queue (wait.h: dlock__wait_strategy). */
+int dloop__op_strategy(const dlock_op *op, int *queued);
+/* A single-server acquire's first busy answer: its wait begins
+ * (subscribe, then try once more). */
+void dloop__wait_begin(dlock_op *op);
+/* Obey the wait policy after op's attempt came to rc (g: what it got):
+ * try (op->again), sleep, or complete. */
+struct dlock__got;
+void dloop__obey(dlock_op *op, int rc, const struct dlock__got *g, int64_t now);
+/* A waiting op sleeps until when (or a message on its channels; one
+ * that came while its request was out ends the sleep at once), never
+ * past its deadline; subscribe it to its hold's channels (1: wait for
+ * the confirmation, then op->again). */
 void dloop__wait_sleep(dlock_op *op, int64_t when);
 int dloop__wait_subscribe(dlock_op *op);
-/* op's next attempt (acquire.lua on the command connection). */
-void dloop__attempt(dlock_op *op);
-void dloop__op_wake(dlock_op *op);
+/* Complete a waiting acquire the wait policy ended with rc (its
+ * DLOCK__W_DONE): a timeout says it gave up waiting for the name; any
+ * other status keeps the attempt's message. */
+void dloop__wait_done(dlock_op *op, int rc);
+/* A message for op: its wait for a confirmation or its wakeable sleep
+ * ends (op->again), 1; an attempt out notes it (op->woken), 0. */
+int dloop__op_wake(dlock_op *op);
 void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len);
 void dloop__on_subscribed(dlock_loop *l, lsub *s);
 void dloop__sub_lost(dlock_loop *l);
 void dloop__ops_time(dlock_loop *l, int64_t now);
 int64_t dloop__ops_wake(const dlock_loop *l);
+
+/* ops.c */
+/* op's next attempt (acquire.lua on the command connection). */
+void dloop__attempt(dlock_op *op);
 void dloop__op_abort(dlock_op *op);
 void dloop__holds_time(dlock_loop *l, int64_t now);
 

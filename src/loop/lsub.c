@@ -1,6 +1,6 @@
 /*
  * lsub.c - a loop's subscriber connection (SUBSCRIBE per channel some
- * operation waits on; messages and confirmations handed to ops.c through
+ * operation waits on; messages and confirmations handed to waits.c through
  * the loop's hooks; reopened after a failure, closed when nothing waits)
  * and the clock of the loop's two connections. Opened without blocking
  * from process, as the command connection (lconn.c).
@@ -54,7 +54,7 @@ static void sub_fail(dlock_loop *l)
     l->sub.retry_at = dlock__now_ms() + 100; /* next try not before */
     for (i = 0; i < l->nsubs; i++)
         for (s = l->subs[i]; s != NULL; s = s->next)
-            s->state = 0;
+            s->state = s->refused = 0;
     l->sub_lost(l);
 }
 
@@ -66,15 +66,17 @@ static void sub_reply(dlock_loop *l, redisReply *r)
     lsub *s;
     if (r->type == REDIS_REPLY_ERROR) {
         /* A SUBSCRIBE refused (NOPERM: no channel permission): no message
-         * will come, so the channels waiting for a confirmation count as
-         * done and their waiters go on; each sleeps no longer than the
-         * holder's lease or its queue refresh (ops.c), so they poll. */
+         * will come, so the channels waiting for a confirmation are
+         * settled as refused (the error does not say which one it was:
+         * every one asked) and their waiters go on by the wait's fallback
+         * (waits.c: sub_settled). A channel confirmed later is not. */
         size_t i;
         l->sub_refused = 1; /* dlock_loop_warning */
         for (i = 0; i < l->nsubs; i++)
             for (s = l->subs[i]; s != NULL; s = s->next)
                 if (s->state == 1) {
                     s->state = 2;
+                    s->refused = 1;
                     l->on_subscribed(l, s);
                 }
         return;
@@ -88,6 +90,7 @@ static void sub_reply(dlock_loop *l, redisReply *r)
         return;
     if (strcmp(r->element[0]->str, "subscribe") == 0) {
         s->state = 2;
+        s->refused = 0;
         l->on_subscribed(l, s);
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {

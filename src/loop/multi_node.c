@@ -9,7 +9,7 @@
  *
  * An acquire is attempts and waits between them; the wait obeys the one
  * policy (hold/wait.h: dlock__wait_next: the spin backoff, the outage
- * riding, the lock-delay) and sleeps on the loop's clock (ops.c). A
+ * riding, the lock-delay) and sleeps on the loop's clock (waits.c). A
  * notify or fair wait joins the client's notifier (notify/notify.h: one
  * subscriber per server per client) and is woken through its own
  * eventfd in the loop's epoll set; a fair wait queues as the blocking
@@ -149,11 +149,7 @@ static void wait_on(dlock_op *op, int rc, const dlock__got *g)
     if (next == DLOCK__W_TRY) {
         try_next(op);
     } else if (next == DLOCK__W_DONE) {
-        if (out == DLOCK_TIMEDOUT)
-            dloop__complete(op, out, "gave up waiting for %s",
-                            op->hold->k.name);
-        else
-            dloop__complete(op, out, NULL); /* the attempt's message */
+        dloop__wait_done(op, out);
     } else {
         op->waited = 1;
         dloop__wait_sleep(op, until);
@@ -239,7 +235,7 @@ static void wait_begin(dlock_op *op)
     dloop__wait_sleep(op, until); /* the confirmation, or fall back */
 }
 
-/* op's wait slept its time out (ops.c calls op->again), or was woken. */
+/* op's wait slept its time out (waits.c calls op->again), or was woken. */
 static void again(dlock_op *op)
 {
     struct mop *m = op->mn;
@@ -344,7 +340,7 @@ static void attempt_done(mjob *j)
             atomic_fetch_add(&c->stats.waits, 1);
     }
     /* A wait that times out during an outage says the outage's error
-     * (ops.c: dloop__ops_time). */
+     * (waits.c: dloop__ops_time). */
     op->last_rc =
         j->rc == DLOCK_BUSY || j->rc == DLOCK_LOCK_DELAY ? DLOCK_OK : j->rc;
     if (op->deadline == 0) {

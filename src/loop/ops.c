@@ -1,13 +1,13 @@
 /*
- * ops.c - the loop's lock operations (include/dlock_loop.h): an acquire
- * as attempts (acquire.lua on the command connection) and waits between
- * them (notify: the lock's channel; fair: the queue in Redis, its place
- * refreshed, the handoff channel; spin: backoff), each bounded by the
- * holder's remaining lease; the give-back of what a failed or cancelled
- * acquire may hold (fair_leave.lua, release.lua); release, extend; the
- * holds' renewal in batches on the loop's clock and the report of a
- * lease lost. Fenced set / get are in fenced.c; the give-back's
- * requests in giveback.c; the public acquires' entry in ops_start.c.
+ * ops.c - the loop's acquire on one server (include/dlock_loop.h): its
+ * attempts (the kind's acquire script on the command connection), their
+ * answers judged by hold's code (kind.h, verdict.h), the grant (after
+ * the replicas' WAIT on a durable loop), the lock-delay; between the
+ * attempts the wait (waits.c: the one wait policy on the loop's clock and
+ * subscriptions); the end of an op and the give-back of what a failed or
+ * cancelled acquire may hold (giveback.c's requests). The public
+ * acquires' entry is ops_start.c; release, extend and the renewal rounds
+ * are holds.c's, fenced set / get fenced.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,90 +19,6 @@
 #include "hold/wait.h"
 #include "loop/loop_impl.h"
 #include "topo/cluster_delay.h"
-
-/* Holds renewed in one extend.lua call at most. */
-#define BATCH_MAX 200
-
-/* op on (or off) the loop's timed list, the walked one. */
-static void list_set(dlock_op *op, int on)
-{
-    dlock_loop *l = op->loop;
-    if (on) {
-        op->tprev = NULL;
-        op->tnext = l->timed;
-        if (l->timed != NULL)
-            l->timed->tprev = op;
-        l->timed = op;
-        return;
-    }
-    if (op->tprev != NULL)
-        op->tprev->tnext = op->tnext;
-    else
-        l->timed = op->tnext;
-    if (op->tnext != NULL)
-        op->tnext->tprev = op->tprev;
-    op->tnext = op->tprev = NULL;
-}
-
-/* The time a timed op next needs the loop: its wake-up when it sleeps,
- * its deadline when it waits for a message; -1 otherwise. */
-static int64_t timed_key(const dlock_op *op)
-{
-    if (op->state == ST_SLEEP)
-        return op->wake_at;
-    if (op->state == ST_SUBWAIT && op->deadline > 0)
-        return op->deadline;
-    return -1;
-}
-
-/* op goes on (or off) the loop's clock: the op clock (otimer.c) at its
- * key; the timed list when it has none (an op sent again while timed:
- * only its deadline is looked at, as before) or the clock has no room.
- * Call again after changing its state or wake-up time. */
-static void timed_set(dlock_op *op, int on)
-{
-    dlock_loop *l = op->loop;
-    int64_t t = on ? timed_key(op) : -1;
-    if (on && t >= 0 && dloop__otimer_set(l, op, t) == DLOCK_OK) {
-        if (op->timed == 1)
-            list_set(op, 0);
-        op->timed = 2;
-        return;
-    }
-    dloop__otimer_del(l, op);
-    if (on && op->timed != 1)
-        list_set(op, 1);
-    else if (!on && op->timed == 1)
-        list_set(op, 0);
-    op->timed = on ? 1 : 0;
-}
-
-/* Leave op's subscriptions (its waiter links: wnext on the lock's
- * channel, hwnext on its handoff channel). */
-static void unsub(dlock_op *op)
-{
-    if (op->sub != NULL) {
-        if (op->wprev != NULL)
-            op->wprev->wnext = op->wnext;
-        else
-            op->sub->waiters = op->wnext;
-        if (op->wnext != NULL)
-            op->wnext->wprev = op->wprev;
-        op->wnext = op->wprev = NULL;
-        dloop__sub_put(op->loop, op->sub);
-    }
-    if (op->hsub != NULL) {
-        if (op->hwprev != NULL)
-            op->hwprev->hwnext = op->hwnext;
-        else
-            op->hsub->waiters = op->hwnext;
-        if (op->hwnext != NULL)
-            op->hwnext->hwprev = op->hwprev;
-        op->hwnext = op->hwprev = NULL;
-        dloop__sub_put(op->loop, op->hsub);
-    }
-    op->sub = op->hsub = NULL;
-}
 
 /* op is ending (completion or cancel): its metrics and event
  * (events.c), then detach it from its request, subscriptions and sleep;
@@ -117,8 +33,8 @@ void dloop__op_abort(dlock_op *op)
         h->extending--;
         dloop__hold_sched(h);
     }
-    unsub(op);
-    timed_set(op, 0);
+    dloop__unsub(op);
+    dloop__timed_set(op, 0);
     if (op->end != NULL) { /* an engine loop's op, several locks' */
         op->end(op);
         return;
@@ -188,68 +104,16 @@ void dloop__op_abort(dlock_op *op)
     dloop__hold_unref(h);
 }
 
-/* Sleep op until when (or a wake-up), never past its deadline. */
-static void sleep_until(dlock_op *op, int64_t when)
-{
-    if (op->deadline >= 0 && when > op->deadline)
-        when = op->deadline;
-    op->state = ST_SLEEP;
-    op->wake_at = when;
-    timed_set(op, 1);
-}
-
-/* Subscribe op to its lock's channels (a permit: the handoff channel
- * only, where releases wake or serve its waiters); 1 when it must wait
- * for the confirmation first. */
-static int subscribe(dlock_op *op)
-{
-    dlock_hold *h = op->hold;
-    dlock_loop *l = op->loop;
-    int permit = h->k.kind == DLOCK__KIND_PERMIT;
-    if (op->sub == NULL && op->hsub == NULL) {
-        /* A queued (fair) waiter listens on the handoff channel only, as
-         * the blocking API's does: a release hands over or wakes there,
-         * and the name's channel counts notify waiters (status). */
-        if (!permit && !op->fair) {
-            op->sub = dloop__sub_get(l, h->k.chan, h->k.chanlen);
-            if (op->sub == NULL)
-                return 0;
-            op->wnext = op->sub->waiters;
-            if (op->sub->waiters != NULL)
-                op->sub->waiters->wprev = op;
-            op->sub->waiters = op;
-        }
-        if (op->fair || permit) {
-            op->hsub = dloop__sub_get(l, h->k.hchan, h->k.hchanlen);
-            if (op->hsub != NULL) {
-                op->hwnext = op->hsub->waiters;
-                if (op->hsub->waiters != NULL)
-                    op->hsub->waiters->hwprev = op;
-                op->hsub->waiters = op;
-            }
-        }
-    }
-    if ((op->sub != NULL && op->sub->state != 2) ||
-        (op->hsub != NULL && op->hsub->state != 2))
-        return 1;
-    op->subscribed = 1;
-    return 0;
-}
-
 /* An acquire's attempt failed with rc (err: its message; sent: the
- * request went out, so a grant may be ours): a try fails; a wait asks the
- * one wait policy (hold/wait.h: dlock__wait_next), as the blocking wait
- * and an engine loop's do: an outage (dlock__outage_retryable) is ridden
- * out after the spin backoff, for the client's outage ride in a row at
- * most (dlock_client_set_outage_ride_ms) and never past the deadline;
- * any other error ends the wait with its status. */
+ * request went out, so a grant may be ours): a try fails; a wait obeys
+ * the policy: an outage (dlock__outage_retryable) is ridden out after
+ * the spin backoff, for the client's outage ride in a row at most
+ * (dlock_client_set_outage_ride_ms) and never past the deadline; any
+ * other error ends the wait with its status. */
 static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
 {
-    dlock_client *c = op->loop->c;
-    int64_t now = dlock__now_ms(), until = 0;
-    dlock__wait x;
+    int64_t now = dlock__now_ms();
     dlock__got g;
-    int out = rc;
     if (sent)
         op->maybe = 1;
     op->last_rc = rc;
@@ -258,28 +122,10 @@ static void attempt_failed(dlock_op *op, int rc, const char *err, int sent)
         dloop__complete(op, rc, NULL);
         return;
     }
-    /* The policy's state for a failure: the streak and the backoff's
-     * round are the op's (one server: not Sentinel, no queue to read). */
-    memset(&x, 0, sizeof x);
     memset(&g, 0, sizeof g);
-    x.strategy = op->strategy;
-    x.deadline = op->deadline;
-    x.spin_min_ms = c->opts.spin_min_ms;
-    x.spin_max_ms = c->opts.spin_max_ms;
-    x.round = op->round;
-    x.ride_ms = atomic_load(&c->outage_ride_ms);
-    x.outage_since = op->outage_since;
-    x.outage_rc = rc;
-    x.pttl = -1;
     g.pttl = -1;
     g.notready = rc == DLOCK_ESERVER && dlock__reply_notready(err);
-    if (dlock__wait_next(&x, rc, &g, now, &until, &out) != DLOCK__W_SLEEP) {
-        dloop__complete(op, out, NULL); /* the attempt's message */
-        return;
-    }
-    op->round = x.round;
-    op->outage_since = x.outage_since;
-    sleep_until(op, until);
+    dloop__obey(op, rc, &g, now);
 }
 
 /* See loop_impl.h. */
@@ -330,7 +176,7 @@ static int lock_delayed(dlock_op *op)
         return 1;
     }
     op->last_rc = DLOCK_LOCK_DELAY; /* a deadline reached: TIMEDOUT, why */
-    sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1));
+    dloop__sleep_until(op, dlock__now_ms() + (left > 0 ? left : 1), 0);
     return 1;
 }
 
@@ -368,54 +214,15 @@ static void acq_granted(dlock_op *op, uint64_t token)
         dloop__op_acks(op, acq_acked);
 }
 
-/* Whether op's waiting attempts hold a place in a queue, and its
- * strategy after the fallbacks: the blocking wait's rule (wait.h:
- * dlock__wait_strategy; a fair lock, a permit but under spin). */
-static int op_strategy(const dlock_op *op, int *queued)
+/* Busy (the verdict; t: the tally of the answer): a try-only op
+ * completes, a timed-out wait gives up, the first busy answer begins the
+ * wait, a later one asks the policy with what the answer says (the
+ * tally read as hold/attempt.c reads it for one node: the holder's lease
+ * left, the last token granted, a live waiter ahead, the queue place's
+ * life). */
+static void acq_busy(dlock_op *op, const dlock__tally *t, int64_t now)
 {
-    return dlock__wait_strategy(dlock__kind_of(op->hold->k.kind), op->strategy,
-                                queued);
-}
-
-/* Held by another owner (r: {0, pttl, ...}, pttl: its lease left, -1
- * unknown) and op waits: subscribe (then try once more), or sleep by its
- * strategy, never past the holder's remaining lease. */
-static void acq_wait(dlock_op *op, const redisReply *r, int64_t pttl,
-                     int64_t now)
-{
-    (void)op_strategy(op, &op->queued);
-    if (!op->waited) { /* the try found it held: the wait begins */
-        dloop__ev_count(op->loop, DLOOP_EV_BUSY);
-        dloop__ev_count(op->loop, DLOOP_EV_WAIT);
-    }
-    op->waited = 1;
-    if (op->strategy != DLOCK_WAIT_SPIN && subscribe(op)) {
-        op->state = ST_SUBWAIT; /* then try once more: no release missed */
-        timed_set(op, op->deadline > 0);
-        return;
-    }
-    if (op->strategy == DLOCK_WAIT_SPIN) {
-        int64_t b =
-            dlock__backoff_ms(op->loop->c->opts.spin_min_ms,
-                              op->loop->c->opts.spin_max_ms, op->round++);
-        sleep_until(op, now + (pttl > 0 && pttl < b ? pttl : b));
-    } else if (op->queued) {
-        /* A long queue's places last longer (the 4th element of
-         * sem_acquire.lua's and s_acquire.lua's answer): refresh at a
-         * third of that. */
-        int64_t every =
-            dlock__refresh_every(r->elements > 3 ? dlock__elem_int(r, 3) : 0);
-        sleep_until(op, now + (pttl > 0 && pttl < every ? pttl : every));
-    } else {
-        sleep_until(op, now + (pttl > 0 ? pttl : 100));
-    }
-}
-
-/* Busy (the verdict; pttl: the holder's lease left): a try-only op
- * completes, a timed-out wait gives up, else it waits. */
-static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
-                     int64_t now)
-{
+    dlock__got g;
     /* An answer ends an outage's streak (the wait policy's rule): a
      * deadline reached from now on is a timeout. */
     op->outage_since = 0;
@@ -426,12 +233,22 @@ static void acq_busy(dlock_op *op, const redisReply *r, int64_t pttl,
         return;
     }
     if (op->deadline > 0 && now >= op->deadline) {
-        op->queued = op->fair;
+        /* op->queued stays: a place its waiting attempts took is left
+         * (a permit's under notify too, as the blocking wait's). */
         dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
                         op->hold->k.name);
         return;
     }
-    acq_wait(op, r, pttl, now);
+    if (!op->waited) {
+        dloop__wait_begin(op);
+        return;
+    }
+    memset(&g, 0, sizeof g);
+    g.pttl = t->pttl;
+    g.nbusy = t->nbusy;
+    g.ahead = t->ahead;
+    g.place_ms = t->place_ms;
+    dloop__obey(op, DLOCK_BUSY, &g, now);
 }
 
 /* The kind's acquire script answered op's attempt (one server: one
@@ -480,7 +297,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
         acq_granted(op, t.tmax);
         return;
     case DLOCK__V_BUSY:
-        acq_busy(op, r, t.pttl, now);
+        acq_busy(op, &t, now);
         return;
     case DLOCK__V_TOO_LATE: {
         char why[LOOP_ERRLEN];
@@ -502,7 +319,7 @@ static void acq_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
  * new reader in (rw_acquire.lua reads the mark). */
 static dlock__ask ask_of(const dlock_op *op)
 {
-    int queued, s = op_strategy(op, &queued);
+    int queued, s = dloop__op_strategy(op, &queued);
     return dlock__wait_ask(op->deadline == 0 || !op->waited, s, queued);
 }
 
@@ -522,7 +339,8 @@ void dloop__attempt(dlock_op *op)
         return;
     op->state = ST_OUT;
     op->wake_at = -1;
-    timed_set(op, 0);
+    op->woken = 0; /* a message from now on may be newer than its answer */
+    dloop__timed_set(op, 0);
     op->arg_lease = dlock__now_ms(); /* the validity counts from here */
     /* A lazy-token hold's first try may be the plain SET NX PX: the
      * blocking API's one decision (kind.h), w.token_now from the hold. */
@@ -535,138 +353,4 @@ void dloop__attempt(dlock_op *op)
     rc = dloop__send_cmd(op->loop, &b.cmd, acq_reply, op, &op->req);
     if (rc != DLOCK_OK)
         dloop__complete(op, rc, "out of memory");
-}
-
-void dloop__op_wake(dlock_op *op)
-{
-    if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
-        op->again(op);
-}
-
-void dloop__wait_sleep(dlock_op *op, int64_t when)
-{
-    sleep_until(op, when);
-}
-
-int dloop__wait_subscribe(dlock_op *op)
-{
-    if (!subscribe(op))
-        return 0;
-    op->state = ST_SUBWAIT;
-    timed_set(op, op->deadline > 0);
-    return 1;
-}
-
-/* The waiter after op on s's list: a handoff channel links its waiters
- * by hwnext, a lock's channel by wnext. */
-static dlock_op *waiter_next(const dlock_op *op, const lsub *s)
-{
-    return op->hsub == s ? op->hwnext : op->wnext;
-}
-
-void dloop__on_subscribed(dlock_loop *l, lsub *s)
-{
-    dlock_op *op, *next;
-    (void)l;
-    for (op = s->waiters; op != NULL; op = next) {
-        next = waiter_next(op, s);
-        if (op->state == ST_SUBWAIT && !subscribe(op))
-            op->again(op);
-    }
-}
-
-/* A message on a channel: 'r ID' wakes the name's waiters; on a handoff
- * channel 'h TOKEN OWNER' / 'w ID OWNER' wakes the one named. */
-void dloop__on_message(dlock_loop *l, lsub *s, const char *msg, size_t len)
-{
-    dlock_op *op, *next;
-    const char *owner = NULL;
-    if (len > 2 && (msg[0] == 'h' || msg[0] == 'w')) {
-        owner = memchr(msg + 2, ' ', len - 2);
-        if (owner == NULL)
-            return;
-        owner++;
-        /* The waiter named (a lock's: the only one of this loop). */
-        for (op = s->waiters; op != NULL; op = op->hwnext)
-            if (op->hold != NULL &&
-                strlen(op->hold->owner) == len - (size_t)(owner - msg) &&
-                memcmp(op->hold->owner, owner, len - (size_t)(owner - msg)) ==
-                    0) {
-                dloop__ev_count(l, DLOOP_EV_WAKEUP);
-                dloop__op_wake(op);
-                break;
-            }
-        return;
-    }
-    for (op = s->waiters; op != NULL; op = next) {
-        next = waiter_next(op, s);
-        if (op->state == ST_SLEEP || op->state == ST_SUBWAIT)
-            dloop__ev_count(l, DLOOP_EV_WAKEUP);
-        dloop__op_wake(op);
-    }
-}
-
-/* The subscriber failed (or refused): every waiter tries again now. */
-void dloop__sub_lost(dlock_loop *l)
-{
-    dlock_op *op;
-    for (op = l->ops; op != NULL; op = op->next)
-        if (op->type == OP_LOCK && op->state == ST_SUBWAIT)
-            sleep_until(op, dlock__now_ms() + 100);
-}
-
-/* A timed op's time has come (ops_time): its deadline, or its wake-up. 1
- * when it was neither (it stays timed). */
-static int op_due(dlock_op *op, int64_t now)
-{
-    if (op->deadline > 0 && now >= op->deadline) {
-        /* Within a lock-delay the blocking wait's status, the delay's
-         * words (dloop__delay_words); an outage's error says itself. */
-        if (op->last_rc == DLOCK_LOCK_DELAY)
-            dloop__complete(op, DLOCK_TIMEDOUT, NULL);
-        else if (op->last_rc != DLOCK_OK)
-            dloop__complete(op, op->last_rc, NULL);
-        else
-            dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
-                            op->hold->k.name);
-    } else if (op->state == ST_SLEEP && now >= op->wake_at) {
-        op->again(op);
-    } else {
-        return 1;
-    }
-    return 0;
-}
-
-void dloop__ops_time(dlock_loop *l, int64_t now)
-{
-    dlock_op *op, *next;
-    /* The clock's due ops; one put back (or another made due) meanwhile
-     * waits for the next pass. */
-    size_t budget = l->notm;
-    while (budget-- > 0 && (op = dloop__otimer_pop(l, now)) != NULL) {
-        /* On the list while handled, as every timed op was before the
-         * clock: its next step says where it goes (an attempt sent off
-         * the clock by dloop__attempt(), or kept timed by its deadline as
-         * multi_node.c's and elect.c's; a sleep back on the clock). */
-        list_set(op, 1);
-        op->timed = 1;
-        if (op_due(op, now))
-            timed_set(op, 1); /* back on the clock by its time */
-    }
-    for (op = l->timed; op != NULL; op = next) {
-        next = op->tnext;
-        (void)op_due(op, now);
-    }
-}
-
-int64_t dloop__ops_wake(const dlock_loop *l)
-{
-    const dlock_op *op;
-    int64_t w = dloop__otimer_min(l);
-    for (op = l->timed; op != NULL; op = op->tnext) {
-        int64_t t = timed_key(op);
-        if (t >= 0 && (w < 0 || t < w))
-            w = t;
-    }
-    return w;
 }

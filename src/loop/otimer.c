@@ -1,17 +1,17 @@
 /*
  * otimer.c - a loop's clock of waiting operations: a binary min-heap of
  * the ops that sleep until a time or wait for a message with a deadline
- * (ops.c's timed_set), keyed by that time. process pops only the ops that
- * are due (ops.c: dloop__ops_time) and the timeout reads the top, instead
- * of walking every waiting op on each process and each timeout: with
- * 10,000 waiting acquisitions (dlock.aio's semaphore bench) each walk took
- * ~0.5-0.9 ms and a handoff needs a few passes, so the walks capped the
- * handoffs near 170 a second.
+ * (waits.c's dloop__timed_set), keyed by that time. process pops only
+ * the ops that are due (waits.c: dloop__ops_time) and the timeout reads
+ * the top, instead of walking every waiting op on each process and each
+ * timeout: with 10,000 waiting acquisitions (dlock.aio's semaphore bench)
+ * each walk took ~0.5-0.9 ms and a handoff needs a few passes, so the
+ * walks capped the handoffs near 170 a second.
  *
  * Each entry carries its time (a comparison reads the array, not the
  * ops); an op knows its entry (op->tidx, 1-based, 0: none), so moving or
  * removing it is O(log n). The heap grows by doubling; when it cannot,
- * the caller keeps the op on the loop's list instead (ops.c), walked as
+ * the caller keeps the op on the loop's list instead (waits.c), walked as
  * before.
  */
 #include <stdlib.h>

@@ -932,6 +932,31 @@ long long th_cmd_int(const th_server *s, const char *fmt, ...)
     return v;
 }
 
+/* See harness.h. */
+long long th_calls(const th_server *s, const char *cmd)
+{
+    redisReply *r = th_cmd(s, "INFO commandstats");
+    char pat[64];
+    long long n = -1;
+    const char *p;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+        n = 0;
+        if ((p = strstr(r->str, pat)) != NULL &&
+            sscanf(p + strlen(pat), "%lld", &n) != 1)
+            n = -1;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return n;
+}
+
+/* See harness.h. */
+long long th_scripts_run(const th_server *s)
+{
+    return th_calls(s, "evalsha") + th_calls(s, "eval");
+}
+
 /* See harness.h. GET, a 200 us gap, SET: a lost update shows. */
 int th_rmw(const th_server *s, const char *key)
 {

@@ -86,6 +86,13 @@ redisReply *th_cmd(const th_server *s, const char *fmt, ...);
 /* th_cmd returning an integer reply (or -1 on anything else). */
 long long th_cmd_int(const th_server *s, const char *fmt, ...);
 
+/* The calls of command cmd (lower case: "evalsha") s has run so far,
+ * its scripts' included (INFO commandstats); -1 when INFO fails. Counts,
+ * not times: what a test of a request budget reads. */
+long long th_calls(const th_server *s, const char *cmd);
+/* The scripts (EVALSHA and EVAL) s has run so far. */
+long long th_scripts_run(const th_server *s);
+
 /* Increment the integer at KEY without any lock, slowly (GET, 200 us,
  * SET), so that an update lost to a race shows in the count. 0 or -1. */
 int th_rmw(const th_server *s, const char *key);
@@ -118,6 +125,11 @@ struct dlock_client *th_client(const char *const *urls, size_t n, int strategy,
 /* A default (fair) client of one server url with the fence retention
  * keep_ms (issue 31; th_client.c). NULL as th_client. */
 struct dlock_client *th_client_keep(const char *url, int64_t keep_ms);
+/* A client of one server url with wait strategy strategy and the spin
+ * backoff's bounds (dlock_options.spin_min_ms, spin_max_ms). NULL as
+ * th_client. */
+struct dlock_client *th_client_spin(const char *url, int strategy,
+                                    int64_t spin_min_ms, int64_t spin_max_ms);
 /* A notify client of one server url in the string layout
  * (dlock_client_set_layout) with the fence retention keep_ms. NULL as
  * th_client. */

@@ -23,15 +23,34 @@ static dlock_client *make(const dlock_options *o)
     return c;
 }
 
+/* *o: the defaults for the one server *url (url must outlive o), with
+ * the harness's TLS CA. */
+static void one_server(dlock_options *o, const char **url)
+{
+    dlock_options_init(o);
+    o->servers = url;
+    o->nservers = 1;
+    o->tls_ca_file = th_ca_file();
+}
+
 /* See harness.h. */
 dlock_client *th_client_keep(const char *url, int64_t keep_ms)
 {
     dlock_options o;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
+    one_server(&o, &url);
     o.fence_retention_ms = keep_ms;
+    return make(&o);
+}
+
+/* See harness.h. */
+dlock_client *th_client_spin(const char *url, int strategy, int64_t spin_min_ms,
+                             int64_t spin_max_ms)
+{
+    dlock_options o;
+    one_server(&o, &url);
+    o.wait_strategy = (dlock_wait_strategy)strategy;
+    o.spin_min_ms = spin_min_ms;
+    o.spin_max_ms = spin_max_ms;
     return make(&o);
 }
 
@@ -47,10 +66,7 @@ dlock_client *th_client_string_wait(const char *url, int64_t keep_ms,
 {
     dlock_options o;
     dlock_client *c;
-    dlock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = th_ca_file();
+    one_server(&o, &url);
     o.fence_retention_ms = keep_ms;
     o.wait_strategy = (dlock_wait_strategy)strategy;
     c = make(&o);

@@ -29,29 +29,6 @@
 typedef th_seen seen;
 #define note th_note
 
-/* The calls of command cmd (lower case) the server has run so far, its
- * scripts' included (INFO commandstats). */
-static long long calls_of(const char *cmd)
-{
-    redisReply *r = th_cmd(&srv, "INFO commandstats");
-    char pat[64];
-    long long n = 0;
-    const char *p;
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
-    if ((p = strstr(r->str, pat)) != NULL)
-        assert_int_equal(sscanf(p + strlen(pat), "%lld", &n), 1);
-    freeReplyObject(r);
-    return n;
-}
-
-/* The EVALSHA and EVAL calls the server has run so far. */
-static long long scripts_run(void)
-{
-    return calls_of("evalsha") + calls_of("eval");
-}
-
 static void run1(dlock_loop *l, const int *flag)
 {
     assert_int_equal(th_loop_run(&l, 1, flag), 0);
@@ -151,7 +128,7 @@ static void test_cycle_one_script(void **state)
     /* First cycle loads the script; the second is counted. */
     h = take(l, "lean:a", &o);
     assert_int_equal(setrel(l, h, "lean:res0", "x", NULL), DLOCK_OK);
-    before = scripts_run();
+    before = th_scripts_run(&srv);
     h = take(l, "lean:a", &o);
     assert_int_equal(dlock_hold_token(h), 0); /* not issued yet */
     snprintf(want, sizeof want, "%s 1 0", dlock_hold_owner(h));
@@ -160,12 +137,12 @@ static void test_cycle_one_script(void **state)
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     assert_string_equal(r->str, want);
     freeReplyObject(r);
-    assert_int_equal(scripts_run() - before, 0); /* the acquire: none */
+    assert_int_equal(th_scripts_run(&srv) - before, 0); /* the acquire: none */
     get(l, "lean:res", got);
     assert_string_equal(got, "(nil)");
-    assert_int_equal(scripts_run() - before, 0); /* the get: none */
+    assert_int_equal(th_scripts_run(&srv) - before, 0); /* the get: none */
     assert_int_equal(setrel(l, h, "lean:res", "body", &fence), DLOCK_OK);
-    after = scripts_run();
+    after = th_scripts_run(&srv);
     printf("scripts per cycle: %lld\n", after - before);
     assert_int_equal(after - before, 1);
     assert_true(fence > 0); /* the token issued by the store */
@@ -205,11 +182,11 @@ static void test_store_fresh_commands(void **state)
     assert_int_equal(setrel(l, h, "lean:f0", "x", NULL), DLOCK_OK);
     h = take(l, "lean:f", &o);
     for (i = 0; i < 5; i++)
-        before[i] = calls_of(cmd[i]);
+        before[i] = th_calls(&srv, cmd[i]);
     assert_int_equal(setrel(l, h, "lean:f1", "body", &fence), DLOCK_OK);
     for (i = 0; i < 5; i++) {
-        printf("%s: %lld\n", cmd[i], calls_of(cmd[i]) - before[i]);
-        assert_int_equal(calls_of(cmd[i]) - before[i], want[i]);
+        printf("%s: %lld\n", cmd[i], th_calls(&srv, cmd[i]) - before[i]);
+        assert_int_equal(th_calls(&srv, cmd[i]) - before[i], want[i]);
     }
     assert_true(fence > 0);
     assert_int_equal(th_cmd_int(&srv, "EXISTS dlock:{lean:f}"), 0);
