@@ -37,34 +37,39 @@ static dlock_client *rl_client(void)
     return th_client(urls, NS, DLOCK_WAIT_FAIR, 30000, 2000);
 }
 
-/* Acquire and release "early-a" (lease 100 s) in a thread. */
+/* Acquire name (lease) in a thread, and release it unless keep (the
+ * hold then stays in l). */
 typedef struct cycle {
     dlock_client *c;
+    const char *name;
+    int64_t lease;
+    int keep;
+    dlock_lock *l;
     int acq, rel;
     int64_t valid;
-    volatile int done;
+    int done;
 } cycle;
 
 static void *cycle_main(void *arg)
 {
     cycle *y = arg;
-    dlock_lock *l;
-    y->acq = dlock_lock_acquire(&l, y->c, "early-a", 0, 100000);
-    if (y->acq == DLOCK_OK) {
-        y->valid = dlock_lock_validity_ms(l);
-        y->rel = dlock_lock_release(l);
+    y->acq = dlock_lock_acquire(&y->l, y->c, y->name, 0, y->lease);
+    if (y->acq == DLOCK_OK && !y->keep) {
+        y->valid = dlock_lock_validity_ms(y->l);
+        y->rel = dlock_lock_release(y->l);
     }
     __atomic_store_n(&y->done, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
 
-/* Wait (bounded) until KEY is gone on server i; 1 when it is. */
-static int gone_on(int i, const char *key)
+/* Wait (bounded: 20 s) until KEY exists (want 1) or is gone (want 0)
+ * on server i; 1 once it does. */
+static int key_is(int i, const char *key, int want)
 {
-    int64_t end = th_now_ms() + 5000;
-    while (th_cmd_int(&srv[i], "EXISTS %s", key) != 0 && th_now_ms() < end)
+    int64_t end = th_now_ms() + 20000;
+    while (th_cmd_int(&srv[i], "EXISTS %s", key) != want && th_now_ms() < end)
         th_sleep_ms(10);
-    return th_cmd_int(&srv[i], "EXISTS %s", key) == 0;
+    return th_cmd_int(&srv[i], "EXISTS %s", key) == want;
 }
 
 /* Two nodes stopped: the acquire returns with the majority, the release
@@ -76,7 +81,7 @@ static void test_stalled_minority(void **state)
 {
     dlock_client *c = rl_client();
     dlock_lock *l;
-    cycle y = {0};
+    cycle y = {.name = "early-a", .lease = 100000};
     pthread_t t;
     int64_t end;
     int w, i;
@@ -95,7 +100,7 @@ static void test_stalled_minority(void **state)
                          DLOCK_OK);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         for (i = 0; i < NS; i++)
-            assert_true(gone_on(i, "dlock:{early-a}"));
+            assert_true(key_is(i, "dlock:{early-a}", 0));
         th_sleep_ms(1100);
     }
 
@@ -113,8 +118,8 @@ static void test_stalled_minority(void **state)
     assert_int_equal(y.acq, DLOCK_OK);
     assert_true(y.valid > 0);
     assert_int_equal(y.rel, DLOCK_OK);
-    assert_true(gone_on(3, "dlock:{early-a}"));
-    assert_true(gone_on(4, "dlock:{early-a}"));
+    assert_true(key_is(3, "dlock:{early-a}", 0));
+    assert_true(key_is(4, "dlock:{early-a}", 0));
 
     assert_int_equal(dlock_lock_acquire(&l, c, "early-a", 0, 10000), DLOCK_OK);
     /* Every node, once the ones not waited for applied it (bounded). */
@@ -147,33 +152,8 @@ static void test_noscript_after_return(void **state)
     th_sleep_ms(1200); /* past the command timeout: given up on either way */
     th_server_resume(&srv[4]);
     dlock_client_free(c);
-    assert_true(gone_on(4, "dlock:{early-b}"));
+    assert_true(key_is(4, "dlock:{early-b}", 0));
     assert_int_equal(th_cmd_int(&srv[0], "EXISTS dlock:{early-b}"), 0);
-}
-
-/* Acquire "early-f" (lease 600 s: a 60 s step) in a thread. */
-typedef struct acq_job {
-    dlock_client *c;
-    dlock_lock *l;
-    int rc;
-    int done;
-} acq_job;
-
-static void *acq_main(void *arg)
-{
-    acq_job *y = arg;
-    y->rc = dlock_lock_acquire(&y->l, y->c, "early-f", 0, 600000);
-    __atomic_store_n(&y->done, 1, __ATOMIC_SEQ_CST);
-    return NULL;
-}
-
-/* 1 when server i holds KEY, waited for (bounded: 20 s). */
-static int held_on(int i, const char *key)
-{
-    int64_t end = th_now_ms() + 20000;
-    while (th_cmd_int(&srv[i], "EXISTS %s", key) != 1 && th_now_ms() < end)
-        th_sleep_ms(10);
-    return th_cmd_int(&srv[i], "EXISTS %s", key) == 1;
 }
 
 /* A new client's first acquire (every connection opened for it) with
@@ -186,7 +166,7 @@ static int held_on(int i, const char *key)
 static void test_fresh_paused(void **state)
 {
     const char *urls[NS];
-    acq_job y = {0};
+    cycle y = {.name = "early-f", .lease = 600000, .keep = 1};
     pthread_t t;
     redisReply *r;
     int64_t t0, end;
@@ -202,7 +182,7 @@ static void test_fresh_paused(void **state)
     }
     t0 = th_now_ms();
     end = t0 + 25000;
-    assert_int_equal(pthread_create(&t, NULL, acq_main, &y), 0);
+    assert_int_equal(pthread_create(&t, NULL, cycle_main, &y), 0);
     while (!__atomic_load_n(&y.done, __ATOMIC_SEQ_CST) && th_now_ms() < end)
         th_sleep_ms(10);
     was = __atomic_load_n(&y.done, __ATOMIC_SEQ_CST);
@@ -215,12 +195,12 @@ static void test_fresh_paused(void **state)
     }
     pthread_join(t, NULL);
     assert_true(was);
-    assert_int_equal(y.rc, DLOCK_OK);
+    assert_int_equal(y.acq, DLOCK_OK);
     for (i = 0; i < NS; i++)
-        assert_true(held_on(i, "dlock:{early-f}"));
+        assert_true(key_is(i, "dlock:{early-f}", 1));
     assert_int_equal(dlock_lock_release(y.l), DLOCK_OK);
     for (i = 0; i < NS; i++)
-        assert_true(gone_on(i, "dlock:{early-f}"));
+        assert_true(key_is(i, "dlock:{early-f}", 0));
     dlock_client_free(y.c);
 }
 
