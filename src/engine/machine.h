@@ -189,6 +189,37 @@ int dlock__call_same_server(dlock__call *k);
 /* Free k and its arrays (k holds nothing else: finished, or blank). */
 void dlock__call_drop(dlock__call *k);
 
+/* ---- the sending side (send.c) ----------------------------------------- */
+
+/* Lane l's connection failed (rc, err): l is released and every call on
+ * it not answered yet is lost (retried once on a fresh connection while
+ * time remains, then failed). Also the set's hook (k->lost). */
+void dlock__lane_lost(dlock__call *k, int l, int rc, const char *err);
+
+/* Lane l's connection failed (rc, err): its calls are lost; on a set,
+ * every call on the set's lane. */
+void dlock__lane_fail(dlock__call *k, int l, int rc, const char *err);
+
+/* A free lane for conn (NULL: none yet) to nd (node: fixed set index or
+ * -1; fresh: conn was opened for this call), with INFO queued first when
+ * a Redlock node is to be identified; on a set a view of the set's
+ * lane. Its index, or -1 out of memory (conn given back). */
+int dlock__lane_new(dlock__call *k, dlock__node *nd, int node,
+                    dlock__conn *conn, int fresh);
+
+/* Write call j on lane l (SENT): ASKING first when an ASK named the
+ * node, then the script by SHA or with its source. DLOCK_OK or
+ * DLOCK_ENOMEM. */
+int dlock__call_write(dlock__call *k, int j, int l);
+
+/* Send the IDLE call j: find its lane (or start opening it) and write
+ * it there. */
+void dlock__call_send(dlock__call *k, int j);
+
+/* Push out what was written on lane l, WAIT last when the calls write
+ * locks for replicas. */
+void dlock__lane_flush(dlock__call *k, int l);
+
 /* ---- the lane set (lanes.c; lanes.h is what its owner sees) ---------- */
 
 /* One pipelined connection of a set to one node, shared by its calls:
