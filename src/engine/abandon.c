@@ -76,8 +76,9 @@ static void abandon_call(dlock__call *k, int j)
  * See machine.h. A node where a NOSCRIPT is possible is waited for all
  * the same when its request went by SHA: one that answered this script
  * before, reached over a connection opened for this call (it may have
- * restarted), or one not known to have it behind a source already on
- * its set lane; an acquire given up on would then simply not happen
+ * restarted); not one that went by SHA behind a source of the script on
+ * its set lane (c->behind: it finds the script as surely as a node known
+ * to have it does); an acquire given up on would then simply not happen
  * there, a release would lie in the pool until its resend. A node not
  * known to have this script cached (it never ran it, or answered
  * NOSCRIPT to a script it had run since it last ran this one) is sent
@@ -113,9 +114,10 @@ int dlock__call_enough(dlock__call *k)
         }
         if (c->state != C_SENT)
             continue;
-        if (!c->full && (c->fresh || c->retried ||
-                         !(atomic_load(&k->ln[c->lane].nd->scripts_ok) &
-                           (1ULL << cmd->script)))) {
+        if (!c->full && !c->behind &&
+            (c->fresh || c->retried ||
+             !(atomic_load(&k->ln[c->lane].nd->scripts_ok) &
+               (1ULL << cmd->script)))) {
             still |= 1ULL << j;
             continue;
         }

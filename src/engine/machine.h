@@ -49,6 +49,9 @@ typedef struct ecall {
     int state;
     int lane;         /* SENT: its lane */
     int full;         /* send the source (EVAL): it answered NOSCRIPT */
+    int behind;       /* by SHA behind a source of its script on its set lane
+                   (send.c): as safe to give up on as a node known to
+                   have the script */
     int shagain;      /* on a set: answered NOSCRIPT, sent again by SHA behind a
                     source (dlock__pipe_noscript) */
     int retried;      /* one fresh-connection retry used */

@@ -258,10 +258,17 @@ int dlock__call_write(dlock__call *k, int j, int l)
      * the node need not then be waited for. (One opened for this call to
      * a node that did answer the script is sent it by SHA and waited for:
      * the node may have restarted, and its NOSCRIPT tells: abandon.c.) */
+    c->behind = 0;
     if (!c->full && !c->cmd->raw && c->cmd->enough != NULL &&
-        !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script)) &&
-        !(p != NULL && dlock__pipe_has_source(p, c->cmd->script)))
-        c->full = 1;
+        !(atomic_load(&ln->nd->scripts_ok) & (1ULL << c->cmd->script))) {
+        /* Behind a source on its set lane, by SHA, it finds the script
+         * as a node known to have it would (unless flushed meanwhile):
+         * not waited for either. */
+        if (p != NULL && dlock__pipe_has_source(p, c->cmd->script))
+            c->behind = 1;
+        else
+            c->full = 1;
+    }
     if (c->full && !c->cmd->raw && p != NULL)
         dlock__pipe_sourced(p, c->cmd->script);
     if (rc == DLOCK_OK)

@@ -154,6 +154,51 @@ static void test_acquire_extend_release(void **state)
 }
 
 /* One node stopped: a grant at the majority; another owner's try BUSY. */
+/* A new client's loop (every lane opened now, no script known on any
+ * node) starts two acquires at once with one node holding up scripts
+ * (CLIENT PAUSE WRITE: it answers the open's INFO, as a node in a
+ * FAILOVER does): the first call on each lane carries the source, the
+ * second goes by SHA behind it; neither is waited for at the paused
+ * node, so both complete at the majority long before their step (60 s:
+ * the command timeout) ends. The second took its whole step before
+ * (it.redlock_early test_fresh_paused is the blocking API's case). */
+static void test_behind_source_paused(void **state)
+{
+    const char *urls[FIXTURE_NS];
+    dlock_client *c;
+    dlock_loop *l;
+    dlock_loop_acquire o;
+    seen s[2];
+    int64_t end;
+    int i, done;
+    (void)state;
+    fixture_urls(urls);
+    c = th_client(urls, FIXTURE_NS, DLOCK_WAIT_NOTIFY, 60000, 2000);
+    assert_non_null(c);
+    l = new_loop(c);
+    o = th_loop_opts(c, 0, 600000);
+    freeReplyObject(th_cmd(&srv[2], "CLIENT PAUSE 40000 WRITE"));
+    memset(s, 0, sizeof s);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lr:bs1", &o, note, &s[0]),
+                     DLOCK_OK);
+    assert_int_equal(dlock_loop_lock(NULL, l, "lr:bs2", &o, note, &s[1]),
+                     DLOCK_OK);
+    end = th_now_ms() + 25000;
+    do {
+        th_loop_run_for(&l, 1, 20);
+        done = s[0].done + s[1].done;
+    } while (done < 2 && th_now_ms() < end);
+    print_message("done %d of 2 with a node paused\n", done);
+    freeReplyObject(th_cmd(&srv[2], "CLIENT UNPAUSE"));
+    assert_int_equal(done, 2);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(s[i].status, DLOCK_OK);
+        release(l, s[i].hold);
+    }
+    dlock_loop_free(l);
+    dlock_client_free(c);
+}
+
 static void test_majority(void **state)
 {
     dlock_client *c = client();
@@ -598,6 +643,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_extend_release),
         cmocka_unit_test(test_majority),
+        cmocka_unit_test(test_behind_source_paused),
         cmocka_unit_test(test_downgrade_majority),
         cmocka_unit_test(test_watchdog_loss),
         cmocka_unit_test(test_refused),
