@@ -22,6 +22,14 @@
 
 #include "fixture_nochan.h"
 
+/* Release h on l and run l until it is done. */
+static void release_on(dlock_loop *l, dlock_hold *h)
+{
+    th_seen r = {0};
+    assert_int_equal(dlock_loop_release(NULL, l, h, th_note, &r), DLOCK_OK);
+    assert_int_equal(th_loop_run(&l, 1, &r.done), 0);
+}
+
 /* A holder (lease_ms) and a waiter (wait_ms) of user nochan, waiting by
  * strategy: the holder releases while the waiter waits, and the waiter
  * gets the lock within its wait; its loop warns of the refusal. */
@@ -51,10 +59,7 @@ static void waits(int strategy, int64_t lease_ms, int64_t wait_ms)
     assert_int_equal(th_loop_run(ls, 2, &b.done), 0); /* 30 s: a hang */
     assert_int_equal(b.status, DLOCK_OK);
     assert_string_not_equal(dlock_loop_warning(ls[1]), "");
-    memset(&r, 0, sizeof r);
-    assert_int_equal(dlock_loop_release(NULL, ls[1], b.hold, th_note, &r),
-                     DLOCK_OK);
-    assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+    release_on(ls[1], b.hold);
     dlock_loop_free(ls[0]);
     dlock_loop_free(ls[1]);
     dlock_client_free(c);
@@ -138,10 +143,7 @@ static void test_refusal_per_channel(void **state)
                          DLOCK_OK);
         assert_int_equal(th_loop_run(ls, 2, &w.done), 0);
         assert_int_equal(w.status, DLOCK_OK);
-        memset(&r, 0, sizeof r);
-        assert_int_equal(dlock_loop_release(NULL, ls[1], w.hold, th_note, &r),
-                         DLOCK_OK);
-        assert_int_equal(th_loop_run(&ls[1], 1, &r.done), 0);
+        release_on(ls[1], w.hold);
     }
     dlock_loop_free(ls[0]);
     dlock_loop_free(ls[1]);
