@@ -7,8 +7,9 @@
  * hands each reply to its call (k->take). A view detached with replies
  * still expected leaves them dropped (read and freed when they come; a
  * script sent by SHA that comes back NOSCRIPT is resent with its source
- * when it was given up on with its EVAL form). A set lane that fails is closed and every call on it is
- * lost (call.c retries it once, on a new lane). A node's address that
+ * when it was given up on with its EVAL form). A set lane that fails is
+ * closed and every call on it is lost (call.c retries it once, on a new
+ * lane). A node's address that
  * moved (Sentinel, a master suspected) retires its lane: drained, then
  * closed, and the next call opens a new one (locating the master).
  * A lane whose oldest unanswered request was given up on and is still

@@ -47,13 +47,14 @@ typedef struct ecall {
     const dlock__cmd *cmd;
     int node; /* fixed set: its node; cluster: -1 (routed by slot) */
     int state;
-    int lane;         /* SENT: its lane */
-    int full;         /* send the source (EVAL): it answered NOSCRIPT */
-    int behind;       /* by SHA behind a source of its script on its set lane
-                   (send.c): as safe to give up on as a node known to
-                   have the script */
-    int shagain;      /* on a set: answered NOSCRIPT, sent again by SHA behind a
-                    source (dlock__pipe_noscript) */
+    int lane; /* SENT: its lane */
+    int full; /* send the source (EVAL): it answered NOSCRIPT */
+    /* on a set: by SHA behind a source of its script on its lane
+     * (send.c): as safe to give up on as a node known to have it */
+    int behind;
+    /* on a set: answered NOSCRIPT, sent again by SHA behind a source
+     * (dlock__pipe_noscript) */
+    int shagain;
     int retried;      /* one fresh-connection retry used */
     int fresh;        /* sent on a connection opened for it */
     int hops;         /* redirections followed in a row */

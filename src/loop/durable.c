@@ -31,31 +31,40 @@ int dloop__durable(const dlock_loop *l)
 /* See loop_impl.h. The WAIT's sharing is the command connection's pipe
  * (io/pipe.h): each requester is a stub (an lreq with fn and ctx only)
  * that it answers. */
-int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out)
+void dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out)
 {
-    lreq *st;
-    int rc;
-    if (l->cmd.p.conn == NULL) /* the connection its writes went on */
-        return DLOCK_EIO;
+    lreq *st = NULL;
+    int rc = DLOCK_EIO;
+    if (out != NULL)
+        *out = NULL;
+    if (l->cmd.p.conn == NULL) { /* the connection its writes went on */
+        fn(l, ctx, rc, NULL, "the connection closed before it", 0);
+        return;
+    }
     st = calloc(1, sizeof *st);
-    if (st == NULL)
-        return DLOCK_ENOMEM;
-    st->fn = fn;
-    st->ctx = ctx;
-    st->script = -1;
-    rc = dlock__pipe_wait(&l->cmd.p, st, 1, l->c->ns.wait_replicas,
-                          l->c->ns.wait_timeout_ms,
-                          dlock__now_ms() + l->c->opts.command_timeout_ms +
-                              l->c->ns.wait_timeout_ms);
-    if (rc == DLOCK_ENOMEM) {
-        dlock__pipe_unwait(&l->cmd.p, st, 1);
+    if (st != NULL) {
+        st->fn = fn;
+        st->ctx = ctx;
+        st->script = -1;
+        rc = dlock__pipe_wait(&l->cmd.p, st, 1, l->c->ns.wait_replicas,
+                              l->c->ns.wait_timeout_ms,
+                              dlock__now_ms() + l->c->opts.command_timeout_ms +
+                                  l->c->ns.wait_timeout_ms);
+    }
+    if (st == NULL || rc == DLOCK_ENOMEM) {
+        /* A WAIT may be written without its place in the pipe: the
+         * connection is out of step, so it fails (as a request that
+         * could not be queued fails it: lconn.c). */
+        if (st != NULL)
+            dlock__pipe_unwait(&l->cmd.p, st, 1);
         free(st);
-        return rc;
+        dloop__cmd_fail(l, DLOCK_ENOMEM, "out of memory");
+        fn(l, ctx, DLOCK_ENOMEM, NULL, "out of memory", 0);
+        return;
     }
     dloop__conns_update(l);
     if (out != NULL)
         *out = st;
-    return DLOCK_OK;
 }
 
 /* See loop_impl.h. */
@@ -104,15 +113,7 @@ static void op_acked(dlock_loop *l, void *ctx, int rc, const redisReply *r,
 void dloop__op_acks(dlock_op *op,
                     void (*then)(dlock_op *op, int rc, const char *msg))
 {
-    int rc;
     op->acked = then;
     op->acking = 1;
-    rc = dloop__send_wait(op->loop, op_acked, op, &op->req);
-    if (rc != DLOCK_OK) {
-        op->acking = 0;
-        op->acked = NULL;
-        then(op, rc,
-             rc == DLOCK_ENOMEM ? "out of memory"
-                                : "WAIT: the connection closed before it");
-    }
+    dloop__send_wait(op->loop, op_acked, op, &op->req);
 }

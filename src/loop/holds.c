@@ -251,16 +251,10 @@ static void batch_reply(dlock_loop *l, void *ctx, int rc, const redisReply *r,
     }
     for (i = 0; i < b->n; i++)
         b->res[i] = dlock__elem_int(r, (size_t)i) == 1;
-    if (!dloop__durable(l)) {
+    if (dloop__durable(l))
+        dloop__send_wait(l, batch_acked, b, NULL);
+    else
         batch_apply(l, b, DLOCK_OK, "");
-        return;
-    }
-    rc = dloop__send_wait(l, batch_acked, b, NULL);
-    if (rc != DLOCK_OK) /* WAIT unsent: the renewals' durability unknown */
-        batch_acked(l, b, rc, NULL,
-                    rc == DLOCK_ENOMEM ? "out of memory"
-                                       : "the connection closed before it",
-                    0);
 }
 
 /* Send one renewal call for hs[0..n). */

@@ -308,24 +308,31 @@ static int reply_rc(dlock_loop *l, const redisReply *rep, char *err, size_t len)
 
 /* The pipe's words to the loop (pipe.h: dlock__pipe_ops; ud: the loop). */
 
-/* An answer rep (owned) for request e->who. */
+/* Hand rep, an answer of the command connection, to r's requester (an
+ * error reply as its status and words). */
+static void answer(dlock_loop *l, const lreq *r, const redisReply *rep)
+{
+    char err[LOOP_ERRLEN];
+    if (r->fn == NULL)
+        return;
+    if (rep->type == REDIS_REPLY_ERROR)
+        r->fn(l, r->ctx, reply_rc(l, rep, err, sizeof err), NULL, err, 1);
+    else
+        r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+}
+
+/* An answer rep (owned) for request e->who: a NOSCRIPT sends it again,
+ * anything else is its answer. */
 static void cmd_take(void *ud, const dlock__pentry *e, redisReply *rep)
 {
     dlock_loop *l = ud;
     lreq *r = e->who;
-    char err[LOOP_ERRLEN];
     l->cmd.nreq--;
     if (rep->type == REDIS_REPLY_ERROR && r->script >= 0 && !r->eval &&
         strncmp(rep->str, "NOSCRIPT", 8) == 0) {
         resend_eval(l, r);
-    } else if (rep->type == REDIS_REPLY_ERROR) {
-        int rc = reply_rc(l, rep, err, sizeof err);
-        if (r->fn != NULL)
-            r->fn(l, r->ctx, rc, NULL, err, 1);
-        lreq_free(l, r);
     } else {
-        if (r->fn != NULL)
-            r->fn(l, r->ctx, DLOCK_OK, rep, "", 1);
+        answer(l, r, rep);
         lreq_free(l, r);
     }
     freeReplyObject(rep);
@@ -334,18 +341,12 @@ static void cmd_take(void *ud, const dlock__pentry *e, redisReply *rep)
 /* The shared WAIT answered rep for stub w->who (durable.c). */
 static void cmd_acked(void *ud, const dlock__pwaiter *w, const redisReply *rep)
 {
-    dlock_loop *l = ud;
-    lreq *st = w->who;
-    char err[LOOP_ERRLEN];
-    if (st->fn != NULL && rep->type == REDIS_REPLY_ERROR)
-        st->fn(l, st->ctx, reply_rc(l, rep, err, sizeof err), NULL, err, 1);
-    else if (st->fn != NULL)
-        st->fn(l, st->ctx, DLOCK_OK, rep, "", 1);
-    free(st);
+    answer(ud, w->who, rep);
+    free(w->who);
 }
 
-/* The connection failed: request who (a 0) or a WAIT's stub (a 1) ends
- * with rc / err. */
+/* The connection failed: request who (a 0) or a WAIT's stub (a 1, not
+ * pooled: lreq_free frees it) ends with rc / err. */
 static void cmd_lost(void *ud, void *who, int a, int rc, const char *err)
 {
     dlock_loop *l = ud;
@@ -354,10 +355,7 @@ static void cmd_lost(void *ud, void *who, int a, int rc, const char *err)
         l->cmd.nreq--;
     if (r->fn != NULL)
         r->fn(l, r->ctx, rc, NULL, err, 1);
-    if (a == 0)
-        lreq_free(l, r);
-    else
-        free(r);
+    lreq_free(l, r);
 }
 
 /* A WAIT written: one more request. */
@@ -476,7 +474,7 @@ int64_t dloop__cmd_wake(const dlock_loop *l)
 }
 
 /* See loop_impl.h. */
-void dloop__cmd_close(dlock_loop *l)
+void dloop__cmd_fail(dlock_loop *l, int rc, const char *err)
 {
-    cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
+    cmd_fail(l, rc, err);
 }

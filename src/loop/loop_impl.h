@@ -401,8 +401,9 @@ void dloop__cmd_time(dlock_loop *l, int64_t now);
 /* When the command connection next needs the clock (-1: never, 0:
  * now). */
 int64_t dloop__cmd_wake(const dlock_loop *l);
-/* Fail every request of the command connection (the loop is freed). */
-void dloop__cmd_close(dlock_loop *l);
+/* End every request of the command connection with rc / err and close
+ * it (out of step, or the loop freed). */
+void dloop__cmd_fail(dlock_loop *l, int rc, const char *err);
 void dloop__cmd_io(dlock_loop *l, short revents);
 void dloop__sub_io(dlock_loop *l, short revents);
 void dloop__conns_time(dlock_loop *l, int64_t now);
@@ -636,9 +637,11 @@ int dloop__durable(const dlock_loop *l);
  * far, answered to fn (*out: a handle whose fn may be set NULL when its
  * requester goes). One WAIT is out at a time: those asked for meanwhile
  * share the next, sent when it is answered (a WAIT holds the connection
- * up until then). DLOCK_OK, DLOCK_ENOMEM, or DLOCK_EIO when the command
- * connection is closed (the writes it would count went with it). */
-int dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
+ * up until then). When none can be sent fn is told at once (*out NULL):
+ * DLOCK_EIO when the command connection is closed (the writes it would
+ * count went with it), DLOCK_ENOMEM out of memory (the connection is
+ * failed then: a WAIT may have been written without its place). */
+void dloop__send_wait(dlock_loop *l, lreq_fn fn, void *ctx, lreq **out);
 /* WAIT's answer (rc, r, err as an lreq_fn gets them): DLOCK_OK (enough
  * replicas), DLOCK_NOT_REPLICATED or the failure, with a message about
  * what into msg. */

@@ -169,7 +169,7 @@ void dloop__conns_close(dlock_loop *l)
 {
     size_t i;
     lsub *s, *n;
-    dloop__cmd_close(l);
+    dloop__cmd_fail(l, DLOCK_CANCELED, "the loop was freed");
     dloop__lc_unreg(l, &l->sub);
     dlock__node_opening_free(l->sub.open);
     dlock__conn_close(l->sub.p.conn);

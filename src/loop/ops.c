@@ -235,8 +235,7 @@ static void acq_busy(dlock_op *op, const dlock__tally *t, int64_t now)
     if (op->deadline > 0 && now >= op->deadline) {
         /* op->queued stays: a place its waiting attempts took is left
          * (a permit's under notify too, as the blocking wait's). */
-        dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
-                        op->hold->k.name);
+        dloop__wait_done(op, DLOCK_TIMEDOUT);
         return;
     }
     if (!op->waited) {

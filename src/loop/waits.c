@@ -210,8 +210,8 @@ void dloop__obey(dlock_op *op, int rc, const dlock__got *g, int64_t now)
 
 /* op's subscription is settled (subscribe() said so): confirmed, or
  * the server refused SUBSCRIBE (ACL NOPERM: lsub.c settles the channels
- * asked then as refused), or it has no channel (out of memory). Refused or none: the
- * wait's fallback, as the blocking wait's and an engine loop's (wait.c:
+ * asked then as refused), or it has no channel (out of memory). Refused
+ * or none: the wait's fallback, as the blocking wait's and an engine loop's (wait.c:
  * dlock__wait_unsubscribed): a fair lock stays queued and polls, any
  * other waiter spins. Its channels stay joined until it ends (no message
  * will come on them). */
@@ -365,8 +365,7 @@ static int op_due(dlock_op *op, int64_t now)
         else if (op->last_rc != DLOCK_OK)
             dloop__complete(op, op->last_rc, NULL);
         else
-            dloop__complete(op, DLOCK_TIMEDOUT, "gave up waiting for %s",
-                            op->hold->k.name);
+            dloop__wait_done(op, DLOCK_TIMEDOUT);
     } else if (op->state == ST_SLEEP && now >= op->wake_at) {
         op->again(op);
     } else {
